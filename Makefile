@@ -1,0 +1,29 @@
+# The two commands a new user needs: `make lab` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# Keep torch single-threaded per worker when tests run in parallel.
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest
+
+.PHONY: venv lab test test-fast clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+lab: $(STAMP)  ## open the course in JupyterLab
+	$(BIN)/jupyter lab notebooks/
+
+test: $(STAMP)  ## the whole suite, as CI runs it
+	$(PYTEST) -n 2 -q
+
+test-fast: $(STAMP)  ## the inner loop: skip tests marked slow
+	$(PYTEST) -n 2 -q -m "not slow"
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,49 @@
+"""Every seed bug for notebooks 01-05, injected into the solution code of
+the notebook itself, must fail the exercise's visible check with a message
+that names the bug. Runs in-process: no kernel, a few seconds in all."""
+from __future__ import annotations
+
+import pytest
+
+from autograder.checks import CheckFailed
+from autograder.notebook_gates import exercise_namespace, exercises, read, run_check
+from autograder import course
+
+# (assignment, answer grade id, text in the solution, replacement, phrase the message must contain)
+BUGS = [
+    # 01 embeddings
+    ("01_embeddings", "embed", "return weight[ids]", "return weight[ids].detach()", "does not depend on weight"),
+    ("01_embeddings", "one_hot_embed", ".to(weight.dtype)", "", "one_hot_embed raised RuntimeError"),
+    ("01_embeddings", "tied_logits", "x @ weight.T", "x @ weight", "transposed weight"),
+    ("01_embeddings", "tie_weights", "lm_head.weight = tok_emb.weight",
+     "lm_head.weight = nn.Parameter(tok_emb.weight.detach().clone())", "head is a copy, not a share"),
+    ("01_embeddings", "tie_weights", "lm_head.weight = tok_emb.weight",
+     "lm_head.weight = nn.Parameter(tok_emb.weight.detach().T.clone())", "transposed weight"),
+    ("01_embeddings", "tie_weights", "lm_head.weight = tok_emb.weight", "tok_emb.weight = lm_head.weight",
+     "ties them the wrong way round"),
+]
+
+
+@pytest.mark.parametrize("assignment, grade_id, old, new, phrase", BUGS, ids=[b[4][:40] for b in BUGS])
+def test_injected_bug_is_named(assignment, grade_id, old, new, phrase):
+    ns = exercise_namespace(assignment, {grade_id: (old, new)})
+    with pytest.raises(CheckFailed) as err:
+        run_check(assignment, grade_id, ns)
+    assert phrase in str(err.value), f"message does not name the bug:\n{err.value}"
+
+
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_unmodified_solutions_pass_visible_and_hidden_checks(assignment):
+    ns = exercise_namespace(assignment)
+    exs = exercises(read(course.source_notebook(assignment)))
+    assert exs
+    for ex in exs:
+        run_check(assignment, ex.grade_id, ns, hidden=True)
+
+
+def test_every_exercise_of_part_one_has_an_injected_bug():
+    covered = {(a, g) for a, g, *_ in BUGS}
+    for a in ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu"):
+        if a in course.assignments():
+            for ex in exercises(read(course.source_notebook(a))):
+                assert (a, ex.grade_id) in covered, f"{a}/{ex.grade_id}: no injected bug tests its check"

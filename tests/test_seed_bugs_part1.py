@@ -21,6 +21,20 @@ BUGS = [
      "lm_head.weight = nn.Parameter(tok_emb.weight.detach().T.clone())", "transposed weight"),
     ("01_embeddings", "tie_weights", "lm_head.weight = tok_emb.weight", "tok_emb.weight = lm_head.weight",
      "ties them the wrong way round"),
+    # 02 RMSNorm
+    ("02_rmsnorm", "rms_norm", "torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)",
+     "1 / (x32.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps)", "eps outside the sqrt"),
+    ("02_rmsnorm", "rms_norm", "mean(dim=-1,", "mean(dim=1,", "mean over the wrong axis"),
+    ("02_rmsnorm", "rms_norm", "mean(dim=-1,", "mean(dim=0,", "mean over the wrong axis"),
+    ("02_rmsnorm", "rms_norm", "return weight * (x32 * inv_rms)", "return (x32 * inv_rms)", "missing gain"),
+    ("02_rmsnorm", "rms_norm", "x32 = x.float()", "x32 = x", "no float32 upcast"),
+    ("02_rmsnorm", "rms_norm", "(x32 * inv_rms).to(x.dtype)", "(x32 * inv_rms)", "cast it back to x.dtype"),
+    ("02_rmsnorm", "layer_norm", "var = centred.pow(2).mean(dim=-1, keepdim=True)", "var = x.var(dim=-1, keepdim=True)",
+     "unbiased variance"),
+    ("02_rmsnorm", "layer_norm", "centred = x - x.mean(dim=-1, keepdim=True)", "centred = x",
+     "mean not subtracted"),
+    ("02_rmsnorm", "RMSNorm", "torch.ones(dim)", "torch.zeros(dim)", "gain initialised wrongly"),
+    ("02_rmsnorm", "RMSNorm", "rms_norm(x, self.weight, self.eps)", "rms_norm(x, self.weight)", "eps ignored"),
 ]
 
 

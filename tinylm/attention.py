@@ -1,0 +1,101 @@
+"""Causal self-attention with grouped-query attention (MHA and MQA as the ends).
+
+Layout inside attention is (batch, heads, seq, head_dim); outside it is
+(batch, seq, d_model).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+from .rope import apply_rope
+
+
+def causal_mask(q_len: int, kv_len: int | None = None, device=None) -> torch.Tensor:
+    """Bool (q_len, kv_len), True where query i may attend to key j.
+
+    Queries are the last q_len of kv_len positions (bottom-right aligned), so
+    query i sits at absolute position kv_len - q_len + i and sees keys j <= that.
+    With q_len == kv_len this is the usual lower triangle; with a KV cache the
+    one new query sees every cached key."""
+    kv_len = q_len if kv_len is None else kv_len
+    if q_len > kv_len:
+        raise ValueError(f"causal_mask: q_len={q_len} > kv_len={kv_len}; queries must be the last q_len of the kv_len positions.")
+    return torch.ones(q_len, kv_len, dtype=torch.bool, device=device).tril(diagonal=kv_len - q_len)
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """(B, n_kv, T, hd) -> (B, n_kv·n_rep, T, hd): each kv head repeated n_rep
+    times in place, so query head h reads kv head h // n_rep. Equal to
+    x.repeat_interleave(n_rep, dim=1); tiling (x.repeat) would be wrong."""
+    if n_rep == 1:
+        return x
+    B, n_kv, T, hd = x.shape
+    x = x[:, :, None].expand(B, n_kv, n_rep, T, hd)  # (B, n_kv, n_rep, T, hd), no copy yet
+    return x.reshape(B, n_kv * n_rep, T, hd)         # (B, nh, T, hd)
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:
+    """The teaching reference: softmax(q kᵀ / sqrt(hd) + mask) v, step by step.
+
+    q (B, nh, Tq, hd); k, v (B, n_kv, Tk, hd) with n_kv dividing nh; queries
+    are the last Tq positions. Returns (B, nh, Tq, hd)."""
+    n_heads, n_kv = q.shape[1], k.shape[1]
+    if n_heads % n_kv:
+        raise ValueError(f"causal_attention: {n_heads} query heads cannot be shared evenly by {n_kv} key/value heads.")
+    k = repeat_kv(k, n_heads // n_kv)                                    # (B, nh, Tk, hd)
+    v = repeat_kv(v, n_heads // n_kv)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])            # (B, nh, Tq, Tk)
+    mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)         # (Tq, Tk), broadcasts over (B, nh)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)  # over keys: each query's weights sum to 1
+    if dropout_p > 0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v                                                    # (B, nh, Tq, hd)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, config.head_dim
+        self.attn_impl = config.attn_impl
+        self.dropout = config.dropout
+        self.q_proj = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=False)
+        self.k_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.v_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.o_proj = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, layer_idx: int = 0) -> torch.Tensor:
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # (B, nh, T, hd)
+        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
+        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
+
+        start_pos = cache.length if cache is not None else 0
+        q = apply_rope(q, cos, sin, start_pos)  # position enters queries and keys only, never values
+        k = apply_rope(k, cos, sin, start_pos)
+        if cache is not None:
+            k, v = cache.update(layer_idx, k, v)  # (B, n_kv, start_pos + T, hd): the kv heads only
+
+        dropout_p = self.dropout if self.training else 0.0
+        if self.attn_impl == "reference":
+            y = causal_attention(q, k, v, dropout_p)
+        else:
+            y = self._sdpa(q, k, v, dropout_p)
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, nh·hd): heads side by side
+        return self.o_proj(y)
+
+    @staticmethod
+    def _sdpa(q, k, v, dropout_p: float) -> torch.Tensor:
+        q_len, kv_len = q.shape[-2], k.shape[-2]
+        gqa = q.shape[1] != k.shape[1]
+        if q_len == kv_len:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa)
+        # is_causal aligns the triangle top-left, wrong when queries follow a
+        # cached prefix; one decoded token sees everything, so needs no mask.
+        mask = None if q_len == 1 else causal_mask(q_len, kv_len, device=q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa)

@@ -1,0 +1,30 @@
+"""RMSNorm: rescale each vector to unit root-mean-square, then apply a gain."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """y = weight * x / sqrt(mean(x², last axis) + eps).
+
+    Squares of half-precision values overflow (fp16 max is 65504, so any
+    |x| > 256 gives inf), so the statistic is taken in float32 and the result
+    cast back, in the same order as Llama's reference code."""
+    dtype = x.dtype
+    x32 = x.float()
+    inv_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
+    return weight * (x32 * inv_rms).to(dtype)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"

@@ -1,0 +1,49 @@
+"""Rotary position embedding (RoPE), half-split form as in Llama checkpoints.
+
+Feature i of a head is paired with feature i + head_dim/2, and each pair is
+rotated by the angle position · theta^(-2i/head_dim). Because a dot product
+of two rotated vectors depends only on the difference of their angles,
+attention scores depend on relative position only.
+
+The paper (and CS336) pairs neighbours (2i, 2i+1) instead: the "interleaved"
+form. The two are the same rotation after permuting features, which is what
+checkpoint converters do with q_proj and k_proj.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def rope_cache(head_dim: int, max_seq_len: int, theta: float = 10000.0, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin tables, each (max_seq_len, head_dim), in float32.
+
+    Computed once per model: the tables depend on shapes only, not on data."""
+    if head_dim % 2:
+        raise ValueError(f"rope_cache: head_dim must be even (features rotate in pairs), got {head_dim}.")
+    inv_freq = theta ** (-torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)  # (hd/2,)
+    positions = torch.arange(max_seq_len, device=device, dtype=torch.float32)                        # (T,)
+    angles = torch.outer(positions, inv_freq)                                                        # (T, hd/2)
+    angles = torch.cat((angles, angles), dim=-1)  # (T, hd): feature i and i + hd/2 share an angle
+    return angles.cos(), angles.sin()
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) -> (-x2, x1) on the two halves of the last axis: the 90° turn
+    of every (i, i + hd/2) pair."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
+    """Rotate queries or keys x (B, H, T, hd) as if they sat at positions
+    start_pos .. start_pos + T - 1. start_pos is the KV-cache length when
+    decoding; restarting it at 0 is a classic cache bug."""
+    seq_len = x.shape[-2]
+    if start_pos + seq_len > cos.shape[0]:
+        raise ValueError(
+            f"apply_rope: positions {start_pos}..{start_pos + seq_len - 1} exceed the RoPE table "
+            f"of {cos.shape[0]} positions; build rope_cache with a larger max_seq_len."
+        )
+    cos = cos[start_pos:start_pos + seq_len].to(x.dtype)  # (T, hd), broadcasts over (B, H)
+    sin = sin[start_pos:start_pos + seq_len].to(x.dtype)
+    return x * cos + rotate_half(x) * sin

@@ -1,0 +1,109 @@
+"""Turning logits into tokens: temperature, top-k, top-p, then sampling.
+
+The order matters: every transform works on logits, and the draw comes last.
+Sampling from the raw logits and filtering afterwards changes nothing.
+"""
+from __future__ import annotations
+
+import torch
+
+from .kv_cache import KVCache
+from .validation import check_float, check_token_ids
+
+
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """logits / T. T < 1 sharpens, T > 1 flattens. Dividing the logits is not
+    the same as dividing the probabilities (that would change nothing after
+    renormalising). T = 0 (greedy) is handled by sample_next, not here."""
+    if not temperature > 0:
+        raise ValueError(f"apply_temperature: temperature must be > 0, got {temperature!r}; use sample_next(..., temperature=0) for greedy decoding.")
+    return logits / temperature
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the k largest logits on the last axis, set the rest to -inf.
+    Entries tied with the k-th largest are kept too."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"top_k_filter: k must be a positive integer, got {k!r}.")
+    if k >= logits.shape[-1]:
+        return logits
+    kth_largest = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1)
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filter: keep the smallest set of most likely tokens whose
+    probability sums to at least p, including the token that crosses p."""
+    if not 0 < p <= 1:
+        raise ValueError(f"top_p_filter: p must lie in (0, 1], got {p!r}.")
+    if p == 1:
+        return logits
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs  # probability of the strictly more likely tokens
+    drop_sorted = mass_before >= p              # the crossing token has mass_before < p: kept
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """logits (B, V) of the last position -> next token ids (B,).
+
+    temperature 0 is greedy (argmax); otherwise temperature, then top-k, then
+    top-p, and only then one draw from the softmax."""
+    check_float(logits, "logits")
+    if logits.dim() != 2:
+        raise ValueError(f"sample_next: logits must be (batch, vocab), got {tuple(logits.shape)}; take logits[:, -1, :] of the model output.")
+    if temperature < 0:
+        raise ValueError(f"sample_next: temperature must be >= 0 (0 = greedy), got {temperature!r}.")
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = apply_temperature(logits.float(), temperature)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = logits.softmax(dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B,)
+
+
+@torch.no_grad()
+def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None,
+             generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
+    """Autoregressive decoding. prompt (B, T) or (T,) -> the prompt followed
+    by max_new_tokens new tokens, same number of dims as the prompt.
+
+    Runs in eval mode (dropout off: a train-mode model samples from a noisy
+    distribution) and restores the previous mode afterwards."""
+    config = model.config
+    check_token_ids(prompt, config.vocab_size, "prompt")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"generate: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}.")
+    unbatched = prompt.dim() == 1
+    idx = prompt[None] if unbatched else prompt  # (B, T)
+    if idx.dim() != 2 or idx.shape[1] == 0:
+        raise ValueError(f"generate: prompt must be (T,) or (B, T) with T >= 1, got shape {tuple(prompt.shape)}.")
+    total = idx.shape[1] + max_new_tokens
+    if total > config.max_seq_len:
+        raise ValueError(
+            f"generate: prompt length {idx.shape[1]} + max_new_tokens {max_new_tokens} = {total} exceeds "
+            f"max_seq_len={config.max_seq_len}; shorten the prompt or generate fewer tokens."
+        )
+
+    was_training = model.training
+    model.eval()
+    try:
+        weight = next(model.parameters())
+        cache = KVCache(config, idx.shape[0], device=weight.device, dtype=weight.dtype) if use_cache else None
+        idx = idx.to(weight.device)
+        step_input = idx  # prefill: the whole prompt once
+        for _ in range(max_new_tokens):
+            logits = model(step_input if use_cache else idx, cache=cache)[:, -1, :]  # (B, V)
+            next_id = sample_next(logits, temperature, top_k, top_p, generator)      # (B,)
+            idx = torch.cat((idx, next_id[:, None]), dim=1)                          # (B, T + 1)
+            step_input = next_id[:, None]  # decode: only the new token
+    finally:
+        model.train(was_training)
+    return idx[0] if unbatched else idx

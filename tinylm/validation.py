@@ -1,0 +1,24 @@
+"""Input checks shared by the model's entry points: fail early, name the fix."""
+from __future__ import annotations
+
+import torch
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "idx") -> None:
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}; wrap it with torch.tensor(...).")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {ids.dtype}; convert with {name}.long().")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        bad = ids[(ids < 0) | (ids >= vocab_size)]
+        raise ValueError(
+            f"{name} holds token id {int(bad[0])}, outside the vocabulary [0, {vocab_size}). "
+            f"Encode text with the model's tokenizer, or raise ModelConfig.vocab_size."
+        )
+
+
+def check_float(x: torch.Tensor, name: str) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}.")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}; convert with {name}.float().")

@@ -1,0 +1,286 @@
+"""Checks for notebook 06 (KV cache) and the cached attention step of 07.
+
+The reference for anything cached is a full recompute: run attention over
+the whole sequence at once with F.scaled_dot_product_attention(is_causal=True)
+and RoPE written with complex numbers, then slice out the positions a cached
+step should produce. A cached step is correct exactly when it reproduces
+that slice, whatever the learner does inside.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+
+from .attention import ref_mask
+from .core import Check, CheckFailed, randn, seeded
+from .rope import ref_angles, ref_rotate
+
+
+# --------------------------------------------------------------------------
+# cache_update(past_k, past_v, k, v) -> (k_all, v_all)
+# --------------------------------------------------------------------------
+
+def call_naming_cat_axis(chk: Check, fn, *args):
+    """chk.call, but a torch.cat along the wrong axis (which usually raises,
+    since past and new lengths differ) is named as the bug it is."""
+    __tracebackhide__ = True
+    try:
+        return chk.call(fn, *args)
+    except CheckFailed as err:
+        m = re.search(r"except in dimension (-?\d+)", str(err))
+        if m and m.group(1) not in ("2", "-2") and "concatenated along the wrong axis" not in str(err):
+            raise CheckFailed(f"{err}\n  Likely bug: KV cache concatenated along the wrong axis (dim={m.group(1)}); "
+                              "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)") from None
+        raise
+
+def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: int = 3, past: int = 5,
+                       new: int = 4, head_dim: int = 6, dtype=torch.float32) -> None:
+    """Appending along the sequence axis (2) of (B, n_kv, T, hd)."""
+    __tracebackhide__ = True
+    chk = Check("cache_update", expects="a pair (k_all, v_all), each (batch, kv_heads, past + new, head_dim)")
+    pk, pv = (randn(batch, heads, past, head_dim, seed=seed + i, dtype=dtype) for i in (0, 1))
+    cases = ((f"{new} cached + {new} new", pk[:, :, :new], pv[:, :, :new], new),
+             (f"{past} cached + 1 new", pk, pv, 1),
+             ("empty cache + prefill", pk[:, :, :0], pv[:, :, :0], new))
+    for label, past_k, past_v, n in cases:
+        k, v = (randn(batch, heads, n, head_dim, seed=seed + 10 + i, dtype=dtype) for i in (0, 1))
+        out = call_naming_cat_axis(chk, cache_update, past_k, past_v, k, v)
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            chk._stop(f"cache_update returned {type(out).__name__}; it should return a pair (k_all, v_all)")
+        for name, got, old, fresh in (("k", out[0], past_k, k), ("v", out[1], past_v, v)):
+            chk.compare(f"{label}: {name}", got, torch.cat((old, fresh), dim=2), variants={
+                f"KV cache concatenated along the wrong axis (dim={d}, the {axis} axis); new positions go along "
+                "the sequence axis, dim=2 of (B, n_kv, T, hd)": (lambda d=d, o=old, f=fresh: torch.cat((o, f), dim=d))
+                for d, axis in ((0, "batch"), (1, "head"), (3, "head_dim"))
+            } | {
+                "new entries placed before the cached ones: cat((past, new)), not cat((new, past))":
+                    torch.cat((fresh, old), dim=2),
+                "the cache is overwritten instead of appended to: return the past entries followed by the new ones":
+                    fresh,
+            })
+    chk.finish()
+
+
+# --------------------------------------------------------------------------
+# attention_step(x, attn, cos, sin, past_k, past_v) -> (y, k_all, v_all)
+# --------------------------------------------------------------------------
+
+def _tables(head_dim: int, n_pos: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Half-split cos/sin (n_pos, hd) computed in float64, then cast: a float64
+    check is not limited by float32 angles."""
+    a = ref_angles(head_dim, torch.arange(n_pos), 10000.0)
+    a = torch.cat((a, a), dim=-1)
+    return a.cos().to(dtype), a.sin().to(dtype)
+
+
+def _seeded_attention(d_model: int, n_heads: int, n_kv: int, seed: int, dtype):
+    """A tinylm.Attention with seeded weights of unit-variance outputs."""
+    import tinylm
+
+    cfg = tinylm.ModelConfig(vocab_size=16, d_model=d_model, n_layers=1, n_heads=n_heads, n_kv_heads=n_kv,
+                             max_seq_len=64)
+    attn = tinylm.Attention(cfg)
+    with torch.no_grad():
+        for i, lin in enumerate((attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj)):
+            lin.weight.copy_(randn(*lin.weight.shape, seed=seed + i) / lin.weight.shape[1] ** 0.5)
+    return attn.to(dtype).eval()
+
+
+def _heads(t: torch.Tensor, n: int) -> torch.Tensor:
+    return t.unflatten(-1, (n, -1)).transpose(1, 2)  # (B, T, n*hd) -> (B, n, T, hd)
+
+
+def _attend(q, k, v, mask=None, tile=False):
+    """Attention of q (B, H, Tq, hd) over k, v (B, n_kv, Tk, hd); `mask` (Tq, Tk)
+    or None; tile=True maps query head h to kv head h % n_kv (the tiling bug)."""
+    rep = q.shape[1] // k.shape[1]
+    if tile:
+        k, v = k.repeat(1, rep, 1, 1), v.repeat(1, rep, 1, 1)
+    else:
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+TILED = ("GQA head repetition wrong: x.repeat (tiling) gives kv heads in the order 0, 1, 0, 1, so query head h reads "
+         "kv head h % n_kv; each kv head must serve a contiguous group of query heads (repeat_interleave, h // n_rep)")
+RESTART = ("positions restart at 0: the new tokens are rotated as if they were the first ones; pass "
+           "start_pos = number of cached positions to apply_rope")
+
+
+def check_attention_step(attention_step, *, seed: int = 0, batch: int = 2, n_heads: int = 3, n_kv_heads: int | None = None,
+                         head_dim: int = 4, steps: tuple = (5, 3, 1, 1), dtype=torch.float32,
+                         fn_name: str = "attention_step") -> None:
+    """Feed a sequence chunk by chunk (prefill, then decode steps) and compare
+    each step's output and cache with a full recompute of the whole sequence.
+    Each step starts from the *reference* cache, so every row judges one step."""
+    __tracebackhide__ = True
+    n_kv = n_heads if n_kv_heads is None else n_kv_heads
+    d = n_heads * head_dim
+    total = sum(steps)
+    attn = _seeded_attention(d, n_heads, n_kv, seed, dtype)
+    x = randn(batch, total, d, seed=seed + 7, dtype=dtype) * 2  # (B, T, d)
+    cos, sin = _tables(head_dim, total + 8, dtype)
+    W = {n: getattr(attn, f"{n}_proj").weight.detach() for n in "qkvo"}
+    q_all = ref_rotate(_heads(F.linear(x, W["q"]), n_heads))          # (B, H, T, hd), positions 0..T-1
+    k_raw = _heads(F.linear(x, W["k"]), n_kv)                          # (B, n_kv, T, hd), before RoPE
+    k_all = ref_rotate(k_raw)
+    v_all = _heads(F.linear(x, W["v"]), n_kv)
+    merge = lambda y: F.linear(y.transpose(1, 2).flatten(2), W["o"])  # noqa: E731  (B, H, T, hd) -> (B, T, d)
+    rep = n_heads // n_kv
+
+    chk = Check(fn_name, expects="(y, k_all, v_all): y (batch, new, d_model) and the cache after the step, "
+                                 "k_all and v_all (batch, kv_heads, past + new, head_dim)")
+    first_bad, start = None, 0
+    for i, n in enumerate(steps):
+        end = start + n
+        label = f"step {i}: {n} new after {start}" if start else f"step {i}: prefill {n}"
+        past_k, past_v = k_all[:, :, :start].clone(), v_all[:, :, :start].clone()
+        out = call_naming_cat_axis(chk, attention_step, x[:, start:end], attn, cos, sin, past_k, past_v)
+        if not (isinstance(out, (tuple, list)) and len(out) == 3):
+            chk._stop(f"{fn_name} returned {type(out).__name__}; it should return (y, k_all, v_all)")
+        y, k_got, v_got = out
+        q_new = q_all[:, :, start:end]
+        q0 = ref_rotate(_heads(F.linear(x[:, start:end], W["q"]), n_heads), 0)   # new queries rotated as if at 0
+        k0 = torch.cat((k_all[:, :, :start], ref_rotate(k_raw[:, :, start:end], 0)), dim=2)
+        mask = ref_mask(n, end)
+        y_variants = {
+            RESTART: lambda: merge(_attend(q0, k0, v_all[:, :, :end], mask)),
+            "mask wrong for the new tokens: it is aligned top-left (is_causal=True, or tril without offset), so a "
+            "new token cannot see the cached keys; use causal_mask(new, past + new), which is bottom-right aligned":
+                lambda: merge(_attend(q_new, k_all[:, :, :end], v_all[:, :, :end], torch.ones(n, end, dtype=torch.bool).tril())),
+            "mask wrong for the new tokens: no mask, so each new token also sees the new tokens after it":
+                lambda: merge(_attend(q_new, k_all[:, :, :end], v_all[:, :, :end])),
+            "the cached keys are ignored: attention runs over the new tokens only; attend over k_all, v_all":
+                lambda: merge(_attend(q_new, k_all[:, :, start:end], v_all[:, :, start:end], ref_mask(n, n))),
+        }
+        if rep > 1:
+            y_variants[TILED] = \
+                lambda: merge(_attend(q_new, k_all[:, :, :end], v_all[:, :, :end], mask, tile=True))
+        ok = chk.compare(f"{label}: y", y, merge(_attend(q_new, k_all[:, :, :end], v_all[:, :, :end], mask)),
+                         variants=y_variants)
+        cache_variants = lambda ref, raw: {  # noqa: E731
+            "KV cache concatenated along the wrong axis (dim=1, the head axis); new positions go along dim=2":
+                lambda: torch.cat((ref[:, :, :start], ref[:, :, start:end]), dim=1),
+            "KV cache concatenated along the wrong axis (dim=3, the head_dim axis); new positions go along dim=2":
+                lambda: torch.cat((ref[:, :, :start], ref[:, :, start:end]), dim=3),
+            "expanded K/V stored in the cache: store the n_kv_heads keys and values, and repeat them for the "
+            "query heads only inside attention (the cache is n_heads / n_kv_heads times larger otherwise)":
+                lambda: ref[:, :, :end].repeat_interleave(rep, 1),
+        } | raw
+        ok &= chk.compare(f"{label}: k_all", k_got, k_all[:, :, :end], variants=cache_variants(k_all, {
+            RESTART: k0,
+            "keys cached before RoPE: rotate the new keys, then append them (cached keys are never rotated again)":
+                torch.cat((k_all[:, :, :start], k_raw[:, :, start:end]), dim=2),
+        }))
+        ok &= chk.compare(f"{label}: v_all", v_got, v_all[:, :, :end], variants=cache_variants(v_all, {
+            "RoPE applied to values: only queries and keys are rotated": lambda: torch.cat(
+                (v_all[:, :, :start], ref_rotate(v_all[:, :, start:end], start)), dim=2),
+        }))
+        if not ok and first_bad is None:
+            first_bad = label
+        start = end
+    if first_bad is not None:
+        chk.diagnose(f"first diverging step: {first_bad} (cached output differs from a full recompute there)")
+    chk.finish()
+
+
+# --------------------------------------------------------------------------
+# generate_greedy(model, prompt, max_new_tokens, cache) -> (B, T + n)
+# --------------------------------------------------------------------------
+
+def tiny_model(seed: int, *, d_model: int = 24, n_layers: int = 2, n_heads: int = 3, n_kv_heads: int | None = None,
+               vocab: int = 29, max_seq_len: int = 48, dropout: float = 0.0, dtype=torch.float32):
+    """A small tinylm.Transformer with seeded weights large enough that its
+    argmax is far from ties (random init at std 0.02 gives near-flat logits)."""
+    import tinylm
+
+    cfg = tinylm.ModelConfig(vocab_size=vocab, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+                             n_kv_heads=n_kv_heads, max_seq_len=max_seq_len, dropout=dropout)
+    model = tinylm.Transformer(cfg)
+    with torch.no_grad():
+        for i, (name, p) in enumerate(sorted(model.named_parameters())):
+            if p.dim() >= 2:
+                p.copy_(randn(*p.shape, seed=seed * 100 + i) / p.shape[1] ** 0.5)
+    return model.to(dtype).eval()
+
+
+def ref_greedy(model, prompt: torch.Tensor, n: int) -> torch.Tensor:
+    """Greedy decoding by full recompute: no cache at all."""
+    idx = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = model(idx)[:, -1].argmax(-1)              # (B,)
+            idx = torch.cat((idx, nxt[:, None]), dim=1)     # (B, T + 1)
+    return idx
+
+
+class ForwardLog:
+    """Records every forward call of a model: input length, cache length at
+    entry, train mode, grad mode. Used to see *how* a learner decodes."""
+
+    def __init__(self, model):
+        self.calls: list[dict] = []
+        self.handle = model.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, module, args, kwargs):
+        idx = args[0] if args else kwargs.get("idx")
+        cache = args[1] if len(args) > 1 else kwargs.get("cache")
+        self.calls.append({"len": idx.shape[-1] if isinstance(idx, torch.Tensor) else None,
+                           "cache_len": None if cache is None else cache.length,
+                           "training": module.training, "grad": torch.is_grad_enabled()})
+
+    def close(self):
+        self.handle.remove()
+
+
+def _first_divergence(got: torch.Tensor, want: torch.Tensor, prompt_len: int) -> str:
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        return "the output shape"
+    cols = (got.cpu() != want).any(0).nonzero()
+    return "none" if not len(cols) else f"new token {int(cols[0]) - prompt_len}"
+
+
+def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, prompts: tuple = (5, 3),
+                          max_new_tokens: int = 6, n_kv_heads: int | None = None) -> None:
+    """Two prompts, one KVCache reused between them (as a server would):
+    tokens must equal greedy full recompute, decode steps must feed one token."""
+    __tracebackhide__ = True
+    import tinylm
+
+    model = tiny_model(seed, n_kv_heads=n_kv_heads)
+    cache = tinylm.KVCache(model.config, batch)
+    chk = Check("generate_greedy", expects=f"token ids (batch, prompt_len + {max_new_tokens})")
+    for p, T in enumerate(prompts):
+        prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed + p))
+        want = ref_greedy(model, prompt, max_new_tokens)
+        log = ForwardLog(model)
+        try:
+            got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache)
+        except CheckFailed as err:
+            if p > 0 and "KVCache is full" in str(err):
+                raise CheckFailed(f"{err}\n  Likely bug: cache not reset between prompts: the second prompt found "
+                                  "the first one's positions still in the cache; call cache.reset() before the prefill") from None
+            raise
+        finally:
+            log.close()
+        where = _first_divergence(got, want, T)
+        label = f"prompt {p + 1} ({batch}x{T}) + {max_new_tokens} new"
+        if not chk.compare(label, got, want):
+            chk.rows[-1].note = f"first diverging step: {where}"
+            chk.diagnose(f"first diverging step of prompt {p + 1}: {where}")
+            if p > 0 and log.calls and log.calls[0]["cache_len"]:
+                chk.diagnose(f"cache not reset between prompts: prompt {p + 1} started with "
+                             f"{log.calls[0]['cache_len']} stale positions in the cache; call cache.reset() first")
+        decode = log.calls[1:]
+        uses_cache = len(log.calls) >= 2 and all(c["cache_len"] is not None and c["len"] == 1 for c in decode)
+        if any(c["cache_len"] is None for c in log.calls):
+            why = ("the cache is not used: prefill with model(prompt, cache=cache), then feed only the newest token, "
+                   "model(next_id, cache=cache)")
+        else:
+            why = ("the whole sequence is fed again at each decode step although the cache already holds it: the "
+                   "positions are stored twice; decode steps must pass only the newest token, shape (B, 1)")
+        chk.require(f"prompt {p + 1}: prefill once, then one token per step with the cache", uses_cache,
+                    "see the likely bug below", diagnosis=None if uses_cache else why)
+    chk.finish()

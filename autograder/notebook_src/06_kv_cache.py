@@ -1,0 +1,315 @@
+# %% [markdown]
+# # 06 · The KV cache
+#
+# **What you build.** The memory that makes decoding fast. You will write
+#
+# 1. `cache_update(past_k, past_v, k, v)`: append the new keys and values along the sequence axis;
+# 2. `attention_step(x, attn, cos, sin, past_k, past_v)`: attention for a few *new* tokens that reads every cached
+#    key, with RoPE positions offset by the cache length and a mask aligned for the new tokens;
+# 3. `generate_greedy(model, prompt, max_new_tokens, cache)`: prefill once, then decode one token per step.
+#
+# **Since notebook 05:** you have the whole model, `tinylm.Transformer`: embedding, blocks of RMSNorm, RoPE attention
+# and SwiGLU, final norm, tied head. Its forward pass already accepts `cache=`; here you build what goes on inside.
+#
+# **Run time:** about 40 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+
+# %% setup id=setup
+import math
+import os
+import time
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+import tinylm
+from autograder.checks import check_attention_step, check_cache_update, check_generate_greedy, show_check
+
+# nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", category=FutureWarning)
+torch.manual_seed(0)
+DEVICE = tinylm.device()
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+
+# %% [markdown]
+# ## 1. Why decoding recomputes, and what to keep
+#
+# Generation is a loop: run the model on the tokens so far, take the logits of the **last** position, pick a token,
+# append it, repeat. Without a cache, step $t$ runs the whole sequence of $t$ tokens through every layer again. But
+# in a causal model nothing about position $j < t$ changes when token $t$ arrives: its key $k_j$ and value $v_j$ in
+# every layer are exactly what they were one step earlier. Only the new token needs computing.
+#
+# So each layer keeps the keys and values of the past positions:
+#
+# | tensor | shape | |
+# |---|---|---|
+# | cache of one layer | `[B, n_kv_heads, T_past, head_dim]` for K, the same for V | grows along axis 2, the **sequence** axis |
+# | new token(s) | `x`: `[B, T_new, d_model]` → `q`: `[B, n_heads, T_new, hd]`, `k, v`: `[B, n_kv, T_new, hd]` | |
+# | after the step | K, V: `[B, n_kv, T_past + T_new, hd]` | |
+# | scores | `q @ K.T`: `[B, n_heads, T_new, T_past + T_new]` | |
+#
+# Two things change compared with notebook 03:
+#
+# - **Positions.** The new tokens sit at positions `T_past, ..., T_past + T_new - 1`, so RoPE must rotate them by
+#   those angles: `apply_rope(q, cos, sin, start_pos=T_past)`. Keys are cached *after* rotation, so a cached key
+#   is never rotated again.
+# - **The mask.** There are fewer queries than keys. New token $i$ may see every cached key and the new tokens up
+#   to itself: the triangle is aligned **bottom-right**, `causal_mask(T_new, T_past + T_new)`. A single new token
+#   sees everything.
+#
+# Generation is then **prefill** (the whole prompt in one pass, filling the cache) followed by **decode** steps of
+# one token each. The cost per step stops growing with the square of the length; the price is memory:
+#
+# $$\text{cache bytes} = 2 \cdot n_\text{layers} \cdot B \cdot n_\text{kv heads} \cdot d_\text{head} \cdot T \cdot \text{bytes per number}$$
+#
+# (2 for K and V). The plot shows it for this course's model and for a 7B-parameter Llama-2-sized model.
+
+# %%
+def cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, bytes_per_number, batch=1):
+    return 2 * n_layers * batch * n_kv_heads * head_dim * seq_len * bytes_per_number
+
+lengths = torch.arange(0, 4097, 256)
+fig, axes = plt.subplots(1, 2, figsize=(10, 3))
+axes[0].plot(lengths, [cache_bytes(4, 4, 32, t, 4) / 2**20 for t in lengths.tolist()], label="tinylm (4 layers, d=128), fp32")
+axes[1].plot(lengths, [cache_bytes(32, 32, 128, t, 2) / 2**30 for t in lengths.tolist()], c="C1", label="Llama-2-7B (32 layers, d=4096), fp16")
+axes[0].set_ylabel("MiB"), axes[1].set_ylabel("GiB")
+for ax in axes:
+    ax.set_xlabel("cached positions T (batch 1)"), ax.legend(loc="upper left")
+fig.suptitle("KV cache memory grows linearly with the sequence")
+plt.show()
+
+# %% [markdown]
+# `tinylm.KVCache` preallocates this memory once: `k` and `v` of shape `[n_layers, B, n_kv, max_seq_len, hd]`.
+# The formula and the allocation agree:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+cfg = tinylm.ModelConfig(d_model=128, n_layers=4, n_heads=4, max_seq_len=512)
+cache = tinylm.KVCache(cfg, batch_size=2)
+print("KVCache.nbytes():", cache.nbytes(), "| formula:", cache_bytes(4, 4, 32, 512, 4, batch=2))
+
+# %% [markdown]
+# ## 2. Appending to the cache
+#
+# The cache of one layer is a pair of tensors `[B, n_kv, T_past, hd]`. New keys and values, `[B, n_kv, T_new, hd]`,
+# go **after** the past ones along the sequence axis, `dim=2`. Every other axis must already agree. (A real cache,
+# like `tinylm.KVCache`, writes into preallocated memory instead of concatenating, to avoid a copy per step; the
+# result is the same tensor.) The cache may be empty: `T_past = 0`.
+
+# %% answer id=cache_update
+def cache_update(past_k, past_v, k, v):
+    """(B, n_kv, T_past, hd) and (B, n_kv, T_new, hd) -> the pair (k_all, v_all), (B, n_kv, T_past + T_new, hd)."""
+    ### BEGIN SOLUTION
+    k_all = torch.cat((past_k, k), dim=2)  # positions are axis 2: the past first, then the new tokens
+    v_all = torch.cat((past_v, v), dim=2)
+    return k_all, v_all
+    ### END SOLUTION
+
+# %% check id=check_cache_update points=1
+check_cache_update(cache_update)
+### BEGIN HIDDEN TESTS
+check_cache_update(cache_update, seed=11, batch=3, heads=2, past=7, new=5, head_dim=4, dtype=torch.float64)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. One attention step with a cache
+#
+# `attn` is a `tinylm.Attention` layer: use its projections `attn.q_proj`, `attn.k_proj`, `attn.v_proj`,
+# `attn.o_proj` (plain `nn.Linear`s) and its sizes `attn.n_heads`, `attn.n_kv_heads`, `attn.head_dim`. Here
+# `n_kv_heads == n_heads`; notebook 07 makes it smaller. The step:
+#
+# 1. project the new tokens and split heads: `q` `[B, n_heads, T_new, hd]`, `k`, `v` `[B, n_kv, T_new, hd]`;
+# 2. rotate `q` and `k` with `tinylm.apply_rope(..., cos, sin, start_pos)`, where `start_pos` is the number of
+#    cached positions;
+# 3. append `k`, `v` to the cache with your `cache_update`;
+# 4. attend from the new queries to all keys with the bottom-right mask `tinylm.causal_mask(T_new, T_all)`
+#    (`F.scaled_dot_product_attention(q, k, v, attn_mask=mask)` accepts a boolean mask, True = may attend);
+# 5. merge heads and apply `o_proj`.
+#
+# Return the output **and** the updated cache, so the caller can pass it back in at the next step.
+
+# %% answer id=attention_step
+def attention_step(x, attn, cos, sin, past_k, past_v):
+    """x (B, T_new, d) new tokens; past_k, past_v (B, n_kv, T_past, hd).
+    Returns y (B, T_new, d) and the updated cache (k_all, v_all)."""
+    ### BEGIN SOLUTION
+    B, T, _ = x.shape
+    start = past_k.shape[2]                                                   # cached positions come first
+    q = attn.q_proj(x).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)     # (B, nh, T, hd)
+    k = attn.k_proj(x).view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
+    v = attn.v_proj(x).view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
+    q = tinylm.apply_rope(q, cos, sin, start_pos=start)  # the new tokens sit at start .. start + T - 1
+    k = tinylm.apply_rope(k, cos, sin, start_pos=start)
+    k_all, v_all = cache_update(past_k, past_v, k, v)    # (B, n_kv, start + T, hd)
+    mask = tinylm.causal_mask(T, start + T).to(x.device)  # (T, start + T), bottom-right aligned
+    y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask)    # (B, nh, T, hd)
+    y = y.transpose(1, 2).reshape(B, T, attn.n_heads * attn.head_dim)     # (B, T, d)
+    return attn.o_proj(y), k_all, v_all
+    ### END SOLUTION
+
+# %% check id=check_attention_step points=3
+check_attention_step(attention_step)
+### BEGIN HIDDEN TESTS
+check_attention_step(attention_step, seed=21, batch=3, n_heads=2, head_dim=8, steps=(4, 1, 2, 1, 1), dtype=torch.float64)
+check_attention_step(attention_step, seed=22, batch=1, n_heads=5, head_dim=2, steps=(1, 1, 6))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The check feeds a sequence in chunks (a prefill of 5, then 3 tokens, then single tokens) and compares every step
+# with a **full recompute**: attention over the whole sequence at once. Cached decoding is correct exactly when
+# those agree. The same property on a whole `tinylm.Transformer`, one decode step after a prefill of 12 tokens:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+torch.manual_seed(0)
+model = tinylm.Transformer(cfg).to(DEVICE).eval()
+ids = torch.randint(256, (2, 13), device=DEVICE)                 # (B, 13)
+with torch.no_grad():
+    full = model(ids)[:, -1]                                     # logits of position 12, no cache
+    cache = tinylm.KVCache(cfg, batch_size=2, device=DEVICE)
+    model(ids[:, :12], cache=cache)                              # prefill 12 positions
+    step = model(ids[:, 12:], cache=cache)[:, -1]                # decode position 12 from the cache
+print("cache length:", cache.length, "| cached logits equal the full recompute:", torch.allclose(full, step, atol=1e-4))
+
+# %% [markdown]
+# ## 4. Generation: prefill, then decode
+#
+# `tinylm.KVCache(config, batch_size)` holds every layer's cache; the model writes into it when you pass
+# `cache=cache`, and `cache.length` says how many positions it holds. Write greedy decoding:
+#
+# - the cache you receive may still hold a previous prompt (a server reuses one cache): `cache.reset()` first;
+# - **prefill**: `model(prompt, cache=cache)`, take the logits of the last position, `argmax`;
+# - **decode**: feed only the newest token, shape `(B, 1)`, with the cache, `max_new_tokens - 1` more times.
+#
+# Return the prompt followed by the new tokens, `(B, T + max_new_tokens)`. Run under `torch.no_grad()`.
+
+# %% answer id=generate_greedy
+def generate_greedy(model, prompt, max_new_tokens, cache):
+    """prompt (B, T) -> (B, T + max_new_tokens), greedy, with a KVCache."""
+    ### BEGIN SOLUTION
+    cache.reset()                                   # stale positions from an earlier prompt would shift everything
+    idx, step_input = prompt, prompt                # prefill: the whole prompt in one pass
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(step_input, cache=cache)[:, -1]      # (B, V): only the last position predicts
+            next_id = logits.argmax(dim=-1, keepdim=True)       # (B, 1)
+            idx = torch.cat((idx, next_id), dim=1)              # (B, T + 1)
+            step_input = next_id                                # decode: one new token per step
+    return idx
+    ### END SOLUTION
+
+# %% check id=check_generate_greedy points=2
+check_generate_greedy(generate_greedy)
+### BEGIN HIDDEN TESTS
+check_generate_greedy(generate_greedy, seed=31, batch=3, prompts=(2, 7, 4), max_new_tokens=9, n_kv_heads=1)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What the cache buys
+#
+# The time of one decoding step at position $T$, with the cache (one token through the model) and without it (all
+# $T + 1$ tokens again). Without the cache a step costs more the longer the text; with it, the step stays nearly
+# flat: only the attention over the cached keys grows, and that is a small part of a step at these lengths.
+# (Timings depend on your machine; the shape of the curves does not.)
+
+# %%
+def step_time(model, T, use_cache, repeats=3):
+    """Median seconds of one decoding step at position T."""
+    ids = torch.randint(256, (1, T + 1), device=DEVICE)
+    times = []
+    with torch.no_grad():
+        for _ in range(repeats):
+            cache = tinylm.KVCache(model.config, 1, device=DEVICE)
+            if use_cache:
+                model(ids[:, :T], cache=cache)              # prefill, not timed
+            start = time.perf_counter()
+            model(ids[:, T:], cache=cache) if use_cache else model(ids)
+            if DEVICE.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+positions = [16, 64, 128, 256] if GRADING else [16, 64, 128, 192, 256, 384, 511]
+with_cache = [1e3 * step_time(model, T, True) for T in positions]
+without = [1e3 * step_time(model, T, False) for T in positions]
+fig, ax = plt.subplots(figsize=(6.5, 3))
+ax.plot(positions, without, "o-", label="no cache: recompute T + 1 tokens")
+ax.plot(positions, with_cache, "o-", label="KV cache: 1 new token")
+ax.set_xlabel("position T of the generated token"), ax.set_ylabel("ms per token"), ax.legend()
+plt.show()
+
+# %% [markdown]
+# Your `generate_greedy` and `tinylm.generate(temperature=0)` agree, and so do cached and uncached generation:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+tok = tinylm.ByteTokenizer()
+prompt = tok.encode("Once upon a time")[None].to(DEVICE)                     # (1, T)
+mine = generate_greedy(model, prompt, 20, tinylm.KVCache(cfg, 1, device=DEVICE))
+ref = tinylm.generate(model, prompt, 20, temperature=0)
+slow = tinylm.generate(model, prompt, 20, temperature=0, use_cache=False)
+print("yours == tinylm.generate:", torch.equal(mine, ref), "| cached == uncached:", torch.equal(ref, slow))
+
+# %% [markdown]
+# ## 5. Pitfalls
+#
+# **Cache concatenated along the wrong axis.** `dim=1` stacks the new token as extra *heads*; the shapes still
+# broadcast in places, and the error (if any) appears far from the cause.
+
+# %%
+show_check(check_cache_update, lambda pk, pv, k, v: (torch.cat((pk, k), 1), torch.cat((pv, v), 1)))
+
+# %% [markdown]
+# **Positions restarting at 0, and the mask wrong for the new token.** One buggy step function, two switches:
+# `restart_positions` forgets `start_pos` and rotates every new token as if it were the first one (the prefill is
+# still right, it does start at 0, so only the decode steps fail); `is_causal` uses
+# `F.scaled_dot_product_attention(..., is_causal=True)`, which aligns its triangle **top-left**: with 3 queries and
+# 8 keys, new token 0 sees key 0 only. Both are correct without a cache and wrong with one.
+
+# %%
+def buggy_step(x, attn, cos, sin, past_k, past_v, restart_positions=False, is_causal=False):
+    B, T, _ = x.shape
+    split = lambda t, n: t.view(B, T, n, attn.head_dim).transpose(1, 2)  # (B, T, n*hd) -> (B, n, T, hd)
+    start = 0 if restart_positions else past_k.shape[2]
+    q = tinylm.apply_rope(split(attn.q_proj(x), attn.n_heads), cos, sin, start)
+    k = tinylm.apply_rope(split(attn.k_proj(x), attn.n_kv_heads), cos, sin, start)
+    k_all, v_all = cache_update(past_k, past_v, k, split(attn.v_proj(x), attn.n_kv_heads))
+    if is_causal:
+        y = F.scaled_dot_product_attention(q, k_all, v_all, is_causal=True)
+    else:
+        y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=tinylm.causal_mask(T, k_all.shape[2]))
+    return attn.o_proj(y.transpose(1, 2).flatten(2)), k_all, v_all  # (B, nh, T, hd) -> (B, T, d)
+
+show_check(check_attention_step, lambda *args: buggy_step(*args, restart_positions=True))
+
+# %%
+show_check(check_attention_step, lambda *args: buggy_step(*args, is_causal=True))
+
+# %% [markdown]
+# **Cache not reset between prompts.** The second prompt continues after the first one's positions: its tokens are
+# rotated by the wrong angles and attend to a text that is not theirs. The check reports where decoding diverges.
+
+# %%
+def generate_no_reset(model, prompt, max_new_tokens, cache):
+    idx, step_input = prompt, prompt
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            next_id = model(step_input, cache=cache)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            idx, step_input = torch.cat((idx, next_id), 1), next_id
+    return idx
+
+show_check(check_generate_greedy, generate_no_reset)
+
+# %% [markdown]
+# ## Summary
+#
+# - Past keys and values never change in a causal model: keep them, `[B, n_kv, T, hd]` per layer, and append new
+#   ones along the sequence axis.
+# - New tokens continue at position `cache.length`: RoPE with `start_pos`, and a bottom-right aligned mask.
+# - Prefill the prompt once, then decode one token per step; reset the cache for every new prompt.
+# - The cache costs `2 · n_layers · n_kv · d_head · T · bytes` per sequence, which at long contexts dominates the
+#   memory of serving.
+#
+# **Next:** notebook 07 shrinks that memory by letting several query heads share one key/value head (GQA).

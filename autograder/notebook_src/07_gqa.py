@@ -1,0 +1,233 @@
+# %% [markdown]
+# # 07 · Grouped-query attention (GQA)
+#
+# **What you build.** Attention in which several query heads share one key/value head, so the KV cache of
+# notebook 06 shrinks by the size of the group. You will write
+#
+# 1. `repeat_kv(x, n_rep)`: give each query head its key/value head;
+# 2. `gqa_attention(q, k, v)`: causal attention with fewer key/value heads than query heads;
+# 3. `gqa_step(x, attn, cos, sin, past_k, past_v)`: the cached step of notebook 06, now storing only the
+#    key/value heads.
+#
+# **Since notebook 06:** decoding keeps a cache of `2 · n_layers · n_kv_heads · d_head · T` numbers per sequence.
+# Until now `n_kv_heads == n_heads`. GQA makes `n_kv_heads` a free parameter: `n_heads` (MHA) and 1 (MQA) are
+# its two ends.
+#
+# **Run time:** about 30 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+
+# %% setup id=setup
+import math
+import os
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+import tinylm
+from autograder.checks import check_gqa_attention, check_gqa_step, check_repeat_kv, show_check
+
+# nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", category=FutureWarning)
+torch.manual_seed(0)
+DEVICE = tinylm.device()
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+
+# %% [markdown]
+# ## 1. Sharing key/value heads
+#
+# Queries keep their `n_heads` heads; keys and values get only `n_kv_heads`, a divisor of `n_heads`:
+#
+# | tensor | shape |
+# |---|---|
+# | `q` | `[B, n_heads, T, hd]` |
+# | `k`, `v` (and the cache) | `[B, n_kv_heads, T, hd]` |
+# | group size | `n_rep = n_heads // n_kv_heads` query heads per kv head |
+#
+# Query heads are split into `n_kv_heads` **contiguous** groups: query head $h$ reads kv head $h \,/\!/\, n_\text{rep}$.
+# That is the convention of Llama checkpoints and of `F.scaled_dot_product_attention(..., enable_gqa=True)`, and a
+# trained model only works with the mapping it was trained with. The figure shows it for 8 query heads.
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(10, 2.4))
+for ax, n_kv in zip(axes, (8, 2, 1)):
+    n_rep = 8 // n_kv
+    owner = torch.arange(8) // n_rep                        # kv head read by each query head
+    grid = F.one_hot(owner, n_kv).T                         # (n_kv, 8): 1 where kv head j serves query head h
+    ax.imshow(grid, cmap="Blues", aspect="auto", vmin=0, vmax=1.3)
+    ax.set_xticks(range(8)), ax.set_yticks(range(n_kv))
+    ax.set_xlabel("query head h"), ax.set_ylabel("kv head")
+    ax.set_title({8: "MHA: n_kv = 8", 2: "GQA: n_kv = 2", 1: "MQA: n_kv = 1"}[n_kv])
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# What it saves: the cache (and the K/V projections) shrink by `n_rep`; the query side and the output projection do
+# not change. Measured on `tinylm.KVCache` for a model with 8 query heads:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+sizes = {}
+for n_kv in (8, 4, 2, 1):
+    cfg = tinylm.ModelConfig(d_model=256, n_layers=4, n_heads=8, n_kv_heads=n_kv, max_seq_len=1024)
+    sizes[n_kv] = tinylm.KVCache(cfg, batch_size=1).nbytes()
+    params = sum(p.numel() for p in tinylm.Attention(cfg).parameters())
+    print(f"n_kv_heads={n_kv}: cache {sizes[n_kv] / 2**20:5.2f} MiB for 1024 positions, "
+          f"attention parameters per layer {params:,}")
+
+# %%
+fig, ax = plt.subplots(figsize=(5.5, 2.6))
+ax.bar([f"{k} kv heads" for k in sizes], [v / 2**20 for v in sizes.values()], color=["C0", "C2", "C2", "C1"])
+ax.set_ylabel("KV cache, MiB"), ax.set_title("8 query heads, 4 layers, 1024 positions, fp32")
+plt.show()
+
+# %% [markdown]
+# ## 2. Repeating the kv heads
+#
+# The simplest way to attend is to make keys and values look like MHA again, just for the attention computation:
+# repeat each kv head `n_rep` times **in place**, so the result's head axis reads `kv0, kv0, ..., kv1, kv1, ...`.
+# That is `x.repeat_interleave(n_rep, dim=1)`; write it with `expand` and `reshape` instead (no copy until the
+# reshape, which is how `tinylm.repeat_kv` does it). `x.repeat(1, n_rep, 1, 1)` has the same shape and the wrong
+# order: `kv0, kv1, ..., kv0, kv1, ...`.
+
+# %% answer id=repeat_kv
+def repeat_kv(x, n_rep):
+    """(B, n_kv, T, hd) -> (B, n_kv * n_rep, T, hd); head h of the result is kv head h // n_rep."""
+    ### BEGIN SOLUTION
+    B, n_kv, T, hd = x.shape
+    x = x[:, :, None].expand(B, n_kv, n_rep, T, hd)  # (B, n_kv, n_rep, T, hd): a view, copies of each kv head side by side
+    return x.reshape(B, n_kv * n_rep, T, hd)          # (B, n_kv * n_rep, T, hd): groups stay contiguous
+    ### END SOLUTION
+
+# %% check id=check_repeat_kv points=1
+check_repeat_kv(repeat_kv)
+### BEGIN HIDDEN TESTS
+check_repeat_kv(repeat_kv, seed=5, batch=3, n_kv=2, seq=7, head_dim=5, n_reps=(3, 1, 6), dtype=torch.float64)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. GQA attention
+#
+# `q` has `n_heads` heads, `k` and `v` have `n_kv_heads`, all with the same `T` (no cache here). Repeat `k` and `v`
+# to the query heads with your `repeat_kv`, then causal attention as in notebook 03 (you may use
+# `F.scaled_dot_product_attention(..., is_causal=True)` for the attention itself: queries and keys have the same
+# length). The check compares with `F.scaled_dot_product_attention(..., enable_gqa=True)`, for GQA, MQA and MHA.
+
+# %% answer id=gqa_attention
+def gqa_attention(q, k, v):
+    """q (B, n_heads, T, hd); k, v (B, n_kv, T, hd) -> (B, n_heads, T, hd), causal."""
+    ### BEGIN SOLUTION
+    n_rep = q.shape[1] // k.shape[1]
+    k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, n_heads, T, hd): only inside attention
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    ### END SOLUTION
+
+# %% check id=check_gqa_attention points=2
+check_gqa_attention(gqa_attention)
+### BEGIN HIDDEN TESTS
+check_gqa_attention(gqa_attention, seed=13, batch=3, n_heads=8, seq=6, head_dim=2, kv_heads=(4, 2, 1), dtype=torch.float64)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Your GQA inside the model
+#
+# `tinylm`'s reference attention calls `tinylm.attention.repeat_kv`. Put yours in its place in a model with 6 query
+# heads and 2 kv heads: the logits equal those of the fused `enable_gqa=True` path.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+torch.manual_seed(0)
+cfg = tinylm.ModelConfig(d_model=96, n_layers=2, n_heads=6, n_kv_heads=2, max_seq_len=64)
+fused = tinylm.Transformer(cfg).eval()
+reference = tinylm.Transformer(tinylm.ModelConfig(**{**cfg.__dict__, "attn_impl": "reference"})).eval()
+reference.load_state_dict(fused.state_dict())
+ids = tinylm.ByteTokenizer().encode("six heads, two groups")[None]  # (1, T)
+original = tinylm.attention.repeat_kv
+tinylm.attention.repeat_kv = repeat_kv
+try:
+    with torch.no_grad():
+        same = torch.allclose(fused(ids), reference(ids), atol=1e-5)
+finally:
+    tinylm.attention.repeat_kv = original
+print("your repeat_kv inside tinylm gives the fused GQA logits:", same)
+
+# %% [markdown]
+# ## 4. The cached step, with GQA
+#
+# The step of notebook 06 again (project, RoPE at `start_pos`, append to the cache, attend with the bottom-right
+# mask, merge, `o_proj`), with one difference that is the whole point of GQA: **the cache stores the `n_kv_heads`
+# keys and values**, and the repetition to `n_heads` happens only for the attention computation. Append with
+# `torch.cat(..., dim=2)`; repeat with your `repeat_kv`.
+
+# %% answer id=gqa_step
+def gqa_step(x, attn, cos, sin, past_k, past_v):
+    """x (B, T_new, d); past_k, past_v (B, n_kv, T_past, hd) -> y (B, T_new, d), k_all, v_all (B, n_kv, T_all, hd)."""
+    ### BEGIN SOLUTION
+    B, T, _ = x.shape
+    start, n_rep = past_k.shape[2], attn.n_heads // attn.n_kv_heads
+    q = attn.q_proj(x).view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)     # (B, nh, T, hd)
+    k = attn.k_proj(x).view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
+    v = attn.v_proj(x).view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
+    q, k = tinylm.apply_rope(q, cos, sin, start), tinylm.apply_rope(k, cos, sin, start)
+    k_all = torch.cat((past_k, k), dim=2)                 # (B, n_kv, start + T, hd): the small cache
+    v_all = torch.cat((past_v, v), dim=2)
+    mask = tinylm.causal_mask(T, start + T).to(x.device)  # (T, start + T)
+    y = F.scaled_dot_product_attention(q, repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep), attn_mask=mask)
+    y = y.transpose(1, 2).reshape(B, T, attn.n_heads * attn.head_dim)  # (B, nh, T, hd) -> (B, T, d)
+    return attn.o_proj(y), k_all, v_all
+    ### END SOLUTION
+
+# %% check id=check_gqa_step points=3
+check_gqa_step(gqa_step)
+### BEGIN HIDDEN TESTS
+check_gqa_step(gqa_step, seed=23, batch=2, n_heads=6, n_kv_heads=3, head_dim=4, steps=(3, 1, 4, 1), dtype=torch.float64)
+check_gqa_step(gqa_step, seed=24, batch=1, n_heads=4, n_kv_heads=1, head_dim=8, steps=(2, 1, 1))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Generation with the cache keeps working: a GQA model generates the same tokens with and without the cache.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+prompt = tinylm.ByteTokenizer().encode("GQA")[None].to(DEVICE)  # (1, T)
+fused = fused.to(DEVICE)
+print("cached == uncached:", torch.equal(tinylm.generate(fused, prompt, 30, temperature=0),
+                                         tinylm.generate(fused, prompt, 30, temperature=0, use_cache=False)))
+
+# %% [markdown]
+# ## 5. Pitfalls
+#
+# **Tiling instead of repeating in place.** `x.repeat(1, n_rep, 1, 1)` has the right shape, and with `n_rep = 1` or
+# `n_kv = 1` it is even right. With real groups, query head 1 reads kv head 1 instead of kv head 0.
+
+# %%
+show_check(check_repeat_kv, lambda x, n_rep: x.repeat(1, n_rep, 1, 1))
+
+# %% [markdown]
+# **Repeating along the wrong dim.** `repeat_interleave(n_rep, dim=2)` repeats *positions*: `T` becomes `n_rep · T`.
+
+# %%
+show_check(check_repeat_kv, lambda x, n_rep: x.repeat_interleave(n_rep, dim=2))
+
+# %% [markdown]
+# **Expanded K/V stored in the cache.** Repeating before appending gives correct outputs and throws away the
+# saving: the cache is as large as MHA's. The check looks at the cache, not only the output.
+
+# %%
+def gqa_step_expanded_cache(x, attn, cos, sin, past_k, past_v):
+    n_rep = attn.n_heads // attn.n_kv_heads
+    y, k_all, v_all = gqa_step(x, attn, cos, sin, past_k, past_v)
+    return y, repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep)  # (B, n_heads, T, hd): n_rep times too big
+
+show_check(check_gqa_step, gqa_step_expanded_cache)
+
+# %% [markdown]
+# ## Summary
+#
+# - `n_kv_heads` key/value heads serve `n_heads` query heads in contiguous groups: query head $h$ reads kv head
+#   $h \,/\!/\, (n_\text{heads} / n_\text{kv})$; `repeat_interleave`, never `repeat`.
+# - MHA (`n_kv = n_heads`) and MQA (`n_kv = 1`) are the two ends of the same code.
+# - Keep the cache at `n_kv` heads; repeat only inside attention. Cache memory drops by `n_heads / n_kv`.
+#
+# **Next:** notebook 08 turns the logits of the last position into a token: temperature, top-k and top-p sampling.

@@ -1,0 +1,296 @@
+# %% [markdown]
+# # 08 · Sampling: greedy, temperature, top-k, top-p
+#
+# **What you build.** The decision the model does not make for you: which token to emit, given the logits of the
+# last position. You will write
+#
+# 1. `top_k_filter(logits, k)`: keep the `k` most likely tokens;
+# 2. `top_p_filter(logits, p)`: keep the smallest set of most likely tokens holding probability `p` (nucleus);
+# 3. `sample_next(logits, temperature, top_k, top_p, generator)`: temperature, then top-k, then top-p, then one
+#    draw; temperature 0 is greedy;
+# 4. `generate(model, prompt, max_new_tokens, ...)`: the decoding loop, in eval mode.
+#
+# **Since notebook 07:** the model (with its KV cache and GQA) produces logits `(B, T, vocab)`; decoding uses the
+# last position, `logits[:, -1]`, shape `(B, vocab)`.
+#
+# **Run time:** about 35 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+
+# %% setup id=setup
+import math
+import os
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+import tinylm
+import tinylm.data
+from autograder.checks import check_generate, check_sample_next, check_top_k_filter, check_top_p_filter, show_check
+
+# nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", category=FutureWarning)
+torch.manual_seed(0)
+DEVICE = tinylm.device()
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+
+# %% [markdown]
+# ## 1. From logits to a token
+#
+# The model gives scores $z \in \mathbb{R}^V$; $\mathrm{softmax}(z)$ is its predicted distribution for the next
+# token. Every decoding strategy reshapes that distribution, **on the logits**, and only then draws:
+#
+# | step | on the logits `z` (shape `(B, V)`) | effect |
+# |---|---|---|
+# | greedy | `argmax(z)` | deterministic; repeats itself |
+# | temperature $T$ | $z / T$ | $T < 1$ sharpens, $T > 1$ flattens; $T \to 0$ is greedy |
+# | top-k | $z_i = -\infty$ unless $z_i \ge$ the $k$-th largest | cuts the long tail at a fixed size |
+# | top-p | $z_i = -\infty$ outside the smallest high-probability set of mass $\ge p$ | a tail cut that adapts to the shape |
+# | draw | `torch.multinomial(softmax(z), 1, generator=g)` | the only random step |
+#
+# Setting a logit to $-\infty$ gives it probability exactly 0 after the softmax, and the rest renormalise by
+# themselves. Dividing **probabilities** by $T$ instead of logits does nothing at all: the draw renormalises.
+# The figure shows one distribution of 12 tokens under each setting (computed with `tinylm`'s versions; yours
+# replace them below).
+
+# %%
+z = torch.tensor([3.0, 2.6, 2.2, 1.5, 1.2, 0.8, 0.3, 0.0, -0.4, -0.9, -1.5, -2.0])
+settings = {"T = 1": z, "T = 0.5": z / 0.5, "T = 2": z / 2,
+            "top-k = 4": tinylm.top_k_filter(z, 4), "top-p = 0.7": tinylm.top_p_filter(z, 0.7)}
+fig, axes = plt.subplots(1, len(settings), figsize=(12, 2.3), sharey=True)
+for ax, (name, logits) in zip(axes, settings.items()):
+    ax.bar(range(len(z)), logits.softmax(-1), color="C0")
+    ax.set_title(name), ax.set_xticks([])
+axes[0].set_ylabel("probability")
+plt.show()
+
+# %% [markdown]
+# ## 2. Top-k
+#
+# Keep every logit that is at least the $k$-th largest, set the others to `-inf`. "At least" keeps ties with the
+# $k$-th value (so a tie can keep more than $k$); `logits.topk(k, dim=-1).values[..., -1:]` is the threshold, with
+# a trailing axis so it broadcasts over the vocabulary. Work on the last axis, for any batch shape.
+
+# %% answer id=top_k_filter
+def top_k_filter(logits, k):
+    """logits (..., V) -> same shape, -inf outside the k largest (ties with the k-th kept)."""
+    ### BEGIN SOLUTION
+    kth = logits.topk(k, dim=-1).values[..., -1:]          # (..., 1): the k-th largest value
+    return logits.masked_fill(logits < kth, float("-inf"))
+    ### END SOLUTION
+
+# %% check id=check_top_k_filter points=1
+check_top_k_filter(top_k_filter)
+### BEGIN HIDDEN TESTS
+check_top_k_filter(top_k_filter, seed=8, batch=2, vocab=17, ks=(2, 7, 17), dtype=torch.float64)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. Top-p (nucleus)
+#
+# Sort the probabilities in descending order, $p_{(1)} \ge p_{(2)} \ge \dots$, and keep token $(i)$ while the mass
+# of the tokens **before** it is still below $p$: $\sum_{j<i} p_{(j)} < p$. That keeps the token that takes the sum
+# past $p$ (the *crossing* token), so at least one token always survives, however small $p$ is.
+#
+# `sort` returns the permutation `order`; a mask computed in sorted order goes back to vocabulary order with
+# `mask.scatter(-1, order, mask)`.
+
+# %% answer id=top_p_filter
+def top_p_filter(logits, p):
+    """logits (..., V) -> same shape, -inf outside the nucleus of mass p (crossing token kept)."""
+    ### BEGIN SOLUTION
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V) each
+    probs = sorted_logits.softmax(dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs                    # mass of the strictly more likely tokens
+    drop_sorted = mass_before >= p                                # the crossing token has mass_before < p
+    drop = drop_sorted.scatter(-1, order, drop_sorted)            # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+    ### END SOLUTION
+
+# %% check id=check_top_p_filter points=2
+check_top_p_filter(top_p_filter)
+### BEGIN HIDDEN TESTS
+check_top_p_filter(top_p_filter, seed=9, batch=4, vocab=13, ps=(0.3, 0.75, 0.99), dtype=torch.float64)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. `sample_next`
+#
+# The whole recipe for logits of shape `(B, V)`: temperature 0 returns `argmax`; otherwise divide by the
+# temperature, apply top-k if `top_k` is given, then top-p if `top_p` is given, softmax, and draw one token per row
+# with `torch.multinomial(probs, 1, generator=generator)`. Return shape `(B,)`.
+#
+# The check draws 20 000 tokens from one row of logits under several settings and compares the frequencies with
+# the exact probabilities: a sampler is right when its *distribution* is right.
+
+# %% answer id=sample_next
+def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """logits (B, V) -> token ids (B,)."""
+    ### BEGIN SOLUTION
+    if temperature == 0:
+        return logits.argmax(dim=-1)          # greedy: no randomness at all
+    logits = logits / temperature             # on logits, before any filter
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = logits.softmax(dim=-1)            # (B, V): filtered tokens get exactly 0
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B, 1) -> (B,)
+    ### END SOLUTION
+
+# %% check id=check_sample_next points=3
+check_sample_next(sample_next)
+### BEGIN HIDDEN TESTS
+check_sample_next(sample_next, seed=12, vocab=14, settings=((0.7, 3, None), (1.2, None, 0.5), (0.9, 6, 0.7)),
+                  dtype=torch.float64)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Your sampler's frequencies against the exact distribution, for the 12 logits of the first figure:
+
+# %%
+draws = 20000 if not GRADING else 4000
+gen = torch.Generator().manual_seed(0)
+cases = {"T = 0.7": (0.7, None, None), "T = 1.5, top-k = 5": (1.5, 5, None), "T = 1, top-p = 0.8": (1.0, None, 0.8)}
+fig, axes = plt.subplots(1, 3, figsize=(12, 2.4), sharey=True)
+for ax, (name, (T, k, p)) in zip(axes, cases.items()):
+    ids = sample_next(z.expand(draws, -1), T, k, p, gen)                          # (draws,)
+    exact = tinylm.top_p_filter(tinylm.top_k_filter(z / T, k) if k else z / T, p) if p else (
+        tinylm.top_k_filter(z / T, k) if k else z / T)
+    ax.bar(range(12), torch.bincount(ids, minlength=12) / draws, label="your samples", color="C0")
+    ax.plot(range(12), exact.softmax(-1), "k_", ms=14, mew=2, label="exact")
+    ax.set_title(name), ax.set_xticks([])
+axes[0].legend()
+plt.show()
+
+# %% [markdown]
+# ## 5. The decoding loop
+#
+# Put it in a loop, as in notebook 06 but sampling instead of `argmax`. Two things about the model's *mode*:
+#
+# - Dropout is a training device. A model in train mode drops random activations on every forward pass, so
+#   generation would sample from a randomly damaged network. Call `model.eval()` first.
+# - The caller may be in the middle of training: remember `model.training` and restore it at the end.
+#
+# Run the loop under `torch.no_grad()`. For simplicity, recompute the whole sequence each step
+# (`model(idx)[:, -1]`); `tinylm.generate` does the same with the KV cache.
+
+# %% answer id=generate
+def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """prompt (B, T) -> (B, T + max_new_tokens), sampled with your sample_next."""
+    ### BEGIN SOLUTION
+    was_training = model.training
+    model.eval()                                            # dropout off while generating
+    idx = prompt
+    try:
+        with torch.no_grad():
+            for _ in range(max_new_tokens):
+                logits = model(idx)[:, -1]                  # (B, V): the last position predicts the next token
+                next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
+                idx = torch.cat((idx, next_id[:, None]), dim=1)                      # (B, T + 1)
+    finally:
+        model.train(was_training)                          # give the caller back the mode it had
+    return idx
+    ### END SOLUTION
+
+# %% check id=check_generate points=2
+check_generate(generate)
+### BEGIN HIDDEN TESTS
+check_generate(generate, seed=17, batch=3, prompt_len=2, max_new_tokens=9, dropout=0.3)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What the settings do to text
+#
+# There is no trained transformer yet (that is notebook 09), but a **bigram** model already makes the point: its
+# logits for the next byte are the log-frequencies of byte pairs in the course corpus. A tiny `nn.Module` wraps them
+# so that your `generate` can drive it. Greedy decoding falls into a loop at once; a high temperature produces
+# junk; top-k and top-p keep the variety and cut the junk.
+
+# %%
+corpus = tinylm.data.course_corpus()
+pairs = torch.bincount(corpus.train[:-1].long() * 256 + corpus.train[1:].long(), minlength=256 * 256)
+bigram_logits = (pairs.view(256, 256).double() + 0.01).log().float()  # (prev byte, next byte)
+
+
+class Bigram(torch.nn.Module):
+    def forward(self, idx):
+        return bigram_logits[idx]  # (B, T) -> (B, T, 256): the row of each position's byte
+
+tok = tinylm.ByteTokenizer()
+prompt = tok.encode("Once upon a time")[None]                       # (1, T)
+for name, kw in {"greedy": dict(temperature=0), "T = 2.0": dict(temperature=2.0), "T = 1.0": dict(),
+                 "T = 1.0, top-k = 5": dict(top_k=5), "T = 0.8, top-p = 0.9": dict(temperature=0.8, top_p=0.9)}.items():
+    out = generate(Bigram(), prompt, 60, generator=torch.Generator().manual_seed(1), **kw)
+    print(f"{name:>20}: {tok.decode(out[0])!r}")
+
+# %% [markdown]
+# ## 6. Pitfalls
+#
+# **Sampling before the transforms.** Drawing from `softmax(logits)` and then applying temperature or filters to
+# the logits changes nothing that matters: the token was already chosen from the untouched distribution.
+
+# %%
+show_check(check_sample_next, lambda logits, T=1.0, k=None, p=None, g=None:
+           torch.multinomial(logits.softmax(-1), 1, generator=g).squeeze(-1) if T else logits.argmax(-1))
+
+# %% [markdown]
+# **Top-p dropping the crossing token.** Keeping only tokens with cumulative mass `<= p` drops the token that crosses
+# `p`; with a small `p` (or one very likely token) nothing is left and the softmax is NaN.
+
+# %%
+def top_p_drops_crossing(logits, p):
+    probs, order = logits.softmax(-1).sort(-1, descending=True)
+    drop = probs.cumsum(-1) > p                                   # the crossing token is dropped
+    return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+
+show_check(check_top_p_filter, top_p_drops_crossing)
+
+# %% [markdown]
+# **Top-k off by one.** `topk(k).values[..., -2]` (or `sort(...)[k]`) is the threshold of $k-1$ or $k+1$ tokens.
+
+# %%
+show_check(check_top_k_filter, lambda logits, k: logits.masked_fill(
+    logits <= logits.topk(k, dim=-1).values[..., -1:], float("-inf")))
+
+# %% [markdown]
+# **Temperature applied after softmax.** `softmax(z) / T` is renormalised by the draw: the temperature has no effect.
+
+# %%
+def sample_temperature_after_softmax(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(-1)
+    z = top_k_filter(logits, top_k) if top_k else logits
+    z = top_p_filter(z, top_p) if top_p else z
+    probs = z.softmax(-1) / temperature                           # divides probabilities, not logits
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+show_check(check_sample_next, sample_temperature_after_softmax)
+
+# %% [markdown]
+# **Dropout left on during generation.** Without `model.eval()`, a model built with dropout decodes from a different
+# random sub-network at every step; even greedy decoding stops being reproducible.
+
+# %%
+def generate_train_mode(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+    idx = prompt
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            next_id = sample_next(model(idx)[:, -1], temperature, top_k, top_p, generator)
+            idx = torch.cat((idx, next_id[:, None]), dim=1)
+    return idx
+
+show_check(check_generate, generate_train_mode)
+
+# %% [markdown]
+# ## Summary
+#
+# - Decoding transforms the **logits** (temperature, then top-k, then top-p) and draws last; filtered tokens get
+#   `-inf`, hence probability 0.
+# - Top-k keeps ties with the $k$-th value; top-p keeps the crossing token, so something always survives.
+# - A seeded `torch.Generator` makes sampling reproducible; temperature 0 is greedy.
+# - Generate in eval mode under `no_grad`, and give the caller its mode back.
+#
+# `tinylm.sample_next` and `tinylm.generate` are these functions (with the KV cache). **Next:** notebook 09 trains
+# the model, so there is finally something worth sampling from.

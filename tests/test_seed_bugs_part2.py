@@ -1,0 +1,81 @@
+"""Every seed bug for notebooks 06-10, injected into the solution code of the
+notebook itself, must fail the exercise's visible check with a message that
+names it (the pattern of test_seed_bugs_part1.py). In-process, no kernel."""
+from __future__ import annotations
+
+import pytest
+
+from autograder import course
+from autograder.checks import CheckFailed
+from autograder.notebook_gates import exercise_namespace, exercises, read, run_check
+
+PART_2 = ("06_kv_cache", "07_gqa", "08_sampling", "09_training", "10_perplexity")
+
+# (assignment, answer grade id, text in the solution, replacement, phrase the message must contain)
+BUGS = [
+    # 06 KV cache
+    ("06_kv_cache", "cache_update", "torch.cat((past_k, k), dim=2)", "torch.cat((past_k, k), dim=1)",
+     "concatenated along the wrong axis (dim=1"),
+    ("06_kv_cache", "cache_update", "torch.cat((past_k, k), dim=2)", "torch.cat((past_k, k), dim=-1)",
+     "concatenated along the wrong axis (dim=3"),
+    ("06_kv_cache", "cache_update", "torch.cat((past_k, k), dim=2)", "torch.cat((k, past_k), dim=2)",
+     "placed before the cached ones"),
+    ("06_kv_cache", "attention_step", "start_pos=start)", "start_pos=0)", "positions restart at 0"),
+    ("06_kv_cache", "attention_step", "attn_mask=mask)", "is_causal=True)", "mask wrong for the new tokens"),
+    ("06_kv_cache", "attention_step", "attn_mask=mask)", ")", "no mask"),
+    ("06_kv_cache", "attention_step", "y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask)",
+     "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)", "cached keys are ignored"),
+    ("06_kv_cache", "attention_step", "k = tinylm.apply_rope(k, cos, sin, start_pos=start)\n", "\n",
+     "first diverging step: step 0"),
+    ("06_kv_cache", "generate_greedy", "    cache.reset()", "    pass", "cache not reset between prompts"),
+    ("06_kv_cache", "generate_greedy", "step_input = next_id ", "step_input = idx ", "the whole sequence is fed again"),
+    ("06_kv_cache", "generate_greedy", "model(step_input, cache=cache)", "model(idx)",
+     "the cache is not used"),
+    # 07 GQA
+    ("07_gqa", "repeat_kv", "x = x[:, :, None].expand(B, n_kv, n_rep, T, hd)", "x = x[:, None].expand(B, n_rep, n_kv, T, hd)",
+     "x.repeat (tiling)"),
+    ("07_gqa", "repeat_kv", "    B, n_kv, T, hd = x.shape", "    return x.repeat_interleave(n_rep, dim=2)", "wrong dim (2, the sequence axis)"),
+    ("07_gqa", "gqa_attention", "repeat_kv(k, n_rep), repeat_kv(v, n_rep)", "k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)",
+     "x.repeat (tiling)"),
+    ("07_gqa", "gqa_attention", "is_causal=True)", ")", "no causal mask"),
+    ("07_gqa", "gqa_step", "return attn.o_proj(y), k_all, v_all",
+     "return attn.o_proj(y), repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep)", "expanded K/V stored in the cache"),
+    ("07_gqa", "gqa_step", "repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep)",
+     "k_all.repeat(1, n_rep, 1, 1), v_all.repeat(1, n_rep, 1, 1)", "x.repeat (tiling)"),
+    ("07_gqa", "gqa_step", "tinylm.apply_rope(q, cos, sin, start), tinylm.apply_rope(k, cos, sin, start)",
+     "tinylm.apply_rope(q, cos, sin, 0), tinylm.apply_rope(k, cos, sin, 0)", "positions restart at 0"),
+    # 08 sampling
+    ("08_sampling", "top_k_filter", "values[..., -1:]", "values[..., -2:-1]", "top-k off by one: keeps k - 1"),
+    ("08_sampling", "top_k_filter", "logits < kth", "logits <= kth", "top-k off by one: keeps k - 1"),
+    ("08_sampling", "top_k_filter", 'float("-inf")', "0.0", "set to 0 instead of -inf"),
+    ("08_sampling", "top_p_filter", "mass_before >= p", "probs.cumsum(dim=-1) > p", "drops the crossing token"),
+    ("08_sampling", "top_p_filter", "logits.sort(dim=-1, descending=True)", "logits.sort(dim=-1)", "least likely"),
+    ("08_sampling", "sample_next", "    logits = logits / temperature ",
+     "    return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)  # drawn first\n"
+     "    logits = logits / temperature ", "sampling before the transforms"),
+    ("08_sampling", "sample_next", "logits = logits / temperature ", "logits = logits ", "temperature applied after softmax"),
+    ("08_sampling", "sample_next", "logits = top_k_filter(logits, top_k)", "logits = top_k_filter(logits, top_k + 1)",
+     "top-k off by one: keeps k + 1"),
+    ("08_sampling", "sample_next", "generator=generator)", ")", "generator is not used"),
+    ("08_sampling", "generate", "    model.eval() ", "    pass ", "dropout left on during generation"),
+    ("08_sampling", "generate", "model.train(was_training)", "model.eval()", "train mode restored"),
+]
+
+
+@pytest.mark.parametrize("assignment, grade_id, old, new, phrase", BUGS, ids=[f"{b[1]}:{b[4][:40]}" for b in BUGS])
+def test_injected_bug_is_named(assignment, grade_id, old, new, phrase):
+    if assignment not in course.assignments():
+        pytest.fail(f"{assignment} is missing from solutions/")
+    ns = exercise_namespace(assignment, {grade_id: (old, new)})
+    with pytest.raises(CheckFailed) as err:
+        run_check(assignment, grade_id, ns)
+    assert phrase in str(err.value), f"message does not name the bug:\n{err.value}"
+
+
+def test_every_exercise_of_part_two_has_an_injected_bug():
+    covered = {(a, g) for a, g, *_ in BUGS}
+    present = [a for a in PART_2 if a in course.assignments()]
+    assert present
+    for a in present:
+        for ex in exercises(read(course.source_notebook(a))):
+            assert (a, ex.grade_id) in covered, f"{a}/{ex.grade_id}: no injected bug tests its check"

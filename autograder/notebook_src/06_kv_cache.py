@@ -270,7 +270,7 @@ show_check(check_cache_update, lambda pk, pv, k, v: (torch.cat((pk, k), 1), torc
 
 # %%
 def buggy_step(x, attn, cos, sin, past_k, past_v, restart_positions=False, is_causal=False):
-    B, T, _ = x.shape
+    B, T = x.shape[:2]
     split = lambda t, n: t.view(B, T, n, attn.head_dim).transpose(1, 2)  # (B, T, n*hd) -> (B, n, T, hd)
     start = 0 if restart_positions else past_k.shape[2]
     q = tinylm.apply_rope(split(attn.q_proj(x), attn.n_heads), cos, sin, start)
@@ -292,13 +292,13 @@ show_check(check_attention_step, lambda *args: buggy_step(*args, is_causal=True)
 # rotated by the wrong angles and attend to a text that is not theirs. The check reports where decoding diverges.
 
 # %%
+@torch.no_grad()
 def generate_no_reset(model, prompt, max_new_tokens, cache):
-    idx, step_input = prompt, prompt
-    with torch.no_grad():
-        for _ in range(max_new_tokens):
-            next_id = model(step_input, cache=cache)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
-            idx, step_input = torch.cat((idx, next_id), 1), next_id
-    return idx
+    out, fed = prompt, prompt  # the cache still holds whatever the previous call left in it
+    for _step in range(max_new_tokens):
+        fed = model(fed, cache=cache)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+        out = torch.cat((out, fed), 1)
+    return out
 
 show_check(check_generate_greedy, generate_no_reset)
 

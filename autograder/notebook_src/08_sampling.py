@@ -259,7 +259,7 @@ show_check(check_top_k_filter, lambda logits, k: logits.masked_fill(
 
 # %%
 def sample_temperature_after_softmax(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    if temperature == 0:
+    if not temperature:
         return logits.argmax(-1)
     z = top_k_filter(logits, top_k) if top_k else logits
     z = top_p_filter(z, top_p) if top_p else z
@@ -273,13 +273,12 @@ show_check(check_sample_next, sample_temperature_after_softmax)
 # random sub-network at every step; even greedy decoding stops being reproducible.
 
 # %%
+@torch.no_grad()
 def generate_train_mode(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
-    idx = prompt
-    with torch.no_grad():
-        for _ in range(max_new_tokens):
-            next_id = sample_next(model(idx)[:, -1], temperature, top_k, top_p, generator)
-            idx = torch.cat((idx, next_id[:, None]), dim=1)
-    return idx
+    out = prompt  # no model.eval(): dropout stays on
+    for _step in range(max_new_tokens):
+        out = torch.cat((out, sample_next(model(out)[:, -1], temperature, top_k, top_p, generator)[:, None]), 1)
+    return out
 
 show_check(check_generate, generate_train_mode)
 

@@ -1,0 +1,219 @@
+"""Checks for notebook 09: batches, the loss, the schedule, one training step.
+
+References: windows read straight out of the data, F.cross_entropy, the
+closed-form warmup + cosine formula, and a training step written out with
+torch.optim.AdamW and clip_grad_norm_ on a deep copy of the same model with
+the same dropout random state.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .core import Check, randn, seeded
+from .kv_cache import ForwardLog, tiny_model
+
+UNSHIFTED = ("labels not shifted: y must be x shifted left by one (y[t] = data[start + t + 1]), the token that "
+             "follows x[t]; scoring a token against itself teaches the model to copy its input")
+
+
+def _windows(fn, chk, data, batch, seq, gen):
+    out = chk.call(fn, data, batch, seq, gen)
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+        chk._stop(f"get_batch returned {type(out).__name__}; it should return a pair of tensors (x, y)")
+    return out
+
+
+def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int = 5, seq: int = 7) -> None:
+    """get_batch(data, batch_size, seq_len, generator) -> x, y (B, T): random
+    windows of data, y = x shifted by one, reproducible with the generator."""
+    __tracebackhide__ = True
+    chk = Check("get_batch", expects=f"a pair (x, y) of int64 tensors, each (batch_size, seq_len) = {(batch, seq)}")
+    data = torch.randperm(n_data, generator=seeded(seed))  # distinct values: a value tells its position
+    where = torch.empty(n_data, dtype=torch.long)
+    where[data] = torch.arange(n_data)
+    x, y = _windows(get_batch, chk, data, batch, seq, seeded(seed + 1))
+    chk.compare("x shape and dtype", torch.zeros(x.shape, dtype=x.dtype), torch.zeros(batch, seq, dtype=torch.long))
+    if tuple(x.shape) == (batch, seq):
+        starts = where[x[:, 0].long().cpu().clamp(0, n_data - 1)]                 # (B,)
+        pos = starts[:, None] + torch.arange(seq)                                  # (B, T)
+        in_range = bool((pos[:, -1] + 1 < n_data).all())
+        chk.require("x rows are contiguous windows of data", in_range and torch.equal(x.cpu().long(), data[pos.clamp(max=n_data - 1)]),
+                    "each row of x must be data[start : start + seq_len] for a random start")
+        if in_range:
+            chk.compare("y is x shifted by one", y, data[pos + 1], variants={
+                UNSHIFTED: x,
+                "labels shifted the wrong way: y[t] must be the token after x[t], not before": data[(pos - 1).clamp(min=0)],
+            })
+    a = _windows(get_batch, chk, data, batch, seq, seeded(seed + 2))
+    b = _windows(get_batch, chk, data, batch, seq, seeded(seed + 2))
+    c = _windows(get_batch, chk, data, batch, seq, seeded(seed + 3))
+    same = torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    chk.require("same generator seed, same batch", same, "two calls with identically seeded generators differ",
+                diagnosis=None if same else "the generator is not used: torch.randint(..., generator=generator)")
+    chk.require("another seed, another batch", not torch.equal(a[0], c[0]), "different seeds gave the same windows")
+    # Every start in [0, len - seq_len - 1] must be possible, and nothing beyond.
+    short = torch.arange(12) * 10
+    xs, _ = _windows(get_batch, chk, short, 2000, 4, seeded(seed + 4))
+    first = set((xs[:, 0] // 10).tolist()) if isinstance(xs, torch.Tensor) and xs.dim() == 2 else set()
+    chk.require("every window start in [0, len(data) - seq_len - 1] occurs", first == set(range(12 - 4)),
+                f"starts drawn: {sorted(first)}; expected 0..{12 - 4 - 1}",
+                diagnosis=None if first == set(range(12 - 4)) else
+                "window starts off by one: draw start from torch.randint(len(data) - seq_len, ...) so that the last "
+                "target data[start + seq_len] still exists")
+    chk.finish()
+
+
+# ---------------------------------------------------------------- the loss
+
+def _loss_variants(logits, targets, ignore):
+    flat, tgt = logits.flatten(0, 1), targets.flatten()
+    valid = (targets != ignore)
+    per_token = F.cross_entropy(flat, tgt, ignore_index=ignore, reduction="none").view(targets.shape)  # (B, T), 0 at padding
+    return {
+        "loss summed instead of averaged: use the mean over the predicted tokens": lambda: per_token.sum(),
+        "loss averaged wrongly: per-sequence means averaged over sequences; weight every token equally "
+        "(sum of losses / number of non-padding tokens)": lambda: (per_token.sum(1) / valid.sum(1)).mean(),
+        "padding counted: the ignored positions are included in the mean's denominator":
+            lambda: per_token.sum() / targets.numel(),
+        "loss averaged wrongly: divided by the batch size instead of the number of tokens":
+            lambda: per_token.sum() / targets.shape[0],
+        "softmax applied before cross_entropy: F.cross_entropy takes raw logits":
+            lambda: F.cross_entropy(flat.softmax(-1), tgt, ignore_index=ignore),
+    }
+
+
+def check_lm_loss(lm_loss, *, seed: int = 0, batch: int = 3, seq: int = 5, vocab: int = 7, dtype=torch.float32) -> None:
+    """lm_loss(logits (B, T, V), targets (B, T)) -> mean cross-entropy over
+    non-padding targets (-100), against F.cross_entropy."""
+    __tracebackhide__ = True
+    chk = Check("lm_loss", expects="a scalar tensor: mean cross-entropy over the non-padding targets")
+    logits = (randn(batch, seq, vocab, seed=seed, dtype=dtype) * 2).requires_grad_()
+    full = torch.randint(vocab, (batch, seq), generator=seeded(seed))
+    padded = full.clone()
+    for b in range(batch):
+        padded[b, seq - b:] = -100  # row b ends with b padding positions
+    for label, targets in (("no padding", full), ("with -100 padding", padded)):
+        got = chk.call(lm_loss, logits, targets)
+        want = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        chk.compare(f"{label}: {tuple(logits.shape)}", got, want.detach(), variants=_loss_variants(logits.detach(), targets, -100))
+        if isinstance(got, torch.Tensor):
+            chk.require(f"{label}: differentiable", got.requires_grad,
+                        "the loss does not depend on the logits through autograd (no .item() or .detach() inside)")
+    chk.finish()
+
+
+# ---------------------------------------------------------------- schedule
+
+def ref_lr(step: int, warmup: int, total: int, max_lr: float, min_lr: float) -> float:
+    if step < warmup:
+        return max_lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - 1 - warmup))
+    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+
+
+def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr: float = 3e-3, min_lr: float = 3e-4) -> None:
+    """lr_schedule(step, warmup_steps, total_steps, max_lr, min_lr) at every step."""
+    __tracebackhide__ = True
+    chk = Check("lr_schedule", expects="a float: the learning rate at that step")
+    steps = range(total)
+    got = [chk.call(lr_schedule, s, warmup, total, max_lr, min_lr) for s in steps]
+    try:
+        got_t = torch.tensor([float(v) for v in got], dtype=torch.float64)
+    except (TypeError, ValueError):
+        chk._stop(f"lr_schedule returned {type(got[0]).__name__}; it should return a number")
+    curve = lambda f: torch.tensor([f(s) for s in steps], dtype=torch.float64)  # noqa: E731
+    chk.compare(f"all {total} steps (warmup {warmup})", got_t, curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr)),
+                atol=1e-12, rtol=1e-9, variants={
+        "warmup starts at 0: step 0 would not move the weights; use max_lr * (step + 1) / warmup_steps":
+            curve(lambda s: max_lr * s / warmup if s < warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
+        "cosine does not reach min_lr at the last step: decay over total_steps - 1 - warmup_steps steps":
+            curve(lambda s: ref_lr(s, warmup, total + 1, max_lr, min_lr)),
+        "cosine decays to 0 instead of min_lr": curve(lambda s: ref_lr(s, warmup, total, max_lr, 0.0)),
+        "cosine measured from step 0 instead of from the end of warmup":
+            curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr) if s < warmup else
+                  min_lr + 0.5 * (1 + math.cos(math.pi * s / (total - 1))) * (max_lr - min_lr)),
+        "no warmup": curve(lambda s: ref_lr(s, 0, total, max_lr, min_lr)),
+    })
+    chk.finish()
+
+
+# ---------------------------------------------------------------- one step
+
+def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=True, reduction="mean"):
+    model.train(train)
+    logits = model(x)                                                    # (B, T, V)
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction=reduction)
+    if zero_grad:
+        opt.zero_grad()
+    loss.backward()
+    if clip_on:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
+    return loss.detach()
+
+
+def _flat(model) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def _setup(seed: int, dropout: float, lr: float):
+    model = tiny_model(seed, dropout=dropout, vocab=23, d_model=20, n_heads=2)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    return model, opt
+
+
+def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6, dropout: float = 0.2,
+                     grad_clip: float = 0.1, lr: float = 1e-2, n_steps: int = 2) -> None:
+    """Two calls of train_step(model, optimizer, x, y, grad_clip) on a model
+    handed over in eval mode, against the same steps written out (same
+    dropout random state), and against known wrong steps."""
+    __tracebackhide__ = True
+    chk = Check("train_step", expects="the loss of the batch, as a Python float (loss.item())")
+    x = torch.randint(23, (batch, seq), generator=seeded(seed))
+    y = torch.randint(23, (batch, seq), generator=seeded(seed + 1))
+
+    def trajectory(**kw):
+        model, opt = _setup(seed, dropout, lr)
+        out = []
+        for i in range(n_steps):
+            torch.manual_seed(seed + i)
+            loss = _ref_step(model, opt, x, y, grad_clip, **kw)
+            out.append((loss, _flat(model)))
+        return out
+
+    want = trajectory()
+    variants = {
+        "eval mode left on: call model.train() at the start of a step (dropout must be on while training)": dict(train=False),
+        "missing zero_grad: gradients of the previous step are added to this one; call optimizer.zero_grad() "
+        "before loss.backward()": dict(zero_grad=False),
+        "gradients not clipped before optimizer.step(): torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) "
+        "goes between backward() and step()": dict(clip_on=False),
+        "loss averaged wrongly: summed over tokens instead of the mean": dict(reduction="sum"),
+    }
+    trajectories = {bug: (lambda kw=kw: trajectory(**kw)) for bug, kw in variants.items()}
+    cache: dict = {}
+
+    def variant_at(i, k):
+        return {bug: (lambda bug=bug: cache.setdefault(bug, trajectories[bug]())[i][k]) for bug in trajectories}
+
+    model, opt = _setup(seed, dropout, lr)
+    model.eval()  # the caller left it in eval mode (e.g. after an evaluation)
+    log = ForwardLog(model)
+    try:
+        for i in range(n_steps):
+            torch.manual_seed(seed + i)
+            got = chk.call(train_step, model, opt, x, y, grad_clip)
+            if isinstance(got, torch.Tensor):
+                chk.diagnose("return loss.item(), a Python float: a tensor keeps the whole graph of the step alive")
+            got_t = torch.tensor(float(got), dtype=torch.float32) if isinstance(got, (int, float)) else got
+            chk.compare(f"step {i + 1}: returned loss", got_t, want[i][0], atol=1e-5, variants=variant_at(i, 0))
+            chk.compare(f"step {i + 1}: parameters after the step", _flat(model), want[i][1], variants=variant_at(i, 1))
+    finally:
+        log.close()
+    if log.calls and not all(c["training"] for c in log.calls):
+        chk.diagnose("eval mode left on: call model.train() at the start of a step (dropout must be on while training)")
+    chk.finish()

@@ -1,0 +1,357 @@
+# %% [markdown]
+# # 09 · The training loop
+#
+# **What you build.** Everything that turns a randomly initialised `tinylm.Transformer` into a model of the course
+# corpus. You will write
+#
+# 1. `get_batch(data, batch_size, seq_len, generator)`: random windows of the corpus, with labels shifted by one;
+# 2. `lm_loss(logits, targets)`: next-token cross-entropy over flattened logits, padding ignored;
+# 3. `lr_schedule(step, warmup_steps, total_steps, max_lr, min_lr)`: linear warmup, then cosine decay;
+# 4. `train_step(model, optimizer, x, y, grad_clip)`: one AdamW step with gradient clipping, in train mode.
+#
+# Then you use them: check the initial loss, overfit one batch, and train for about a minute on the corpus, with a
+# progress bar, a loss curve, a checkpoint, and samples that read like the corpus.
+#
+# **Since notebook 08:** you can sample from any model; so far the models were random. `tinylm.data.course_corpus()`
+# is the course's text: short stories from a grammar whose exact entropy is known (notebook 10 uses it).
+#
+# **Run time:** about 100 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included; about 60 s of
+# it is the training run, which is time-limited, and much shorter when nbgrader grades).
+
+# %% setup id=setup
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+import tinylm
+import tinylm.data
+from autograder.checks import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step, show_check
+
+# nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", category=FutureWarning)
+torch.manual_seed(0)
+DEVICE = tinylm.device()
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+
+# %% [markdown]
+# ## 1. What the model learns from
+#
+# A language model is trained to predict each token from the ones before it. From one window of $T + 1$
+# consecutive tokens of the corpus we get $T$ predictions at once, one per position, because the causal mask
+# stops position $t$ from seeing $t+1$:
+#
+# ```
+# data:    ... O  n  c  e  ␣  u  p ...
+# x:           O  n  c  e  ␣  u          (inputs, positions 0..T-1)
+# y:              n  c  e  ␣  u  p       (targets: x shifted left by one)
+# ```
+#
+# The loss is the mean cross-entropy $-\frac{1}{N}\sum \ln p_\theta(y_{b,t} \mid x_{b,\le t})$ over all $N = B \cdot T$
+# positions. At initialisation the logits are almost equal, so every byte gets probability about $1/256$ and the
+# loss is about $\ln 256 \approx 5.55$; a much larger initial loss means the initialisation is off.
+
+# %%
+corpus = tinylm.data.course_corpus()  # generated once, then cached under .cache/
+print(corpus)
+print(corpus.text("train")[:300])
+
+# %% [markdown]
+# ## 2. Batches
+#
+# Pick `batch_size` random start positions with `torch.randint(..., generator=generator)` (the generator makes runs
+# reproducible), cut `x = data[s : s + T]` and `y = data[s + 1 : s + T + 1]` for each, and stack them into
+# `(B, T)` tensors of dtype `torch.long`. The largest valid start is `len(data) - T - 1` (its last target is the
+# last token). A neat way: an index matrix `starts[:, None] + torch.arange(T + 1)`, shape `(B, T + 1)`.
+
+# %% answer id=get_batch
+def get_batch(data, batch_size, seq_len, generator=None):
+    """data (N,) token ids -> x, y (batch_size, seq_len) int64; y[b, t] = data[start_b + t + 1]."""
+    ### BEGIN SOLUTION
+    starts = torch.randint(len(data) - seq_len, (batch_size,), generator=generator)  # (B,) in [0, N - T - 1]
+    idx = starts[:, None] + torch.arange(seq_len + 1)                                # (B, T + 1) positions
+    window = data[idx].long()                                                        # (B, T + 1)
+    return window[:, :-1], window[:, 1:]                                             # x, y: (B, T) each
+    ### END SOLUTION
+
+# %% check id=check_get_batch points=2
+check_get_batch(get_batch)
+### BEGIN HIDDEN TESTS
+check_get_batch(get_batch, seed=5, n_data=97, batch=9, seq=4)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. The loss
+#
+# `F.cross_entropy` wants logits of shape `(N, V)` and targets of shape `(N,)`: flatten batch and time together,
+# `logits.flatten(0, 1)` `(B·T, V)` and `targets.flatten()` `(B·T,)`. Targets equal to `-100` are padding
+# (`ignore_index`, the default): they are left out of the mean, which must weight every *real* token equally.
+
+# %% answer id=lm_loss
+def lm_loss(logits, targets):
+    """logits (B, T, V), targets (B, T) with -100 = padding -> scalar mean NLL over the real targets."""
+    ### BEGIN SOLUTION
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)  # (B*T, V) vs (B*T,)
+    ### END SOLUTION
+
+# %% check id=check_lm_loss points=2
+check_lm_loss(lm_loss)
+### BEGIN HIDDEN TESTS
+check_lm_loss(lm_loss, seed=7, batch=4, seq=3, vocab=11, dtype=torch.float64)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The sanity check on a fresh model: the loss at initialisation is close to $\ln(\text{vocab})$.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+torch.manual_seed(0)
+cfg = tinylm.ModelConfig(d_model=96, n_layers=3, n_heads=4, n_kv_heads=2, max_seq_len=128)
+x, y = get_batch(corpus.train, 16, 96, torch.Generator().manual_seed(0))
+with torch.no_grad():
+    init_loss = lm_loss(tinylm.Transformer(cfg)(x), y).item()
+print(f"initial loss {init_loss:.2f} vs ln(256) = {math.log(256):.2f}")
+
+# %% [markdown]
+# ## 4. The learning-rate schedule
+#
+# AdamW's moment estimates are noisy in the first steps, and large updates then can wreck a fresh network, so the
+# learning rate **warms up** linearly: `max_lr * (step + 1) / warmup_steps` for `step < warmup_steps` (steps count
+# from 0, so step 0 already moves). Then it follows half a cosine from `max_lr` down to `min_lr` at the last step,
+# `total_steps - 1`:
+#
+# $$\text{lr} = \text{min\_lr} + \tfrac{1}{2}\,(1 + \cos \pi p)\,(\text{max\_lr} - \text{min\_lr}), \qquad
+#   p = \frac{\text{step} - \text{warmup}}{\text{total} - 1 - \text{warmup}}$$
+
+# %% answer id=lr_schedule
+def lr_schedule(step, warmup_steps, total_steps, max_lr, min_lr):
+    """Learning rate at optimizer step `step` (0-based)."""
+    ### BEGIN SOLUTION
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, total_steps - 1 - warmup_steps)  # 0 -> 1 over the decay
+    return min_lr + 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))) * (max_lr - min_lr)
+    ### END SOLUTION
+
+# %% check id=check_lr_schedule points=1
+check_lr_schedule(lr_schedule)
+### BEGIN HIDDEN TESTS
+check_lr_schedule(lr_schedule, warmup=3, total=17, max_lr=1.0, min_lr=0.1)
+### END HIDDEN TESTS
+
+# %%
+steps = range(400)
+plt.figure(figsize=(6, 2.2))
+plt.plot(steps, [lr_schedule(s, 40, 400, 3e-3, 3e-4) for s in steps])
+plt.xlabel("step"), plt.ylabel("learning rate"), plt.title("warmup 40 steps, cosine to min_lr")
+plt.show()
+
+# %% [markdown]
+# ## 5. One training step
+#
+# The order matters:
+#
+# 1. `model.train()`: dropout on (the caller may have left the model in eval mode after an evaluation);
+# 2. forward, loss with your `lm_loss`;
+# 3. `optimizer.zero_grad()`: PyTorch **adds** new gradients to `.grad`; without this, every step also pushes
+#    along all previous gradients;
+# 4. `loss.backward()`;
+# 5. `torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)`: rescale the gradient if its global norm is
+#    above `grad_clip`, so one unlucky batch cannot throw the weights far away;
+# 6. `optimizer.step()`.
+#
+# Return `loss.item()`: a Python float (a tensor would keep the whole graph of the step alive).
+
+# %% answer id=train_step
+def train_step(model, optimizer, x, y, grad_clip=1.0):
+    """One optimizer step on the batch (x, y); returns the batch loss as a float."""
+    ### BEGIN SOLUTION
+    model.train()                                # dropout on, whatever mode the caller left
+    loss = lm_loss(model(x), y)                  # (B, T, V) logits -> scalar
+    optimizer.zero_grad(set_to_none=True)        # gradients accumulate otherwise
+    loss.backward()                              # d loss / d every parameter
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # global gradient norm <= grad_clip
+    optimizer.step()                             # the AdamW update
+    return loss.item()                           # a float: the step's graph can be freed
+    ### END SOLUTION
+
+# %% check id=check_train_step points=3
+check_train_step(train_step)
+### BEGIN HIDDEN TESTS
+check_train_step(train_step, seed=9, batch=2, seq=5, dropout=0.1, grad_clip=0.05, lr=3e-3, n_steps=3)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 6. Overfit one batch
+#
+# Before a long run, the cheapest test of a training loop: a model must be able to memorise a single small batch.
+# If the loss does not fall towards 0, something in the loop is broken (a missing `zero_grad`, a detached loss,
+# unshifted labels...), and a long run would only hide it.
+
+# %%
+torch.manual_seed(0)
+small = tinylm.Transformer(tinylm.ModelConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=64)).to(DEVICE)
+opt = torch.optim.AdamW(small.parameters(), lr=3e-3)
+xb, yb = (t.to(DEVICE) for t in get_batch(corpus.train, 4, 32, torch.Generator().manual_seed(1)))
+overfit = [train_step(small, opt, xb, yb) for _ in range(40 if GRADING else 150)]
+plt.figure(figsize=(6, 2.2))
+plt.semilogy(overfit)
+plt.xlabel("step"), plt.ylabel("loss on the same batch"), plt.title("memorising one batch")
+plt.show()
+print(f"loss on the memorised batch: {overfit[0]:.2f} -> {overfit[-1]:.3f}")
+
+# %% [markdown]
+# ## 7. The real run
+#
+# A 3-layer model with 4 query heads sharing 2 kv heads, on windows of 96 bytes, for as many of 600 scheduled steps
+# as fit in about 55 seconds (a few when graded). Every 50 steps the validation loss is measured with
+# `tinylm.evaluate` (notebook 10 has you write that). Expect the training loss to fall from 5.5 to about 1.5 nats per
+# byte in a minute on two CPU cores; a GPU gets much further in the same time.
+
+# %%
+TOTAL_STEPS, WARMUP, MAX_LR, MIN_LR = 600, 30, 3e-3, 3e-4
+TIME_LIMIT = 5 if GRADING else 55  # seconds of training
+torch.manual_seed(0)
+model = tinylm.Transformer(cfg).to(DEVICE)
+optimizer = torch.optim.AdamW(model.parameters(), lr=MAX_LR, betas=(0.9, 0.95), weight_decay=0.1)
+gen = torch.Generator().manual_seed(0)
+history = {"step": [], "loss": [], "val_step": [], "val_loss": []}
+
+
+def val_loss(model):
+    return tinylm.evaluate.evaluate(model, corpus.val[:8193], seq_len=96).loss  # eval mode + no_grad inside
+
+
+start = time.perf_counter()
+bar = tqdm(range(TOTAL_STEPS), file=sys.stdout, mininterval=10, desc="train")  # stdout: stderr fails nbgrader
+for step in bar:
+    for group in optimizer.param_groups:
+        group["lr"] = lr_schedule(step, WARMUP, TOTAL_STEPS, MAX_LR, MIN_LR)
+    x, y = (t.to(DEVICE) for t in get_batch(corpus.train, 16, 96, gen))
+    history["step"].append(step)
+    history["loss"].append(train_step(model, optimizer, x, y, grad_clip=1.0))
+    out_of_time = time.perf_counter() - start > TIME_LIMIT
+    if step % 50 == 0 or out_of_time:
+        history["val_step"].append(step)
+        history["val_loss"].append(val_loss(model))
+        bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", val=f"{history['val_loss'][-1]:.3f}")
+    if out_of_time:
+        break
+bar.close()
+print(f"{len(history['step'])} steps in {time.perf_counter() - start:.0f} s; final validation loss "
+      f"{history['val_loss'][-1]:.3f} nats/byte (floor of the corpus: {corpus.floor:.3f})")
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3))
+ax.plot(history["step"], history["loss"], alpha=0.4, label="train (one batch)")
+ax.plot(history["val_step"], history["val_loss"], "o-", label="validation")
+ax.axhline(math.log(256), ls=":", c="grey", label="ln 256 (uniform)")
+ax.axhline(corpus.floor, ls="--", c="k", label="entropy floor of the corpus")
+ax.set_xlabel("step"), ax.set_ylabel("loss (nats/byte)"), ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## 8. Checkpoints
+#
+# A checkpoint is the `state_dict` of the model **and** of the optimizer (AdamW's moment estimates are part of the
+# training state), plus what is needed to rebuild them: the config and the step. `torch.load(...,
+# weights_only=True)` loads plain tensors and containers only, never code. Notebook 10 loads this checkpoint.
+
+# %%
+CKPT = (Path(tempfile.mkdtemp()) if GRADING else tinylm.data.cache_dir() / "checkpoints") / "09_training.pt"
+CKPT.parent.mkdir(parents=True, exist_ok=True)
+torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "config": asdict(cfg),
+            "step": len(history["step"]), "history": history}, CKPT)
+
+state = torch.load(CKPT, map_location="cpu", weights_only=True)
+restored = tinylm.Transformer(tinylm.ModelConfig(**state["config"])).to(DEVICE)
+restored.load_state_dict(state["model"])
+with torch.no_grad():
+    same = torch.equal(model.eval()(x), restored.eval()(x))
+print(f"saved {CKPT.name} ({CKPT.stat().st_size / 2**20:.1f} MiB); reloaded model gives identical logits: {same}")
+
+# %% [markdown]
+# ### Samples
+#
+# The trained model, sampled with `tinylm.generate` (your notebook-08 sampler): after a minute on a CPU the spelling
+# and the shape of the sentences are there; the long-range structure (names, agreement) needs more training.
+
+# %%
+tok = tinylm.ByteTokenizer()
+for seed in range(3):
+    out = tinylm.generate(model, tok.encode("Once upon a time")[None].to(DEVICE), 150, temperature=0.8, top_k=20,
+                          generator=torch.Generator(device=DEVICE).manual_seed(seed))
+    print(repr(tok.decode(out[0])), "\n")
+
+# %% [markdown]
+# ## 9. Pitfalls
+#
+# **Unshifted labels.** `y = x` makes every position predict *itself*, which it can read directly: the loss drops
+# to almost 0 and the model learns nothing about what comes next.
+
+# %%
+def get_batch_unshifted(data, batch_size, seq_len, generator=None):
+    x, _ = get_batch(data, batch_size, seq_len, generator)
+    return x, x.clone()  # the targets are the inputs themselves
+
+show_check(check_get_batch, get_batch_unshifted)
+
+# %% [markdown]
+# **Missing `zero_grad`.** Gradients accumulate across steps: the first step is right, every later one is wrong.
+
+# %%
+def train_step_no_zero_grad(model, optimizer, x, y, grad_clip=1.0):
+    model.train()
+    loss = lm_loss(model(x), y)
+    loss.backward()  # adds to whatever .grad already holds
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss.item()
+
+show_check(check_train_step, train_step_no_zero_grad)
+
+# %% [markdown]
+# **Eval mode left on.** After an evaluation the model is in eval mode; a step that does not call `model.train()`
+# trains without dropout. It still trains, which is why this bug survives.
+
+# %%
+def train_step_eval_mode(model, optimizer, x, y, grad_clip=1.0):
+    optimizer.zero_grad()                 # no model.train(): the mode is whatever the caller left
+    loss = lm_loss(model(x), y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss.item()
+
+show_check(check_train_step, train_step_eval_mode)
+
+# %% [markdown]
+# **Loss averaged wrongly.** The mean of per-sequence means gives sequences with padding more weight per token.
+
+# %%
+def lm_loss_per_sequence(logits, targets):
+    nll = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100, reduction="none")  # (B, T), 0 at padding
+    return (nll.sum(1) / (targets != -100).sum(1)).mean()
+
+show_check(check_lm_loss, lm_loss_per_sequence)
+
+# %% [markdown]
+# ## Summary
+#
+# - Inputs and targets are the same window, shifted by one; cross-entropy over `(B·T, V)` logits, padding ignored.
+# - A step: `train()`, forward, loss, `zero_grad`, `backward`, clip, `step`. Warmup, then cosine decay.
+# - Check the initial loss against $\ln V$ and overfit one batch before spending time on a real run.
+# - Save model **and** optimizer state; load with `weights_only=True`.
+#
+# **Next:** notebook 10 measures the model properly: perplexity, bits per byte, and how far it is from the best
+# possible model of this corpus.

@@ -1,0 +1,314 @@
+# %% [markdown]
+# # 10 · Evaluation loss and perplexity
+#
+# **What you build.** The numbers that say how good a language model is, and the yardsticks to read them by. You
+# will write
+#
+# 1. `nll_sum_and_count(logits, targets, ignore_index)`: the summed negative log-likelihood and the number of
+#    scored tokens of one batch;
+# 2. `evaluate(model, batches, bytes_per_token)`: mean NLL, perplexity and bits per byte over many batches, in eval
+#    mode, without gradients;
+# 3. `bigram_nll(train, val, alpha)`: the bigram baseline a transformer has to beat.
+#
+# Then you put the model trained in notebook 09 next to the uniform, unigram and bigram baselines and the exact
+# entropy floor of the corpus, sample from it, and check that it is, weight for weight, a Hugging Face Llama.
+#
+# **Since notebook 09:** a trained model and its checkpoint (`.cache/checkpoints/09_training.pt`). If it is missing,
+# this notebook trains a small stand-in for 20 seconds.
+#
+# **Run time:** about 60 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+
+# %% setup id=setup
+import math
+import os
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+import tinylm
+import tinylm.data
+import tinylm.evaluate
+import tinylm.train
+from autograder.checks import check_bigram_nll, check_evaluate, check_nll_sum_and_count, show_check
+
+# nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", category=FutureWarning)
+torch.manual_seed(0)
+DEVICE = tinylm.device()
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+
+# %% [markdown]
+# ## 1. From loss to perplexity and bits
+#
+# On held-out text $x_1 \dots x_N$ the model's quality is its mean negative log-likelihood, in nats per token:
+#
+# $$\mathcal{L} = -\frac{1}{N} \sum_{t=1}^{N} \ln p_\theta(x_t \mid x_{<t})$$
+#
+# - **Perplexity** $= e^{\mathcal{L}}$: the model is as uncertain as a uniform choice among that many tokens.
+#   A model that knows nothing about bytes has perplexity 256.
+# - **Bits per byte** $= \mathcal{L} / \ln 2 \,/\, (\text{bytes per token})$: the size a compressor driven by the
+#   model would achieve. It compares models with different tokenizers; with bytes as tokens the divisor is 1.
+#
+# Three rules make the number honest: **eval mode** (dropout off, or the score is that of a randomly damaged
+# network), **no gradients** (`torch.no_grad()`, or memory grows with every batch), and a **token-weighted** mean:
+# sum the NLL and the token counts over all batches, divide once, and only then take `exp`. Batches of different
+# sizes, or with padding, must not change the answer.
+#
+# Why the last rule matters: perplexity is convex in the loss, so the mean of per-batch perplexities is always at
+# least the perplexity of the mean loss (Jensen). The figure shows it for batches whose losses spread around 1.5:
+
+# %%
+gen = torch.Generator().manual_seed(0)
+spreads = [0.0, 0.1, 0.2, 0.4, 0.6, 0.8]
+batch_losses = [1.5 + s * torch.randn(64, generator=gen, dtype=torch.float64) for s in spreads]  # 64 batches each
+plt.figure(figsize=(6, 2.6))
+plt.plot(spreads, [b.mean().exp().item() for b in batch_losses], "o-", label="exp(mean NLL)  (right)")
+plt.plot(spreads, [b.exp().mean().item() for b in batch_losses], "o-", label="mean of per-batch exp  (wrong)")
+plt.xlabel("spread of the per-batch losses"), plt.ylabel("perplexity"), plt.legend()
+plt.show()
+
+# %% [markdown]
+# ## 2. One batch: summed NLL and token count
+#
+# Return the **sum** (not the mean) of $-\ln p$ over the scored targets and how many there are, so that batches can
+# be combined exactly. Targets equal to `ignore_index` are padding: neither scored nor counted.
+# `F.cross_entropy(..., ignore_index=ignore_index, reduction="sum")` over `(B·T, V)` logits does the first half.
+
+# %% answer id=nll_sum_and_count
+def nll_sum_and_count(logits, targets, ignore_index=-100):
+    """logits (B, T, V), targets (B, T) -> (summed NLL in nats as a float, number of scored targets as an int)."""
+    ### BEGIN SOLUTION
+    nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=ignore_index,
+                          reduction="sum")                       # (B*T, V) vs (B*T,) -> scalar
+    count = int((targets != ignore_index).sum())                 # padding is not a token
+    return nll.item(), count
+    ### END SOLUTION
+
+# %% check id=check_nll_sum_and_count points=2
+check_nll_sum_and_count(nll_sum_and_count)
+### BEGIN HIDDEN TESTS
+check_nll_sum_and_count(nll_sum_and_count, seed=3, batch=4, seq=5, vocab=6, ignore_index=0)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. Over a whole split
+#
+# `batches` is a list of `(x, y)` pairs (shapes `(b, T)`, `b` may differ between batches, `y` may contain `-100`).
+# Put the model in eval mode, loop under `torch.no_grad()` accumulating your sums and counts (moving `x` and `y` to
+# the model's device), and restore the model's previous mode at the end. Return a dict with `"loss"` (mean NLL,
+# nats per token), `"perplexity"` and `"bits_per_byte"`, all floats.
+
+# %% answer id=evaluate
+def evaluate(model, batches, bytes_per_token=1.0):
+    """Token-weighted mean NLL over all batches -> {"loss", "perplexity", "bits_per_byte"}."""
+    ### BEGIN SOLUTION
+    was_training = model.training
+    model.eval()                                             # dropout off while measuring
+    dev = next(model.parameters()).device
+    total, count = 0.0, 0
+    try:
+        with torch.no_grad():
+            for x, y in batches:
+                s, n = nll_sum_and_count(model(x.to(dev)), y.to(dev))
+                total, count = total + s, count + n          # combine by tokens, not by batches
+    finally:
+        model.train(was_training)
+    loss = total / count
+    return {"loss": loss, "perplexity": math.exp(loss), "bits_per_byte": loss / math.log(2) / bytes_per_token}
+    ### END SOLUTION
+
+# %% check id=check_evaluate points=3
+check_evaluate(evaluate)
+### BEGIN HIDDEN TESTS
+check_evaluate(evaluate, seed=4, batch_sizes=(1, 4, 2, 2), seq=5, bytes_per_token=1.5, dropout=0.5)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. Baselines
+#
+# A number means little alone. Three models with no neural network at all, fit by counting bytes of the training
+# split:
+#
+# - **uniform**: $\ln 256 = 5.545$ nats per byte;
+# - **unigram**: byte frequencies, $p(b) \propto \text{count}(b) + \alpha$;
+# - **bigram**: frequencies of the next byte given the previous one,
+#   $p(b \mid a) = \dfrac{\text{count}(a, b) + \alpha}{\text{count}(a, \cdot) + 256\,\alpha}$ (add-$\alpha$ smoothing keeps
+#   unseen pairs possible).
+#
+# Write the bigram's mean NLL on `val`, over its `len(val) - 1` pairs $(a, b)$ = `(val[t], val[t + 1])`. Count the
+# pairs of `train` with `torch.bincount(prev * 256 + next, minlength=256 * 256)` and view it as a `(256, 256)` table,
+# row = previous byte.
+
+# %% answer id=bigram_nll
+def bigram_nll(train, val, alpha=0.5):
+    """Mean NLL in nats of val's bytes under add-alpha bigram counts of train."""
+    ### BEGIN SOLUTION
+    train, val = train.long(), val.long()
+    counts = torch.bincount(train[:-1] * 256 + train[1:], minlength=256 * 256).view(256, 256).double()  # [prev, next]
+    probs = (counts + alpha) / (counts.sum(dim=1, keepdim=True) + 256 * alpha)                         # rows sum to 1
+    return -probs.log()[val[:-1], val[1:]].mean().item()
+    ### END SOLUTION
+
+# %% check id=check_bigram_nll points=2
+check_bigram_nll(bigram_nll)
+### BEGIN HIDDEN TESTS
+check_bigram_nll(bigram_nll, seed=6, n_train=1000, n_val=150, alpha=0.1)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 5. The model from notebook 09
+#
+# Load the checkpoint written by notebook 09 (or train a stand-in if it is not there, e.g. when nbgrader grades this
+# notebook on its own).
+
+# %%
+corpus = tinylm.data.course_corpus()
+CKPT = tinylm.data.cache_dir() / "checkpoints" / "09_training.pt"
+if CKPT.is_file() and not GRADING:
+    state = torch.load(CKPT, map_location="cpu", weights_only=True)
+    model = tinylm.Transformer(tinylm.ModelConfig(**state["config"]))
+    model.load_state_dict(state["model"])
+    print(f"loaded the notebook-09 model ({state['step']} training steps)")
+else:
+    torch.manual_seed(0)
+    model = tinylm.Transformer(tinylm.ModelConfig(d_model=96, n_layers=3, n_heads=4, n_kv_heads=2, max_seq_len=128))
+    tinylm.train.train(model.to(DEVICE), corpus.train, steps=300, batch_size=16, seq_len=96, warmup_steps=30,
+                       eval_every=0, time_limit=3 if GRADING else 20, quiet=True)
+    print("no notebook-09 checkpoint: trained a stand-in for", 3 if GRADING else 20, "seconds")
+model = model.to(DEVICE).eval()
+
+# %% [markdown]
+# Cut the validation split into consecutive windows of 96 bytes (each window predicts its next 96 bytes) and
+# evaluate with your function. `tinylm.evaluate` does the same thing independently; the two agree, and the result
+# does not depend on how the windows are grouped into batches.
+
+# %%
+def windows(data, seq_len, batch_size):
+    """Consecutive (x, y) windows of data in batches: every byte after the first is scored once."""
+    n = (len(data) - 1) // seq_len
+    x = data[: n * seq_len].long().view(n, seq_len)        # (n, T) inputs
+    y = data[1: n * seq_len + 1].long().view(n, seq_len)   # (n, T) targets, shifted by one
+    return [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, n, batch_size)]
+
+val = corpus.val[: (20_000 if GRADING else 60_000) + 1]
+mine = evaluate(model, windows(val, 96, 32))
+theirs = tinylm.evaluate.evaluate(model, val, seq_len=96)
+other_batching = evaluate(model, windows(val, 96, 7))
+print(f"yours: loss {mine['loss']:.4f} nats/byte, perplexity {mine['perplexity']:.3f}, "
+      f"{mine['bits_per_byte']:.3f} bits/byte")
+print("tinylm.evaluate agrees:", math.isclose(mine["loss"], theirs.loss, rel_tol=1e-4),
+      "| batch size 7 instead of 32 gives the same loss:", math.isclose(mine["loss"], other_batching["loss"], rel_tol=1e-5))
+
+# %% [markdown]
+# ### Where the model stands
+#
+# The floor is the exact entropy of the validation text under the grammar that generated it: no model can do better
+# on average. The gap between the bigram and the floor is what context buys; the gap between the model and the floor
+# is what more training (or a bigger model) could still gain.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+base = corpus.baselines()
+ours = {"unigram": tinylm.data.unigram_nll(corpus.train, corpus.val), "bigram": bigram_nll(corpus.train, corpus.val)}
+print(f"uniform {base['uniform']:.3f} | unigram {ours['unigram']:.3f} | bigram {ours['bigram']:.3f} | "
+      f"floor {corpus.floor:.3f}  (nats/byte)")
+
+# %%
+names = ["uniform", "unigram", "bigram", "your model", "entropy floor"]
+values = [base["uniform"], ours["unigram"], ours["bigram"], mine["loss"], corpus.floor]
+fig, ax = plt.subplots(figsize=(7, 3))
+bars = ax.barh(names, values, color=["grey", "grey", "grey", "C0", "k"])
+for bar, v in zip(bars, values):
+    ax.text(v + 0.05, bar.get_y() + bar.get_height() / 2, f"{v:.2f} nats = {v / math.log(2):.2f} bits, ppl {math.exp(v):.1f}",
+            va="center", fontsize=8)
+ax.set_xlabel("validation loss (nats/byte), lower is better"), ax.set_xlim(0, 7.5), ax.invert_yaxis()
+plt.show()
+
+# %% [markdown]
+# ### Samples
+#
+# With the notebook-08 sampler (`tinylm.generate` calls `tinylm.sample_next`, the same recipe as yours):
+
+# %%
+tok = tinylm.ByteTokenizer()
+prompt = tok.encode("Once upon a time")[None].to(DEVICE)  # (1, T)
+for name, kw in {"greedy": dict(temperature=0), "T = 0.8, top-p = 0.9": dict(temperature=0.8, top_p=0.9)}.items():
+    out = tinylm.generate(model, prompt, 160, generator=torch.Generator(device=DEVICE).manual_seed(0), **kw)
+    print(f"{name}: {tok.decode(out[0])!r}\n")
+
+# %% [markdown]
+# ### It is a Llama
+#
+# Every component you built matches the Llama architecture, so the weights convert one to one into Hugging Face's
+# `LlamaForCausalLM` (no download: the model is built from a config and filled with your weights). Same input,
+# same logits. Skipped if `transformers` is not installed.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+try:
+    import transformers  # noqa: F401
+except ImportError:
+    print("transformers is not installed: skipping the Hugging Face comparison (pip install transformers).")
+else:
+    hf = tinylm.to_hf_llama(model.cpu())
+    ids = tok.encode("The fox, who finds a lamp, hides it.")[None]  # (1, T)
+    with torch.no_grad():
+        diff = (hf(ids).logits - model(ids)).abs().max().item()
+    print("LlamaForCausalLM gives the same logits:", diff < 1e-4)
+    model.to(DEVICE)
+
+# %% [markdown]
+# ## 6. Pitfalls
+#
+# **Mean of per-batch exp.** Averaging each batch's perplexity overestimates it (the figure above), and makes the
+# number depend on how the data was batched.
+
+# %%
+def evaluate_mean_of_exp(model, batches, bytes_per_token=1.0):
+    model.eval()
+    with torch.no_grad():
+        per_batch = [nll_sum_and_count(model(x), y) for x, y in batches]  # (sum, count) of each batch
+    model.train()
+    loss = sum(s for s, _ in per_batch) / sum(n for _, n in per_batch)
+    ppl = sum(math.exp(s / n) for s, n in per_batch) / len(per_batch)    # the bug
+    return {"loss": loss, "perplexity": ppl, "bits_per_byte": loss / math.log(2) / bytes_per_token}
+
+show_check(check_evaluate, evaluate_mean_of_exp)
+
+# %% [markdown]
+# **Padding counted.** Dividing by `targets.numel()` counts the `-100` padding as tokens with zero loss: the loss
+# looks better than it is.
+
+# %%
+show_check(check_nll_sum_and_count, lambda logits, targets, ignore_index=-100: (
+    F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index, reduction="sum").item(),
+    targets.numel()))
+
+# %% [markdown]
+# **Dropout on during evaluation.** Without `model.eval()` every evaluation scores a different random sub-network.
+
+# %%
+def evaluate_train_mode(model, batches, bytes_per_token=1.0):
+    sums = [0.0, 0]
+    with torch.no_grad():
+        for x, y in batches:
+            s, n = nll_sum_and_count(model(x), y)  # the model is still in train mode: dropout is on
+            sums = [sums[0] + s, sums[1] + n]
+    loss = sums[0] / sums[1]
+    return {"loss": loss, "perplexity": math.exp(loss), "bits_per_byte": loss / math.log(2) / bytes_per_token}
+
+show_check(check_evaluate, evaluate_train_mode)
+
+# %% [markdown]
+# ## Summary
+#
+# - Evaluate in eval mode, under `no_grad`, with a token-weighted mean NLL; perplexity is `exp` of that mean, bits
+#   per byte divide it by $\ln 2$ and by the bytes per token.
+# - Read the number against baselines (uniform, unigram, bigram) and, when it is known, the entropy floor.
+# - The model you built is a Llama: same weights, same logits as `LlamaForCausalLM`.
+#
+# That completes the course: embeddings, RMSNorm, attention, RoPE, SwiGLU, the KV cache, GQA, sampling, training
+# and evaluation, each written by you and checked against an independent reference.

@@ -60,7 +60,7 @@ __all__ = [
 
 # Bump when the grammar changes: it is part of the cache key, so old cached
 # corpora are never mistaken for new ones.
-GRAMMAR_VERSION = 1
+GRAMMAR_VERSION = 2
 
 # ---------------------------------------------------------------------------
 # Word lists. Weights are relative (normalised per choice point), Zipf-like so
@@ -201,17 +201,17 @@ _DETS = [("the ", False, False), ("the ", True, False), ("", False, True), ("two
 _DET = Choice([t for t, _, _ in _DETS], [4, 2, 3, 1])
 
 
-def _subject_choice(hero_name: str, hero_index: int, capital: bool) -> tuple[Choice, list]:
-    """Sentence subject: the hero's name, or 'the <other animal>' (sg or pl).
+def _subject_choice(hero_name: str, capital: bool) -> tuple[Choice, list]:
+    """Sentence subject: the hero's name, or 'the <animal>' (sg or pl).
 
-    The hero's own species is left out of the others: "the fox" never occurs
-    in a story whose hero is a fox, so the hero is only ever called by name.
-    Returns the choice and, per option, (text for the echo, is_plural).
+    The hero is only ever called by name, so "the fox" is another animal even
+    in a story whose hero is a fox, and the name (capitalised, no "the")
+    cannot be confused with it. Returns the choice and, per option,
+    (text for the echo, is_plural).
     """
     texts, weights, meta = [hero_name], [P_SUBJECT_IS_HERO], [(hero_name, False)]
-    others = [a for i, a in enumerate(ANIMALS) if i != hero_index]
-    total = sum(w for _, _, w in others)
-    for sg, pl, w in others:
+    total = sum(w for _, _, w in ANIMALS)
+    for sg, pl, w in ANIMALS:
         for plural, form, p in ((False, sg, 1 - P_PLURAL_SUBJECT), (True, pl, P_PLURAL_SUBJECT)):
             text = "the " + form
             texts.append(_cap(text) if capital else text)
@@ -243,13 +243,13 @@ def _story(t) -> None:
     t.pick(_PLACE)
     t.emit(", there lived ")
     adj = t.pick(_ADJ[True])
-    hero = t.pick(_HERO_ANIMAL if adj == 0 else _HERO_ANIMAL_BARE)
+    t.pick(_HERO_ANIMAL if adj == 0 else _HERO_ANIMAL_BARE)
     t.emit(" called ")
     name = _HEAD.texts[t.pick(_HEAD)] + _TAIL.texts[t.pick(_TAIL)]
     t.emit(".")
-    # Subject options depend on the hero (name, species left out): built once.
-    subj_cap, meta = _subject_choice(name, hero, capital=True)
-    subj_low, _ = _subject_choice(name, hero, capital=False)
+    # Subject options include the hero's name: built once per story.
+    subj_cap, meta = _subject_choice(name, capital=True)
+    subj_low, _ = _subject_choice(name, capital=False)
     n = 0
     while True:
         if n < MIN_SENTENCES:

@@ -55,7 +55,7 @@ class TrainConfig:
     batch_size: int = 16
     seq_len: int = 128
     lr: float = 3e-3  # peak learning rate, reached at the end of warmup
-    min_lr: float = 3e-4  # the cosine decays to this at the last step
+    min_lr: float | None = None  # the cosine decays to this at the last step; None = lr / 10
     warmup_steps: int = 50
     weight_decay: float = 0.1  # applied to matrices only (see _param_groups)
     betas: tuple[float, float] = (0.9, 0.95)
@@ -73,7 +73,7 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"TrainConfig.{name} must be an int >= 0, got {value!r}")
-        if not (self.lr > 0 and 0 <= self.min_lr <= self.lr):
+        if not (self.lr > 0 and (self.min_lr is None or 0 <= self.min_lr <= self.lr)):
             raise ValueError(f"TrainConfig needs lr > 0 and 0 <= min_lr <= lr, got lr={self.lr}, "
                              f"min_lr={self.min_lr}")
         if self.weight_decay < 0:
@@ -89,14 +89,15 @@ def lr_at(step: int, config: TrainConfig) -> float:
 
     Linear warmup from lr/warmup_steps to lr (Adam's moment estimates are
     noisy in the first steps, large updates then can derail training), then a
-    half cosine from lr down to min_lr at the last step.
+    half cosine from lr down to min_lr (default lr / 10) at the last step.
     """
     c = config
+    min_lr = c.lr / 10 if c.min_lr is None else c.min_lr
     if step < c.warmup_steps:
         return c.lr * (step + 1) / c.warmup_steps
     decay_steps = max(1, c.steps - 1 - c.warmup_steps)
     progress = min(1.0, (step - c.warmup_steps) / decay_steps)
-    return c.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (c.lr - c.min_lr)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (c.lr - min_lr)
 
 
 @dataclass

@@ -43,3 +43,9 @@ check-release: $(STAMP)  ## fail if notebooks/ differs from a fresh nbgrader gen
 
 nbval: $(STAMP)  ## execute the reference notebooks on CPU and compare marked outputs
 	OMP_NUM_THREADS=1 TINYLM_DEVICE=cpu $(BIN)/python -m pytest -p no:cacheprovider --nbval-lax solutions/
+
+# --- GPU (issue 5) ---
+.PHONY: nbval-gpu
+
+nbval-gpu: $(STAMP)  ## nbval of the reference notebooks on CUDA; prints which passed (exits 2 when there is no GPU)
+	OMP_NUM_THREADS=1 $(BIN)/python -m autograder.nbval_gpu

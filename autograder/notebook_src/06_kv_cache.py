@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
+from tinylm.presets import NB06_MODEL
 from autograder.checks import check_attention_step, check_cache_update, check_generate_greedy, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -72,7 +73,7 @@ def cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, bytes_per_number, batch
 
 lengths = torch.arange(0, 4097, 256)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3))
-axes[0].plot(lengths, [cache_bytes(4, 4, 32, t, 4) / 2**20 for t in lengths.tolist()], label="tinylm (4 layers, d=128), fp32")
+axes[0].plot(lengths, [cache_bytes(2, 4, 16, t, 4) / 2**20 for t in lengths.tolist()], label="notebook model (2 layers, d=64), fp32")
 axes[1].plot(lengths, [cache_bytes(32, 32, 128, t, 2) / 2**30 for t in lengths.tolist()], c="C1", label="Llama-2-7B (32 layers, d=4096), fp16")
 axes[0].set_ylabel("MiB"), axes[1].set_ylabel("GiB")
 for ax in axes:
@@ -86,9 +87,9 @@ plt.show()
 
 # %%
 # NBVAL_CHECK_OUTPUT
-cfg = tinylm.ModelConfig(d_model=128, n_layers=4, n_heads=4, max_seq_len=512)
+cfg = NB06_MODEL  # the course's notebook-06 model: d_model 64, 2 layers, 4 heads, room for 1040 positions
 cache = tinylm.KVCache(cfg, batch_size=2)
-print("KVCache.nbytes():", cache.nbytes(), "| formula:", cache_bytes(4, 4, 32, 512, 4, batch=2))
+print("KVCache.nbytes():", cache.nbytes(), "| formula:", cache_bytes(2, 4, 16, 1040, 4, batch=2))
 
 # %% [markdown]
 # ## 2. Appending to the cache
@@ -191,7 +192,7 @@ def generate_greedy(model, prompt, max_new_tokens, cache):
     ### BEGIN SOLUTION
     cache.reset()                                   # stale positions from an earlier prompt would shift everything
     idx, step_input = prompt, prompt                # prefill: the whole prompt in one pass
-    with torch.no_grad():
+    with torch.no_grad():                           # decoding never backpropagates
         for _ in range(max_new_tokens):
             logits = model(step_input, cache=cache)[:, -1]      # (B, V): only the last position predicts
             next_id = logits.argmax(dim=-1, keepdim=True)       # (B, 1)
@@ -231,7 +232,7 @@ def step_time(model, T, use_cache, repeats=3):
             times.append(time.perf_counter() - start)
     return sorted(times)[len(times) // 2]
 
-positions = [16, 64, 128, 256] if GRADING else [16, 64, 128, 192, 256, 384, 511]
+positions = [16, 128, 256, 512] if GRADING else [16, 128, 256, 384, 512, 768, 1023]
 with_cache = [1e3 * step_time(model, T, True) for T in positions]
 without = [1e3 * step_time(model, T, False) for T in positions]
 fig, ax = plt.subplots(figsize=(6.5, 3))

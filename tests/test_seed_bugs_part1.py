@@ -64,6 +64,21 @@ BUGS = [
      "F.linear(y.reshape(x.shape), w_o)", "wrong layout after reshape"),
     ("03_causal_attention", "self_attention", "split_heads(F.linear(x, w), n_heads)",
      "split_heads(x @ w, n_heads)", "transposed weight"),
+    # 04 RoPE
+    ("04_rope", "rope_cache", "-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim",
+     "-torch.arange(head_dim // 2, dtype=torch.float32) / head_dim", "wrong frequency exponent"),
+    ("04_rope", "rope_cache", "-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim",
+     "torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim", "wrong frequency exponent"),
+    ("04_rope", "rope_cache", "torch.cat((angles, angles), dim=-1)", "angles.repeat_interleave(2, dim=-1)",
+     "wrong pairing convention"),
+    ("04_rope", "apply_rope", "torch.cat((-x2, x1), dim=-1)",
+     "torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)", "wrong pairing convention"),
+    ("04_rope", "apply_rope", "[start_pos:start_pos + T]", "[:T]", "positions not offset"),
+    ("04_rope", "apply_rope", "torch.cat((-x2, x1), dim=-1)", "torch.cat((x2, -x1), dim=-1)",
+     "rotation direction flipped"),
+    ("04_rope", "rotary_attention", "return tinylm.causal_attention(q, k, v)",
+     "return tinylm.causal_attention(q, k, apply_rope(v, cos, sin, start_pos))", "RoPE applied to values"),
+    ("04_rope", "rotary_attention", "k = apply_rope(k, cos, sin, start_pos)", "k = k", "RoPE applied to queries only"),
 ]
 
 

@@ -79,6 +79,25 @@ BUGS = [
     ("04_rope", "rotary_attention", "return tinylm.causal_attention(q, k, v)",
      "return tinylm.causal_attention(q, k, apply_rope(v, cos, sin, start_pos))", "RoPE applied to values"),
     ("04_rope", "rotary_attention", "k = apply_rope(k, cos, sin, start_pos)", "k = k", "RoPE applied to queries only"),
+    # 05 SwiGLU and the block
+    ("05_swiglu", "swiglu", "gate = F.silu(x @ w_gate.T)", "gate = x @ w_gate.T", "SiLU missing"),
+    ("05_swiglu", "swiglu", "gate = F.silu(x @ w_gate.T)  # (B, T, d_ff): the nonlinearity lives on the gate only\n"
+     "    up = x @ w_up.T ", "gate = x @ w_gate.T\n    up = F.silu(x @ w_up.T) ", "SiLU on the wrong branch"),
+    ("05_swiglu", "swiglu", "up = x @ w_up.T ", "up = F.silu(x @ w_up.T) ", "SiLU on both branches"),
+    ("05_swiglu", "swiglu", "return (gate * up) @ w_down.T", "return (F.silu(x @ w_up.T) * (x @ w_gate.T)) @ w_down.T",
+     "gate and up swapped"),
+    ("05_swiglu", "swiglu", "x @ w_gate.T", "x @ w_gate", "swiglu raised RuntimeError"),
+    ("05_swiglu", "swiglu_hidden", "math.ceil", "math.floor", "rounded down"),
+    ("05_swiglu", "swiglu_hidden", "return multiple * math.ceil(8 * d_model / 3 / multiple)", "return 4 * d_model",
+     "GELU MLP's width"),
+    ("05_swiglu", "pre_norm_block", "x = x + attn(attn_norm(x))  # the branch reads a normalised copy; the stream stays a sum\n"
+     "    x = x + mlp(mlp_norm(x))", "x = attn_norm(x + attn(x))\n    x = mlp_norm(x + mlp(x))", "post-norm"),
+    ("05_swiglu", "pre_norm_block", "x = x + attn(attn_norm(x))", "x = attn(attn_norm(x))",
+     "missing residual around attention"),
+    ("05_swiglu", "pre_norm_block", "x = x + mlp(mlp_norm(x))", "x = mlp(mlp_norm(x))", "missing residual around the MLP"),
+    ("05_swiglu", "pre_norm_block", "x = x + mlp(mlp_norm(x))", "x = x + mlp(attn_norm(x))", "attn_norm used for both"),
+    ("05_swiglu", "pre_norm_block", "attn(attn_norm(x))  # the branch reads a normalised copy; the stream stays a sum\n"
+     "    x = x + mlp(mlp_norm(x))", "attn(mlp_norm(x))\n    x = x + mlp(attn_norm(x))", "norms swapped"),
 ]
 
 

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tinylm
+from autograder import pitfalls
 from autograder.checks import check_layer_norm, check_rms_norm, check_rms_norm_module, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -206,50 +207,36 @@ print(f"swapped {n_swapped} norms; logits equal: {torch.allclose(before, after, 
 # %% [markdown]
 # ## 5. Pitfalls
 #
-# Each of these runs without an error. The check names what went wrong.
+# Each of these runs without an error. The wrong versions live in `autograder/pitfalls.py` (each is the
+# solution with one line changed); the check names what went wrong.
 #
-# **eps outside the square root.** With ordinary inputs the difference is invisible; with small inputs (or a
-# large eps) it is not. That is why the check includes a case with tiny inputs.
+# **eps outside the square root:** `x / (sqrt(mean(x²)) + eps)`. With ordinary inputs the difference is
+# invisible; with small inputs (or a large eps) it is not. That is why the check includes a case with tiny inputs.
 
 # %%
-def rms_norm_eps_outside(x, weight, eps=1e-6):
-    x32 = x.float()
-    return weight * (x32 / (x32.pow(2).mean(-1, keepdim=True).sqrt() + eps)).to(x.dtype)
-
-show_check(check_rms_norm, rms_norm_eps_outside)
+show_check(check_rms_norm, pitfalls.rms_norm_eps_outside)
 
 # %% [markdown]
-# **Mean over the wrong axis.** `mean(dim=1)` averages over positions: each token's scale then depends on its
+# **Mean over the wrong axis:** `mean(dim=1)` averages over positions: each token's scale then depends on its
 # neighbours (and, in a causal model, on future tokens). The check's inputs have all dimensions different so
 # this cannot hide.
 
 # %%
-def rms_norm_wrong_axis(x, weight, eps=1e-6):
-    x32 = x.float()
-    return weight * (x32 * torch.rsqrt(x32.pow(2).mean(1, keepdim=True) + eps)).to(x.dtype)
-
-show_check(check_rms_norm, rms_norm_wrong_axis)
+show_check(check_rms_norm, pitfalls.rms_norm_wrong_axis)
 
 # %% [markdown]
-# **Missing gain.** A fresh model has $g = 1$, so this passes every test built on a fresh module. The check
-# uses a gain far from one.
+# **Missing gain:** no `weight *`. A fresh model has $g = 1$, so this passes every test built on a fresh module.
+# The check uses a gain far from one.
 
 # %%
-def rms_norm_no_gain(x, weight, eps=1e-6):
-    x32 = x.float()
-    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-
-show_check(check_rms_norm, rms_norm_no_gain)
+show_check(check_rms_norm, pitfalls.rms_norm_no_gain)
 
 # %% [markdown]
-# **No upcast.** In `float32` this is correct. In `float16`, entries above 256 overflow when squared, and the
-# output collapses to zero. The plot shows the error as the input grows.
+# **No upcast:** `x.pow(2)` in the input's own dtype. In `float32` this is correct. In `float16`, entries above
+# 256 overflow when squared, and the output collapses to zero. The plot shows the error as the input grows.
 
 # %%
-def rms_norm_no_upcast(x, weight, eps=1e-6):
-    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
-
-show_check(check_rms_norm, rms_norm_no_upcast)
+show_check(check_rms_norm, pitfalls.rms_norm_no_upcast)
 
 scales = torch.logspace(0, 3.5, 40)
 base = torch.randn(8, 64, generator=torch.Generator().manual_seed(3))
@@ -259,7 +246,7 @@ for s in scales:
     xh = (base * s).half()
     ref = F.rms_norm(xh.float(), (64,), eps=1e-6)
     errors["with float32 upcast"].append((rms_norm(xh, ones).float() - ref).abs().max().item())
-    errors["no upcast"].append((rms_norm_no_upcast(xh, ones).float() - ref).abs().max().item())
+    errors["no upcast"].append((pitfalls.rms_norm_no_upcast(xh, ones).float() - ref).abs().max().item())
 fig, ax = plt.subplots(figsize=(7, 2.6))
 for label, err in errors.items():
     ax.loglog(scales, err, label=label)

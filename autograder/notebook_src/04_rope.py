@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import torch
 
 import tinylm
+from autograder import pitfalls
 from autograder.checks import check_apply_rope, check_rope_cache, check_rotary_attention, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -252,51 +253,35 @@ print("rope_half(P x) == P rope_interleaved(x):", same)
 # %% [markdown]
 # ## 7. Pitfalls
 #
-# **RoPE applied to values.** The output then mixes rotated values, so position leaks into *what* is read, and
-# the relative-position property of the scores no longer describes the layer.
+# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
+#
+# **RoPE applied to values:** `v = apply_rope(v, ...)` as well. The output then mixes rotated values, so position
+# leaks into *what* is read, and the relative-position property of the scores no longer describes the layer.
 
 # %%
-def rotary_attention_values_too(q, k, v, cos, sin, start_pos=0):
-    q, k, v = (apply_rope(t, cos, sin, start_pos) for t in (q, k, v))
-    return tinylm.causal_attention(q, k, v)
-
-show_check(check_rotary_attention, rotary_attention_values_too)
+show_check(check_rotary_attention, pitfalls.rotary_attention_values_too)
 
 # %% [markdown]
-# **Wrong pairing convention.** Rotating neighbours $(2i, 2i+1)$ with tables built for the half-split layout
-# mixes the two conventions: it is a different function, and pretrained weights produce garbage with it.
+# **Wrong pairing convention:** rotating neighbours $(2i, 2i+1)$ with tables built for the half-split layout
+# mixes the two conventions: it is not even a rotation any more (norms change), and pretrained weights produce
+# garbage with it.
 
 # %%
-def apply_rope_interleaved_pairs(x, cos, sin, start_pos=0):
-    T = x.shape[-2]
-    rotated = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)  # neighbours, not halves
-    return x * cos[start_pos:start_pos + T] + rotated * sin[start_pos:start_pos + T]
-
-show_check(check_apply_rope, apply_rope_interleaved_pairs)
+show_check(check_apply_rope, pitfalls.apply_rope_interleaved_pairs)
 
 # %% [markdown]
-# **Positions not offset.** Ignoring `start_pos` is invisible on a full sequence and wrong as soon as tokens
-# arrive one at a time from a KV cache: every new token would believe it is at position 0.
+# **Positions not offset:** `cos[:T]` instead of `cos[start_pos:start_pos + T]`. Invisible on a full sequence,
+# wrong as soon as tokens arrive one at a time after a KV cache: every new token would believe it is at position 0.
 
 # %%
-def apply_rope_no_offset(x, cos, sin, start_pos=0):
-    T = x.shape[-2]
-    return x * cos[:T] + rotate_half(x) * sin[:T]
-
-show_check(check_apply_rope, apply_rope_no_offset)
+show_check(check_apply_rope, pitfalls.apply_rope_no_offset)
 
 # %% [markdown]
-# **Wrong frequency exponent.** `theta ** (-torch.arange(hd // 2) / hd)` uses $i/d_h$ instead of $2i/d_h$: the
+# **Wrong frequency exponent:** `theta ** (-torch.arange(hd // 2) / hd)` uses $i/d_h$ instead of $2i/d_h$: the
 # slowest pair then turns ~100 times faster than intended, and long-range positions alias.
 
 # %%
-def rope_cache_half_exponent(head_dim, max_seq_len, theta=10000.0):
-    inv_freq = theta ** (-torch.arange(head_dim // 2, dtype=torch.float32) / head_dim)
-    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv_freq)
-    angles = torch.cat((angles, angles), dim=-1)
-    return angles.cos(), angles.sin()
-
-show_check(check_rope_cache, rope_cache_half_exponent)
+show_check(check_rope_cache, pitfalls.rope_cache_half_exponent)
 
 # %% [markdown]
 # ## Summary

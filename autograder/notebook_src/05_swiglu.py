@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
+from autograder import pitfalls
 from autograder.checks import check_pre_norm_block, check_swiglu, check_swiglu_hidden, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -181,36 +182,28 @@ print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.2f} vs l
 # %% [markdown]
 # ## 5. Pitfalls
 #
-# **Gate and up swapped (SiLU on the wrong branch).** Both branches are `[d_ff, d]` matrices, so swapping them
-# runs. The result is a different function of the weights, and pretrained checkpoints break.
+# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
+#
+# **Gate and up swapped (SiLU on the wrong branch):** `silu(x @ w_up.T) * (x @ w_gate.T)`. Both branches are
+# `[d_ff, d]` matrices, so swapping them runs. The result is a different function of the weights, and pretrained
+# checkpoints break.
 
 # %%
-def swiglu_swapped(x, w_gate, w_up, w_down):
-    return (F.silu(x @ w_up.T) * (x @ w_gate.T)) @ w_down.T
-
-show_check(check_swiglu, swiglu_swapped)
+show_check(check_swiglu, pitfalls.swiglu_swapped)
 
 # %% [markdown]
-# **Post-norm instead of pre-norm.** Normalising the sum instead of the branch input changes the function and,
-# in deep models, the training dynamics.
+# **Post-norm instead of pre-norm:** `x = norm(x + attn(x))`. Normalising the sum instead of the branch input
+# changes the function and, in deep models, the training dynamics.
 
 # %%
-def post_norm_block(x, attn, mlp, attn_norm, mlp_norm):
-    x = attn_norm(x + attn(x))
-    return mlp_norm(x + mlp(x))
-
-show_check(check_pre_norm_block, post_norm_block)
+show_check(check_pre_norm_block, pitfalls.post_norm_block)
 
 # %% [markdown]
-# **Missing residual.** Without `x +`, each block *replaces* the stream instead of adding to it: the identity
-# path from the embedding to the head is gone.
+# **Missing residual:** `x = attn(attn_norm(x))`, without `x +`. Each block then *replaces* the stream instead of
+# adding to it: the identity path from the embedding to the head is gone.
 
 # %%
-def block_no_attn_residual(x, attn, mlp, attn_norm, mlp_norm):
-    x = attn(attn_norm(x))
-    return x + mlp(mlp_norm(x))
-
-show_check(check_pre_norm_block, block_no_attn_residual)
+show_check(check_pre_norm_block, pitfalls.block_no_attn_residual)
 
 # %% [markdown]
 # ## Summary

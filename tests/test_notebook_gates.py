@@ -168,5 +168,8 @@ def test_solutions_run_under_nbval_within_stated_time(assignment):
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, f"{assignment}: nbval failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
     assert " passed" in proc.stdout and " 0 passed" not in proc.stdout
+    # "About N s" is the time measured on a busy 2-core machine; twice that is
+    # a regression (a heavy cell that forgot to shrink, a slow check), not noise.
     stated = stated_run_time(read(path))
-    assert elapsed <= stated, f"{assignment}: nbval took {elapsed:.1f} s, the notebook promises about {stated} s"
+    assert elapsed <= 2 * stated, f"{assignment}: nbval took {elapsed:.1f} s, the notebook promises about {stated} s"
+    print(f"{assignment}: {elapsed:.1f} s (stated: about {stated} s)")

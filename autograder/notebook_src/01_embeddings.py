@@ -12,7 +12,7 @@
 # Every exercise is followed by a check cell. Run it: it prints a table (shape, dtype, allclose, largest
 # absolute difference) and, if your output matches a mistake it knows, names it.
 #
-# **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 #
 # **Conventions for the whole course** (also in every `tinylm` docstring):
 # tensors are `(batch, seq, d_model)` outside attention and `(batch, heads, seq, head_dim)` inside it;

@@ -11,7 +11,7 @@
 # **Since notebook 01:** token ids become vectors `x` of shape `(batch, seq, d_model)`; `tinylm.embed` and
 # `tinylm.tied_logits` are the versions you wrote.
 #
-# **Run time:** about 25 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
 # %% setup id=setup
 import os

@@ -173,7 +173,7 @@ with torch.no_grad():
 print(f"config: d_model={cfg.d_model}, n_layers={cfg.n_layers}, n_heads={cfg.n_heads}, d_ff={cfg.d_ff}")
 print(f"parameters: {model.num_parameters():,}; logits {tuple(mine.shape)}")
 print("your forward pass equals tinylm's:", torch.allclose(mine, theirs, atol=1e-5))
-print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.2f} vs ln(256) = {math.log(256):.2f}")
+print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs ln(256) = {math.log(256):.1f}")
 
 # %% [markdown]
 # The last line is the first sanity check of any language model: an untrained model should be about uniform

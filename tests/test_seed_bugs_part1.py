@@ -33,6 +33,8 @@ BUGS = [
      "unbiased variance"),
     ("02_rmsnorm", "layer_norm", "centred = x - x.mean(dim=-1, keepdim=True)", "centred = x",
      "mean not subtracted"),
+    ("02_rmsnorm", "layer_norm", "var = centred.pow(2).mean(dim=-1, keepdim=True)",
+     "var = x.pow(2).mean(dim=-1, keepdim=True) - x.mean(dim=-1, keepdim=True) ** 2", "catastrophic cancellation"),
     ("02_rmsnorm", "RMSNorm", "torch.ones(dim)", "torch.zeros(dim)", "gain initialised wrongly"),
     ("02_rmsnorm", "RMSNorm", "rms_norm(x, self.weight, self.eps)", "rms_norm(x, self.weight)", "eps ignored"),
     # 03 causal attention
@@ -58,6 +60,8 @@ BUGS = [
     ("03_causal_attention", "causal_attention", "causal_mask(q.shape[-2], k.shape[-2]).to(q.device)",
      "torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2] - 1)", "mask off by one"),
     ("03_causal_attention", "causal_attention", 'float("-inf")', "0.0", "filled with 0 instead of -inf"),
+    ("03_causal_attention", "causal_attention", "weights = scores.softmax(dim=-1)",
+     "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)", "without subtracting the row maximum"),
     ("03_causal_attention", "self_attention", "split_heads(F.linear(x, w), n_heads)",
      "F.linear(x, w).view(x.shape[0], n_heads, x.shape[1], -1)", "wrong layout after reshape"),
     ("03_causal_attention", "self_attention", "F.linear(merge_heads(y), w_o)",

@@ -92,6 +92,11 @@ def _attention_variants(q, k, v):
             s = s.masked_fill(~m, fill)
         return s.softmax(dim) @ v
 
+    def naive_softmax():
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        e = s.masked_fill(~mask, float("-inf")).exp()
+        return (e / e.sum(-1, keepdim=True)) @ v
+
     def mask_after_softmax():
         w = ((q @ k.transpose(-2, -1)) / math.sqrt(hd)).softmax(-1) * mask
         return w @ v
@@ -113,6 +118,8 @@ def _attention_variants(q, k, v):
         "fill the scores with -inf before the softmax": mask_after_softmax,
         "masked scores filled with 0 instead of -inf: exp(0) = 1 still gives future keys weight":
             lambda: attn(fill=0.0),
+        "hand-written softmax without subtracting the row maximum: exp() of large scores overflows to inf "
+        "(use scores.softmax(dim=-1), or subtract scores.amax(-1, keepdim=True) first)": naive_softmax,
     }
 
 
@@ -124,6 +131,8 @@ def attention_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, 
     v = randn(batch, heads, seq, head_dim, seed=seed + 2, dtype=dtype)
     yield f"B={batch} H={heads} T={seq} hd={head_dim}", q, k, v
     yield f"last {seq - 3} queries of {seq} keys", q[:, :, 3:], k, v
+    # Scores in the hundreds: exp() overflows float32 unless the softmax subtracts the row maximum.
+    yield "large scores (q x 60)", q * 60, k, v
 
 
 def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 7,

@@ -113,7 +113,9 @@ check_rms_norm(rms_norm, seed=19, shape=(5, 32), dtype=torch.float16)
 # %% [markdown]
 # ### Exercise 2: `layer_norm`
 #
-# Careful with `torch.var`: by default it divides by $d - 1$.
+# Careful with `torch.var`: by default it divides by $d - 1$. And average the squares of the *centred* values:
+# the shortcut $\overline{x^2} - \bar{x}^2$ subtracts two large, nearly equal numbers when the mean is large, and
+# loses most of its digits in `float32` (the check shifts the input by 300 to find out).
 
 # %% answer id=layer_norm
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:

@@ -152,7 +152,8 @@ check_split_merge(split_heads, merge_heads, seed=31, batch=3, seq=4, n_heads=5, 
 # Write the formula step by step (that is the point: `F.scaled_dot_product_attention` does all of it in one
 # fused call, and the check uses it as the reference). Queries may be fewer than keys; use your
 # `causal_mask(q_len, kv_len)`. `scores.masked_fill(~mask, float("-inf"))` fills where the mask is False, and
-# a `(q_len, kv_len)` mask broadcasts over the batch and head axes.
+# a `(q_len, kv_len)` mask broadcasts over the batch and head axes. Use `softmax`, or, if you write it by hand,
+# subtract each row's maximum before `exp`: the check includes scores in the hundreds, where `exp` overflows.
 
 # %% answer id=causal_attention
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -71,6 +71,11 @@ def solution_lines(nb) -> list[str]:
     return lines
 
 
+def leaked_lines(source_nb, release_nb) -> list[str]:
+    """Solution or hidden-test lines of `source_nb` that appear in `release_nb`."""
+    return [l for l in solution_lines(source_nb) if any(l in c.source for c in release_nb.cells)]
+
+
 def visible_part(check_source: str) -> str:
     """The test cell as a learner sees it: hidden tests cut out."""
     return HIDDEN_BLOCK.sub("", check_source).replace("### BEGIN HIDDEN TESTS", "").replace("### END HIDDEN TESTS", "")

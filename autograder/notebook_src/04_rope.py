@@ -164,9 +164,9 @@ def score_at(m: int, n: int) -> float:
 
 deltas = range(0, 120)
 fig, ax = plt.subplots(figsize=(7, 2.6))
-for m in (150, 300, 450):
-    ax.plot(deltas, [score_at(m, m - d) for d in deltas], label=f"query at m = {m}")
-ax.set_xlabel("distance Δ = m - n"), ax.set_ylabel("q · k after RoPE"), ax.legend()
+for m, style, width in ((150, "-", 5), (300, "--", 2.5), (450, ":", 2)):  # drawn on top of each other
+    ax.plot(deltas, [score_at(m, m - d) for d in deltas], style, lw=width, label=f"query at m = {m}")
+ax.set_xlabel("distance Δ = m - n"), ax.set_ylabel("q · k after RoPE"), ax.legend(loc="upper left", fontsize=8)
 plt.show()
 print("largest difference between the three curves:",
       f"{max(abs(score_at(150, 150 - d) - score_at(450, 450 - d)) for d in deltas):.1e}")

@@ -128,3 +128,13 @@ def test_every_exercise_of_part_one_has_an_injected_bug():
         if a in course.assignments():
             for ex in exercises(read(course.source_notebook(a))):
                 assert (a, ex.grade_id) in covered, f"{a}/{ex.grade_id}: no injected bug tests its check"
+
+
+def test_release_answers_fail_every_check_in_process():
+    """The trusted recheck path: answers from the untouched release notebook,
+    setup and checks from the source, every exercise fails."""
+    for a in course.assignments():
+        ns = exercise_namespace(a, answers_from=course.release_notebook(a))
+        for ex in exercises(read(course.source_notebook(a))):
+            with pytest.raises(CheckFailed, match="not implemented yet"):
+                run_check(a, ex.grade_id, ns, hidden=True)

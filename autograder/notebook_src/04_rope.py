@@ -12,7 +12,7 @@
 # **Since notebook 03:** `tinylm.causal_attention(q, k, v)` is your attention; here it receives rotated
 # queries and keys.
 #
-# **Run time:** about 15 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
 # %% setup id=setup
 import math

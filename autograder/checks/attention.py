@@ -70,7 +70,8 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
     chk.expects = f"(batch, seq, d_model) = {(batch, seq, d)}"
     y = randn(batch, n_heads, seq, head_dim, seed=seed + 1)
     merged = chk.call(merge_heads, y)
-    chk.compare(f"merge {tuple(y.shape)} -> (B, T, d)", merged, y.permute(0, 2, 1, 3).flatten(2), variants={
+    want_merged = y.permute(0, 2, 1, 3).flatten(2)  # (B, H, T, hd) -> (B, T, H, hd) -> (B, T, d)
+    chk.compare(f"merge {tuple(y.shape)} -> (B, T, d)", merged, want_merged, variants={
         "wrong layout after reshape: y.reshape(B, T, d) straight from (B, H, T, hd) mixes tokens across heads; "
         "transpose(1, 2) to (B, T, H, hd) first": lambda: y.reshape(batch, seq, d),
     })
@@ -91,6 +92,11 @@ def _attention_variants(q, k, v):
         if m is not None:
             s = s.masked_fill(~m, fill)
         return s.softmax(dim) @ v
+
+    def naive_softmax():
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        e = s.masked_fill(~mask, float("-inf")).exp()
+        return (e / e.sum(-1, keepdim=True)) @ v
 
     def mask_after_softmax():
         w = ((q @ k.transpose(-2, -1)) / math.sqrt(hd)).softmax(-1) * mask
@@ -113,6 +119,8 @@ def _attention_variants(q, k, v):
         "fill the scores with -inf before the softmax": mask_after_softmax,
         "masked scores filled with 0 instead of -inf: exp(0) = 1 still gives future keys weight":
             lambda: attn(fill=0.0),
+        "hand-written softmax without subtracting the row maximum: exp() of large scores overflows to inf "
+        "(use scores.softmax(dim=-1), or subtract scores.amax(-1, keepdim=True) first)": naive_softmax,
     }
 
 
@@ -124,6 +132,8 @@ def attention_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, 
     v = randn(batch, heads, seq, head_dim, seed=seed + 2, dtype=dtype)
     yield f"B={batch} H={heads} T={seq} hd={head_dim}", q, k, v
     yield f"last {seq - 3} queries of {seq} keys", q[:, :, 3:], k, v
+    # Scores in the hundreds: exp() overflows float32 unless the softmax subtracts the row maximum.
+    yield "large scores (q x 60)", q * 60, k, v
 
 
 def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 7,
@@ -172,7 +182,8 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
         q, k, v = (split(F.linear(x, w)) for w in (w_q, w_k, w_v))
         return F.linear(merge(F.scaled_dot_product_attention(q, k, v, is_causal=True)), w_o)
 
-    good_split, good_merge = (lambda t: _split_ref(t, n_heads)), (lambda y: y.permute(0, 2, 1, 3).flatten(2))
+    good_split = lambda t: _split_ref(t, n_heads)              # noqa: E731  (B, T, d) -> (B, H, T, hd)
+    good_merge = lambda y: y.permute(0, 2, 1, 3).flatten(2)   # noqa: E731  (B, H, T, hd) -> (B, T, d)
 
     def transposed(qkv=True, out=True):
         q, k, v = (good_split(x @ w if qkv else F.linear(x, w)) for w in (w_q, w_k, w_v))

@@ -20,6 +20,7 @@ Usage inside a check function:
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -147,6 +148,8 @@ class Check:
         atol, rtol = (d_atol if atol is None else atol), (d_rtol if rtol is None else rtol)
         if not isinstance(got, torch.Tensor):
             self.rows.append(Row(name, False, shape="-", note=f"returned {describe(got)}, expected a tensor"))
+            hint = " (a missing `return`?)" if got is None else ""
+            self.diagnose(f"{self.fn_name} returned {describe(got)}{hint}; it should return {self.expects}")
             return False
         shape_ok = tuple(got.shape) == tuple(want.shape)
         dtype_ok = got.dtype == dtype
@@ -233,12 +236,17 @@ def _first_line(err: Exception) -> str:
     return text[0][:200] if text else "(no message)"
 
 
+_LIBRARY_DIRS = tuple(str(Path(m.__file__).resolve().parent) for m in (torch,)) + (str(Path(__file__).resolve().parent.parent),)
+
+
 def _learner_line(err: Exception) -> str:
-    """' (at line N of your cell)' for the innermost frame in notebook code."""
-    frames = traceback.extract_tb(err.__traceback__)
-    for frame in reversed(frames):
-        if frame.filename.startswith("<ipython-input") or "/ipykernel_" in frame.filename or frame.filename.startswith("<"):
-            return f" (line {frame.lineno}: `{(frame.line or '').strip()}`)"
+    """' (line N: `code`)' for the innermost frame of the learner's code: the
+    deepest frame that is neither torch's nor the autograder's."""
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        path = frame.filename
+        if not path.startswith("<") and str(Path(path).resolve()).startswith(_LIBRARY_DIRS):
+            continue
+        return f" (line {frame.lineno}: `{(frame.line or '').strip()}`)" if frame.line else f" (line {frame.lineno})"
     return ""
 
 

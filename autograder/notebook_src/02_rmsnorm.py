@@ -11,7 +11,7 @@
 # **Since notebook 01:** token ids become vectors `x` of shape `(batch, seq, d_model)`; `tinylm.embed` and
 # `tinylm.tied_logits` are the versions you wrote.
 #
-# **Run time:** about 25 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
 # %% setup id=setup
 import os
@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tinylm
+from autograder import pitfalls
 from autograder.checks import check_layer_norm, check_rms_norm, check_rms_norm_module, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -112,7 +113,9 @@ check_rms_norm(rms_norm, seed=19, shape=(5, 32), dtype=torch.float16)
 # %% [markdown]
 # ### Exercise 2: `layer_norm`
 #
-# Careful with `torch.var`: by default it divides by $d - 1$.
+# Careful with `torch.var`: by default it divides by $d - 1$. And average the squares of the *centred* values:
+# the shortcut $\overline{x^2} - \bar{x}^2$ subtracts two large, nearly equal numbers when the mean is large, and
+# loses most of its digits in `float32` (the check shifts the input by 300 to find out).
 
 # %% answer id=layer_norm
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -137,7 +140,7 @@ x = torch.randn(4, d, generator=torch.Generator().manual_seed(1))
 x_centred = x - x.mean(-1, keepdim=True)
 for name, inp in (("zero-mean input", x_centred), ("input + 3", x_centred + 3)):
     gap = (rms_norm(inp, g) - layer_norm(inp, g, b, eps=1e-6)).abs().max().item()
-    print(f"{name:16s} max |RMSNorm - LayerNorm| = {gap:.1e}")
+    print(f"{name:16s} max |RMSNorm - LayerNorm| = {gap:.1f}")  # one decimal: rounding noise stays out of the output
 
 # %% [markdown]
 # Dropping a reduction also saves time. The measurement below is noisy and small on a CPU (both are memory
@@ -206,50 +209,36 @@ print(f"swapped {n_swapped} norms; logits equal: {torch.allclose(before, after, 
 # %% [markdown]
 # ## 5. Pitfalls
 #
-# Each of these runs without an error. The check names what went wrong.
+# Each of these runs without an error. The wrong versions live in `autograder/pitfalls.py` (each is the
+# solution with one line changed); the check names what went wrong.
 #
-# **eps outside the square root.** With ordinary inputs the difference is invisible; with small inputs (or a
-# large eps) it is not. That is why the check includes a case with tiny inputs.
+# **eps outside the square root:** `x / (sqrt(mean(x²)) + eps)`. With ordinary inputs the difference is
+# invisible; with small inputs (or a large eps) it is not. That is why the check includes a case with tiny inputs.
 
 # %%
-def rms_norm_eps_outside(x, weight, eps=1e-6):
-    x32 = x.float()
-    return weight * (x32 / (x32.pow(2).mean(-1, keepdim=True).sqrt() + eps)).to(x.dtype)
-
-show_check(check_rms_norm, rms_norm_eps_outside)
+show_check(check_rms_norm, pitfalls.rms_norm_eps_outside)
 
 # %% [markdown]
-# **Mean over the wrong axis.** `mean(dim=1)` averages over positions: each token's scale then depends on its
+# **Mean over the wrong axis:** `mean(dim=1)` averages over positions: each token's scale then depends on its
 # neighbours (and, in a causal model, on future tokens). The check's inputs have all dimensions different so
 # this cannot hide.
 
 # %%
-def rms_norm_wrong_axis(x, weight, eps=1e-6):
-    x32 = x.float()
-    return weight * (x32 * torch.rsqrt(x32.pow(2).mean(1, keepdim=True) + eps)).to(x.dtype)
-
-show_check(check_rms_norm, rms_norm_wrong_axis)
+show_check(check_rms_norm, pitfalls.rms_norm_wrong_axis)
 
 # %% [markdown]
-# **Missing gain.** A fresh model has $g = 1$, so this passes every test built on a fresh module. The check
-# uses a gain far from one.
+# **Missing gain:** no `weight *`. A fresh model has $g = 1$, so this passes every test built on a fresh module.
+# The check uses a gain far from one.
 
 # %%
-def rms_norm_no_gain(x, weight, eps=1e-6):
-    x32 = x.float()
-    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-
-show_check(check_rms_norm, rms_norm_no_gain)
+show_check(check_rms_norm, pitfalls.rms_norm_no_gain)
 
 # %% [markdown]
-# **No upcast.** In `float32` this is correct. In `float16`, entries above 256 overflow when squared, and the
-# output collapses to zero. The plot shows the error as the input grows.
+# **No upcast:** `x.pow(2)` in the input's own dtype. In `float32` this is correct. In `float16`, entries above
+# 256 overflow when squared, and the output collapses to zero. The plot shows the error as the input grows.
 
 # %%
-def rms_norm_no_upcast(x, weight, eps=1e-6):
-    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
-
-show_check(check_rms_norm, rms_norm_no_upcast)
+show_check(check_rms_norm, pitfalls.rms_norm_no_upcast)
 
 scales = torch.logspace(0, 3.5, 40)
 base = torch.randn(8, 64, generator=torch.Generator().manual_seed(3))
@@ -259,7 +248,7 @@ for s in scales:
     xh = (base * s).half()
     ref = F.rms_norm(xh.float(), (64,), eps=1e-6)
     errors["with float32 upcast"].append((rms_norm(xh, ones).float() - ref).abs().max().item())
-    errors["no upcast"].append((rms_norm_no_upcast(xh, ones).float() - ref).abs().max().item())
+    errors["no upcast"].append((pitfalls.rms_norm_no_upcast(xh, ones).float() - ref).abs().max().item())
 fig, ax = plt.subplots(figsize=(7, 2.6))
 for label, err in errors.items():
     ax.loglog(scales, err, label=label)

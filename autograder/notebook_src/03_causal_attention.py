@@ -12,7 +12,7 @@
 # `(B, T, d_model)`. Notebook 04 will add positions (RoPE) to queries and keys; here there is no position
 # information yet.
 #
-# **Run time:** about 25 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 25 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
 # %% setup id=setup
 import math
@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
+from autograder import pitfalls
 from autograder.checks import (check_causal_attention, check_causal_mask, check_self_attention, check_split_merge,
                                show_check)
 
@@ -151,7 +152,8 @@ check_split_merge(split_heads, merge_heads, seed=31, batch=3, seq=4, n_heads=5, 
 # Write the formula step by step (that is the point: `F.scaled_dot_product_attention` does all of it in one
 # fused call, and the check uses it as the reference). Queries may be fewer than keys; use your
 # `causal_mask(q_len, kv_len)`. `scores.masked_fill(~mask, float("-inf"))` fills where the mask is False, and
-# a `(q_len, kv_len)` mask broadcasts over the batch and head axes.
+# a `(q_len, kv_len)` mask broadcasts over the batch and head axes. Use `softmax`, or, if you write it by hand,
+# subtract each row's maximum before `exp`: the check includes scores in the hundreds, where `exp` overflows.
 
 # %% answer id=causal_attention
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -240,52 +242,35 @@ print("your attention inside tinylm gives the fused path's logits:", same)
 # %% [markdown]
 # ## 6. Pitfalls
 #
-# **Softmax over the wrong dimension.** `softmax(dim=-2)` normalises over *queries*: each key's column sums to 1,
-# rows do not, and the masked entries of the last rows turn into NaN or zeros.
+# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
+#
+# **Softmax over the wrong dimension:** `scores.softmax(dim=-2)` normalises over *queries*: each key's column
+# sums to 1, the rows do not.
 
 # %%
-def attention_softmax_wrong_dim(q, k, v):
-    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(
-        ~causal_mask(q.shape[-2], k.shape[-2]), float("-inf"))
-    return scores.softmax(dim=-2) @ v
-
-show_check(check_causal_attention, attention_softmax_wrong_dim)
+show_check(check_causal_attention, pitfalls.attention_softmax_wrong_dim)
 
 # %% [markdown]
-# **Missing or wrong scale.** Forgetting $1/\sqrt{d_h}$ (or dividing by $d_h$) still produces a valid-looking
+# **Missing or wrong scale:** forgetting $1/\sqrt{d_h}$ (or dividing by $d_h$) still produces a valid-looking
 # attention; it is just sharper or flatter than it should be. Only a comparison with a reference notices.
 
 # %%
-def attention_no_scale(q, k, v):
-    scores = (q @ k.transpose(-2, -1)).masked_fill(~causal_mask(q.shape[-2], k.shape[-2]), float("-inf"))
-    return scores.softmax(dim=-1) @ v
-
-show_check(check_causal_attention, attention_no_scale)
+show_check(check_causal_attention, pitfalls.attention_no_scale)
 
 # %% [markdown]
-# **Mask off by one, or broadcast wrong.** `tril(diagonal=-1)` hides the token from itself (and leaves the first
-# row with no key at all: NaN); a mask built as `(kv_len, q_len)`, or transposed, lets queries read the future.
-# The check also changes the future keys and values and verifies that earlier outputs do not move.
+# **Mask off by one, or broadcast wrong:** a diagonal one too low (`j < i`) hides the token from itself and
+# leaves the first row with no key at all (NaN); a transposed mask, `(kv_len, q_len)`, lets queries read the
+# future. The check also changes the future keys and values and verifies that earlier outputs do not move.
 
 # %%
-def causal_mask_strict(q_len, kv_len=None):
-    kv_len = q_len if kv_len is None else kv_len
-    return torch.ones(q_len, kv_len, dtype=torch.bool).tril(diagonal=kv_len - q_len - 1)  # j < i: self excluded
-
-show_check(check_causal_mask, causal_mask_strict)
-
-def attention_transposed_mask(q, k, v):
-    mask = causal_mask(q.shape[-2], k.shape[-2]).T  # (Tk, Tq): only broadcasts when Tq == Tk, and is anti-causal
-    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))
-    return scores.softmax(dim=-1) @ v
-
-show_check(check_causal_attention, attention_transposed_mask)
+show_check(check_causal_mask, pitfalls.causal_mask_strict)
+show_check(check_causal_attention, pitfalls.attention_transposed_mask)
 
 # %% [markdown]
-# **Wrong layout after reshape.** `x.view(B, H, T, d_h)` has the right shape and silently mixes tokens into heads.
+# **Wrong layout after reshape:** `x.view(B, H, T, d_h)` has the right shape and silently mixes tokens into heads.
 
 # %%
-show_check(check_split_merge, lambda x, n: x.view(x.shape[0], n, x.shape[1], -1), merge_heads)
+show_check(check_split_merge, pitfalls.split_heads_view, pitfalls.merge_heads_ok)
 
 # %% [markdown]
 # ## Summary

@@ -72,8 +72,12 @@ def test_tinylm_passes_every_check(check, fns, capsys):
     assert "PASS" in out and "FAIL" not in out
 
 
+# Checks of notebooks 06-10 (issue 5) are exercised the same way in test_checks_part2.py.
+PART_2_MODULES = {f"autograder.checks.{m}" for m in ("kv_cache", "gqa", "sampling", "training", "perplexity")}
+
+
 def test_every_public_check_is_exercised():
-    public = {n for n in dir(checks) if n.startswith("check_")}
+    public = {n for n in dir(checks) if n.startswith("check_") and getattr(checks, n).__module__ not in PART_2_MODULES}
     assert public == {c.__name__ for c, _ in CORRECT}
 
 

@@ -13,7 +13,7 @@
 # Until now `n_kv_heads == n_heads`. GQA makes `n_kv_heads` a free parameter: `n_heads` (MHA) and 1 (MQA) are
 # its two ends.
 #
-# **Run time:** about 30 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 25 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
 # %% setup id=setup
 import math

@@ -13,7 +13,7 @@
 # **Since notebook 07:** the model (with its KV cache and GQA) produces logits `(B, T, vocab)`; decoding uses the
 # last position, `logits[:, -1]`, shape `(B, vocab)`.
 #
-# **Run time:** about 30 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
 # %% setup id=setup
 import math
@@ -113,6 +113,15 @@ check_top_p_filter(top_p_filter)
 ### BEGIN HIDDEN TESTS
 check_top_p_filter(top_p_filter, seed=9, batch=4, vocab=13, ps=(0.3, 0.75, 0.99), dtype=torch.float64)
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# On the 12 logits of the figure, your filters keep:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("top-k = 4 keeps tokens  ", top_k_filter(z, 4).isfinite().nonzero().flatten().tolist())
+print("top-p = 0.7 keeps tokens", top_p_filter(z, 0.7).isfinite().nonzero().flatten().tolist())
+print("top-p = 0.01 keeps tokens", top_p_filter(z, 0.01).isfinite().nonzero().flatten().tolist(), "(the crossing token)")
 
 # %% [markdown]
 # ## 4. `sample_next`

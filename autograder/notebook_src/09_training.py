@@ -15,7 +15,7 @@
 # **Since notebook 08:** you can sample from any model; so far the models were random. `tinylm.course_corpus()`
 # is the course's text: short stories from a grammar whose exact entropy is known (notebook 10 uses it).
 #
-# **Run time:** about 120 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included; about 60 s of
+# **Run time:** about 90 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included; 60 s of
 # it is the one-minute training run, which is time-limited, and much shorter when nbgrader grades).
 
 # %% setup id=setup

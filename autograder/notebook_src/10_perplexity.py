@@ -16,7 +16,7 @@
 # **Since notebook 09:** a trained model and its checkpoint (`.cache/checkpoints/09_training.pt`). If it is missing,
 # this notebook trains a small stand-in for 20 seconds.
 #
-# **Run time:** about 60 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 35 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
 # %% setup id=setup
 import math

@@ -7,7 +7,6 @@ the same dropout random state.
 """
 from __future__ import annotations
 
-import copy
 import math
 
 import torch

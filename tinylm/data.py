@@ -18,7 +18,7 @@ each. Then  log p(text) = sum of log p(choice), and the floor of a split is
   -sum over stories of log p(story) / number of bytes of the split.
 
 What the grammar makes a model learn, from short range to long range:
-- spelling of a ~150-word vocabulary (within a word, the rest is forced);
+- spelling of a ~100-word vocabulary (within a word, the rest is forced);
 - word-class order (article, adjective, noun, verb, preposition);
 - "a"/"an" chosen by the next word's first letter;
 - number agreement: "the crows hide", "the crow hides", also across a
@@ -151,7 +151,6 @@ def _cap(s: str) -> str:
 
 def _article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
-
 
 
 def _table(rows) -> Choice:

@@ -14,7 +14,6 @@
 # **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
 # %% setup id=setup
-import math
 import os
 import time
 import warnings

@@ -16,7 +16,6 @@
 # **Run time:** about 25 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
 # %% setup id=setup
-import math
 import os
 import warnings
 

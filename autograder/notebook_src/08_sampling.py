@@ -16,13 +16,11 @@
 # **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
 # %% setup id=setup
-import math
 import os
 import warnings
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 
 import tinylm
 import tinylm.data
@@ -159,16 +157,20 @@ check_sample_next(sample_next, seed=12, vocab=14, settings=((0.7, 3, None), (1.2
 # Your sampler's frequencies against the exact distribution, for the 12 logits of the first figure:
 
 # %%
+def exact_probs(z, T, k=None, p=None):
+    """The distribution sample_next should draw from, with tinylm's filters."""
+    z = z / T
+    z = tinylm.top_k_filter(z, k) if k else z
+    return (tinylm.top_p_filter(z, p) if p else z).softmax(-1)
+
 draws = 20000 if not GRADING else 4000
 gen = torch.Generator().manual_seed(0)
 cases = {"T = 0.7": (0.7, None, None), "T = 1.5, top-k = 5": (1.5, 5, None), "T = 1, top-p = 0.8": (1.0, None, 0.8)}
 fig, axes = plt.subplots(1, 3, figsize=(12, 2.4), sharey=True)
 for ax, (name, (T, k, p)) in zip(axes, cases.items()):
-    ids = sample_next(z.expand(draws, -1), T, k, p, gen)                          # (draws,)
-    exact = tinylm.top_p_filter(tinylm.top_k_filter(z / T, k) if k else z / T, p) if p else (
-        tinylm.top_k_filter(z / T, k) if k else z / T)
+    ids = sample_next(z.expand(draws, -1), T, k, p, gen)     # one row repeated: (draws, 12) -> (draws,)
     ax.bar(range(12), torch.bincount(ids, minlength=12) / draws, label="your samples", color="C0")
-    ax.plot(range(12), exact.softmax(-1), "k_", ms=14, mew=2, label="exact")
+    ax.plot(range(12), exact_probs(z, T, k, p), "k_", ms=14, mew=2, label="exact")
     ax.set_title(name), ax.set_xticks([])
 axes[0].legend()
 plt.show()

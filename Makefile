@@ -27,3 +27,19 @@ test-fast: $(STAMP)  ## the inner loop: skip tests marked slow
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# --- notebooks (issue 4) ---
+.PHONY: notebooks release check-release nbval
+
+notebooks: $(STAMP)  ## rebuild and execute solutions/ from autograder/notebook_src/, then release
+	OMP_NUM_THREADS=1 $(BIN)/python -m autograder build
+	$(MAKE) release
+
+release: $(STAMP)  ## regenerate notebooks/ from solutions/ with nbgrader (and verify)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m autograder release
+
+check-release: $(STAMP)  ## fail if notebooks/ differs from a fresh nbgrader generation
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m autograder check-release
+
+nbval: $(STAMP)  ## execute the reference notebooks on CPU and compare marked outputs
+	OMP_NUM_THREADS=1 TINYLM_DEVICE=cpu $(BIN)/python -m pytest -p no:cacheprovider --nbval-lax solutions/

@@ -1,0 +1,207 @@
+"""Checks for notebook 03: causal mask, head split/merge, causal attention,
+and the full multi-head self-attention layer."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .core import Check, randn
+
+
+def ref_mask(q_len: int, kv_len: int) -> torch.Tensor:
+    """Closed form: query i sits at absolute position kv_len - q_len + i and
+    may see key j iff j <= that position."""
+    i = torch.arange(q_len)[:, None] + (kv_len - q_len)
+    j = torch.arange(kv_len)[None, :]
+    return j <= i  # (q_len, kv_len)
+
+
+def check_causal_mask(causal_mask, *, cases: tuple = ((5, 5), (3, 7), (1, 6))) -> None:
+    """causal_mask(q_len, kv_len) -> bool (q_len, kv_len), True = may attend."""
+    __tracebackhide__ = True
+    chk = Check("causal_mask", expects="a bool tensor (q_len, kv_len), True where query i may attend to key j")
+    for q_len, kv_len in cases:
+        got = chk.call(causal_mask, q_len, kv_len)
+        want = ref_mask(q_len, kv_len)
+        ones = torch.ones(q_len, kv_len, dtype=torch.bool)
+        if isinstance(got, torch.Tensor) and got.dtype != torch.bool and tuple(got.shape) == (q_len, kv_len):
+            chk.diagnose("the mask must be a bool tensor (True = may attend), not 0/1 or -inf floats; "
+                         "build it with dtype=torch.bool")
+        chk.compare(f"q_len={q_len}, kv_len={kv_len}", got, want, variants={
+            "mask off by one: the diagonal is excluded, so a token cannot attend to itself (use j <= i, not j < i)":
+                lambda: ones.tril(kv_len - q_len - 1),
+            "mask off by one: each token also sees the next token (j <= i + 1)":
+                lambda: ones.tril(kv_len - q_len + 1),
+            "mask inverted: True must mean 'may attend' (the past), not 'masked' (the future)":
+                lambda: ~want,
+            "mask transposed: it lets each query see the future (upper triangle) instead of the past":
+                lambda: ones.tril(kv_len - q_len).T if q_len == kv_len else ones.triu(0),
+            "mask aligned top-left: with q_len < kv_len the queries are the LAST q_len positions, so use "
+            "tril(diagonal=kv_len - q_len)":
+                lambda: ones.tril(0),
+        })
+    chk.finish()
+
+
+def _split_ref(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    B, T, d = x.shape
+    return x.unflatten(-1, (n_heads, d // n_heads)).permute(0, 2, 1, 3)  # (B, H, T, hd)
+
+
+def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2, seq: int = 5,
+                      n_heads: int = 3, head_dim: int = 4) -> None:
+    """split_heads (B, T, d) -> (B, H, T, hd) and merge_heads, its inverse."""
+    __tracebackhide__ = True
+    d = n_heads * head_dim
+    x = randn(batch, seq, d, seed=seed)
+    want = _split_ref(x, n_heads)
+    chk = Check("split_heads / merge_heads", expects=f"(batch, heads, seq, head_dim) = {(batch, n_heads, seq, head_dim)}")
+    chk.fn_name = "split_heads"
+    got = chk.call(split_heads, x, n_heads)
+    chk.compare(f"split {tuple(x.shape)} -> (B, H, T, hd)", got, want, variants={
+        "wrong layout after reshape: x.view(B, H, T, hd) reinterprets memory laid out as (B, T, d); reshape to "
+        "(B, T, H, hd) first, then transpose(1, 2)": lambda: x.reshape(batch, n_heads, seq, head_dim),
+        "head_dim and heads swapped: reshape (B, T, d) to (B, T, H, hd), not (B, T, hd, H)":
+            lambda: x.unflatten(-1, (head_dim, n_heads)).permute(0, 3, 1, 2),
+    })
+    chk.fn_name = "merge_heads"
+    chk.expects = f"(batch, seq, d_model) = {(batch, seq, d)}"
+    y = randn(batch, n_heads, seq, head_dim, seed=seed + 1)
+    merged = chk.call(merge_heads, y)
+    want_merged = y.permute(0, 2, 1, 3).flatten(2)  # (B, H, T, hd) -> (B, T, H, hd) -> (B, T, d)
+    chk.compare(f"merge {tuple(y.shape)} -> (B, T, d)", merged, want_merged, variants={
+        "wrong layout after reshape: y.reshape(B, T, d) straight from (B, H, T, hd) mixes tokens across heads; "
+        "transpose(1, 2) to (B, T, H, hd) first": lambda: y.reshape(batch, seq, d),
+    })
+    roundtrip = chk.call(merge_heads, chk.call(split_heads, x, n_heads))
+    chk.compare("merge(split(x)) == x", roundtrip, x)
+    chk.fn_name = "split_heads / merge_heads"
+    chk.finish()
+
+
+def _attention_variants(q, k, v):
+    """Wrong attention formulas on the same inputs."""
+    Tq, Tk, hd = q.shape[-2], k.shape[-2], q.shape[-1]
+    mask = ref_mask(Tq, Tk)
+    ones = torch.ones(Tq, Tk, dtype=torch.bool)
+
+    def attn(scale=1 / math.sqrt(hd), m=mask, dim=-1, fill=float("-inf")):
+        s = (q @ k.transpose(-2, -1)) * scale
+        if m is not None:
+            s = s.masked_fill(~m, fill)
+        return s.softmax(dim) @ v
+
+    def naive_softmax():
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        e = s.masked_fill(~mask, float("-inf")).exp()
+        return (e / e.sum(-1, keepdim=True)) @ v
+
+    def mask_after_softmax():
+        w = ((q @ k.transpose(-2, -1)) / math.sqrt(hd)).softmax(-1) * mask
+        return w @ v
+
+    return {
+        "softmax over the wrong dim: the weights of each query must sum to 1 over the keys (dim=-1), "
+        "not over the queries (dim=-2)": lambda: attn(dim=-2),
+        "missing scale: divide the scores by sqrt(head_dim) before the softmax": lambda: attn(scale=1.0),
+        "wrong scale: divided by head_dim instead of sqrt(head_dim)": lambda: attn(scale=1 / hd),
+        "wrong scale: multiplied by sqrt(head_dim) instead of dividing": lambda: attn(scale=math.sqrt(hd)),
+        "no causal mask: every query sees the future": lambda: attn(m=None),
+        "mask off by one: the diagonal is masked, so a token cannot see itself": lambda: attn(m=ones.tril(Tk - Tq - 1)),
+        "mask off by one: each query also sees the next key": lambda: attn(m=ones.tril(Tk - Tq + 1)),
+        "mask broadcast wrong: the transposed mask lets queries see the future instead of the past":
+            lambda: attn(m=mask.T if Tq == Tk else ones.triu(0)),
+        "mask aligned top-left: with fewer queries than keys, queries are the LAST Tq positions "
+        "(tril(diagonal=Tk - Tq))": lambda: attn(m=ones.tril(0)),
+        "mask applied after the softmax: zeroing weights afterwards leaves rows that no longer sum to 1; "
+        "fill the scores with -inf before the softmax": mask_after_softmax,
+        "masked scores filled with 0 instead of -inf: exp(0) = 1 still gives future keys weight":
+            lambda: attn(fill=0.0),
+        "hand-written softmax without subtracting the row maximum: exp() of large scores overflows to inf "
+        "(use scores.softmax(dim=-1), or subtract scores.amax(-1, keepdim=True) first)": naive_softmax,
+    }
+
+
+def attention_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, dtype):
+    """(label, q, k, v): self-attention, then queries that are the last few
+    positions of a longer key sequence (the KV-cache situation)."""
+    q = randn(batch, heads, seq, head_dim, seed=seed, dtype=dtype)
+    k = randn(batch, heads, seq, head_dim, seed=seed + 1, dtype=dtype) * 1.5  # spread scores so a scale bug shows
+    v = randn(batch, heads, seq, head_dim, seed=seed + 2, dtype=dtype)
+    yield f"B={batch} H={heads} T={seq} hd={head_dim}", q, k, v
+    yield f"last {seq - 3} queries of {seq} keys", q[:, :, 3:], k, v
+    # Scores in the hundreds: exp() overflows float32 unless the softmax subtracts the row maximum.
+    yield "large scores (q x 60)", q * 60, k, v
+
+
+def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 7,
+                           head_dim: int = 4, dtype=torch.float32) -> None:
+    """causal_attention(q, k, v) against F.scaled_dot_product_attention, plus
+    a causality probe: changing future keys/values leaves earlier outputs alone."""
+    __tracebackhide__ = True
+    chk = Check("causal_attention", expects=f"(batch, heads, q_len, head_dim) attention outputs")
+    for label, q, k, v in attention_cases(seed, batch, heads, seq, head_dim, dtype):
+        mask = ref_mask(q.shape[-2], k.shape[-2])
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        got = chk.call(causal_attention, q, k, v)
+        chk.compare(label, got, want, variants=_attention_variants(q, k, v))
+    # Causality, whatever the formula: replace keys/values after position t.
+    q, k, v = next(attention_cases(seed, batch, heads, seq, head_dim, dtype))[1:]
+    t = seq // 2
+    k2, v2 = k.clone(), v.clone()
+    k2[:, :, t + 1:] += 5.0
+    v2[:, :, t + 1:] -= 7.0
+    a, b = chk.call(causal_attention, q, k, v), chk.call(causal_attention, q, k2, v2)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape == q.shape:
+        chk.require(f"outputs 0..{t} ignore keys after {t}", torch.allclose(a[:, :, :t + 1], b[:, :, :t + 1], atol=1e-5),
+                    "changing future keys/values changed earlier outputs: information leaks from the future",
+                    diagnosis="future leak: the mask does not stop queries from reading later keys")
+    chk.finish()
+
+
+def _mha_ref(x, w_q, w_k, w_v, w_o, n_heads):
+    q, k, v = (_split_ref(F.linear(x, w), n_heads) for w in (w_q, w_k, w_v))  # each (B, H, T, hd)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)           # (B, H, T, hd)
+    return F.linear(y.permute(0, 2, 1, 3).flatten(2), w_o)                   # (B, T, d)
+
+
+def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: int = 6, n_heads: int = 3,
+                         head_dim: int = 4, dtype=torch.float32) -> None:
+    """self_attention(x, w_q, w_k, w_v, w_o, n_heads): projections, heads,
+    causal attention, merge and output projection, against torch built-ins."""
+    __tracebackhide__ = True
+    d = n_heads * head_dim
+    x = randn(batch, seq, d, seed=seed, dtype=dtype)
+    w_q, w_k, w_v, w_o = (randn(d, d, seed=seed + i, dtype=dtype) / math.sqrt(d) for i in range(1, 5))
+    chk = Check("self_attention", expects=f"(batch, seq, d_model) = {(batch, seq, d)}")
+    got = chk.call(self_attention, x, w_q, w_k, w_v, w_o, n_heads)
+
+    def with_layout(split, merge):
+        q, k, v = (split(F.linear(x, w)) for w in (w_q, w_k, w_v))
+        return F.linear(merge(F.scaled_dot_product_attention(q, k, v, is_causal=True)), w_o)
+
+    good_split = lambda t: _split_ref(t, n_heads)              # noqa: E731  (B, T, d) -> (B, H, T, hd)
+    good_merge = lambda y: y.permute(0, 2, 1, 3).flatten(2)   # noqa: E731  (B, H, T, hd) -> (B, T, d)
+
+    def transposed(qkv=True, out=True):
+        q, k, v = (good_split(x @ w if qkv else F.linear(x, w)) for w in (w_q, w_k, w_v))
+        y = good_merge(F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        return y @ w_o if out else F.linear(y, w_o)
+    chk.compare(f"x {tuple(x.shape)}, {n_heads} heads", got, _mha_ref(x, w_q, w_k, w_v, w_o, n_heads), variants={
+        "wrong layout after reshape: (B, T, d) viewed directly as (B, H, T, hd); reshape to (B, T, H, hd) then "
+        "transpose(1, 2)": lambda: with_layout(lambda t: t.reshape(batch, n_heads, seq, head_dim), good_merge),
+        "wrong layout after reshape: heads merged with reshape(B, T, d) without transpose(1, 2) first":
+            lambda: with_layout(good_split, lambda y: y.reshape(batch, seq, d)),
+        "transposed weight in the q/k/v projections: nn.Linear weights are [d_out, d_in], so a projection is "
+        "x @ W.T": lambda: transposed(out=False),
+        "transposed weight in every projection: nn.Linear weights are [d_out, d_in], so a projection is x @ W.T":
+            lambda: transposed(out=True),
+        "transposed weight in the output projection: y @ w_o.T, not y @ w_o": lambda: transposed(qkv=False),
+        "output projection w_o missing": lambda: good_merge(F.scaled_dot_product_attention(
+            *(good_split(F.linear(x, w)) for w in (w_q, w_k, w_v)), is_causal=True)),
+        "no causal mask: every token sees the future": lambda: F.linear(good_merge(F.scaled_dot_product_attention(
+            *(good_split(F.linear(x, w)) for w in (w_q, w_k, w_v)))), w_o),
+    })
+    chk.finish()

@@ -1,0 +1,121 @@
+"""Checks for notebook 01: embedding lookup, one-hot form, tied output head."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .core import Check, randn
+
+
+def _ids(batch: int, seq: int, vocab: int, seed: int) -> torch.Tensor:
+    return torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def _lookup_cases(seed: int, batch: int, seq: int, vocab: int, d_model: int, dtype):
+    weight = randn(vocab, d_model, seed=seed, dtype=dtype)
+    ids = _ids(batch, seq, vocab, seed + 1)
+    ids[0, 0], ids[-1, -1] = 0, vocab - 1  # the first and last rows of the table must be reachable
+    return ids, weight
+
+
+def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_model: int, dtype) -> None:
+    __tracebackhide__ = True
+    ids, weight = _lookup_cases(seed, batch, seq, vocab, d_model, dtype)
+    chk = Check(name, expects=f"a (batch, seq, d_model) = {(batch, seq, d_model)} tensor of rows of weight")
+    want = F.embedding(ids, weight)  # torch's own lookup, the reference
+    got = chk.call(fn, ids, weight)
+    chk.compare(f"ids {tuple(ids.shape)}, weight {tuple(weight.shape)}", got, want, variants={
+        "looked up columns instead of rows: weight is [vocab, d_model], so token i is weight[i], not weight[:, i]":
+            lambda: weight.T[ids] if vocab == d_model else weight[:, ids].permute(1, 2, 0),
+        "token ids shifted by one (weight[ids + 1] / weight[ids - 1])": lambda: weight[(ids + 1) % vocab],
+        "lookup of the transposed ids (batch and seq swapped)": lambda: weight[ids.T],
+    })
+    # A single sequence without batch axis must work too: lookup is elementwise.
+    one = chk.call(fn, ids[0], weight)
+    chk.compare(f"ids {tuple(ids[0].shape)} (no batch axis)", one, want[0])
+    if isinstance(got, torch.Tensor):
+        w = weight.clone().requires_grad_(True)
+        out = chk.call(fn, ids, w)
+        flows = isinstance(out, torch.Tensor) and out.requires_grad
+        chk.require("gradient reaches weight", flows,
+                    "the output is detached from weight, so the embedding could never be trained",
+                    diagnosis="the result does not depend on weight through autograd (a .detach(), .data or a "
+                              "new tensor built from .tolist() cuts the gradient)")
+    chk.finish()
+
+
+def check_embed(embed, *, seed: int = 0, batch: int = 2, seq: int = 5, vocab: int = 11, d_model: int = 7,
+                dtype=torch.float32) -> None:
+    """embed(ids, weight) -> weight[ids], checked against F.embedding."""
+    __tracebackhide__ = True
+    _check_lookup("embed", embed, seed, batch, seq, vocab, d_model, dtype)
+
+
+def check_one_hot_embed(one_hot_embed, *, seed: int = 1, batch: int = 3, seq: int = 4, vocab: int = 13,
+                        d_model: int = 6, dtype=torch.float32) -> None:
+    """one_hot_embed(ids, weight) = one_hot(ids) @ weight: same numbers as a lookup."""
+    __tracebackhide__ = True
+    _check_lookup("one_hot_embed", one_hot_embed, seed, batch, seq, vocab, d_model, dtype)
+
+
+def check_tied_logits(tied_logits, *, seed: int = 2, batch: int = 2, seq: int = 3, vocab: int = 9,
+                      d_model: int = 5, dtype=torch.float32) -> None:
+    """tied_logits(x, weight) = x @ weight.T, checked with einsum, plus a
+    square case (vocab == d_model) where a transposed weight runs silently."""
+    __tracebackhide__ = True
+    chk = Check("tied_logits", expects=f"(batch, seq, vocab) logits, here {(batch, seq, vocab)}")
+    # The square case runs first: there a transposed weight runs silently and can be named.
+    for label, v in ((f"square: vocab = d_model = {d_model}", d_model), (f"vocab {vocab} != d_model {d_model}", vocab)):
+        weight = randn(v, d_model, seed=seed, dtype=dtype)
+        x = randn(batch, seq, d_model, seed=seed + 1, dtype=dtype)
+        want = torch.einsum("btd,vd->btv", x, weight)  # score of token v = <x, embedding of v>
+        got = chk.call(tied_logits, x, weight)
+        chk.compare(label, got, want, variants={
+            "transposed weight: multiplied by weight instead of weight.T (the embedding is [vocab, d_model], "
+            "the head needs [d_model, vocab])": lambda: x @ weight,
+            "softmax applied: tied_logits returns raw scores (logits), not probabilities":
+                lambda: (x @ weight.T).softmax(-1),
+        })
+    chk.finish()
+
+
+def check_tie_weights(tie_weights, *, vocab: int = 10, d_model: int = 6, seed: int = 3) -> None:
+    """tie_weights(tok_emb, lm_head) makes lm_head use the very same Parameter."""
+    __tracebackhide__ = True
+    torch.manual_seed(seed)
+    emb, head = nn.Embedding(vocab, d_model), nn.Linear(d_model, vocab, bias=False)
+    chk = Check("tie_weights", expects="nothing (it changes lm_head in place) or lm_head")
+    before = emb.weight.detach().clone()
+    chk.call(tie_weights, emb, head)
+    hw = head.weight
+    same = hw is emb.weight
+    chk.require("lm_head.weight is tok_emb.weight", same,
+                f"lm_head.weight is a separate tensor of shape {tuple(hw.shape)}",
+                diagnosis=_tie_diagnosis(hw, emb.weight))
+    chk.require("embedding values unchanged", torch.equal(emb.weight.detach(), before),
+                "tok_emb.weight changed: tie by sharing the embedding, do not overwrite it",
+                diagnosis="the embedding was overwritten with the head's random weights "
+                          "(tok_emb.weight = lm_head.weight ties them the wrong way round)")
+    params = {id(p) for p in nn.ModuleList([emb, head]).parameters()}
+    chk.require("parameters counted once", len(params) == 1,
+                f"{len(params)} distinct parameters, expected 1 shared one")
+    if same:  # one gradient step through both uses lands in the one shared tensor
+        ids = torch.tensor([[1, 2]])
+        head(emb(ids)).sum().backward()
+        chk.require("both uses accumulate into one .grad", emb.weight.grad is not None,
+                    "the shared weight got no gradient")
+    chk.finish()
+
+
+def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:
+    if tuple(head_weight.shape) == tuple(emb_weight.T.shape) and torch.equal(head_weight.detach(), emb_weight.detach().T):
+        return ("transposed weight: lm_head.weight holds weight.T, a copy of shape [d_model, vocab]; nn.Linear(d_model, "
+                "vocab) stores [d_out, d_in] = [vocab, d_model], the embedding's own shape, so no transpose is needed")
+    if tuple(head_weight.shape) == tuple(emb_weight.shape) and torch.equal(head_weight.detach(), emb_weight.detach()):
+        same_storage = head_weight.data_ptr() == emb_weight.data_ptr()
+        kind = "a new Parameter wrapping the same storage" if same_storage else "a copy (clone / new Parameter)"
+        return (f"head is a copy, not a share: lm_head.weight is {kind} with equal values today, but the two "
+                "will drift apart during training and the model holds vocab x d_model parameters twice; "
+                "assign the Parameter itself: lm_head.weight = tok_emb.weight")
+    return "lm_head.weight was not replaced by the embedding's Parameter: assign lm_head.weight = tok_emb.weight"

@@ -1,0 +1,87 @@
+"""Paths of the course and the nbgrader calls every tool shares."""
+from __future__ import annotations
+
+import filecmp
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+AUTOGRADER_DIR = Path(__file__).resolve().parent
+ROOT = AUTOGRADER_DIR.parent
+SOURCE_DIR = ROOT / "solutions"
+RELEASE_DIR = ROOT / "notebooks"
+COURSE_DATA = ROOT / ".course"
+NOTEBOOK_SOURCES = AUTOGRADER_DIR / "notebook_src"
+
+ASSIGNMENTS = (
+    "01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu",
+    "06_kv_cache", "07_gqa", "08_sampling", "09_training", "10_perplexity",
+)
+
+
+def assignments() -> list[str]:
+    """The assignments that exist in solutions/, in course order."""
+    return [a for a in ASSIGNMENTS if (SOURCE_DIR / a / f"{a}.ipynb").is_file()]
+
+
+def source_notebook(assignment: str) -> Path:
+    return SOURCE_DIR / assignment / f"{assignment}.ipynb"
+
+
+def release_notebook(assignment: str, release_dir: Path = RELEASE_DIR) -> Path:
+    return Path(release_dir) / assignment / f"{assignment}.ipynb"
+
+
+def nbgrader_env() -> dict:
+    """nbgrader shells out to `alembic` to create the gradebook: put this
+    interpreter's bin/ first on PATH, or the gradebook is left broken."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def run_nbgrader(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run `nbgrader ARGS` from autograder/, the only place it finds the
+    course config (elsewhere it silently makes a fresh gradebook)."""
+    COURSE_DATA.mkdir(exist_ok=True)
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    proc = subprocess.run(cmd, cwd=AUTOGRADER_DIR, env=nbgrader_env(), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[2:])} failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def generate(release_dir: Path | None = None, *, db: bool = True) -> Path:
+    """nbgrader generate_assignment for every assignment, with --force (an
+    existing release folder is otherwise skipped silently). With db=True the
+    assignments are also registered in the gradebook, which autograding needs."""
+    args = ["generate_assignment", "*", "--force"]
+    if release_dir is not None:
+        args.append(f"--CourseDirectory.release_directory={Path(release_dir).resolve()}")
+    if not db:
+        args.append("--no-db")
+    run_nbgrader(*args)
+    return Path(release_dir) if release_dir is not None else RELEASE_DIR
+
+
+def release_diff(release_dir: Path = RELEASE_DIR) -> list[str]:
+    """Files that differ between `release_dir` and a fresh generation."""
+    with tempfile.TemporaryDirectory(prefix="tinylm-release-") as tmp:
+        fresh = generate(Path(tmp) / "release", db=False)
+        # A generation that silently skipped an assignment must not look "in sync".
+        missing = [f"nbgrader generated no notebook for {a}" for a in assignments()
+                   if not release_notebook(a, fresh).is_file()]
+        return missing + _tree_diff(fresh, Path(release_dir))
+
+
+def _tree_diff(a: Path, b: Path) -> list[str]:
+    files_a = {p.relative_to(a) for p in a.rglob("*") if p.is_file()}
+    files_b = {p.relative_to(b) for p in b.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+    problems = [f"missing in {b.name}/: {p}" for p in sorted(files_a - files_b)]
+    problems += [f"not produced by nbgrader: {b.name}/{p}" for p in sorted(files_b - files_a)]
+    problems += [f"differs from a fresh generation: {b.name}/{p}" for p in sorted(files_a & files_b)
+                 if not filecmp.cmp(a / p, b / p, shallow=False)]
+    return problems

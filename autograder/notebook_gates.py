@@ -1,0 +1,135 @@
+"""Structural facts about the course notebooks, shared by the test-suite
+gates and the CLI: which cells are answers and checks, what text must never
+reach a release notebook, and how to run one exercise in-process."""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from . import course
+
+SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
+HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+RUN_TIME = re.compile(r"\*\*Run time:\*\* about (\d+) s")
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(str(path), as_version=4)
+
+
+def nbg(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+def is_answer(cell) -> bool:
+    return cell.cell_type == "code" and bool(nbg(cell).get("solution"))
+
+
+def is_check(cell) -> bool:
+    return cell.cell_type == "code" and bool(nbg(cell).get("grade"))
+
+
+@dataclass
+class Exercise:
+    answer: nbformat.NotebookNode
+    check: nbformat.NotebookNode | None
+
+    @property
+    def grade_id(self) -> str:
+        return nbg(self.answer)["grade_id"]
+
+    @property
+    def defines(self) -> list[str]:
+        """Top-level functions and classes the answer cell defines."""
+        tree = ast.parse(self.answer.source)
+        return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+
+
+def exercises(nb) -> list[Exercise]:
+    """Each answer cell with the next code cell after it, if that is a check."""
+    out = []
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for i, cell in enumerate(code):
+        if is_answer(cell):
+            nxt = code[i + 1] if i + 1 < len(code) else None
+            out.append(Exercise(cell, nxt if nxt is not None and is_check(nxt) else None))
+    return out
+
+
+def solution_lines(nb) -> list[str]:
+    """Lines that only the solutions may contain: answer bodies and hidden tests
+    (short lines such as `return x` are skipped: they could occur anywhere)."""
+    lines = []
+    for cell in nb.cells:
+        for block in SOLUTION_BLOCK.findall(cell.source) + HIDDEN_BLOCK.findall(cell.source):
+            lines += [l.strip() for l in block.splitlines() if len(l.strip()) >= 12 and not l.strip().startswith("#")]
+    return lines
+
+
+def leaked_lines(source_nb, release_nb) -> list[str]:
+    """Solution or hidden-test lines of `source_nb` that appear in `release_nb`."""
+    return [l for l in solution_lines(source_nb) if any(l in c.source for c in release_nb.cells)]
+
+
+def visible_part(check_source: str) -> str:
+    """The test cell as a learner sees it: hidden tests cut out."""
+    return HIDDEN_BLOCK.sub("", check_source).replace("### BEGIN HIDDEN TESTS", "").replace("### END HIDDEN TESTS", "")
+
+
+def stated_run_time(nb) -> int:
+    """The 'Run time: about N s' promise in the notebook's first cell."""
+    m = RUN_TIME.search(nb.cells[0].source)
+    if not m:
+        raise ValueError("the first cell must state '**Run time:** about N s'")
+    return int(m.group(1))
+
+
+def setup_cells(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code" and nbg(c).get("locked") and not nbg(c).get("grade")]
+
+
+def exercise_namespace(assignment: str, replace: dict[str, tuple[str, str]] | None = None,
+                       answers_from: Path | None = None) -> dict:
+    """Execute the setup cells and answer cells of a solution notebook in a
+    fresh namespace, optionally editing one answer first:
+    replace = {grade_id: (old, new)}. Raises if `old` is not in that cell,
+    so an injected bug can never silently miss its target.
+
+    answers_from: take the answer cells (matched by grade id) from another
+    notebook, e.g. a submission, while setup and checks stay the trusted
+    source's: the basis of an out-of-process recheck."""
+    nb = read(course.source_notebook(assignment))
+    theirs = {nbg(c)["grade_id"]: c.source for c in read(answers_from).cells if is_answer(c)} if answers_from else {}
+    ns: dict = {"__name__": f"exercise_{assignment}"}
+    replace = dict(replace or {})
+    for cell in nb.cells:
+        if cell in setup_cells(nb):
+            exec(compile(cell.source, f"<{assignment}:setup>", "exec"), ns)
+        elif is_answer(cell):
+            gid = nbg(cell)["grade_id"]
+            src = theirs.get(gid, "") if answers_from else cell.source
+            if gid in replace:
+                old, new = replace.pop(gid)
+                if old not in src:
+                    raise ValueError(f"{assignment}/{gid}: text to replace not found: {old!r}")
+                src = src.replace(old, new)
+            exec(compile(src, f"<{assignment}:{gid}>", "exec"), ns)
+    if replace:
+        raise ValueError(f"{assignment}: no answer cells with grade ids {sorted(replace)}")
+    return ns
+
+
+def run_check(assignment: str, grade_id: str, ns: dict, hidden: bool = False) -> None:
+    """Run the test cell of exercise `grade_id` in namespace `ns`."""
+    nb = read(course.source_notebook(assignment))
+    for ex in exercises(nb):
+        if ex.grade_id == grade_id:
+            src = ex.check.source if hidden else visible_part(ex.check.source)
+            exec(compile(src, f"<{assignment}:{nbg(ex.check)['grade_id']}>", "exec"), ns)
+            return
+    raise ValueError(f"{assignment}: no exercise {grade_id}")

@@ -1,0 +1,231 @@
+"""Gates on the course notebooks (issue 4). Each one fails loudly and none
+can pass vacuously: every test first asserts that it found what it checks.
+
+Fast gates read JSON only; the ones that start kernels are marked slow."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autograder import course
+from autograder.build_notebooks import new_notebook, parse
+from autograder.notebook_gates import (
+    MARKERS, exercises, is_answer, is_check, leaked_lines, nbg, read, solution_lines, stated_run_time,
+)
+
+PART_1 = ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu")
+ASSIGNMENTS = course.assignments()
+
+
+def test_part_one_notebooks_exist():
+    missing = [a for a in PART_1 if a not in ASSIGNMENTS]
+    assert not missing, f"source notebooks missing from solutions/: {missing}"
+    for a in ASSIGNMENTS:
+        assert course.release_notebook(a).is_file(), f"{a}: no release notebook; run `python -m autograder release`"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solution_matches_its_source_file(assignment):
+    """solutions/ is built from autograder/notebook_src/: their cells agree."""
+    built = new_notebook(parse(course.NOTEBOOK_SOURCES / f"{assignment}.py"))
+    committed = read(course.source_notebook(assignment))
+    assert len(built.cells) == len(committed.cells), f"{assignment}: rebuild with `python -m autograder build {assignment[:2]}`"
+    for b, c in zip(built.cells, committed.cells):
+        assert (b.cell_type, b.source, nbg(b)) == (c.cell_type, c.source, nbg(c)), \
+            f"{assignment}: cell {c.get('id')} differs from its source; rebuild with `python -m autograder build {assignment[:2]}`"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solutions_are_committed_executed_without_errors(assignment):
+    nb = read(course.source_notebook(assignment))
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code
+    not_run = [c.id for c in code if c.execution_count is None]
+    assert not not_run, f"{assignment}: cells never executed: {not_run}"
+    for c in code:
+        for out in c.outputs:
+            assert out.output_type != "error", f"{assignment}: cell {c.id} has an error output"
+            assert not (out.output_type == "stream" and out.name == "stderr"), \
+                f"{assignment}: cell {c.id} wrote to stderr, which nbgrader scores as a failure:\n{out.text[:500]}"
+
+
+def test_release_equals_a_fresh_generation():
+    """notebooks/ is exactly what nbgrader generates from solutions/ now."""
+    assert ASSIGNMENTS
+    problems = course.release_diff()
+    assert not problems, "\n".join(problems + ["run `python -m autograder release`"])
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_solution_or_hidden_test_reaches_release(assignment):
+    source, release = read(course.source_notebook(assignment)), read(course.release_notebook(assignment))
+    secret = solution_lines(source)
+    assert len(secret) >= len(exercises(source)), f"{assignment}: found too few solution lines to check"
+    text = json.dumps(release)
+    assert not [m for m in MARKERS if m in text], f"{assignment}: nbgrader markers left in the release notebook"
+    leaked = leaked_lines(source, release)
+    assert not leaked, f"{assignment}: solution or hidden-test lines in notebooks/: {leaked}"
+    for cell in release.cells:
+        assert not cell.get("outputs"), f"{assignment}: release cell {cell.id} has outputs"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_grade_ids_unique_and_cells_well_formed(assignment):
+    nb = read(course.source_notebook(assignment))
+    ids = [nbg(c)["grade_id"] for c in nb.cells if nbg(c)]
+    assert ids and len(ids) == len(set(ids)), f"{assignment}: duplicate grade ids: {sorted(i for i in ids if ids.count(i) > 1)}"
+    cell_ids = [c.id for c in nb.cells]
+    assert len(cell_ids) == len(set(cell_ids)), f"{assignment}: duplicate cell ids"
+    for c in nb.cells:
+        if is_check(c):
+            assert nbg(c).get("locked") and nbg(c).get("points", 0) > 0, f"{assignment}: {nbg(c)['grade_id']} must be locked with points"
+            assert "### BEGIN HIDDEN TESTS" in c.source, f"{assignment}: {nbg(c)['grade_id']} has no hidden tests"
+
+
+def test_grade_ids_unique_across_the_course():
+    """Exercise names are unique course-wide, so grade exports need no prefix juggling."""
+    seen = {}
+    for a in ASSIGNMENTS:
+        for c in read(course.source_notebook(a)).cells:
+            gid = nbg(c).get("grade_id")
+            if gid and gid != "setup":
+                assert gid not in seen, f"grade id {gid} in both {seen[gid]} and {a}"
+                seen[gid] = a
+    assert seen
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_answer_is_followed_by_its_check(assignment):
+    nb = read(course.source_notebook(assignment))
+    exs = exercises(nb)
+    assert 2 <= len(exs) <= 4, f"{assignment}: {len(exs)} exercises; the spine asks for 2-4"
+    for ex in exs:
+        assert ex.check is not None, f"{assignment}: answer cell {ex.grade_id} is not followed by a graded check cell"
+        names = ex.defines
+        assert names, f"{assignment}: answer cell {ex.grade_id} defines no function or class"
+        first = ex.check.source.splitlines()[0]
+        assert first.startswith("check_") and any(f"({n}" in first or f", {n}" in first for n in names), \
+            f"{assignment}: the check after {ex.grade_id} must call a check_ function with {names}: {first!r}"
+    n_checks = sum(is_check(c) for c in nb.cells)
+    assert n_checks == len(exs), f"{assignment}: {n_checks} graded cells for {len(exs)} answers"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_some_outputs_are_compared_by_nbval(assignment):
+    """At least one deterministic cell per notebook has its output checked, and
+    none of the checked outputs is an image or a timing."""
+    nb = read(course.source_notebook(assignment))
+    marked = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# NBVAL_CHECK_OUTPUT")]
+    assert marked, f"{assignment}: no cell marked # NBVAL_CHECK_OUTPUT"
+    for c in marked:
+        assert c.outputs and all(o.output_type == "stream" for o in c.outputs), f"{assignment}: {c.id} output is not plain text"
+        assert " ms" not in "".join(o.text for o in c.outputs), f"{assignment}: {c.id} prints a timing"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_run_time_is_stated(assignment):
+    assert 0 < stated_run_time(read(course.source_notebook(assignment))) <= 120
+
+
+def _validator(**kw):
+    from nbgrader.validator import Validator
+    from traitlets.config import Config
+
+    cfg = Config()
+    cfg.Execute.timeout = 300
+    return Validator(config=cfg, **kw)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solutions_pass_nbgrader_validate(assignment):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    results = _validator().validate(str(course.source_notebook(assignment)))
+    assert results == {}, f"{assignment}: solution fails validation:\n" + "\n".join(
+        f.get("raw_error", "")[:800] for f in results.get("failed", []))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_untouched_release_fails_every_graded_cell(assignment):
+    """A learner who submits the stubs scores zero: every test cell fails."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    release = course.release_notebook(assignment)
+    graded = {c.source.strip() for c in read(release).cells if is_check(c)}
+    assert graded
+    failed = _validator(ignore_checksums=True).validate(str(release)).get("failed", [])
+    assert {f["source"] for f in failed} == graded, f"{assignment}: some graded cells pass on the untouched stubs"
+    # Equal sets mean `nbgrader validate --invert` finds no passing cell: a
+    # graded cell either scores full marks (passed) or less (failed).
+    for f in failed:  # and each failure says why in one line, not a bare traceback
+        assert "not implemented yet" in f["raw_error"], f"{assignment}: unexpected failure:\n{f['raw_error'][:800]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solutions_run_under_nbval_within_stated_time(assignment):
+    """pytest --nbval-lax on CPU: every cell runs, # NBVAL_CHECK_OUTPUT cells
+    reproduce their committed output, and the whole run fits the promise."""
+    path = course.source_notebook(assignment)
+    env = dict(os.environ, OMP_NUM_THREADS="1", TINYLM_DEVICE="cpu")
+    env.pop("NBGRADER_EXECUTION", None)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "--nbval-lax", str(path)], cwd=course.ROOT, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, f"{assignment}: nbval failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
+    assert " passed" in proc.stdout and " 0 passed" not in proc.stdout
+    # "About N s" is the time measured on a busy 2-core machine; twice that is
+    # a regression (a heavy cell that forgot to shrink, a slow check), not noise.
+    stated = stated_run_time(read(path))
+    assert elapsed <= 2 * stated, f"{assignment}: nbval took {elapsed:.1f} s, the notebook promises about {stated} s"
+    print(f"{assignment}: {elapsed:.1f} s (stated: about {stated} s)")
+
+
+# -- the gates can fail: each detector is shown to fire on a planted defect --
+
+
+def test_leak_detector_fires_on_a_planted_solution_line():
+    source, release = read(course.source_notebook(PART_1[1])), read(course.release_notebook(PART_1[1]))
+    assert not leaked_lines(source, release)
+    answer = next(c for c in release.cells if is_answer(c))
+    answer.source += "\n" + solution_lines(source)[0]
+    assert leaked_lines(source, release)
+
+
+def test_release_diff_fires_on_a_changed_byte(tmp_path):
+    from autograder.course import _tree_diff
+
+    a, b = tmp_path / "a" / "x", tmp_path / "b" / "x"
+    a.mkdir(parents=True), b.mkdir(parents=True)
+    (a / "n.ipynb").write_text("{}"), (b / "n.ipynb").write_text("{} ")
+    assert _tree_diff(a.parent, b.parent)
+    (b / "n.ipynb").write_text("{}")
+    assert not _tree_diff(a.parent, b.parent)
+    (b / "extra.txt").write_text("")
+    assert _tree_diff(a.parent, b.parent)
+
+
+def test_exercise_pairing_fires_on_a_missing_check():
+    nb = read(course.source_notebook(PART_1[0]))
+    first = exercises(nb)[0]
+    nb.cells.remove(first.check)
+    assert exercises(nb)[0].check is None
+
+
+def test_source_parser_rejects_malformed_cells(tmp_path):
+    bad = tmp_path / "99_bad.py"
+    bad.write_text("# %% answer id=x\ndef f():\n    return 1\n")
+    with pytest.raises(ValueError, match="no ### BEGIN SOLUTION"):
+        parse(bad)
+    bad.write_text("# %% check points=1\ncheck_f(f)\n")
+    with pytest.raises(ValueError, match="needs id="):
+        parse(bad)
+    bad.write_text("# %% [markdown]\nnot a comment\n")
+    with pytest.raises(ValueError, match="without '# ' prefix"):
+        parse(bad)

@@ -25,7 +25,7 @@ from gpt2_baseline import gpt2_like  # noqa: E402
 
 from tinylm import Transformer, course_corpus, evaluate  # noqa: E402
 from tinylm.presets import NB09_MODEL, NB09_TIME_LIMIT, NB09_TRAIN  # noqa: E402
-from tinylm.train import Trainer  # noqa: E402
+from tinylm.training import Trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,7 +125,7 @@ def _plot(trainers, floor, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tinylm.train import plot_history
+    from tinylm.training import plot_history
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for i, (k, t) in enumerate(trainers.items()):

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinylm import ModelConfig, Transformer
-from tinylm.evaluate import evaluate
+from tinylm.evaluation import evaluate
 
 
 def _model(max_seq_len=24, dropout=0.0):

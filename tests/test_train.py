@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tinylm import ModelConfig, Transformer
-from tinylm.train import History, TrainConfig, Trainer, get_batch, load_model, lr_at, plot_history, train
+from tinylm.training import History, TrainConfig, Trainer, get_batch, load_model, lr_at, plot_history, train
 
 matplotlib.use("Agg")
 

@@ -100,7 +100,7 @@ def cmd_train(args) -> int:
 
     from .model import Transformer
     from .presets import PRESETS
-    from .train import Trainer
+    from .training import Trainer
 
     model_config, train_config = PRESETS[args.preset]
     model_over = {k: getattr(args, k) for k in ("d_model", "n_layers", "n_heads", "n_kv_heads")
@@ -132,7 +132,7 @@ def cmd_sample(args) -> int:
 
     from .sampling import generate
     from .tokenizer import ByteTokenizer
-    from .train import load_model
+    from .training import load_model
 
     model = load_model(args.checkpoint, map_location=_device(args))
     tok = ByteTokenizer()
@@ -149,8 +149,8 @@ def cmd_sample(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .evaluate import evaluate
-    from .train import load_model
+    from .evaluation import evaluate
+    from .training import load_model
 
     model = load_model(args.checkpoint, map_location=_device(args))
     corpus = _corpus(args)

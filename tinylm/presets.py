@@ -5,7 +5,7 @@ Sized for a laptop CPU: on 2 cores the notebook-09 run takes about a minute.
 from __future__ import annotations
 
 from .config import ModelConfig
-from .train import TrainConfig
+from .training import TrainConfig
 
 __all__ = ["NB06_MODEL", "NB09_MODEL", "NB09_TRAIN", "NB09_TIME_LIMIT", "PRESETS"]
 

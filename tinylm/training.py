@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .evaluate import check_data, evaluate
+from .evaluation import check_data, evaluate
 
 __all__ = ["TrainConfig", "History", "Trainer", "get_batch", "train", "lr_at",
            "plot_history", "load_model"]

@@ -20,7 +20,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-NBGRADER_LAB = "@jupyter/nbgrader"
 # Kernel start + `import torch` + one notebook on 2 busy cores: generous, but bounded.
 RUN_TIMEOUT_MS = 240_000
 
@@ -302,19 +301,27 @@ class NotebookPage:
         return dialog
 
 
-def missing_nbgrader_ui(page, notebook_open: bool = True) -> list[str]:
+def missing_nbgrader_ui(page, menu_items=("Formgrader", "Assignment List"), notebook_open: bool = True) -> list[str]:
     """What of nbgrader's Lab extension a person would look for and not
-    find: the Nbgrader menu with Formgrader / Assignment List, and (with a
-    notebook open) the Validate button. [] means all present."""
+    find: the Nbgrader menu with `menu_items`, and (with a notebook open)
+    the Validate button. [] means all present. JupyterLab's menu holds
+    everything; Notebook 7 shows "Create assignment" in a notebook's menu
+    and the formgrader and assignment list in the file browser's (/tree)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # imported late: see conftest's skip
+
     missing = []
     menu = page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Nbgrader$"))
+    try:  # extensions add their menus after the page has loaded
+        menu.wait_for(timeout=10_000)
+    except PlaywrightTimeout:
+        pass
     if menu.count() == 0:
         missing.append("the Nbgrader menu")
     else:
         menu.click()
         items = [t.strip() for t in page.locator(".lm-Menu-itemLabel").all_inner_texts()]
         page.keyboard.press("Escape")
-        missing += [f"Nbgrader > {item}" for item in ("Formgrader", "Assignment List") if item not in items]
+        missing += [f"Nbgrader > {item}" for item in menu_items if item not in items]
     if notebook_open and page.get_by_role("button", name="Validate").count() == 0:
         missing.append("the Validate button on the notebook toolbar")
     return missing

@@ -20,7 +20,7 @@ lab: $(STAMP)  ## open the course in JupyterLab
 	$(BIN)/jupyter lab notebooks/
 
 test: $(STAMP)  ## the whole suite, as CI runs it
-	$(PYTEST) -n 2 -q
+	$(PYTEST) -n 2 --dist loadgroup -q
 
 test-fast: $(STAMP)  ## the inner loop: skip tests marked slow
 	$(PYTEST) -n 2 -q -m "not slow"
@@ -43,3 +43,19 @@ check-release: $(STAMP)  ## fail if notebooks/ differs from a fresh nbgrader gen
 
 nbval: $(STAMP)  ## execute the reference notebooks on CPU and compare marked outputs
 	OMP_NUM_THREADS=1 TINYLM_DEVICE=cpu $(BIN)/python -m pytest -p no:cacheprovider --nbval-lax solutions/
+
+# --- experience (issue 7) ---
+.PHONY: doctor test-browser formgrader
+
+doctor: $(STAMP)  ## is this machine ready for the course? one [OK]/[WARN]/[FAIL] line per check, with the fix
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tinylm doctor $(DOCTOR_ARGS)
+
+test-browser: $(STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chromium; screenshots in artifacts/browser/
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/browser
+
+# nbgrader reads its config from the working directory (autograder/) and
+# cannot create the gradebook's folder (.course/) itself: without it the
+# formgrader hangs on "Loading, please wait...".
+formgrader: $(STAMP)  ## instructors: JupyterLab on the course root, Nbgrader > Formgrader
+	mkdir -p .course
+	cd autograder && PATH="$(CURDIR)/$(BIN):$$PATH" "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(CURDIR)"

@@ -17,28 +17,15 @@ import pytest
 from .lab import CHROMIUM_FLAGS, ROOT, JupyterServer
 
 ARTIFACTS = ROOT / "artifacts" / "browser"
-
-# Every test here drives a browser: mark them all, and keep them on one
-# xdist worker (with --dist loadgroup) so that they share the servers.
-def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(item.fspath).parents:
-            item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group("browser"))
-
+_failed_key = pytest.StashKey[bool]()
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
+    """Remember a failed test body, so its page fixture can screenshot it."""
     report = yield
-    if report.when == "call":
-        item.stash.setdefault(_failed_key, False)
-        item.stash[_failed_key] |= report.failed
+    if report.when == "call" and report.failed:
+        item.stash[_failed_key] = True
     return report
-
-
-_failed_key = pytest.StashKey[bool]()
 
 
 def chromium_path() -> str | None:

@@ -17,7 +17,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+# Every browser test module sets `pytestmark = BROWSER`: selectable with -m browser,
+# skipped by `make test-fast` (slow), and kept on one xdist worker with
+# --dist loadgroup, so that they share one Chromium and one server of each kind.
+BROWSER = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # Kernel start + `import torch` + one notebook on 2 busy cores: generous, but bounded.

@@ -4,7 +4,9 @@ can: the same check run against a Lab with the extension disabled must
 report it missing."""
 from __future__ import annotations
 
-from .lab import NotebookPage, cell_count, missing_nbgrader_ui
+from .lab import BROWSER, NotebookPage, cell_count, missing_nbgrader_ui
+
+pytestmark = BROWSER
 
 NB = "01_embeddings"
 FIX = "run `make doctor` (python -m tinylm doctor) for the fix"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from .lab import ROOT
+from .lab import BROWSER, ROOT
+
+pytestmark = BROWSER
 
 
 def test_instructor_opens_the_formgrader(page, instructor_server):

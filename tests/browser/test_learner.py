@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-from .lab import NotebookPage, answers, cell_count, check_cells, saved_sources
+from .lab import BROWSER, NotebookPage, answers, cell_count, check_cells, saved_sources
+
+pytestmark = BROWSER
 
 NB = "01_embeddings"
 ANSWERS = answers(NB)

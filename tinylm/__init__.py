@@ -17,3 +17,12 @@ from .norm import RMSNorm, rms_norm
 from .rope import apply_rope, rope_cache, rotate_half
 from .sampling import apply_temperature, generate, sample_next, top_k_filter, top_p_filter
 from .tokenizer import ByteTokenizer
+
+# --- data, training, evaluation (issue 3) ---
+# Note: the functions `train` and `evaluate` shadow the submodules of the same
+# name as attributes of the package; `from tinylm.train import Trainer` works.
+from . import data
+from .data import Corpus, course_corpus, load_text
+from .evaluate import EvalResult, evaluate
+from .train import History, TrainConfig, Trainer, get_batch, load_model, lr_at, plot_history, train
+# --- end issue 3 ---

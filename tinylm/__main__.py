@@ -1,24 +1,180 @@
-"""python -m tinylm COMMAND
+"""Command line: python -m tinylm train | sample | eval | doctor.
 
-  doctor   check that this environment is ready for the course
+    python -m tinylm train                      # notebook-09 preset on the course corpus
+    python -m tinylm train --text novel.txt --steps 3000 --out checkpoints/novel.pt
+    python -m tinylm sample --prompt "Once upon a time" --temperature 0.8
+    python -m tinylm eval                       # validation loss, perplexity, bits/byte vs baselines
+    python -m tinylm doctor                     # is this environment ready for the course? (exit 1 if not)
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
+DEFAULT_CHECKPOINT = "checkpoints/tinylm.pt"
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tinylm", description="tinylm course tools")
-    sub = parser.add_subparsers(dest="command", required=True)
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--text", metavar="FILE", help="a UTF-8 text file instead of the course corpus")
+    p.add_argument("--val-fraction", type=float, default=0.1,
+                   help="with --text: the share at the end of the file used for validation (0.1)")
+    p.add_argument("--corpus-seed", type=int, default=0, help="seed of the generated course corpus (0)")
+
+
+def _add_device_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", help="cpu, cuda, mps ... (default: tinylm.device(), or $TINYLM_DEVICE)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .presets import PRESETS
+
+    parser = argparse.ArgumentParser(prog="python -m tinylm",
+                                     description="Train, sample from and evaluate tinylm models; check the course environment.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    t = sub.add_parser("train", help="train a model and save a checkpoint")
+    _add_data_args(t)
+    t.add_argument("--preset", choices=sorted(PRESETS), default="nb09",
+                   help="model and training configuration to start from (nb09)")
+    for flag, kind in (("--d-model", int), ("--n-layers", int), ("--n-heads", int),
+                       ("--n-kv-heads", int)):
+        t.add_argument(flag, type=kind, help="override the preset's model size")
+    for flag, kind in (("--steps", int), ("--batch-size", int), ("--seq-len", int), ("--lr", float),
+                       ("--warmup-steps", int), ("--eval-every", int), ("--seed", int)):
+        t.add_argument(flag, type=kind, help="override the preset's training option")
+    t.add_argument("--time-limit", type=float, help="stop after this many seconds of training")
+    t.add_argument("--out", default=DEFAULT_CHECKPOINT, help=f"checkpoint path ({DEFAULT_CHECKPOINT})")
+    t.add_argument("--resume", action="store_true", help="continue the run saved at --out (with its saved training options)")
+    t.add_argument("--checkpoint-every", type=int, help="also save every N steps")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device_arg(t)
+
+    s = sub.add_parser("sample", help="generate text from a checkpoint")
+    s.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
+    s.add_argument("--prompt", default="Once upon a time")
+    s.add_argument("--max-new-tokens", type=int,
+                   help="default: as many as fit in the model's max_seq_len")
+    s.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (0.8)")
+    s.add_argument("--top-k", type=int)
+    s.add_argument("--top-p", type=float)
+    s.add_argument("--seed", type=int, default=0)
+    _add_device_arg(s)
+
+    e = sub.add_parser("eval", help="loss, perplexity and bits/byte of a checkpoint")
+    e.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
+    _add_data_args(e)
+    e.add_argument("--split", choices=("val", "train"), default="val")
+    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--seq-len", type=int, help="window length (default: the model's max_seq_len)")
+    _add_device_arg(e)
 
     from . import doctor
     d = sub.add_parser("doctor", help="check Python, torch, Jupyter and nbgrader's extensions; exit 1 on a problem")
     doctor.add_arguments(d)
-    d.set_defaults(func=doctor.main)
+    return parser
 
-    args = parser.parse_args(argv)
-    return args.func(args)
+
+def _corpus(args):
+    from .data import course_corpus, load_text
+
+    if args.text:
+        return load_text(args.text, val_fraction=args.val_fraction)
+    return course_corpus(seed=args.corpus_seed)
+
+
+def _device(args):
+    import torch
+
+    from .device import device
+
+    return torch.device(args.device) if args.device else device(verbose=False)
+
+
+def _report(corpus, loss: float) -> str:
+    """One line per reference: the floor and the baselines, next to `loss`."""
+    lines = [f"  model      {loss:.4f} nats/byte"]
+    for name, value in corpus.baselines().items():
+        if value is not None:
+            lines.append(f"  {name:<10} {value:.4f} nats/byte   (model - {name}: {loss - value:+.4f})")
+    return "\n".join(lines)
+
+
+def cmd_train(args) -> int:
+    import torch
+
+    from .model import Transformer
+    from .presets import PRESETS
+    from .train import Trainer
+
+    model_config, train_config = PRESETS[args.preset]
+    model_over = {k: getattr(args, k) for k in ("d_model", "n_layers", "n_heads", "n_kv_heads")
+                  if getattr(args, k) is not None}
+    train_over = {k: getattr(args, k) for k in ("steps", "batch_size", "seq_len", "lr",
+                                                 "warmup_steps", "eval_every", "seed")
+                  if getattr(args, k) is not None}
+    if "seq_len" in train_over and train_over["seq_len"] > model_config.max_seq_len:
+        model_over["max_seq_len"] = train_over["seq_len"]
+    model_config = dataclasses.replace(model_config, **model_over)
+    corpus = _corpus(args)
+    torch.manual_seed(train_over.get("seed", train_config.seed))
+    model = Transformer(model_config).to(_device(args))
+    trainer = Trainer(model, corpus.train, corpus.val, train_config, **train_over)
+    if args.resume:
+        trainer.load(args.out)  # the saved run's training options win
+    print(f"{corpus}\nmodel: {model.num_parameters():,} parameters, {model_config}", flush=True)
+    trainer.run(time_limit=args.time_limit, quiet=args.quiet, checkpoint_path=args.out,
+                checkpoint_every=args.checkpoint_every)
+    h = trainer.history
+    print(f"trained {trainer.step_count} steps in {trainer.elapsed:.1f} s; saved {args.out}")
+    if h.val_loss:
+        print(f"validation (first {trainer.config.eval_tokens:,} bytes):\n{_report(corpus, h.val_loss[-1])}")
+    return 0
+
+
+def cmd_sample(args) -> int:
+    import torch
+
+    from .sampling import generate
+    from .tokenizer import ByteTokenizer
+    from .train import load_model
+
+    model = load_model(args.checkpoint, map_location=_device(args))
+    tok = ByteTokenizer()
+    prompt = tok.encode(args.prompt)
+    if len(prompt) == 0:
+        raise ValueError("--prompt must not be empty")
+    room = model.config.max_seq_len - len(prompt)
+    n = room if args.max_new_tokens is None else args.max_new_tokens
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
+    out = generate(model, prompt, n, temperature=args.temperature, top_k=args.top_k,
+                   top_p=args.top_p, generator=generator)
+    print(tok.decode(out.cpu()))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from .evaluate import evaluate
+    from .train import load_model
+
+    model = load_model(args.checkpoint, map_location=_device(args))
+    corpus = _corpus(args)
+    result = evaluate(model, getattr(corpus, args.split), batch_size=args.batch_size,
+                      seq_len=args.seq_len)
+    print(f"{corpus}\n{args.split}: {result}\n{_report(corpus, result.loss)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from . import doctor
+    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval, "doctor": doctor.main}
+    try:
+        return commands[args.command](args)
+    except (FileNotFoundError, ValueError, TypeError) as err:
+        # Bad paths and options: one clear line, not a traceback.
+        print(f"python -m tinylm {args.command}: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -170,3 +170,12 @@ def test_generate_rejects_bad_requests(config):
         generate(model, prompt.float(), 3)
     with pytest.raises(ValueError, match="temperature"):
         generate(model, prompt, 3, temperature=-0.5)
+
+
+def test_generated_tokens_can_be_used_as_training_data(config, gen):
+    """generate decodes under inference_mode; its output must still be an
+    ordinary tensor that autograd accepts (e.g. as the next training batch)."""
+    model = Transformer(config)
+    out = generate(model, torch.randint(0, 256, (2, 4), generator=gen), 6, temperature=0)
+    model(out).sum().backward()
+    assert model.tok_emb.weight.grad is not None

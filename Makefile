@@ -20,7 +20,7 @@ lab: $(STAMP)  ## open the course in JupyterLab
 	$(BIN)/jupyter lab notebooks/
 
 test: $(STAMP)  ## the whole suite, as CI runs it
-	$(PYTEST) -n 2 --dist loadgroup -q
+	$(PYTEST) -n 2 -q
 
 test-fast: $(STAMP)  ## the inner loop: skip tests marked slow
 	$(PYTEST) -n 2 -q -m "not slow"

@@ -29,11 +29,12 @@ def pytest_runtest_makereport(item, call):
 
 
 def chromium_path() -> str | None:
-    for candidate in (os.environ.get("TINYLM_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    """$TINYLM_CHROMIUM if set (and only it), else Debian's or Ubuntu's Chromium."""
+    if os.environ.get("TINYLM_CHROMIUM"):
+        candidates = [os.environ["TINYLM_CHROMIUM"]]
+    else:
+        candidates = ["/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
 def _unavailable(reason: str):
@@ -50,8 +51,8 @@ def browser():
         _unavailable("Playwright is not installed (pip install -e '.[dev]')")
     exe = chromium_path()
     if exe is None:
-        _unavailable("Chromium not found (Debian/Ubuntu: sudo apt-get install -y chromium; "
-                     "or set TINYLM_CHROMIUM=/path/to/chromium). Never `playwright install`.")
+        _unavailable("Chromium not found (Debian/Ubuntu: sudo apt-get install -y chromium, "
+                     "or set TINYLM_CHROMIUM=/path/to/chromium; the tests never download a browser)")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
         yield b

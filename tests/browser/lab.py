@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Every browser test module sets `pytestmark = BROWSER`: selectable with -m browser,
-# skipped by `make test-fast` (slow), and kept on one xdist worker with
-# --dist loadgroup, so that they share one Chromium and one server of each kind.
-BROWSER = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
+# Every browser test module sets `pytestmark = BROWSER`: selectable with
+# -m browser, and skipped by `make test-fast` (slow). Under xdist each worker
+# that gets a browser test starts its own Chromium and servers.
+BROWSER = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # Kernel start + `import torch` + one notebook on 2 busy cores: generous, but bounded.
@@ -136,7 +136,7 @@ class JupyterServer:
 class Answer:
     index: int          # position of the cell in the notebook
     grade_id: str
-    function: str       # the function the cell defines
+    function: str       # the (first) function or class the cell defines
     text: str           # the release cell with its stub replaced by the reference solution
 
 
@@ -145,21 +145,50 @@ def _source(cell: dict) -> str:
     return src if isinstance(src, str) else "".join(src)
 
 
-def _solution_lines(source: str) -> list[str]:
-    lines = source.splitlines()
-    begin = next(i for i, line in enumerate(lines) if line.strip() == "### BEGIN SOLUTION")
-    end = next(i for i, line in enumerate(lines) if line.strip() == "### END SOLUTION")
-    return lines[begin + 1:end]
+MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
+
+
+def _solution_regions(source: str) -> list[list[str]]:
+    """The lines between each `### BEGIN SOLUTION` and its `### END SOLUTION`."""
+    regions, current = [], None
+    for line in source.splitlines():
+        if line.strip() == MARKERS[0]:
+            current = []
+        elif line.strip() == MARKERS[1]:
+            regions.append(current)
+            current = None
+        elif current is not None:
+            current.append(line)
+    return regions
+
+
+def _fill_stubs(release: str, regions: list[list[str]]) -> str:
+    """Replace each two-line nbgrader stub of a release cell, in order, by one solution region."""
+    lines, out, regions = release.splitlines(), [], list(regions)
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == STUB[0] and i + 1 < len(lines) and lines[i + 1].strip() == STUB[1]:
+            out += regions.pop(0)
+            i += 2
+        else:
+            out.append(lines[i])
+            i += 1
+    assert not regions, "more solution regions than stubs"
+    return "\n".join(out)
+
+
+def _notebook(folder: str, assignment: str) -> dict:
+    return json.loads((ROOT / folder / assignment / f"{assignment}.ipynb").read_text())
 
 
 def answers(assignment: str) -> list[Answer]:
     """The answer cells of a release notebook, each with the text a learner
     who copied the reference solution would end up with: the release cell,
-    its `# YOUR CODE HERE` / `raise NotImplementedError()` stub replaced by
-    the lines between `### BEGIN SOLUTION` and `### END SOLUTION` of the
-    source notebook in solutions/."""
-    release = json.loads((ROOT / "notebooks" / assignment / f"{assignment}.ipynb").read_text())
-    source = json.loads((ROOT / "solutions" / assignment / f"{assignment}.ipynb").read_text())
+    each `# YOUR CODE HERE` / `raise NotImplementedError()` stub replaced by
+    the lines between the matching `### BEGIN SOLUTION` and `### END
+    SOLUTION` of the source notebook in solutions/."""
+    release, source = _notebook("notebooks", assignment), _notebook("solutions", assignment)
     solutions = {c["metadata"]["nbgrader"]["grade_id"]: _source(c) for c in source["cells"]
                  if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
     out = []
@@ -167,29 +196,25 @@ def answers(assignment: str) -> list[Answer]:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if not meta.get("solution") or cell["cell_type"] != "code":
             continue
-        lines = _source(cell).splitlines()
-        stub = next(j for j, line in enumerate(lines) if line.strip() == "# YOUR CODE HERE")
-        assert lines[stub + 1].strip() == "raise NotImplementedError()", f"unexpected stub in cell {i}: {lines}"
-        text = "\n".join(lines[:stub] + _solution_lines(solutions[meta["grade_id"]]) + lines[stub + 2:])
-        # The result must be the source cell minus its two marker lines, or the stub was not where we thought.
-        markers = ("### BEGIN SOLUTION", "### END SOLUTION")
-        expected = "\n".join(l for l in solutions[meta["grade_id"]].splitlines() if l.strip() not in markers)
-        assert text == expected, f"answer cell {meta['grade_id']}: release stub and source solution do not line up"
-        function = re.search(r"^def (\w+)\(", text, re.M)
-        assert function, f"answer cell {meta['grade_id']} defines no function"
-        out.append(Answer(i, meta["grade_id"], function.group(1), text))
+        solution = solutions[meta["grade_id"]]
+        text = _fill_stubs(_source(cell), _solution_regions(solution))
+        # The result must be the source cell minus its marker lines, or the stubs were not where we thought.
+        expected = "\n".join(l for l in solution.splitlines() if l.strip() not in MARKERS)
+        assert text == expected, f"answer cell {meta['grade_id']}: release stubs and source solutions do not line up"
+        defined = re.search(r"^(?:def|class) (\w+)", text, re.M)
+        assert defined, f"answer cell {meta['grade_id']} defines no function or class"
+        out.append(Answer(i, meta["grade_id"], defined.group(1), text))
     return out
 
 
 def check_cells(assignment: str) -> list[tuple[int, str]]:
     """(index, source) of the graded test cells of a release notebook."""
-    nb = json.loads((ROOT / "notebooks" / assignment / f"{assignment}.ipynb").read_text())
-    return [(i, _source(c)) for i, c in enumerate(nb["cells"])
+    return [(i, _source(c)) for i, c in enumerate(_notebook("notebooks", assignment)["cells"])
             if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
 
 
 def cell_count(assignment: str) -> int:
-    return len(json.loads((ROOT / "notebooks" / assignment / f"{assignment}.ipynb").read_text())["cells"])
+    return len(_notebook("notebooks", assignment)["cells"])
 
 
 def saved_sources(path: Path) -> list[str]:

@@ -120,6 +120,18 @@ def hidden_paths(url: str) -> list[Path]:
     return [p for p in dict.fromkeys(paths) if p.exists()]
 
 
+def jail_for_recheck(limits: Limits | None = None) -> Jail:
+    """A jail for the recheck child: an empty folder, the same hidden paths."""
+    return Jail.reserve(limits or Limits(), copy=[], hide=hidden_paths(gradebook.db_url()))
+
+
+def course_env_for_jail(jail: Jail) -> dict:
+    env = course.nbgrader_env()
+    env.update(jail.env(), OMP_NUM_THREADS="1")
+    env.pop(gradebook.ENV_VAR, None)
+    return env
+
+
 def released_data(assignment: str) -> list[Path]:
     folder = course.RELEASE_DIR / assignment
     return [p for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink() and p.suffix != ".ipynb"]
@@ -187,7 +199,7 @@ def grade_one(sub: Submission, opts: Options) -> dict:
     final = {}
     for cell, max_score in max_scores.items():
         k_score = kernel.get(cell, (0.0, max_score))[0]
-        r = recheck.get(cell, {"status": "not run", "message": ""})
+        r = recheck.get(cell) or recheck.get("__error__") or {"status": "not run", "message": ""}
         score = k_score
         if r["status"] == "fail" and k_score > 0:
             score = 0.0

@@ -59,7 +59,7 @@ def cmd_feedback(args) -> int:
 
 def cmd_export(args) -> int:
     from .export import export
-    for path in export(gradebook.db_url(args.db_url), Path(args.out)):
+    for path in export(gradebook.db_url(args.db_url), Path(args.out or gradebook.folder("exports"))):
         print(f"wrote {path}")
     return 0
 
@@ -99,7 +99,7 @@ def add_commands(sub) -> None:
     f.set_defaults(func=cmd_feedback)
 
     e = sub.add_parser("export", help="grades as CSV: per exercise, per notebook, total")
-    e.add_argument("--out", default=str(course.COURSE_DATA / "exports"), help="output folder")
+    e.add_argument("--out", help="output folder (default: exports/ in the course data folder)")
     e.add_argument("--db-url", help=db_help)
     e.set_defaults(func=cmd_export)
 

@@ -24,10 +24,9 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from . import course
+from . import course, gradebook
 from .submission import MAX_NOTEBOOK_BYTES, inspect_submission
 
-SUBMITTED = course.COURSE_DATA / "submitted"
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_ID_PATTERN = r"^(?P<student>[^_/]+)_"
 MAX_FILE_BYTES = MAX_NOTEBOOK_BYTES
@@ -54,10 +53,10 @@ def _assignment_in(name: str, assignments: list[str], forced: str | None) -> str
 def _start(student: str, assignment: str, report: Report, fresh: set) -> Path:
     """The student's assignment folder, emptied once per collection (a new
     submission replaces the old one and its repaired copy)."""
-    dest = SUBMITTED / student / assignment
+    dest = gradebook.folder("submitted") / student / assignment
     if (student, assignment) not in fresh:
         shutil.rmtree(dest, ignore_errors=True)
-        (SUBMITTED / student / f".{assignment}.original.ipynb").unlink(missing_ok=True)
+        (gradebook.folder("submitted") / student / f".{assignment}.original.ipynb").unlink(missing_ok=True)
         dest.mkdir(parents=True)
         fresh.add((student, assignment))
     return dest
@@ -149,7 +148,7 @@ def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = D
     else:
         raise SystemExit(f"{src}: neither a folder nor a zip file")
     for student, a in report.found:
-        intake = inspect_submission(SUBMITTED / student / a / f"{a}.ipynb", course.release_notebook(a))
+        intake = inspect_submission(gradebook.folder("submitted") / student / a / f"{a}.ipynb", course.release_notebook(a))
         if intake.problems:
             report.malformed[(student, a)] = intake.problems
         if intake.fatal:
@@ -160,7 +159,7 @@ def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = D
 def format_report(report: Report, assignments: list[str]) -> str:
     students = sorted({s for s, _ in report.found})
     lines = [f"{len(students)} students, {len(report.found)} submissions collected into "
-             f"{SUBMITTED.relative_to(course.ROOT)}/"]
+             f"{gradebook.folder('submitted')}/"]
     width = max([len("student"), *map(len, students)])
     lines.append(f"{'student':<{width}}  " + "  ".join(a[:13] for a in assignments))
     for s in students:

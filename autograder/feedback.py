@@ -15,11 +15,9 @@ from pathlib import Path
 
 import nbformat
 
-from . import course
+from . import gradebook
 from .notebook_gates import HIDDEN_BLOCK, is_check, visible_part
 
-AUTOGRADED = course.COURSE_DATA / "autograded"
-FEEDBACK = course.COURSE_DATA / "feedback"
 
 
 def sanitize(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -47,7 +45,7 @@ def summary_markdown(result: dict) -> str:
 def render(result: dict) -> str:
     from nbconvert import HTMLExporter
 
-    path = AUTOGRADED / result["student"] / result["assignment"] / f"{result['assignment']}.ipynb"
+    path = gradebook.folder("autograded") / result["student"] / result["assignment"] / f"{result['assignment']}.ipynb"
     if path.is_file():
         nb = sanitize(nbformat.read(str(path), as_version=4))
     else:
@@ -60,7 +58,7 @@ def render(result: dict) -> str:
 def write_feedback(results: list[dict]) -> list[Path]:
     written = []
     for r in results:
-        dest = FEEDBACK / r["student"] / r["assignment"] / f"{r['assignment']}.html"
+        dest = gradebook.folder("feedback") / r["student"] / r["assignment"] / f"{r['assignment']}.html"
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(render(r), encoding="utf-8")
         written.append(dest)

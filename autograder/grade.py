@@ -31,8 +31,6 @@ from .jail import JAIL_BASE, Jail, Limits
 from .preprocessors import autograde_preprocessors
 from .submission import inspect_submission, write_repaired
 
-SUBMITTED = course.COURSE_DATA / "submitted"
-RESULTS = course.COURSE_DATA / "results"
 KERNEL_NAME = "tinylm-sandbox"
 # Run in the kernel before any notebook cell: the working folder leaves
 # sys.path (a shipped torch.py cannot shadow torch), and warnings go to
@@ -63,7 +61,7 @@ class Submission:
 
     @property
     def folder(self) -> Path:
-        return SUBMITTED / self.student / self.assignment
+        return gradebook.folder("submitted") / self.student / self.assignment
 
     @property
     def notebook(self) -> Path:
@@ -71,14 +69,15 @@ class Submission:
 
     @property
     def result_file(self) -> Path:
-        return RESULTS / self.assignment / f"{self.student}.json"
+        return gradebook.folder("results") / self.assignment / f"{self.student}.json"
 
 
 def find_submissions(assignments: list[str], students: list[str] | None = None) -> list[Submission]:
     subs = []
-    if not SUBMITTED.is_dir():
+    submitted = gradebook.folder("submitted")
+    if not submitted.is_dir():
         return subs
-    for sdir in sorted(p for p in SUBMITTED.iterdir() if p.is_dir() and not p.is_symlink()):
+    for sdir in sorted(p for p in submitted.iterdir() if p.is_dir() and not p.is_symlink()):
         if students and sdir.name not in students:
             continue
         subs += [Submission(sdir.name, a) for a in assignments if (sdir / a).is_dir()]
@@ -114,7 +113,7 @@ def kernelspec_dir() -> Path:
 def hidden_paths(url: str) -> list[Path]:
     """What a jailed process must not see: hidden tests and solutions, every
     submission and result, the gradebook, and git history."""
-    paths = [course.SOURCE_DIR, course.NOTEBOOK_SOURCES, course.COURSE_DATA, course.ROOT / ".git"]
+    paths = [course.SOURCE_DIR, course.NOTEBOOK_SOURCES, course.COURSE_DATA, gradebook.data_dir(), course.ROOT / ".git"]
     if url.startswith("sqlite:///"):
         paths.append(Path(url[len("sqlite:///"):]).parent)
     return [p for p in dict.fromkeys(paths) if p.exists()]
@@ -140,6 +139,7 @@ def released_data(assignment: str) -> list[Path]:
 def _run_nbgrader(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]:
     args = [sys.executable, "-m", "nbgrader", "autograde", sub.assignment, "--student", sub.student, "--force",
             f"--CourseDirectory.db_url={opts.db_url}",
+            *(f"--CourseDirectory.{kind}_directory={gradebook.folder(kind)}" for kind in ("submitted", "autograded")),
             f"--Execute.kernel_name={KERNEL_NAME}", f"--Execute.timeout={opts.cell_timeout}",
             "--KernelManager.transport=ipc", f"--KernelManager.ip={jail.rundir / 'kernel'}",
             "--OverwriteCells.add_missing_cells=True", f"--CapOutputBytes.max_bytes={opts.max_output_bytes}"]

@@ -16,11 +16,23 @@ from pathlib import Path
 from . import course
 
 ENV_VAR = "TINYLM_GRADEBOOK_URL"
+DATA_ENV_VAR = "TINYLM_COURSE_DATA"
 COURSE_ID = "tinylm"
 
 
+def data_dir() -> Path:
+    """The course data folder (submissions, autograded copies, results,
+    feedback, the SQLite gradebook): .course/ unless $TINYLM_COURSE_DATA
+    names another (tests use a scratch folder)."""
+    return Path(os.environ.get(DATA_ENV_VAR) or course.COURSE_DATA).resolve()
+
+
+def folder(name: str) -> Path:
+    return data_dir() / name
+
+
 def db_url(explicit: str | None = None) -> str:
-    url = explicit or os.environ.get(ENV_VAR) or "sqlite:///" + str(course.COURSE_DATA / "gradebook.db")
+    url = explicit or os.environ.get(ENV_VAR) or "sqlite:///" + str(data_dir() / "gradebook.db")
     if url.startswith("postgresql://"):  # SQLAlchemy 2 would pick psycopg2, which we do not install
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     return url
@@ -59,6 +71,7 @@ def ensure_assignments(url: str, assignments: list[str]) -> None:
     if not missing:
         return
     course.COURSE_DATA.mkdir(exist_ok=True)
+    data_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tinylm-register-") as tmp:
         for a in missing:
             course.run_nbgrader("generate_assignment", a, "--force", f"--CourseDirectory.db_url={url}",

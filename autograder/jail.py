@@ -191,34 +191,61 @@ def _closed_ancestor(path: Path) -> Path | None:
     return None
 
 
-def _expose(needed: list[str], stash: Path, libc) -> None:
-    """The interpreter may live in a folder other users cannot enter (pyenv
-    under /root). Inside the mount namespace, replace such a folder by an
-    empty, enterable tmpfs holding bind mounts of only the needed paths: the
-    jailed uid can run Python, and the rest of that home stays invisible."""
+def _cover(top: Path, keep: list[Path], stash: Path, libc, mode: str = "0755") -> None:
+    """Mount an empty, enterable tmpfs over `top`, with bind mounts of only
+    the `keep` paths below it put back in place."""
+    saved = []
+    for p in keep:
+        spot = stash / str(len(list(stash.iterdir())))
+        spot.mkdir()
+        _call(libc.mount, str(p).encode(), str(spot).encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None,
+              what=f"keep {p}")
+        saved.append((p, spot))
+    _call(libc.mount, b"tmpfs", str(top).encode(), b"tmpfs", ctypes.c_ulong(0), f"size=256m,mode={mode}".encode(),
+          what=f"cover {top}")
+    for p, spot in saved:
+        p.mkdir(parents=True, exist_ok=True)
+        for d in [p, *p.parents]:
+            if d == top:
+                break
+            os.chmod(d, 0o755)
+        _call(libc.mount, str(spot).encode(), str(p).encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None,
+              what=f"put back {p}")
+
+
+def _isolate_files(settings: dict, libc) -> None:
+    """Inside the new mount namespace:
+    - a folder other users cannot enter that holds the interpreter (pyenv
+      under /root) becomes an empty tmpfs with only the needed paths bound
+      back, so the jailed uid can run Python and sees nothing else there;
+    - /tmp, /var/tmp and /dev/shm become private, empty tmpfs (the job's own
+      folder bound back), so nothing written there outlives the job or
+      reaches another one;
+    - every hidden path is covered."""
+    base = Path(settings["base"])
+    stash = base / "stash"
+    stash.mkdir(exist_ok=True)
     closed: dict[Path, list[Path]] = {}
-    for p in map(Path, needed):
+    for p in map(Path, settings["expose"]):
         top = _closed_ancestor(p)
         if top is not None:
             closed.setdefault(top, []).append(p)
     for top, paths in closed.items():
-        saved = []
-        for i, p in enumerate(paths):
-            spot = stash / f"{len(list(stash.iterdir())) if stash.exists() else 0}-{i}"
-            spot.mkdir(parents=True)
-            _call(libc.mount, str(p).encode(), str(spot).encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None,
-                  what=f"keep {p}")
-            saved.append((p, spot))
-        _call(libc.mount, b"tmpfs", str(top).encode(), b"tmpfs", ctypes.c_ulong(0), b"size=64k,mode=0755",
-              what=f"cover {top}")
-        for p, spot in saved:
-            p.mkdir(parents=True, exist_ok=True)
-            for d in [p, *p.parents]:
-                if d == top:
-                    break
-                os.chmod(d, 0o755)
-            _call(libc.mount, str(spot).encode(), str(p).encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None,
-                  what=f"expose {p}")
+        _cover(top, paths, stash, libc)
+    for scratch in ("/tmp", "/var/tmp", "/dev/shm"):
+        if Path(scratch).is_dir():
+            keep = [base] if base.is_relative_to(scratch) else []
+            _cover(Path(scratch), keep, stash if not keep else _outside_stash(libc), libc, mode="1777")
+    _hide(settings["hide"], libc)
+
+
+def _outside_stash(libc) -> Path:
+    """A stash folder outside /tmp, for the bind mount that survives covering /tmp."""
+    spot = Path("/run/tinylm-jail-stash")
+    spot.mkdir(mode=0o700, exist_ok=True)
+    _call(libc.mount, b"tmpfs", str(spot).encode(), b"tmpfs", ctypes.c_ulong(0), b"size=4k,mode=0700",
+          what="stash")
+    return spot
 
 
 def _limit(limits: dict) -> None:
@@ -242,8 +269,7 @@ def enter(settings: dict) -> list[str]:
         try:
             _call(libc.unshare, CLONE_NEWNS | CLONE_NEWNET, what="unshare")
             _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None, what="private mounts")
-            _expose(settings["expose"], Path(settings["base"]) / "stash", libc)
-            _hide(settings["hide"], libc)
+            _isolate_files(settings, libc)
         except OSError as err:
             notes.append(f"no namespaces ({err}): network and hidden paths not isolated")
         os.setgroups([])
@@ -257,7 +283,7 @@ def enter(settings: dict) -> list[str]:
             Path("/proc/self/uid_map").write_text(f"{real_uid} {real_uid} 1")
             Path("/proc/self/gid_map").write_text(f"{real_gid} {real_gid} 1")
             _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None, what="private mounts")
-            _hide(settings["hide"], libc)
+            _isolate_files(settings, libc)
         except OSError as err:
             notes.append(f"not root and no user namespace ({err}): runs with your rights, network open")
     os.chdir(workdir)

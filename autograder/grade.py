@@ -172,11 +172,13 @@ def _nbgrader_error(log: str) -> str:
 def grade_one(sub: Submission, opts: Options) -> dict:
     start = time.perf_counter()
     release = course.release_notebook(sub.assignment)
+    dropped = _drop_symlinks(sub.folder)
     original = _original_path(sub)
     intake = inspect_submission(original if original.is_file() else sub.notebook, release)
     result = {"student": sub.student, "assignment": sub.assignment, "digest": intake.digest,
               "problems": list(intake.problems), "flags": [], "cells": {}, "status": "graded"}
     max_scores = _max_scores(sub.assignment)
+    result["problems"] = dropped + result["problems"]
     if intake.fatal:
         result["status"] = "malformed"
         kernel = {}
@@ -217,6 +219,16 @@ def grade_one(sub: Submission, opts: Options) -> dict:
     result["seconds"] = round(time.perf_counter() - start, 1)
     _write_result(sub, result)
     return result
+
+
+def _drop_symlinks(folder: Path) -> list[str]:
+    """nbgrader copies a submission folder following symlinks: remove them."""
+    problems = []
+    for p in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        if p.is_symlink():
+            p.unlink()
+            problems.append(f"symbolic link {p.name} removed from the submission (links are never followed)")
+    return problems
 
 
 def _max_scores(assignment: str) -> dict[str, float]:

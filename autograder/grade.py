@@ -113,7 +113,8 @@ def kernelspec_dir() -> Path:
 def hidden_paths(url: str) -> list[Path]:
     """What a jailed process must not see: hidden tests and solutions, every
     submission and result, the gradebook, and git history."""
-    paths = [course.SOURCE_DIR, course.NOTEBOOK_SOURCES, course.COURSE_DATA, gradebook.data_dir(), course.ROOT / ".git"]
+    paths = [course.SOURCE_DIR, course.NOTEBOOK_SOURCES, course.COURSE_DATA, gradebook.data_dir(), course.ROOT / ".git",
+             *_git_dirs(course.ROOT / ".git")]
     if url.startswith("sqlite:///"):
         paths.append(Path(url[len("sqlite:///"):]).parent)
     return [p for p in dict.fromkeys(paths) if p.exists()]
@@ -129,6 +130,22 @@ def course_env_for_jail(jail: Jail) -> dict:
     env.update(jail.env(), OMP_NUM_THREADS="1")
     env.pop(gradebook.ENV_VAR, None)
     return env
+
+
+def _git_dirs(dot_git: Path) -> list[Path]:
+    """In a git worktree .git is a file naming the real git folder, whose
+    `commondir` names the repository's shared one (with all history)."""
+    if not dot_git.is_file():
+        return []
+    text = dot_git.read_text().strip()
+    if not text.startswith("gitdir:"):
+        return []
+    gitdir = (dot_git.parent / text.split(":", 1)[1].strip()).resolve()
+    common = gitdir / "commondir"
+    dirs = [gitdir]
+    if common.is_file():
+        dirs.append((gitdir / common.read_text().strip()).resolve())
+    return dirs
 
 
 def released_data(assignment: str) -> list[Path]:

@@ -81,7 +81,7 @@ class Jail:
                 continue
             base = Path(tempfile.mkdtemp(prefix=f"{uid}-", dir=JAIL_BASE))
             jail = cls(limits, [str(p) for p in copy], [str(p) for p in hide], uid, str(base), _lock=fh)
-            for sub in ("work", "run"):
+            for sub in ("work", "run", "home"):
                 (base / sub).mkdir()
                 if os.geteuid() == 0:
                     os.chown(base / sub, uid, uid)
@@ -298,7 +298,7 @@ def main(argv: list[str]) -> int:
     settings = json.loads(os.environ[ENV_VAR])
     command = argv[argv.index("--") + 1:]
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    env.update(HOME=str(Path(settings["base"]) / "work"), MPLBACKEND="Agg", PYTHONNOUSERSITE="1",
+    env.update(HOME=str(Path(settings["base"]) / "home"), MPLBACKEND="Agg", PYTHONNOUSERSITE="1",
                JUPYTER_RUNTIME_DIR=str(Path(settings["base"]) / "run"), PYTHONDONTWRITEBYTECODE="1")
     # The kernel reads its connection file after the uid switch: hand it a copy it owns.
     for i, arg in enumerate(command[:-1]):

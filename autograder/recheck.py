@@ -20,9 +20,11 @@ The comparison (allclose, shapes, variants) therefore runs in a process the
 learner's code never touched, on values it never saw the expected side of.
 Callables passed by a check run in the parent (the child calls back), and
 nn.Module arguments travel to the child and their parameters, including
-which ones are shared, come back after the call. A learner object that
-cannot travel (a module or class instance returned by the learner) makes the
-exercise "not rechecked", reported as such, never a silent pass.
+which ones are shared, come back after the call. A module the learner's code
+returns (e.g. from its class) stays in the child; the parent gets a stand-in
+with the same parameters whose forward runs in the child. A check that needs
+more of a learner's module than its parameters and forward makes the exercise
+"not rechecked", reported as such, never a silent pass.
 
     python -m autograder.recheck ASSIGNMENT NOTEBOOK [--timeout S]   (prints JSON)
 """
@@ -81,6 +83,11 @@ def receive(fd: int, deadline: float | None = None) -> bytes:
 # --------------------------------------------------------------------------
 # plain data: what may cross from the child to the parent
 
+# Child side: modules the learner's code returned, kept so the parent can
+# call them later by handle (None in the parent, which never registers any).
+_HANDLES: dict[int, object] | None = None
+
+
 def to_plain(value, depth: int = 0):
     """Tagged plain form of a learner's value (runs in the child)."""
     import torch
@@ -102,7 +109,10 @@ def to_plain(value, depth: int = 0):
     if type(value) is dict and all(type(k) is str for k in value):
         return ("dict", [[k, to_plain(v, depth + 1)] for k, v in value.items()])
     if isinstance(value, nn.Module):
-        return ("module", type(value).__name__)
+        if _HANDLES is None:
+            return ("opaque", type(value).__name__)
+        _HANDLES[id(value)] = value
+        return ("module", id(value), type(value).__name__, _parameters(value))
     return ("opaque", type(value).__name__)
 
 
@@ -121,8 +131,9 @@ class NotRecheckable(BaseException):
     when a learner object cannot be compared outside the sandbox."""
 
 
-def from_plain(tagged):
-    """Rebuild a value in the parent, accepting only the tagged forms."""
+def from_plain(tagged, child=None):
+    """Rebuild a value in the parent, accepting only the tagged forms. A
+    learner's module becomes a RemoteModule bound to `child`."""
     import torch
 
     tag = tagged[0]
@@ -140,13 +151,14 @@ def from_plain(tagged):
         if isinstance(dtype, torch.dtype):
             return dtype
     if tag in ("tuple", "list"):
-        items = [from_plain(v) for v in tagged[1]]
+        items = [from_plain(v, child) for v in tagged[1]]
         return tuple(items) if tag == "tuple" else items
     if tag == "dict":
-        return {str(k): from_plain(v) for k, v in tagged[1]}
+        return {str(k): from_plain(v, child) for k, v in tagged[1]}
     if tag == "module":
-        raise NotRecheckable(f"the learner's code returns an nn.Module ({tagged[1]}), which the recheck cannot "
-                             "inspect outside the sandbox")
+        if child is None:
+            raise NotRecheckable("a module where none can be called")
+        return remote_module(child, int(tagged[1]), str(tagged[2]), tagged[3])
     if tag == "opaque":
         return Opaque(str(tagged[1]))
     raise TypeError(f"unexpected value tag {tag!r}")
@@ -173,6 +185,8 @@ class CallbackRef:
 
 
 def _child_main() -> int:
+    global _HANDLES
+    _HANDLES = {}
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -213,6 +227,17 @@ def _child_main() -> int:
                 reply("ok")
             except BaseException as err:  # noqa: BLE001 (sys.exit in a cell is the learner's problem)
                 reply("raise", type(err).__name__, str(err)[:500])
+        elif kind == "method":  # a module returned earlier: load the parent's parameter values, call it
+            _, handle, state, args, kwargs = message
+            module = _HANDLES.get(handle)
+            args, kwargs = unwrap(args), {k: unwrap(v) for k, v in kwargs.items()}
+            try:
+                _load_parameters(module, state)
+                result = module(*args, **kwargs)
+            except BaseException as err:  # noqa: BLE001
+                reply("raise", type(err).__name__, str(err)[:500])
+                continue
+            reply("result", to_plain(result), _module_state([*args, *kwargs.values()]))
         elif kind == "call":
             _, name, args, kwargs = message
             args, kwargs = unwrap(args), {k: unwrap(v) for k, v in kwargs.items()}
@@ -227,6 +252,20 @@ def _child_main() -> int:
             reply("result", to_plain(result), _module_state([*args, *kwargs.values()]))
 
 
+def _parameters(module) -> list:
+    """[(name, identity tag, tensor, requires_grad)] of a module's parameters."""
+    return [(name, id(p), *to_plain(p)[1:]) for name, p in module.named_parameters(remove_duplicate=False)]
+
+
+def _load_parameters(module, state) -> None:
+    import torch
+    params = dict(module.named_parameters(remove_duplicate=False))
+    with torch.no_grad():
+        for name, tensor in state:
+            if name in params and params[name].shape == tensor.shape:
+                params[name].copy_(tensor)
+
+
 def _module_state(values) -> list:
     """Parameters of every nn.Module argument after the call: [(arg index,
     name, identity tag, tensor, requires_grad)], so in-place changes and
@@ -235,8 +274,7 @@ def _module_state(values) -> list:
     state = []
     for i, v in enumerate(values):
         if isinstance(v, nn.Module):
-            for name, p in v.named_parameters(remove_duplicate=False):
-                state.append((i, name, id(p), *to_plain(p)[1:]))
+            state += [(i, *entry) for entry in _parameters(v)]
     return state
 
 
@@ -244,21 +282,41 @@ def _module_state(values) -> list:
 # parent: trusted checks against proxies
 
 class Child:
-    """The jailed learner process, spoken to through pipes."""
+    """The jailed learner process, spoken to through pipes. When the
+    learner's code hangs or kills it, the next request starts a fresh one and
+    replays the cells that ran fine, so one bad exercise costs only its own
+    points (within the overall time budget)."""
 
     def __init__(self, jail, timeout: float, total: float):
+        self.jail = jail
+        self.timeout = timeout
+        self.end = time.monotonic() + total  # all calls together, so many slow calls cannot outlast the grader
+        self.callbacks: list = []
+        self.replay: list[tuple[str, str]] = []
+        self._spawn()
+
+    def _spawn(self) -> None:
         from .grade import course_env_for_jail
         cmd = [sys.executable, "-m", "autograder.jail", "--", sys.executable, "-I", "-m", "autograder.recheck", "--child"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=course_env_for_jail(jail), start_new_session=True)
-        self.timeout = timeout
-        self.end = time.monotonic() + total  # all calls together, so many slow calls cannot outlast the grader
+                                     env=course_env_for_jail(self.jail), start_new_session=True)
         self.dead: str | None = None
-        self.callbacks: list = []
+
+    def run_cell(self, label: str, source: str) -> None:
+        """Execute a cell; raises TimeoutError/RuntimeError if it hangs or kills the process."""
+        self.request(("exec", label, source))
+        self.replay.append((label, source))
+
+    def _revive(self) -> None:
+        if time.monotonic() >= self.end:
+            raise RuntimeError(f"the learner's process is gone ({self.dead}) and the recheck's time is up")
+        self._spawn()
+        for label, source in self.replay:
+            self.request(("exec", label, source))
 
     def request(self, message) -> tuple:
         if self.dead:
-            raise RuntimeError(f"the learner's process is gone ({self.dead})")
+            self._revive()
         deadline = min(time.monotonic() + self.timeout, self.end)
         try:
             send(self.proc.stdin.fileno(), pickle.dumps(message))
@@ -323,17 +381,61 @@ def _mirror_modules(values: list, state: list) -> None:
         setattr(owner, leaf, made[tag])
 
 
+def _call_child(child: Child, head: tuple, args, kwargs):
+    """Send one call, re-raise the learner's exception by name, or return
+    the plain result with module arguments mirrored."""
+    answer = child.request((*head, _encode_args(child, args), {k: _encode_args(child, v) for k, v in kwargs.items()}))
+    if answer[0] == "raise":
+        _, type_name, text = answer
+        if type_name == "NotImplementedError":
+            raise NotImplementedError(text)
+        raise type(str(type_name), (Exception,), {})(text)
+    _mirror_modules([*args, *kwargs.values()], answer[2])
+    return from_plain(answer[1], child)
+
+
+def remote_module(child: Child, handle: int, type_name: str, params: list):
+    """An nn.Module in the parent standing for a module the learner's code
+    built in the child: the same parameter names, values and sharing; calling
+    it sends the current parameter values and the inputs to the child. Any
+    other attribute makes the exercise "not rechecked"."""
+    import torch
+    from torch import nn
+
+    class RemoteModule(nn.Module):
+        def forward(self, *args, **kwargs):
+            state = [(n, p.detach().clone()) for n, p in self.named_parameters(remove_duplicate=False)]
+            return _call_child(child, ("method", handle, state), args, kwargs)
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                if name.startswith("_"):  # torch's own optional internals
+                    raise
+                raise NotRecheckable(f"the check uses `.{name}` of the learner's {type_name}, which the recheck "
+                                     "cannot reach outside the sandbox") from None
+
+    RemoteModule.__name__ = RemoteModule.__qualname__ = type_name
+    module = RemoteModule()
+    made: dict[int, nn.Parameter] = {}
+    for name, tag, tensor, rg in params:
+        if type(tensor) is not torch.Tensor:
+            raise TypeError("not a plain tensor")
+        made.setdefault(tag, nn.Parameter(tensor, requires_grad=bool(rg)))
+        *path, leaf = name.split(".")
+        owner = module
+        for part in path:
+            if part not in owner._modules:
+                owner.add_module(part, nn.Module())
+            owner = owner._modules[part]
+        owner.register_parameter(leaf, made[tag])
+    return module
+
+
 def make_proxy(child: Child, name: str):
     def proxy(*args, **kwargs):
-        answer = child.request(("call", name, _encode_args(child, args),
-                                {k: _encode_args(child, v) for k, v in kwargs.items()}))
-        if answer[0] == "raise":
-            _, type_name, text = answer
-            if type_name == "NotImplementedError":
-                raise NotImplementedError(text)
-            raise type(str(type_name), (Exception,), {})(text)
-        _mirror_modules([*args, *kwargs.values()], answer[2])
-        return from_plain(answer[1])
+        return _call_child(child, ("call", name), args, kwargs)
 
     proxy.__name__ = proxy.__qualname__ = name
     return proxy
@@ -372,12 +474,15 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
     try:
         for cell in source.cells:  # setup and answers in notebook order, in the child
             if cell in setup:
-                child.request(("exec", f"<setup {nbg(cell)['grade_id']}>", cell.source))
+                child.run_cell(f"<setup {nbg(cell)['grade_id']}>", cell.source)
                 with contextlib.redirect_stdout(io.StringIO()):
                     exec(compile(cell.source, f"<setup {nbg(cell)['grade_id']}>", "exec"), trusted)
             elif is_answer(cell):
                 gid = nbg(cell)["grade_id"]
-                child.request(("exec", f"<answer {gid}>", answers.get(gid, "")))
+                try:
+                    child.run_cell(f"<answer {gid}>", answers.get(gid, ""))
+                except (TimeoutError, RuntimeError):
+                    pass  # the cell hung or ended the process: it defines nothing, its checks fail
                 for name in _defined_names(cell.source):
                     trusted[name] = make_proxy(child, name)
         for cell in source.cells:

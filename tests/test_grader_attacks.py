@@ -86,8 +86,8 @@ def _probe(paths) -> str:
     return ("import os\n"
             f"for p in {[str(p) for p in paths]!r}:\n"
             "    try:\n"
-            "        os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(64)\n"
-            "        print('LEAKED', p)\n"
+            "        data = os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(64)\n"
+            "        print('LEAKED' if data else 'EMPTY', p)\n"
             "    except Exception as e:\n"
             "        print('DENIED', p, type(e).__name__)\n"
             "print('CWD', sorted(os.listdir('.')))\n")

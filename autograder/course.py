@@ -71,7 +71,10 @@ def release_diff(release_dir: Path = RELEASE_DIR) -> list[str]:
     """Files that differ between `release_dir` and a fresh generation."""
     with tempfile.TemporaryDirectory(prefix="tinylm-release-") as tmp:
         fresh = generate(Path(tmp) / "release", db=False)
-        return _tree_diff(fresh, Path(release_dir))
+        # A generation that silently skipped an assignment must not look "in sync".
+        missing = [f"nbgrader generated no notebook for {a}" for a in assignments()
+                   if not release_notebook(a, fresh).is_file()]
+        return missing + _tree_diff(fresh, Path(release_dir))
 
 
 def _tree_diff(a: Path, b: Path) -> list[str]:

@@ -71,6 +71,11 @@ def solution_lines(nb) -> list[str]:
     return lines
 
 
+def leaked_lines(source_nb, release_nb) -> list[str]:
+    """Solution or hidden-test lines of `source_nb` that appear in `release_nb`."""
+    return [l for l in solution_lines(source_nb) if any(l in c.source for c in release_nb.cells)]
+
+
 def visible_part(check_source: str) -> str:
     """The test cell as a learner sees it: hidden tests cut out."""
     return HIDDEN_BLOCK.sub("", check_source).replace("### BEGIN HIDDEN TESTS", "").replace("### END HIDDEN TESTS", "")
@@ -88,20 +93,26 @@ def setup_cells(nb) -> list:
     return [c for c in nb.cells if c.cell_type == "code" and nbg(c).get("locked") and not nbg(c).get("grade")]
 
 
-def exercise_namespace(assignment: str, replace: dict[str, tuple[str, str]] | None = None) -> dict:
+def exercise_namespace(assignment: str, replace: dict[str, tuple[str, str]] | None = None,
+                       answers_from: Path | None = None) -> dict:
     """Execute the setup cells and answer cells of a solution notebook in a
     fresh namespace, optionally editing one answer first:
     replace = {grade_id: (old, new)}. Raises if `old` is not in that cell,
-    so an injected bug can never silently miss its target."""
+    so an injected bug can never silently miss its target.
+
+    answers_from: take the answer cells (matched by grade id) from another
+    notebook, e.g. a submission, while setup and checks stay the trusted
+    source's: the basis of an out-of-process recheck."""
     nb = read(course.source_notebook(assignment))
+    theirs = {nbg(c)["grade_id"]: c.source for c in read(answers_from).cells if is_answer(c)} if answers_from else {}
     ns: dict = {"__name__": f"exercise_{assignment}"}
     replace = dict(replace or {})
     for cell in nb.cells:
         if cell in setup_cells(nb):
             exec(compile(cell.source, f"<{assignment}:setup>", "exec"), ns)
         elif is_answer(cell):
-            src = cell.source
             gid = nbg(cell)["grade_id"]
+            src = theirs.get(gid, "") if answers_from else cell.source
             if gid in replace:
                 old, new = replace.pop(gid)
                 if old not in src:

@@ -56,26 +56,27 @@ def _rope_theta(hf_config) -> float:
     return float(params.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0)))
 
 
+# ModelConfig field -> LlamaConfig field, for the fields that map one to one.
+_CONFIG_FIELDS = {
+    "vocab_size": "vocab_size",
+    "d_model": "hidden_size",
+    "d_ff": "intermediate_size",
+    "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads",
+    "n_kv_heads": "num_key_value_heads",
+    "max_seq_len": "max_position_embeddings",
+    "norm_eps": "rms_norm_eps",
+    "tie_embeddings": "tie_word_embeddings",
+    "dropout": "attention_dropout",
+}
+
+
 def hf_llama_config(config: ModelConfig):
     """The LlamaConfig describing the same architecture as `config`."""
     transformers = _import_transformers()
-    return transformers.LlamaConfig(
-        vocab_size=config.vocab_size,
-        hidden_size=config.d_model,
-        intermediate_size=config.d_ff,
-        num_hidden_layers=config.n_layers,
-        num_attention_heads=config.n_heads,
-        num_key_value_heads=config.n_kv_heads,
-        head_dim=config.head_dim,
-        max_position_embeddings=config.max_seq_len,
-        rope_theta=config.rope_theta,
-        rms_norm_eps=config.norm_eps,
-        tie_word_embeddings=config.tie_embeddings,
-        attention_dropout=config.dropout,
-        hidden_act="silu",
-        attention_bias=False,
-        mlp_bias=False,
-    )
+    fields = {theirs: getattr(config, ours) for ours, theirs in _CONFIG_FIELDS.items()}
+    return transformers.LlamaConfig(**fields, head_dim=config.head_dim, rope_theta=config.rope_theta,
+                                    hidden_act="silu", attention_bias=False, mlp_bias=False)
 
 
 @torch.no_grad()
@@ -105,19 +106,10 @@ def from_hf_llama(hf_model) -> Transformer:
     for field, (value, needed) in unsupported.items():
         if value != needed:
             raise ValueError(f"from_hf_llama: LlamaConfig.{field}={value!r} is not supported; tinylm needs {needed!r}.")
-    config = ModelConfig(
-        vocab_size=c.vocab_size,
-        d_model=c.hidden_size,
-        n_layers=c.num_hidden_layers,
-        n_heads=c.num_attention_heads,
-        n_kv_heads=c.num_key_value_heads or c.num_attention_heads,
-        d_ff=c.intermediate_size,
-        max_seq_len=c.max_position_embeddings,
-        rope_theta=_rope_theta(c),
-        norm_eps=c.rms_norm_eps,
-        dropout=float(getattr(c, "attention_dropout", 0.0)),
-        tie_embeddings=bool(c.tie_word_embeddings),
-    )
+    fields = {ours: getattr(c, theirs) for ours, theirs in _CONFIG_FIELDS.items()}
+    fields["n_kv_heads"] = fields["n_kv_heads"] or c.num_attention_heads  # None means MHA in old configs
+    fields["dropout"] = float(fields["dropout"])
+    config = ModelConfig(**fields, rope_theta=_rope_theta(c))
     model = Transformer(config)
     theirs = hf_model.state_dict()
     model.load_state_dict({name: theirs[hf_name] for name, hf_name in _name_map(config).items()}, strict=not config.tie_embeddings)

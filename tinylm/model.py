@@ -74,14 +74,15 @@ class Transformer(nn.Module):
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (batch, seq), got {tuple(idx.shape)}; add a batch axis with idx[None].")
         B, T = idx.shape
-        start_pos = cache.length if cache is not None else 0
+        start_pos = 0
+        if cache is not None:
+            cache.check_room(T)  # the more specific message first
+            start_pos = cache.length
         if start_pos + T > self.config.max_seq_len:
             raise ValueError(
                 f"sequence of {start_pos + T} positions ({start_pos} cached + {T} new) exceeds "
                 f"max_seq_len={self.config.max_seq_len}; crop the input or build the model with a larger max_seq_len."
             )
-        if cache is not None:
-            cache.check_room(T)
 
         x = self.emb_dropout(embed(idx, self.tok_emb.weight))  # (B, T, d)
         for i, block in enumerate(self.blocks):

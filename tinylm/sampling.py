@@ -68,7 +68,6 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B,)
 
 
-@torch.no_grad()
 def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None,
              generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
@@ -95,15 +94,24 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
     was_training = model.training
     model.eval()
     try:
-        weight = next(model.parameters())
-        cache = KVCache(config, idx.shape[0], device=weight.device, dtype=weight.dtype) if use_cache else None
-        idx = idx.to(weight.device)
-        step_input = idx  # prefill: the whole prompt once
-        for _ in range(max_new_tokens):
-            logits = model(step_input if use_cache else idx, cache=cache)[:, -1, :]  # (B, V)
-            next_id = sample_next(logits, temperature, top_k, top_p, generator)      # (B,)
-            idx = torch.cat((idx, next_id[:, None]), dim=1)                          # (B, T + 1)
-            step_input = next_id[:, None]  # decode: only the new token
+        # inference_mode is no_grad without autograd's per-op bookkeeping,
+        # which is most of the cost of a one-token decoding step.
+        with torch.inference_mode():
+            idx = _decode(model, idx, max_new_tokens, use_cache, lambda logits: sample_next(logits, temperature, top_k, top_p, generator))
     finally:
         model.train(was_training)
+    idx = idx.clone()  # an ordinary tensor again, usable with autograd (e.g. as training data)
     return idx[0] if unbatched else idx
+
+
+def _decode(model, idx: torch.Tensor, max_new_tokens: int, use_cache: bool, pick) -> torch.Tensor:
+    weight = next(model.parameters())
+    cache = KVCache(model.config, idx.shape[0], device=weight.device, dtype=weight.dtype) if use_cache else None
+    idx = idx.to(weight.device)
+    step_input = idx  # prefill: the whole prompt in one pass
+    for _ in range(max_new_tokens):
+        logits = model(step_input if use_cache else idx, cache=cache)[:, -1, :]  # (B, V)
+        next_id = pick(logits)                                                   # (B,)
+        idx = torch.cat((idx, next_id[:, None]), dim=1)                          # (B, T + 1)
+        step_input = next_id[:, None]  # decode: only the new token goes in
+    return idx

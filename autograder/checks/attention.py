@@ -92,28 +92,34 @@ def _attention_variants(q, k, v):
             s = s.masked_fill(~m, fill)
         return s.softmax(dim) @ v
 
+    def naive_softmax():
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        e = s.masked_fill(~mask, float("-inf")).exp()
+        return (e / e.sum(-1, keepdim=True)) @ v
+
     def mask_after_softmax():
         w = ((q @ k.transpose(-2, -1)) / math.sqrt(hd)).softmax(-1) * mask
         return w @ v
 
     return {
         "softmax over the wrong dim: the weights of each query must sum to 1 over the keys (dim=-1), "
-        "not over the queries (dim=-2)": lambda: torch.nan_to_num(attn(dim=-2)),
-        "softmax over the wrong dim (dim=-2), NaN rows": lambda: attn(dim=-2),
+        "not over the queries (dim=-2)": lambda: attn(dim=-2),
         "missing scale: divide the scores by sqrt(head_dim) before the softmax": lambda: attn(scale=1.0),
         "wrong scale: divided by head_dim instead of sqrt(head_dim)": lambda: attn(scale=1 / hd),
         "wrong scale: multiplied by sqrt(head_dim) instead of dividing": lambda: attn(scale=math.sqrt(hd)),
         "no causal mask: every query sees the future": lambda: attn(m=None),
-        "mask off by one: the diagonal is masked, so a token cannot see itself": lambda: torch.nan_to_num(attn(m=ones.tril(Tk - Tq - 1))),
+        "mask off by one: the diagonal is masked, so a token cannot see itself": lambda: attn(m=ones.tril(Tk - Tq - 1)),
         "mask off by one: each query also sees the next key": lambda: attn(m=ones.tril(Tk - Tq + 1)),
         "mask broadcast wrong: the transposed mask lets queries see the future instead of the past":
-            lambda: torch.nan_to_num(attn(m=mask.T if Tq == Tk else ones.triu(0))),
+            lambda: attn(m=mask.T if Tq == Tk else ones.triu(0)),
         "mask aligned top-left: with fewer queries than keys, queries are the LAST Tq positions "
         "(tril(diagonal=Tk - Tq))": lambda: attn(m=ones.tril(0)),
         "mask applied after the softmax: zeroing weights afterwards leaves rows that no longer sum to 1; "
         "fill the scores with -inf before the softmax": mask_after_softmax,
         "masked scores filled with 0 instead of -inf: exp(0) = 1 still gives future keys weight":
             lambda: attn(fill=0.0),
+        "hand-written softmax without subtracting the row maximum: exp() of large scores overflows to inf "
+        "(use scores.softmax(dim=-1), or subtract scores.amax(-1, keepdim=True) first)": naive_softmax,
     }
 
 
@@ -125,6 +131,8 @@ def attention_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, 
     v = randn(batch, heads, seq, head_dim, seed=seed + 2, dtype=dtype)
     yield f"B={batch} H={heads} T={seq} hd={head_dim}", q, k, v
     yield f"last {seq - 3} queries of {seq} keys", q[:, :, 3:], k, v
+    # Scores in the hundreds: exp() overflows float32 unless the softmax subtracts the row maximum.
+    yield "large scores (q x 60)", q * 60, k, v
 
 
 def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 7,
@@ -174,14 +182,21 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
         return F.linear(merge(F.scaled_dot_product_attention(q, k, v, is_causal=True)), w_o)
 
     good_split, good_merge = (lambda t: _split_ref(t, n_heads)), (lambda y: y.permute(0, 2, 1, 3).flatten(2))
+
+    def transposed(qkv=True, out=True):
+        q, k, v = (good_split(x @ w if qkv else F.linear(x, w)) for w in (w_q, w_k, w_v))
+        y = good_merge(F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        return y @ w_o if out else F.linear(y, w_o)
     chk.compare(f"x {tuple(x.shape)}, {n_heads} heads", got, _mha_ref(x, w_q, w_k, w_v, w_o, n_heads), variants={
         "wrong layout after reshape: (B, T, d) viewed directly as (B, H, T, hd); reshape to (B, T, H, hd) then "
         "transpose(1, 2)": lambda: with_layout(lambda t: t.reshape(batch, n_heads, seq, head_dim), good_merge),
         "wrong layout after reshape: heads merged with reshape(B, T, d) without transpose(1, 2) first":
             lambda: with_layout(good_split, lambda y: y.reshape(batch, seq, d)),
-        "transposed weight: nn.Linear weights are [d_out, d_in], so a projection is x @ W.T":
-            lambda: F.linear(good_merge(F.scaled_dot_product_attention(
-                *(good_split(x @ w) for w in (w_q, w_k, w_v)), is_causal=True)), w_o.T),
+        "transposed weight in the q/k/v projections: nn.Linear weights are [d_out, d_in], so a projection is "
+        "x @ W.T": lambda: transposed(out=False),
+        "transposed weight in every projection: nn.Linear weights are [d_out, d_in], so a projection is x @ W.T":
+            lambda: transposed(out=True),
+        "transposed weight in the output projection: y @ w_o.T, not y @ w_o": lambda: transposed(qkv=False),
         "output projection w_o missing": lambda: good_merge(F.scaled_dot_product_attention(
             *(good_split(F.linear(x, w)) for w in (w_q, w_k, w_v)), is_causal=True)),
         "no causal mask: every token sees the future": lambda: F.linear(good_merge(F.scaled_dot_product_attention(

@@ -20,6 +20,7 @@ Usage inside a check function:
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -75,14 +76,14 @@ def _max_abs_diff(got: torch.Tensor, want: torch.Tensor) -> float:
     return float(diff.max())
 
 
-def _close(got: Any, want: torch.Tensor, atol: float, rtol: float) -> bool:
+def _close(got: Any, want: torch.Tensor, atol: float, rtol: float, equal_nan: bool = False) -> bool:
     """Same shape and allclose in float64 (NaN never equals anything)."""
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
         return False
     g, w = got.detach().double().cpu(), want.detach().double().cpu()
     # Both infinite with the same sign counts as equal: a variant that
     # overflows matches a learner output that overflows the same way.
-    return bool(torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=False))
+    return bool(torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=equal_nan))
 
 
 @dataclass
@@ -105,6 +106,7 @@ class Check:
     rows: list[Row] = field(default_factory=list)
     diagnoses: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    votes: dict[str, int] = field(default_factory=dict)  # known bug -> number of failing rows it explains
 
     # -- calling the learner -------------------------------------------------
     def call(self, fn: Callable, *args, **kwargs):
@@ -129,7 +131,7 @@ class Check:
         __tracebackhide__ = True
         self.errors.append(message)
         self._print_table()
-        hints = "".join(f"\n  Likely bug: {d}" for d in self.diagnoses)
+        hints = "".join(f"\n  Likely bug: {d}" for d in self.likely_bugs())
         raise CheckFailed(f"{self.fn_name}: {message}{hints}") from None
 
     # -- recording results ---------------------------------------------------
@@ -146,6 +148,8 @@ class Check:
         atol, rtol = (d_atol if atol is None else atol), (d_rtol if rtol is None else rtol)
         if not isinstance(got, torch.Tensor):
             self.rows.append(Row(name, False, shape="-", note=f"returned {describe(got)}, expected a tensor"))
+            hint = " (a missing `return`?)" if got is None else ""
+            self.diagnose(f"{self.fn_name} returned {describe(got)}{hint}; it should return {self.expects}")
             return False
         shape_ok = tuple(got.shape) == tuple(want.shape)
         dtype_ok = got.dtype == dtype
@@ -157,10 +161,11 @@ class Check:
                   diff=f"{_max_abs_diff(got, want):.2e}" if shape_ok else "-")
         self.rows.append(row)
         if not row.ok and variants:
-            bug = match_variant(got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5))
-            if bug:
+            bugs = matching_variants(got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5))
+            if bugs:
                 row.note = "matches a known bug"
-                self.diagnose(bug)
+            for bug in bugs:
+                self.votes[bug] = self.votes.get(bug, 0) + 1
         return row.ok
 
     def require(self, name: str, ok: bool, failure: str = "", diagnosis: str | None = None) -> bool:
@@ -173,6 +178,14 @@ class Check:
     def diagnose(self, message: str) -> None:
         if message not in self.diagnoses:
             self.diagnoses.append(message)
+
+    def likely_bugs(self) -> list[str]:
+        """Explicit diagnoses, then the known bug(s) that reproduce the most
+        failing rows: a variant that coincides with the learner's output on
+        one degenerate case only is outvoted by the one that explains all."""
+        best = max(self.votes.values(), default=0)
+        voted = [bug for bug, n in self.votes.items() if n == best and bug not in self.diagnoses]
+        return self.diagnoses + voted
 
     # -- verdict ---------------------------------------------------------------
     @property
@@ -187,8 +200,8 @@ class Check:
             return
         failed = [r.name for r in self.rows if not r.ok]
         lines = [f"{self.fn_name} failed {len(failed)} of {len(self.rows)} checks: {', '.join(failed)}."]
-        if self.diagnoses:
-            lines += [f"  Likely bug: {d}" for d in self.diagnoses]
+        if self.likely_bugs():
+            lines += [f"  Likely bug: {d}" for d in self.likely_bugs()]
         else:
             lines.append("  The output matches none of the known bugs; compare your code with the formula above.")
         raise CheckFailed("\n".join(lines))
@@ -204,17 +217,18 @@ class Check:
             print(line + (f"  <- {r.note}" if r.note else ""))
 
 
-def match_variant(got: torch.Tensor, variants: Mapping[str, Any], atol: float, rtol: float) -> str | None:
-    """The description of the first wrong variant that reproduces `got`."""
+def matching_variants(got: torch.Tensor, variants: Mapping[str, Any], atol: float, rtol: float) -> list[str]:
+    """The descriptions of the wrong variants that reproduce `got`."""
+    found = []
     for description, wrong in variants.items():
         try:
             value = wrong() if callable(wrong) else wrong
         except Exception:  # a variant that cannot even run on these inputs
             continue
         # A variant only explains the output if it yields the same dtype too.
-        if isinstance(value, torch.Tensor) and value.dtype == got.dtype and _close(got, value, atol, rtol):
-            return description
-    return None
+        if isinstance(value, torch.Tensor) and value.dtype == got.dtype and _close(got, value, atol, rtol, equal_nan=True):
+            found.append(description)
+    return found
 
 
 def _first_line(err: Exception) -> str:
@@ -222,12 +236,17 @@ def _first_line(err: Exception) -> str:
     return text[0][:200] if text else "(no message)"
 
 
+_LIBRARY_DIRS = tuple(str(Path(m.__file__).resolve().parent) for m in (torch,)) + (str(Path(__file__).resolve().parent.parent),)
+
+
 def _learner_line(err: Exception) -> str:
-    """' (at line N of your cell)' for the innermost frame in notebook code."""
-    frames = traceback.extract_tb(err.__traceback__)
-    for frame in reversed(frames):
-        if frame.filename.startswith("<ipython-input") or "/ipykernel_" in frame.filename or frame.filename.startswith("<"):
-            return f" (line {frame.lineno}: `{(frame.line or '').strip()}`)"
+    """' (line N: `code`)' for the innermost frame of the learner's code: the
+    deepest frame that is neither torch's nor the autograder's."""
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        path = frame.filename
+        if not path.startswith("<") and str(Path(path).resolve()).startswith(_LIBRARY_DIRS):
+            continue
+        return f" (line {frame.lineno}: `{(frame.line or '').strip()}`)" if frame.line else f" (line {frame.lineno})"
     return ""
 
 

@@ -25,6 +25,7 @@ def check_swiglu(swiglu, *, seed: int = 0, batch: int = 2, seq: int = 3, d_model
         "gate and up swapped / SiLU on the wrong branch: SiLU belongs on x @ w_gate.T, the up branch stays linear":
             lambda: F.linear(g * silu(u), w_down),
         "SiLU on both branches: the up branch stays linear": lambda: F.linear(silu(g) * silu(u), w_down),
+        "SiLU missing: the gate branch must go through SiLU (silu(x @ w_gate.T))": lambda: F.linear(g * u, w_down),
         "SiLU applied after the product instead of to the gate": lambda: F.linear(silu(g * u), w_down),
         "no gate: SiLU(x @ w_gate.T) @ w_down.T is a plain MLP; multiply by the up branch":
             lambda: F.linear(silu(g), w_down),
@@ -95,6 +96,8 @@ def check_pre_norm_block(pre_norm_block, *, seed: int = 0, batch: int = 2, seq: 
         "residual taken from the normalised input: add the branch to x itself, not to norm(x)": residual_from_normed,
         "norms swapped: attn_norm goes before attention, mlp_norm before the MLP":
             lambda: (lambda h2: h2 + mlp(n1(h2)))(x + attn(n2(x))),
+        "attn_norm used for both branches: each branch has its own norm with its own gain":
+            lambda: (lambda h2: h2 + mlp(n1(h2)))(x + attn(n1(x))),
         "branches in parallel: the MLP must read the stream after attention was added (h), not x":
             lambda: x + attn(n1(x)) + mlp(n2(x)),
     })

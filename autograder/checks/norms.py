@@ -73,9 +73,20 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     x = randn(*shape, seed=seed, dtype=dtype) * 2 + 3  # a mean far from zero, so forgetting it shows
     weight, bias = 1 + 0.5 * randn(d, seed=seed + 1, dtype=dtype), randn(d, seed=seed + 2, dtype=dtype)
     eps = 1e-5
+    for label, x in ((f"{dtype} {tuple(shape)}, mean 3", x), ("x + 300 (large mean)", x + 300)):
+        _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps)
+    chk.finish()
+
+
+def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
+    __tracebackhide__ = True
+    d = x.shape[-1]
     got = chk.call(layer_norm, x, weight, bias, eps)
     mu = x.mean(-1, keepdim=True)
-    chk.compare(f"{dtype} {tuple(shape)}, mean 3", got, F.layer_norm(x, (d,), weight, bias, eps), variants={
+    chk.compare(label, got, F.layer_norm(x, (d,), weight, bias, eps), variants={
+        "variance as mean(x²) - mean(x)²: the two large terms cancel when the mean is large (catastrophic "
+        "cancellation); centre first, then average the squares": lambda: weight * (x - mu) * torch.rsqrt(
+            (x.pow(2).mean(-1, keepdim=True) - mu.pow(2)) + eps) + bias,
         "unbiased variance: torch.var defaults to correction=1 (divide by n-1); LayerNorm divides by n "
         "(use unbiased=False or correction=0)":
             lambda: weight * (x - mu) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) + bias,
@@ -85,7 +96,6 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
         "statistics over the wrong axis (dim=0)": lambda: weight * (x - x.mean(0, keepdim=True)) / torch.sqrt(
             x.var(0, keepdim=True, unbiased=False) + eps) + bias,
     })
-    chk.finish()
 
 
 def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:

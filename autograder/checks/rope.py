@@ -18,11 +18,16 @@ def ref_angles(head_dim: int, positions: torch.Tensor, theta: float) -> torch.Te
     return positions.double()[:, None] * theta ** (-2 * i / head_dim)[None, :]
 
 
-def ref_tables(head_dim: int, max_seq_len: int, theta: float = 10000.0):
-    """Half-split cos/sin tables (T, hd): feature i and i + hd/2 share an angle."""
+def ref_tables(head_dim: int, max_seq_len: int, theta: float = 10000.0, dtype=torch.float32):
+    """Half-split cos/sin tables (T, hd): feature i and i + hd/2 share an angle.
+    float32 like a model's tables, or float64 to test float64 inputs exactly."""
     a = ref_angles(head_dim, torch.arange(max_seq_len), theta)
     a = torch.cat((a, a), dim=-1)
-    return a.cos().float(), a.sin().float()
+    return a.cos().to(dtype), a.sin().to(dtype)
+
+
+def _table_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def ref_rotate(x: torch.Tensor, start_pos: int = 0, theta: float = 10000.0) -> torch.Tensor:
@@ -91,7 +96,7 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     the relative-position property q(m)·k(n) = f(m - n)."""
     __tracebackhide__ = True
     chk = Check("apply_rope", expects="a tensor shaped like x (batch, heads, seq, head_dim)")
-    cos, sin = ref_tables(head_dim, seq + 16, theta)
+    cos, sin = ref_tables(head_dim, seq + 16, theta, _table_dtype(dtype))
     for label, x, s in rope_cases(seed, batch, heads, seq, head_dim, dtype):
         c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
         got = chk.call(apply_rope, x, cos, sin, s)
@@ -109,7 +114,7 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     # Properties that hold for any correct rotation, checked on the learner's output alone.
     x = randn(1, 1, seq, head_dim, seed=seed + 7, dtype=torch.float64)
     y = randn(1, 1, seq, head_dim, seed=seed + 8, dtype=torch.float64)
-    c64, s64 = cos.double(), sin.double()
+    c64, s64 = ref_tables(head_dim, seq + 16, theta, torch.float64)  # exact tables: the properties hold to 1e-8
     rx0, ry0 = chk.call(apply_rope, x, c64, s64, 0), chk.call(apply_rope, y, c64, s64, 0)
     rx9, ry9 = chk.call(apply_rope, x, c64, s64, 9), chk.call(apply_rope, y, c64, s64, 9)
     if all(isinstance(t, torch.Tensor) and t.shape == x.shape for t in (rx0, ry0, rx9, ry9)):
@@ -127,7 +132,7 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
     then causal attention; reference: complex rotation + F.sdpa."""
     __tracebackhide__ = True
     chk = Check("rotary_attention", expects="(batch, heads, seq, head_dim) attention outputs")
-    cos, sin = ref_tables(head_dim, seq + start_pos + 4, theta)
+    cos, sin = ref_tables(head_dim, seq + start_pos + 4, theta, _table_dtype(dtype))
     q, k, v = (randn(batch, heads, seq, head_dim, seed=seed + i, dtype=dtype) * 2 for i in range(3))
 
     def attend(q_, k_, v_):
@@ -143,7 +148,6 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
                 lambda: attend(rot(q, s), k, v),
             "RoPE applied to keys only: queries must be rotated too": lambda: attend(q, rot(k, s), v),
             "RoPE missing: q and k are not rotated": lambda: attend(q, k, v),
-            "positions not offset: start_pos is ignored": lambda: attend(rot(q, 0), rot(k, 0), v),
             "RoPE applied after attention (to the output) instead of to q and k": lambda: rot(attend(q, k, v), s),
         })
     chk.finish()

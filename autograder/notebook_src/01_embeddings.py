@@ -12,7 +12,7 @@
 # Every exercise is followed by a check cell. Run it: it prints a table (shape, dtype, allclose, largest
 # absolute difference) and, if your output matches a mistake it knows, names it.
 #
-# **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 #
 # **Conventions for the whole course** (also in every `tinylm` docstring):
 # tensors are `(batch, seq, d_model)` outside attention and `(batch, heads, seq, head_dim)` inside it;
@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tinylm
+from autograder import pitfalls
 from autograder.checks import check_embed, check_one_hot_embed, check_tie_weights, check_tied_logits, show_check
 
 # nbgrader counts anything on stderr as a failed cell, so known, harmless
@@ -210,27 +211,24 @@ print(f"Llama-3-8B-sized vocabulary, 128256 x 4096: {128256 * 4096:,} parameters
 #
 # The two classic ways to get tying wrong both *run*, so nothing crashes and the model just trains worse.
 #
-# **The head is a copy, not a share.** `nn.Parameter(tok_emb.weight.clone())` has the right values today, but
-# it is a second tensor: the optimizer updates the two separately and they drift apart.
+# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed, so printing
+# them here would give the answers away); each pitfall names the changed line.
+#
+# **The head is a copy, not a share:** `lm_head.weight = nn.Parameter(tok_emb.weight.detach().clone())` has the
+# right values today, but it is a second tensor: the optimizer updates the two separately and they drift apart.
 
 # %%
-def tie_by_copy(tok_emb, lm_head):
-    lm_head.weight = nn.Parameter(tok_emb.weight.detach().clone())
-
-show_check(check_tie_weights, tie_by_copy)
+show_check(check_tie_weights, pitfalls.tie_by_copy)
 
 # %% [markdown]
-# **Transposed weight.** Thinking "the head maps $d \to V$, so it needs $W^\top$" and storing `weight.T` gives
-# a new tensor of the wrong layout for `nn.Linear`. In the functional form, multiplying by `weight` instead of
-# `weight.T` fails loudly when $V \ne d$, but silently computes nonsense when they happen to be equal, which is
-# why the check also runs a square case.
+# **Transposed weight:** thinking "the head maps $d \to V$, so it needs $W^\top$" and storing `tok_emb.weight.T`
+# gives a new tensor of the wrong layout for `nn.Linear`. In the functional form, `x @ weight` instead of
+# `x @ weight.T` fails loudly when $V \ne d$, but silently computes nonsense when they happen to be equal, which
+# is why the check also runs a square case.
 
 # %%
-def tie_transposed(tok_emb, lm_head):
-    lm_head.weight = nn.Parameter(tok_emb.weight.detach().T.clone())
-
-show_check(check_tie_weights, tie_transposed)
-show_check(check_tied_logits, lambda x, weight: x @ weight)
+show_check(check_tie_weights, pitfalls.tie_transposed)
+show_check(check_tied_logits, pitfalls.tied_logits_transposed)
 
 # %% [markdown]
 # ## Summary

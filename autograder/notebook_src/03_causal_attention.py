@@ -1,0 +1,283 @@
+# %% [markdown]
+# # 03 · Causal self-attention
+#
+# **What you build.** The layer that lets each position read from the positions before it. You will write
+#
+# 1. `causal_mask(q_len, kv_len)`: which query may look at which key;
+# 2. `split_heads` / `merge_heads`: the reshapes between `(B, T, d_model)` and `(B, heads, T, head_dim)`;
+# 3. `causal_attention(q, k, v)`: scaled dot-product attention with the mask, softmax written out;
+# 4. `self_attention(x, w_q, w_k, w_v, w_o, n_heads)`: the whole multi-head layer.
+#
+# **Since notebook 02:** the input of attention is a normalised hidden state `h = rms_norm(x)` of shape
+# `(B, T, d_model)`. Notebook 04 will add positions (RoPE) to queries and keys; here there is no position
+# information yet.
+#
+# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+
+# %% setup id=setup
+import math
+import os
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+import tinylm
+from autograder import pitfalls
+from autograder.checks import (check_causal_attention, check_causal_mask, check_self_attention, check_split_merge,
+                               show_check)
+
+# nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", category=FutureWarning)
+torch.manual_seed(0)
+DEVICE = tinylm.device()
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+
+# %% [markdown]
+# ## 1. The computation and its shapes
+#
+# With `h` of shape `[B, T, d]` and $H$ heads of size $d_h = d / H$:
+#
+# | step | formula | shape |
+# |---|---|---|
+# | project | $q = h W_q^\top,\ k = h W_k^\top,\ v = h W_v^\top$ | `[B, T, d]` each |
+# | split heads | view as `[B, T, H, d_h]`, then swap axes 1 and 2 | `[B, H, T, d_h]` |
+# | scores | $S = q k^\top / \sqrt{d_h}$ | `[B, H, T, T]` |
+# | mask | $S_{ij} = -\infty$ where key $j$ is in the future of query $i$ | `[B, H, T, T]` |
+# | weights | $A = \mathrm{softmax}(S)$ over the **key** axis (last) | `[B, H, T, T]` |
+# | mix | $y = A v$ | `[B, H, T, d_h]` |
+# | merge heads | swap axes back, flatten the last two | `[B, T, d]` |
+# | output | $y W_o^\top$ | `[B, T, d]` |
+#
+# Each head is an independent attention over a $d_h$-dimensional slice of the features: heads let one layer
+# look for several different things at once, for the cost of one big matmul.
+#
+# ### Why divide by $\sqrt{d_h}$
+#
+# If the entries of $q$ and $k$ are independent with variance 1, then $q \cdot k$ is a sum of $d_h$ such products
+# and has variance $d_h$. Unscaled scores grow like $\sqrt{d_h}$; the softmax of large numbers is nearly one-hot
+# (it *saturates*), and its gradient nearly vanishes. Dividing by $\sqrt{d_h}$ brings the variance back to 1 for
+# every head size. The plot measures it: the average largest attention weight of a row, with and without the scale.
+
+# %%
+head_dims = [4, 16, 64, 256, 1024]
+peak = {"scaled by 1/sqrt(d_h)": [], "unscaled": []}
+gen = torch.Generator().manual_seed(0)
+for hd in head_dims:
+    q, k = torch.randn(64, hd, generator=gen), torch.randn(64, hd, generator=gen)  # 64 queries, 64 keys
+    scores = q @ k.T                                                               # (64, 64)
+    peak["unscaled"].append(scores.softmax(-1).max(-1).values.mean().item())
+    peak["scaled by 1/sqrt(d_h)"].append((scores / math.sqrt(hd)).softmax(-1).max(-1).values.mean().item())
+fig, ax = plt.subplots(figsize=(6.5, 2.6))
+for label, values in peak.items():
+    ax.semilogx(head_dims, values, "o-", label=label)
+ax.axhline(1 / 64, ls=":", c="grey", label="uniform over 64 keys")
+ax.set_xlabel("head_dim"), ax.set_ylabel("mean of the largest weight per row"), ax.legend()
+ax.set_title("without the scale, softmax turns one-hot as heads grow")
+plt.show()
+
+# %% [markdown]
+# ## 2. The causal mask
+#
+# A language model predicts token $t+1$ from tokens $\le t$: $P(x_1..x_T) = \prod_t P(x_t \mid x_{<t})$. So
+# query $i$ may attend to key $j$ only if $j \le i$, including itself. The mask is a boolean matrix,
+# **True = may attend**, and the scores where it is False are set to $-\infty$ *before* the softmax, so they
+# get exactly zero weight and the remaining weights still sum to 1.
+#
+# With a KV cache (notebook 06) the queries are only the *last* few positions: `q_len` new tokens after
+# `kv_len - q_len` cached ones. Query $i$ then sits at absolute position $\texttt{kv\_len} - \texttt{q\_len} + i$,
+# and may see keys $j \le \texttt{kv\_len} - \texttt{q\_len} + i$: the triangle is aligned bottom-right.
+# `torch.tril(..., diagonal=k)` keeps the entries with $j - i \le k$.
+
+# %% answer id=causal_mask
+def causal_mask(q_len: int, kv_len: int | None = None) -> torch.Tensor:
+    """Bool (q_len, kv_len); True where query i may attend to key j."""
+    kv_len = q_len if kv_len is None else kv_len
+    ### BEGIN SOLUTION
+    allowed = torch.ones(q_len, kv_len, dtype=torch.bool)
+    return allowed.tril(diagonal=kv_len - q_len)  # query i is position kv_len - q_len + i
+    ### END SOLUTION
+
+# %% check id=check_causal_mask points=1
+check_causal_mask(causal_mask)
+### BEGIN HIDDEN TESTS
+check_causal_mask(causal_mask, cases=((1, 1), (8, 8), (2, 9), (4, 5)))
+### END HIDDEN TESTS
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(causal_mask(4).int())
+print(causal_mask(2, 5).int())
+
+# %% [markdown]
+# ## 3. Splitting and merging heads
+#
+# `q` comes out of the projection as `[B, T, d]`, with the features of head 0 first, then head 1, and so on.
+# To give each head its own `[T, d_h]` matrix, first **view** the last axis as `(H, d_h)`, which only relabels
+# memory, then **transpose** axes 1 and 2, which moves the head axis in front of the sequence axis.
+#
+# The tempting shortcut `x.view(B, H, T, d_h)` has the right shape but the wrong content: it cuts the flat
+# memory into $H$ consecutive blocks of $T \cdot d_h$ numbers, so "head 0" would hold the first few *tokens*.
+# Merging is the reverse: transpose back to `[B, T, H, d_h]`, then flatten the last two axes (`reshape`, since
+# the transposed tensor is no longer contiguous).
+
+# %% answer id=split_heads
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, T, d) -> (B, n_heads, T, d // n_heads)."""
+    ### BEGIN SOLUTION
+    B, T, d = x.shape
+    x = x.view(B, T, n_heads, d // n_heads)  # (B, T, H, hd): head h owns features h*hd .. (h+1)*hd - 1
+    return x.transpose(1, 2)                 # (B, H, T, hd)
+    ### END SOLUTION
+
+
+def merge_heads(y: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, hd) -> (B, T, H * hd)."""
+    ### BEGIN SOLUTION
+    B, H, T, hd = y.shape
+    return y.transpose(1, 2).reshape(B, T, H * hd)  # (B, T, H, hd) -> (B, T, d): heads side by side
+    ### END SOLUTION
+
+# %% check id=check_split_merge points=2
+check_split_merge(split_heads, merge_heads)
+### BEGIN HIDDEN TESTS
+check_split_merge(split_heads, merge_heads, seed=31, batch=3, seq=4, n_heads=5, head_dim=2)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. Attention with the mask
+#
+# Write the formula step by step (that is the point: `F.scaled_dot_product_attention` does all of it in one
+# fused call, and the check uses it as the reference). Queries may be fewer than keys; use your
+# `causal_mask(q_len, kv_len)`. `scores.masked_fill(~mask, float("-inf"))` fills where the mask is False, and
+# a `(q_len, kv_len)` mask broadcasts over the batch and head axes. Use `softmax`, or, if you write it by hand,
+# subtract each row's maximum before `exp`: the check includes scores in the hundreds, where `exp` overflows.
+
+# %% answer id=causal_attention
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """q (B, H, Tq, hd), k and v (B, H, Tk, hd), Tq <= Tk -> (B, H, Tq, hd)."""
+    ### BEGIN SOLUTION
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])     # (B, H, Tq, Tk)
+    mask = causal_mask(q.shape[-2], k.shape[-2]).to(q.device)       # (Tq, Tk), broadcasts over (B, H)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)                                 # over keys: each row sums to 1
+    return weights @ v                                               # (B, H, Tq, hd)
+    ### END SOLUTION
+
+# %% check id=check_causal_attention points=3
+check_causal_attention(causal_attention)
+### BEGIN HIDDEN TESTS
+check_causal_attention(causal_attention, seed=41, batch=3, heads=2, seq=9, head_dim=6, dtype=torch.float64)
+check_causal_attention(causal_attention, seed=42, batch=1, heads=5, seq=4, head_dim=16)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What the weights look like
+#
+# The weights of one head for a short text, with random projections (no training yet): a lower triangle, each
+# row summing to 1. The first token can only attend to itself.
+
+# %%
+text = "attention!"
+ids = tinylm.ByteTokenizer().encode(text)
+gen = torch.Generator().manual_seed(1)
+emb = torch.randn(256, 32, generator=gen)
+w_qk = torch.randn(2, 32, 32, generator=gen) / 2
+h = tinylm.rms_norm(emb[ids], torch.ones(32))                      # (T, d)
+q, k = h @ w_qk[0].T, h @ w_qk[1].T                               # (T, d) each
+scores = (q @ k.T / math.sqrt(32)).masked_fill(~causal_mask(len(ids)), float("-inf"))
+weights = scores.softmax(-1)                                        # (T, T)
+fig, ax = plt.subplots(figsize=(4.2, 3.6))
+im = ax.imshow(weights, cmap="viridis")
+ax.set_xticks(range(len(text)), list(text)), ax.set_yticks(range(len(text)), list(text))
+ax.set_xlabel("key"), ax.set_ylabel("query"), fig.colorbar(im)
+plt.show()
+
+# %% [markdown]
+# ## 5. The whole layer
+#
+# Put it together. The weights use the `nn.Linear` layout `[d_out, d_in]`, so a projection is `x @ W.T`
+# (or `F.linear(x, W)`).
+
+# %% answer id=self_attention
+def self_attention(x, w_q, w_k, w_v, w_o, n_heads: int) -> torch.Tensor:
+    """x (B, T, d); w_* [d, d] -> (B, T, d). Causal multi-head self-attention."""
+    ### BEGIN SOLUTION
+    q, k, v = (split_heads(F.linear(x, w), n_heads) for w in (w_q, w_k, w_v))  # each (B, H, T, hd)
+    y = causal_attention(q, k, v)                                              # (B, H, T, hd)
+    return F.linear(merge_heads(y), w_o)                                       # (B, T, d)
+    ### END SOLUTION
+
+# %% check id=check_self_attention points=2
+check_self_attention(self_attention)
+### BEGIN HIDDEN TESTS
+check_self_attention(self_attention, seed=51, batch=3, seq=5, n_heads=2, head_dim=6, dtype=torch.float64)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Your attention inside the model
+#
+# `tinylm.Attention` with `attn_impl="reference"` calls `tinylm.attention.causal_attention`. Put yours in its
+# place and the logits of a small model match those of the fused `sdpa` path.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+torch.manual_seed(0)
+cfg = tinylm.ModelConfig(d_model=48, n_layers=2, n_heads=3, max_seq_len=32)
+fused = tinylm.Transformer(cfg).eval()
+reference = tinylm.Transformer(tinylm.ModelConfig(**{**cfg.__dict__, "attn_impl": "reference"})).eval()
+reference.load_state_dict(fused.state_dict())
+ids = tinylm.ByteTokenizer().encode("mask the future")[None]  # (1, T)
+original = tinylm.attention.causal_attention
+tinylm.attention.causal_attention = lambda q, k, v, dropout_p=0.0: causal_attention(q, k, v)
+try:
+    with torch.no_grad():
+        same = torch.allclose(fused(ids), reference(ids), atol=1e-5)
+finally:
+    tinylm.attention.causal_attention = original
+print("your attention inside tinylm gives the fused path's logits:", same)
+
+# %% [markdown]
+# ## 6. Pitfalls
+#
+# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
+#
+# **Softmax over the wrong dimension:** `scores.softmax(dim=-2)` normalises over *queries*: each key's column
+# sums to 1, the rows do not.
+
+# %%
+show_check(check_causal_attention, pitfalls.attention_softmax_wrong_dim)
+
+# %% [markdown]
+# **Missing or wrong scale:** forgetting $1/\sqrt{d_h}$ (or dividing by $d_h$) still produces a valid-looking
+# attention; it is just sharper or flatter than it should be. Only a comparison with a reference notices.
+
+# %%
+show_check(check_causal_attention, pitfalls.attention_no_scale)
+
+# %% [markdown]
+# **Mask off by one, or broadcast wrong:** a diagonal one too low (`j < i`) hides the token from itself and
+# leaves the first row with no key at all (NaN); a transposed mask, `(kv_len, q_len)`, lets queries read the
+# future. The check also changes the future keys and values and verifies that earlier outputs do not move.
+
+# %%
+show_check(check_causal_mask, pitfalls.causal_mask_strict)
+show_check(check_causal_attention, pitfalls.attention_transposed_mask)
+
+# %% [markdown]
+# **Wrong layout after reshape:** `x.view(B, H, T, d_h)` has the right shape and silently mixes tokens into heads.
+
+# %%
+show_check(check_split_merge, pitfalls.split_heads_view, pitfalls.merge_heads_ok)
+
+# %% [markdown]
+# ## Summary
+#
+# - Scores $qk^\top/\sqrt{d_h}$, mask the future with $-\infty$, softmax over keys, mix the values.
+# - The scale keeps scores at unit variance for any head size; without it softmax saturates.
+# - The mask is True where attention is allowed, bottom-right aligned when queries are the last positions.
+# - Heads: `view(B, T, H, d_h)` then `transpose(1, 2)`; never `view(B, H, T, d_h)`.
+#
+# **Next:** attention has no idea where tokens are. Notebook 04 adds rotary position embeddings.

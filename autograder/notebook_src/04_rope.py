@@ -1,0 +1,294 @@
+# %% [markdown]
+# # 04 · Rotary position embeddings (RoPE)
+#
+# **What you build.** Attention so far cannot tell where a token is. RoPE fixes that by *rotating* queries and
+# keys by an angle proportional to their position, so that the score between two tokens depends on how far
+# apart they are. You will write
+#
+# 1. `rope_cache(head_dim, max_seq_len, theta)`: the cos and sin tables;
+# 2. `apply_rope(x, cos, sin, start_pos)`: the rotation, in the half-split form of Llama checkpoints;
+# 3. `rotary_attention(q, k, v, cos, sin, start_pos)`: RoPE in its place inside attention.
+#
+# **Since notebook 03:** `tinylm.causal_attention(q, k, v)` is your attention; here it receives rotated
+# queries and keys.
+#
+# **Run time:** about 15 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+
+# %% setup id=setup
+import math
+import os
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+
+import tinylm
+from autograder import pitfalls
+from autograder.checks import check_apply_rope, check_rope_cache, check_rotary_attention, show_check
+
+# nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", category=FutureWarning)
+torch.manual_seed(0)
+DEVICE = tinylm.device()
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+
+# %% [markdown]
+# ## 1. Attention without positions is blind to order
+#
+# Scores are dot products between tokens' vectors, and nothing in them says where a token sits. Shuffle the
+# tokens before the last one and the last token's output does not change at all: to attention, its context is
+# a *set*.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+gen = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(1, 1, 6, 8, generator=gen) for _ in range(3))  # (B, H, T, hd)
+perm = torch.tensor([3, 0, 4, 1, 2, 5])                              # shuffle tokens 0..4, keep the last
+out = tinylm.causal_attention(q, k, v)[..., -1, :]
+out_shuffled = tinylm.causal_attention(q[:, :, perm], k[:, :, perm], v[:, :, perm])[..., -1, :]
+print("last output unchanged after shuffling its context:", torch.allclose(out, out_shuffled, atol=1e-6))
+
+# %% [markdown]
+# ## 2. Rotating pairs of features
+#
+# Split a head's $d_h$ features into $d_h/2$ pairs. Pair $i$ gets a frequency
+#
+# $$\omega_i = \theta^{-2i/d_h}, \qquad i = 0, \dots, d_h/2 - 1, \qquad \theta = 10000,$$
+#
+# falling geometrically from 1 (a full turn every $2\pi \approx 6$ positions) to almost $1/\theta$ (a turn every
+# ~60000 positions). At position $m$ the pair $(a, b)$ is rotated by the angle $m\,\omega_i$:
+#
+# $$\begin{pmatrix} a' \\ b' \end{pmatrix} = \begin{pmatrix} \cos m\omega_i & -\sin m\omega_i \\ \sin m\omega_i & \cos m\omega_i \end{pmatrix}
+# \begin{pmatrix} a \\ b \end{pmatrix}$$
+#
+# **Why relative position falls out.** Rotations compose: $R_m^\top R_n = R_{n-m}$. So the score between a query
+# rotated to position $m$ and a key rotated to position $n$ is $(R_m q)^\top (R_n k) = q^\top R_{n-m}\,k$: it depends on
+# $q$, $k$ and the *distance* $n - m$ only. Values are not rotated: position should change *who* is attended to,
+# not *what* is read.
+#
+# **Which features form a pair.** Llama checkpoints pair feature $i$ with feature $i + d_h/2$ (the
+# "half-split" form). Then the whole rotation is two element-wise products:
+#
+# $$x' = x \odot \cos + \mathrm{rotate\_half}(x) \odot \sin, \qquad \mathrm{rotate\_half}(x_1, x_2) = (-x_2, x_1),$$
+#
+# where $x_1, x_2$ are the two halves of the last axis and the tables hold, at row $m$, the angles
+# $[m\omega_0, \dots, m\omega_{d_h/2-1}, m\omega_0, \dots, m\omega_{d_h/2-1}]$: each angle twice, once per half.
+# Section 6 shows the paper's "interleaved" pairing and how the two are related.
+
+# %%
+hd, T = 64, 256
+omega = 10000.0 ** (-torch.arange(0, hd, 2) / hd)                  # (hd/2,)
+angles = torch.arange(T)[:, None] * omega[None, :]                # (T, hd/2)
+fig, axes = plt.subplots(1, 2, figsize=(10, 2.8))
+axes[0].semilogy(2 * math.pi / omega, "o", ms=3)
+axes[0].set_xlabel("pair i"), axes[0].set_ylabel("wavelength (positions)")
+axes[1].imshow(angles.cos().T, aspect="auto", cmap="RdBu")
+axes[1].set_xlabel("position m"), axes[1].set_ylabel("pair i"), axes[1].set_title("cos(m · ω_i)")
+plt.show()
+
+# %% [markdown]
+# ### Exercise 1: the tables
+#
+# Return `(cos, sin)`, each of shape `(max_seq_len, head_dim)` and dtype `float32`, in the half-split layout
+# above. They depend only on shapes, so a model computes them once. `torch.outer(a, b)` gives all products
+# $a_m b_i$.
+
+# %% answer id=rope_cache
+def rope_cache(head_dim: int, max_seq_len: int, theta: float = 10000.0):
+    """-> cos, sin: each (max_seq_len, head_dim) float32."""
+    ### BEGIN SOLUTION
+    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (hd/2,)
+    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv_freq)      # (T, hd/2)
+    angles = torch.cat((angles, angles), dim=-1)  # (T, hd): feature i and i + hd/2 share an angle
+    return angles.cos(), angles.sin()
+    ### END SOLUTION
+
+# %% check id=check_rope_cache points=2
+check_rope_cache(rope_cache)
+### BEGIN HIDDEN TESTS
+check_rope_cache(rope_cache, head_dim=16, max_seq_len=33, theta=500000.0)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 2: the rotation
+#
+# `x` is `(B, H, T, head_dim)` and holds the tokens at positions `start_pos, ..., start_pos + T - 1`
+# (`start_pos` is 0 for a full sequence; in notebook 06 it becomes the number of tokens already in the KV
+# cache). Take the matching rows of the tables, cast them to `x.dtype`, and let them broadcast over batch and
+# heads.
+
+# %% answer id=apply_rope
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) -> (-x2, x1) on the two halves of the last axis."""
+    ### BEGIN SOLUTION
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+    ### END SOLUTION
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
+    """x (B, H, T, hd) -> x rotated as if at positions start_pos .. start_pos + T - 1."""
+    ### BEGIN SOLUTION
+    T = x.shape[-2]
+    cos = cos[start_pos:start_pos + T].to(x.dtype)  # (T, hd), broadcasts over (B, H)
+    sin = sin[start_pos:start_pos + T].to(x.dtype)
+    return x * cos + rotate_half(x) * sin
+    ### END SOLUTION
+
+# %% check id=check_apply_rope points=3
+check_apply_rope(apply_rope)
+### BEGIN HIDDEN TESTS
+check_apply_rope(apply_rope, seed=61, batch=3, heads=2, seq=7, head_dim=12, dtype=torch.float64)
+check_apply_rope(apply_rope, seed=62, batch=1, heads=4, seq=3, head_dim=32, theta=500.0)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Relative position, numerically and in a plot
+#
+# Put the same query and key at positions $(m, m - \Delta)$ for several $m$. The scores depend on $\Delta$ only, so
+# the curves lie on top of each other; without RoPE they would be one flat line.
+
+# %%
+cos, sin = rope_cache(64, 512)
+gen = torch.Generator().manual_seed(2)
+qv, kv = torch.randn(64, generator=gen), torch.randn(64, generator=gen)
+
+
+def score_at(m: int, n: int) -> float:
+    """Score of the query placed at position m with the key placed at position n."""
+    rq = apply_rope(qv.view(1, 1, 1, 64), cos, sin, start_pos=m)
+    rk = apply_rope(kv.view(1, 1, 1, 64), cos, sin, start_pos=n)
+    return (rq * rk).sum().item()
+
+
+deltas = range(0, 120)
+fig, ax = plt.subplots(figsize=(7, 2.6))
+for m, style, width in ((150, "-", 5), (300, "--", 2.5), (450, ":", 2)):  # drawn on top of each other
+    ax.plot(deltas, [score_at(m, m - d) for d in deltas], style, lw=width, label=f"query at m = {m}")
+ax.set_xlabel("distance Δ = m - n"), ax.set_ylabel("q · k after RoPE"), ax.legend(loc="upper left", fontsize=8)
+plt.show()
+print("largest difference between the three curves:",
+      f"{max(abs(score_at(150, 150 - d) - score_at(450, 450 - d)) for d in deltas):.1e}")
+
+# %% [markdown]
+# ### Exercise 3: RoPE inside attention
+#
+# Rotate the queries and the keys (not the values), then call `tinylm.causal_attention`.
+#
+# The check runs it with `start_pos=0` and `start_pos=4` and expects the *same* output both times: when queries
+# and keys are shifted together, only their distances matter. The offset starts to matter in notebook 06, where
+# the keys of earlier tokens come from a cache and only the new query is rotated here.
+
+# %% answer id=rotary_attention
+def rotary_attention(q, k, v, cos, sin, start_pos: int = 0) -> torch.Tensor:
+    """q, k, v (B, H, T, hd) -> (B, H, T, hd): causal attention with RoPE on q and k."""
+    ### BEGIN SOLUTION
+    q = apply_rope(q, cos, sin, start_pos)  # position enters the scores only
+    k = apply_rope(k, cos, sin, start_pos)
+    return tinylm.causal_attention(q, k, v)
+    ### END SOLUTION
+
+# %% check id=check_rotary_attention points=2
+check_rotary_attention(rotary_attention)
+### BEGIN HIDDEN TESTS
+check_rotary_attention(rotary_attention, seed=71, batch=3, heads=2, seq=5, head_dim=10, start_pos=7,
+                       dtype=torch.float64)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Your RoPE inside the model
+#
+# `tinylm.Attention` rotates with `tinylm.attention.apply_rope`. Put yours in its place: same logits.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+torch.manual_seed(0)
+model = tinylm.Transformer(tinylm.ModelConfig(d_model=48, n_layers=2, n_heads=3, max_seq_len=32)).eval()
+ids = tinylm.ByteTokenizer().encode("rotate q and k")[None]  # (1, T)
+original = tinylm.attention.apply_rope
+with torch.no_grad():
+    expected = model(ids)
+    tinylm.attention.apply_rope = apply_rope
+    try:
+        mine = model(ids)
+    finally:
+        tinylm.attention.apply_rope = original
+print("your apply_rope inside tinylm gives the same logits:", torch.allclose(expected, mine, atol=1e-5))
+
+# %% [markdown]
+# ## 6. Side box: the interleaved form
+#
+# The RoFormer paper (and e.g. CS336) pairs *neighbouring* features $(2i, 2i+1)$ instead of $(i, i + d_h/2)$.
+# The rotation of each pair is the same; only the bookkeeping of which features form a pair differs. So the
+# two forms are related by a fixed permutation of the features: list the even features first, then the odd
+# ones, and an interleaved pair $(2i, 2i+1)$ lands at positions $(i, i + d_h/2)$.
+#
+# $$\mathrm{rope}_{\text{half}}(P x) = P\,\mathrm{rope}_{\text{interleaved}}(x), \qquad P x = (x_0, x_2, x_4, \dots, x_1, x_3, \dots)$$
+#
+# Because scores are dot products and $P$ is a permutation, $(Pq)^\top(Pk) = q^\top k$: a model trained with one form
+# runs with the other if the rows of $W_q$ and $W_k$ (per head) are permuted once. Checkpoint converters between
+# Meta's original Llama weights and Hugging Face's do exactly that.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def rope_interleaved(x, start_pos=0, theta=10000.0):
+    """The paper's form: rotate neighbouring pairs (x[2i], x[2i+1])."""
+    hd, T = x.shape[-1], x.shape[-2]
+    inv_freq = theta ** (-torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+    ang = torch.outer(torch.arange(start_pos, start_pos + T, dtype=torch.float32), inv_freq)  # (T, hd/2)
+    a, b = x[..., 0::2], x[..., 1::2]                                                          # (..., T, hd/2)
+    out = torch.stack((a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()), dim=-1)  # (..., T, hd/2, 2)
+    return out.flatten(-2)                                                                     # (..., T, hd)
+
+
+hd = 8
+P = torch.cat((torch.arange(0, hd, 2), torch.arange(1, hd, 2)))  # evens, then odds
+print("permutation P:", P.tolist())
+x = torch.randn(1, 1, 5, hd, generator=torch.Generator().manual_seed(4))
+cos8, sin8 = rope_cache(hd, 16)
+same = torch.allclose(apply_rope(x[..., P], cos8, sin8, 3), rope_interleaved(x, 3)[..., P], atol=1e-6)
+print("rope_half(P x) == P rope_interleaved(x):", same)
+
+# %% [markdown]
+# ## 7. Pitfalls
+#
+# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
+#
+# **RoPE applied to values:** `v = apply_rope(v, ...)` as well. The output then mixes rotated values, so position
+# leaks into *what* is read, and the relative-position property of the scores no longer describes the layer.
+
+# %%
+show_check(check_rotary_attention, pitfalls.rotary_attention_values_too)
+
+# %% [markdown]
+# **Wrong pairing convention:** rotating neighbours $(2i, 2i+1)$ with tables built for the half-split layout
+# mixes the two conventions: it is not even a rotation any more (norms change), and pretrained weights produce
+# garbage with it.
+
+# %%
+show_check(check_apply_rope, pitfalls.apply_rope_interleaved_pairs)
+
+# %% [markdown]
+# **Positions not offset:** `cos[:T]` instead of `cos[start_pos:start_pos + T]`. Invisible on a full sequence,
+# wrong as soon as tokens arrive one at a time after a KV cache: every new token would believe it is at position 0.
+
+# %%
+show_check(check_apply_rope, pitfalls.apply_rope_no_offset)
+
+# %% [markdown]
+# **Wrong frequency exponent:** `theta ** (-torch.arange(hd // 2) / hd)` uses $i/d_h$ instead of $2i/d_h$: the
+# slowest pair then turns ~100 times faster than intended, and long-range positions alias.
+
+# %%
+show_check(check_rope_cache, pitfalls.rope_cache_half_exponent)
+
+# %% [markdown]
+# ## Summary
+#
+# - Pair $i$ turns at frequency $\theta^{-2i/d_h}$; position $m$ rotates it by $m\,\omega_i$.
+# - Half-split form: `x * cos + rotate_half(x) * sin`, tables `[angles, angles]`; interleaved form = same rotation, permuted features.
+# - Rotate q and k, never v; the score then depends on the distance between tokens only.
+# - Offset positions by `start_pos` when tokens come after a cache.
+#
+# **Next:** notebook 05 builds the other half of each block, the SwiGLU MLP, and assembles the whole model.

@@ -1,0 +1,86 @@
+"""tinylm equals Hugging Face LlamaForCausalLM: a tiny random config, no downloads."""
+import dataclasses
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from tinylm import ModelConfig, Transformer, from_hf_llama, generate, next_token_loss, to_hf_llama  # noqa: E402
+
+# GQA (6 query heads over 2 kv heads), tied head, every size different.
+CONFIG = ModelConfig(vocab_size=256, d_model=48, n_layers=3, n_heads=6, n_kv_heads=2, d_ff=136,
+                     max_seq_len=96, rope_theta=500.0, norm_eps=1e-5)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    torch.manual_seed(11)
+    model = Transformer(CONFIG).eval()
+    # Random norm gains, so a missing or misplaced gain cannot hide behind ones.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5)
+    return model, to_hf_llama(model)
+
+
+def test_logits_match(pair, gen):
+    model, hf = pair
+    idx = torch.randint(0, 256, (3, 41), generator=gen)
+    with torch.no_grad():
+        ours, theirs = model(idx), hf(idx).logits
+    assert (ours - theirs).abs().max() < 1e-5
+
+
+def test_loss_matches_hf_internal_shift(pair, gen):
+    model, hf = pair
+    idx = torch.randint(0, 256, (3, 41), generator=gen)
+    with torch.no_grad():
+        ours = next_token_loss(model(idx)[:, :-1], idx[:, 1:])
+        theirs = hf(idx, labels=idx).loss  # HF shifts the labels itself
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+
+
+def test_greedy_generation_with_kv_cache_matches_for_32_steps(pair, gen):
+    model, hf = pair
+    prompt = torch.randint(0, 256, (2, 9), generator=gen)
+    ours = generate(model, prompt, 32, temperature=0)  # uses the KV cache
+    theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=32,
+                         do_sample=False, use_cache=True, pad_token_id=0)
+    assert torch.equal(ours, theirs)
+
+
+def test_conversion_round_trips_exactly(pair):
+    model, hf = pair
+    back = from_hf_llama(hf)
+    assert back.config == CONFIG
+    ours, again = model.state_dict(), back.state_dict()
+    assert ours.keys() == again.keys()
+    for name in ours:
+        assert torch.equal(ours[name], again[name]), name
+    assert back.lm_head.weight is back.tok_emb.weight
+
+
+def test_untied_model_converts_both_ways(gen):
+    cfg = dataclasses.replace(CONFIG, tie_embeddings=False, n_kv_heads=1)
+    torch.manual_seed(3)
+    hf_cfg = transformers.LlamaConfig(
+        vocab_size=256, hidden_size=48, intermediate_size=136, num_hidden_layers=3, num_attention_heads=6,
+        num_key_value_heads=1, max_position_embeddings=96, rope_theta=500.0, rms_norm_eps=1e-5,
+        tie_word_embeddings=False)
+    hf = transformers.LlamaForCausalLM(hf_cfg).eval()  # HF's own random init
+    model = from_hf_llama(hf)
+    assert model.config == cfg
+    assert model.lm_head.weight.data_ptr() != model.tok_emb.weight.data_ptr()
+    idx = torch.randint(0, 256, (2, 30), generator=gen)
+    with torch.no_grad():
+        assert (model(idx) - hf(idx).logits).abs().max() < 1e-5
+        assert (to_hf_llama(model)(idx).logits - hf(idx).logits).abs().max() == 0
+
+
+def test_unsupported_hf_configs_are_refused():
+    hf_cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=4, attention_bias=True)
+    with pytest.raises(ValueError, match="attention_bias"):
+        from_hf_llama(transformers.LlamaForCausalLM(hf_cfg))

@@ -1,0 +1,94 @@
+"""The whole Transformer: causality, tying, loss, dropout, initial loss."""
+import dataclasses
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tinylm import Transformer, next_token_loss
+
+from .helpers import BATCH, SEQ
+
+
+@pytest.mark.parametrize("attn_impl", ["sdpa", "reference"])
+def test_changing_future_tokens_changes_no_earlier_logit(config, gen, attn_impl):
+    model = Transformer(dataclasses.replace(config, attn_impl=attn_impl)).eval()
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    changed = idx.clone()
+    changed[:, 6:] = torch.randint(0, 256, (BATCH, SEQ - 6), generator=gen)
+    a, b = model(idx), model(changed)
+    torch.testing.assert_close(a[:, :6], b[:, :6], rtol=0, atol=1e-6)
+    assert not torch.allclose(a[:, 6:], b[:, 6:])
+
+
+def test_implementations_agree(config, gen):
+    model = Transformer(config).eval()
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    fast = model(idx)
+    for block in model.blocks:
+        block.attn.attn_impl = "reference"
+    torch.testing.assert_close(model(idx), fast)
+
+
+def test_tied_head_shares_storage_and_moves_with_one_step(config, gen):
+    model = Transformer(config)
+    assert model.lm_head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
+    untied = Transformer(dataclasses.replace(config, tie_embeddings=False))
+    assert model.num_parameters() == untied.num_parameters() - config.vocab_size * config.d_model
+    before = model.tok_emb.weight.detach().clone()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    idx = torch.randint(0, 256, (BATCH, SEQ + 1), generator=gen)
+    next_token_loss(model(idx[:, :-1]), idx[:, 1:]).backward()
+    opt.step()
+    assert not torch.equal(model.tok_emb.weight, before)
+    assert torch.equal(model.lm_head.weight, model.tok_emb.weight)
+
+
+def test_loss_equals_cross_entropy_and_ignores_index(config, gen):
+    logits = torch.randn(BATCH, SEQ, 256, generator=gen)
+    targets = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    log_probs = logits.log_softmax(-1)
+    manual = -log_probs.gather(-1, targets[..., None]).mean()
+    torch.testing.assert_close(next_token_loss(logits, targets), manual)
+    targets[0, :4] = -100
+    keep = targets != -100
+    manual = -log_probs[keep].gather(-1, targets[keep][:, None]).mean()
+    torch.testing.assert_close(next_token_loss(logits, targets), manual)
+    with pytest.raises(ValueError, match="vocab axis"):
+        next_token_loss(logits, targets[:, 1:])
+
+
+def test_fresh_model_loss_is_near_uniform(config, gen):
+    """Small init gives near-uniform predictions: loss ≈ ln(256) = 5.545."""
+    model = Transformer(config)
+    idx = torch.randint(0, 256, (8, 33), generator=gen)
+    loss = next_token_loss(model(idx[:, :-1]), idx[:, 1:])
+    assert abs(loss.item() - math.log(256)) < 0.05
+
+
+def test_dropout_is_random_in_train_and_off_in_eval(config, gen):
+    model = Transformer(dataclasses.replace(config, dropout=0.3))
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    model.train()
+    assert not torch.allclose(model(idx), model(idx))
+    model.eval()
+    assert torch.equal(model(idx), model(idx))
+
+
+def test_state_dict_round_trip_keeps_tying(config, gen, tmp_path):
+    model = Transformer(config)
+    torch.save(model.state_dict(), tmp_path / "m.pt")
+    other = Transformer(config)
+    other.load_state_dict(torch.load(tmp_path / "m.pt", weights_only=True))
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    assert torch.equal(other(idx), model(idx))
+    assert other.lm_head.weight is other.tok_emb.weight
+
+
+def test_cross_entropy_gradient_flows_to_every_parameter(config, gen):
+    model = Transformer(config)
+    idx = torch.randint(0, 256, (BATCH, SEQ + 1), generator=gen)
+    F.cross_entropy(model(idx[:, :-1]).flatten(0, 1), idx[:, 1:].flatten()).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name

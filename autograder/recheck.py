@@ -411,7 +411,7 @@ def remote_module(child: Child, handle: int, type_name: str, params: list):
             try:
                 return super().__getattr__(name)
             except AttributeError:
-                if name.startswith("_"):  # torch's own optional internals
+                if name.startswith("_") or not self.__dict__.get("ready"):  # torch internals, or still building
                     raise
                 raise NotRecheckable(f"the check uses `.{name}` of the learner's {type_name}, which the recheck "
                                      "cannot reach outside the sandbox") from None
@@ -430,6 +430,7 @@ def remote_module(child: Child, handle: int, type_name: str, params: list):
                 owner.add_module(part, nn.Module())
             owner = owner._modules[part]
         owner.register_parameter(leaf, made[tag])
+    module.__dict__["ready"] = True
     return module
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograder import course, specimens
+from autograder import course, gradebook, specimens
+from tests.grader_batch import shared_batch
 from autograder.notebook_gates import is_check, nbg
 
 A = "01_embeddings"
@@ -219,31 +219,25 @@ def _jailed_processes() -> list[int]:
     return found
 
 
-@pytest.fixture(scope="module")
-def battery(tmp_path_factory):
+def _grade_battery(data: Path) -> dict:
     import time
-    from autograder import gradebook
     from autograder.grade import Options, grade_all
     from autograder.jail import Limits
 
-    data = tmp_path_factory.mktemp("course")
-    old = os.environ.get(gradebook.DATA_ENV_VAR)
-    os.environ[gradebook.DATA_ENV_VAR] = str(data)
-    try:
-        cases = build_battery(data)
-        outside = (course.SOURCE_DIR, course.RELEASE_DIR, course.ROOT / "autograder", course.ROOT / "tinylm")
-        before = _tree_digest(*outside)
-        opts = Options(assignments=[A], workers=2, cell_timeout=20, progress=False,
-                       limits=Limits(memory_mb=3072, wall_s=240, cpu_s=240))
-        results = {r["student"]: r for r in grade_all(opts)}
-        time.sleep(4)  # longer than the forked daemon waits
-        yield {"cases": cases, "results": results, "data": data, "before": before, "after": _tree_digest(*outside),
-               "url": opts.db_url}
-    finally:
-        if old is None:
-            os.environ.pop(gradebook.DATA_ENV_VAR, None)
-        else:
-            os.environ[gradebook.DATA_ENV_VAR] = old
+    cases = build_battery(data)
+    outside = (course.SOURCE_DIR, course.RELEASE_DIR, course.ROOT / "autograder", course.ROOT / "tinylm")
+    before = _tree_digest(*outside)
+    opts = Options(assignments=[A], workers=2, cell_timeout=20, progress=False,
+                   limits=Limits(memory_mb=3072, wall_s=240, cpu_s=240))
+    results = {r["student"]: r for r in grade_all(opts)}
+    time.sleep(4)  # longer than the forked daemon waits
+    return {"cases": cases, "results": results, "before": before, "after": _tree_digest(*outside),
+            "url": opts.db_url, "survivors": _jailed_processes()}
+
+
+@pytest.fixture(scope="module")
+def battery(tmp_path_factory):
+    return shared_batch(tmp_path_factory, "grader_attacks", _grade_battery)
 
 
 def test_every_submission_got_a_result(battery):
@@ -306,7 +300,7 @@ def test_secrets_are_out_of_reach(battery):
 def test_gradebook_cannot_be_rewritten_and_no_process_survives(battery):
     text = _outputs(battery["data"], "tamper_gradebook")
     assert "DENIED gradebook" in text and "LEAKED" not in text
-    assert not _jailed_processes(), "a jailed process outlived grading"
+    assert not battery["survivors"], "a jailed process outlived grading"
     from autograder import gradebook
     assert sum(s for s, _ in gradebook.cell_scores(battery["url"], A, "control").values()) == 7
 
@@ -321,8 +315,9 @@ def test_huge_output_is_capped_in_bytes(battery):
     assert "output truncated by the grader" in path.read_text()
 
 
-def test_rerun_resumes_without_regrading(battery):
+def test_rerun_resumes_without_regrading(battery, monkeypatch):
     from autograder.grade import Options, grade_all
+    monkeypatch.setenv(gradebook.DATA_ENV_VAR, str(battery["data"]))
     before = {s: r.get("seconds") for s, r in battery["results"].items()}
     again = {r["student"]: r for r in grade_all(Options(assignments=[A], workers=2, progress=False))}
     assert {s: r.get("seconds") for s, r in again.items()} == before

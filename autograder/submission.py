@@ -87,9 +87,10 @@ def _compare_structure(nb, release, intake: Intake) -> None:
         meta = nbg(cell)
         gid = meta.get("grade_id") if isinstance(meta, dict) else None
         if not gid:
-            if "nbgrader" in cell.metadata and not isinstance(meta, dict):
+            if "nbgrader" in cell.metadata:
                 cell.metadata.pop("nbgrader")
-                intake.problems.append("a cell has malformed nbgrader metadata; it was ignored")
+                if not isinstance(meta, dict) or any(meta.get(k) for k in ("grade", "solution", "locked")):
+                    intake.problems.append("a cell has nbgrader metadata without a grade id; it was ignored")
             continue
         seen[gid] = seen.get(gid, 0) + 1
         orig = originals.get(gid)

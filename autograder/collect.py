@@ -105,10 +105,10 @@ def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, i
         for info in zf.infolist():
             name = info.filename
             path = PurePosixPath(name)
-            if info.is_dir() or any(p.startswith(".") or p == "__MACOSX" for p in path.parts):
-                continue
             if path.is_absolute() or ".." in path.parts:
                 report.refused.append(f"{name}: path leaves the archive, refused")
+                continue
+            if info.is_dir() or any(p.startswith(".") or p == "__MACOSX" for p in path.parts):
                 continue
             if stat.S_ISLNK(info.external_attr >> 16):
                 report.refused.append(f"{name}: symbolic link refused")

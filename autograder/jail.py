@@ -266,15 +266,20 @@ def enter(settings: dict) -> list[str]:
     if os.geteuid() == 0:
         for f in workdir.iterdir():
             os.chown(f, uid, uid)
+        isolated = False
         try:
             _call(libc.unshare, CLONE_NEWNS | CLONE_NEWNET, what="unshare")
             _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None, what="private mounts")
             _isolate_files(settings, libc)
+            isolated = True
         except OSError as err:
             notes.append(f"no namespaces ({err}): network and hidden paths not isolated")
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
+        if isolated or not any(_closed_ancestor(Path(p)) for p in settings["expose"]):
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        else:  # without a mount namespace the jail uid could not even start Python
+            notes.append("kept root rights: the interpreter lives in a folder other users cannot enter")
     else:
         real_uid, real_gid = os.getuid(), os.getgid()
         try:

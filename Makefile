@@ -44,6 +44,28 @@ check-release: $(STAMP)  ## fail if notebooks/ differs from a fresh nbgrader gen
 nbval: $(STAMP)  ## execute the reference notebooks on CPU and compare marked outputs
 	OMP_NUM_THREADS=1 TINYLM_DEVICE=cpu $(BIN)/python -m pytest -p no:cacheprovider --nbval-lax solutions/
 
+# --- autograder (issue 6) ---
+.PHONY: collect grade feedback export self-check bench-autograde
+NBG_ENV := OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(BIN):$$PATH"
+
+collect: $(STAMP)  ## import submissions: make collect FROM=path/to/folder-or.zip
+	$(NBG_ENV) $(BIN)/python -m autograder collect $(FROM)
+
+grade: $(STAMP)  ## autograde collected submissions: make grade [A=01_embeddings] [WORKERS=4] [DB=postgresql+psycopg://...]
+	$(NBG_ENV) $(BIN)/python -m autograder grade $(A) $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db-url $(DB))
+
+feedback: $(STAMP)  ## HTML feedback per student in .course/feedback/
+	$(NBG_ENV) $(BIN)/python -m autograder feedback $(A)
+
+export: $(STAMP)  ## grades as CSV in .course/exports/
+	$(NBG_ENV) $(BIN)/python -m autograder export $(if $(DB),--db-url $(DB))
+
+self-check: $(STAMP)  ## learner self-check: make self-check NB=notebooks/01_embeddings/01_embeddings.ipynb
+	$(NBG_ENV) $(BIN)/python -m autograder check $(NB)
+
+bench-autograde: $(STAMP)  ## autograding throughput, 1 and N workers
+	$(NBG_ENV) $(BIN)/python benchmarks/bench_autograde.py
+
 # --- experience (issue 7) ---
 .PHONY: doctor test-browser formgrader
 

@@ -78,6 +78,6 @@ test-browser: $(STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chromiu
 # nbgrader reads its config from the working directory (autograder/) and
 # cannot create the gradebook's folder (.course/) itself: without it the
 # formgrader hangs on "Loading, please wait...".
-formgrader: $(STAMP)  ## instructors: JupyterLab on the course root, Nbgrader > Formgrader
+formgrader: $(STAMP)  ## instructors: JupyterLab on the course root, Nbgrader > Formgrader [LAB_ARGS=--allow-root]
 	mkdir -p .course
-	cd autograder && PATH="$(CURDIR)/$(BIN):$$PATH" "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(CURDIR)"
+	cd autograder && PATH="$(CURDIR)/$(BIN):$$PATH" "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(CURDIR)" $(LAB_ARGS)

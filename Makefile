@@ -49,3 +49,41 @@ nbval: $(STAMP)  ## execute the reference notebooks on CPU and compare marked ou
 
 nbval-gpu: $(STAMP)  ## nbval of the reference notebooks on CUDA; prints which passed (exits 2 when there is no GPU)
 	OMP_NUM_THREADS=1 $(BIN)/python -m autograder.nbval_gpu
+
+# --- autograder (issue 6) ---
+.PHONY: collect grade feedback export self-check bench-autograde
+NBG_ENV := OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(BIN):$$PATH"
+
+collect: $(STAMP)  ## import submissions: make collect FROM=path/to/folder-or.zip
+	$(NBG_ENV) $(BIN)/python -m autograder collect $(FROM)
+
+grade: $(STAMP)  ## autograde collected submissions: make grade [A=01_embeddings] [WORKERS=4] [DB=postgresql+psycopg://...]
+	$(NBG_ENV) $(BIN)/python -m autograder grade $(A) $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db-url $(DB))
+
+feedback: $(STAMP)  ## HTML feedback per student in .course/feedback/
+	$(NBG_ENV) $(BIN)/python -m autograder feedback $(A)
+
+export: $(STAMP)  ## grades as CSV in .course/exports/
+	$(NBG_ENV) $(BIN)/python -m autograder export $(if $(DB),--db-url $(DB))
+
+self-check: $(STAMP)  ## learner self-check: make self-check NB=notebooks/01_embeddings/01_embeddings.ipynb
+	$(NBG_ENV) $(BIN)/python -m autograder check $(NB)
+
+bench-autograde: $(STAMP)  ## autograding throughput, 1 and N workers
+	$(NBG_ENV) $(BIN)/python benchmarks/bench_autograde.py
+
+# --- experience (issue 7) ---
+.PHONY: doctor test-browser formgrader
+
+doctor: $(STAMP)  ## is this machine ready for the course? one [OK]/[WARN]/[FAIL] line per check, with the fix
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tinylm doctor $(DOCTOR_ARGS)
+
+test-browser: $(STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chromium; screenshots in artifacts/browser/
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/browser
+
+# nbgrader reads its config from the working directory (autograder/) and
+# cannot create the gradebook's folder (.course/) itself: without it the
+# formgrader hangs on "Loading, please wait...".
+formgrader: $(STAMP)  ## instructors: JupyterLab on the course root, Nbgrader > Formgrader [LAB_ARGS=--allow-root]
+	mkdir -p .course
+	cd autograder && PATH="$(CURDIR)/$(BIN):$$PATH" "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(CURDIR)" $(LAB_ARGS)

@@ -4,6 +4,9 @@
   release          regenerate notebooks/ from solutions/ with nbgrader, then
                    verify the result equals a fresh generation
   check-release    exit 1 if notebooks/ differs from a fresh generation
+
+and the grading commands of autograder/cli_grader.py: collect, grade,
+feedback, export, check.
 """
 from __future__ import annotations
 
@@ -46,6 +49,8 @@ def main(argv=None) -> int:
     b.set_defaults(func=cmd_build)
     sub.add_parser("release", help="regenerate notebooks/ from solutions/").set_defaults(func=cmd_release)
     sub.add_parser("check-release", help="fail if notebooks/ is stale").set_defaults(func=cmd_check_release)
+    from .cli_grader import add_commands
+    add_commands(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,9 +1,10 @@
-"""Command line: python -m tinylm train | sample | eval.
+"""Command line: python -m tinylm train | sample | eval | doctor.
 
     python -m tinylm train                      # notebook-09 preset on the course corpus
     python -m tinylm train --text novel.txt --steps 3000 --out checkpoints/novel.pt
     python -m tinylm sample --prompt "Once upon a time" --temperature 0.8
     python -m tinylm eval                       # validation loss, perplexity, bits/byte vs baselines
+    python -m tinylm doctor                     # is this environment ready for the course? (exit 1 if not)
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .presets import PRESETS
 
     parser = argparse.ArgumentParser(prog="python -m tinylm",
-                                     description="Train, sample from and evaluate tinylm models.")
+                                     description="Train, sample from and evaluate tinylm models; check the course environment.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser("train", help="train a model and save a checkpoint")
@@ -67,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--seq-len", type=int, help="window length (default: the model's max_seq_len)")
     _add_device_arg(e)
+
+    from . import doctor
+    d = sub.add_parser("doctor", help="check Python, torch, Jupyter and nbgrader's extensions; exit 1 on a problem")
+    doctor.add_arguments(d)
     return parser
 
 
@@ -162,7 +167,8 @@ def cmd_eval(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval}
+    from . import doctor
+    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval, "doctor": doctor.main}
     try:
         return commands[args.command](args)
     except (FileNotFoundError, ValueError, TypeError) as err:

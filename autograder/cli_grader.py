@@ -1,0 +1,109 @@
+"""The instructor and learner commands of `python -m autograder` (issue 6):
+
+  collect SOURCE     import submissions from a folder or an LMS zip
+  grade              autograde in parallel, sandboxed, rechecked, resumable
+  feedback           HTML feedback per student, without hidden tests
+  export             grades as CSV (per exercise, per notebook, total)
+  check NOTEBOOK     learner self-check in a fresh kernel
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import course, gradebook
+
+
+def _assignments(names: list[str] | None) -> list[str]:
+    known = course.assignments()
+    if not names:
+        return known
+    picked = [a for a in known if any(a == n or a.startswith(n) for n in names)]
+    unknown = [n for n in names if not any(a == n or a.startswith(n) for a in known)]
+    if unknown:
+        raise SystemExit(f"unknown assignment(s) {unknown}; the course has {known}")
+    return picked
+
+
+def cmd_collect(args) -> int:
+    from .collect import collect, format_report
+    assignments = _assignments(args.assignments)
+    report = collect(Path(args.source), assignments, args.id_pattern, args.assignment)
+    print(format_report(report, assignments))
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from .grade import Options, grade_all, summary
+    from .jail import Limits
+    limits = Limits(memory_mb=args.memory_mb, wall_s=args.timeout, cpu_s=max(args.timeout, 60))
+    opts = Options(assignments=_assignments(args.assignments), students=args.student or None,
+                   workers=args.workers, cell_timeout=args.cell_timeout, limits=limits, db_url=args.db_url or "",
+                   force=args.force, recheck=not args.no_recheck, progress=not args.no_progress)
+    results = grade_all(opts)
+    print(summary(results))
+    return 0
+
+
+def cmd_feedback(args) -> int:
+    from .feedback import write_feedback
+    from .grade import find_submissions, load_result
+    results = [r for r in map(load_result, find_submissions(_assignments(args.assignments), args.student or None)) if r]
+    if not results:
+        print("no graded submissions yet: run `python -m autograder grade` first")
+        return 1
+    for path in write_feedback(results):
+        print(f"wrote {path.relative_to(course.ROOT) if path.is_relative_to(course.ROOT) else path}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .export import export
+    for path in export(gradebook.db_url(args.db_url), Path(args.out or gradebook.folder("exports"))):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .selfcheck import main
+    return main(args.notebook, args.cell_timeout)
+
+
+def add_commands(sub) -> None:
+    db_help = f"gradebook URL (default: ${gradebook.ENV_VAR} or SQLite in .course/)"
+
+    c = sub.add_parser("collect", help="import submissions from a folder or an LMS zip")
+    c.add_argument("source", help="folder <student>/<assignment>/... or a .zip export")
+    c.add_argument("--assignments", nargs="*", help="limit to these assignments (default: all)")
+    c.add_argument("--assignment", help="zip only: put every notebook in this assignment")
+    c.add_argument("--id-pattern", default=r"^(?P<student>[^_/]+)_",
+                   help="zip only: regex with a `student` group, matched on each entry's first path part")
+    c.set_defaults(func=cmd_collect)
+
+    g = sub.add_parser("grade", help="autograde collected submissions (sandboxed, parallel, resumable)")
+    g.add_argument("assignments", nargs="*", help="assignment names or prefixes, e.g. 01 04_rope (default: all)")
+    g.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    g.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel submissions (default: cores)")
+    g.add_argument("--timeout", type=float, default=600, help="wall-clock seconds per submission (default 600)")
+    g.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell (default 120)")
+    g.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per process (default 4096)")
+    g.add_argument("--force", action="store_true", help="regrade submissions already graded")
+    g.add_argument("--no-recheck", action="store_true", help="skip the out-of-process recheck (not recommended)")
+    g.add_argument("--no-progress", action="store_true")
+    g.add_argument("--db-url", help=db_help)
+    g.set_defaults(func=cmd_grade)
+
+    f = sub.add_parser("feedback", help="HTML feedback per student (no hidden tests)")
+    f.add_argument("assignments", nargs="*")
+    f.add_argument("--student", action="append")
+    f.set_defaults(func=cmd_feedback)
+
+    e = sub.add_parser("export", help="grades as CSV: per exercise, per notebook, total")
+    e.add_argument("--out", help="output folder (default: exports/ in the course data folder)")
+    e.add_argument("--db-url", help=db_help)
+    e.set_defaults(func=cmd_export)
+
+    k = sub.add_parser("check", help="self-check one notebook in a fresh kernel")
+    k.add_argument("notebook")
+    k.add_argument("--cell-timeout", type=int, default=300)
+    k.set_defaults(func=cmd_check)

@@ -1,0 +1,320 @@
+"""`python -m autograder grade`: autograde every collected submission.
+
+One submission at a time per worker, each in its own processes:
+
+  intake      read the notebook; a malformed one gets a message and zero
+  nbgrader    `nbgrader autograde` for this one student, its kernel started
+              through autograder.jail (own uid, folder, limits, no network)
+  recheck     autograder.recheck runs the hidden and visible checks again in
+              a trusted process against the answer cells run in a jail
+  reconcile   a cell keeps its kernel score only if the recheck agrees;
+              otherwise it scores zero and the submission is flagged
+
+Results go to .course/results/<assignment>/<student>.json, written when a
+submission is done: re-running skips submissions whose notebook is unchanged
+since, so an interrupted run resumes and loses nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import course, gradebook
+from .jail import JAIL_BASE, Jail, Limits
+from .preprocessors import autograde_preprocessors
+from .submission import inspect_submission, write_repaired
+
+KERNEL_NAME = "tinylm-sandbox"
+# Run in the kernel before any notebook cell: the working folder leaves
+# sys.path (a shipped torch.py cannot shadow torch), and warnings go to
+# stdout so they cannot turn a correct answer into a failed cell.
+KERNEL_STARTUP = ("import sys, os, warnings; "
+                  "sys.path[:] = [p for p in sys.path if p not in ('', '.', os.getcwd())]; "
+                  "warnings.showwarning = lambda m, c, f, l, file=None, line=None: print(f'{c.__name__}: {m}')")
+
+
+@dataclass
+class Options:
+    assignments: list[str]
+    students: list[str] | None = None
+    workers: int = os.cpu_count() or 1
+    cell_timeout: int = 60
+    limits: Limits = field(default_factory=Limits)
+    db_url: str = ""
+    force: bool = False
+    recheck: bool = True
+    progress: bool = True
+    max_output_bytes: int = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Submission:
+    student: str
+    assignment: str
+
+    @property
+    def folder(self) -> Path:
+        return gradebook.folder("submitted") / self.student / self.assignment
+
+    @property
+    def notebook(self) -> Path:
+        return self.folder / f"{self.assignment}.ipynb"
+
+    @property
+    def result_file(self) -> Path:
+        return gradebook.folder("results") / self.assignment / f"{self.student}.json"
+
+
+def find_submissions(assignments: list[str], students: list[str] | None = None) -> list[Submission]:
+    subs = []
+    submitted = gradebook.folder("submitted")
+    if not submitted.is_dir():
+        return subs
+    for sdir in sorted(p for p in submitted.iterdir() if p.is_dir() and not p.is_symlink()):
+        if students and sdir.name not in students:
+            continue
+        subs += [Submission(sdir.name, a) for a in assignments if (sdir / a).is_dir()]
+    return subs
+
+
+def load_result(sub: Submission) -> dict | None:
+    try:
+        return json.loads(sub.result_file.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_result(sub: Submission, result: dict) -> None:
+    sub.result_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = sub.result_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, sub.result_file)  # atomic: a result is either complete or absent
+
+
+def kernelspec_dir() -> Path:
+    """A JUPYTER_PATH folder holding the sandbox kernel's spec."""
+    root = JAIL_BASE / "jupyter"
+    spec = root / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "autograder.jail", "--", sys.executable, "-I", "-m", "ipykernel_launcher",
+            "-f", "{connection_file}", f"--IPKernelApp.exec_lines={KERNEL_STARTUP}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "tinylm sandbox",
+                                                  "language": "python"}))
+    return root
+
+
+def hidden_paths(url: str) -> list[Path]:
+    """What a jailed process must not see: hidden tests and solutions, every
+    submission and result, the gradebook, and git history."""
+    paths = [course.SOURCE_DIR, course.NOTEBOOK_SOURCES, course.COURSE_DATA, gradebook.data_dir(), course.ROOT / ".git",
+             *_git_dirs(course.ROOT / ".git")]
+    if url.startswith("sqlite:///"):
+        paths.append(Path(url[len("sqlite:///"):]).parent)
+    return [p for p in dict.fromkeys(paths) if p.exists()]
+
+
+def jail_for_recheck(limits: Limits | None = None) -> Jail:
+    """A jail for the recheck child: an empty folder, the same hidden paths."""
+    return Jail.reserve(limits or Limits(), copy=[], hide=hidden_paths(gradebook.db_url()))
+
+
+def course_env_for_jail(jail: Jail) -> dict:
+    env = course.nbgrader_env()
+    env.update(jail.env(), OMP_NUM_THREADS="1")
+    env.pop(gradebook.ENV_VAR, None)
+    return env
+
+
+def _git_dirs(dot_git: Path) -> list[Path]:
+    """In a git worktree .git is a file naming the real git folder, whose
+    `commondir` names the repository's shared one (with all history)."""
+    if not dot_git.is_file():
+        return []
+    text = dot_git.read_text().strip()
+    if not text.startswith("gitdir:"):
+        return []
+    gitdir = (dot_git.parent / text.split(":", 1)[1].strip()).resolve()
+    common = gitdir / "commondir"
+    dirs = [gitdir]
+    if common.is_file():
+        dirs.append((gitdir / common.read_text().strip()).resolve())
+    return dirs
+
+
+def released_data(assignment: str) -> list[Path]:
+    folder = course.RELEASE_DIR / assignment
+    return [p for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink() and p.suffix != ".ipynb"]
+
+
+def _run_nbgrader(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]:
+    args = [sys.executable, "-m", "nbgrader", "autograde", sub.assignment, "--student", sub.student, "--force",
+            f"--CourseDirectory.db_url={opts.db_url}",
+            *(f"--CourseDirectory.{kind}_directory={gradebook.folder(kind)}" for kind in ("submitted", "autograded")),
+            f"--Execute.kernel_name={KERNEL_NAME}", f"--Execute.timeout={opts.cell_timeout}",
+            "--KernelManager.transport=ipc", f"--KernelManager.ip={jail.rundir / 'kernel'}",
+            "--OverwriteCells.add_missing_cells=True", f"--CapOutputBytes.max_bytes={opts.max_output_bytes}"]
+    args += [f"--Autograde.autograde_preprocessors={p}" for p in autograde_preprocessors()]
+    env = course.nbgrader_env()
+    env.update(jail.env(), JUPYTER_PATH=str(kernelspec_dir()), JUPYTER_RUNTIME_DIR=str(jail.rundir),
+               OMP_NUM_THREADS="1")
+    env.pop(gradebook.ENV_VAR, None)
+    proc = subprocess.Popen(args, cwd=course.AUTOGRADER_DIR, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=opts.limits.wall_s)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return -1, (out or "") + f"\nstopped after the {opts.limits.wall_s:.0f} s per-submission limit"
+
+
+def _nbgrader_error(log: str) -> str:
+    """The most useful line of a failed nbgrader run."""
+    lines = [l for l in log.splitlines() if "[ERROR]" in l or "Error" in l or "limit" in l]
+    for key in ("DeadKernelError", "Kernel died", "per-submission limit", "CellTimeoutError"):
+        for l in lines:
+            if key in l:
+                return l.strip()[-300:]
+    return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output").strip()[-300:]
+
+
+def grade_one(sub: Submission, opts: Options) -> dict:
+    start = time.perf_counter()
+    release = course.release_notebook(sub.assignment)
+    dropped = _drop_symlinks(sub.folder)
+    original = _original_path(sub)
+    intake = inspect_submission(original if original.is_file() else sub.notebook, release)
+    result = {"student": sub.student, "assignment": sub.assignment, "digest": intake.digest,
+              "problems": list(intake.problems), "flags": [], "cells": {}, "status": "graded"}
+    max_scores = _max_scores(sub.assignment)
+    result["problems"] = dropped + result["problems"]
+    if intake.fatal:
+        result["status"] = "malformed"
+        kernel = {}
+    else:
+        if intake.problems and not original.is_file():
+            original.write_bytes(sub.notebook.read_bytes())  # keep what the student sent
+        if intake.problems:
+            write_repaired(intake, sub.notebook)
+        with Jail.reserve(opts.limits, copy=[sub.notebook, *released_data(sub.assignment)],
+                          hide=hidden_paths(opts.db_url)) as jail:
+            code, log = _run_nbgrader(sub, opts, jail)
+        kernel = gradebook.cell_scores(opts.db_url, sub.assignment, sub.student) if code == 0 else {}
+        if code != 0:
+            result["status"] = "error"
+            result["problems"].append(f"the notebook could not be graded: {_nbgrader_error(log)}")
+    recheck = {}
+    if opts.recheck and kernel:
+        from .recheck import recheck_submission
+        recheck = recheck_submission(sub.assignment, sub.notebook, opts.limits)
+    final = {}
+    for cell, max_score in max_scores.items():
+        k_score = kernel.get(cell, (0.0, max_score))[0]
+        r = recheck.get(cell) or recheck.get("__error__") or {"status": "not run", "message": ""}
+        score = k_score
+        if r["status"] == "fail" and k_score > 0:
+            score = 0.0
+            result["flags"].append(f"{cell}: the notebook kernel passed it but the out-of-process recheck failed: "
+                                   f"{r['message']}")
+        elif r["status"] == "pass" and k_score == 0 and kernel:
+            result["flags"].append(f"{cell}: failed in the notebook kernel but passed the recheck "
+                                   "(kept at zero; look at the notebook's output)")
+        final[cell] = score
+        result["cells"][cell] = {"score": score, "max_score": max_score, "kernel_score": k_score,
+                                 "recheck": r["status"], "message": r.get("message", "")}
+    gradebook.override(opts.db_url, sub.assignment, sub.student, final)
+    result["score"] = sum(final.values())
+    result["max_score"] = sum(max_scores.values())
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    _write_result(sub, result)
+    return result
+
+
+def _drop_symlinks(folder: Path) -> list[str]:
+    """nbgrader copies a submission folder following symlinks: remove them."""
+    problems = []
+    for p in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        if p.is_symlink():
+            p.unlink()
+            problems.append(f"symbolic link {p.name} removed from the submission (links are never followed)")
+    return problems
+
+
+def _max_scores(assignment: str) -> dict[str, float]:
+    from .notebook_gates import is_check, nbg, read
+    return {nbg(c)["grade_id"]: float(nbg(c)["points"]) for c in read(course.source_notebook(assignment)).cells
+            if is_check(c)}
+
+
+def grade_all(opts: Options) -> list[dict]:
+    opts.db_url = gradebook.db_url(opts.db_url or None)
+    gradebook.ensure_assignments(opts.db_url, opts.assignments)
+    subs = find_submissions(opts.assignments, opts.students)
+    todo, results = [], []
+    for sub in subs:
+        done = load_result(sub)
+        if done and not opts.force and done.get("digest") in (_original_digest(sub), None):
+            results.append(done)
+        else:
+            todo.append(sub)
+    print(f"{len(subs)} submissions, {len(subs) - len(todo)} already graded, {len(todo)} to grade "
+          f"with {opts.workers} workers (gradebook {gradebook.redacted(opts.db_url)})")
+    bar = _progress(len(todo), opts.progress)
+    with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
+        futures = {pool.submit(_safe_grade_one, s, opts): s for s in todo}
+        for fut in as_completed(futures):
+            results.append(fut.result())
+            bar.update(1)
+    bar.close()
+    return sorted(results, key=lambda r: (r["assignment"], r["student"]))
+
+
+def _original_path(sub: Submission) -> Path:
+    """Where the notebook as sent is kept when grading had to repair it
+    (outside the assignment folder, so nbgrader does not copy it)."""
+    return sub.folder.parent / f".{sub.assignment}.original.ipynb"
+
+
+def _original_digest(sub: Submission) -> str:
+    from .submission import digest
+    original = _original_path(sub)
+    return digest(original) if original.is_file() else digest(sub.notebook)
+
+
+def _safe_grade_one(sub: Submission, opts: Options) -> dict:
+    """grade_one, but a bug in the grader itself becomes one error row instead
+    of stopping the class run."""
+    try:
+        return grade_one(sub, opts)
+    except Exception as err:  # noqa: BLE001: isolate one submission's failure
+        return {"student": sub.student, "assignment": sub.assignment, "status": "error", "score": 0.0,
+                "max_score": sum(_max_scores(sub.assignment).values()), "flags": [], "cells": {},
+                "problems": [f"grader error ({type(err).__name__}: {err}); nothing was recorded, re-run to retry"]}
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+    return tqdm(total=total, unit="nb", desc="grading", disable=not enabled or total == 0, file=sys.stderr)
+
+
+def summary(results: list[dict]) -> str:
+    rows = [("student", "assignment", "score", "status", "notes")]
+    for r in results:
+        notes = "; ".join(r.get("problems", []) + r.get("flags", []))
+        rows.append((r["student"], r["assignment"], f"{r['score']:g}/{r['max_score']:g}", r["status"],
+                     notes[:110] + ("..." if len(notes) > 110 else "")))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(f"{v:<{w}}" for v, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
+    flagged = sum(bool(r.get("flags")) for r in results)
+    bad = sum(r["status"] != "graded" for r in results)
+    lines.append(f"{len(results)} submissions: {len(results) - bad} graded, {bad} malformed or failed, "
+                 f"{flagged} flagged by the recheck")
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""Where the gradebook lives, and the few gradebook operations the CLI needs.
+
+SQLite in the git-ignored course data folder by default. A course server
+points every command at PostgreSQL with `--db-url` or the environment
+variable TINYLM_GRADEBOOK_URL, e.g.
+postgresql+psycopg://grader:secret@localhost/tinylm (SQLAlchemy 2 needs the
+psycopg 3 driver named explicitly).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import course
+
+ENV_VAR = "TINYLM_GRADEBOOK_URL"
+DATA_ENV_VAR = "TINYLM_COURSE_DATA"
+COURSE_ID = "tinylm"
+
+
+def data_dir() -> Path:
+    """The course data folder (submissions, autograded copies, results,
+    feedback, the SQLite gradebook): .course/ unless $TINYLM_COURSE_DATA
+    names another (tests use a scratch folder)."""
+    return Path(os.environ.get(DATA_ENV_VAR) or course.COURSE_DATA).resolve()
+
+
+def folder(name: str) -> Path:
+    return data_dir() / name
+
+
+def db_url(explicit: str | None = None) -> str:
+    url = explicit or os.environ.get(ENV_VAR) or "sqlite:///" + str(data_dir() / "gradebook.db")
+    if url.startswith("postgresql://"):  # SQLAlchemy 2 would pick psycopg2, which we do not install
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return url
+
+
+def redacted(url: str) -> str:
+    """The URL with any password replaced, for messages and logs."""
+    if "@" in url and ":" in url.split("//", 1)[-1].split("@", 1)[0]:
+        scheme, rest = url.split("//", 1)
+        user = rest.split("@", 1)[0].split(":", 1)[0]
+        return f"{scheme}//{user}:***@{rest.split('@', 1)[1]}"
+    return url
+
+
+@contextmanager
+def open_gradebook(url: str):
+    from nbgrader.api import Gradebook
+
+    try:
+        gb = Gradebook(url, course_id=COURSE_ID)
+    except Exception as err:
+        raise SystemExit(f"cannot open the gradebook at {redacted(url)}: {str(err).splitlines()[0]}\n"
+                         f"  Check --db-url / {ENV_VAR}; for PostgreSQL the server must run and the database exist.")
+    try:
+        yield gb
+    finally:
+        gb.close()
+
+
+def ensure_assignments(url: str, assignments: list[str]) -> None:
+    """Autograding needs each assignment's cells in the gradebook. Register the
+    missing ones by generating into a scratch folder (notebooks/ is untouched)."""
+    with open_gradebook(url) as gb:
+        known = {a.name for a in gb.assignments}
+    missing = [a for a in assignments if a not in known]
+    if not missing:
+        return
+    course.COURSE_DATA.mkdir(exist_ok=True)
+    data_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tinylm-register-") as tmp:
+        for a in missing:
+            course.run_nbgrader("generate_assignment", a, "--force", f"--CourseDirectory.db_url={url}",
+                                f"--CourseDirectory.release_directory={tmp}")
+
+
+def cell_scores(url: str, assignment: str, student: str) -> dict[str, tuple[float, float]]:
+    """{grade cell id: (auto score, max_score)} of one submission as the
+    notebook kernel scored it; {} if ungraded."""
+    from nbgrader.api import MissingEntry
+
+    with open_gradebook(url) as gb:
+        try:
+            nb = gb.find_submission_notebook(assignment, assignment, student)
+        except MissingEntry:
+            return {}
+        return {g.name: (float(g.auto_score or 0), float(g.max_score)) for g in nb.grades}
+
+
+def override(url: str, assignment: str, student: str, scores: dict[str, float]) -> None:
+    """Make the gradebook hold exactly `scores`: a manual score (which takes
+    precedence in nbgrader) where it differs from the auto score, none where
+    they agree. Creates the submission when nbgrader could not grade it."""
+    with open_gradebook(url) as gb:
+        gb.update_or_create_student(student)
+        sub = gb.update_or_create_submission(assignment, student)
+        nb = next(n for n in sub.notebooks if n.name == assignment)
+        for grade in nb.grades:
+            if grade.name in scores:
+                same = grade.auto_score is not None and float(grade.auto_score) == scores[grade.name]
+                grade.manual_score = None if same else scores[grade.name]
+        gb.db.commit()
+
+
+def table(url: str) -> list[dict]:
+    """One row per (student, assignment, grade cell), for export."""
+    rows = []
+    with open_gradebook(url) as gb:
+        for assignment in gb.assignments:
+            for sub in assignment.submissions:
+                for nb in sub.notebooks:
+                    for g in nb.grades:
+                        rows.append({"student": sub.student.id, "assignment": assignment.name, "cell": g.name,
+                                     "score": float(g.score), "max_score": float(g.max_score)})
+    return rows

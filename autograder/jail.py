@@ -1,0 +1,324 @@
+"""Run one untrusted process (a grading kernel or a recheck child) in a jail.
+
+    python -m autograder.jail -- COMMAND ...
+
+reads its settings from the TINYLM_JAIL environment variable (JSON, made by
+`Jail.env()` in the trusted parent) and then, before exec'ing COMMAND:
+
+1. makes a fresh working folder holding copies of only the allowed files (the
+   student's notebook and the released data files; symlinks refused);
+2. when root: enters new mount and network namespaces, mounts an empty tmpfs
+   over every hidden path (solutions/, the course data folder with the
+   gradebook and all submissions, .git, notebook sources) and switches to an
+   unprivileged uid reserved for this one job; when not root it tries an
+   unprivileged user namespace for the same, and says what it could not do;
+3. sets resource limits (address space, CPU seconds, processes, file size);
+4. execs COMMAND with a minimal environment (no database URL, no secrets).
+
+What it does not do: seccomp filtering, cgroups, or hiding the rest of the
+file system (the student can read what an unprivileged user can read, e.g.
+the tinylm library, which notebooks import anyway).
+"""
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ENV_VAR = "TINYLM_JAIL"
+JAIL_BASE = Path(tempfile.gettempdir()) / "tinylm-jail"
+UID_FIRST, UID_COUNT = 61000, 1000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
+MS_REC, MS_PRIVATE, MS_BIND, MS_RDONLY = 0x4000, 0x40000, 0x1000, 0x1
+# Environment the jailed process may see; everything else (database URLs,
+# tokens, the jail settings themselves) is dropped.
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NBGRADER_EXECUTION",
+              "TINYLM_DEVICE", "TZ")
+
+
+@dataclass
+class Limits:
+    memory_mb: int = 4096        # address space; torch alone maps ~1.5 GB
+    cpu_s: int = 600             # CPU seconds for the whole process
+    nproc: int = 512             # tasks (threads count) for the jail uid
+    file_mb: int = 64            # largest file it may write
+    wall_s: float = 300.0        # enforced by the parent, not here
+
+
+@dataclass
+class Jail:
+    """One job's jail: a reserved uid, a folder, and what to copy and hide."""
+
+    limits: Limits = field(default_factory=Limits)
+    copy: list[str] = field(default_factory=list)      # files copied into the working folder
+    hide: list[str] = field(default_factory=list)      # paths covered by an empty tmpfs
+    uid: int | None = None
+    base: str = ""
+    notes: list[str] = field(default_factory=list)
+    _lock: object = None
+
+    @classmethod
+    def reserve(cls, limits: Limits, copy=(), hide=()) -> "Jail":
+        """Take a free uid slot (a lock file per uid, so concurrent graders
+        never share one) and make the job's folders."""
+        JAIL_BASE.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(JAIL_BASE, 0o711)
+        for uid in range(UID_FIRST, UID_FIRST + UID_COUNT):
+            fh = open(JAIL_BASE / f"uid-{uid}.lock", "w")
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.close()
+                continue
+            base = Path(tempfile.mkdtemp(prefix=f"{uid}-", dir=JAIL_BASE))
+            jail = cls(limits, [str(p) for p in copy], [str(p) for p in hide], uid, str(base), _lock=fh)
+            for sub in ("work", "run", "home"):
+                (base / sub).mkdir()
+                if os.geteuid() == 0:
+                    os.chown(base / sub, uid, uid)
+            if os.geteuid() == 0:
+                os.chown(base, uid, uid)
+                os.chmod(base, 0o700)
+            return jail
+        raise RuntimeError(f"all {UID_COUNT} jail slots are busy (lock files in {JAIL_BASE})")
+
+    @property
+    def workdir(self) -> Path:
+        return Path(self.base) / "work"
+
+    @property
+    def rundir(self) -> Path:
+        return Path(self.base) / "run"
+
+    def env(self) -> dict:
+        data = {"limits": asdict(self.limits), "copy": self.copy, "hide": self.hide, "uid": self.uid,
+                "base": self.base, "expose": needed_paths()}
+        return {ENV_VAR: json.dumps(data)}
+
+    def release(self) -> None:
+        """Kill whatever the job left running under its uid, remove its folder."""
+        if os.geteuid() == 0 and self.uid is not None:
+            kill_uid(self.uid)
+        shutil.rmtree(self.base, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def needed_paths() -> list[str]:
+    """What the jailed Python must be able to read: its interpreter and
+    standard library, the virtual environment, and the course code."""
+    from .course import ROOT
+    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), str(ROOT)}
+    return sorted(paths)
+
+
+def kill_uid(uid: int) -> int:
+    """SIGKILL every process whose real uid is `uid` (daemons a student
+    forked to outlive grading). Returns how many were signalled."""
+    killed = 0
+    for _ in range(3):
+        found = 0
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                line = next(l for l in status.read_text().splitlines() if l.startswith("Uid:"))
+            except (OSError, StopIteration):
+                continue
+            if int(line.split()[1]) == uid:
+                found += 1
+                try:
+                    os.kill(int(status.parent.name), signal.SIGKILL)
+                except OSError:
+                    pass
+        killed += found
+        if not found:
+            break
+        time.sleep(0.05)
+    return killed
+
+
+# ---------------------------------------------------------------------------
+# inside the jail (runs as root until the uid switch)
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _call(fn, *args, what: str):
+    if fn(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _copy_in(files: list[str], workdir: Path) -> None:
+    for f in files:
+        src = Path(f)
+        if src.is_symlink() or not src.is_file():
+            continue  # symlinks are refused here as well as at collection
+        shutil.copyfile(src, workdir / src.name, follow_symlinks=False)
+
+
+def _hide(paths: list[str], libc) -> None:
+    for p in paths:
+        path = Path(p)
+        if path.is_dir() and not path.is_symlink():
+            _call(libc.mount, b"tmpfs", str(path).encode(), b"tmpfs", ctypes.c_ulong(MS_RDONLY), b"size=4k,mode=0",
+                  what=f"hide {path}")
+        elif path.is_file():
+            _call(libc.mount, b"/dev/null", str(path).encode(), None, ctypes.c_ulong(MS_BIND), None, what=f"hide {path}")
+
+
+def _closed_ancestor(path: Path) -> Path | None:
+    """The top-most folder above `path` that other users cannot enter."""
+    for parent in reversed(path.parents):
+        if parent != Path("/") and not os.stat(parent).st_mode & 0o001:
+            return parent
+    return None
+
+
+def _cover(top: Path, keep: list[Path], stash: Path, libc, mode: str = "0755") -> None:
+    """Mount an empty, enterable tmpfs over `top`, with bind mounts of only
+    the `keep` paths below it put back in place."""
+    saved = []
+    for p in keep:
+        spot = stash / str(len(list(stash.iterdir())))
+        spot.mkdir()
+        _call(libc.mount, str(p).encode(), str(spot).encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None,
+              what=f"keep {p}")
+        saved.append((p, spot))
+    _call(libc.mount, b"tmpfs", str(top).encode(), b"tmpfs", ctypes.c_ulong(0), f"size=256m,mode={mode}".encode(),
+          what=f"cover {top}")
+    for p, spot in saved:
+        p.mkdir(parents=True, exist_ok=True)
+        for d in [p, *p.parents]:
+            if d == top:
+                break
+            os.chmod(d, 0o755)
+        _call(libc.mount, str(spot).encode(), str(p).encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None,
+              what=f"put back {p}")
+
+
+def _isolate_files(settings: dict, libc) -> None:
+    """Inside the new mount namespace:
+    - a folder other users cannot enter that holds the interpreter (pyenv
+      under /root) becomes an empty tmpfs with only the needed paths bound
+      back, so the jailed uid can run Python and sees nothing else there;
+    - /tmp, /var/tmp and /dev/shm become private, empty tmpfs (the job's own
+      folder bound back), so nothing written there outlives the job or
+      reaches another one;
+    - every hidden path is covered."""
+    base = Path(settings["base"])
+    stash = base / "stash"
+    stash.mkdir(exist_ok=True)
+    closed: dict[Path, list[Path]] = {}
+    for p in map(Path, settings["expose"]):
+        top = _closed_ancestor(p)
+        if top is not None:
+            closed.setdefault(top, []).append(p)
+    for top, paths in closed.items():
+        _cover(top, paths, stash, libc)
+    for scratch in ("/tmp", "/var/tmp", "/dev/shm"):
+        if Path(scratch).is_dir():
+            keep = [base] if base.is_relative_to(scratch) else []
+            _cover(Path(scratch), keep, stash if not keep else _outside_stash(libc), libc, mode="1777")
+    _hide(settings["hide"], libc)
+
+
+def _outside_stash(libc) -> Path:
+    """A stash folder outside /tmp, for the bind mount that survives covering /tmp."""
+    spot = Path("/run/tinylm-jail-stash")
+    spot.mkdir(mode=0o700, exist_ok=True)
+    _call(libc.mount, b"tmpfs", str(spot).encode(), b"tmpfs", ctypes.c_ulong(0), b"size=4k,mode=0700",
+          what="stash")
+    return spot
+
+
+def _limit(limits: dict) -> None:
+    mb = 1024 * 1024
+    for res, value in ((resource.RLIMIT_AS, limits["memory_mb"] * mb), (resource.RLIMIT_CPU, limits["cpu_s"]),
+                       (resource.RLIMIT_NPROC, limits["nproc"]), (resource.RLIMIT_FSIZE, limits["file_mb"] * mb),
+                       (resource.RLIMIT_CORE, 0)):
+        resource.setrlimit(res, (value, value))
+
+
+def enter(settings: dict) -> list[str]:
+    """Apply the jail to this process; returns notes on what was not possible."""
+    notes = []
+    workdir, rundir = Path(settings["base"]) / "work", Path(settings["base"]) / "run"
+    _copy_in(settings["copy"], workdir)
+    libc = _libc()
+    uid = settings["uid"]
+    if os.geteuid() == 0:
+        for f in workdir.iterdir():
+            os.chown(f, uid, uid)
+        isolated = False
+        try:
+            _call(libc.unshare, CLONE_NEWNS | CLONE_NEWNET, what="unshare")
+            _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None, what="private mounts")
+            _isolate_files(settings, libc)
+            isolated = True
+        except OSError as err:
+            notes.append(f"no namespaces ({err}): network and hidden paths not isolated")
+        if isolated or not any(_closed_ancestor(Path(p)) for p in settings["expose"]):
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        else:  # without a mount namespace the jail uid could not even start Python
+            notes.append("kept root rights: the interpreter lives in a folder other users cannot enter")
+    else:
+        real_uid, real_gid = os.getuid(), os.getgid()
+        try:
+            _call(libc.unshare, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET, what="unshare")
+            Path("/proc/self/setgroups").write_text("deny")
+            Path("/proc/self/uid_map").write_text(f"{real_uid} {real_uid} 1")
+            Path("/proc/self/gid_map").write_text(f"{real_gid} {real_gid} 1")
+            _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None, what="private mounts")
+            _isolate_files(settings, libc)
+        except OSError as err:
+            notes.append(f"not root and no user namespace ({err}): runs with your rights, network open")
+    os.chdir(workdir)
+    _limit(settings["limits"])
+    return notes
+
+
+def main(argv: list[str]) -> int:
+    if "--" not in argv or ENV_VAR not in os.environ:
+        print(f"usage: {ENV_VAR}=... python -m autograder.jail -- COMMAND ...", file=sys.stderr)
+        return 2
+    settings = json.loads(os.environ[ENV_VAR])
+    command = argv[argv.index("--") + 1:]
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    env.update(HOME=str(Path(settings["base"]) / "home"), MPLBACKEND="Agg", PYTHONNOUSERSITE="1",
+               JUPYTER_RUNTIME_DIR=str(Path(settings["base"]) / "run"), PYTHONDONTWRITEBYTECODE="1")
+    # The kernel reads its connection file after the uid switch: hand it a copy it owns.
+    for i, arg in enumerate(command[:-1]):
+        if arg == "-f" and Path(command[i + 1]).is_file():
+            conn = Path(settings["base"]) / "run" / Path(command[i + 1]).name
+            if not conn.exists() or not conn.samefile(command[i + 1]):
+                shutil.copyfile(command[i + 1], conn)
+            if os.geteuid() == 0:
+                os.chown(conn, settings["uid"], settings["uid"])
+            command[i + 1] = str(conn)
+    for note in enter(settings):
+        print(f"[jail] {note}", file=sys.stderr)
+    os.execve(command[0], command, env)
+    return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,545 @@
+"""The trusted out-of-process recheck of one submission.
+
+The notebook kernel's verdict can be bent by the code it grades (patched
+torch.allclose, a Tensor subclass, an __eq__ that is always true, an AST
+transformer stripping asserts, expected values read from the check's frame).
+So the grade worker asks a second opinion, with the roles split:
+
+* a trusted process (this module, as the parent) executes the course's own
+  setup cells and the full test cells, hidden tests included, taken from
+  solutions/, not from the submission. The learner's functions in that
+  namespace are proxies;
+* an untrusted child, in a jail (autograder.jail), executes only the setup
+  cells and the answer cells, whose source the parent extracted from the
+  submitted notebook by grade id. A proxy call sends the arguments to the
+  child, the child calls the learner's function and sends the result back
+  as plain data (tensors, numbers, strings, tuples, lists, dicts) that the
+  parent loads with torch.load(weights_only=True).
+
+The comparison (allclose, shapes, variants) therefore runs in a process the
+learner's code never touched, on values it never saw the expected side of.
+Callables passed by a check run in the parent (the child calls back), and
+nn.Module arguments travel to the child and their parameters, including
+which ones are shared, come back after the call. A module the learner's code
+returns (e.g. from its class) stays in the child; the parent gets a stand-in
+with the same parameters whose forward runs in the child. A check that needs
+more of a learner's module than its parameters and forward makes the exercise
+"not rechecked", reported as such, never a silent pass.
+
+    python -m autograder.recheck ASSIGNMENT NOTEBOOK [--timeout S]   (prints JSON)
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import io
+import json
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import time
+
+RECHECK_TIMEOUT = 60.0
+
+
+# --------------------------------------------------------------------------
+# framing, shared by both sides
+
+def send(fd: int, payload: bytes) -> None:
+    data = struct.pack("<Q", len(payload)) + payload
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError("no answer from the learner's code in time")
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the learner's process ended")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+MAX_MESSAGE = 256 * 1024 * 1024
+
+
+def receive(fd: int, deadline: float | None = None) -> bytes:
+    (n,) = struct.unpack("<Q", _read_exact(fd, 8, deadline))
+    if n > MAX_MESSAGE:
+        raise ValueError(f"message of {n} bytes is over the {MAX_MESSAGE}-byte limit")
+    return _read_exact(fd, n, deadline)
+
+
+# --------------------------------------------------------------------------
+# plain data: what may cross from the child to the parent
+
+# Child side: modules the learner's code returned, kept so the parent can
+# call them later by handle (None in the parent, which never registers any).
+_HANDLES: dict[int, object] | None = None
+
+
+def to_plain(value, depth: int = 0):
+    """Tagged plain form of a learner's value (runs in the child)."""
+    import torch
+    from torch import nn
+
+    if depth > 20:
+        return ("opaque", "deeply nested value")
+    if isinstance(value, torch.Tensor):
+        with torch._C.DisableTorchFunction():
+            rg = bool(value.requires_grad)
+            plain = torch.Tensor.detach(value).cpu().clone().as_subclass(torch.Tensor)
+        return ("T", plain, rg)
+    if value is None or type(value) in (bool, int, float, str, complex):
+        return ("v", value)
+    if isinstance(value, torch.dtype):
+        return ("dtype", str(value))
+    if isinstance(value, (tuple, list)):
+        return ("tuple" if isinstance(value, tuple) else "list", [to_plain(v, depth + 1) for v in value])
+    if type(value) is dict and all(type(k) is str for k in value):
+        return ("dict", [[k, to_plain(v, depth + 1)] for k, v in value.items()])
+    if isinstance(value, nn.Module):
+        if _HANDLES is None:
+            return ("opaque", type(value).__name__)
+        _HANDLES[id(value)] = value
+        return ("module", id(value), type(value).__name__, _parameters(value))
+    return ("opaque", type(value).__name__)
+
+
+class Opaque:
+    """Stands in, in the parent, for a learner object that is not plain data."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __repr__(self):
+        return f"<{self.type_name} object from the learner's code>"
+
+
+class NotRecheckable(BaseException):
+    """Raised through a check (BaseException: chk.call does not catch it)
+    when a learner object cannot be compared outside the sandbox."""
+
+
+def from_plain(tagged, child=None):
+    """Rebuild a value in the parent, accepting only the tagged forms. A
+    learner's module becomes a RemoteModule bound to `child`."""
+    import torch
+
+    tag = tagged[0]
+    if tag == "T":
+        t = tagged[1]
+        if type(t) is not torch.Tensor:
+            raise TypeError("not a plain tensor")
+        if tagged[2] and (t.is_floating_point() or t.is_complex()):
+            t.requires_grad_(True)
+        return t
+    if tag == "v" and (tagged[1] is None or type(tagged[1]) in (bool, int, float, str, complex)):
+        return tagged[1]
+    if tag == "dtype":
+        dtype = getattr(torch, str(tagged[1]).replace("torch.", ""), None)
+        if isinstance(dtype, torch.dtype):
+            return dtype
+    if tag in ("tuple", "list"):
+        items = [from_plain(v, child) for v in tagged[1]]
+        return tuple(items) if tag == "tuple" else items
+    if tag == "dict":
+        return {str(k): from_plain(v, child) for k, v in tagged[1]}
+    if tag == "module":
+        if child is None:
+            raise NotRecheckable("a module where none can be called")
+        return remote_module(child, int(tagged[1]), str(tagged[2]), tagged[3])
+    if tag == "opaque":
+        return Opaque(str(tagged[1]))
+    raise TypeError(f"unexpected value tag {tag!r}")
+
+
+def dump_plain(value) -> bytes:
+    import torch
+    buf = io.BytesIO()
+    torch.save(value, buf)
+    return buf.getvalue()
+
+
+def load_plain(data: bytes):
+    import torch
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+# --------------------------------------------------------------------------
+# child: runs the learner's answer cells and answers calls
+
+class CallbackRef:
+    def __init__(self, index: int):
+        self.index = index
+
+
+def _child_main() -> int:
+    global _HANDLES
+    _HANDLES = {}
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # learner prints go to stderr, never into the protocol
+    ns: dict = {"__name__": "__main__"}
+
+    def reply(*message):
+        send(proto_out, dump_plain(message))
+
+    def callback_stub(index):
+        def call_parent(*args, **kwargs):
+            send(proto_out, dump_plain(("callback", index, to_plain(args), to_plain(kwargs))))
+            answer = pickle.loads(receive(proto_in))
+            if answer[0] == "raise":
+                raise RuntimeError(answer[1])
+            return answer[1]
+        return call_parent
+
+    def unwrap(value):
+        if isinstance(value, CallbackRef):
+            return callback_stub(value.index)
+        if isinstance(value, tuple):
+            return tuple(unwrap(v) for v in value)
+        if isinstance(value, list):
+            return [unwrap(v) for v in value]
+        return value
+
+    while True:
+        try:
+            message = pickle.loads(receive(proto_in))
+        except EOFError:
+            return 0
+        kind = message[0]
+        if kind == "exec":
+            _, label, source = message
+            try:
+                exec(compile(source, label, "exec"), ns)
+                reply("ok")
+            except BaseException as err:  # noqa: BLE001 (sys.exit in a cell is the learner's problem)
+                reply("raise", type(err).__name__, str(err)[:500])
+        elif kind == "method":  # a module returned earlier: load the parent's parameter values, call it
+            _, handle, state, args, kwargs = message
+            module = _HANDLES.get(handle)
+            args, kwargs = unwrap(args), {k: unwrap(v) for k, v in kwargs.items()}
+            try:
+                _load_parameters(module, state)
+                result = module(*args, **kwargs)
+            except BaseException as err:  # noqa: BLE001
+                reply("raise", type(err).__name__, str(err)[:500])
+                continue
+            reply("result", to_plain(result), _module_state([*args, *kwargs.values()]))
+        elif kind == "call":
+            _, name, args, kwargs = message
+            args, kwargs = unwrap(args), {k: unwrap(v) for k, v in kwargs.items()}
+            if name not in ns:
+                reply("raise", "NameError", f"name '{name}' is not defined (its answer cell is missing or failed)")
+                continue
+            try:
+                result = ns[name](*args, **kwargs)
+            except BaseException as err:  # noqa: BLE001
+                reply("raise", type(err).__name__, str(err)[:500])
+                continue
+            reply("result", to_plain(result), _module_state([*args, *kwargs.values()]))
+
+
+def _parameters(module) -> list:
+    """[(name, identity tag, tensor, requires_grad)] of a module's parameters."""
+    return [(name, id(p), *to_plain(p)[1:]) for name, p in module.named_parameters(remove_duplicate=False)]
+
+
+def _load_parameters(module, state) -> None:
+    import torch
+    params = dict(module.named_parameters(remove_duplicate=False))
+    with torch.no_grad():
+        for name, tensor in state:
+            if name in params and params[name].shape == tensor.shape:
+                params[name].copy_(tensor)
+
+
+def _module_state(values) -> list:
+    """Parameters of every nn.Module argument after the call: [(arg index,
+    name, identity tag, tensor, requires_grad)], so in-place changes and
+    sharing (weight tying) can be mirrored in the parent."""
+    from torch import nn
+    state = []
+    for i, v in enumerate(values):
+        if isinstance(v, nn.Module):
+            state += [(i, *entry) for entry in _parameters(v)]
+    return state
+
+
+# --------------------------------------------------------------------------
+# parent: trusted checks against proxies
+
+class Child:
+    """The jailed learner process, spoken to through pipes. When the
+    learner's code hangs or kills it, the next request starts a fresh one and
+    replays the cells that ran fine, so one bad exercise costs only its own
+    points (within the overall time budget)."""
+
+    def __init__(self, jail, timeout: float, total: float):
+        self.jail = jail
+        self.timeout = timeout
+        self.end = time.monotonic() + total  # all calls together, so many slow calls cannot outlast the grader
+        self.callbacks: list = []
+        self.replay: list[tuple[str, str]] = []
+        self._spawn()
+
+    def _spawn(self) -> None:
+        from .grade import course_env_for_jail
+        cmd = [sys.executable, "-m", "autograder.jail", "--", sys.executable, "-I", "-m", "autograder.recheck", "--child"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=course_env_for_jail(self.jail), start_new_session=True)
+        self.dead: str | None = None
+
+    def run_cell(self, label: str, source: str) -> None:
+        """Execute a cell; raises TimeoutError/RuntimeError if it hangs or kills the process."""
+        self.request(("exec", label, source))
+        self.replay.append((label, source))
+
+    def _revive(self) -> None:
+        if time.monotonic() >= self.end:
+            raise RuntimeError(f"the learner's process is gone ({self.dead}) and the recheck's time is up")
+        self._spawn()
+        for label, source in self.replay:
+            self.request(("exec", label, source))
+
+    def request(self, message) -> tuple:
+        if self.dead:
+            self._revive()
+        deadline = min(time.monotonic() + self.timeout, self.end)
+        try:
+            send(self.proc.stdin.fileno(), pickle.dumps(message))
+            while True:
+                answer = load_plain(receive(self.proc.stdout.fileno(), deadline))
+                if answer[0] != "callback":
+                    return answer
+                self._serve_callback(answer)
+        except TimeoutError:
+            self.kill(f"no answer within {self.timeout:.0f} s")
+            raise TimeoutError(f"the learner's code did not finish within {self.timeout:.0f} s") from None
+        except (EOFError, BrokenPipeError, OSError, ValueError, pickle.UnpicklingError) as err:
+            self.kill(f"it ended or sent garbage: {type(err).__name__}")
+            raise RuntimeError(f"the learner's process crashed or exited ({type(err).__name__}: {err})") from None
+
+    def _serve_callback(self, message) -> None:
+        _, index, args, kwargs = message
+        try:
+            value = self.callbacks[index](*from_plain(args), **from_plain(kwargs))
+            reply = ("value", value)
+        except Exception as err:  # the check's own helper failed on the learner's input
+            reply = ("raise", f"{type(err).__name__}: {err}")
+        send(self.proc.stdin.fileno(), pickle.dumps(reply))
+
+    def kill(self, why: str) -> None:
+        self.dead = self.dead or why
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _encode_args(child: Child, value):
+    """Parent -> child: callables (other than modules and classes) become
+    callback references; everything else is pickled as is."""
+    from torch import nn
+    if callable(value) and not isinstance(value, (nn.Module, type)):
+        child.callbacks.append(value)
+        return CallbackRef(len(child.callbacks) - 1)
+    if isinstance(value, tuple):
+        return tuple(_encode_args(child, v) for v in value)
+    if isinstance(value, list):
+        return [_encode_args(child, v) for v in value]
+    return value
+
+
+def _mirror_modules(values: list, state: list) -> None:
+    """Apply the child's parameter state to the parent's module arguments:
+    same identity tag -> the very same Parameter object."""
+    import torch
+    from torch import nn
+    made: dict[int, nn.Parameter] = {}
+    for index, name, tag, tensor, rg in state:
+        module = values[index]
+        if type(tensor) is not torch.Tensor:
+            raise TypeError("not a plain tensor")
+        if tag not in made:
+            made[tag] = nn.Parameter(tensor, requires_grad=bool(rg))
+        *path, leaf = name.split(".")
+        owner = module
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, leaf, made[tag])
+
+
+def _call_child(child: Child, head: tuple, args, kwargs):
+    """Send one call, re-raise the learner's exception by name, or return
+    the plain result with module arguments mirrored."""
+    answer = child.request((*head, _encode_args(child, args), {k: _encode_args(child, v) for k, v in kwargs.items()}))
+    if answer[0] == "raise":
+        _, type_name, text = answer
+        if type_name == "NotImplementedError":
+            raise NotImplementedError(text)
+        raise type(str(type_name), (Exception,), {})(text)
+    _mirror_modules([*args, *kwargs.values()], answer[2])
+    return from_plain(answer[1], child)
+
+
+def remote_module(child: Child, handle: int, type_name: str, params: list):
+    """An nn.Module in the parent standing for a module the learner's code
+    built in the child: the same parameter names, values and sharing; calling
+    it sends the current parameter values and the inputs to the child. Any
+    other attribute makes the exercise "not rechecked"."""
+    import torch
+    from torch import nn
+
+    class RemoteModule(nn.Module):
+        def forward(self, *args, **kwargs):
+            state = [(n, p.detach().clone()) for n, p in self.named_parameters(remove_duplicate=False)]
+            return _call_child(child, ("method", handle, state), args, kwargs)
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                if name.startswith("_") or not self.__dict__.get("ready"):  # torch internals, or still building
+                    raise
+                raise NotRecheckable(f"the check uses `.{name}` of the learner's {type_name}, which the recheck "
+                                     "cannot reach outside the sandbox") from None
+
+    RemoteModule.__name__ = RemoteModule.__qualname__ = type_name
+    module = RemoteModule()
+    made: dict[int, nn.Parameter] = {}
+    for name, tag, tensor, rg in params:
+        if type(tensor) is not torch.Tensor:
+            raise TypeError("not a plain tensor")
+        made.setdefault(tag, nn.Parameter(tensor, requires_grad=bool(rg)))
+        *path, leaf = name.split(".")
+        owner = module
+        for part in path:
+            if part not in owner._modules:
+                owner.add_module(part, nn.Module())
+            owner = owner._modules[part]
+        owner.register_parameter(leaf, made[tag])
+    module.__dict__["ready"] = True
+    return module
+
+
+def make_proxy(child: Child, name: str):
+    def proxy(*args, **kwargs):
+        return _call_child(child, ("call", name), args, kwargs)
+
+    proxy.__name__ = proxy.__qualname__ = name
+    return proxy
+
+
+def _defined_names(source: str) -> list[str]:
+    names = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
+def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHECK_TIMEOUT, jail=None,
+                     total: float = 4 * RECHECK_TIMEOUT) -> dict:
+    """{grade cell id: {"status": "pass"|"fail"|"not rechecked", "message": str}}."""
+    from . import course
+    from .notebook_gates import is_answer, is_check, nbg, read, setup_cells
+
+    source = read(course.source_notebook(assignment))
+    try:
+        submitted = read(notebook_path)
+        answers = {}
+        for cell in submitted.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and isinstance(meta, dict) and meta.get("solution"):
+                answers.setdefault(meta.get("grade_id"), cell.source)
+    except Exception:  # unreadable: every exercise fails, the intake said why
+        answers = {}
+    setup = setup_cells(source)
+    child = Child(jail, timeout, total)
+    trusted: dict = {"__name__": "__recheck__"}
+    results: dict = {}
+    try:
+        for cell in source.cells:  # setup and answers in notebook order, in the child
+            if cell in setup:
+                child.run_cell(f"<setup {nbg(cell)['grade_id']}>", cell.source)
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(cell.source, f"<setup {nbg(cell)['grade_id']}>", "exec"), trusted)
+            elif is_answer(cell):
+                gid = nbg(cell)["grade_id"]
+                try:
+                    child.run_cell(f"<answer {gid}>", answers.get(gid, ""))
+                except (TimeoutError, RuntimeError):
+                    pass  # the cell hung or ended the process: it defines nothing, its checks fail
+                for name in _defined_names(cell.source):
+                    trusted[name] = make_proxy(child, name)
+        for cell in source.cells:
+            if is_check(cell):
+                results[nbg(cell)["grade_id"]] = _run_check(cell.source, trusted)
+    finally:
+        child.kill("recheck finished")
+    return results
+
+
+def _run_check(source: str, ns: dict) -> dict:
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(source, "<test cell>", "exec"), ns)
+        return {"status": "pass", "message": ""}
+    except NotRecheckable as err:
+        return {"status": "not rechecked", "message": str(err)}
+    except Exception as err:  # noqa: BLE001: a failed check, in whatever form
+        text = str(err).strip() or type(err).__name__
+        return {"status": "fail", "message": text[:1000]}
+
+
+def recheck_submission(assignment: str, notebook, limits) -> dict:
+    """Run the recheck in its own trusted process (the grade worker stays
+    small), with the child jailed under `limits`. Never raises."""
+    from . import course
+    cmd = [sys.executable, "-m", "autograder.recheck", assignment, str(notebook), "--timeout", str(limits.wall_s / 4),
+           "--total", str(limits.wall_s * 0.8)]
+    try:
+        proc = subprocess.run(cmd, cwd=course.ROOT, capture_output=True, text=True, timeout=limits.wall_s,
+                              env=dict(os.environ, OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde"))
+        if proc.returncode == 0:
+            return json.loads(proc.stdout.strip().splitlines()[-1])
+        reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    except subprocess.TimeoutExpired:
+        reason = f"the recheck took longer than {limits.wall_s:.0f} s"
+    return {"__error__": {"status": "fail", "message": f"the recheck did not complete: {reason}"[:500]}}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--child"]:
+        return _child_main()
+    p = argparse.ArgumentParser(prog="python -m autograder.recheck")
+    p.add_argument("assignment")
+    p.add_argument("notebook")
+    p.add_argument("--timeout", type=float, default=RECHECK_TIMEOUT, help="seconds per call of the learner's code")
+    p.add_argument("--total", type=float, default=4 * RECHECK_TIMEOUT, help="seconds for all calls together")
+    args = p.parse_args(argv)
+    from .grade import jail_for_recheck
+    with jail_for_recheck() as jail:
+        results = recheck_notebook(args.assignment, args.notebook, args.timeout, jail, args.total)
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

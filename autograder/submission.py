@@ -1,0 +1,124 @@
+"""Read one submitted notebook the way a careful instructor would, before
+nbgrader sees it: is it a notebook at all, and how does it differ from the
+released structure (deleted, duplicated, retyped or edited graded cells,
+changed points or metadata)?
+
+`inspect_submission` never raises on bad input: it returns an Intake with a
+list of plain-English problems, `fatal` set when the file cannot be graded at
+all, and, when it can, a repaired notebook in which nothing the student
+changed in graded cells can earn points: graded and locked cells whose
+metadata was copied or invented lose that metadata, so nbgrader restores the
+originals (with hidden tests) by grade id and never aborts on them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .notebook_gates import nbg, read
+
+MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
+
+
+@dataclass
+class Intake:
+    path: Path
+    problems: list[str] = field(default_factory=list)
+    fatal: bool = False
+    notebook: nbformat.NotebookNode | None = None
+    digest: str = ""
+
+    def fail(self, message: str) -> "Intake":
+        self.problems.append(message)
+        self.fatal = True
+        return self
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file() else "missing"
+
+
+def inspect_submission(path: Path, release_path: Path) -> Intake:
+    """release_path: the released notebook the student started from."""
+    path = Path(path)
+    intake = Intake(path)
+    if path.is_symlink():
+        return intake.fail(f"{path.name} is a symbolic link; submit the notebook file itself")
+    if not path.is_file():
+        return intake.fail(f"{path.name} is missing from the submission")
+    size = path.stat().st_size
+    intake.digest = digest(path)
+    if size == 0:
+        return intake.fail(f"{path.name} is empty (0 bytes): save the notebook in Jupyter and submit again")
+    if size > MAX_NOTEBOOK_BYTES:
+        return intake.fail(f"{path.name} is {size / 2**20:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 2**20} MB limit: "
+                           "clear the outputs (Edit > Clear Outputs of All Cells) and submit again")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return intake.fail(f"{path.name} is not valid notebook JSON ({err}); it may have been saved by another "
+                           "editor or truncated: download it again from Jupyter")
+    if not isinstance(raw, dict) or raw.get("nbformat") != 4 or not isinstance(raw.get("cells"), list):
+        version = raw.get("nbformat") if isinstance(raw, dict) else None
+        return intake.fail(f"{path.name} is not an nbformat 4 notebook (nbformat={version!r}); "
+                           "submit the .ipynb file of the released notebook")
+    try:
+        nb = nbformat.reads(json.dumps(raw), as_version=4)
+        nbformat.validate(nb)
+    except Exception as err:  # nbformat raises several types on schema errors
+        return intake.fail(f"{path.name} does not follow the notebook format ({str(err).splitlines()[0][:200]})")
+    if not nb.cells:
+        return intake.fail(f"{path.name} has no cells")
+    intake.notebook = nb
+    _compare_structure(nb, read(release_path), intake)
+    return intake
+
+
+def _compare_structure(nb, release, intake: Intake) -> None:
+    """Report differences in graded/locked cells and strip metadata that does
+    not belong to exactly one original cell."""
+    originals = {nbg(c)["grade_id"]: c for c in release.cells if nbg(c).get("grade_id")}
+    seen: dict[str, int] = {}
+    for cell in nb.cells:
+        meta = nbg(cell)
+        gid = meta.get("grade_id") if isinstance(meta, dict) else None
+        if not gid:
+            if "nbgrader" in cell.metadata:
+                cell.metadata.pop("nbgrader")
+                if not isinstance(meta, dict) or any(meta.get(k) for k in ("grade", "solution", "locked")):
+                    intake.problems.append("a cell has nbgrader metadata without a grade id; it was ignored")
+            continue
+        seen[gid] = seen.get(gid, 0) + 1
+        orig = originals.get(gid)
+        if orig is None:
+            intake.problems.append(f"cell '{gid}' is not in the released notebook; its grading metadata was ignored")
+            cell.metadata.pop("nbgrader")
+            continue
+        if seen[gid] > 1:
+            intake.problems.append(f"cell '{gid}' appears more than once; only the first copy is graded")
+            cell.metadata.pop("nbgrader")
+            continue
+        if cell.cell_type != orig.cell_type:
+            intake.problems.append(f"cell '{gid}' was changed from {orig.cell_type} to {cell.cell_type}; "
+                                   "the original is restored for grading")
+        om = nbg(orig)
+        if meta.get("points") != om.get("points") or any(bool(meta.get(k)) != bool(om.get(k))
+                                                         for k in ("grade", "solution", "locked")):
+            intake.problems.append(f"cell '{gid}' has changed grading metadata (points/flags); "
+                                   "the original is restored for grading")
+        if om.get("locked") and cell.source != orig.source:
+            intake.problems.append(f"read-only cell '{gid}' was edited; the original is restored for grading")
+    for gid, orig in originals.items():
+        if gid not in seen:
+            what = "answer" if nbg(orig).get("solution") else "test" if nbg(orig).get("grade") else "read-only"
+            intake.problems.append(f"{what} cell '{gid}' was deleted; "
+                                   + ("the original is put back and graded" if what != "answer"
+                                      else "its exercise cannot earn points"))
+
+
+def write_repaired(intake: Intake, dest: Path) -> None:
+    nbformat.write(intake.notebook, str(dest))

@@ -1,0 +1,132 @@
+"""Two-sided proofs through the whole grader (issue 6), for every notebook
+in solutions/: the solution answers get full marks, the untouched release
+notebook gets zero, and seed bugs of the notebooks' bug lists
+(tests/test_seed_bugs_*.py) lose exactly their exercise's points, with HTML
+feedback that names the bug and shows no hidden test source.
+
+To keep CI time bounded, by default one submission per notebook carries the
+first seed bug of every exercise at once; TINYLM_GRADER_ALL_BUGS=1 grades
+every seed bug (about five times as many submissions). Every seed bug is
+also proven against the visible checks in-process by test_seed_bugs_*.py."""
+from __future__ import annotations
+
+import html
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from autograder import course, specimens
+from autograder.notebook_gates import HIDDEN_BLOCK, exercises, nbg, read
+from tests.grader_batch import shared_batch
+
+pytestmark = pytest.mark.slow
+ASSIGNMENTS = course.assignments()
+
+
+def seed_bugs() -> list[tuple]:
+    """(assignment, answer grade id, old, new, phrase) from every bug list."""
+    bugs = []
+    for path in sorted(Path(__file__).parent.glob("test_seed_bugs_*.py")):
+        spec = importlib.util.spec_from_file_location(f"_bugs_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        bugs += [b for b in getattr(module, "BUGS", []) if b[0] in ASSIGNMENTS]
+    return bugs
+
+
+def bug_submissions() -> dict[str, tuple[str, list[tuple]]]:
+    """Bugs packed into as few submissions as possible, at most one bug per
+    exercise in each: {student: (assignment, bugs)}."""
+    groups: dict[str, tuple[str, list[tuple]]] = {}
+    for bug in seed_bugs():
+        n = 0
+        while True:
+            student = f"bugs_{bug[0][:2]}_{n}"
+            a, members = groups.setdefault(student, (bug[0], []))
+            if all(m[1] != bug[1] for m in members):
+                members.append(bug)
+                break
+            n += 1
+    if not os.environ.get("TINYLM_GRADER_ALL_BUGS"):
+        groups = {s: g for s, g in groups.items() if s.endswith("_0")}
+    return groups
+
+
+def check_of(assignment: str) -> dict[str, str]:
+    """answer grade id -> grade id of its test cell."""
+    return {ex.grade_id: nbg(ex.check)["grade_id"] for ex in exercises(read(course.source_notebook(assignment)))}
+
+
+def _grade_proofs(data: Path) -> dict:
+    from autograder.feedback import write_feedback
+    from autograder.grade import Options, grade_all
+
+    for a in ASSIGNMENTS:
+        specimens.submit(data, f"solution_{a[:2]}", a, specimens.honest(a))
+        specimens.submit(data, f"release_{a[:2]}", a, specimens.notebook(a))
+    bugs = bug_submissions()
+    for student, (a, members) in bugs.items():
+        specimens.submit(data, student, a, specimens.with_bugs(a, [(g, old, new) for _, g, old, new, _ in members]))
+    results = grade_all(Options(assignments=ASSIGNMENTS, workers=2, progress=False))
+    write_feedback(results)
+    return {"results": {f"{r['student']}/{r['assignment']}": r for r in results}, "bugs": bugs}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return shared_batch(tmp_path_factory, "grader_proofs", _grade_proofs)
+
+
+def _feedback(data: Path, student: str, assignment: str) -> str:
+    return html.unescape((data / "feedback" / student / assignment / f"{assignment}.html").read_text())
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solution_gets_full_marks(graded, assignment):
+    r = graded["results"][f"solution_{assignment[:2]}/{assignment}"]
+    assert r["score"] == r["max_score"] > 0 and not r["flags"], r
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_untouched_release_gets_zero(graded, assignment):
+    r = graded["results"][f"release_{assignment[:2]}/{assignment}"]
+    assert r["score"] == 0 and r["max_score"] > 0, r
+    assert all(c["recheck"] == "fail" for c in r["cells"].values()), "the recheck must agree: every stub fails"
+
+
+def test_every_seed_bug_is_graded():
+    assert seed_bugs(), "no bug list found in tests/test_seed_bugs_*.py"
+    covered = {(b[0], b[1]) for b in seed_bugs()}
+    for a in ASSIGNMENTS:
+        missing = set(check_of(a)) - {g for x, g in covered if x == a}
+        assert not missing, f"{a}: exercises without a seed bug: {missing}"
+
+
+def test_each_seed_bug_loses_its_exercise_and_is_named(graded):
+    for student, (a, members) in graded["bugs"].items():
+        r = graded["results"][f"{student}/{a}"]
+        checks = check_of(a)
+        broken = {checks[g] for _, g, *_ in members}
+        for cell, c in r["cells"].items():
+            if cell in broken:
+                assert c["score"] == 0, f"{student}: {cell} kept its points despite the bug"
+            else:
+                assert c["score"] == c["max_score"], f"{student}: untouched exercise {cell} lost points: {c}"
+        text = _feedback(graded["data"], student, a)
+        for *_, phrase in members:
+            assert phrase in text, f"{student}: feedback does not name the bug ({phrase!r})"
+
+
+def test_feedback_shows_no_hidden_test_source(graded):
+    for key in graded["results"]:
+        student, a = key.split("/")
+        text = _feedback(graded["data"], student, a)
+        hidden = [l.strip() for c in read(course.source_notebook(a)).cells for block in HIDDEN_BLOCK.findall(c.source)
+                  for l in block.splitlines() if len(l.strip()) >= 12]
+        assert hidden, f"{a}: no hidden test lines found to look for"
+        leaked = [l for l in hidden if l in text]
+        assert not leaked, f"{student}/{a}: hidden test source in the feedback: {leaked[:3]}"
+        assert not re.search(r"BEGIN HIDDEN TESTS", text)

@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-lab: $(STAMP)  ## open the course in JupyterLab
-	$(BIN)/jupyter lab notebooks/
+# Jupyter refuses to start as root unless told; containers often run as root.
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
+	$(BIN)/jupyter lab notebooks/ $(ROOT_ARGS) $(LAB_ARGS)
 
 test: $(STAMP)  ## the whole suite, as CI runs it
 	$(PYTEST) -n 2 -q
@@ -84,6 +87,6 @@ test-browser: $(STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chromiu
 # nbgrader reads its config from the working directory (autograder/) and
 # cannot create the gradebook's folder (.course/) itself: without it the
 # formgrader hangs on "Loading, please wait...".
-formgrader: $(STAMP)  ## instructors: JupyterLab on the course root, Nbgrader > Formgrader [LAB_ARGS=--allow-root]
+formgrader: $(STAMP)  ## instructors: JupyterLab on the course root, Nbgrader > Formgrader [LAB_ARGS=...]
 	mkdir -p .course
-	cd autograder && PATH="$(CURDIR)/$(BIN):$$PATH" "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(CURDIR)" $(LAB_ARGS)
+	cd autograder && PATH="$(CURDIR)/$(BIN):$$PATH" "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_ARGS) $(LAB_ARGS)

@@ -13,6 +13,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 COURSE_DATA = os.path.join(ROOT, ".course")
 
+# nbgrader cannot create the gradebook's folder itself: without it the
+# formgrader hangs on "Loading, please wait..." on a fresh clone.
+os.makedirs(COURSE_DATA, exist_ok=True)
+
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 
 c.CourseDirectory.course_id = "tinylm"

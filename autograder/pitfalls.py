@@ -98,13 +98,13 @@ def causal_mask_strict(q_len, kv_len=None):
 def split_heads_view(x, n_heads):
     """x.view(B, H, T, hd): right shape, tokens mixed into heads."""
     B, T, d = x.shape
-    return x.view(B, n_heads, T, d // n_heads)
+    return x.view(B, n_heads, T, d // n_heads)  # (B, H, T, hd) in shape only: memory is still (B, T, d)
 
 
 def merge_heads_ok(y):
     """A correct merge, so only split_heads_view is at fault."""
     B, H, T, hd = y.shape
-    return y.transpose(1, 2).reshape(B, T, H * hd)
+    return y.transpose(1, 2).reshape(B, T, H * hd)  # (B, T, H, hd) -> (B, T, d)
 
 
 # -- 04 RoPE ----------------------------------------------------------------------
@@ -124,7 +124,7 @@ def rope_cache_half_exponent(head_dim, max_seq_len, theta=10000.0):
 def apply_rope_interleaved_pairs(x, cos, sin, start_pos=0):
     """rotate neighbours (2i, 2i+1) with the half-split tables."""
     T = x.shape[-2]
-    neighbours = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+    neighbours = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)  # (..., hd/2, 2) -> (..., hd)
     return x * cos[start_pos:start_pos + T] + neighbours * sin[start_pos:start_pos + T]
 
 

@@ -116,6 +116,18 @@ def test_every_answer_is_followed_by_its_check(assignment):
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_some_outputs_are_compared_by_nbval(assignment):
+    """At least one deterministic cell per notebook has its output checked, and
+    none of the checked outputs is an image or a timing."""
+    nb = read(course.source_notebook(assignment))
+    marked = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# NBVAL_CHECK_OUTPUT")]
+    assert marked, f"{assignment}: no cell marked # NBVAL_CHECK_OUTPUT"
+    for c in marked:
+        assert c.outputs and all(o.output_type == "stream" for o in c.outputs), f"{assignment}: {c.id} output is not plain text"
+        assert " ms" not in "".join(o.text for o in c.outputs), f"{assignment}: {c.id} prints a timing"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_run_time_is_stated(assignment):
     assert 0 < stated_run_time(read(course.source_notebook(assignment))) <= 120
 

@@ -70,7 +70,8 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
     chk.expects = f"(batch, seq, d_model) = {(batch, seq, d)}"
     y = randn(batch, n_heads, seq, head_dim, seed=seed + 1)
     merged = chk.call(merge_heads, y)
-    chk.compare(f"merge {tuple(y.shape)} -> (B, T, d)", merged, y.permute(0, 2, 1, 3).flatten(2), variants={
+    want_merged = y.permute(0, 2, 1, 3).flatten(2)  # (B, H, T, hd) -> (B, T, H, hd) -> (B, T, d)
+    chk.compare(f"merge {tuple(y.shape)} -> (B, T, d)", merged, want_merged, variants={
         "wrong layout after reshape: y.reshape(B, T, d) straight from (B, H, T, hd) mixes tokens across heads; "
         "transpose(1, 2) to (B, T, H, hd) first": lambda: y.reshape(batch, seq, d),
     })
@@ -181,7 +182,8 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
         q, k, v = (split(F.linear(x, w)) for w in (w_q, w_k, w_v))
         return F.linear(merge(F.scaled_dot_product_attention(q, k, v, is_causal=True)), w_o)
 
-    good_split, good_merge = (lambda t: _split_ref(t, n_heads)), (lambda y: y.permute(0, 2, 1, 3).flatten(2))
+    good_split = lambda t: _split_ref(t, n_heads)              # noqa: E731  (B, T, d) -> (B, H, T, hd)
+    good_merge = lambda y: y.permute(0, 2, 1, 3).flatten(2)   # noqa: E731  (B, H, T, hd) -> (B, T, d)
 
     def transposed(qkv=True, out=True):
         q, k, v = (good_split(x @ w if qkv else F.linear(x, w)) for w in (w_q, w_k, w_v))

@@ -41,7 +41,7 @@ def ref_rotate(x: torch.Tensor, start_pos: int = 0, theta: float = 10000.0) -> t
 
 def _interleaved_rotate(x: torch.Tensor) -> torch.Tensor:
     """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...): the paper's pairing."""
-    return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+    return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)  # (..., hd/2, 2) -> (..., hd)
 
 
 def _half_rotate(x: torch.Tensor, sign: int = 1) -> torch.Tensor:

@@ -12,7 +12,7 @@
 # `(B, T, d_model)`. Notebook 04 will add positions (RoPE) to queries and keys; here there is no position
 # information yet.
 #
-# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 25 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
 # %% setup id=setup
 import math

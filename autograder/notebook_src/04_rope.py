@@ -12,7 +12,7 @@
 # **Since notebook 03:** `tinylm.causal_attention(q, k, v)` is your attention; here it receives rotated
 # queries and keys.
 #
-# **Run time:** about 15 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
 # %% setup id=setup
 import math
@@ -157,7 +157,7 @@ qv, kv = torch.randn(64, generator=gen), torch.randn(64, generator=gen)
 
 def score_at(m: int, n: int) -> float:
     """Score of the query placed at position m with the key placed at position n."""
-    rq = apply_rope(qv.view(1, 1, 1, 64), cos, sin, start_pos=m)
+    rq = apply_rope(qv.view(1, 1, 1, 64), cos, sin, start_pos=m)  # (hd,) -> (B, H, T, hd) = (1, 1, 1, 64)
     rk = apply_rope(kv.view(1, 1, 1, 64), cos, sin, start_pos=n)
     return (rq * rk).sum().item()
 

@@ -12,7 +12,7 @@
 #
 # **Since notebook 04:** attention with RoPE is `tinylm.Attention`; RMSNorm is `tinylm.RMSNorm`.
 #
-# **Run time:** about 15 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
 # %% setup id=setup
 import math

@@ -188,33 +188,49 @@ def _nbgrader_error(log: str) -> str:
 
 def grade_one(sub: Submission, opts: Options) -> dict:
     start = time.perf_counter()
-    release = course.release_notebook(sub.assignment)
-    dropped = _drop_symlinks(sub.folder)
-    original = _original_path(sub)
-    intake = inspect_submission(original if original.is_file() else sub.notebook, release)
-    result = {"student": sub.student, "assignment": sub.assignment, "digest": intake.digest,
-              "problems": list(intake.problems), "flags": [], "cells": {}, "status": "graded"}
-    max_scores = _max_scores(sub.assignment)
-    result["problems"] = dropped + result["problems"]
-    if intake.fatal:
-        result["status"] = "malformed"
-        kernel = {}
-    else:
-        if intake.problems and not original.is_file():
-            original.write_bytes(sub.notebook.read_bytes())  # keep what the student sent
-        if intake.problems:
-            write_repaired(intake, sub.notebook)
-        with Jail.reserve(opts.limits, copy=[sub.notebook, *released_data(sub.assignment)],
-                          hide=hidden_paths(opts.db_url)) as jail:
-            code, log = _run_nbgrader(sub, opts, jail)
-        kernel = gradebook.cell_scores(opts.db_url, sub.assignment, sub.student) if code == 0 else {}
-        if code != 0:
-            result["status"] = "error"
-            result["problems"].append(f"the notebook could not be graded: {_nbgrader_error(log)}")
+    result = {"student": sub.student, "assignment": sub.assignment, "flags": [], "cells": {}, "status": "graded",
+              "problems": _drop_symlinks(sub.folder)}
+    kernel = _kernel_scores(sub, opts, result)
     recheck = {}
     if opts.recheck and kernel:
         from .recheck import recheck_submission
         recheck = recheck_submission(sub.assignment, sub.notebook, opts.limits)
+    final = _reconcile(kernel, recheck, _max_scores(sub.assignment), result)
+    gradebook.override(opts.db_url, sub.assignment, sub.student, final)
+    result["score"] = sum(final.values())
+    result["max_score"] = sum(c["max_score"] for c in result["cells"].values())
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    _write_result(sub, result)
+    return result
+
+
+def _kernel_scores(sub: Submission, opts: Options, result: dict) -> dict[str, tuple[float, float]]:
+    """Intake, then nbgrader in the jail: {cell: (score, max)}; {} when the
+    notebook is malformed or nbgrader could not grade it (said in result)."""
+    original = _original_path(sub)
+    intake = inspect_submission(original if original.is_file() else sub.notebook,
+                                course.release_notebook(sub.assignment))
+    result["digest"] = intake.digest
+    result["problems"] += intake.problems
+    if intake.fatal:
+        result["status"] = "malformed"
+        return {}
+    if intake.problems:
+        if not original.is_file():
+            original.write_bytes(sub.notebook.read_bytes())  # keep what the student sent
+        write_repaired(intake, sub.notebook)
+    with Jail.reserve(opts.limits, copy=[sub.notebook, *released_data(sub.assignment)],
+                      hide=hidden_paths(opts.db_url)) as jail:
+        code, log = _run_nbgrader(sub, opts, jail)
+    if code != 0:
+        result["status"] = "error"
+        result["problems"].append(f"the notebook could not be graded: {_nbgrader_error(log)}")
+        return {}
+    return gradebook.cell_scores(opts.db_url, sub.assignment, sub.student)
+
+
+def _reconcile(kernel: dict, recheck: dict, max_scores: dict[str, float], result: dict) -> dict[str, float]:
+    """A cell keeps its kernel score only if the recheck does not fail it."""
     final = {}
     for cell, max_score in max_scores.items():
         k_score = kernel.get(cell, (0.0, max_score))[0]
@@ -230,12 +246,7 @@ def grade_one(sub: Submission, opts: Options) -> dict:
         final[cell] = score
         result["cells"][cell] = {"score": score, "max_score": max_score, "kernel_score": k_score,
                                  "recheck": r["status"], "message": r.get("message", "")}
-    gradebook.override(opts.db_url, sub.assignment, sub.student, final)
-    result["score"] = sum(final.values())
-    result["max_score"] = sum(max_scores.values())
-    result["seconds"] = round(time.perf_counter() - start, 1)
-    _write_result(sub, result)
-    return result
+    return final
 
 
 def _drop_symlinks(folder: Path) -> list[str]:

@@ -31,8 +31,7 @@ class Row:
 def _message(cell) -> str:
     for out in cell.get("outputs", []):
         if out.get("output_type") == "error":
-            text = f"{out.get('ename')}: {out.get('evalue', '')}".strip()
-            return " ".join(text.split())
+            return f"{out.get('ename')}: {out.get('evalue', '')}".strip()
     return ""
 
 
@@ -59,8 +58,11 @@ def format_rows(rows: list[Row]) -> str:
     width = max([len("exercise"), *(len(r.exercise) for r in rows)])
     lines = [f"{'exercise':<{width}}  points  result  message"]
     for r in rows:
-        msg = r.message if len(r.message) <= MESSAGE_WIDTH else r.message[:MESSAGE_WIDTH - 3] + "..."
+        first, *rest = r.message.splitlines() or [""]
+        msg = first if len(first) <= MESSAGE_WIDTH else first[:MESSAGE_WIDTH - 3] + "..."
         lines.append(f"{r.exercise:<{width}}  {r.points:>6g}  {'PASS' if r.passed else 'FAIL':<6}  {msg}")
+        # the diagnosis is what a learner needs most: never cut it off
+        lines += [f"{'':<{width}}  {'':>6}  {'':<6}  {l.strip()}" for l in rest if "Likely bug" in l]
     got = sum(r.points for r in rows if r.passed)
     lines.append(f"visible checks: {got:g} / {sum(r.points for r in rows):g} points "
                  "(hidden tests run only when the instructor grades)")

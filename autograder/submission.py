@@ -45,13 +45,12 @@ def digest(path: Path) -> str:
 def inspect_submission(path: Path, release_path: Path) -> Intake:
     """release_path: the released notebook the student started from."""
     path = Path(path)
-    intake = Intake(path)
+    intake = Intake(path, digest=digest(path))
     if path.is_symlink():
         return intake.fail(f"{path.name} is a symbolic link; submit the notebook file itself")
     if not path.is_file():
         return intake.fail(f"{path.name} is missing from the submission")
     size = path.stat().st_size
-    intake.digest = digest(path)
     if size == 0:
         return intake.fail(f"{path.name} is empty (0 bytes): save the notebook in Jupyter and submit again")
     if size > MAX_NOTEBOOK_BYTES:

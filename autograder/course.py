@@ -34,11 +34,18 @@ def release_notebook(assignment: str, release_dir: Path = RELEASE_DIR) -> Path:
     return Path(release_dir) / assignment / f"{assignment}.ipynb"
 
 
+def path_with_interpreter_bin(path: str) -> str:
+    """nbgrader shells out to `alembic` to create the gradebook: this
+    interpreter's bin/ must come first on PATH, or the gradebook is left broken."""
+    bin_dir = str(Path(sys.executable).parent)
+    if path.split(os.pathsep)[0] == bin_dir:
+        return path
+    return os.pathsep.join([bin_dir, path])
+
+
 def nbgrader_env() -> dict:
-    """nbgrader shells out to `alembic` to create the gradebook: put this
-    interpreter's bin/ first on PATH, or the gradebook is left broken."""
     env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PATH"] = path_with_interpreter_bin(env.get("PATH", ""))
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 

@@ -51,6 +51,8 @@ def redacted(url: str) -> str:
 def open_gradebook(url: str):
     from nbgrader.api import Gradebook
 
+    # Opening a new gradebook runs alembic in a subprocess of this process.
+    os.environ["PATH"] = course.path_with_interpreter_bin(os.environ.get("PATH", ""))
     try:
         gb = Gradebook(url, course_id=COURSE_ID)
     except Exception as err:

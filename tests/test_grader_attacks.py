@@ -21,7 +21,7 @@ from tests.grader_batch import shared_batch
 from autograder.notebook_gates import is_check, nbg
 
 A = "01_embeddings"
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.grader, pytest.mark.slow,
               pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]
 
 WRONG_EMBED = """def embed(ids, weight):

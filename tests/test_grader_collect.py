@@ -12,7 +12,7 @@ from autograder import course, gradebook, specimens
 from autograder.collect import collect, format_report
 
 A = "01_embeddings"
-pytestmark = pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")
+pytestmark = [pytest.mark.grader, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]
 
 
 @pytest.fixture

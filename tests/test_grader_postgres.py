@@ -14,7 +14,7 @@ from autograder import course, gradebook, specimens
 
 A = "01_embeddings"
 PG_URL = os.environ.get("TINYLM_TEST_PG_URL", "postgresql+psycopg://tinylm:tinylm@127.0.0.1:5432/postgres")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]
+pytestmark = [pytest.mark.grader, pytest.mark.slow, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]
 
 
 @pytest.fixture

@@ -20,10 +20,17 @@ import pytest
 
 from autograder import course, specimens
 from autograder.notebook_gates import HIDDEN_BLOCK, exercises, nbg, read
+from autograder.recheck import KERNEL_ONLY
 from tests.grader_batch import shared_batch
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.grader, pytest.mark.slow]
 ASSIGNMENTS = course.assignments()
+# Seed bugs packed one per exercise into one submission only work where the
+# exercises of a notebook are independent. In 06-10 later answers call
+# earlier ones (attention_step uses cache_update), so a bug upstream changes
+# the diagnosis downstream; their bugs are proven named in-process by
+# tests/test_seed_bugs_part2.py. Known gap, see the README.
+END_TO_END_BUG_NOTEBOOKS = [a for a in ASSIGNMENTS if a[:2] in {"01", "02", "03", "04", "05"}]
 
 
 def seed_bugs() -> list[tuple]:
@@ -33,7 +40,7 @@ def seed_bugs() -> list[tuple]:
         spec = importlib.util.spec_from_file_location(f"_bugs_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        bugs += [b for b in getattr(module, "BUGS", []) if b[0] in ASSIGNMENTS]
+        bugs += [b for b in getattr(module, "BUGS", []) if b[0] in END_TO_END_BUG_NOTEBOOKS]
     return bugs
 
 
@@ -94,7 +101,8 @@ def test_solution_gets_full_marks(graded, assignment):
 def test_untouched_release_gets_zero(graded, assignment):
     r = graded["results"][f"release_{assignment[:2]}/{assignment}"]
     assert r["score"] == 0 and r["max_score"] > 0, r
-    assert all(c["recheck"] == "fail" for c in r["cells"].values()), "the recheck must agree: every stub fails"
+    rechecked = {cell: c for cell, c in r["cells"].items() if cell not in KERNEL_ONLY}
+    assert rechecked and all(c["recheck"] == "fail" for c in rechecked.values()), "the recheck must agree: every stub fails"
 
 
 def test_every_seed_bug_is_graded():

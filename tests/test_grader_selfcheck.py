@@ -12,7 +12,7 @@ import pytest
 from autograder import course, specimens
 
 A = "01_embeddings"
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]
+pytestmark = [pytest.mark.grader, pytest.mark.slow, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]
 
 
 def _check(path) -> subprocess.CompletedProcess:

@@ -232,9 +232,12 @@ def _isolate_files(settings: dict, libc) -> None:
             closed.setdefault(top, []).append(p)
     for top, paths in closed.items():
         _cover(top, paths, stash, libc)
+    # The job's folder, and the interpreter or course if they live under a
+    # scratch folder (a clone in /tmp, say), stay visible; nothing else does.
+    visible = [base, *map(Path, settings["expose"])]
     for scratch in ("/tmp", "/var/tmp", "/dev/shm"):
         if Path(scratch).is_dir():
-            keep = [base] if base.is_relative_to(scratch) else []
+            keep = [p for p in visible if p.is_relative_to(scratch)]
             _cover(Path(scratch), keep, stash if not keep else _outside_stash(libc), libc, mode="1777")
     _hide(settings["hide"], libc)
 

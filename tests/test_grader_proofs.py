@@ -40,7 +40,7 @@ def seed_bugs() -> list[tuple]:
         spec = importlib.util.spec_from_file_location(f"_bugs_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        bugs += [b for b in getattr(module, "BUGS", []) if b[0] in END_TO_END_BUG_NOTEBOOKS]
+        bugs += [b for b in getattr(module, "BUGS", []) if b[0] in ASSIGNMENTS]
     return bugs
 
 
@@ -49,6 +49,8 @@ def bug_submissions() -> dict[str, tuple[str, list[tuple]]]:
     exercise in each: {student: (assignment, bugs)}."""
     groups: dict[str, tuple[str, list[tuple]]] = {}
     for bug in seed_bugs():
+        if bug[0] not in END_TO_END_BUG_NOTEBOOKS:
+            continue
         n = 0
         while True:
             student = f"bugs_{bug[0][:2]}_{n}"

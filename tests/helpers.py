@@ -2,3 +2,24 @@
 or a reduction over the wrong axis cannot pass by accident (batch 3, seq 11,
 query heads 4, kv heads 2, head_dim 10, d_model 40, d_ff 128, vocab 256)."""
 BATCH, SEQ = 3, 11
+
+
+# The check modules of notebooks 06-10, exercised by test_checks_part2.py;
+# test_checks_framework.py covers the others.
+PART_2_CHECK_MODULES = frozenset(f"autograder.checks.{m}" for m in ("kv_cache", "gqa", "sampling", "training", "perplexity"))
+
+
+def assert_stub_gets_not_implemented_message(check, n_functions: int) -> None:
+    """Every learner function a stub raising NotImplementedError: the check
+    must fail with the short message, as an AssertionError (nbgrader: zero)."""
+    import pytest
+
+    from autograder.checks import CheckFailed
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed) as err:
+        check(*[stub] * n_functions)
+    assert "not implemented yet" in str(err.value)
+    assert isinstance(err.value, AssertionError)

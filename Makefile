@@ -52,10 +52,13 @@ nbval: $(STAMP)  ## execute the reference notebooks on CPU and compare marked ou
 	OMP_NUM_THREADS=1 TINYLM_DEVICE=cpu $(BIN)/python -m pytest -p no:cacheprovider --nbval-lax solutions/
 
 # --- GPU (issue 5) ---
-.PHONY: nbval-gpu
+.PHONY: nbval-gpu test-cuda
 
-nbval-gpu: $(STAMP)  ## nbval of the reference notebooks on CUDA; prints which passed (exits 2 when there is no GPU)
-	OMP_NUM_THREADS=1 $(BIN)/python -m autograder.nbval_gpu
+nbval-gpu: $(STAMP)  ## nbval of the reference notebooks on CUDA; prints which passed (exits 2 when there is no GPU) [JOBS=4]
+	OMP_NUM_THREADS=1 $(BIN)/python -m autograder.nbval_gpu $(if $(JOBS),--jobs $(JOBS))
+
+test-cuda: $(STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/test_cuda.py; all skipped without a GPU)
+	$(PYTEST) -q -rs tests/test_cuda.py
 
 # --- autograder (issue 6) ---
 .PHONY: collect grade feedback export self-check bench-autograde

@@ -1,10 +1,11 @@
 """Cached decoding must equal recomputing the whole sequence, step by step."""
+import copy
 import dataclasses
 
 import pytest
 import torch
 
-from tinylm import KVCache, Transformer
+from tinylm import KVCache, Transformer, generate
 
 from .helpers import BATCH
 
@@ -12,8 +13,10 @@ from .helpers import BATCH
 @pytest.mark.parametrize("attn_impl", ["sdpa", "reference"])
 @pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
 def test_cached_decoding_equals_full_recompute_at_every_step(config, gen, attn_impl, n_kv_heads):
+    """With gradients off, single-token steps take tinylm/decode.py's flat path;
+    the full recompute takes the module path."""
     cfg = dataclasses.replace(config, attn_impl=attn_impl, n_kv_heads=n_kv_heads)
-    model = Transformer(cfg).eval()
+    model = with_random_gains(Transformer(cfg).eval(), gen)
     seq = torch.randint(0, 256, (BATCH, 20), generator=gen)
     cache = KVCache(cfg, BATCH)
     prompt_len = 7
@@ -25,6 +28,69 @@ def test_cached_decoding_equals_full_recompute_at_every_step(config, gen, attn_i
             full = model(seq[:, :t + 1])[:, -1]
             torch.testing.assert_close(step, full, msg=lambda m: f"step {t}: {m}")
     assert cache.length == seq.shape[1]
+
+
+def with_random_gains(model, gen):
+    """Norm gains away from 1, so a gain folded into the wrong matrix shows."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(torch.rand(p.shape, generator=gen) + 0.5)
+    return model
+
+
+def decode(model, seq, prompt_len, cache, grad: bool):
+    """Prefill, then one token at a time; grad=True keeps the module path."""
+    with torch.set_grad_enabled(grad):
+        steps = [model(seq[:, :prompt_len], cache=cache)[:, -1]]
+        steps += [model(seq[:, t:t + 1], cache=cache)[:, -1] for t in range(prompt_len, seq.shape[1])]
+    return torch.stack(steps).detach()
+
+
+def test_flat_decoding_step_fills_the_cache_exactly_like_the_module_path(config, gen):
+    model = with_random_gains(Transformer(config).eval(), gen)  # GQA: 4 query heads, 2 kv heads
+    seq = torch.randint(0, 256, (BATCH, 17), generator=gen)
+    flat, modules = KVCache(config, BATCH), KVCache(config, BATCH)
+    torch.testing.assert_close(decode(model, seq, 5, flat, grad=False), decode(model, seq, 5, modules, grad=True))
+    n = seq.shape[1]
+    torch.testing.assert_close(flat.k[:, :, :, :n], modules.k[:, :, :, :n].detach())  # same keys, same layout
+    torch.testing.assert_close(flat.v[:, :, :, :n], modules.v[:, :, :, :n].detach())
+
+
+def test_decoding_sees_every_kind_of_parameter_change(config, gen):
+    """Weights derived for decoding (fused, gains folded) must follow the
+    parameters: after an optimizer step, load_state_dict, or a new Parameter
+    assigned to a module, generation equals that of a model that never cached."""
+    model = with_random_gains(Transformer(config).eval(), gen)
+    prompt = torch.randint(0, 256, (BATCH, 6), generator=gen)
+
+    def fresh_generation():  # the textbook path keeps no derived weights
+        reference = Transformer(dataclasses.replace(config, attn_impl="reference")).eval()
+        reference.load_state_dict(model.state_dict())
+        return generate(reference, prompt, 12, temperature=0)
+
+    assert torch.equal(generate(model, prompt, 12, temperature=0), fresh_generation())
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    model(prompt).logsumexp(-1).mean().backward()
+    optimizer.step()
+    assert torch.equal(generate(model, prompt, 12, temperature=0), fresh_generation()), "after an optimizer step"
+    model.load_state_dict(with_random_gains(Transformer(config), gen).state_dict())
+    assert torch.equal(generate(model, prompt, 12, temperature=0), fresh_generation()), "after load_state_dict"
+    block = model.blocks[1]
+    block.mlp_norm.weight = torch.nn.Parameter(torch.rand(config.d_model, generator=gen) + 0.5)
+    block.attn.k_proj.weight = torch.nn.Parameter(torch.randn_like(block.attn.k_proj.weight))
+    assert torch.equal(generate(model, prompt, 12, temperature=0), fresh_generation()), "after new Parameters"
+
+
+def test_one_cache_serves_two_models_in_turn(config, gen):
+    first, second = (with_random_gains(Transformer(config).eval(), gen) for _ in range(2))
+    seq = torch.randint(0, 256, (BATCH, 10), generator=gen)
+    cache = KVCache(config, BATCH)
+    for model in (first, second, first):
+        cache.reset()
+        ours = decode(model, seq, 4, cache, grad=False)
+        torch.testing.assert_close(ours, decode(copy.deepcopy(model), seq, 4, KVCache(config, BATCH), grad=True))
 
 
 def test_chunked_prefill_equals_one_pass(config, gen):

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from tinylm import RMSNorm, SwiGLU, apply_rope, embed, rms_norm, rope_cache, swiglu, tied_logits
+from tinylm.rope import apply_rope_pairs, pairs_adjacent, pairs_to_halves, rope_rotation
 
 from .helpers import BATCH, SEQ
 
@@ -67,6 +68,34 @@ def test_rms_norm_eps_sits_inside_the_sqrt():
     torch.testing.assert_close(rms_norm(x, torch.ones(2), eps=0.5), expected)
 
 
+def test_rms_norm_module_backward_matches_autograd_of_the_formula(gen):
+    """RMSNorm's float32 path has a hand-written backward; autograd through
+    rms_norm (the formula) is the reference for values and both gradients."""
+    x = (torch.randn(BATCH, SEQ, 40, generator=gen) * 3 + 1).requires_grad_()
+    module = RMSNorm(40, eps=1e-5)
+    with torch.no_grad():
+        module.weight.copy_(torch.rand(40, generator=gen) + 0.5)
+    weight = module.weight.detach().clone().requires_grad_()
+    upstream = torch.randn(BATCH, SEQ, 40, generator=gen)
+    x_ref = x.detach().clone().requires_grad_()
+    ref = rms_norm(x_ref, weight, eps=1e-5)
+    ref.backward(upstream)
+    out = module(x)
+    out.backward(upstream)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    torch.testing.assert_close(module.weight.grad, weight.grad)
+
+
+def test_rms_norm_module_gradients_pass_gradcheck(gen):
+    """Finite differences in float64: independent of any formula for the gradient."""
+    module = RMSNorm(6, eps=1e-3).double()
+    with torch.no_grad():
+        module.weight.uniform_(0.5, 1.5)
+    x = torch.randn(3, 5, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, weight: module(x), (x, module.weight))  # weight is module.weight
+
+
 # --- SwiGLU --------------------------------------------------------------------
 
 def test_swiglu_matches_explicit_formula(config, gen):
@@ -107,6 +136,28 @@ def test_rope_equals_complex_rotation_after_pair_permutation(gen):
     ours = apply_rope(x, cos, sin, start_pos=5)
     ref = interleaved_rope_complex(half_split_to_interleaved(x), torch.arange(5, 5 + SEQ), theta)
     torch.testing.assert_close(half_split_to_interleaved(ours).double(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_pairs_adjacent_reorders_rows_within_each_head(gen):
+    w = torch.randn(3 * 8, 5, generator=gen)  # 3 heads of head_dim 8
+    order = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])
+    expected = torch.cat([w[h * 8:(h + 1) * 8][order] for h in range(3)])
+    assert torch.equal(pairs_adjacent(w, 3), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_on_adjacent_pairs_equals_apply_rope_after_the_same_permutation(gen, dtype):
+    hd = 10
+    cos, sin = rope_cache(hd, 32, 500.0)
+    x = torch.randn(BATCH, 4, SEQ, hd, generator=gen)
+    want = half_split_to_interleaved(apply_rope(x, cos, sin, start_pos=5))
+    got = apply_rope_pairs(half_split_to_interleaved(x).to(dtype), rope_rotation(cos, sin), start_pos=5)
+    assert got.dtype == dtype
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.float(), want, rtol=tol, atol=tol)
+    assert torch.equal(pairs_to_halves(half_split_to_interleaved(x)), x)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        apply_rope_pairs(x, rope_rotation(cos, sin), start_pos=32 - SEQ + 1)
 
 
 def test_rope_preserves_norms(gen):

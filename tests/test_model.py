@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tinylm import Transformer, next_token_loss
+from tinylm import RMSNorm, Transformer, generate, next_token_loss
 
 from .helpers import BATCH, SEQ
 
@@ -92,3 +92,54 @@ def test_cross_entropy_gradient_flows_to_every_parameter(config, gen):
     F.cross_entropy(model(idx[:, :-1]).flatten(0, 1), idx[:, 1:].flatten()).backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+class PlainRMSNorm(torch.nn.Module):
+    """A learner's RMSNorm (notebook 02 swaps these into the model): the same
+    math, none of tinylm's fast-path hooks."""
+
+    def __init__(self, weight, eps):
+        super().__init__()
+        self.weight, self.eps = torch.nn.Parameter(weight.detach().clone()), eps
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+def test_swapped_in_modules_are_used_not_bypassed(config, gen):
+    """The fast path folds norm gains into other weights; with a foreign norm
+    module it must run that module instead, in forward and in decoding."""
+    model = Transformer(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5, generator=gen)
+    prompt = torch.randint(0, 256, (BATCH, 5), generator=gen)
+    with torch.no_grad():
+        before, generated = model(prompt), generate(model, prompt, 8, temperature=0)
+        for parent in [model, *model.blocks]:
+            for name, child in list(parent.named_children()):
+                if isinstance(child, RMSNorm):
+                    setattr(parent, name, PlainRMSNorm(child.weight, child.eps))
+        torch.testing.assert_close(model(prompt), before)
+        assert torch.equal(generate(model, prompt, 8, temperature=0), generated)
+        calls = []
+        model.norm.register_forward_hook(lambda *args: calls.append(1))
+        generate(model, prompt, 3, temperature=0)
+    assert len(calls) == 3, "the swapped-in final norm must run at every step (prefill + 2 decoding steps)"
+
+
+def test_training_after_generation_uses_fresh_derived_weights(config, gen):
+    """Generation keeps fused and folded weights built under inference_mode;
+    a training step afterwards must neither trip over them (autograd cannot
+    save inference tensors) nor differ from a model that never generated."""
+    model = Transformer(config)
+    twin = Transformer(config)
+    twin.load_state_dict(model.state_dict())
+    prompt = torch.randint(0, 256, (BATCH, 5), generator=gen)
+    generate(model, prompt, 4)
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    for m in (model, twin):
+        next_token_loss(m(idx)[:, :-1], idx[:, 1:]).backward()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)

@@ -25,6 +25,10 @@ class KVCache:
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0  # positions filled so far, identical across layers
+        # The model's decoding weights for this generation (tinylm/decode.py),
+        # looked up once per prompt: the cached keys and values are only valid
+        # for the parameters that made them anyway.
+        self.decode_weights = None
 
     @property
     def batch_size(self) -> int:
@@ -38,6 +42,7 @@ class KVCache:
         """Forget every position; call before a new prompt. Stale entries
         need no zeroing: reads never go past self.length."""
         self.length = 0
+        self.decode_weights = None
 
     def check_room(self, n_new: int) -> None:
         if self.length + n_new > self.max_seq_len:
@@ -64,9 +69,10 @@ class KVCache:
             raise TypeError(f"KVCache stores {self.k.dtype} but got k of dtype {k.dtype}; build the cache with dtype={k.dtype}.")
         self.check_room(n_new)
         end = self.length + n_new
-        self.k[layer, :, :, self.length:end] = k  # sequence axis: one slot per position
-        self.v[layer, :, :, self.length:end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+        k_layer, v_layer = self.k[layer], self.v[layer]  # (B, n_kv, max_seq_len, hd) views
+        k_layer.narrow(2, self.length, n_new).copy_(k)  # sequence axis: one slot per position
+        v_layer.narrow(2, self.length, n_new).copy_(v)
+        return k_layer.narrow(2, 0, end), v_layer.narrow(2, 0, end)
 
     def advance(self, n_new: int) -> None:
         self.check_room(n_new)

@@ -9,7 +9,9 @@ from torch import nn
 
 from .attention import Attention
 from .config import ModelConfig
-from .embedding import embed, tied_logits
+from .derived import DerivedWeights
+from .decode import decode_one
+from .embedding import tied_logits
 from .kv_cache import KVCache
 from .mlp import SwiGLU
 from .norm import RMSNorm
@@ -28,12 +30,29 @@ class Block(nn.Module):
         self.attn = Attention(config)
         self.mlp_norm = RMSNorm(config.d_model, config.norm_eps)
         self.mlp = SwiGLU(config)
-        self.resid_dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
+
+    def _drop(self, h: torch.Tensor) -> torch.Tensor:
+        """Residual dropout, in training only (no call at all when p = 0)."""
+        return F.dropout(h, self.dropout, training=True) if self.dropout and self.training else h
+
+    def folds_gains(self) -> bool:
+        """Whether forward takes the fast path, which folds each norm's gain into
+        the next layer's weights: only with tinylm's own modules (notebook 02
+        swaps in the learner's RMSNorm) and the fast attention."""
+        return (type(self.attn_norm) is RMSNorm and type(self.mlp_norm) is RMSNorm and type(self.attn) is Attention
+                and type(self.mlp) is SwiGLU and self.attn.attn_impl != "reference")
 
     def forward(self, x, cos, sin, cache=None, layer_idx: int = 0):
-        x = x + self.resid_dropout(self.attn(self.attn_norm(x), cos, sin, cache, layer_idx))
-        x = x + self.resid_dropout(self.mlp(self.mlp_norm(x)))
-        return x
+        if not self.folds_gains():
+            x = x + self._drop(self.attn(self.attn_norm(x), cos, sin, cache, layer_idx))
+            return x + self._drop(self.mlp(self.mlp_norm(x)))
+        # The same sums, faster: each norm's gain goes into the weights of the
+        # layer it feeds, which saves a full-size product forward and two backward.
+        attn_out = self.attn(self.attn_norm.normalize(x), cos, sin, cache, layer_idx, input_gain=self.attn_norm.weight)
+        x = x + self._drop(attn_out)
+        mlp_out = self.mlp(self.mlp_norm.normalize(x), input_gain=self.mlp_norm.weight)
+        return x + self._drop(mlp_out)
 
 
 class Transformer(nn.Module):
@@ -41,7 +60,6 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
-        self.emb_dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.norm = RMSNorm(config.d_model, config.norm_eps)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
@@ -51,6 +69,7 @@ class Transformer(nn.Module):
         # Not saved in checkpoints: rebuilt from the config.
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        self.derived = DerivedWeights()
         self.apply(self._init_weights)
         # Each block adds two branches to the residual stream; shrink their
         # output projections so the stream's variance does not grow with depth.
@@ -84,13 +103,27 @@ class Transformer(nn.Module):
                 f"max_seq_len={self.config.max_seq_len}; crop the input or build the model with a larger max_seq_len."
             )
 
-        x = self.emb_dropout(embed(idx, self.tok_emb.weight))  # (B, T, d)
+        if T == 1 and cache is not None:
+            logits = decode_one(self, idx, cache)  # generation's hot loop (tinylm/decode.py)
+            if logits is not None:                 # None where it does not apply: run the modules
+                return logits
+
+        x = F.embedding(idx, self.tok_emb.weight)  # = embed(idx, ...): (B, T, d); idx is checked above
+        if self.config.dropout and self.training:
+            x = F.dropout(x, self.config.dropout)
         for i, block in enumerate(self.blocks):
             x = block(x, self.rope_cos, self.rope_sin, cache, i)
-        x = self.norm(x)
         if cache is not None:
             cache.advance(T)
-        return tied_logits(x, self.lm_head.weight)  # (B, T, V)
+        return self._logits(x)
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Final norm, then the tied head: (B, T, d) -> (B, T, V). The fast path
+        folds the norm's gain into the head, as the blocks do."""
+        if self.config.attn_impl == "reference" or type(self.norm) is not RMSNorm:
+            return tied_logits(self.norm(x), self.lm_head.weight)
+        head = self.derived.get("head", lambda: self.lm_head.weight * self.norm.weight, self.lm_head.weight, self.norm.weight)
+        return tied_logits(self.norm.normalize(x), head)
 
 
 def next_token_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:

@@ -9,12 +9,19 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "idx") -> No
         raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}; wrap it with torch.tensor(...).")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {ids.dtype}; convert with {name}.long().")
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+    if ids.numel() and not _all_within(ids, vocab_size):
         bad = ids[(ids < 0) | (ids >= vocab_size)]
         raise ValueError(
             f"{name} holds token id {int(bad[0])}, outside the vocabulary [0, {vocab_size}). "
             f"Encode text with the model's tokenizer, or raise ModelConfig.vocab_size."
         )
+
+
+def _all_within(ids: torch.Tensor, vocab_size: int) -> bool:
+    if ids.numel() == 1:  # a decoding step: one read instead of a reduction
+        return 0 <= int(ids.item()) < vocab_size
+    low, high = ids.aminmax()  # one pass over the ids
+    return int(low) >= 0 and int(high) < vocab_size
 
 
 def check_float(x: torch.Tensor, name: str) -> None:

@@ -26,6 +26,15 @@ with the same parameters whose forward runs in the child. A check that needs
 more of a learner's module than its parameters and forward makes the exercise
 "not rechecked", reported as such, never a silent pass.
 
+The check's own model and KV cache (tinylm.Transformer, tinylm.KVCache)
+never leave the parent: the child gets remote objects whose calls and
+attribute reads run on the parent's objects, with the child's gradient mode.
+So forward hooks, train/eval mode and the cache's state that a check watches
+(generation, evaluation) are observed in the trusted process. The learner's
+code may use only the names in REMOTE_NAMES on them; any other fails the
+exercise in the recheck, with a message that names it (a hand regrade may
+be due; a "not rechecked" here would let a submission opt out on purpose).
+
     python -m autograder.recheck ASSIGNMENT NOTEBOOK [--timeout S]   (prints JSON)
 """
 from __future__ import annotations
@@ -100,6 +109,8 @@ def to_plain(value, depth: int = 0):
             rg = bool(value.requires_grad)
             plain = torch.Tensor.detach(value).cpu().clone().as_subclass(torch.Tensor)
         return ("T", plain, rg)
+    if type(value) is RemoteObject:
+        return ("ref", object.__getattribute__(value, "_index"))
     if value is None or type(value) in (bool, int, float, str, complex):
         return ("v", value)
     if isinstance(value, torch.dtype):
@@ -155,6 +166,10 @@ def from_plain(tagged, child=None):
         return tuple(items) if tag == "tuple" else items
     if tag == "dict":
         return {str(k): from_plain(v, child) for k, v in tagged[1]}
+    if tag == "ref":
+        if child is None:
+            raise NotRecheckable("a reference to a trusted object where none was given")
+        return child.remote[int(tagged[1])]
     if tag == "module":
         if child is None:
             raise NotRecheckable("a module where none can be called")
@@ -184,6 +199,48 @@ class CallbackRef:
         self.index = index
 
 
+class RemoteRef:
+    """Parent -> child: an object of the check's that stays in the parent."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+# What the learner's code may use of the check's model and cache (the remote
+# objects): enough for generation and evaluation, nothing that could change
+# the trusted objects beyond what those exercises do themselves.
+REMOTE_NAMES = frozenset({"training", "eval", "train", "config", "parameters", "device",
+                          "reset", "length", "batch_size", "max_seq_len"})
+
+
+class RemoteObject:
+    """Child side of a RemoteRef: calling it, reading an attribute or taking
+    next() asks the parent, which answers with a value or another reference."""
+
+    __slots__ = ("_index", "_ask")
+
+    def __init__(self, index: int, ask):
+        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_ask", ask)
+
+    def __call__(self, *args, **kwargs):
+        return self._ask(self._index, "call", "", args, kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):  # Python's and torch's own probes (__torch_function__, ...) stay local
+            raise AttributeError(name)
+        return self._ask(self._index, "getattr", name, (), {})
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot set .{name} on the check's object from the learner's code")
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self._ask(self._index, "next", "", (), {})
+
+
 def _child_main() -> int:
     global _HANDLES
     _HANDLES = {}
@@ -205,7 +262,20 @@ def _child_main() -> int:
             return answer[1]
         return call_parent
 
+    def ask_parent(index, op, name, args, kwargs):
+        import torch
+        send(proto_out, dump_plain(("remote", index, op, name, to_plain(args), to_plain(kwargs),
+                                    torch.is_grad_enabled())))
+        answer = pickle.loads(receive(proto_in))
+        if answer[0] == "raise":
+            raise AttributeError(answer[1]) if op == "getattr" else RuntimeError(answer[1])
+        if answer[0] == "stop":
+            raise StopIteration
+        return RemoteObject(answer[1], ask_parent) if answer[0] == "ref" else answer[1]
+
     def unwrap(value):
+        if isinstance(value, RemoteRef):
+            return RemoteObject(value.index, ask_parent)
         if isinstance(value, CallbackRef):
             return callback_stub(value.index)
         if isinstance(value, tuple):
@@ -292,6 +362,8 @@ class Child:
         self.timeout = timeout
         self.end = time.monotonic() + total  # all calls together, so many slow calls cannot outlast the grader
         self.callbacks: list = []
+        self.remote: list = []  # the check's objects the child holds RemoteObjects for
+        self.unreachable: str | None = None  # a name the learner's code wanted of one of them
         self.replay: list[tuple[str, str]] = []
         self._spawn()
 
@@ -322,9 +394,12 @@ class Child:
             send(self.proc.stdin.fileno(), pickle.dumps(message))
             while True:
                 answer = load_plain(receive(self.proc.stdout.fileno(), deadline))
-                if answer[0] != "callback":
+                if answer[0] == "callback":
+                    self._serve_callback(answer)
+                elif answer[0] == "remote":
+                    self._serve_remote(answer)
+                else:
                     return answer
-                self._serve_callback(answer)
         except TimeoutError:
             self.kill(f"no answer within {self.timeout:.0f} s")
             raise TimeoutError(f"the learner's code did not finish within {self.timeout:.0f} s") from None
@@ -341,6 +416,43 @@ class Child:
             reply = ("raise", f"{type(err).__name__}: {err}")
         send(self.proc.stdin.fileno(), pickle.dumps(reply))
 
+    def _serve_remote(self, message) -> None:
+        """Run a learner's call or attribute read on one of the check's objects."""
+        import torch
+        _, index, op, name, args, kwargs, grad = message
+        try:
+            obj = self.remote[int(index)]
+            if op == "getattr":
+                if name not in REMOTE_NAMES:
+                    self.unreachable = self.unreachable or f".{name} of the check's {type(obj).__name__}"
+                    raise AttributeError(f"the recheck lets the learner's code use only {', '.join(sorted(REMOTE_NAMES))} "
+                                         f"of the check's model and cache, not .{name}")
+                value = getattr(obj, name)
+            elif op == "call":
+                with torch.set_grad_enabled(bool(grad)):
+                    value = obj(*from_plain(args, self), **from_plain(kwargs, self))
+            elif op == "next":
+                value = next(obj)
+            else:
+                raise ValueError(f"unknown request {op!r}")
+            reply = self._remote_value(value)
+        except StopIteration:
+            reply = ("stop",)
+        except Exception as err:  # the learner's request failed, as it would have in the kernel
+            reply = ("raise", f"{type(err).__name__}: {err}"[:500])
+        send(self.proc.stdin.fileno(), pickle.dumps(reply))
+
+    def _remote_value(self, value) -> tuple:
+        """Tensors and plain values travel as copies; the check's objects,
+        their bound methods and iterators stay here, as references."""
+        import torch
+        if isinstance(value, torch.Tensor):
+            return ("value", value.detach().clone().requires_grad_(value.requires_grad and value.is_floating_point()))
+        if callable(value) or isinstance(value, _remote_types()) or hasattr(value, "__next__"):
+            self.remote.append(value)
+            return ("ref", len(self.remote) - 1)
+        return ("value", value)
+
     def kill(self, why: str) -> None:
         self.dead = self.dead or why
         if self.proc.poll() is None:
@@ -348,10 +460,20 @@ class Child:
         self.proc.wait()
 
 
+def _remote_types() -> tuple:
+    """The check's objects that stay in the parent (see the module docstring)."""
+    import tinylm
+    return (tinylm.Transformer, tinylm.KVCache)
+
+
 def _encode_args(child: Child, value):
-    """Parent -> child: callables (other than modules and classes) become
-    callback references; everything else is pickled as is."""
+    """Parent -> child: the check's model and cache become remote references,
+    other callables (but modules and classes) callback references; everything
+    else is pickled as is."""
     from torch import nn
+    if isinstance(value, _remote_types()):
+        child.remote.append(value)
+        return RemoteRef(len(child.remote) - 1)
     if callable(value) and not isinstance(value, (nn.Module, type)):
         child.callbacks.append(value)
         return CallbackRef(len(child.callbacks) - 1)
@@ -452,15 +574,13 @@ def _defined_names(source: str) -> list[str]:
     return names
 
 
-# Checks that watch the trusted model from inside the learner's process
-# (forward hooks, train/eval mode, autograd state, the optimizer's effect on
-# parameters): a stand-in across the process boundary cannot show these, so
-# their verdict is the notebook kernel's alone. Known gap, see the README.
+# Checks whose learner function must run the model itself, with autograd and
+# an optimizer, in the learner's process: neither a remote model (no autograd
+# across processes) nor a copy (the optimizer's state and the dropout random
+# state stay behind) lets the parent watch that, so the verdict is the
+# notebook kernel's alone. Known gap, see the README.
 KERNEL_ONLY = {
-    "check_generate_greedy": "watches the model's forward calls and cache during decoding",
-    "check_generate": "watches the model's train/eval mode and autograd state while sampling",
     "check_train_step": "compares the parameters the learner's optimizer step leaves behind",
-    "check_evaluate": "watches the model's train/eval mode and autograd state while evaluating",
 }
 
 
@@ -504,8 +624,15 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
             gid = nbg(cell)["grade_id"]
             if gid in KERNEL_ONLY:
                 results[gid] = {"status": "not rechecked", "message": f"kernel verdict only: this check {KERNEL_ONLY[gid]}"}
-            else:
-                results[gid] = _run_check(cell.source, trusted)
+                continue
+            child.unreachable = None
+            results[gid] = _run_check(cell.source, trusted)
+            if child.unreachable and results[gid]["status"] == "fail":
+                # Not "not rechecked": that would keep the kernel's verdict, and
+                # touching an unlisted name on purpose would then buy a pass.
+                results[gid]["message"] = (f"the learner's code used {child.unreachable}, which the recheck does not "
+                                           f"allow (only {', '.join(sorted(REMOTE_NAMES))}); a hand regrade may be "
+                                           f"due. {results[gid]['message']}")[:1000]
     finally:
         child.kill("recheck finished")
     return results

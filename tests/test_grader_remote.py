@@ -1,0 +1,56 @@
+"""The recheck's remote objects (issue 6): the check's model and KV cache stay
+in the trusted process; the learner's code in the jailed child reaches them
+only through calls that run there, with the child's gradient mode, and only
+through the names in autograder.recheck.REMOTE_NAMES."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autograder import course, specimens
+from autograder.recheck import REMOTE_NAMES
+
+pytestmark = [pytest.mark.grader, pytest.mark.slow,
+              pytest.mark.skipif("08_sampling" not in course.assignments(), reason="notebook 08 is not built")]
+A = "08_sampling"
+
+
+def recheck(tmp_path, answers: dict[str, str]) -> dict:
+    nb = specimens.notebook(A, {**specimens.solution_answers(A), **answers})
+    path = tmp_path / f"{A}.ipynb"
+    path.write_text(json.dumps(nb))
+    out = subprocess.run([sys.executable, "-m", "autograder.recheck", A, str(path)], cwd=course.ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def with_generate(old: str, new: str) -> dict[str, str]:
+    source = specimens.solution_answers(A)["generate"]
+    assert old in source, "the solution's generate changed: update this test"
+    return {"generate": source.replace(old, new)}
+
+
+def test_the_checks_model_runs_in_the_trusted_process_with_the_childs_grad_mode(tmp_path):
+    """Decoding under torch.enable_grad() in the learner's process must show in
+    the parent's forward hooks: the grad mode travels with each call."""
+    results = recheck(tmp_path, with_generate("with torch.no_grad():", "with torch.enable_grad():"))
+    assert results["check_generate"]["status"] == "fail"
+    assert "no autograd graph" in results["check_generate"]["message"]
+    assert results["check_sample_next"]["status"] == "pass"  # the other exercises are untouched
+
+
+def test_names_outside_the_allowed_set_fail_and_say_why(tmp_path):
+    results = recheck(tmp_path, with_generate("    was_training = model.training\n",
+                                              "    was_training = model.training\n    _ = model.lm_head\n"))
+    r = results["check_generate"]
+    assert r["status"] == "fail" and ".lm_head" in r["message"] and "hand regrade" in r["message"]
+    assert "lm_head" not in REMOTE_NAMES
+
+
+def test_the_learner_cannot_set_attributes_on_the_checks_model(tmp_path):
+    results = recheck(tmp_path, with_generate("    model.eval() ", "    model.training = False; model.eval() "))
+    assert results["check_generate"]["status"] == "fail"

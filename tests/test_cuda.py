@@ -108,3 +108,15 @@ def test_hf_llama_on_gpu_matches_tinylm_on_gpu():
     idx = tokens((2, 33)).to(GPU)
     with torch.no_grad():
         torch.testing.assert_close(gpu(idx), hf(idx).logits, rtol=1e-4, atol=1e-4)
+
+
+def test_bfloat16_model_on_gpu_tracks_float32_and_generates():
+    """Half precision takes tinylm's other branches (RoPE computed in float32,
+    the module path for decoding): logits stay close to float32's."""
+    _, gpu = model_pair()
+    half = copy.deepcopy(gpu).to(torch.bfloat16)
+    idx = tokens((2, 33)).to(GPU)
+    with torch.no_grad():
+        torch.testing.assert_close(half(idx).float(), gpu(idx), rtol=0.1, atol=0.1)
+    out = tinylm.generate(half, idx[:, :5], 16, temperature=0)
+    assert out.shape == (2, 21) and out.device.type == "cuda"

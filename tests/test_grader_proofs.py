@@ -123,6 +123,7 @@ def _feedback(data: Path, student: str, assignment: str) -> str:
 def test_solution_gets_full_marks(graded, assignment):
     r = graded["results"][f"solution_{assignment[:2]}/{assignment}"]
     assert r["score"] == r["max_score"] > 0 and not r["flags"], r
+    assert all(c["recheck"] == "pass" for c in r["cells"].values()), "every exercise is rechecked, and passes"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

@@ -1,7 +1,8 @@
 """The recheck's remote objects (issue 6): the check's model and KV cache stay
 in the trusted process; the learner's code in the jailed child reaches them
 only through calls that run there, with the child's gradient mode, and only
-through the names in autograder.recheck.REMOTE_NAMES."""
+through the names in autograder.recheck.REMOTE_NAMES. A training step is the
+exception: its model and optimizer travel to the child with their state."""
 from __future__ import annotations
 
 import json
@@ -18,11 +19,11 @@ pytestmark = [pytest.mark.grader, pytest.mark.slow,
 A = "08_sampling"
 
 
-def recheck(tmp_path, answers: dict[str, str]) -> dict:
-    nb = specimens.notebook(A, {**specimens.solution_answers(A), **answers})
-    path = tmp_path / f"{A}.ipynb"
+def recheck(tmp_path, answers: dict[str, str], assignment: str = A) -> dict:
+    nb = specimens.notebook(assignment, {**specimens.solution_answers(assignment), **answers})
+    path = tmp_path / f"{assignment}.ipynb"
     path.write_text(json.dumps(nb))
-    out = subprocess.run([sys.executable, "-m", "autograder.recheck", A, str(path)], cwd=course.ROOT,
+    out = subprocess.run([sys.executable, "-m", "autograder.recheck", assignment, str(path)], cwd=course.ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -54,3 +55,17 @@ def test_names_outside_the_allowed_set_fail_and_say_why(tmp_path):
 def test_the_learner_cannot_set_attributes_on_the_checks_model(tmp_path):
     results = recheck(tmp_path, with_generate("    model.eval() ", "    model.training = False; model.eval() "))
     assert results["check_generate"]["status"] == "fail"
+
+
+def test_a_training_step_carries_gradients_optimizer_state_and_random_state(tmp_path):
+    """Two train_step calls in the child: without zero_grad the second step
+    must see the first step's gradients (a pickled Parameter drops .grad, so
+    the recheck carries it), while the honest step, which needs AdamW's
+    moments and the check's dropout masks from step 1, passes."""
+    honest = recheck(tmp_path, {}, "09_training")
+    assert honest["check_train_step"]["status"] == "pass", honest["check_train_step"]
+    source = specimens.solution_answers("09_training")["train_step"]
+    assert "optimizer.zero_grad(set_to_none=True)" in source, "the solution's train_step changed: update this test"
+    buggy = recheck(tmp_path, {"train_step": source.replace("optimizer.zero_grad(set_to_none=True)", "pass")}, "09_training")
+    assert buggy["check_train_step"]["status"] == "fail"
+    assert "missing zero_grad" in buggy["check_train_step"]["message"]

@@ -20,7 +20,10 @@ The comparison (allclose, shapes, variants) therefore runs in a process the
 learner's code never touched, on values it never saw the expected side of.
 Callables passed by a check run in the parent (the child calls back), and
 nn.Module arguments travel to the child and their parameters, including
-which ones are shared, come back after the call. A module the learner's code
+which ones are shared, come back after the call (with an optimizer among the
+arguments, a training step: the optimizer travels with its module, the
+check's random state and the parameters' .grad go along, and the optimizer's
+state and the .grad come back). A module the learner's code
 returns (e.g. from its class) stays in the child; the parent gets a stand-in
 with the same parameters whose forward runs in the child. A check that needs
 more of a learner's module than its parameters and forward makes the exercise

@@ -14,7 +14,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .norm import RMSNorm
 from .rope import rope_rotation
 
 
@@ -52,7 +51,7 @@ def _prepare(model) -> tuple[list[tuple], torch.Tensor, torch.Tensor]:
 
 def _prepare_if_standard(model):
     """None unless every block is tinylm's own (see Block.folds_gains)."""
-    if type(model.norm) is not RMSNorm or not all(block.folds_gains() for block in model.blocks):
+    if not model.folds_head_gain() or not all(block.folds_gains() for block in model.blocks):
         return None
     return model.derived.get("decode", lambda: _prepare(model), *_sources(model))
 

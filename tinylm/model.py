@@ -117,10 +117,14 @@ class Transformer(nn.Module):
             cache.advance(T)
         return self._logits(x)
 
+    def folds_head_gain(self) -> bool:
+        """Whether the final norm's gain goes into the head (fast path, tinylm's own RMSNorm)."""
+        return self.config.attn_impl != "reference" and type(self.norm) is RMSNorm
+
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         """Final norm, then the tied head: (B, T, d) -> (B, T, V). The fast path
         folds the norm's gain into the head, as the blocks do."""
-        if self.config.attn_impl == "reference" or type(self.norm) is not RMSNorm:
+        if not self.folds_head_gain():
             return tied_logits(self.norm(x), self.lm_head.weight)
         head = self.derived.get("head", lambda: self.lm_head.weight * self.norm.weight, self.lm_head.weight, self.norm.weight)
         return tied_logits(self.norm.normalize(x), head)

@@ -52,6 +52,8 @@ def test_flat_decoding_step_fills_the_cache_exactly_like_the_module_path(config,
     seq = torch.randint(0, 256, (BATCH, 17), generator=gen)
     flat, modules = KVCache(config, BATCH), KVCache(config, BATCH)
     torch.testing.assert_close(decode(model, seq, 5, flat, grad=False), decode(model, seq, 5, modules, grad=True))
+    assert flat.decode_weights[1] is not None, "the no-grad steps did not take the flat path"
+    assert modules.decode_weights is None
     n = seq.shape[1]
     torch.testing.assert_close(flat.k[:, :, :, :n], modules.k[:, :, :, :n].detach())  # same keys, same layout
     torch.testing.assert_close(flat.v[:, :, :, :n], modules.v[:, :, :, :n].detach())

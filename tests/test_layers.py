@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from tinylm import RMSNorm, SwiGLU, apply_rope, embed, rms_norm, rope_cache, swiglu, tied_logits
-from tinylm.rope import apply_rope_pairs, pairs_adjacent, pairs_to_halves, rope_rotation
+from tinylm.rope import apply_rope_pairs, pairs_adjacent, pairs_to_halves, rotate_half, rotate_half_rows, rope_rotation
 
 from .helpers import BATCH, SEQ
 
@@ -143,6 +143,17 @@ def test_pairs_adjacent_reorders_rows_within_each_head(gen):
     order = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])
     expected = torch.cat([w[h * 8:(h + 1) * 8][order] for h in range(3)])
     assert torch.equal(pairs_adjacent(w, 3), expected)
+
+
+def test_rotate_half_rows_turns_each_heads_outputs(gen):
+    """rotate_half is linear: turning the projection's rows turns its outputs,
+    head by head (not across the whole concatenation of heads)."""
+    w = torch.randn(3 * 8, 5, generator=gen)  # 3 heads of head_dim 8
+    x = torch.randn(BATCH, SEQ, 5, generator=gen)
+    per_head = (x @ w.T).unflatten(-1, (3, 8))                          # (B, T, heads, hd)
+    want = rotate_half(per_head).flatten(-2)
+    torch.testing.assert_close(x @ rotate_half_rows(w, 3).T, want)
+    assert not torch.allclose(x @ rotate_half_rows(w, 1).T, want)      # one 24-wide "head" is a different turn
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

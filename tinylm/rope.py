@@ -80,6 +80,17 @@ def pairs_to_halves(x: torch.Tensor) -> torch.Tensor:
     return x.unflatten(-1, (half, 2)).transpose(-1, -2).flatten(-2)  # (..., hd/2, 2) -> (..., 2, hd/2) -> (..., hd)
 
 
+def rotate_half_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The rows of a q or k projection [n_heads·hd, d_in] turned the way
+    rotate_half turns features: x @ rotate_half_rows(W).T equals
+    rotate_half(x @ W.T) head by head. rotate_half is linear, so the turn can
+    live in the weights and RoPE becomes (x @ W.T)·cos + (x @ W'.T)·sin, two
+    products out of one matrix multiplication (the decoding step uses this)."""
+    rows, d_in = weight.shape
+    w = weight.view(n_heads, 2, rows // n_heads // 2, d_in)  # (heads, half, i, d_in)
+    return torch.cat((-w[:, 1:], w[:, :1]), dim=1).reshape(rows, d_in)
+
+
 def rope_rotation(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """The cos/sin tables as (max_seq_len, hd/2, 2) float32 pairs (cos θ, sin θ),
     one per rotating pair: the layout torch.view_as_complex reads as cos θ + i·sin θ."""

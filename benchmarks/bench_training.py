@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--chunk", type=int, default=1, help="steps per turn when interleaving")
     p.add_argument("--time-marks", type=float, default=10.0, help="evaluate every this many seconds")
+    p.add_argument("--plot", type=Path, default=ROOT / "artifacts" / "bench_training.png", help="where to save the figure")
     args = p.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -54,6 +56,10 @@ def main() -> None:
     # CPU seconds (all threads) per model: less sensitive than wall-clock to
     # other processes on a shared machine, reported next to tokens/s.
     cpu = {k: 0.0 for k in trainers}
+    # Seconds of each step, to compare the two models step by step: a burst of
+    # load hits one step of one model, so the median of the per-pair ratios
+    # is the estimate least moved by it (the tokens/s ratio uses the totals).
+    step_seconds = {k: [] for k in trainers}
 
     def active(k):
         t = trainers[k]
@@ -66,16 +72,18 @@ def main() -> None:
             for _ in range(args.chunk):
                 if not active(k):
                     break
-                c0 = time.process_time()
+                c0, t0 = time.process_time(), t.elapsed
                 t.step()
                 cpu[k] += time.process_time() - c0
+                step_seconds[k].append(t.elapsed - t0)
                 if config.eval_every and t.step_count % config.eval_every == 0:
                     t.evaluate()
                 if t.elapsed >= next_mark[k]:
                     by_time[k][next_mark[k]] = t.evaluate()
                     next_mark[k] += args.time_marks
-        print(" | ".join(f"{k}: step {t.step_count} {t.elapsed:5.1f}s" for k, t in trainers.items()),
-              end="\r", flush=True)
+        if sys.stdout.isatty():  # a progress line, not thousands of lines in a log file
+            print(" | ".join(f"{k}: step {t.step_count} {t.elapsed:5.1f}s" for k, t in trainers.items()),
+                  end="\r", flush=True)
     print()
     final = {k: evaluate(t.model, corpus.val, seq_len=config.seq_len) for k, t in trainers.items()}
     load_after = os.getloadavg()
@@ -108,15 +116,17 @@ def main() -> None:
         print(f"{name:28}{fn('tinylm', trainers['tinylm']):>14}{fn('gpt2', trainers['gpt2']):>14}")
     tok = {k: t.step_count * config.batch_size * config.seq_len / t.elapsed for k, t in trainers.items()}
     cpu_tok = {k: t.step_count / cpu[k] for k, t in trainers.items()}
+    pairs = [g / t for t, g in zip(step_seconds["tinylm"], step_seconds["gpt2"])]
     print(f"\ntokens/s ratio tinylm / gpt2-style: {tok['tinylm'] / tok['gpt2']:.2f} (target >= 0.9); "
-          f"per CPU-second: {cpu_tok['tinylm'] / cpu_tok['gpt2']:.2f}")
+          f"per CPU-second: {cpu_tok['tinylm'] / cpu_tok['gpt2']:.2f}; "
+          f"median over {len(pairs)} step pairs: {statistics.median(pairs):.2f}")
     print(f"tinylm within 0.15 nats/byte of the floor: {final['tinylm'].loss - floor <= 0.15} "
           f"(gap {final['tinylm'].loss - floor:.4f}, {trainers['tinylm'].elapsed:.1f} s of training)")
     if common_marks:
         m = common_marks[-1]
         print(f"lower val loss at equal time ({m:.0f} s): "
               f"{'tinylm' if by_time['tinylm'][m] < by_time['gpt2'][m] else 'gpt2-style'}")
-    _plot(trainers, floor, ROOT / "artifacts" / "bench_training.png")
+    _plot(trainers, floor, args.plot)
 
 
 def _plot(trainers, floor, path: Path) -> None:

@@ -43,8 +43,8 @@ class _Normalize(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         y, inv_rms = ctx.saved_tensors
-        projection = (grad * y).mean(dim=-1, keepdim=True)  # (..., 1)
-        return torch.addcmul(grad, y, projection, value=-1).mul_(inv_rms), None
+        minus_projection = torch.linalg.vecdot(grad, y).unsqueeze_(-1).div_(-y.shape[-1])  # -mean(g * y): (..., 1)
+        return torch.addcmul(grad, y, minus_projection).mul_(inv_rms), None
 
 
 def normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

@@ -166,7 +166,8 @@ class Trainer:
         lr = lr_at(self.step_count, c)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        model.train()
+        if not model.training:  # evaluate() restores the mode it found; train() walks every module
+            model.train()
         x, y = get_batch(self.data, c.batch_size, c.seq_len, self.generator, self.device)
         logits = model(x)  # (B, T, V)
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())

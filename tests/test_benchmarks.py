@@ -1,0 +1,32 @@
+"""The benchmarks still run (tiny settings; their numbers are not asserted:
+timing belongs in the README, measured by the commands it names)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_benchmark(script: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_training_benchmark_prints_its_table_and_saves_the_plot(tmp_path):
+    plot = tmp_path / "bench.png"
+    out = run_benchmark("bench_training.py", "--time-limit", "2", "--steps", "500", "--time-marks", "1",
+                        "--plot", str(plot), "--threads", "1")
+    for row in ("parameters", "tokens/s", "val @ 1 s", "final - floor", "tokens/s ratio", "step pairs"):
+        assert row in out
+    assert plot.stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_kv_cache_benchmark_checks_equal_outputs_and_prints_speed_ups():
+    out = run_benchmark("bench_kv_cache.py", "--lengths", "8", "24", "--repeats", "1", "--threads", "1")
+    assert "speed-up" in out and out.count("x ") >= 2

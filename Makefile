@@ -60,6 +60,16 @@ nbval-gpu: $(STAMP)  ## nbval of the reference notebooks on CUDA; prints which p
 test-cuda: $(STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/test_cuda.py; all skipped without a GPU)
 	$(PYTEST) -q -rs tests/test_cuda.py
 
+# A lent GPU machine may have torch and CUDA but no internet: these wheels
+# (nbval, ipykernel and what they need) travel with the working tree in .whl/
+# (git-ignored), and autograder/gpu_offline_check.sh installs them there.
+GPU_PYTHON ?= 3.12
+.PHONY: gpu-wheels
+gpu-wheels: $(STAMP)  ## download nbval/ipykernel wheels into .whl/ for an offline GPU machine [GPU_PYTHON=3.12]
+	$(BIN)/python -m pip download -q --only-binary=:all: --python-version $(GPU_PYTHON) --implementation cp \
+		--platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+		--platform manylinux1_x86_64 -d .whl nbval ipykernel
+
 # --- autograder (issue 6) ---
 .PHONY: collect grade feedback export self-check bench-autograde
 NBG_ENV := OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(BIN):$$PATH"

@@ -15,7 +15,9 @@ q_proj and k_proj so that each rotating pair sits side by side
 multiplication (`apply_rope_pairs`), and puts the features back in
 half-split order (`pairs_to_halves`), so that its queries and keys (and the
 KV cache) are exactly those of `apply_rope`, the readable reference the
-tests compare it with.
+tests compare it with. A single decoding step needs no reordering at all:
+rotate_half is linear, so the turned q and k come out of the same matrix
+multiplication (`rotate_half_rows`) and the rotation is q·cos + turned·sin.
 """
 from __future__ import annotations
 

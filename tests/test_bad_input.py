@@ -43,6 +43,12 @@ def test_cache_full_or_built_for_another_batch(model, config):
     cache = KVCache(config, BATCH)
     with pytest.raises(ValueError, match=f"built for batch_size={BATCH} but got a batch of {BATCH + 2}"):
         model(torch.zeros(BATCH + 2, 4, dtype=torch.long), cache=cache)
+    with torch.no_grad():  # one-token steps without gradients take the flat decoding path: same errors
+        model(torch.zeros(BATCH, 3, dtype=torch.long), cache=cache)
+        with pytest.raises(ValueError, match=f"built for batch_size={BATCH} but got a batch of {BATCH + 2}"):
+            model(torch.zeros(BATCH + 2, 1, dtype=torch.long), cache=cache)
+        with pytest.raises(TypeError, match=r"KVCache stores torch.float64 .*dtype=torch.float32"):
+            model(torch.zeros(BATCH, 1, dtype=torch.long), cache=KVCache(config, BATCH, dtype=torch.float64))
     cache = KVCache(config, 1)
     model(torch.zeros(1, config.max_seq_len, dtype=torch.long), cache=cache)
     with pytest.raises(ValueError, match=r"KVCache is full.*cache.reset\(\)"):

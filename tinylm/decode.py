@@ -1,7 +1,7 @@
 """One decoding step with a KV cache, without the module machinery.
 
-A decoding step pushes one token through the model: little arithmetic and a
-hundred small tensor operations, so its time is mostly per-operation
+A decoding step pushes one token through the model: little arithmetic and
+many small tensor operations, so its time is mostly per-operation
 overhead. `decode_one` is Transformer.forward for exactly that case (one new
 token per row, a cache, no gradients, no dropout, float32 weights), written
 as a flat sequence of few operations on matrices prepared once per parameter
@@ -98,15 +98,19 @@ def decode_one(model, idx: torch.Tensor, cache) -> torch.Tensor | None:
     if (torch.is_grad_enabled() or (model.training and c.dropout) or c.attn_impl != "sdpa"
             or model.tok_emb.weight.dtype != torch.float32):
         return None
+    H, K, hd = c.n_heads, c.n_kv_heads, c.head_dim
     if cache.decode_weights is None or cache.decode_weights[0] is not model:  # once per prompt
-        cache.decode_weights = (model, _prepare_if_standard(model), cache.k.unbind(0), cache.v.unbind(0))
+        # A cache of another dtype or head layout goes to the module path, whose
+        # cache.update names the problem and the fix.
+        fits = cache.k.dtype == torch.float32 and (cache.k.shape[2], cache.k.shape[4]) == (K, hd)
+        cache.decode_weights = (model, _prepare_if_standard(model) if fits else None,
+                                cache.k.unbind(0), cache.v.unbind(0))
     _, prepared, k_layers, v_layers = cache.decode_weights
-    if prepared is None:
+    B, pos = idx.shape[0], cache.length
+    if prepared is None or B != cache.batch_size:  # (a batch the cache was not built for: the same)
         return None
     layers, (eps_head, head), cos_sin = prepared
-    H, K, hd = c.n_heads, c.n_kv_heads, c.head_dim
     n_qk, G = (H + K) * hd, H // K
-    B, pos = idx.shape[0], cache.length
     seen = pos + 1
     turn = cos_sin[pos].view(2, n_qk)
     x = model.tok_emb.weight.index_select(0, idx.view(B))                         # (B, d)

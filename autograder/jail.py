@@ -242,10 +242,22 @@ def _isolate_files(settings: dict, libc) -> None:
     _hide(settings["hide"], libc)
 
 
+STASH = Path("/run/tinylm-jail-stash")
+
+
 def _outside_stash(libc) -> Path:
-    """A stash folder outside /tmp, for the bind mount that survives covering /tmp."""
-    spot = Path("/run/tinylm-jail-stash")
-    spot.mkdir(mode=0o700, exist_ok=True)
+    """A stash folder outside /tmp, for the bind mount that survives covering /tmp.
+
+    Root makes its own folder under /run. A user namespace may mount but not
+    create folders where the real user cannot, so without root (and before
+    any root grading has made the folder) the stash covers /run itself, which
+    a jailed process does not need (and whose per-user sockets it should not
+    see anyway)."""
+    spot = STASH
+    try:
+        spot.mkdir(mode=0o700, exist_ok=True)
+    except PermissionError:
+        spot = STASH.parent
     _call(libc.mount, b"tmpfs", str(spot).encode(), b"tmpfs", ctypes.c_ulong(0), b"size=4k,mode=0700",
           what="stash")
     return spot
@@ -287,13 +299,20 @@ def enter(settings: dict) -> list[str]:
         real_uid, real_gid = os.getuid(), os.getgid()
         try:
             _call(libc.unshare, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET, what="unshare")
-            Path("/proc/self/setgroups").write_text("deny")
-            Path("/proc/self/uid_map").write_text(f"{real_uid} {real_uid} 1")
-            Path("/proc/self/gid_map").write_text(f"{real_gid} {real_gid} 1")
-            _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None, what="private mounts")
-            _isolate_files(settings, libc)
         except OSError as err:
-            notes.append(f"not root and no user namespace ({err}): runs with your rights, network open")
+            notes.append(f"not root and no user namespace ({err}): runs with your rights, network open, "
+                         "nothing hidden")
+        else:
+            try:
+                Path("/proc/self/setgroups").write_text("deny")
+                Path("/proc/self/uid_map").write_text(f"{real_uid} {real_uid} 1")
+                Path("/proc/self/gid_map").write_text(f"{real_gid} {real_gid} 1")
+                _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None,
+                      what="private mounts")
+                _isolate_files(settings, libc)
+            except OSError as err:
+                notes.append(f"user namespace without file isolation ({err}): network off, but hidden paths "
+                             "(solutions, gradebook) may be readable")
     os.chdir(workdir)
     _limit(settings["limits"])
     return notes

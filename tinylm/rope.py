@@ -89,8 +89,8 @@ def rotate_half_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     live in the weights and RoPE becomes (x @ W.T)·cos + (x @ W'.T)·sin, two
     products out of one matrix multiplication (the decoding step uses this)."""
     rows, d_in = weight.shape
-    w = weight.view(n_heads, 2, rows // n_heads // 2, d_in)  # (heads, half, i, d_in)
-    return torch.cat((-w[:, 1:], w[:, :1]), dim=1).reshape(rows, d_in)
+    per_head = weight.view(n_heads, rows // n_heads, d_in).transpose(1, 2)  # (heads, d_in, hd): features last
+    return rotate_half(per_head).transpose(1, 2).reshape(rows, d_in)
 
 
 def rope_rotation(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

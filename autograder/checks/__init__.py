@@ -13,3 +13,5 @@ from .kv_cache import check_attention_step, check_cache_update, check_generate_g
 from .sampling import check_generate, check_sample_next, check_top_k_filter, check_top_p_filter
 from .perplexity import check_bigram_nll, check_evaluate, check_nll_sum_and_count
 from .training import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step
+from .model import check_attention_module, check_block, check_decoder
+from .. import answers as _answers  # noqa: F401: registers the saver of passing answers (mylm/)

@@ -28,6 +28,10 @@ import torch
 
 # Tolerances per dtype of the learner's output: half precision keeps ~3
 # significant digits, so its differences are judged relative to that.
+# Called with the learner's function (Check.subject) whenever a check passes:
+# autograder/answers.py saves the answer into the learner's package mylm/.
+PASS_HOOKS: list[Callable[[Callable], None]] = []
+
 TOLERANCES = {
     torch.float64: (1e-8, 1e-6),
     torch.float32: (1e-5, 1e-4),
@@ -107,6 +111,7 @@ class Check:
     diagnoses: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     votes: dict[str, int] = field(default_factory=dict)  # known bug -> number of failing rows it explains
+    subject: Any = None  # the first callable passed to call(): the learner's function or class under check
 
     # -- calling the learner -------------------------------------------------
     def call(self, fn: Callable, *args, **kwargs):
@@ -115,6 +120,8 @@ class Check:
         __tracebackhide__ = True
         if not callable(fn):
             self._stop(f"{self.fn_name} is {describe(fn)}, not a function. Run the cell that defines it first.")
+        if self.subject is None:
+            self.subject = fn
         try:
             return fn(*args, **kwargs)
         except NotImplementedError:
@@ -197,6 +204,8 @@ class Check:
         self._print_table()
         if self.passed:
             print(f"PASS {self.fn_name}: {len(self.rows)}/{len(self.rows)} checks")
+            for hook in PASS_HOOKS:
+                hook(self.subject)
             return
         failed = [r.name for r in self.rows if not r.ok]
         lines = [f"{self.fn_name} failed {len(failed)} of {len(self.rows)} checks: {', '.join(failed)}."]

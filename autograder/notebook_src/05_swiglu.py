@@ -6,11 +6,15 @@
 #
 # 1. `swiglu(x, w_gate, w_up, w_down)`: the gated MLP;
 # 2. `swiglu_hidden(d_model, multiple)`: its hidden size, by the 8/3 rule;
-# 3. `pre_norm_block(x, attn, mlp, attn_norm, mlp_norm)`: the pre-norm residual block.
+# 3. `pre_norm_block(x, attn, mlp, attn_norm, mlp_norm)`: the pre-norm residual block;
+# 4. `Attention`, `Block` and `Transformer`: the whole decoder as `nn.Module`s, with tinylm's parameter names, so
+#    the same weights load into yours and into `tinylm.Transformer`.
 #
-# Then you run a whole tiny model built from your pieces.
+# The modules are **your model**: notebooks 06–10 generate with it, train it and convert it to Hugging Face.
 #
-# **Since notebook 04:** attention with RoPE is `tinylm.Attention`; RMSNorm is `tinylm.RMSNorm`.
+# **Since notebook 04:** you wrote `embed` and `tied_logits` (01), `rms_norm` (02), `causal_attention` (03),
+# `rope_cache` and `apply_rope` (04). Here these names are tinylm's, so each exercise is checked on its own;
+# from notebook 06 on, `learner_model` puts your versions in their place (section 5 shows it).
 #
 # **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
@@ -22,10 +26,14 @@ import warnings
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import tinylm
+from tinylm import apply_rope, causal_attention, embed, rms_norm, rope_cache, tied_logits
 from autograder import pitfalls
-from autograder.checks import check_pre_norm_block, check_swiglu, check_swiglu_hidden, show_check
+from autograder.checks import (check_attention_module, check_block, check_decoder, check_pre_norm_block, check_swiglu,
+                               check_swiglu_hidden, show_check)
+from autograder.learner_model import learner_model
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -179,8 +187,198 @@ print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs l
 # The last line is the first sanity check of any language model: an untrained model should be about uniform
 # over the vocabulary, so its next-token loss should be close to $\ln V$. Notebook 09 trains it down from there.
 
+
 # %% [markdown]
-# ## 5. Pitfalls
+# ## 5. Your decoder as modules
+#
+# The function above takes `attn` and `mlp` as arguments. A model owns its weights: each layer is an `nn.Module`
+# whose parameters live under fixed names. Use **tinylm's names** (which are Hugging Face Llama's, minus a prefix),
+# so a checkpoint of one loads into the other and notebook 10 can convert your model:
+#
+# | module | parameters |
+# |---|---|
+# | `Attention` | `q_proj`, `k_proj`, `v_proj`, `o_proj`: `nn.Linear(..., bias=False)` |
+# | `Block` | `attn_norm`, `attn`, `mlp_norm`, `mlp` |
+# | `Transformer` | `tok_emb` (`nn.Embedding`), `blocks` (`nn.ModuleList`), `norm`, `lm_head` tied to `tok_emb` |
+#
+# Inside, call the functions by name: `apply_rope`, `causal_attention`, `rms_norm`, `swiglu`, `embed`,
+# `tied_logits`, `rope_cache`. That is what makes the model yours: later notebooks bind each name to your version.
+#
+# ### Exercise 4: `Attention`
+#
+# `q_proj` maps `d_model` to `n_heads · head_dim`, `k_proj` and `v_proj` to `n_kv_heads · head_dim` (equal to
+# `n_heads` until notebook 07), `o_proj` back to `d_model`. The forward pass: project, split heads
+# `(B, T, n·hd) -> (B, n, T, hd)`, rotate `q` and `k` with `apply_rope(..., cos, sin, start_pos)`, attend with
+# `causal_attention(q, k, v)`, merge heads, `o_proj`. The two cache lines are given: notebook 06 explains them.
+
+# %% answer id=Attention
+class Attention(nn.Module):
+    """Causal self-attention with RoPE, from your functions."""
+
+    def __init__(self, config: tinylm.ModelConfig):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, config.head_dim
+        ### BEGIN SOLUTION
+        self.q_proj = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=False)
+        self.k_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.v_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.o_proj = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)
+        ### END SOLUTION
+
+    def forward(self, x, cos, sin, cache=None, layer_idx: int = 0):
+        """x (B, T, d) -> (B, T, d). With a cache, x holds the new tokens, at positions cache.length onwards."""
+        B, T, _ = x.shape
+        start_pos = cache.length if cache is not None else 0
+        ### BEGIN SOLUTION
+        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # (B, nh, T, hd)
+        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
+        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
+        q, k = apply_rope(q, cos, sin, start_pos), apply_rope(k, cos, sin, start_pos)  # position: q and k only
+        ### END SOLUTION
+        if cache is not None:
+            k, v = cache.update(layer_idx, k, v)  # (B, n_kv, start_pos + T, hd): every key and value so far
+        ### BEGIN SOLUTION
+        y = causal_attention(q, k, v)                                       # (B, nh, T, hd)
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, nh·hd): heads side by side
+        return self.o_proj(y)
+        ### END SOLUTION
+
+# %% check id=check_Attention points=3
+check_attention_module(Attention)
+### BEGIN HIDDEN TESTS
+check_attention_module(Attention, seed=95, d_model=24, n_heads=3, seq=7, batch=3)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 5: `Block`
+#
+# `RMSNorm` and `SwiGLU` below are given: your `rms_norm` and `swiglu` as modules with tinylm's parameter names.
+# Build the block from them and your `Attention`: `attn_norm`, `attn`, `mlp_norm`, `mlp`, and its forward pass is
+# the pre-norm block of Exercise 3 (attention takes `cos, sin, cache, layer_idx` along).
+
+# %% answer id=Block
+class RMSNorm(nn.Module):
+    """Your rms_norm with a gain Parameter named `weight`."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return rms_norm(x, self.weight, self.eps)
+
+
+class SwiGLU(nn.Module):
+    """Your swiglu with its three matrices as nn.Linear layers."""
+
+    def __init__(self, config: tinylm.ModelConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(config.d_model, config.d_ff, bias=False)
+        self.up_proj = nn.Linear(config.d_model, config.d_ff, bias=False)
+        self.down_proj = nn.Linear(config.d_ff, config.d_model, bias=False)
+
+    def forward(self, x):
+        return swiglu(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)
+
+
+class Block(nn.Module):
+    """x + attn(attn_norm(x)), then + mlp(mlp_norm(.))."""
+
+    def __init__(self, config: tinylm.ModelConfig):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.attn_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.attn = Attention(config)
+        self.mlp_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.mlp = SwiGLU(config)
+        ### END SOLUTION
+
+    def forward(self, x, cos, sin, cache=None, layer_idx: int = 0):
+        """x (B, T, d) -> (B, T, d)."""
+        ### BEGIN SOLUTION
+        x = x + self.attn(self.attn_norm(x), cos, sin, cache, layer_idx)  # the branch reads a normalised copy
+        return x + self.mlp(self.mlp_norm(x))
+        ### END SOLUTION
+
+# %% check id=check_Block points=2
+check_block(Block)
+### BEGIN HIDDEN TESTS
+check_block(Block, seed=96, d_model=40, n_heads=5, seq=6, batch=2)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 6: `Transformer`
+#
+# Embedding → `n_layers` blocks → final `RMSNorm` → head. The head is `nn.Linear(d_model, vocab_size)` whose
+# `weight` **is** the embedding's Parameter (notebook 01's tying). Use `embed` for the lookup and `tied_logits` for
+# the head. The RoPE tables, the cache bookkeeping and tinylm's initialisation are given.
+
+# %% answer id=Transformer
+class Transformer(nn.Module):
+    """Your decoder: token ids (B, T) -> logits (B, T, vocab_size)."""
+
+    def __init__(self, config: tinylm.ModelConfig):
+        super().__init__()
+        self.config = config
+        ### BEGIN SOLUTION
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # one Parameter, two names
+        ### END SOLUTION
+        cos, sin = rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
+        self.register_buffer("rope_cos", cos, persistent=False)  # rebuilt from the config, never saved
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """tinylm's initialisation: N(0, 0.02); the projections that write into the residual stream
+        shrunk by sqrt(2 · n_layers), so the stream's variance does not grow with depth."""
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                deep = name.endswith(("o_proj.weight", "down_proj.weight"))
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * self.config.n_layers) if deep else 0.02)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # the tied head counts once
+
+    def forward(self, idx, cache=None):
+        """idx (B, T) -> logits (B, T, vocab_size). With a cache, idx holds only the new tokens."""
+        ### BEGIN SOLUTION
+        x = embed(idx, self.tok_emb.weight)                        # (B, T, d)
+        for i, block in enumerate(self.blocks):
+            x = block(x, self.rope_cos, self.rope_sin, cache, i)
+        ### END SOLUTION
+        if cache is not None:
+            cache.advance(idx.shape[1])  # every layer has stored the new positions
+        ### BEGIN SOLUTION
+        return tied_logits(self.norm(x), self.lm_head.weight)     # (B, T, V)
+        ### END SOLUTION
+
+# %% check id=check_Transformer points=3
+check_decoder(Transformer)
+### BEGIN HIDDEN TESTS
+check_decoder(Transformer, seed=97, d_model=48, n_layers=3, n_heads=6, seq=9, batch=2)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The check loads one set of weights into your `Transformer` and into `tinylm.Transformer` and compares the
+# residual stream stage by stage (embedding, each block, final norm, logits), so a wrong model names the first stage
+# where it goes astray. The parameter names are tinylm's, so `tinylm.to_hf_llama` converts your model too
+# (notebook 10 does it).
+#
+# From notebook 06 on, `learner_model(config)` builds this model with **your** functions put in place of
+# tinylm's, for every piece whose check passed; each passing answer was saved into the package `mylm/` next to
+# the notebook folders. It says which piece is whose:
+
+# %%
+mine = learner_model(tinylm.ModelConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=64))
+print(type(mine).__module__, type(mine).__name__)
+
+# %% [markdown]
+# ## 6. Pitfalls
 #
 # The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
 #

@@ -1,0 +1,207 @@
+"""Build the learner's model from their saved answers (mylm/, see answers.py).
+
+    model = learner_model(config)        # prints which piece is whose, in one line
+    cache = learner_cache(model, batch_size=1)
+
+The decoder is the learner's notebook-05 `Transformer` when it was saved
+with a passing check, else tinylm.Transformer. In the learner's decoder each
+function it calls by name (embed, tied_logits, rms_norm, apply_rope,
+rope_cache, causal_attention, swiglu; repeat_kv inside notebook 07's
+gqa_attention) is bound to the learner's passing version where one exists
+and to tinylm's otherwise. For a grouped-query config (n_kv_heads <
+n_heads) attention is notebook 07's gqa_attention, or tinylm's: notebook
+03's causal_attention has one key head per query head. The KV cache of the
+learner's decoder stores keys and values with notebook 06's cache_update.
+
+While grading (NBGRADER_EXECUTION set) the model is tinylm's, so each
+notebook is graded on its own exercises only.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import tinylm
+
+from . import answers
+
+# name -> (the piece it belongs to, the notebook whose answer defines it)
+FUNCTIONS = {
+    "embed": ("embedding", "01"), "tied_logits": ("embedding", "01"),
+    "rms_norm": ("RMSNorm", "02"),
+    "causal_attention": ("attention", "03"),
+    "rope_cache": ("RoPE", "04"), "apply_rope": ("RoPE", "04"),
+    "swiglu": ("SwiGLU", "05"),
+    "cache_update": ("KV cache", "06"),
+    "repeat_kv": ("GQA", "07"), "gqa_attention": ("GQA", "07"),
+}
+DECODER = "Transformer"  # notebook 05's class
+
+
+@dataclass
+class Choice:
+    function: object
+    yours: bool
+    notebook: str   # the notebook that teaches it
+    source: str     # "nb04_rope" or "tinylm"
+
+
+def _load(folder: Path) -> dict[str, types.ModuleType]:
+    """A fresh import of every saved notebook module, as mylm.<name>."""
+    package = types.ModuleType("mylm")
+    package.__path__ = [str(folder)]
+    sys.modules["mylm"] = package
+    modules = {}
+    for path in sorted(folder.glob("nb[0-9][0-9]_*.py")):
+        name = f"mylm.{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:  # noqa: BLE001: a broken saved file costs that notebook's pieces, nothing more
+            print(f"(mylm/{path.name} does not import: {type(err).__name__}: {err}; using tinylm's pieces instead)")
+            continue
+        modules[path.stem] = module
+        setattr(package, path.stem, module)
+    return modules
+
+
+def _choices(config: tinylm.ModelConfig, modules: dict, passing: dict[str, str]) -> dict[str, Choice]:
+    def pick(name: str, fallback) -> Choice:
+        piece, nb = FUNCTIONS[name]
+        module = modules.get(passing.get(name, ""))
+        if module is not None and callable(getattr(module, name, None)):
+            return Choice(getattr(module, name), True, nb, module.__name__)
+        return Choice(fallback, False, nb, "tinylm")
+
+    choices = {name: pick(name, getattr(tinylm.attention if name == "repeat_kv" else tinylm, name, None))
+               for name in FUNCTIONS if name != "gqa_attention"}
+    gqa = pick("gqa_attention", tinylm.causal_attention)
+    grouped = config.n_kv_heads != config.n_heads
+    if gqa.yours:  # notebook 07's attention handles every ratio of query to key heads
+        choices["causal_attention"] = Choice(gqa.function, True, "07", gqa.source)
+    elif grouped:  # notebook 03's attention would need one key head per query head
+        choices["causal_attention"] = Choice(tinylm.causal_attention, False, "07", "tinylm")
+    return choices
+
+
+def _bind(modules: dict, choices: dict[str, Choice]) -> None:
+    """Point every saved module's global names at the chosen functions."""
+    for module in modules.values():
+        for name, choice in choices.items():
+            if name in vars(module):
+                setattr(module, name, choice.function)
+
+
+def report(choices: dict[str, Choice] | None, decoder: Choice) -> str:
+    """'embedding: yours (01) · RMSNorm: reference (finish 02 to use yours) · ...'."""
+    if choices is None:
+        return decoder.source
+    pieces: dict[str, list[Choice]] = {}
+    for name, choice in choices.items():
+        if name == "repeat_kv":  # inside gqa_attention: reported with attention
+            continue
+        pieces.setdefault(FUNCTIONS[name][0], []).append(choice)
+    parts = []
+    for piece, chosen in pieces.items():
+        nb = chosen[0].notebook
+        if all(c.yours for c in chosen):
+            parts.append(f"{piece}: yours ({nb})")
+        elif any(c.yours for c in chosen):
+            parts.append(f"{piece}: partly yours (finish {nb} to use all of yours)")
+        else:
+            parts.append(f"{piece}: reference (finish {nb} to use yours)")
+    parts.append("decoder: yours (05)" if decoder.yours else "decoder: reference (finish 05 to use yours)")
+    return " · ".join(parts)
+
+
+def learner_model(config: tinylm.ModelConfig, device=None, *, quiet: bool = False) -> nn.Module:
+    """The learner's model for `config` (see the module docstring); its
+    `.learner_report` says which piece is whose, and is printed unless quiet."""
+    if os.environ.get("NBGRADER_EXECUTION"):
+        model, text = tinylm.Transformer(config), "grading: tinylm's reference model, so each notebook is graded on its own exercises"
+    else:
+        folder = answers.mylm_dir()
+        passing = answers.passing(folder)
+        modules = _load(folder) if passing else {}
+        choices = _choices(config, modules, passing)
+        _bind(modules, choices)
+        decoder_module = modules.get(passing.get(DECODER, ""))
+        decoder_cls = getattr(decoder_module, DECODER, None)
+        if decoder_cls is not None:
+            model = decoder_cls(config)
+            text = report(choices, Choice(decoder_cls, True, "05", decoder_module.__name__))
+            model.learner_choices = choices
+        else:
+            model = tinylm.Transformer(config)
+            why = (f"no answers saved in {folder} yet" if not passing else "your decoder (05) is not saved yet")
+            text = f"tinylm's model: {why}; every piece is the reference (finish 01-05 to build yours)"
+    model.learner_report = text
+    if not quiet:
+        print(text)
+    return model.to(device) if device is not None else model
+
+
+class LearnerCache:
+    """A KV cache for the learner's decoder: per layer, the keys and values so
+    far, grown by the learner's cache_update (notebook 06) or tinylm's
+    equivalent. Same interface as tinylm.KVCache for the model: length,
+    reset(), update(layer, k, v), advance(n)."""
+
+    def __init__(self, config: tinylm.ModelConfig, batch_size: int, cache_update, device=None, dtype=torch.float32):
+        self.config, self.batch_size, self.max_seq_len = config, batch_size, config.max_seq_len
+        self.cache_update, self.device, self.dtype = cache_update, device, dtype
+        self.reset()
+
+    def reset(self) -> None:
+        empty = torch.zeros(self.batch_size, self.config.n_kv_heads, 0, self.config.head_dim, device=self.device,
+                            dtype=self.dtype)  # (B, n_kv, 0, hd)
+        self.k = [empty] * self.config.n_layers
+        self.v = [empty] * self.config.n_layers
+        self.length = 0
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        if self.length + k.shape[2] > self.max_seq_len:
+            raise ValueError(f"the cache holds {self.length} of max_seq_len={self.max_seq_len} positions and cannot "
+                             f"take {k.shape[2]} more: call cache.reset() for a new prompt, or generate fewer tokens.")
+        self.k[layer], self.v[layer] = self.cache_update(self.k[layer], self.v[layer], k, v)  # (B, n_kv, T_all, hd)
+        return self.k[layer], self.v[layer]
+
+    def advance(self, n_new: int) -> None:
+        self.length += n_new
+
+
+def _concatenate(past_k, past_v, k, v):
+    """tinylm's side of cache_update: append along the sequence axis."""
+    return torch.cat((past_k, k), dim=2), torch.cat((past_v, v), dim=2)
+
+
+def learner_cache(model: nn.Module, batch_size: int, device=None):
+    """A cache that fits `model`: tinylm.KVCache for tinylm's model, LearnerCache for the learner's."""
+    device = device if device is not None else next(model.parameters()).device
+    choices = getattr(model, "learner_choices", None)
+    if choices is None:
+        return tinylm.KVCache(model.config, batch_size, device=device)
+    update = choices["cache_update"].function if choices["cache_update"].yours else _concatenate
+    return LearnerCache(model.config, batch_size, update, device=device)
+
+
+@contextlib.contextmanager
+def swapped(module: types.ModuleType, name: str, function):
+    """Put `function` in place of module.<name> for the duration of a with block
+    (e.g. the learner's apply_rope inside tinylm.attention)."""
+    saved = getattr(module, name)
+    setattr(module, name, function)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)

@@ -94,7 +94,15 @@ def defined_names(source: str) -> list[str]:
 
 
 def _used_names(source: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    """Names the cell reads but never binds itself: the globals it needs
+    (a name bound anywhere in the cell, a loop variable or an argument, is not one)."""
+    read, bound = set(), set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return read - bound
 
 
 def _import_line(name: str, value: Any) -> str | None:

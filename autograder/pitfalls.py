@@ -14,6 +14,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from tinylm import apply_rope, causal_attention, causal_mask, rotate_half
+import tinylm
 
 # -- 01 embeddings --------------------------------------------------------------
 
@@ -158,3 +159,11 @@ def block_no_attn_residual(x, attn, mlp, attn_norm, mlp_norm):
     """x = attn(attn_norm(x)), without `x +`."""
     x = attn(attn_norm(x))
     return x + mlp(mlp_norm(x))
+
+
+class PostNormBlock(tinylm.Block):
+    """tinylm's Block with the norms after the additions: the same parameters, another function."""
+
+    def forward(self, x, cos, sin, cache=None, layer_idx: int = 0):
+        x = self.attn_norm(x + self.attn(x, cos, sin, cache, layer_idx))
+        return self.mlp_norm(x + self.mlp(x))

@@ -87,7 +87,8 @@ def dependents(assignment: str, grade_id: str) -> set[str]:
 
 def test_dependents_follow_calls_between_answers():
     assert "attention_step" in dependents("06_kv_cache", "cache_update")
-    assert dependents("05_swiglu", "swiglu") == set()  # pre_norm_block takes any mlp
+    assert dependents("05_swiglu", "swiglu") == {"Block", "Transformer"}  # pre_norm_block takes any mlp
+    assert dependents("05_swiglu", "swiglu_hidden") == set()
 
 
 def check_of(assignment: str) -> dict[str, str]:

@@ -102,6 +102,18 @@ BUGS = [
     ("05_swiglu", "pre_norm_block", "x = x + mlp(mlp_norm(x))", "x = x + mlp(attn_norm(x))", "attn_norm used for both"),
     ("05_swiglu", "pre_norm_block", "attn(attn_norm(x))  # the branch reads a normalised copy; the stream stays a sum\n"
      "    x = x + mlp(mlp_norm(x))", "attn(mlp_norm(x))\n    x = x + mlp(attn_norm(x))", "norms swapped"),
+    ("05_swiglu", "Attention", "q, k = apply_rope(q, cos, sin, start_pos), apply_rope(k, cos, sin, start_pos)",
+     "q, k = q, k", "RoPE missing"),
+    ("05_swiglu", "Attention", "self.k_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)",
+     "self.key = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)",
+     "parameter names differ from tinylm's"),
+    ("05_swiglu", "Block", "x = x + self.attn(self.attn_norm(x)", "x = self.attn(self.attn_norm(x)", "missing residual"),
+    ("05_swiglu", "Block", "return x + self.mlp(self.mlp_norm(x))", "return x + self.mlp(self.attn_norm(x))",
+     "attn_norm used for both"),
+    ("05_swiglu", "Transformer", "        self.lm_head.weight = self.tok_emb.weight  # one Parameter, two names\n", "",
+     "the head is not tied"),
+    ("05_swiglu", "Transformer", "return tied_logits(self.norm(x), self.lm_head.weight)",
+     "return tied_logits(x, self.lm_head.weight)", "the first stage that differs is final norm"),
 ]
 
 

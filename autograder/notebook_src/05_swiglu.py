@@ -404,6 +404,13 @@ show_check(check_pre_norm_block, pitfalls.post_norm_block)
 show_check(check_pre_norm_block, pitfalls.block_no_attn_residual)
 
 # %% [markdown]
+# **Post-norm inside the module.** The same mistake in a `Block` keeps every parameter name and shape, so the
+# weights load without complaint; only the forward pass tells it apart:
+
+# %%
+show_check(check_block, pitfalls.PostNormBlock)
+
+# %% [markdown]
 # ## Summary
 #
 # - SwiGLU: `(silu(x @ W_gate.T) * (x @ W_up.T)) @ W_down.T`, SiLU on the gate only.

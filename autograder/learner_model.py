@@ -205,3 +205,14 @@ def swapped(module: types.ModuleType, name: str, function):
         yield
     finally:
         setattr(module, name, saved)
+
+
+def learner_function(name: str, fallback, *, quiet: bool = False):
+    """The learner's saved, passing `name` (e.g. notebook 08's generate), else
+    `fallback`; prints whose it is unless quiet. The reference while grading."""
+    passing = {} if os.environ.get("NBGRADER_EXECUTION") else answers.passing()
+    module = _load(answers.mylm_dir()).get(passing[name]) if name in passing else None
+    function = getattr(module, name, None)
+    if not quiet:
+        print(f"{name}: yours ({passing[name][2:4]})" if function else f"{name}: reference ({fallback.__module__})")
+    return function or fallback

@@ -25,6 +25,7 @@ import torch
 import tinylm
 from autograder import pitfalls
 from autograder.checks import check_apply_rope, check_rope_cache, check_rotary_attention, show_check
+from autograder.learner_model import swapped
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -199,21 +200,21 @@ check_rotary_attention(rotary_attention, seed=71, batch=3, heads=2, seq=5, head_
 # %% [markdown]
 # ### Your RoPE inside the model
 #
-# `tinylm.Attention` rotates with `tinylm.attention.apply_rope`. Put yours in its place: same logits.
+# `tinylm.Attention` with `attn_impl="reference"` rotates with `tinylm.attention.apply_rope`. Put yours in its
+# place: the logits equal those of the default model with the same weights, which uses tinylm's own rotation.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 torch.manual_seed(0)
-model = tinylm.Transformer(tinylm.ModelConfig(d_model=48, n_layers=2, n_heads=3, max_seq_len=32)).eval()
+cfg = tinylm.ModelConfig(d_model=48, n_layers=2, n_heads=3, max_seq_len=32)
+model = tinylm.Transformer(cfg).eval()
+reference = tinylm.Transformer(tinylm.ModelConfig(**{**cfg.__dict__, "attn_impl": "reference"})).eval()
+reference.load_state_dict(model.state_dict())
 ids = tinylm.ByteTokenizer().encode("rotate q and k")[None]  # (1, T)
-original = tinylm.attention.apply_rope
+with torch.no_grad(), swapped(tinylm.attention, "apply_rope", apply_rope):
+    mine = reference(ids)  # every rotation in this forward pass is yours
 with torch.no_grad():
     expected = model(ids)
-    tinylm.attention.apply_rope = apply_rope
-    try:
-        mine = model(ids)
-    finally:
-        tinylm.attention.apply_rope = original
 print("your apply_rope inside tinylm gives the same logits:", torch.allclose(expected, mine, atol=1e-5))
 
 # %% [markdown]

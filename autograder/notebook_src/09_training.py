@@ -36,6 +36,7 @@ from tqdm import tqdm
 import tinylm
 from tinylm.presets import NB09_MODEL, NB09_TIME_LIMIT, NB09_TRAIN
 from autograder.checks import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step, show_check
+from autograder.learner_model import learner_function, learner_model
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -222,7 +223,7 @@ print(f"loss on the memorised batch: {overfit[0]:.2f} -> {overfit[-1]:.3f}")
 tc = NB09_TRAIN
 TIME_LIMIT = 5 if GRADING else NB09_TIME_LIMIT  # seconds of training
 torch.manual_seed(0)
-model = tinylm.Transformer(cfg).to(DEVICE)
+model = learner_model(cfg, DEVICE)  # your notebook-05 decoder with your functions, where their checks passed
 optimizer = torch.optim.AdamW(model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
 gen = torch.Generator().manual_seed(0)
 history = {"step": [], "loss": [], "val_step": [], "val_loss": []}
@@ -274,7 +275,7 @@ torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "c
             "step": len(history["step"]), "history": history}, CKPT)
 
 state = torch.load(CKPT, map_location="cpu", weights_only=True)
-restored = tinylm.Transformer(tinylm.ModelConfig(**state["config"])).to(DEVICE)
+restored = learner_model(tinylm.ModelConfig(**state["config"]), DEVICE, quiet=True)
 restored.load_state_dict(state["model"])
 with torch.no_grad():
     same = torch.equal(model.eval()(x), restored.eval()(x))
@@ -288,8 +289,9 @@ print(f"saved {CKPT.name} ({CKPT.stat().st_size / 2**20:.1f} MiB); reloaded mode
 
 # %%
 tok = tinylm.ByteTokenizer()
+generate = learner_function("generate", tinylm.generate)  # your notebook-08 sampler, if its check passed
 for seed in range(3):
-    out = tinylm.generate(model, tok.encode("Once upon a time")[None].to(DEVICE), 150, temperature=0.8, top_k=20,
+    out = generate(model, tok.encode("Once upon a time")[None].to(DEVICE), 150, temperature=0.8, top_k=20,
                           generator=torch.Generator(device=DEVICE).manual_seed(seed))
     print(repr(tok.decode(out[0])), "\n")
 

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 import tinylm
 from tinylm.presets import NB09_MODEL, NB09_TRAIN
 from autograder.checks import check_bigram_nll, check_evaluate, check_nll_sum_and_count, show_check
+from autograder.learner_model import learner_function, learner_model
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -167,12 +168,12 @@ corpus = tinylm.course_corpus()
 CKPT = tinylm.data.cache_dir() / "checkpoints" / "09_training.pt"
 if CKPT.is_file() and not GRADING:
     state = torch.load(CKPT, map_location="cpu", weights_only=True)
-    model = tinylm.Transformer(tinylm.ModelConfig(**state["config"]))
+    model = learner_model(tinylm.ModelConfig(**state["config"]))  # your decoder, as in notebook 09
     model.load_state_dict(state["model"])
     print(f"loaded the notebook-09 model ({state['step']} training steps)")
 else:
     torch.manual_seed(0)
-    model = tinylm.Transformer(NB09_MODEL).to(DEVICE)
+    model = learner_model(NB09_MODEL, DEVICE)
     tinylm.train(model, corpus.train, config=NB09_TRAIN, eval_every=0, time_limit=3 if GRADING else 20, quiet=True)
     print("no notebook-09 checkpoint: trained a stand-in for", 3 if GRADING else 20, "seconds")
 model = model.to(DEVICE).eval()
@@ -233,8 +234,9 @@ plt.show()
 # %%
 tok = tinylm.ByteTokenizer()
 prompt = tok.encode("Once upon a time")[None].to(DEVICE)  # (1, T)
+generate = learner_function("generate", tinylm.generate)  # your notebook-08 sampler, if its check passed
 for name, kw in {"greedy": dict(temperature=0), "T = 0.8, top-p = 0.9": dict(temperature=0.8, top_p=0.9)}.items():
-    out = tinylm.generate(model, prompt, 160, generator=torch.Generator(device=DEVICE).manual_seed(0), **kw)
+    out = generate(model, prompt, 160, generator=torch.Generator(device=DEVICE).manual_seed(0), **kw)
     print(f"{name}: {tok.decode(out[0])!r}\n")
 
 # %% [markdown]

@@ -55,7 +55,7 @@ def test_notebooks_01_to_10_train_and_evaluate_the_learners_model(tmp_path, monk
 
     assert report["class"] == "mylm.nb05_swiglu.Transformer", report
     assert report["trained_steps"], "notebook 10 evaluated a stand-in, not notebook 09's trained model"
-    want = {"embed": "nb01", "tied_logits": "nb01", "rms_norm": "nb02", "causal_attention": "nb03",
+    want = {"embed": "nb01", "tied_logits": "nb01", "rms_norm": "nb02", "causal_attention": "nb07",
             "rope_cache": "nb04", "apply_rope": "nb04", "swiglu": "nb05", "cache_update": "nb06", "repeat_kv": "nb07"}
     for name, nb_prefix in want.items():
         assert report["functions"][name].startswith(f"mylm.{nb_prefix}_"), (name, report["functions"][name])

@@ -6,12 +6,14 @@
 The decoder is the learner's notebook-05 `Transformer` when it was saved
 with a passing check, else tinylm.Transformer. In the learner's decoder each
 function it calls by name (embed, tied_logits, rms_norm, apply_rope,
-rope_cache, causal_attention, swiglu; repeat_kv inside notebook 07's
-gqa_attention) is bound to the learner's passing version where one exists
-and to tinylm's otherwise. For a grouped-query config (n_kv_heads <
-n_heads) attention is notebook 07's gqa_attention, or tinylm's: notebook
-03's causal_attention has one key head per query head. The KV cache of the
-learner's decoder stores keys and values with notebook 06's cache_update.
+rope_cache, causal_attention, swiglu) is bound to the learner's passing
+version where one exists and to tinylm's otherwise. For a grouped-query
+config (n_kv_heads < n_heads) the learner's causal_attention (notebook 03,
+one key head per query head) gets the keys and values repeated by their
+repeat_kv (notebook 07); notebook 07's gqa_attention is not used: it assumes
+as many keys as queries (is_causal), which a KV cache breaks. The KV cache
+of the learner's decoder stores keys and values with notebook 06's
+cache_update.
 
 While grading (NBGRADER_EXECUTION set) the model is tinylm's, so each
 notebook is graded on its own exercises only.
@@ -41,7 +43,7 @@ FUNCTIONS = {
     "rope_cache": ("RoPE", "04"), "apply_rope": ("RoPE", "04"),
     "swiglu": ("SwiGLU", "05"),
     "cache_update": ("KV cache", "06"),
-    "repeat_kv": ("GQA", "07"), "gqa_attention": ("GQA", "07"),
+    "repeat_kv": ("GQA", "07"),
 }
 DECODER = "Transformer"  # notebook 05's class
 
@@ -84,14 +86,25 @@ def _choices(config: tinylm.ModelConfig, modules: dict, passing: dict[str, str])
         return Choice(fallback, False, nb, "tinylm")
 
     choices = {name: pick(name, getattr(tinylm.attention if name == "repeat_kv" else tinylm, name, None))
-               for name in FUNCTIONS if name != "gqa_attention"}
-    gqa = pick("gqa_attention", tinylm.causal_attention)
-    grouped = config.n_kv_heads != config.n_heads
-    if gqa.yours:  # notebook 07's attention handles every ratio of query to key heads
-        choices["causal_attention"] = Choice(gqa.function, True, "07", gqa.source)
-    elif grouped:  # notebook 03's attention would need one key head per query head
-        choices["causal_attention"] = Choice(tinylm.causal_attention, False, "07", "tinylm")
+               for name in FUNCTIONS}
+    attention = choices["causal_attention"]
+    if config.n_kv_heads == config.n_heads:
+        del choices["repeat_kv"]  # no grouped heads: nothing to repeat
+    elif attention.yours:  # notebook 03's attention wants one key head per query head: repeat them first
+        choices["causal_attention"] = Choice(_grouped(attention.function, choices["repeat_kv"].function), True,
+                                             attention.notebook, attention.source)
+    else:
+        del choices["repeat_kv"]  # tinylm's causal_attention repeats them itself
     return choices
+
+
+def _grouped(causal_attention, repeat_kv):
+    """causal_attention for n_kv_heads < n_heads: keys and values repeated to the query heads first."""
+    def grouped_attention(q, k, v):
+        n_rep = q.shape[1] // k.shape[1]
+        return causal_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep))  # (B, nh, Tq, hd)
+    grouped_attention.__module__ = causal_attention.__module__
+    return grouped_attention
 
 
 def _bind(modules: dict, choices: dict[str, Choice]) -> None:
@@ -108,8 +121,6 @@ def report(choices: dict[str, Choice] | None, decoder: Choice) -> str:
         return decoder.source
     pieces: dict[str, list[Choice]] = {}
     for name, choice in choices.items():
-        if name == "repeat_kv":  # inside gqa_attention: reported with attention
-            continue
         pieces.setdefault(FUNCTIONS[name][0], []).append(choice)
     parts = []
     for piece, chosen in pieces.items():

@@ -64,6 +64,9 @@ CORRECT = [
     (checks.check_swiglu, (tinylm.swiglu,)),
     (checks.check_swiglu_hidden, (tinylm.default_d_ff,)),
     (checks.check_pre_norm_block, (_block,)),
+    (checks.check_attention_module, (tinylm.Attention,)),
+    (checks.check_block, (tinylm.Block,)),
+    (checks.check_decoder, (tinylm.Transformer,)),
 ]
 
 

@@ -129,3 +129,25 @@ def test_grading_and_a_late_start_use_tinylm(course_dir, monkeypatch):
     assert type(late) is tinylm.Transformer and type(graded) is tinylm.Transformer
     assert re.search(r"tinylm's model: no answers saved in .* every piece is the reference", out.getvalue())
     assert "grading: tinylm's reference model" in out.getvalue()
+
+
+def test_grouped_query_attention_uses_the_learners_repeat_kv_and_keeps_the_cache_exact(course_dir, monkeypatch):
+    """Notebook 03's causal_attention (bottom-right mask, so a cache works) with notebook 07's repeat_kv."""
+    _notebook("03_causal_attention", course_dir, monkeypatch, {"causal_mask", "causal_attention"})
+    _notebook("07_gqa", course_dir, monkeypatch, {"repeat_kv"})
+    _notebook("05_swiglu", course_dir, monkeypatch)
+    config = tinylm.ModelConfig(d_model=48, n_layers=2, n_heads=6, n_kv_heads=2, max_seq_len=24)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        model = learner_model(config).eval()
+    assert "attention: yours (03)" in out.getvalue() and "GQA: yours (07)" in out.getvalue(), out.getvalue()
+    reference = tinylm.Transformer(config).eval()
+    reference.load_state_dict(model.state_dict())
+    ids = torch.randint(256, (2, 11), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = reference(ids)
+        torch.testing.assert_close(model(ids), full, atol=1e-5, rtol=1e-5)
+        cache = learner_cache(model, batch_size=2)
+        model(ids[:, :8], cache=cache)
+        for t in range(8, 11):  # one token at a time, as generation does
+            torch.testing.assert_close(model(ids[:, t:t + 1], cache=cache)[:, 0], full[:, t], atol=1e-5, rtol=1e-5)

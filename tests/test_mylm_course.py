@@ -34,6 +34,22 @@ print("MYLM-REPORT " + json.dumps({
 '''
 
 
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def _same_checked_outputs(assignment: str, executed) -> None:
+    """The # NBVAL_CHECK_OUTPUT cells (e.g. "cached logits equal the full
+    recompute: True") print what they print with tinylm's pieces: the
+    learner's model must not change a verdict."""
+    from autograder.notebook_gates import read
+    committed = {c.source: _text(c) for c in read(course.source_notebook(assignment)).cells
+                 if c.cell_type == "code" and "NBVAL_CHECK_OUTPUT" in c.source}
+    for cell in executed.cells:
+        if cell.cell_type == "code" and cell.source in committed:
+            assert _text(cell) == committed[cell.source], f"{assignment}: {cell.source[:300]}\n-> {_text(cell)}"
+
+
 def test_notebooks_01_to_10_train_and_evaluate_the_learners_model(tmp_path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
@@ -50,13 +66,14 @@ def test_notebooks_01_to_10_train_and_evaluate_the_learners_model(tmp_path, monk
         folder = tmp_path / assignment
         folder.mkdir()
         NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+        _same_checked_outputs(assignment, nb)
     printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     report = json.loads(printed.split("MYLM-REPORT ", 1)[1])
 
     assert report["class"] == "mylm.nb05_swiglu.Transformer", report
     assert report["trained_steps"], "notebook 10 evaluated a stand-in, not notebook 09's trained model"
-    want = {"embed": "nb01", "tied_logits": "nb01", "rms_norm": "nb02", "causal_attention": "nb07",
-            "rope_cache": "nb04", "apply_rope": "nb04", "swiglu": "nb05", "cache_update": "nb06", "repeat_kv": "nb07"}
+    want = {"embed": "nb01", "tied_logits": "nb01", "rms_norm": "nb02", "causal_attention": "nb03",
+            "rope_cache": "nb04", "apply_rope": "nb04", "swiglu": "nb05", "cache_update": "nb06"}
     for name, nb_prefix in want.items():
         assert report["functions"][name].startswith(f"mylm.{nb_prefix}_"), (name, report["functions"][name])
     assert "reference" not in report["report"], report["report"]

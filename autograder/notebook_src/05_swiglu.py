@@ -204,14 +204,25 @@ print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs l
 # Inside, call the functions by name: `apply_rope`, `causal_attention`, `rms_norm`, `swiglu`, `embed`,
 # `tied_logits`, `rope_cache`. That is what makes the model yours: later notebooks bind each name to your version.
 #
-# ### Exercise 4: `Attention`
+# ### Exercise 4: `Attention`, `Block`, `Transformer`
 #
-# `q_proj` maps `d_model` to `n_heads · head_dim`, `k_proj` and `v_proj` to `n_kv_heads · head_dim` (equal to
+# One cell, three modules, checked one after the other.
+#
+# **`Attention`.** `q_proj` maps `d_model` to `n_heads · head_dim`, `k_proj` and `v_proj` to `n_kv_heads · head_dim` (equal to
 # `n_heads` until notebook 07), `o_proj` back to `d_model`. The forward pass: project, split heads
 # `(B, T, n·hd) -> (B, n, T, hd)`, rotate `q` and `k` with `apply_rope(..., cos, sin, start_pos)`, attend with
 # `causal_attention(q, k, v)`, merge heads, `o_proj`. The two cache lines are given: notebook 06 explains them.
+#
+# **`Block`.** `RMSNorm` and `SwiGLU` are given: your `rms_norm` and `swiglu` as modules with tinylm's parameter
+# names. Build the block from them and your `Attention`: `attn_norm`, `attn`, `mlp_norm`, `mlp`; its forward pass is
+# the pre-norm block of Exercise 3 (attention takes `cos, sin, cache, layer_idx` along).
+#
+# **`Transformer`.** Embedding → `n_layers` blocks → final `RMSNorm` → head. The head is
+# `nn.Linear(d_model, vocab_size)` whose `weight` **is** the embedding's Parameter (notebook 01's tying). Use `embed`
+# for the lookup and `tied_logits` for the head. The RoPE tables, the cache bookkeeping and tinylm's
+# initialisation are given.
 
-# %% answer id=Attention
+# %% answer id=Transformer
 class Attention(nn.Module):
     """Causal self-attention with RoPE, from your functions."""
 
@@ -243,20 +254,8 @@ class Attention(nn.Module):
         return self.o_proj(y)
         ### END SOLUTION
 
-# %% check id=check_Attention points=3
-check_attention_module(Attention)
-### BEGIN HIDDEN TESTS
-check_attention_module(Attention, seed=95, d_model=24, n_heads=3, seq=7, batch=3)
-### END HIDDEN TESTS
 
-# %% [markdown]
-# ### Exercise 5: `Block`
-#
-# `RMSNorm` and `SwiGLU` below are given: your `rms_norm` and `swiglu` as modules with tinylm's parameter names.
-# Build the block from them and your `Attention`: `attn_norm`, `attn`, `mlp_norm`, `mlp`, and its forward pass is
-# the pre-norm block of Exercise 3 (attention takes `cos, sin, cache, layer_idx` along).
 
-# %% answer id=Block
 class RMSNorm(nn.Module):
     """Your rms_norm with a gain Parameter named `weight`."""
 
@@ -301,20 +300,8 @@ class Block(nn.Module):
         return x + self.mlp(self.mlp_norm(x))
         ### END SOLUTION
 
-# %% check id=check_Block points=2
-check_block(Block)
-### BEGIN HIDDEN TESTS
-check_block(Block, seed=96, d_model=40, n_heads=5, seq=6, batch=2)
-### END HIDDEN TESTS
 
-# %% [markdown]
-# ### Exercise 6: `Transformer`
-#
-# Embedding → `n_layers` blocks → final `RMSNorm` → head. The head is `nn.Linear(d_model, vocab_size)` whose
-# `weight` **is** the embedding's Parameter (notebook 01's tying). Use `embed` for the lookup and `tied_logits` for
-# the head. The RoPE tables, the cache bookkeeping and tinylm's initialisation are given.
 
-# %% answer id=Transformer
 class Transformer(nn.Module):
     """Your decoder: token ids (B, T) -> logits (B, T, vocab_size)."""
 
@@ -357,9 +344,13 @@ class Transformer(nn.Module):
         return tied_logits(self.norm(x), self.lm_head.weight)     # (B, T, V)
         ### END SOLUTION
 
-# %% check id=check_Transformer points=3
+# %% check id=check_Transformer points=6
+check_attention_module(Attention)
+check_block(Block)
 check_decoder(Transformer)
 ### BEGIN HIDDEN TESTS
+check_attention_module(Attention, seed=95, d_model=24, n_heads=3, seq=7, batch=3)
+check_block(Block, seed=96, d_model=40, n_heads=5, seq=6, batch=2)
 check_decoder(Transformer, seed=97, d_model=48, n_layers=3, n_heads=6, seq=9, batch=2)
 ### END HIDDEN TESTS
 

@@ -214,3 +214,22 @@ def test_rope_rejects_odd_head_dim_and_positions_past_the_table():
     cos, sin = rope_cache(8, 8)
     with pytest.raises(ValueError, match="max_seq_len"):
         apply_rope(torch.zeros(1, 1, 4, 8), cos, sin, start_pos=6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rms_norm_module_half_precision_backward_matches_float32(gen, dtype):
+    """Autograd through RMSNorm in half precision (issue 13: an in-place op
+    on an autograd output made this raise). Gradients compared with float32
+    autograd of the formula, within half-precision rounding."""
+    x = torch.randn(2, 3, 8, generator=gen)
+    gain = torch.rand(8, generator=gen) + 0.5
+    norm = RMSNorm(8).to(dtype)
+    with torch.no_grad():
+        norm.weight.copy_(gain)
+    x_half = x.to(dtype).requires_grad_()
+    upstream = torch.randn(2, 3, 8, generator=gen)
+    (norm(x_half).float() * upstream).sum().backward()
+    x32, gain32 = x.to(dtype).float().requires_grad_(), gain.to(dtype).float().requires_grad_()
+    (rms_norm(x32, gain32) * upstream).sum().backward()
+    torch.testing.assert_close(x_half.grad.float(), x32.grad, rtol=0.02, atol=0.02)
+    torch.testing.assert_close(norm.weight.grad.float(), gain32.grad, rtol=0.02, atol=0.05)

@@ -143,3 +143,52 @@ def test_training_after_generation_uses_fresh_derived_weights(config, gen):
         next_token_loss(m(idx)[:, :-1], idx[:, 1:]).backward()
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
+
+
+# --- issue 13: one forward path, whatever the user does to the weights ---
+
+def test_forward_sees_weights_changed_through_data(config, gen):
+    """A hand-written optimizer or loader writes p.data, which bumps no
+    version counter: a model that caches weights derived from its parameters
+    would keep computing with the old ones."""
+    model = Transformer(config).eval()
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    with torch.no_grad():
+        before = model(idx)
+        model.blocks[0].attn.q_proj.weight.data.zero_()
+        after = model(idx)
+    assert not torch.equal(before, after), "forward ignored a q_proj change made through .data"
+    fresh = Transformer(config).eval()
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(after, fresh(idx), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_forward_and_backward_on_cpu(config, gen, dtype):
+    """bf16 and fp16 training: every gradient finite, and the half-precision
+    logits and loss near float32's from the same weights."""
+    model = Transformer(config)
+    half = Transformer(config)
+    half.load_state_dict(model.state_dict())
+    half.to(dtype)
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    logits = half(idx)
+    assert logits.dtype == dtype
+    loss = next_token_loss(logits[:, :-1].float(), idx[:, 1:])
+    loss.backward()
+    for name, p in half.named_parameters():
+        assert p.grad is not None and p.grad.dtype == dtype and torch.isfinite(p.grad).all(), name
+    with torch.no_grad():
+        reference = model(idx)
+    torch.testing.assert_close(logits.float(), reference, rtol=0.05, atol=0.05)
+    assert loss.item() == pytest.approx(next_token_loss(reference[:, :-1], idx[:, 1:]).item(), rel=0.02)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_any_integer_token_dtype_gives_the_same_logits(config, gen, dtype):
+    """The course corpus is uint8: corpus.val[:16][None] goes straight in."""
+    model = Transformer(config).eval()
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx.to(dtype)), model(idx), rtol=0, atol=0)

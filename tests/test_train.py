@@ -135,3 +135,20 @@ def test_bad_options():
     with pytest.raises(ValueError, match="steps"):
         TrainConfig(steps=0)
     assert isinstance(History(), History)
+
+
+def test_resume_honours_steps_and_lr_given_as_keywords(tmp_path):
+    """Options passed with resume_from override the checkpoint's: more steps
+    continue the run, a new lr sets the schedule's peak from there on."""
+    data = _text(3000)
+    options = dict(steps=6, batch_size=4, seq_len=16, lr=5e-3, warmup_steps=2, eval_every=0)
+    ckpt = tmp_path / "run.pt"
+    train(_model(), data, quiet=True, checkpoint_path=ckpt, **options)
+    longer = train(_model(), data, quiet=True, resume_from=ckpt, **{**options, "steps": 9, "lr": 1e-3})
+    assert longer.step == list(range(1, 10))
+    assert longer.lr[6:] == [lr_at(s, TrainConfig(**{**options, "steps": 9, "lr": 1e-3})) for s in range(6, 9)]
+    assert longer.lr[:6] == [lr_at(s, TrainConfig(**options)) for s in range(6)]  # the saved history is kept
+    with pytest.raises(ValueError, match="steps=4 .* already done 6"):
+        train(_model(), data, quiet=True, resume_from=ckpt, **{**options, "steps": 4})
+    with pytest.raises(ValueError, match="seed"):
+        train(_model(), data, quiet=True, resume_from=ckpt, seed=5)

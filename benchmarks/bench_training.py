@@ -159,9 +159,7 @@ def compile_cost(corpus, steps: int, threads: int) -> None:
             step_seconds[name].append(t.elapsed - t0)
     print(f"torch {torch.__version__}, {threads} thread(s), {platform.processor() or platform.machine()}, "
           f"load average {load_before[0]:.2f} before / {os.getloadavg()[0]:.2f} after")
-    print(f"model {NB09_MODEL}
-batch {config.batch_size} x {config.seq_len} tokens, {steps} interleaved steps each
-")
+    print(f"model {NB09_MODEL}\nbatch {config.batch_size} x {config.seq_len} tokens, {steps} interleaved steps each\n")
     print(f"{'':10}{'first step s':>14}{'median step ms':>16}")
     for name in trainers:
         print(f"{name:10}{first[name]:>14.2f}{1000 * statistics.median(step_seconds[name][10:]):>16.1f}")
@@ -169,8 +167,7 @@ batch {config.batch_size} x {config.seq_len} tokens, {steps} interleaved steps e
     extra = first["compiled"] - first["eager"]
     verdict = (f"compiling pays off after {extra / saved:,.0f} steps" if saved > 0
                else "the compiled step is not faster: compiling never pays off here")
-    print(f"
-{verdict} (notebook 09 trains {NB09_TRAIN.steps} steps)")
+    print(f"\n{verdict} (notebook 09 trains {NB09_TRAIN.steps} steps)")
 
 
 def _plot(trainers, floor, path: Path) -> None:

@@ -38,6 +38,10 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
+    """ids -> token embedding -> n_layers Blocks -> final RMSNorm -> lm_head
+    (the embedding matrix itself when tie_embeddings). RoPE's cos/sin tables
+    are buffers shared by every layer."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config

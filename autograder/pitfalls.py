@@ -161,8 +161,14 @@ def block_no_attn_residual(x, attn, mlp, attn_norm, mlp_norm):
     return x + mlp(mlp_norm(x))
 
 
-class PostNormBlock(tinylm.Block):
-    """tinylm's Block with the norms after the additions: the same parameters, another function."""
+class PostNormBlock(nn.Module):
+    """A block with tinylm's parts and the norms after the additions: the same
+    parameters as a correct Block, another function."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.attn_norm, self.mlp_norm = (tinylm.RMSNorm(config.d_model, config.norm_eps) for _ in range(2))
+        self.attn, self.mlp = tinylm.Attention(config), tinylm.SwiGLU(config)
 
     def forward(self, x, cos, sin, cache=None, layer_idx: int = 0):
         x = self.attn_norm(x + self.attn(x, cos, sin, cache, layer_idx))

@@ -4,6 +4,7 @@ an expected tensor."""
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 import torch
@@ -12,6 +13,8 @@ import torch.nn.functional as F
 import tinylm
 from autograder import checks
 from autograder.checks import CheckFailed
+from autograder.checks.core import independent_copy
+
 
 from .helpers import PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message
 
@@ -39,6 +42,21 @@ def _rotary(q, k, v, cos, sin, s=0):
     return tinylm.causal_attention(tinylm.apply_rope(q, cos, sin, s), tinylm.apply_rope(k, cos, sin, s), v)
 
 
+_swiglu, _attention = independent_copy(tinylm.swiglu), independent_copy(tinylm.causal_attention)
+
+
+class _RMSNorm(torch.nn.Module):
+    """A correct RMSNorm module of the test's own (tinylm.RMSNorm itself is
+    refused: an answer may not be tinylm's class)."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps, self.weight = eps, torch.nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return tinylm.rms_norm(x, self.weight, self.eps)
+
+
 def _block(x, attn, mlp, n1, n2):
     x = x + attn(n1(x))
     return x + mlp(n2(x))
@@ -46,27 +64,42 @@ def _block(x, attn, mlp, n1, n2):
 
 # Every check with a correct implementation taken from tinylm (or a few lines
 # here): the independent references and tinylm must agree.
+def _decoder_classes() -> dict:
+    """Notebook 05's solution modules, executed from its source file (tinylm's
+    own Attention, Block and Transformer would be refused as delegation)."""
+    from autograder.build_notebooks import parse
+    from autograder.course import ROOT
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
+             for c in parse(ROOT / "autograder" / "notebook_src" / "05_swiglu.py")}
+    ns = {"__name__": "decoder_classes"}
+    for gid in ("setup", "swiglu", "Transformer"):
+        exec(cells[gid], ns)
+    return ns
+
+
+_DECODER = _decoder_classes()
+
 CORRECT = [
-    (checks.check_embed, (tinylm.embed,)),
+    (checks.check_embed, (independent_copy(tinylm.embed),)),
     (checks.check_one_hot_embed, (lambda i, w: F.one_hot(i, w.shape[0]).to(w.dtype) @ w,)),
-    (checks.check_tied_logits, (tinylm.tied_logits,)),
+    (checks.check_tied_logits, (independent_copy(tinylm.tied_logits),)),
     (checks.check_tie_weights, (_tie,)),
-    (checks.check_rms_norm, (tinylm.rms_norm,)),
+    (checks.check_rms_norm, (independent_copy(tinylm.rms_norm),)),
     (checks.check_layer_norm, (lambda x, w, b, e: F.layer_norm(x, (x.shape[-1],), w, b, e),)),
-    (checks.check_rms_norm_module, (tinylm.RMSNorm,)),
-    (checks.check_causal_mask, (tinylm.causal_mask,)),
+    (checks.check_rms_norm_module, (_RMSNorm,)),
+    (checks.check_causal_mask, (independent_copy(tinylm.causal_mask),)),
     (checks.check_split_merge, (_split, _merge)),
-    (checks.check_causal_attention, (tinylm.causal_attention,)),
+    (checks.check_causal_attention, (independent_copy(tinylm.causal_attention),)),
     (checks.check_self_attention, (_mha,)),
-    (checks.check_rope_cache, (tinylm.rope_cache,)),
-    (checks.check_apply_rope, (tinylm.apply_rope,)),
+    (checks.check_rope_cache, (independent_copy(tinylm.rope_cache),)),
+    (checks.check_apply_rope, (independent_copy(tinylm.apply_rope),)),
     (checks.check_rotary_attention, (_rotary,)),
-    (checks.check_swiglu, (tinylm.swiglu,)),
+    (checks.check_swiglu, (independent_copy(tinylm.swiglu),)),
     (checks.check_swiglu_hidden, (tinylm.default_d_ff,)),
     (checks.check_pre_norm_block, (_block,)),
-    (checks.check_attention_module, (tinylm.Attention,)),
-    (checks.check_block, (tinylm.Block,)),
-    (checks.check_decoder, (tinylm.Transformer,)),
+    (checks.check_attention_module, (_DECODER["Attention"],)),
+    (checks.check_block, (_DECODER["Block"],)),
+    (checks.check_decoder, (_DECODER["Transformer"],)),
 ]
 
 
@@ -109,14 +142,15 @@ def test_wrong_return_type_and_non_callable():
 
 def test_unknown_bug_still_fails_without_a_false_diagnosis():
     with pytest.raises(CheckFailed) as err:
-        checks.check_swiglu(lambda x, g, u, d: tinylm.swiglu(x, g, u, d) * 1.01)
-    assert "matches none of the known bugs" in str(err.value)
+        checks.check_swiglu(lambda x, g, u, d: _swiglu(x, g, u, d) * 1.01)
+    message = str(err.value)
+    assert "Likely bug" not in message and "matches none of the known bugs" not in message
 
 
 def test_output_never_contains_tensor_values(capsys):
     """Only shapes, flags and max |diff| are printed: no tensor reprs, and no
     more numbers than the table's diff column accounts for."""
-    for fn in (lambda x, w, eps=1e-6: x, tinylm.rms_norm):
+    for fn in (lambda x, w, eps=1e-6: x, independent_copy(tinylm.rms_norm)):
         try:
             checks.check_rms_norm(fn)
         except CheckFailed as err:
@@ -152,7 +186,144 @@ def test_variant_needs_to_explain_the_most_cases():
 def test_inputs_have_all_dimensions_different():
     """Axis mix-ups cannot pass when batch, heads, seq and head_dim differ."""
     seen = []
-    checks.check_causal_attention(lambda q, k, v: (seen.append(q.shape), tinylm.causal_attention(q, k, v))[1])
+    checks.check_causal_attention(lambda q, k, v: (seen.append(q.shape), _attention(q, k, v))[1])
     B, H, T, D = seen[0]
     assert len({B, H, T, D}) == 4
     assert math.isclose(1.0, 1.0)
+
+
+# -- delegation to tinylm (issue 17) -------------------------------------------
+
+def _cell(source: str) -> dict:
+    """Execute `source` as a notebook cell would: in a fresh namespace."""
+    ns: dict = {"__name__": "cell"}
+    exec(compile(source, "<cell>", "exec"), ns)
+    return ns
+
+
+DELEGATING_CELLS = [
+    ("apply_rope", checks.check_apply_rope,
+     "import tinylm\ndef apply_rope(x, cos, sin, start_pos=0):\n    return tinylm.apply_rope(x, cos, sin, start_pos)"),
+    ("apply_rope", checks.check_apply_rope, "from tinylm import apply_rope"),
+    ("apply_rope", checks.check_apply_rope,
+     "def apply_rope(x, cos, sin, start_pos=0):\n    from tinylm.rope import apply_rope as ar\n    return ar(x, cos, sin, start_pos)"),
+    ("rms_norm", checks.check_rms_norm, "from tinylm import rms_norm as _r\ndef rms_norm(x, w, eps=1e-6):\n    return _r(x, w, eps)"),
+    ("RMSNorm", checks.check_rms_norm_module, "import tinylm\nclass RMSNorm(tinylm.RMSNorm):\n    pass"),
+    ("causal_attention", checks.check_causal_attention, "import tinylm\ncausal_attention = tinylm.causal_attention"),
+]
+
+
+@pytest.mark.parametrize("name, check, source", DELEGATING_CELLS, ids=[s.splitlines()[-1].strip() for _, _, s in DELEGATING_CELLS])
+def test_an_answer_that_hands_the_exercise_to_tinylm_fails(name, check, source):
+    with pytest.raises(CheckFailed) as err:
+        check(_cell(source)[name])
+    assert f"tinylm.{name}: write it yourself" in str(err.value)
+    rope_module = sys.modules["tinylm.rope"]
+    assert tinylm.apply_rope.__name__ == "apply_rope" and rope_module.apply_rope is tinylm.apply_rope  # restored
+
+
+def test_using_tinylm_for_a_different_exercise_is_fine(capsys):
+    """rotary_attention may call tinylm.causal_attention (the notebook says so)."""
+    source = ("import tinylm\ndef rotary_attention(q, k, v, cos, sin, start_pos=0):\n"
+              "    rot = lambda t: tinylm.apply_rope(t, cos, sin, start_pos)\n"
+              "    return tinylm.causal_attention(rot(q), rot(k), v)")
+    checks.check_rotary_attention(_cell(source)["rotary_attention"])
+    assert "PASS" in capsys.readouterr().out
+
+
+def _jailed_child_runs_this_checkout() -> bool:
+    """The recheck's child runs `python -I`, which imports the installed
+    autograder: in a git worktree that is another checkout's code."""
+    import subprocess
+    from pathlib import Path
+
+    import autograder
+    out = subprocess.run([sys.executable, "-I", "-c", "import autograder; print(autograder.__file__)"],
+                         capture_output=True, text=True, cwd="/")
+    return out.stdout.strip() == str(Path(autograder.__file__).resolve())
+
+
+@pytest.mark.slow
+@pytest.mark.grader
+@pytest.mark.skipif(not _jailed_child_runs_this_checkout(), reason="the jailed child imports another checkout's autograder")
+def test_the_out_of_process_recheck_refuses_delegation_too(tmp_path):
+    import json
+    import subprocess
+
+    from autograder import course, specimens
+
+    assignment = "04_rope"
+    answers = specimens.solution_answers(assignment)
+    answers["apply_rope"] = answers["apply_rope"] + "\n\nfrom tinylm import apply_rope\n"
+    answers["rope_cache"] = answers["rope_cache"].replace("    ### BEGIN SOLUTION", "    return tinylm.rope_cache(head_dim, max_seq_len, theta)\n    ### BEGIN SOLUTION")
+    path = tmp_path / f"{assignment}.ipynb"
+    path.write_text(json.dumps(specimens.notebook(assignment, answers)))
+    out = subprocess.run([sys.executable, "-m", "autograder.recheck", assignment, str(path)], cwd=course.ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    assert results["check_apply_rope"]["status"] == "fail"
+    assert "tinylm.apply_rope: write it yourself" in results["check_apply_rope"]["message"]
+    assert results["check_rope_cache"]["status"] == "fail"
+    assert "tinylm.rope_cache: write it yourself" in results["check_rope_cache"]["message"]
+    assert results["check_rotary_attention"]["status"] == "pass", results  # calls tinylm.causal_attention: allowed
+
+
+# -- upstream attribution, pass hooks, reporting --------------------------------
+
+def test_a_later_exercise_names_the_broken_earlier_answer():
+    """self_attention calling a wrong causal_attention: the message says to
+    fix causal_attention first, not that self_attention is wrong."""
+    ns = _cell("import math, torch\nimport torch.nn.functional as F\n"
+               "def causal_attention(q, k, v):\n"
+               "    return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1) @ v  # no mask\n"
+               "def self_attention(x, w_q, w_k, w_v, w_o, n_heads):\n"
+               "    B, T, d = x.shape\n"
+               "    q, k, v = (F.linear(x, w).view(B, T, n_heads, -1).transpose(1, 2) for w in (w_q, w_k, w_v))\n"
+               "    return F.linear(causal_attention(q, k, v).transpose(1, 2).reshape(B, T, d), w_o)\n")
+    with pytest.raises(CheckFailed) as err:
+        checks.check_self_attention(ns["self_attention"])
+    last = str(err.value).strip().splitlines()[-1]
+    assert "`causal_attention` (exercise 3) fails its own check; fix it first" in last
+    assert ns["causal_attention"].__name__ == "causal_attention"  # the learner's own, put back after the probe
+
+
+def test_pass_hooks_get_the_learners_function_and_cannot_break_the_check(capsys):
+    from autograder.checks import core
+
+    seen = []
+
+    def broken_hook(subject):
+        raise RuntimeError("disk full")
+
+    core.PASS_HOOKS[:] = [seen.append, broken_hook]
+    try:
+        fn = independent_copy(tinylm.rms_norm)
+        checks.check_rms_norm(fn)
+    finally:
+        core.PASS_HOOKS.clear()
+    assert seen == [fn]
+    out = capsys.readouterr().out
+    assert "PASS rms_norm" in out and "disk full" in out and len(out.strip().splitlines()[-1]) < 120
+
+
+def test_no_nan_in_rows_with_masked_entries(capsys):
+    chk = checks.Check("top_k_filter")
+    want = torch.tensor([[1.0, float("-inf"), 0.5]])
+    assert chk.compare("same -inf pattern", want.clone(), want)
+    assert not chk.compare("different -inf pattern", torch.tensor([[1.0, 2.0, 0.5]]), want)
+    chk._print_table()
+    out = capsys.readouterr().out
+    assert "nan" not in out and "0.00e+00" in out
+
+
+def test_a_partial_match_never_produces_a_name():
+    """A variant that reproduces one failing row but not another is not named."""
+    chk = checks.Check("f")
+    want = torch.zeros(3)
+    chk.compare("a", torch.ones(3), want, variants={"adds one": lambda: want + 1})
+    chk.compare("b", torch.full((3,), 2.0), want, variants={"adds one": lambda: want + 1})
+    assert chk.named_variants() == []
+    chk2 = checks.Check("f")
+    chk2.compare("a", torch.ones(3), want, variants={"adds one": lambda: want + 1, "a": lambda: want + 2})
+    assert chk2.named_variants() == ["adds one"]

@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .core import Check, randn
+from .core import Check, _close, randn, tol_for
 
 
 def ref_mask(q_len: int, kv_len: int) -> torch.Tensor:
@@ -43,6 +43,11 @@ def check_causal_mask(causal_mask, *, cases: tuple = ((5, 5), (3, 7), (1, 6))) -
                 lambda: ones.tril(0),
         })
     chk.finish()
+
+
+def good_split_any(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """A correct split_heads, for re-running a later exercise without the learner's."""
+    return _split_ref(x, n_heads)
 
 
 def _split_ref(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -204,4 +209,10 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
         "no causal mask: every token sees the future": lambda: F.linear(good_merge(F.scaled_dot_product_attention(
             *(good_split(F.linear(x, w)) for w in (w_q, w_k, w_v)))), w_o),
     })
+    want = _mha_ref(x, w_q, w_k, w_v, w_o, n_heads)
+    chk.upstream(self_attention, {
+        "split_heads": good_split_any, "merge_heads": good_merge,
+        "causal_attention": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=ref_mask(q.shape[-2], k.shape[-2])),
+    }, rerun=lambda: _close(self_attention(x, w_q, w_k, w_v, w_o, n_heads), want, *tol_for(dtype)),
+        labels={"split_heads": "exercise 2", "merge_heads": "exercise 2", "causal_attention": "exercise 3"})
     chk.finish()

@@ -5,10 +5,19 @@ with an independent reference (a torch built-in or closed-form math, never
 tinylm's own code), prints one table row per quantity, and raises
 AssertionError on any failure so nbgrader takes the points away.
 
-It never prints an expected tensor: only shapes, dtypes, pass/fail and the
-largest absolute difference. When a failing output matches a known wrong
-variant (the same inputs pushed through a deliberately buggy formula), the
-failure message names that bug.
+It never prints an expected tensor: only shapes, dtypes, pass/fail, the
+largest absolute difference and measured properties of the learner's own
+output (which axis sums to 1, a fitted scale factor, an identified
+activation). A failure ends with the most useful line: the diagnosis.
+
+Diagnoses come from three sources, best first:
+  * measurements of the learner's output (`chk.diagnose(...)`), phrased as
+    what the output is and how it differs from what it should be;
+  * known wrong variants (the same inputs pushed through a deliberately buggy
+    formula), named only when a variant reproduces EVERY failing row it was
+    offered for (a partial match never produces a name);
+  * upstream attribution (`chk.upstream(...)`): a later exercise that fails
+    only because an earlier answer it calls is wrong says so.
 
 Usage inside a check function:
 
@@ -19,19 +28,21 @@ Usage inside a check function:
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
+import math
+import sys
 import traceback
+import types
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
 # Tolerances per dtype of the learner's output: half precision keeps ~3
 # significant digits, so its differences are judged relative to that.
-# Called with the learner's function (Check.subject) whenever a check passes:
-# autograder/answers.py saves the answer into the learner's package mylm/.
-PASS_HOOKS: list[Callable[[Callable], None]] = []
-
 TOLERANCES = {
     torch.float64: (1e-8, 1e-6),
     torch.float32: (1e-5, 1e-4),
@@ -39,14 +50,19 @@ TOLERANCES = {
     torch.float16: (2e-3, 5e-3),
 }
 
+# Called with the learner's function or class (Check.subject) after a check
+# passed; a hook's error is reported in one line and never fails the check.
+PASS_HOOKS: list[Callable[[Callable], None]] = []
+
 
 class CheckFailed(AssertionError):
     """Raised when a learner's function fails a check. An AssertionError, so
     nbgrader scores the test cell zero and plain `assert` users understand it."""
 
 
-class _LearnerError(Exception):
-    """Internal: the learner's function raised; carries the short message."""
+class Delegation(Exception):
+    """Raised when an answer hands its exercise to tinylm's own function of
+    the same name instead of implementing it."""
 
 
 def seeded(seed: int) -> torch.Generator:
@@ -71,13 +87,27 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:80]
 
 
-def _max_abs_diff(got: torch.Tensor, want: torch.Tensor) -> float:
+def _max_abs_diff(got: torch.Tensor, want: torch.Tensor) -> float | None:
+    """Largest |got - want| over the entries where both are finite, when
+    both have the same ±inf pattern (masked logits are -inf on purpose);
+    None when the inf/nan patterns differ (no single number describes that)."""
     if got.numel() == 0:
         return 0.0
-    diff = (got.detach().double().cpu() - want.detach().double().cpu()).abs()
-    if torch.isnan(diff).any():
-        return float("nan")
-    return float(diff.max())
+    g, w = got.detach().double().cpu(), want.detach().double().cpu()
+    finite = torch.isfinite(g) & torch.isfinite(w)
+    same_pattern = bool(torch.equal(torch.isinf(g), torch.isinf(w)) and torch.equal(g[torch.isinf(g)], w[torch.isinf(w)])
+                        and torch.equal(torch.isnan(g), torch.isnan(w)))
+    if not same_pattern:
+        return None
+    return float((g[finite] - w[finite]).abs().max()) if finite.any() else 0.0
+
+
+def _format_diff(got: torch.Tensor, want: torch.Tensor) -> str:
+    diff = _max_abs_diff(got, want)
+    if diff is not None:
+        return f"{diff:.2e}"
+    n_nan = int(torch.isnan(got.detach().double().cpu()).sum())
+    return f"{n_nan} nan" if n_nan else "inf differ"
 
 
 def _close(got: Any, want: torch.Tensor, atol: float, rtol: float, equal_nan: bool = False) -> bool:
@@ -89,6 +119,187 @@ def _close(got: Any, want: torch.Tensor, atol: float, rtol: float, equal_nan: bo
     # overflows matches a learner output that overflows the same way.
     return bool(torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=equal_nan))
 
+
+# ---------------------------------------------------------------------------
+# delegation: an answer may not hand its exercise to tinylm's own version
+
+def _tinylm_original(name: str):
+    try:
+        tinylm = importlib.import_module("tinylm")
+    except ImportError:
+        return None, None
+    return tinylm, getattr(tinylm, name, None)
+
+
+def _globals_of(fn) -> list[dict]:
+    """The global namespaces the learner's code of `fn` reads names from: a
+    function's, or those of a class's (or a module instance's class's) methods."""
+    if isinstance(fn, types.FunctionType):
+        return [fn.__globals__]
+    cls = fn if isinstance(fn, type) else type(fn)
+    found = []
+    for value in vars(cls).values():
+        g = getattr(value, "__globals__", None)
+        if isinstance(g, dict) and all(g is not f for f in found):
+            found.append(g)
+    return found
+
+
+def delegation_message(name: str, original) -> str:
+    verb = "is or uses" if isinstance(original, type) else "calls"
+    return (f"{name} {verb} tinylm.{name}: write it yourself (the exercise is to implement it; "
+            f"torch built-ins are fine)")
+
+
+@contextlib.contextmanager
+def refuse_delegation(name: str, fn):
+    """While the learner's `fn` runs as exercise `name`, tinylm's object of
+    that name (on the package, on its defining module and wherever fn's
+    globals bind it) raises Delegation. Used by Check.call and by the
+    recheck's jailed child, so the out-of-process grade refuses it too."""
+    tinylm, original = _tinylm_original(name)
+    if original is None or fn is None:
+        yield
+        return
+    message = delegation_message(name, original)
+    if fn is original or (isinstance(original, type) and (
+            (isinstance(fn, type) and issubclass(fn, original)) or isinstance(fn, original))):
+        raise Delegation(message)
+
+    def refused(*args, **kwargs):
+        raise Delegation(message)
+
+    spots = [(vars(tinylm), name)]
+    home = sys.modules.get(getattr(original, "__module__", "") or "")
+    if home is not None and vars(home).get(name) is original:
+        spots.append((vars(home), name))
+    for g in _globals_of(fn):
+        spots += [(g, key) for key, value in list(g.items()) if value is original]
+    saved = [(space, key, space[key]) for space, key in spots]
+    try:
+        for space, key, _ in saved:
+            space[key] = refused
+        yield
+    finally:
+        for space, key, value in saved:
+            space[key] = value
+
+
+def independent_copy(fn: types.FunctionType) -> types.FunctionType:
+    """A new function object with fn's code: for tests that use tinylm's
+    implementation as a correct answer (tinylm's object itself is refused)."""
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
+
+
+# ---------------------------------------------------------------------------
+# measurements: what the learner's output is, in words and numbers
+
+def sums_to_one_axes(weights: torch.Tensor, atol: float = 1e-4) -> list[int]:
+    """The axes (non-negative indices) over which `weights` sums to 1 everywhere."""
+    w = weights.detach().double()
+    return [a for a in range(w.dim()) if w.shape[a] > 1 and bool(torch.allclose(w.sum(a), torch.ones(()).double(), atol=atol))]
+
+
+def fit_scale(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float] | None:
+    """Least-squares c with got ≈ c · want, and the relative residual
+    |got - c·want| / |got|. None when either side is zero or not finite."""
+    g, w = got.detach().double().flatten(), want.detach().double().flatten()
+    if g.shape != w.shape or not (torch.isfinite(g).all() and torch.isfinite(w).all()):
+        return None
+    ww = float(w @ w)
+    if ww == 0 or float(g @ g) == 0:
+        return None
+    c = float(g @ w) / ww
+    return c, float((g - c * w).norm() / g.norm())
+
+
+def describe_factor(c: float, named: Mapping[str, float] | None = None, rel: float = 0.02) -> str:
+    """'1/6.93 = 1/sqrt(48)' style text for a fitted factor, naming the
+    closest of `named` (label -> value) when within `rel`."""
+    text = f"{c:.3g}" if abs(c) >= 1 else f"1/{1 / c:.3g}" if c else "0"
+    for label, value in (named or {}).items():
+        if value and abs(c / value - 1) < rel:
+            return f"{text} = {label}"
+    return text
+
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "SiLU (x·sigmoid(x))": lambda a: a * torch.sigmoid(a),
+    "ReLU": torch.relu,
+    "GELU": torch.nn.functional.gelu,
+    "GELU (tanh approximation)": lambda a: torch.nn.functional.gelu(a, approximate="tanh"),
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "identity (no activation)": lambda a: a,
+}
+
+
+def identify_activation(act: Callable[[torch.Tensor], torch.Tensor], probe: torch.Tensor | None = None,
+                        atol: float = 1e-4) -> str | None:
+    """The name of the elementwise function `act` computes on a probe grid
+    (None when it is none of ACTIVATIONS)."""
+    x = torch.linspace(-4, 4, 81, dtype=torch.float64) if probe is None else probe.double()
+    try:
+        y = act(x)
+    except Exception:
+        return None
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        return None
+    for name, f in ACTIVATIONS.items():
+        if torch.allclose(y.double(), f(x), atol=atol):
+            return name
+    return None
+
+
+def permutation_of(got: torch.Tensor, want: torch.Tensor, dim: int = -1) -> bool:
+    """True when got holds the same values as want along `dim` (each slice
+    the same multiset) but not in the same order."""
+    if got.shape != want.shape or torch.equal(got, want):
+        return False
+    g, w = got.detach().double(), want.detach().double()
+    return bool(torch.allclose(g.sort(dim).values, w.sort(dim).values, atol=1e-6, equal_nan=True))
+
+
+def python_number_problem(value: Any, kind: type) -> str | None:
+    """None when `value` is a plain Python `kind` (float or int); otherwise
+    what it is, e.g. 'a 0-dim torch.float32 tensor (call .item())'."""
+    if kind is float and isinstance(value, float):
+        return None
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return None
+    if isinstance(value, torch.Tensor):
+        hint = " (call .item() to get a Python number)" if value.numel() == 1 else ""
+        return f"{describe(value)}{hint}"
+    return describe(value)
+
+
+def parameter_problems(module: torch.nn.Module, name: str) -> str | None:
+    """None when module.<name> is a registered nn.Parameter that requires
+    grad; otherwise what is wrong with it."""
+    value = getattr(module, name, None)
+    if value is None:
+        return f"the module has no attribute `{name}`"
+    if not isinstance(value, torch.nn.Parameter):
+        return (f"`self.{name}` is {describe(value)}, not an nn.Parameter, so it is not among the module's "
+                f"parameters() and no optimizer would train it; wrap it: self.{name} = nn.Parameter(...)")
+    if not value.requires_grad:
+        return f"`self.{name}` has requires_grad=False, so it can never be trained"
+    return None
+
+
+def gradient_reaches(output: Any, param: torch.Tensor) -> bool:
+    """True when a backward pass from `output` gives `param` a nonzero .grad."""
+    if not isinstance(output, torch.Tensor) or not output.requires_grad:
+        return False
+    (grad,) = torch.autograd.grad(output.double().sum() if output.dtype != torch.float64 else output.sum(),
+                                  param, allow_unused=True, retain_graph=False)
+    return grad is not None and bool(grad.abs().sum() > 0)
+
+
+# ---------------------------------------------------------------------------
+# the table and the verdict
 
 @dataclass
 class Row:
@@ -109,9 +320,11 @@ class Check:
     expects: str = ""
     rows: list[Row] = field(default_factory=list)
     diagnoses: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)       # true measurements that name no bug
     errors: list[str] = field(default_factory=list)
-    votes: dict[str, int] = field(default_factory=dict)  # known bug -> number of failing rows it explains
-    subject: Any = None  # the first callable passed to call(): the learner's function or class under check
+    offered: dict[str, int] = field(default_factory=dict)  # known bug -> failing rows it was tried on
+    votes: dict[str, int] = field(default_factory=dict)    # known bug -> failing rows it reproduces
+    subject: Any = None                                     # the first callable passed to call()
 
     # -- calling the learner -------------------------------------------------
     def call(self, fn: Callable, *args, **kwargs):
@@ -123,13 +336,16 @@ class Check:
         if self.subject is None:
             self.subject = fn
         try:
-            return fn(*args, **kwargs)
+            with refuse_delegation(self.fn_name, fn):
+                return fn(*args, **kwargs)
         except NotImplementedError:
             self._stop(f"{self.fn_name} is not implemented yet (it raised NotImplementedError). "
                        f"Replace the `raise NotImplementedError()` line with your code; it should return {self.expects}.")
         except CheckFailed:
             raise
         except Exception as err:  # the learner's bug, reported in one line
+            if type(err).__name__ == "Delegation":  # also the recheck's re-raised form
+                self._stop(_first_line(err))
             where = _learner_line(err)
             self._stop(f"{self.fn_name} raised {type(err).__name__}: {_first_line(err)}{where}\n"
                        f"  Called with {', '.join(describe(a) for a in args)}; it should return {self.expects}.")
@@ -138,7 +354,7 @@ class Check:
         __tracebackhide__ = True
         self.errors.append(message)
         self._print_table()
-        hints = "".join(f"\n  Likely bug: {d}" for d in self.likely_bugs())
+        hints = "".join(f"\n  {line}" for line in self._explanation())
         raise CheckFailed(f"{self.fn_name}: {message}{hints}") from None
 
     # -- recording results ---------------------------------------------------
@@ -165,15 +381,21 @@ class Check:
                   shape="ok" if shape_ok else f"{tuple(got.shape)} != {tuple(want.shape)}",
                   dtype="ok" if dtype_ok else f"{got.dtype} != {dtype}",
                   close=("ok" if close else "FAIL") if shape_ok else "-",
-                  diff=f"{_max_abs_diff(got, want):.2e}" if shape_ok else "-")
+                  diff=_format_diff(got, want) if shape_ok else "-")
         self.rows.append(row)
         if not row.ok and variants:
-            bugs = matching_variants(got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5))
-            if bugs:
-                row.note = "matches a known bug"
-            for bug in bugs:
-                self.votes[bug] = self.votes.get(bug, 0) + 1
+            self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5))
         return row.ok
+
+    def try_variants(self, row: Row, got: torch.Tensor, variants: Mapping[str, Any], atol: float, rtol: float) -> None:
+        """Record which known wrong variants reproduce this failing row."""
+        for bug in variants:
+            self.offered[bug] = self.offered.get(bug, 0) + 1
+        bugs = matching_variants(got, variants, atol=atol, rtol=rtol)
+        if bugs:
+            row.note = "matches a known bug"
+        for bug in bugs:
+            self.votes[bug] = self.votes.get(bug, 0) + 1
 
     def require(self, name: str, ok: bool, failure: str = "", diagnosis: str | None = None) -> bool:
         """A property row (causality, sharing, invariance...) without tensors."""
@@ -183,16 +405,72 @@ class Check:
         return bool(ok)
 
     def diagnose(self, message: str) -> None:
+        """A named cause of the failure (printed as 'Likely bug: ...')."""
         if message not in self.diagnoses:
             self.diagnoses.append(message)
 
+    def measured(self, message: str) -> None:
+        """A true measurement of the learner's output that names no bug by
+        itself (printed as 'Measured: ...', before the likely bugs)."""
+        if message not in self.facts:
+            self.facts.append(message)
+
+    def upstream(self, fn: Callable, references: Mapping[str, Callable], rerun: Callable[[], bool],
+                 labels: Mapping[str, str] | None = None) -> bool:
+        """Tell a bug in this exercise from one in an earlier answer it calls.
+
+        references: {earlier exercise's name: a correct implementation};
+        rerun: recomputes this check's comparison, True when it passes.
+        The names fn's globals bind are replaced by the references (one at a
+        time, then all together) and rerun; if that passes, the earlier
+        answer is named as the cause. Globals are always restored."""
+        if self.passed:
+            return False
+        spaces = [g for g in _globals_of(fn)]
+        present = [n for n in references if any(n in g and g[n] is not references[n] for g in spaces)]
+        if not present:
+            return False
+        labels = labels or {}
+
+        def passes_with(names) -> bool:
+            saved = [(g, n, g[n]) for g in spaces for n in names if n in g]
+            try:
+                for g, n, _ in saved:
+                    g[n] = references[n]
+                with contextlib.redirect_stdout(io.StringIO()):
+                    return bool(rerun())
+            except Exception:
+                return False
+            finally:
+                for g, n, value in saved:
+                    g[n] = value
+
+        culprit = next(([n] for n in present if passes_with([n])), None)
+        if culprit is None and len(present) > 1 and passes_with(present):
+            culprit = present
+        if culprit is None:
+            self.measured(f"with correct versions of {', '.join(f'`{n}`' for n in present)} in place of yours it "
+                          f"still fails, so the bug is in {self.fn_name} itself")
+            return False
+        names = " and ".join(f"`{n}`" + (f" ({labels[n]})" if n in labels else "") for n in culprit)
+        self.diagnoses.insert(0, f"{names} {'fails' if len(culprit) == 1 else 'fail'} {'its' if len(culprit) == 1 else 'their'} "
+                                 f"own check; fix it first: with a correct version in its place {self.fn_name} passes")
+        return True
+
+    def named_variants(self) -> list[str]:
+        """Known bugs that reproduce every failing row they were tried on,
+        the ones explaining the most rows first."""
+        full = [bug for bug, n in self.votes.items() if n == self.offered.get(bug, n) and bug not in self.diagnoses]
+        return sorted(full, key=lambda bug: -self.votes[bug])
+
     def likely_bugs(self) -> list[str]:
-        """Explicit diagnoses, then the known bug(s) that reproduce the most
-        failing rows: a variant that coincides with the learner's output on
-        one degenerate case only is outvoted by the one that explains all."""
-        best = max(self.votes.values(), default=0)
-        voted = [bug for bug, n in self.votes.items() if n == best and bug not in self.diagnoses]
-        return self.diagnoses + voted
+        return self.diagnoses + self.named_variants()
+
+    def _explanation(self) -> list[str]:
+        """Measurements first, then named bugs; the last line is the most useful."""
+        bugs = self.likely_bugs()
+        lines = [f"Measured: {f}" for f in self.facts]
+        return lines + [f"Likely bug: {d}" for d in reversed(bugs)]
 
     # -- verdict ---------------------------------------------------------------
     @property
@@ -203,17 +481,27 @@ class Check:
         __tracebackhide__ = True
         self._print_table()
         if self.passed:
-            print(f"PASS {self.fn_name}: {len(self.rows)}/{len(self.rows)} checks")
-            for hook in PASS_HOOKS:
-                hook(self.subject)
+            print(f"PASS {self.fn_name}: all {len(self.rows)} checks")
+            self._run_pass_hooks()
             return
         failed = [r.name for r in self.rows if not r.ok]
-        lines = [f"{self.fn_name} failed {len(failed)} of {len(self.rows)} checks: {', '.join(failed)}."]
-        if self.likely_bugs():
-            lines += [f"  Likely bug: {d}" for d in self.likely_bugs()]
-        else:
-            lines.append("  The output matches none of the known bugs; compare your code with the formula above.")
+        lines = [f"{self.fn_name} failed {len(failed)} of {len(self.rows)} checks: {'; '.join(failed)}."]
+        explanation = self._explanation()
+        if not explanation:
+            notes = [r.note for r in self.rows if not r.ok and r.note]
+            if not notes:
+                lines.append("  Compare your code with the formula in the exercise text; the rows above show "
+                             "which inputs give a different result.")
+        lines += [f"  {line}" for line in explanation]
         raise CheckFailed("\n".join(lines))
+
+    def _run_pass_hooks(self) -> None:
+        for hook in PASS_HOOKS:
+            try:
+                hook(self.subject)
+            except Exception as err:  # a helper's hook must never cost the learner the exercise
+                print(f"(note: {getattr(hook, '__name__', 'a hook')} after {self.fn_name} failed: "
+                      f"{type(err).__name__}: {_first_line(err)})")
 
     def _print_table(self) -> None:
         if not self.rows:

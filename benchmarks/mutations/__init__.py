@@ -1,0 +1,39 @@
+"""Beginner mistakes as substitutions on the solution cells, one module per
+notebook (nbNN.py, each with a MUTATIONS list), run by
+benchmarks/bench_diagnostics.py against the exercise's visible check."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One mistake: in answer cell `cell`, `old` (which must occur exactly
+    once) becomes `new`; `extra` is appended to the cell (e.g. a hand-written
+    wrong helper). The check's diagnosis must contain one of `expect`
+    (case-insensitive). `why` says, in words, what the learner did."""
+
+    cell: str
+    old: str
+    new: str
+    expect: tuple[str, ...]
+    why: str
+    extra: str = ""
+
+    def apply(self, source: str) -> str:
+        count = source.count(self.old)
+        if count != 1:
+            raise ValueError(f"mutation of {self.cell!r} ({self.why}): {self.old!r} occurs {count} times in the "
+                             "solution cell, expected exactly once; update the mutation")
+        return source.replace(self.old, self.new) + (f"\n\n{self.extra}" if self.extra else "")
+
+
+def all_mutations() -> dict[str, list[Mutation]]:
+    """{notebook number '01'..: its mutations}, for every nbNN module found."""
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("nb") and info.name[2:].isdigit():
+            found[info.name[2:]] = list(importlib.import_module(f"{__name__}.{info.name}").MUTATIONS)
+    return found

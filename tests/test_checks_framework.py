@@ -296,12 +296,13 @@ def test_pass_hooks_get_the_learners_function_and_cannot_break_the_check(capsys)
     def broken_hook(subject):
         raise RuntimeError("disk full")
 
+    registered = list(core.PASS_HOOKS)  # answers.record: restored after, for the tests that follow
     core.PASS_HOOKS[:] = [seen.append, broken_hook]
     try:
         fn = independent_copy(tinylm.rms_norm)
         checks.check_rms_norm(fn)
     finally:
-        core.PASS_HOOKS.clear()
+        core.PASS_HOOKS[:] = registered
     assert seen == [fn]
     out = capsys.readouterr().out
     assert "PASS rms_norm" in out and "disk full" in out and len(out.strip().splitlines()[-1]) < 120

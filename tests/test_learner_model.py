@@ -15,6 +15,7 @@ import torch
 import tinylm
 from autograder import answers, course, specimens
 from autograder.checks import check_rms_norm, show_check
+from autograder.checks.core import independent_copy
 from autograder.learner_model import learner_cache, learner_model
 from autograder.notebook_gates import read, run_check, setup_cells
 
@@ -76,7 +77,7 @@ def test_nothing_is_saved_for_code_outside_cells_pitfalls_or_grading(course_dir,
     ns = {"__name__": "__main__"}
     exec(specimens.solution_answers("02_rmsnorm")["rms_norm"], {**ns, "torch": torch})  # not a notebook cell
     with contextlib.redirect_stdout(io.StringIO()):
-        check_rms_norm(tinylm.rms_norm)  # tinylm's own function: a file, not a cell
+        check_rms_norm(independent_copy(tinylm.rms_norm))  # defined in a file, not a cell
         ns["torch"] = torch
         _cell(ns, specimens.solution_answers("02_rmsnorm")["rms_norm"], 7)
         show_check(check_rms_norm, ns["rms_norm"])  # a "pitfall" that passes

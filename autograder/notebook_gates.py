@@ -133,3 +133,79 @@ def run_check(assignment: str, grade_id: str, ns: dict, hidden: bool = False) ->
             exec(compile(src, f"<{assignment}:{nbg(ex.check)['grade_id']}>", "exec"), ns)
             return
     raise ValueError(f"{assignment}: no exercise {grade_id}")
+
+
+def readable_functions(nb) -> list[tuple[str, str, ast.AST]]:
+    """Functions a learner can read outside the answer and check cells, as
+    (cell id, name, node): top-level `def`s and lambdas passed to show_check."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or is_answer(cell) or is_check(cell):
+            continue
+        tree = ast.parse(cell.source)
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                found.append((cell.get("id", "?"), node.name, node))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "show_check"
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Lambda)):
+                found.append((cell.get("id", "?"), f"lambda at line {node.args[1].lineno}", node.args[1]))
+    return found
+
+
+def _accepts_same_call(candidate, answer) -> bool:
+    """Could `candidate` be called as the check calls `answer` (same positional arity)?"""
+    import inspect
+
+    try:
+        theirs, ours = inspect.signature(candidate).parameters.values(), inspect.signature(answer).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in theirs):
+        return True
+    required = sum(p.kind in positional and p.default is p.empty for p in theirs)
+    accepted = sum(p.kind in positional for p in theirs)
+    answer_required = sum(p.kind in positional and p.default is p.empty for p in ours)
+    return required <= answer_required <= accepted
+
+
+def solutions_in_plain_sight(assignment: str, release_nb) -> list[str]:
+    """Functions outside the answer cells of `release_nb` that pass the visible
+    check of one of the notebook's exercises: code a learner can copy as an
+    answer. Each candidate is compiled in the namespace of the solved notebook
+    (setup and answer cells run), so helpers that call an answer work as the
+    learner's would; the check's first call runs with the candidate in place
+    of the answer. A check that fails or raises means the candidate is not a
+    solution."""
+    import contextlib
+    import io
+
+    source = read(course.source_notebook(assignment))
+    ns = exercise_namespace(assignment)
+    calls = []  # (name the check passes, the check's first call as an expression)
+    for ex in exercises(source):
+        first = ast.parse(ex.check.source.splitlines()[0]).body[0].value
+        name = next(a.id for a in first.args if isinstance(a, ast.Name) and a.id in ex.defines)
+        calls.append((name, first))
+    found = []
+    for cell_id, label, node in readable_functions(release_nb):
+        scope = dict(ns)
+        if isinstance(node, ast.Lambda):
+            candidate = eval(compile(ast.Expression(node), f"<{assignment}:{cell_id}>", "eval"), scope)
+        else:
+            exec(compile(ast.Module([node], []), f"<{assignment}:{cell_id}>", "exec"), scope)
+            candidate = scope[label]
+        for name, call in calls:
+            if not _accepts_same_call(candidate, ns[name]):
+                continue
+            swapped = ast.Call(call.func, [ast.Name("__candidate__", ast.Load()) if isinstance(a, ast.Name) and a.id == name
+                                           else a for a in call.args], call.keywords)
+            scope["__candidate__"] = candidate
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    eval(compile(ast.fix_missing_locations(ast.Expression(swapped)), "<check>", "eval"), scope)
+            except Exception:  # noqa: BLE001 - a failing or crashing check is the outcome we want
+                continue
+            found.append(f"{assignment}: {label} (cell {cell_id}) passes {ast.unparse(call)}")
+    return found

@@ -15,7 +15,8 @@ import pytest
 from autograder import course
 from autograder.build_notebooks import new_notebook, parse
 from autograder.notebook_gates import (
-    MARKERS, exercises, is_answer, is_check, leaked_lines, nbg, read, solution_lines, stated_run_time,
+    MARKERS, exercises, is_answer, is_check, leaked_lines, nbg, read, readable_functions, solution_lines,
+    solutions_in_plain_sight, stated_run_time,
 )
 
 PART_1 = ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu")
@@ -72,6 +73,19 @@ def test_no_solution_or_hidden_test_reaches_release(assignment):
     assert not leaked, f"{assignment}: solution or hidden-test lines in notebooks/: {leaked}"
     for cell in release.cells:
         assert not cell.get("outputs"), f"{assignment}: release cell {cell.id} has outputs"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_code_outside_the_answers_passes_a_check(assignment):
+    """A pitfall printed as code one line away from the answer is the answer
+    (notebook 06's old `buggy_step` with its default flags was): every function
+    a learner can read outside the answer cells must fail every check it could
+    be handed to."""
+    release = read(course.release_notebook(assignment))
+    assert any(is_answer(c) for c in release.cells)
+    found = solutions_in_plain_sight(assignment, release)
+    assert not found, "solutions readable outside the answer cells (move them to autograder/pitfalls.py and " \
+                      "show them with show_check(check, pitfalls.NAME)):\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -229,3 +243,50 @@ def test_source_parser_rejects_malformed_cells(tmp_path):
     bad.write_text("# %% [markdown]\nnot a comment\n")
     with pytest.raises(ValueError, match="without '# ' prefix"):
         parse(bad)
+
+
+# Notebook 06's pitfall cell before issue 17: with both flags False it is exercise 2's answer.
+OLD_BUGGY_STEP = """\
+def buggy_step(x, attn, cos, sin, past_k, past_v, restart_positions=False, is_causal=False):
+    B, T = x.shape[:2]
+    split = lambda t, n: t.view(B, T, n, attn.head_dim).transpose(1, 2)  # (B, T, n*hd) -> (B, n, T, hd)
+    start = 0 if restart_positions else past_k.shape[2]
+    q = tinylm.apply_rope(split(attn.q_proj(x), attn.n_heads), cos, sin, start)
+    k = tinylm.apply_rope(split(attn.k_proj(x), attn.n_kv_heads), cos, sin, start)
+    k_all, v_all = cache_update(past_k, past_v, k, split(attn.v_proj(x), attn.n_kv_heads))
+    if is_causal:
+        y = F.scaled_dot_product_attention(q, k_all, v_all, is_causal=True)
+    else:
+        y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=tinylm.causal_mask(T, k_all.shape[2]))
+    return attn.o_proj(y.transpose(1, 2).flatten(2)), k_all, v_all  # (B, nh, T, hd) -> (B, T, d)
+
+show_check(check_attention_step, lambda *args: buggy_step(*args, restart_positions=True))
+"""
+
+
+def _plant(nb, source):
+    import nbformat
+
+    nb.cells.append(nbformat.v4.new_code_cell(source, id="planted"))
+    return nb
+
+
+def test_readable_solution_gate_fires_on_the_old_buggy_step():
+    release = read(course.release_notebook("06_kv_cache"))
+    assert not solutions_in_plain_sight("06_kv_cache", release)
+    found = solutions_in_plain_sight("06_kv_cache", _plant(release, OLD_BUGGY_STEP))
+    assert [f for f in found if "buggy_step (cell planted) passes check_attention_step" in f], found
+    # the lambda in the same cell (restart_positions=True) is a real bug: it is not reported
+    assert not [f for f in found if "lambda" in f], found
+
+
+def test_readable_solution_gate_fires_on_a_copied_answer_and_a_lambda():
+    source = read(course.source_notebook("09_training"))
+    answer = next(ex.answer.source for ex in exercises(source) if ex.grade_id == "lr_schedule")
+    copied = answer.replace("def lr_schedule(", "def schedule_for_the_plot(")
+    release = _plant(read(course.release_notebook("09_training")), copied)
+    assert any("schedule_for_the_plot" in f for f in solutions_in_plain_sight("09_training", release))
+    lam = "show_check(check_lm_loss, lambda logits, targets: F.cross_entropy(logits.flatten(0, 1), targets.flatten()))"
+    release = _plant(read(course.release_notebook("09_training")), lam)
+    assert any("lambda" in f and "check_lm_loss" in f for f in solutions_in_plain_sight("09_training", release))
+    assert len(readable_functions(release)) > len(readable_functions(read(course.release_notebook("09_training"))))

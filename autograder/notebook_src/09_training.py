@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 import tinylm
 from tinylm.presets import NB09_MODEL, NB09_TIME_LIMIT, NB09_TRAIN
+from autograder import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -296,54 +297,33 @@ for seed in range(3):
 # %% [markdown]
 # ## 9. Pitfalls
 #
+# Each pitfall is a function in `autograder/pitfalls.py` with one deliberate mistake; the cell shows what the check
+# reports for it.
+#
 # **Unshifted labels.** `y = x` makes every position predict *itself*, which it can read directly: the loss drops
 # to almost 0 and the model learns nothing about what comes next.
 
 # %%
-def get_batch_unshifted(data, batch_size, seq_len, generator=None):
-    x, _ = get_batch(data, batch_size, seq_len, generator)
-    return x, x.clone()  # the targets are the inputs themselves
-
-show_check(check_get_batch, get_batch_unshifted)
+show_check(check_get_batch, pitfalls.get_batch_unshifted)
 
 # %% [markdown]
 # **Missing `zero_grad`.** Gradients accumulate across steps: the first step is right, every later one is wrong.
 
 # %%
-def train_step_no_zero_grad(model, optimizer, x, y, grad_clip=1.0):
-    model.train()
-    loss = lm_loss(model(x), y)
-    loss.backward()  # adds to whatever .grad already holds
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
-    return loss.item()
-
-show_check(check_train_step, train_step_no_zero_grad)
+show_check(check_train_step, pitfalls.train_step_no_zero_grad)
 
 # %% [markdown]
 # **Eval mode left on.** After an evaluation the model is in eval mode; a step that does not call `model.train()`
 # trains without dropout. It still trains, which is why this bug survives.
 
 # %%
-def train_step_eval_mode(model, optimizer, x, y, grad_clip=1.0):
-    optimizer.zero_grad()                 # no model.train(): the mode is whatever the caller left
-    loss = lm_loss(model(x), y)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
-    return loss.item()
-
-show_check(check_train_step, train_step_eval_mode)
+show_check(check_train_step, pitfalls.train_step_eval_mode)
 
 # %% [markdown]
 # **Loss averaged wrongly.** The mean of per-sequence means gives sequences with padding more weight per token.
 
 # %%
-def lm_loss_per_sequence(logits, targets):
-    nll = F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100, reduction="none")  # (B, T), 0 at padding
-    return (nll.sum(1) / (targets != -100).sum(1)).mean()
-
-show_check(check_lm_loss, lm_loss_per_sequence)
+show_check(check_lm_loss, pitfalls.lm_loss_per_sequence)
 
 # %% [markdown]
 # ## Summary

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 import tinylm
 from tinylm.presets import NB09_MODEL, NB09_TRAIN
+from autograder import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_bigram_nll, check_evaluate, check_nll_sum_and_count, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -261,44 +262,27 @@ else:
 # %% [markdown]
 # ## 6. Pitfalls
 #
-# **Mean of per-batch exp.** Averaging each batch's perplexity overestimates it (the figure above), and makes the
-# number depend on how the data was batched.
+# Each pitfall is a function in `autograder/pitfalls.py` with one deliberate mistake; the cell shows what the check
+# reports for it.
+#
+# **Mean of per-batch exp.** Averaging each batch's perplexity overestimates it (the figure in section 1), and makes
+# the number depend on how the data was batched.
 
 # %%
-def metrics(loss, bytes_per_token):
-    return dict(loss=loss, perplexity=math.exp(loss), bits_per_byte=loss / math.log(2) / bytes_per_token)
-
-
-@torch.no_grad()
-def evaluate_mean_of_exp(model, batches, bytes_per_token=1.0):
-    model.eval()
-    per_batch = [nll_sum_and_count(model(xb), yb) for xb, yb in batches]  # (sum, count) of each batch
-    model.train()
-    out = metrics(sum(s for s, _ in per_batch) / sum(n for _, n in per_batch), bytes_per_token)
-    out["perplexity"] = sum(math.exp(s / n) for s, n in per_batch) / len(per_batch)  # the bug
-    return out
-
-show_check(check_evaluate, evaluate_mean_of_exp)
+show_check(check_evaluate, pitfalls.evaluate_mean_of_exp)
 
 # %% [markdown]
-# **Padding counted.** Dividing by `targets.numel()` counts the `-100` padding as tokens with zero loss: the loss
-# looks better than it is.
+# **Padding counted.** Counting every position, padding included, adds tokens with zero loss: the loss looks better
+# than it is.
 
 # %%
-show_check(check_nll_sum_and_count, lambda logits, targets, ignore_index=-100: (
-    F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index, reduction="sum").item(),
-    targets.numel()))
+show_check(check_nll_sum_and_count, pitfalls.nll_counting_padding)
 
 # %% [markdown]
 # **Dropout on during evaluation.** Without `model.eval()` every evaluation scores a different random sub-network.
 
 # %%
-@torch.no_grad()
-def evaluate_train_mode(model, batches, bytes_per_token=1.0):
-    per_batch = [nll_sum_and_count(model(xb), yb) for xb, yb in batches]  # still in train mode: dropout is on
-    return metrics(sum(s for s, _ in per_batch) / sum(n for _, n in per_batch), bytes_per_token)
-
-show_check(check_evaluate, evaluate_train_mode)
+show_check(check_evaluate, pitfalls.evaluate_train_mode)
 
 # %% [markdown]
 # ## Summary

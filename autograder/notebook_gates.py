@@ -209,3 +209,72 @@ def solutions_in_plain_sight(assignment: str, release_nb) -> list[str]:
                 continue
             found.append(f"{assignment}: {label} (cell {cell_id}) passes {ast.unparse(call)}")
     return found
+
+
+# -- numbers in prose -----------------------------------------------------------------------
+# A number in prose is "tied" when an executed output (or the code or preset it
+# describes) contains it, or contains a longer decimal that rounds to it: prose
+# "0.26" is tied by an output "0.259". Checked in notebooks: every decimal and
+# every integer that counts steps, nats, bits, seconds or percent in a markdown
+# cell (math in $...$ and the gated "Run time" promise are skipped). Checked in
+# README.md and docs/: every number inside a block
+#   <!-- numbers from: 09_training 10_perplexity -->  ...  <!-- /numbers -->
+# against those notebooks' outputs.
+
+PROSE_NUMBER = re.compile(r"(?<![\w.])(\d[\d,]*\.\d+|\d[\d,]*(?=\s*(?:steps|nats|bits|s\b|seconds|%)))")
+ANY_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+NUMBERS_BLOCK = re.compile(r"<!-- numbers from: ([\w ]+?) -->(.*?)<!-- /numbers -->", re.S)
+PRESETS = Path(__file__).resolve().parents[1] / "tinylm" / "presets.py"
+
+
+def output_text(nb) -> str:
+    """Everything the executed code cells printed (streams and plain-text results)."""
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            parts.append(out.get("text", "") or out.get("data", {}).get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def _numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in ANY_NUMBER.findall(text)}
+
+
+def is_tied(number: str, sources: set[str]) -> bool:
+    number = number.replace(",", "")
+    if number in sources:
+        return True
+    if "." not in number:
+        return False
+    places = len(number.split(".")[1])
+    return any("." in s and len(s.split(".")[1]) > places and round(float(s), places) == float(number)
+               for s in sources)
+
+
+def untied_notebook_numbers(nb) -> list[str]:
+    """Numbers in a notebook's markdown that no output, code cell or preset of it contains."""
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    sources = _numbers(output_text(nb)) | _numbers(code) | _numbers(PRESETS.read_text())
+    untied = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        prose = RUN_TIME.sub("", re.sub(r"\$[^$]*\$", "", cell.source))
+        for m in PROSE_NUMBER.finditer(prose):
+            if not is_tied(m.group(1), sources):
+                untied.append(f"{m.group(1)!r} in '...{prose[max(0, m.start() - 50):m.end() + 20]}...'")
+    return untied
+
+
+def untied_document_numbers(text: str, notebook_outputs) -> list[str]:
+    """Numbers inside '<!-- numbers from: NB ... -->' blocks of a document that
+    the named notebooks' outputs do not contain. notebook_outputs(name) -> text."""
+    untied = []
+    for names, block in NUMBERS_BLOCK.findall(text):
+        sources = set().union(*(_numbers(notebook_outputs(n)) for n in names.split()))
+        for m in ANY_NUMBER.finditer(block):
+            if block[:m.start()].endswith(("notebook ", "notebook-", "notebooks ")):
+                continue  # a notebook's name, not a measurement
+            if not is_tied(m.group(), sources):
+                untied.append(f"{m.group()!r} in '...{block[max(0, m.start() - 50):m.end() + 20]}...' (from {names})")
+    return untied

@@ -15,8 +15,9 @@ import pytest
 from autograder import course
 from autograder.build_notebooks import new_notebook, parse
 from autograder.notebook_gates import (
-    MARKERS, exercises, is_answer, is_check, leaked_lines, nbg, read, readable_functions, solution_lines,
-    solutions_in_plain_sight, stated_run_time,
+    MARKERS, NUMBERS_BLOCK, exercises, is_answer, is_check, is_tied, leaked_lines, nbg, output_text, read,
+    readable_functions, solution_lines, solutions_in_plain_sight, stated_run_time, untied_document_numbers,
+    untied_notebook_numbers,
 )
 
 PART_1 = ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu")
@@ -290,3 +291,45 @@ def test_readable_solution_gate_fires_on_a_copied_answer_and_a_lambda():
     release = _plant(read(course.release_notebook("09_training")), lam)
     assert any("lambda" in f and "check_lm_loss" in f for f in solutions_in_plain_sight("09_training", release))
     assert len(readable_functions(release)) > len(readable_functions(read(course.release_notebook("09_training"))))
+
+
+# -- numbers in prose come from executed outputs (issue 17) --
+
+DOCUMENTS = [course.ROOT / "README.md", *sorted((course.ROOT / "docs").glob("*.md"))]
+
+
+def _outputs_of(name):
+    return output_text(read(course.source_notebook(name)))
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_prose_numbers_in_a_notebook_come_from_its_outputs(assignment):
+    """Decimals, step counts, nats, bits, seconds and percentages in the
+    markdown are printed by the notebook's executed cells (or are its code's or
+    preset's own values). After a rebuild that changes a result, this names
+    every sentence that still quotes the old one."""
+    nb = read(course.source_notebook(assignment))
+    assert output_text(nb).strip(), f"{assignment}: no executed outputs to compare with"
+    untied = untied_notebook_numbers(nb)
+    assert not untied, f"{assignment}: numbers in the prose that no output shows:\n" + "\n".join(untied)
+
+
+def test_numbers_blocks_in_readme_and_docs_come_from_the_notebooks():
+    blocks = {doc.name: NUMBERS_BLOCK.findall(doc.read_text()) for doc in DOCUMENTS}
+    assert blocks["README.md"] and blocks["README-notebooks-part2.md"], "the training results lost their numbers block"
+    untied = [f"{doc.name}: {u}" for doc in DOCUMENTS for u in untied_document_numbers(doc.read_text(), _outputs_of)]
+    assert not untied, "numbers that the executed notebooks do not show (rebuild, then copy them):\n" + "\n".join(untied)
+
+
+def test_number_gates_fire_on_planted_numbers():
+    import nbformat
+
+    assert is_tied("0.26", {"0.259"}) and is_tied("1,200", {"1200"})
+    assert not is_tied("0.27", {"0.259"}) and not is_tied("0.259", {"0.26"}) and not is_tied("1500", {"1200"})
+    nb = read(course.source_notebook("09_training"))
+    assert not untied_notebook_numbers(nb)
+    nb.cells.append(nbformat.v4.new_markdown_cell("The run takes 1,500 steps and ends at 0.123 nats per byte."))
+    assert len(untied_notebook_numbers(nb)) == 2
+    block = "<!-- numbers from: 09_training -->In notebook 09 the loss reaches 0.123 nats/byte.<!-- /numbers -->"
+    untied = untied_document_numbers(block, _outputs_of)
+    assert len(untied) == 1 and "0.123" in untied[0], untied

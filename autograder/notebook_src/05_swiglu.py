@@ -115,8 +115,8 @@ for d in (128, 512, 4096):
 # %% [markdown]
 # The 8/3 rule with Llama's multiple of 256 gives 11008 for $d = 4096$, which is the `intermediate_size` of
 # Llama-2-7B (its Hugging Face `config.json`). Llama 3 departs from the rule: Llama-3-8B, also $d = 4096$, has
-# `intermediate_size` 14336, that is $3.5\,d$ (Meta's code scales the 8/3 width by an `ffn_dim_multiplier` of 1.3,
-# then rounds up to a multiple of 1024).
+# `intermediate_size` 14336, that is $3.5\,d$ (Meta's code scales the 8/3 width by an `ffn_dim_multiplier`, then
+# rounds up to a multiple of 1024).
 
 # %% [markdown]
 # ## 3. The pre-norm block

@@ -241,9 +241,10 @@ plt.show()
 #
 # The comparison above is not quite fair to the model, for two reasons:
 #
-# - **Windows cut stories.** A story averages about 350 bytes, longer than a window, and consecutive windows start
-#   wherever byte 256·k falls, almost always in the middle of a story. The first bytes of such a window have no
-#   context: the model must guess the hero's name, which the floor (computed over whole stories) already knows.
+# - **Windows cut stories.** Stories are on average longer than a window (the cell below prints the mean), and
+#   consecutive windows start wherever byte 256·k falls, almost always inside a story (it prints how often). The
+#   first bytes of such a window have no context: the model must guess the hero's name, which the floor (computed
+#   over whole stories) already knows.
 # - **Different bytes.** The floor covers the whole validation split; the loss covers the windows scored.
 #
 # The fix is to score exactly the same bytes as the floor, with the context the floor has. Every story starts after a
@@ -301,7 +302,9 @@ rows = [("consecutive windows, floor of the whole split", cut["loss"], corpus.fl
         ("consecutive windows, floor of the same stories", cut["loss"], story_floor(scored)),
         (f"story-aligned windows (context >= {CONTEXT})", aligned["loss"], story_floor(scored)),
         (f"  only the {len(short)} stories that fit in one window", in_one_window["loss"], story_floor(short_bytes))]
-print(f"{n_stories} whole validation stories, {len(scored):,} bytes\n")
+inside = sum(int(scored[i - 1]) != ord("\n") for i in range(T, len(scored) - T, T))  # window i starts at byte i
+print(f"{n_stories} whole validation stories, {len(scored):,} bytes, {len(scored) / n_stories:.0f} bytes per story on "
+      f"average; {inside} of {(len(scored) - 1) // T - 1} consecutive windows after the first start inside a story\n")
 print(f"{'':50} {'model':>7} {'floor':>7} {'gap':>7}  (nats/byte)")
 for name, loss, floor in rows:
     print(f"{name:50} {loss:7.3f} {floor:7.3f} {loss - floor:7.3f}")
@@ -310,13 +313,14 @@ print(f"\naligning the windows with the stories removes {1 - gap_aligned / gap_c
       f"{gap_aligned:.3f} nats/byte ({gap_aligned / math.log(2):.3f} bits) remain")
 
 # %% [markdown]
-# Read the table from the top. The first two rows differ only in the floor: over these whole stories or over the
-# whole split (the stories are a sample of the same grammar, so the two floors are close). The third row aligns the
-# windows with the stories, which removes the cost of starting without context; the last line says how much of the
-# gap that was. What remains is the model's own shortfall, and the last row confirms it: it scores only the stories
-# short enough to be seen whole in one window, so nothing is cut at all, and the gap is still there. That part is
-# what this model, with this much training, does not know about the grammar (which names, nouns and verbs go
-# together, where a story ends); more steps or a larger model shrink it, windows do not.
+# Read the table from the top. The first two rows differ only in the floor: over these whole stories or over the whole
+# split (the stories are a sample of the same grammar, so the two floors are close). The third row aligns the windows
+# with the stories, which removes the cost of starting without context for a model that uses context; the last line
+# says how much of the gap that was (a model that has barely learned to use context, such as the stand-in, gains
+# nothing). What remains is the model's own shortfall, and the last row confirms it: it scores only the stories short
+# enough to be seen whole in one window, so nothing is cut at all, and the gap is still there. That part is what this
+# model, with this much training, does not know about the grammar (which names, nouns and verbs go together, where a
+# story ends); more steps or a larger model shrink it, windows do not.
 
 # %% [markdown]
 # ### Samples

@@ -176,10 +176,12 @@ def _cached_step(x, attn, cos, sin, past_k, past_v, *, restart_positions=False, 
     q = apply_rope(heads(attn.q_proj(x), attn.n_heads), cos, sin, start)
     k = torch.cat((past_k, apply_rope(heads(attn.k_proj(x), attn.n_kv_heads), cos, sin, start)), dim=2)
     v = torch.cat((past_v, heads(attn.v_proj(x), attn.n_kv_heads)), dim=2)
+    n_rep = attn.n_heads // attn.n_kv_heads
+    k_read, v_read = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)  # (B, nh, T_all, hd)
     if top_left_mask:
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = F.scaled_dot_product_attention(q, k_read, v_read, is_causal=True)
     else:
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T, k.shape[2]).to(x.device))
+        y = F.scaled_dot_product_attention(q, k_read, v_read, attn_mask=causal_mask(T, k.shape[2]).to(x.device))
     return attn.o_proj(y.transpose(1, 2).flatten(2)), k, v  # (B, nh, T, hd) -> (B, T, d)
 
 
@@ -214,6 +216,13 @@ def repeat_kv_tiled(x, n_rep):
 def repeat_kv_positions(x, n_rep):
     """repeat_interleave along the sequence axis: T becomes n_rep * T."""
     return x.repeat_interleave(n_rep, dim=2)
+
+
+def gqa_step_expanded_cache(x, attn, cos, sin, past_k, past_v):
+    """return y, repeat_kv(k_all, n_rep), ...: right output, a cache n_rep times too big."""
+    n_rep = attn.n_heads // attn.n_kv_heads
+    y, k_all, v_all = _cached_step(x, attn, cos, sin, past_k, past_v)
+    return y, k_all.repeat_interleave(n_rep, dim=1), v_all.repeat_interleave(n_rep, dim=1)  # (B, n_heads, T, hd)
 
 
 # -- 08 sampling ----------------------------------------------------------------------------

@@ -333,3 +333,29 @@ def test_number_gates_fire_on_planted_numbers():
     block = "<!-- numbers from: 09_training -->In notebook 09 the loss reaches 0.123 nats/byte.<!-- /numbers -->"
     untied = untied_document_numbers(block, _outputs_of)
     assert len(untied) == 1 and "0.123" in untied[0], untied
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_pitfall_shown_fails_its_check(assignment):
+    """A pitfall cell prints what the check says about a wrong function from
+    autograder/pitfalls.py; a 'wrong' function that passes would teach nothing."""
+    import ast
+    import contextlib
+    import io
+
+    from autograder import pitfalls
+    from autograder.checks.core import CheckFailed
+    from autograder.notebook_gates import exercise_namespace
+
+    nb = read(course.source_notebook(assignment))
+    calls = [node for c in nb.cells if c.cell_type == "code" and "show_check" in c.source
+             for node in ast.walk(ast.parse(c.source))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "show_check"]
+    shown = [call for call in calls if any(isinstance(a, ast.Attribute) and getattr(a.value, "id", None) == "pitfalls"
+                                           for a in call.args)]
+    assert len(shown) == len(calls) > 0, f"{assignment}: a pitfall is shown with code written in the notebook"
+    ns = dict(exercise_namespace(assignment), pitfalls=pitfalls)
+    for call in shown:
+        check, *args = (eval(compile(ast.Expression(a), "<pitfall>", "eval"), ns) for a in call.args)
+        with pytest.raises(CheckFailed), contextlib.redirect_stdout(io.StringIO()):
+            check(*args)

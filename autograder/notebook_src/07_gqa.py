@@ -215,12 +215,7 @@ show_check(check_repeat_kv, pitfalls.repeat_kv_positions)
 # saving: the cache is as large as MHA's. The check looks at the cache, not only the output.
 
 # %%
-def gqa_step_expanded_cache(x, attn, cos, sin, past_k, past_v):
-    n_rep = attn.n_heads // attn.n_kv_heads
-    y, k_all, v_all = gqa_step(x, attn, cos, sin, past_k, past_v)
-    return y, repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep)  # (B, n_heads, T, hd): n_rep times too big
-
-show_check(check_gqa_step, gqa_step_expanded_cache)
+show_check(check_gqa_step, pitfalls.gqa_step_expanded_cache)
 
 # %% [markdown]
 # ## Summary

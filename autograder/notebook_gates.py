@@ -137,7 +137,8 @@ def run_check(assignment: str, grade_id: str, ns: dict, hidden: bool = False) ->
 
 def readable_functions(nb) -> list[tuple[str, str, ast.AST]]:
     """Functions a learner can read outside the answer and check cells, as
-    (cell id, name, node): top-level `def`s and lambdas passed to show_check."""
+    (cell id, name, node): top-level `def`s, lambdas assigned to a name at top
+    level, and lambdas passed to show_check."""
     found = []
     for cell in nb.cells:
         if cell.cell_type != "code" or is_answer(cell) or is_check(cell):
@@ -146,6 +147,8 @@ def readable_functions(nb) -> list[tuple[str, str, ast.AST]]:
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
                 found.append((cell.get("id", "?"), node.name, node))
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+                found.append((cell.get("id", "?"), f"lambda assigned at line {node.lineno}", node.value))
         for node in ast.walk(tree):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "show_check"
                     and len(node.args) > 1 and isinstance(node.args[1], ast.Lambda)):
@@ -170,14 +173,21 @@ def _accepts_same_call(candidate, answer) -> bool:
     return required <= answer_required <= accepted
 
 
+def _stub(name: str):
+    def not_implemented(*args, **kwargs):
+        raise NotImplementedError(f"{name} is not implemented yet")
+    return not_implemented
+
+
 def solutions_in_plain_sight(assignment: str, release_nb) -> list[str]:
     """Functions outside the answer cells of `release_nb` that pass the visible
     check of one of the notebook's exercises: code a learner can copy as an
     answer. Each candidate is compiled in the namespace of the solved notebook
-    (setup and answer cells run), so helpers that call an answer work as the
-    learner's would; the check's first call runs with the candidate in place
-    of the answer. A check that fails or raises means the candidate is not a
-    solution."""
+    (setup and answer cells run) with the checked exercise's answer replaced by
+    a stub, so it can use the other exercises' answers, as a learner who solved
+    those could, but not the one it is tested for; the check's first call runs
+    with the candidate in place of the answer. A check that fails or raises
+    means the candidate is not a solution."""
     import contextlib
     import io
 
@@ -190,13 +200,16 @@ def solutions_in_plain_sight(assignment: str, release_nb) -> list[str]:
         calls.append((name, first))
     found = []
     for cell_id, label, node in readable_functions(release_nb):
-        scope = dict(ns)
-        if isinstance(node, ast.Lambda):
-            candidate = eval(compile(ast.Expression(node), f"<{assignment}:{cell_id}>", "eval"), scope)
-        else:
-            exec(compile(ast.Module([node], []), f"<{assignment}:{cell_id}>", "exec"), scope)
-            candidate = scope[label]
         for name, call in calls:
+            # The exercise's own answer is a stub, as in the release notebook: a
+            # wrapper that calls it (`lambda q, k, v: causal_attention(q, k, v)`)
+            # is no solution; the answers of other exercises stay solved.
+            scope = dict(ns, **{name: _stub(name)})
+            if isinstance(node, ast.Lambda):
+                candidate = eval(compile(ast.Expression(node), f"<{assignment}:{cell_id}>", "eval"), scope)
+            else:
+                exec(compile(ast.Module([node], []), f"<{assignment}:{cell_id}>", "exec"), scope)
+                candidate = scope[label]
             if not _accepts_same_call(candidate, ns[name]):
                 continue
             swapped = ast.Call(call.func, [ast.Name("__candidate__", ast.Load()) if isinstance(a, ast.Name) and a.id == name

@@ -290,6 +290,9 @@ def test_readable_solution_gate_fires_on_a_copied_answer_and_a_lambda():
     lam = "show_check(check_lm_loss, lambda logits, targets: F.cross_entropy(logits.flatten(0, 1), targets.flatten()))"
     release = _plant(read(course.release_notebook("09_training")), lam)
     assert any("lambda" in f and "check_lm_loss" in f for f in solutions_in_plain_sight("09_training", release))
+    named = "loss_fn = lambda logits, targets: F.cross_entropy(logits.flatten(0, 1), targets.flatten())"
+    release = _plant(read(course.release_notebook("09_training")), named)
+    assert any("lambda assigned" in f and "check_lm_loss" in f for f in solutions_in_plain_sight("09_training", release))
     assert len(readable_functions(release)) > len(readable_functions(read(course.release_notebook("09_training"))))
 
 

@@ -250,7 +250,8 @@ def output_text(nb) -> str:
 
 
 def _numbers(text: str) -> set[str]:
-    return {n.replace(",", "") for n in ANY_NUMBER.findall(text)}
+    found = {n.replace(",", "") for n in ANY_NUMBER.findall(text)}
+    return found | {n[:-2] for n in found if n.endswith(".0")}  # a preset's 60.0 ties prose "60"
 
 
 def is_tied(number: str, sources: set[str]) -> bool:

@@ -450,6 +450,8 @@ show_check(check_lm_loss, pitfalls.lm_loss_per_sequence)
 # - Inputs and targets are the same window, shifted by one; cross-entropy over `(B·T, V)` logits, padding ignored.
 # - A step: `train()`, forward, loss, `zero_grad`, `backward`, clip, `step`. Warmup, then cosine decay.
 # - Check the initial loss against $\ln V$ and overfit one batch before spending time on a real run.
+# - Size a run in steps from a measured step time, so that warmup and cosine finish; a run cut by a clock never
+#   decays. Decay the weight matrices, not the RMSNorm gains.
 # - Save model **and** optimizer state; load with `weights_only=True`.
 #
 # **Next:** notebook 10 measures the model properly: perplexity, bits per byte, and how far it is from the best

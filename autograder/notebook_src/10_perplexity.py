@@ -386,6 +386,8 @@ show_check(check_evaluate, pitfalls.evaluate_train_mode)
 # - Evaluate in eval mode, under `no_grad`, with a token-weighted mean NLL; perplexity is `exp` of that mean, bits
 #   per byte divide it by $\ln 2$ and by the bytes per token.
 # - Read the number against baselines (uniform, unigram, bigram) and, when it is known, the entropy floor.
+# - Compare with a floor only on the same bytes and with the same context: score whole stories with windows that
+#   start at a story, and compute the floor over exactly the scored stories.
 # - The model you built is a Llama: same weights, same logits as `LlamaForCausalLM`.
 #
 # That completes the course: embeddings, RMSNorm, attention, RoPE, SwiGLU, the KV cache, GQA, sampling, training

@@ -377,7 +377,9 @@ class Check:
         if not self.axes:
             return None
         numbers = []
-        for n in re.findall(r"(?<![\w.])(\d+)(?![\w.])", text):
+        groups = " ".join(re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text) and
+                          [a or b for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)])
+        for n in re.findall(r"(?<![\w.])(\d+)(?![\w.])", groups.replace("x", " ")):
             owners = [name for name, size in self.axes.items() if size == int(n)]
             if len(owners) == 1 and int(n) > 1 and f"{n} = {owners[0]}" not in numbers:
                 numbers.append(f"{n} = {owners[0]}")

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .core import Check, gradient_reaches, parameter_problems, randn
+from .core import Check, _close, gradient_reaches, parameter_problems, randn
 
 
 def _ref_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -218,6 +218,9 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
             chk.compare(label, got, _ref_rms_norm(inputs, w, eps), variants=_rms_variants(inputs, w, eps) | {
                 "eps ignored: the module must pass its own eps (self.eps) to the norm":
                     lambda: _ref_rms_norm(inputs, w, 1e-6)})
+        chk.upstream(module.forward, {"rms_norm": _ref_rms_norm},
+                     rerun=lambda: _close(module(x), _ref_rms_norm(x, w, eps), 1e-5, 1e-4),
+                     labels={"rms_norm": "exercise 1"})
         if isinstance(gain, nn.Parameter) and gain.requires_grad:
             gain.grad = None
             out = chk.call(module, x)

@@ -233,6 +233,8 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "GELU (tanh approximation)": lambda a: torch.nn.functional.gelu(a, approximate="tanh"),
     "sigmoid": torch.sigmoid,
     "tanh": torch.tanh,
+    "softplus": torch.nn.functional.softplus,
+    "leaky ReLU": torch.nn.functional.leaky_relu,
     "identity (no activation)": lambda a: a,
 }
 

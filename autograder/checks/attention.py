@@ -42,7 +42,7 @@ def check_causal_mask(causal_mask, *, cases: tuple = ((5, 5), (3, 7), (1, 6))) -
             "tril(diagonal=kv_len - q_len)":
                 lambda: ones.tril(0),
         })
-        if not chk.rows[-1].ok:
+        if not chk.rows[-1].ok and not chk.rows[-1].note:  # no known bug reproduced this case: measure it
             _explain_mask(chk, got, q_len, kv_len)
     chk.finish()
 
@@ -286,7 +286,7 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
     On failure the learner's attention weights are read out and measured."""
     __tracebackhide__ = True
     chk = Check("causal_attention", expects=f"(batch, heads, q_len, head_dim) attention outputs")
-    chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim}
+    chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim, "q_len": seq - 3}
 
     def explain(err=None):
         explain_attention_weights(chk, causal_attention)

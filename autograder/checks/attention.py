@@ -312,10 +312,11 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
     if finite and a.shape == b.shape == q.shape:  # NaN outputs are reported by the rows above, not as a leak
         chk.require(f"outputs 0..{t} ignore keys after {t}", torch.allclose(a[:, :, :t + 1], b[:, :, :t + 1], atol=1e-5),
                     "changing future keys/values changed earlier outputs")
-    q, k, v = next(attention_cases(seed, batch, heads, seq, head_dim, dtype))[1:]
+    cases = list(attention_cases(seed, batch, heads, seq, head_dim, dtype))
     chk.upstream(causal_attention, {"causal_mask": lambda q_len, kv_len=None: ref_mask(q_len, q_len if kv_len is None else kv_len)},
-                 rerun=lambda: _close(causal_attention(q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                                      *tol_for(dtype)), labels={"causal_mask": "exercise 1"})
+                 rerun=lambda: all(_close(causal_attention(q_, k_, v_), F.scaled_dot_product_attention(
+                     q_, k_, v_, attn_mask=ref_mask(q_.shape[-2], k_.shape[-2])), *tol_for(dtype)) for _, q_, k_, v_ in cases),
+                 labels={"causal_mask": "exercise 1"})
     if not chk.passed and not chk.likely_bugs():
         explain()
     chk.finish()

@@ -482,7 +482,7 @@ class Check:
             return False
         labels = labels or {}
 
-        def passes_with(names) -> bool:
+        def passes_with(names) -> bool:  # names=[]: the learner's own answers, nothing replaced
             saved = [(g, n, g[n]) for g in spaces for n in names if n in g]
             try:
                 for g, n, _ in saved:
@@ -495,6 +495,8 @@ class Check:
                 for g, n, value in saved:
                     g[n] = value
 
+        if passes_with([]):  # the rerun does not reproduce this failure, so it cannot tell the cases apart
+            return False
         culprit = next(([n] for n in present if passes_with([n])), None)
         if culprit is None and len(present) > 1 and passes_with(present):
             culprit = present

@@ -87,6 +87,7 @@ def check_swiglu_hidden(swiglu_hidden, *, d_models: tuple = (48, 64, 100, 4096),
     chk = Check("swiglu_hidden", expects="an int, a multiple of `multiple`")
     rounding = lambda d, m: m * math.ceil(8 * d / 3 / m)  # noqa: E731
     telling = next((d for d in (*d_models, 100, 1000) if rounding(d, multiple) != rounding(d, 2 * multiple)), d_models[0])
+    explained: list[set[str]] = []
     for d, m in [*((d, multiple) for d in d_models), (telling, 2 * multiple)]:
         got = chk.call(swiglu_hidden, d, m)
         want = rounding(d, m)
@@ -106,11 +107,14 @@ def check_swiglu_hidden(swiglu_hidden, *, d_models: tuple = (48, 64, 100, 4096),
         problem = python_number_problem(got, int)
         ok = problem is None and got == want
         value = got if problem is None else (got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got)
-        bug = next((b for b, v in wrong.items() if value == v), None) if not ok else None
+        if not ok:  # which known mistakes give this value: named only if one explains every failing case
+            explained.append({b for b, v in wrong.items() if value == v and problem is None})
         if problem is not None and value == want:
-            bug = f"the value is right but swiglu_hidden returned {problem}, not an int (a layer width): return int(...)"
-        chk.require(f"d_model={d}, multiple={m}", ok, f"got {got!r}" + ("" if problem is None else " (not an int)"),
-                    diagnosis=bug)
+            chk.diagnose(f"the value is right but swiglu_hidden returned {problem}, not an int (a layer width): "
+                         "return int(...)")
+        chk.require(f"d_model={d}, multiple={m}", ok, f"got {got!r}" + ("" if problem is None else " (not an int)"))
+    for bug in (set.intersection(*explained) if explained else set()):
+        chk.diagnose(bug)
     chk.finish()
 
 

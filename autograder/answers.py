@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .checks.core import PASS_HOOKS
+from .recheck import _defined_names as defined_names  # top-level functions, classes, assigned names
 
 MANIFEST = "manifest.json"
 NOTEBOOK_FOLDER = re.compile(r"^(\d\d)_(\w+)$")
@@ -79,18 +80,6 @@ def _showing_a_pitfall() -> bool:
             return True
         frame = frame.f_back
     return False
-
-
-def defined_names(source: str) -> list[str]:
-    """Top-level functions, classes and assigned names of a cell."""
-    names = []
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names += [t.id for t in targets if isinstance(t, ast.Name)]
-    return names
 
 
 def _used_names(source: str) -> set[str]:

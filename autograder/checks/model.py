@@ -118,6 +118,15 @@ def _build(chk: Check, cls, config, reference: nn.Module) -> nn.Module | None:
     return module.eval()
 
 
+def _prepare(chk: Check, cls, reference_cls, seed: int, d_model: int, n_heads: int, n_layers: int, seq: int):
+    """(config, the learner's module with the reference weights or None, those weights as a state dict)."""
+    __tracebackhide__ = True
+    config = _config(d_model, n_heads, n_layers, seq)
+    reference = _reference(reference_cls, config, seed)
+    state = {n: p.detach() for n, p in reference.state_dict().items()}
+    return config, _build(chk, cls, config, reference), state
+
+
 def _reference(cls, config, seed: int) -> nn.Module:
     torch.manual_seed(seed)
     module = cls(config).eval()
@@ -135,11 +144,8 @@ def check_attention_module(Attention, *, seed: int = 93, d_model: int = 32, n_he
     projections -> RoPE on q and k -> causal attention -> merged heads -> o_proj."""
     __tracebackhide__ = True
     chk = Check("Attention", expects="an nn.Module whose forward(x, cos, sin) returns (B, T, d_model)")
-    config = _config(d_model, n_heads, 1, seq)
-    reference = _reference(tinylm.Attention, config, seed)
-    module = _build(chk, Attention, config, reference)
+    config, module, state = _prepare(chk, Attention, tinylm.Attention, seed, d_model, n_heads, 1, seq)
     if module is not None:
-        state = {n: p.detach() for n, p in reference.state_dict().items()}
         cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
         x = randn(batch, seq, d_model, seed=seed)
         with torch.no_grad():
@@ -176,11 +182,8 @@ def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, s
     """Block(config): attn_norm, attn, mlp_norm, mlp named as tinylm's; forward(x, cos, sin) is the pre-norm block."""
     __tracebackhide__ = True
     chk = Check("Block", expects="an nn.Module whose forward(x, cos, sin) returns (B, T, d_model)")
-    config = _config(d_model, n_heads, 1, seq)
-    reference = _reference(tinylm.Block, config, seed)
-    module = _build(chk, Block, config, reference)
+    config, module, state = _prepare(chk, Block, tinylm.Block, seed, d_model, n_heads, 1, seq)
     if module is not None:
-        state = {n: p.detach() for n, p in reference.state_dict().items()}
         cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
         ref_cos, ref_sin = _ref_rope_tables(config.head_dim, seq, config.rope_theta)
         x = randn(batch, seq, d_model, seed=seed) * 3  # a residual stream far from unit RMS
@@ -208,14 +211,11 @@ def check_decoder(Transformer, *, seed: int = 95, d_model: int = 32, n_layers: i
     equal to the reference stage by stage; causal."""
     __tracebackhide__ = True
     chk = Check("Transformer", expects="an nn.Module whose forward(idx) returns logits (B, T, vocab_size)")
-    config = _config(d_model, n_heads, n_layers, seq)
-    reference = _reference(tinylm.Transformer, config, seed)
-    module = _build(chk, Transformer, config, reference)
+    config, module, state = _prepare(chk, Transformer, tinylm.Transformer, seed, d_model, n_heads, n_layers, seq)
     if module is not None:
         head, emb = module.get_submodule("lm_head").weight, module.get_submodule("tok_emb").weight
         chk.require("lm_head tied to tok_emb", head is emb, "two separate matrices",
                     diagnosis="the head is not tied: set self.lm_head.weight = self.tok_emb.weight (one Parameter)")
-        state = {n: p.detach() for n, p in reference.state_dict().items()}
         idx = torch.randint(config.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(seed))
         seen, hooks = _record_stages(module, config)
         try:

@@ -19,6 +19,49 @@ from .rope import ref_angles, ref_rotate
 
 
 # --------------------------------------------------------------------------
+# helpers shared by the part-2 checks (06-10)
+
+def call_with_hints(chk: Check, fn, *args, hints=(), **kwargs):
+    """chk.call, but when the learner's code raises, an error whose text
+    matches one of `hints` ((regex, likely bug) pairs) ends with that bug."""
+    __tracebackhide__ = True
+    try:
+        return chk.call(fn, *args, **kwargs)
+    except CheckFailed as err:
+        for pattern, bug in hints:
+            if re.search(pattern, str(err)):
+                raise CheckFailed(f"{err}\n  Likely bug: {bug}") from None
+        raise
+
+
+def _passes(body) -> bool:
+    try:
+        return body().passed
+    except CheckFailed:
+        return False
+
+
+def finish_with_upstream(name: str, body, fn, references: dict, labels: dict) -> None:
+    """Run a check `body()` (builds and fills a Check, or stops with
+    CheckFailed); when it fails and `fn` calls an earlier exercise of this
+    notebook that is wrong (references: {name: correct version}), the
+    earlier one is named first (Check.upstream re-runs body with the
+    correct versions in place of the learner's)."""
+    __tracebackhide__ = True
+    try:
+        chk = body()
+    except CheckFailed as err:
+        probe = Check(name)
+        probe.errors.append("stopped")
+        if probe.upstream(fn, references, lambda: _passes(body), labels):
+            raise CheckFailed(f"{err}\n  Likely bug: {probe.diagnoses[0]}") from None
+        raise
+    if not chk.passed:
+        chk.upstream(fn, references, lambda: _passes(body), labels)
+    chk.finish()
+
+
+# --------------------------------------------------------------------------
 # cache_update(past_k, past_v, k, v) -> (k_all, v_all)
 # --------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ MUTATIONS = [
     M("top_k_filter", "return logits.masked_fill(logits < kth, float(\"-inf\"))",
       "return torch.full_like(logits, float('-inf')).scatter(-1, logits.topk(k, dim=-1).indices, logits.topk(k, dim=-1).values).sort(-1, descending=True).values",
       ("sorted order",), "right kept values, returned sorted"),
-    M("top_k_filter", "logits < kth", "logits > kth", ("smallest",), "keeps the smallest"),
+    M("top_k_filter", "logits < kth", "logits > kth", ("smallest", "least likely"), "keeps the smallest"),
     M("top_k_filter", "return logits.masked_fill(logits < kth, float(\"-inf\"))",
       "return logits.masked_fill(logits < kth, float(\"-inf\")).softmax(-1)", ("probabilities",), "returns probabilities"),
     # top_p_filter
@@ -60,7 +60,7 @@ MUTATIONS = [
       "passes k + 1"),
     M("sample_next", "if top_p is not None:\n        logits = top_p_filter(logits, top_p)", "pass", ("top-p ignored",),
       "never applies top-p"),
-    M("sample_next", SAMPLE, "return torch.multinomial(probs[:1], num_samples=1, generator=generator).expand(probs.shape[0])",
+    M("sample_next", SAMPLE, "return torch.multinomial(probs[:1], num_samples=1, generator=generator).squeeze(-1).expand(probs.shape[0])",
       ("same token", "every row"), "one draw for the whole batch"),
     M("sample_next", "logits = top_k_filter(logits, top_k)", "logits = top_k_filter(logits, top_k)  # unchanged",
       ("top_k_filter",), "correct itself, but the top_k_filter it calls (exercise 1) keeps k + 1",

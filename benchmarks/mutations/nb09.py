@@ -15,7 +15,7 @@ MUTATIONS = [
       "draws a window that runs past the end"),
     M("get_batch", "(batch_size,), generator=generator)", "(batch_size,))", ("generator",), "ignores the generator"),
     M("get_batch", "idx = starts[:, None] + torch.arange(seq_len + 1)", "idx = starts[:, None] + torch.arange(seq_len + 2)",
-      ("shifted by 2", "offset"), "windows one too long, y shifted by two"),
+      ("seq_len + 1 tokens",), "windows one too long, y shifted by two"),
     M("get_batch", "(batch_size,), generator=generator)", "(1,), generator=generator).expand(batch_size)",
       ("same start", "every row"), "one start for the whole batch"),
     M("get_batch", RET, "return window[:, :-1].float(), window[:, 1:].float()", ("float", "int64", "dtype"),

@@ -19,7 +19,7 @@ MUTATIONS = [
       "does not pass ignore_index to cross_entropy"),
     M("nll_sum_and_count", RET, "return nll.item() / math.log(2), count", ("bits", "ln 2"), "NLL in bits"),
     M("nll_sum_and_count", RET, "return count, nll.item()", ("swapped", "order"), "returns (count, nll)"),
-    M("nll_sum_and_count", RET, "return float(count), count", ("nll",), "placeholder sum"),
+    M("nll_sum_and_count", RET, "return -nll.item(), count", ("sign",), "returns the negative NLL (a log-likelihood)"),
     # evaluate
     M("evaluate", "    model.eval() ", "    pass ", ("dropout",), "no model.eval()"),
     M("evaluate", "with torch.no_grad():", "with torch.enable_grad():", ("no_grad", "autograd"), "records gradients"),

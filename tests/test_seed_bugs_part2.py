@@ -26,7 +26,7 @@ BUGS = [
     ("06_kv_cache", "attention_step", "y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask)",
      "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)", "cached keys are ignored"),
     ("06_kv_cache", "attention_step", "k = tinylm.apply_rope(k, cos, sin, start_pos=start)\n", "\n",
-     "first diverging step: step 0"),
+     "keys cached before RoPE"),
     ("06_kv_cache", "generate_greedy", "    cache.reset()", "    pass", "cache not reset between prompts"),
     ("06_kv_cache", "generate_greedy", "step_input = next_id ", "step_input = idx ", "the whole sequence is fed again"),
     ("06_kv_cache", "generate_greedy", "model(step_input, cache=cache)", "model(idx)",

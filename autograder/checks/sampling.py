@@ -57,7 +57,7 @@ def _rows(mask: torch.Tensor) -> list[int]:
 
 
 def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: str, rank_scores: torch.Tensor,
-                    k: int | None = None, p: float | None = None) -> None:
+                    k: int | None = None, p: float | None = None, label: str = "") -> None:
     """Measure a failing filter output row by row: what it keeps (the set, its
     size, whether it is a top prefix by `rank_scores`) and what it puts in the
     kept and dropped entries; name the bug the measurements show."""
@@ -86,7 +86,7 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
         chk.measured(f"{what} changes the values of the logits it keeps; kept entries must be the input logits unchanged")
         return
     n_got, n_want = _rows(kept), _rows(kept_want)
-    chk.measured(f"tokens kept per row: {n_got}; expected {n_want}")
+    chk.measured(f"{label}: tokens kept per row: {n_got}; expected {n_want}")
     s = rank_scores.double().reshape(-1, x.shape[-1])
     k2 = kept.reshape(s.shape)
 
@@ -125,7 +125,7 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
     chk = Check("top_k_filter", expects="logits of the same shape, -inf outside the k largest")
     x = _filter_cases(seed, batch, vocab, dtype)
     shapes = [(f"k={k} on {tuple(x.shape)}", x, k) for k in ks]
-    shapes += [(f"k={ks[0]} on one row {tuple(x[2].shape)}", x[2], ks[0]),
+    shapes += [(f"k={ks[0]} on one row {tuple(x[-1].shape)}", x[-1], ks[0]),
                (f"k={ks[0]} on {(2, 2, vocab)}", randn(2, 2, vocab, seed=seed + 5, dtype=dtype) * 2, ks[0])]
     for label, xs, k in shapes:
         got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS)
@@ -144,7 +144,7 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
                 lambda: torch.full_like(xs, NEG_INF).scatter(-1, xs.topk(k, -1).indices, xs.gather(-1, xs.topk(k, -1).indices)),
         })
         if not ok:
-            diagnose_filter(chk, got, xs, want, "top_k_filter", xs, k=k)
+            diagnose_filter(chk, got, xs, want, "top_k_filter", xs, k=k, label=label)
     chk.finish()
 
 
@@ -156,7 +156,7 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
     chk = Check("top_p_filter", expects="logits of the same shape, -inf outside the nucleus")
     x = randn(batch, vocab, seed=seed, dtype=dtype) * 2
     cases = [(f"p={p} on {tuple(x.shape)}", x, p) for p in ps]
-    cases.append((f"p={ps[1]} on one row {tuple(x[1].shape)}", x[1], ps[1]))
+    cases.append((f"p={ps[1]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
     for label, xs, p in cases:
         got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=WRONG_AXIS)
         want = ref_top_p(xs, p)
@@ -181,7 +181,7 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
             variants["softmax over the wrong axis (the batch axis): probabilities are over the vocabulary, dim=-1"] = \
                 lambda: _nucleus_sorted_softmax0(xs, p)
         if not chk.compare(label, got, want, variants=variants):
-            diagnose_filter(chk, got, xs, want, "top_p_filter", xs, p=p)
+            diagnose_filter(chk, got, xs, want, "top_p_filter", xs, p=p, label=label)
             _measure_nucleus(chk, got, xs, p)
     chk.finish()
 

@@ -6,7 +6,11 @@ from one row of logits, whose frequencies must match the closed-form
 probabilities softmax(top_p(top_k(logits / T))) within sampling noise
 (about 5 standard deviations), and its support must be exactly the kept set.
 Wrong orders and off-by-ones give other closed-form distributions, which
-name the bug when the frequencies match them instead.
+name the bug when the frequencies match them instead; measurements of the
+draws (how many distinct tokens, the temperature fitted to the frequencies,
+whether each row gets its own draw) name the rest. Filters are judged row by
+row from the kept set: its size, whether it is the most likely tokens,
+whether the right values come back in sorted order.
 """
 from __future__ import annotations
 
@@ -45,6 +49,14 @@ def _filter_cases(seed: int, batch: int, vocab: int, dtype):
 WRONG_AXIS = [(r"selected index k out of range|k \(\d+\) is too big|out of bounds|IndexError|dimension out of range",
                "the filter works on the wrong axis: take top-k / sort on the LAST axis (dim=-1, thresholds [..., -1:]) so "
                "that it works for any batch shape, a single row (V,) included")]
+
+
+TOPK_MINUS = ("top-k off by one: keeps k - 1 tokens, the k-th largest itself is dropped (`<=` instead of `<`, or the "
+              "(k-1)-th value as the threshold)")
+TOPK_PLUS = "top-k off by one: keeps k + 1 tokens (sort(...)[k] is the (k+1)-th largest; index k - 1)"
+TIES = "ties with the k-th largest dropped: keep every logit >= the k-th largest value"
+CROSSING = ("top-p drops the crossing token: keep the token whose probability takes the running sum past p (drop only "
+            "where the mass BEFORE a token is >= p), or a small p keeps nothing")
 
 
 def _kept(t: torch.Tensor) -> torch.Tensor:
@@ -101,20 +113,18 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
         diff = [(a, b) for a, b in zip(n_got, n_want) if a != b]
         strictly_above = _rows(xd > xd.topk(k, -1).values[..., -1:])
         if all(a == b - 1 or a == c for a, b, c in zip(n_got, n_want, strictly_above)) and diff:
-            chk.diagnose("top-k off by one: keeps k - 1 tokens, the k-th largest itself is dropped (`<=` instead of "
-                         "`<`, or the (k-1)-th value as the threshold)")
+            chk.diagnose(TOPK_MINUS)
         elif all(a == b + 1 for a, b in diff):
-            chk.diagnose("top-k off by one: keeps k + 1 tokens (sort(...)[k] is the (k+1)-th largest; index k - 1)")
+            chk.diagnose(TOPK_PLUS)
         elif all(a == k < b for a, b in diff):
-            chk.diagnose("ties with the k-th largest dropped: keep every logit >= the k-th largest value")
+            chk.diagnose(TIES)
     else:
         probs = xd.softmax(-1).reshape(s.shape)
         sp = probs.sort(-1, descending=True).values
         before = (sp.cumsum(-1) - sp)
         n_strict = [int((b < p).sum()) for b in before]       # the right count
         if all(a in (b, b - 1) for a, b in zip(n_got, n_strict)) and n_got != n_strict:
-            chk.diagnose("top-p drops the crossing token: keep the token whose probability takes the running sum "
-                         "past p (drop only where the mass BEFORE a token is >= p)")
+            chk.diagnose(CROSSING)
 
 
 def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: int = 11, ks: tuple = (3, 5, 1),
@@ -131,17 +141,14 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
         got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS)
         want = ref_top_k(xs, k)
         flat = xs.reshape(-1, xs.shape[-1])
-        variants = {"top-k off by one: keeps k - 1 tokens (the threshold is the (k-1)-th largest, or `<=` drops the "
-                    "k-th itself)": lambda: ref_top_k(xs, k - 1)} if k > 1 else {}
+        variants = {TOPK_MINUS: lambda: ref_top_k(xs, k - 1)} if k > 1 else {}
         if flat.shape[0] > 1:
             variants["threshold taken over the whole batch (the k-th largest of all rows together): take topk on "
                      "the last axis, one threshold per row, values[..., -1:]"] = \
                 lambda: xs.masked_fill(xs < xs.flatten().topk(k).values[-1], NEG_INF)
         ok = chk.compare(label, got, want, variants=variants | {
-            "top-k off by one: keeps k + 1 tokens (sort(...)[k] is the (k+1)-th largest; index k - 1)":
-                lambda: ref_top_k(xs, min(k + 1, xs.shape[-1])),
-            "ties with the k-th largest dropped: keep every logit >= the k-th largest value":
-                lambda: torch.full_like(xs, NEG_INF).scatter(-1, xs.topk(k, -1).indices, xs.gather(-1, xs.topk(k, -1).indices)),
+            TOPK_PLUS: lambda: ref_top_k(xs, min(k + 1, xs.shape[-1])),
+            TIES: lambda: torch.full_like(xs, NEG_INF).scatter(-1, xs.topk(k, -1).indices, xs.gather(-1, xs.topk(k, -1).indices)),
         })
         if not ok:
             diagnose_filter(chk, got, xs, want, "top_k_filter", xs, k=k, label=label)
@@ -156,16 +163,14 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
     chk = Check("top_p_filter", expects="logits of the same shape, -inf outside the nucleus")
     x = randn(batch, vocab, seed=seed, dtype=dtype) * 2
     cases = [(f"p={p} on {tuple(x.shape)}", x, p) for p in ps]
-    cases.append((f"p={ps[1]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
+    cases.append((f"p={ps[1 % len(ps)]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
     for label, xs, p in cases:
         got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=WRONG_AXIS)
         want = ref_top_p(xs, p)
         probs = xs.double().softmax(-1)
         sorted_p, order = probs.sort(-1, descending=True)
         variants = {
-            "top-p drops the crossing token: keep the token whose probability takes the running sum past p "
-            "(drop only where the mass BEFORE a token is >= p), or a small p keeps nothing":
-                lambda: ref_top_p(xs, p, keep_crossing=False),
+            CROSSING: lambda: ref_top_p(xs, p, keep_crossing=False),
             "cumulative sum taken over unsorted probabilities: sort descending first": lambda: xs.masked_fill(
                 xs.softmax(-1).cumsum(-1) - xs.softmax(-1) >= p, NEG_INF),
             "nucleus computed on logits, not probabilities: softmax before the cumulative sum":
@@ -290,7 +295,7 @@ def _measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: to
     if distinct > support:
         chk.measured(f"{label}: draws landed on {distinct} different tokens; the filters allow {support}")
     t_eff = _fitted_temperature(freq, row, n_draws)
-    if t_eff is not None and support > 2:
+    if t_eff is not None and support > 2 and distinct <= support:
         chk.measured(f"{label}: your frequencies follow softmax(logits / {t_eff:.2f}); expected temperature {T}")
         if T != 1 and abs(t_eff - 1) < 0.1 * max(1, abs(T - 1)) and abs(t_eff - T) > 0.2 * abs(T - 1):
             chk.diagnose("the temperature has no effect on the draws: divide the LOGITS by the temperature before "
@@ -308,9 +313,10 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
     chk.compare("temperature 0 = argmax", got, batch.argmax(-1), variants={
         "temperature 0 must be greedy: return logits.argmax(-1) without sampling": lambda: batch.argmin(-1)})
     # Rows peaked at different tokens: each row must get its own draw.
-    peaked = torch.full((4, vocab), -30.0, dtype=dtype).scatter(-1, torch.arange(4)[:, None] * 2, 0.0)
+    tops = torch.arange(4) * 2 % vocab                                   # a different token per row (vocab >= 7)
+    peaked = torch.full((4, vocab), -30.0, dtype=dtype).scatter(-1, tops[:, None], 0.0)
     own = chk.call(sample_next, peaked.clone(), 1.0, None, None, seeded(seed))
-    rows_ok = isinstance(own, torch.Tensor) and own.shape == (4,) and torch.equal(own.long().cpu(), torch.arange(4) * 2)
+    rows_ok = isinstance(own, torch.Tensor) and own.shape == (4,) and torch.equal(own.long().cpu(), tops)
     chk.require("4 rows, each peaked at another token: one draw per row", rows_ok,
                 f"got {own.tolist() if isinstance(own, torch.Tensor) else describe(own)}",
                 diagnosis=None if rows_ok or not isinstance(own, torch.Tensor) or own.numel() != 4 or len(set(own.flatten().tolist())) > 1

@@ -338,6 +338,27 @@ def ref_greedy(model, prompt: torch.Tensor, n: int) -> torch.Tensor:
     return idx
 
 
+def greedy_with(model, prompt, n, pick):
+    """Greedy decoding where pick(model, idx) gives the (B, V) logits used."""
+    idx = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            idx = torch.cat((idx, pick(model, idx).argmax(-1)[:, None]), dim=1)
+    return idx
+
+
+def measure_length(chk: Check, got, prompt_len: int, max_new_tokens: int, batch: int) -> None:
+    if not isinstance(got, torch.Tensor) or got.dim() != 2 or got.shape[0] != batch:
+        return
+    n = got.shape[1]
+    if n == max_new_tokens:
+        chk.diagnose(f"returned only the {n} new tokens: return the prompt followed by them, "
+                     f"(batch, prompt_len + max_new_tokens)")
+    elif n != prompt_len + max_new_tokens:
+        chk.diagnose(f"returned {n - prompt_len} new tokens after the prompt; max_new_tokens = {max_new_tokens} "
+                     "new tokens are expected (one per loop step)")
+
+
 class ForwardLog:
     """Records every forward call of a model: input length, cache length at
     entry, train mode, grad mode. Used to see *how* a learner decodes."""
@@ -371,8 +392,6 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
     __tracebackhide__ = True
     import tinylm
 
-    from .sampling import _measure_length, _ref_greedy_variant
-
     model = tiny_model(seed, n_kv_heads=n_kv_heads)
     cache = tinylm.KVCache(model.config, batch)
     chk = Check("generate_greedy", expects=f"token ids (batch, prompt_len + {max_new_tokens})")
@@ -393,14 +412,14 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         label = f"prompt {p + 1} ({batch}x{T}) + {max_new_tokens} new"
         if not chk.compare(label, got, want, variants={
             "the logits of the first position are used: the next token is predicted by the LAST position, logits[:, -1]":
-                lambda: _ref_greedy_variant(model, prompt, max_new_tokens,
+                lambda: greedy_with(model, prompt, max_new_tokens,
                                             lambda m, i: m(i)[:, 0 if i.shape[1] == T else -1]),
             "argmin instead of argmax: greedy decoding picks the LARGEST logit":
-                lambda: _ref_greedy_variant(model, prompt, max_new_tokens, lambda m, i: -m(i)[:, -1]),
+                lambda: greedy_with(model, prompt, max_new_tokens, lambda m, i: -m(i)[:, -1]),
         }):
             chk.rows[-1].note = f"first diverging step: {where}"
             chk.measured(f"prompt {p + 1}: the first token that differs from greedy full recompute: {where}")
-            _measure_length(chk, got, T, max_new_tokens, batch)
+            measure_length(chk, got, T, max_new_tokens, batch)
             if p > 0 and log.calls and log.calls[0]["cache_len"]:
                 chk.diagnose(f"cache not reset between prompts: prompt {p + 1} started with "
                              f"{log.calls[0]['cache_len']} stale positions in the cache; call cache.reset() first")

@@ -19,7 +19,7 @@ import math
 import torch
 
 from .core import Check, CheckFailed, describe, permutation_of, randn, seeded
-from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, ref_greedy, tiny_model
+from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
 
 NEG_INF = float("-inf")
 
@@ -367,27 +367,6 @@ def _describe(x) -> str:
 
 # ---------------------------------------------------------------- generate
 
-def _ref_greedy_variant(model, prompt, n, pick):
-    """Greedy decoding where pick(model, idx) gives the (B, V) logits used."""
-    idx = prompt
-    with torch.no_grad():
-        for _ in range(n):
-            idx = torch.cat((idx, pick(model, idx).argmax(-1)[:, None]), dim=1)
-    return idx
-
-
-def _measure_length(chk: Check, got, prompt_len: int, max_new_tokens: int, batch: int) -> None:
-    if not isinstance(got, torch.Tensor) or got.dim() != 2 or got.shape[0] != batch:
-        return
-    n = got.shape[1]
-    if n == max_new_tokens:
-        chk.diagnose(f"returned only the {n} new tokens: return the prompt followed by them, "
-                     f"(batch, prompt_len + max_new_tokens)")
-    elif n != prompt_len + max_new_tokens:
-        chk.diagnose(f"returned {n - prompt_len} new tokens after the prompt; max_new_tokens = {max_new_tokens} "
-                     "new tokens are expected (one per loop step)")
-
-
 def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -> Check:
     model = tiny_model(seed, dropout=dropout)
     prompt = torch.randint(model.config.vocab_size, (batch, prompt_len), generator=seeded(seed))
@@ -402,13 +381,13 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     in_train = sum(c["training"] for c in log.calls)
     ok = chk.compare(f"greedy, {batch}x{prompt_len} prompt + {max_new_tokens} new", got, want, variants={
         "the logits of the first position are used: the next token is predicted by the LAST position, logits[:, -1]":
-            lambda: _ref_greedy_variant(model.eval(), prompt, max_new_tokens, lambda m, i: m(i)[:, 0]),
+            lambda: greedy_with(model.eval(), prompt, max_new_tokens, lambda m, i: m(i)[:, 0]),
         "only the last token is fed, without a cache: the model then sees no context; feed the whole sequence, "
-        "model(idx)[:, -1]": lambda: _ref_greedy_variant(model.eval(), prompt, max_new_tokens, lambda m, i: m(i[:, -1:])[:, -1]),
+        "model(idx)[:, -1]": lambda: greedy_with(model.eval(), prompt, max_new_tokens, lambda m, i: m(i[:, -1:])[:, -1]),
     })
     model.train()
     if not ok:
-        _measure_length(chk, got, prompt_len, max_new_tokens, batch)
+        measure_length(chk, got, prompt_len, max_new_tokens, batch)
     chk.require("dropout off while generating (eval mode)", log.calls and not in_train,
                 f"{in_train} of {len(log.calls)} forward passes ran in train mode",
                 diagnosis="dropout left on during generation: the model was in train mode, so every step samples "

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from .core import Check, CheckFailed, describe, permutation_of, randn, seeded
+from .core import Check, describe, permutation_of, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
 
 NEG_INF = float("-inf")

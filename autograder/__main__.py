@@ -4,6 +4,7 @@
   release          regenerate notebooks/ from solutions/ with nbgrader, then
                    verify the result equals a fresh generation
   check-release    exit 1 if notebooks/ differs from a fresh generation
+  doctor           is this environment ready for the course? (exit 1 if not)
 
 and the grading commands of autograder/cli_grader.py: collect, grade,
 feedback, export, check.
@@ -49,6 +50,10 @@ def main(argv=None) -> int:
     b.set_defaults(func=cmd_build)
     sub.add_parser("release", help="regenerate notebooks/ from solutions/").set_defaults(func=cmd_release)
     sub.add_parser("check-release", help="fail if notebooks/ is stale").set_defaults(func=cmd_check_release)
+    from . import doctor
+    d = sub.add_parser("doctor", help="check Python, torch, Jupyter and nbgrader's extensions; exit 1 on a problem")
+    doctor.add_arguments(d)
+    d.set_defaults(func=doctor.main)
     from .cli_grader import add_commands
     add_commands(sub)
     args = parser.parse_args(argv)

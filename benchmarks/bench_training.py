@@ -1,7 +1,9 @@
-"""tinylm vs a GPT-2-style baseline of equal size: one run, interleaved, 2 threads.
+"""tinylm vs a GPT-2-style baseline of equal size: one run, interleaved, eager mode.
 
-    python benchmarks/bench_training.py            # notebook-09 preset, 60 s each
-    python benchmarks/bench_training.py --time-limit 30 --steps 800
+    python benchmarks/bench_training.py            # notebook-09 preset, 60 s each, 1 thread
+    python benchmarks/bench_training.py --time-limit 30 --steps 800 --threads 2
+
+    python benchmarks/bench_training.py --compile-cost 60   # tinylm eager vs torch.compile, 60 steps each
 
 Both models see the same batches (same seed), the same optimizer, schedule
 and evaluation. They train in alternating chunks of steps, so a change in
@@ -35,14 +37,19 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--time-limit", type=float, default=NB09_TIME_LIMIT, help="training seconds per model")
     p.add_argument("--steps", type=int, default=NB09_TRAIN.steps, help="max steps (schedule length)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--chunk", type=int, default=1, help="steps per turn when interleaving")
     p.add_argument("--time-marks", type=float, default=10.0, help="evaluate every this many seconds")
     p.add_argument("--plot", type=Path, default=ROOT / "artifacts" / "bench_training.png", help="where to save the figure")
+    p.add_argument("--compile-cost", type=int, metavar="STEPS",
+                   help="instead: tinylm eager vs train(compile=True), STEPS steps each; prints the time before "
+                        "the first step and the median step time after it")
     args = p.parse_args()
 
     torch.set_num_threads(args.threads)
     corpus = course_corpus()
+    if args.compile_cost:
+        return compile_cost(corpus, args.compile_cost, args.threads)
     config = dataclasses.replace(NB09_TRAIN, steps=args.steps)
     models = {}
     torch.manual_seed(0)
@@ -116,9 +123,9 @@ def main() -> None:
         print(f"{name:28}{fn('tinylm', trainers['tinylm']):>14}{fn('gpt2', trainers['gpt2']):>14}")
     tok = {k: t.step_count * config.batch_size * config.seq_len / t.elapsed for k, t in trainers.items()}
     cpu_tok = {k: t.step_count / cpu[k] for k, t in trainers.items()}
-    pairs = [g / t for t, g in zip(step_seconds["tinylm"], step_seconds["gpt2"])]
-    print(f"\ntokens/s ratio tinylm / gpt2-style: {tok['tinylm'] / tok['gpt2']:.2f} (target >= 0.9); "
-          f"per CPU-second: {cpu_tok['tinylm'] / cpu_tok['gpt2']:.2f}; "
+    pairs = [t / g for t, g in zip(step_seconds["tinylm"], step_seconds["gpt2"])]
+    print(f"\nstep time ratio tinylm / gpt2-style (target <= 1.30): {tok['gpt2'] / tok['tinylm']:.2f} from the totals; "
+          f"{cpu_tok['gpt2'] / cpu_tok['tinylm']:.2f} in CPU time; "
           f"median over {len(pairs)} step pairs: {statistics.median(pairs):.2f}")
     print(f"tinylm within 0.15 nats/byte of the floor: {final['tinylm'].loss - floor <= 0.15} "
           f"(gap {final['tinylm'].loss - floor:.4f}, {trainers['tinylm'].elapsed:.1f} s of training)")
@@ -127,6 +134,40 @@ def main() -> None:
         print(f"lower val loss at equal time ({m:.0f} s): "
               f"{'tinylm' if by_time['tinylm'][m] < by_time['gpt2'][m] else 'gpt2-style'}")
     _plot(trainers, floor, args.plot)
+
+
+def compile_cost(corpus, steps: int, threads: int) -> None:
+    """The notebook-09 model trained eagerly and through torch.compile, in
+    turn, from the same weights and batches: seconds of the first step
+    (tracing and code generation for the compiled one) and median seconds of
+    the steps after the first ten."""
+    config = dataclasses.replace(NB09_TRAIN, steps=steps + 1)
+    trainers = {}
+    for name, compile in (("eager", False), ("compiled", True)):
+        torch.manual_seed(0)
+        trainers[name] = Trainer(Transformer(NB09_MODEL), corpus.train, None, config, compile=compile)
+    first, step_seconds = {}, {k: [] for k in trainers}
+    for name, t in trainers.items():
+        t0 = time.perf_counter()
+        t.step()
+        first[name] = time.perf_counter() - t0
+    load_before = os.getloadavg()
+    for _ in range(steps):  # interleaved after the first step: machine load hits both alike
+        for name, t in trainers.items():
+            t0 = t.elapsed
+            t.step()
+            step_seconds[name].append(t.elapsed - t0)
+    print(f"torch {torch.__version__}, {threads} thread(s), {platform.processor() or platform.machine()}, "
+          f"load average {load_before[0]:.2f} before / {os.getloadavg()[0]:.2f} after")
+    print(f"model {NB09_MODEL}\nbatch {config.batch_size} x {config.seq_len} tokens, {steps} interleaved steps each\n")
+    print(f"{'':10}{'first step s':>14}{'median step ms':>16}")
+    for name in trainers:
+        print(f"{name:10}{first[name]:>14.2f}{1000 * statistics.median(step_seconds[name][10:]):>16.1f}")
+    saved = statistics.median(step_seconds["eager"][10:]) - statistics.median(step_seconds["compiled"][10:])
+    extra = first["compiled"] - first["eager"]
+    verdict = (f"compiling pays off after {extra / saved:,.0f} steps" if saved > 0
+               else "the compiled step is not faster: compiling never pays off here")
+    print(f"\n{verdict} (notebook 09 trains {NB09_TRAIN.steps} steps)")
 
 
 def _plot(trainers, floor, path: Path) -> None:
@@ -142,7 +183,7 @@ def _plot(trainers, floor, path: Path) -> None:
         for ax, x in zip(axes, ("step", "time")):
             plot_history(t.history, floor=floor if i == 0 else None, ax=ax, label=k, x=x)
     axes[0].set_ylim(floor - 0.05, 1.5)
-    fig.suptitle("tinylm vs GPT-2-style baseline, course corpus (2 threads)")
+    fig.suptitle("tinylm vs GPT-2-style baseline, course corpus")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     print(f"plot: {path}")

@@ -43,7 +43,7 @@ def test_cache_full_or_built_for_another_batch(model, config):
     cache = KVCache(config, BATCH)
     with pytest.raises(ValueError, match=f"built for batch_size={BATCH} but got a batch of {BATCH + 2}"):
         model(torch.zeros(BATCH + 2, 4, dtype=torch.long), cache=cache)
-    with torch.no_grad():  # one-token steps without gradients take the flat decoding path: same errors
+    with torch.no_grad():  # one-token decoding steps: the same checks
         model(torch.zeros(BATCH, 3, dtype=torch.long), cache=cache)
         with pytest.raises(ValueError, match=f"built for batch_size={BATCH} but got a batch of {BATCH + 2}"):
             model(torch.zeros(BATCH + 2, 1, dtype=torch.long), cache=cache)

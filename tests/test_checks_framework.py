@@ -237,7 +237,10 @@ def test_the_out_of_process_recheck_refuses_delegation_too(tmp_path):
     assignment = "04_rope"
     answers = specimens.solution_answers(assignment)
     answers["apply_rope"] = answers["apply_rope"] + "\n\nfrom tinylm import apply_rope\n"
-    answers["rope_cache"] = answers["rope_cache"].replace("    ### BEGIN SOLUTION", "    return tinylm.rope_cache(head_dim, max_seq_len, theta)\n    ### BEGIN SOLUTION")
+    docstring = '    """-> cos, sin: each (max_seq_len, head_dim) float32."""\n'
+    assert docstring in answers["rope_cache"], "the solution's rope_cache changed: update this test"
+    answers["rope_cache"] = answers["rope_cache"].replace(
+        docstring, docstring + "    return tinylm.rope_cache(head_dim, max_seq_len, theta)\n")
     path = tmp_path / f"{assignment}.ipynb"
     path.write_text(json.dumps(specimens.notebook(assignment, answers)))
     out = subprocess.run([sys.executable, "-m", "autograder.recheck", assignment, str(path)], cwd=course.ROOT,
@@ -309,3 +312,82 @@ def test_a_partial_match_never_produces_a_name():
     chk2 = checks.Check("f")
     chk2.compare("a", torch.ones(3), want, variants={"adds one": lambda: want + 1, "a": lambda: want + 2})
     assert chk2.named_variants() == ["adds one"]
+
+
+# -- measurement helpers and the issue's examples -------------------------------
+
+def test_measurement_helpers_measure():
+    from torch import nn
+
+    from autograder.checks import core
+
+    w = torch.rand(2, 3, 4, 5).softmax(1)                      # sums to 1 over axis 1 only
+    assert core.sums_to_one_axes(w) == [1]
+    want = torch.randn(10, dtype=torch.float64)
+    c, residual = core.fit_scale(want / math.sqrt(48), want)
+    assert residual < 1e-12 and core.describe_factor(c, {"1/sqrt(48)": 1 / math.sqrt(48)}) == "1/6.93 = 1/sqrt(48)"
+    assert core.identify_activation(torch.relu) == "ReLU" and core.identify_activation(F.silu).startswith("SiLU")
+    assert core.identify_activation(lambda a: a ** 3) is None
+    x = torch.randn(3, 6)
+    assert core.permutation_of(x.flip(-1), x) and not core.permutation_of(x, x) and not core.permutation_of(x + 1, x)
+    assert core.python_number_problem(1.5, float) is None and core.python_number_problem(3, int) is None
+    assert "call .item()" in core.python_number_problem(torch.tensor(1.5), float)
+    assert core.python_number_problem(True, int) is not None
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.ones(3)
+
+    assert "not an nn.Parameter" in core.parameter_problems(Plain(), "weight")
+    assert core.parameter_problems(nn.Linear(2, 2), "weight") is None
+    p = nn.Parameter(torch.ones(3))
+    assert core.gradient_reaches(p * 2, p) and not core.gradient_reaches(p.detach() * 2, p)
+
+
+def _last_line(check, fn) -> str:
+    with pytest.raises(CheckFailed) as err:
+        check(fn)
+    return str(err.value).strip().splitlines()[-1]
+
+
+def test_softmax_over_the_heads_is_named_by_the_axis_not_as_a_future_leak():
+    def attention(q, k, v):
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2]), float("-inf"))
+        return s.softmax(dim=1) @ v
+
+    last = _last_line(checks.check_causal_attention, attention)
+    assert "sum to 1 over axis 1 (heads), not over the keys" in last and "future" not in last
+
+
+def test_a_fitted_softmax_temperature_is_reported_with_numbers():
+    def attention(q, k, v):
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(k.shape[-2])   # sqrt of the sequence length
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2]), float("-inf"))
+        return s.softmax(dim=-1) @ v
+
+    last = _last_line(checks.check_causal_attention, attention)
+    assert "scaled by 1/2.45 = 1/sqrt(kv_len)" in last and "expected 1/sqrt(head_dim)" in last
+
+
+def test_a_gain_stored_as_a_plain_tensor_is_not_called_initialised_wrongly():
+    class RMSNorm(torch.nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.eps, self.weight = eps, torch.ones(dim)
+
+        def forward(self, x):
+            return tinylm.rms_norm(x, self.weight, self.eps)
+
+    with pytest.raises(CheckFailed) as err:
+        checks.check_rms_norm_module(RMSNorm)
+    assert "not an nn.Parameter" in str(err.value) and "initialised" not in str(err.value)
+
+
+def test_a_gain_used_through_data_fails_for_want_of_a_gradient():
+    class RMSNorm(_RMSNorm):
+        def forward(self, x):
+            return tinylm.rms_norm(x, self.weight.data, self.eps)
+
+    assert "no gradient reaches self.weight" in _last_line(checks.check_rms_norm_module, RMSNorm)

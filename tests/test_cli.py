@@ -43,6 +43,10 @@ def test_resume_continues_to_the_saved_step_count(tmp_path, text_file, capsys):
     assert main(["train", "--resume", *common]) == 0
     assert torch.load(ckpt, weights_only=True)["step"] == 8
     assert "trained 8 steps" in capsys.readouterr().out
+    assert main(["train", "--resume", "--steps", "11", *common]) == 0  # an option given with --resume wins
+    assert torch.load(ckpt, weights_only=True)["step"] == 11
+    assert main(["train", "--resume", "--steps", "5", *common]) == 2
+    assert "fewer than the 11 steps already done" in capsys.readouterr().err
 
 
 def test_errors_are_one_line_not_tracebacks(tmp_path, capsys):

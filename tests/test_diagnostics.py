@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_diagnostics  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# About two seconds in all: not marked slow, so `make test-fast` runs it too.
 
 
 def test_every_mutation_is_caught_and_none_is_named_wrongly():

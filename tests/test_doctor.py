@@ -1,4 +1,4 @@
-"""`python -m tinylm doctor`: OK on this environment, FAIL with the right fix
+"""`python -m autograder doctor`: OK on this environment, FAIL with the right fix
 when nbgrader's extensions are switched off the way users switch them off.
 
 Jupyter's per-user config lives in JUPYTER_CONFIG_DIR; every test points it
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tinylm import doctor
+from autograder import doctor
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -55,7 +55,7 @@ def statuses(results, name):
 
 
 def run_doctor(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tinylm", "doctor", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "autograder", "doctor", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
 

@@ -92,3 +92,21 @@ def test_bad_input():
         evaluate(model, _data(100), batch_size=0)
     with pytest.raises(ValueError, match="at least 2"):
         evaluate(model, _data(1))
+
+
+def test_evaluate_after_manual_sgd_equals_a_fresh_model_with_the_same_weights():
+    """Issue 13: p.data -= lr * p.grad (a hand-written optimizer) must be seen
+    by evaluate(), exactly as by a model built from those weights."""
+    model, data = _model(), _data(2000)
+    x, y = data[:240].view(10, 24), data[1:241].view(10, 24)  # (10, 24) windows and their next tokens
+    untrained = evaluate(model, data, seq_len=24)  # a model that caches derived weights fills its cache here
+    for _ in range(20):
+        model.zero_grad()
+        F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+        for p in model.parameters():
+            p.data -= 0.5 * p.grad
+    fresh = _model()
+    fresh.load_state_dict(model.state_dict())
+    trained, rebuilt = evaluate(model, data, seq_len=24), evaluate(fresh, data, seq_len=24)
+    assert trained.loss == rebuilt.loss
+    assert trained.loss < untrained.loss - 0.05  # the 20 steps did change the weights

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from tinylm import KVCache, Transformer, generate
+from tinylm import KVCache, Transformer, apply_rope, generate
 
 from .helpers import BATCH
 
@@ -13,8 +13,6 @@ from .helpers import BATCH
 @pytest.mark.parametrize("attn_impl", ["sdpa", "reference"])
 @pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
 def test_cached_decoding_equals_full_recompute_at_every_step(config, gen, attn_impl, n_kv_heads):
-    """With gradients off, single-token steps take tinylm/decode.py's flat path;
-    the full recompute takes the module path."""
     cfg = dataclasses.replace(config, attn_impl=attn_impl, n_kv_heads=n_kv_heads)
     model = with_random_gains(Transformer(cfg).eval(), gen)
     seq = torch.randint(0, 256, (BATCH, 20), generator=gen)
@@ -31,7 +29,7 @@ def test_cached_decoding_equals_full_recompute_at_every_step(config, gen, attn_i
 
 
 def with_random_gains(model, gen):
-    """Norm gains away from 1, so a gain folded into the wrong matrix shows."""
+    """Norm gains away from 1, so a gain applied in the wrong place shows."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -39,34 +37,42 @@ def with_random_gains(model, gen):
     return model
 
 
-def decode(model, seq, prompt_len, cache, grad: bool):
-    """Prefill, then one token at a time; grad=True keeps the module path."""
-    with torch.set_grad_enabled(grad):
+def decode(model, seq, prompt_len, cache):
+    """Prefill, then one token at a time: the last position's logits of each call."""
+    with torch.no_grad():
         steps = [model(seq[:, :prompt_len], cache=cache)[:, -1]]
         steps += [model(seq[:, t:t + 1], cache=cache)[:, -1] for t in range(prompt_len, seq.shape[1])]
-    return torch.stack(steps).detach()
+    return torch.stack(steps)
 
 
-def test_flat_decoding_step_fills_the_cache_exactly_like_the_module_path(config, gen):
+def test_cache_holds_rotated_keys_and_plain_values_of_each_layer(config, gen):
+    """The cache's contents, rebuilt independently from each attention
+    layer's input: k_proj then RoPE at the absolute position; v_proj only."""
     model = with_random_gains(Transformer(config).eval(), gen)  # GQA: 4 query heads, 2 kv heads
-    seq = torch.randint(0, 256, (BATCH, 17), generator=gen)
-    flat, modules = KVCache(config, BATCH), KVCache(config, BATCH)
-    torch.testing.assert_close(decode(model, seq, 5, flat, grad=False), decode(model, seq, 5, modules, grad=True))
-    assert flat.decode_weights[1] is not None, "the no-grad steps did not take the flat path"
-    assert modules.decode_weights is None
-    n = seq.shape[1]
-    torch.testing.assert_close(flat.k[:, :, :, :n], modules.k[:, :, :, :n].detach())  # same keys, same layout
-    torch.testing.assert_close(flat.v[:, :, :, :n], modules.v[:, :, :, :n].detach())
+    seq = torch.randint(0, 256, (BATCH, 13), generator=gen)
+    inputs = {}
+    for i, block in enumerate(model.blocks):
+        block.attn.register_forward_pre_hook(lambda module, args, i=i: inputs.__setitem__(i, args[0]))
+    cache = KVCache(config, BATCH)
+    decode(model, seq, 5, cache)  # prefill 5, then 8 single steps
+    with torch.no_grad():
+        model(seq)  # one full pass: inputs[i] is layer i's (B, 13, d) attention input
+        for i, block in enumerate(model.blocks):
+            x = inputs[i]
+            k = block.attn.k_proj(x).view(BATCH, 13, config.n_kv_heads, config.head_dim).transpose(1, 2)
+            v = block.attn.v_proj(x).view(BATCH, 13, config.n_kv_heads, config.head_dim).transpose(1, 2)
+            torch.testing.assert_close(cache.k[i, :, :, :13], apply_rope(k, model.rope_cos, model.rope_sin))
+            torch.testing.assert_close(cache.v[i, :, :, :13], v)
 
 
 def test_decoding_sees_every_kind_of_parameter_change(config, gen):
-    """Weights derived for decoding (fused, gains folded) must follow the
-    parameters: after an optimizer step, load_state_dict, or a new Parameter
-    assigned to a module, generation equals that of a model that never cached."""
+    """There is nothing derived to go stale: after an optimizer step,
+    load_state_dict, a new Parameter, or a write through .data, generation
+    equals that of a model freshly built from the same weights."""
     model = with_random_gains(Transformer(config).eval(), gen)
     prompt = torch.randint(0, 256, (BATCH, 6), generator=gen)
 
-    def fresh_generation():  # the textbook path keeps no derived weights
+    def fresh_generation():
         reference = Transformer(dataclasses.replace(config, attn_impl="reference")).eval()
         reference.load_state_dict(model.state_dict())
         return generate(reference, prompt, 12, temperature=0)
@@ -83,6 +89,15 @@ def test_decoding_sees_every_kind_of_parameter_change(config, gen):
     block.mlp_norm.weight = torch.nn.Parameter(torch.rand(config.d_model, generator=gen) + 0.5)
     block.attn.k_proj.weight = torch.nn.Parameter(torch.randn_like(block.attn.k_proj.weight))
     assert torch.equal(generate(model, prompt, 12, temperature=0), fresh_generation()), "after new Parameters"
+    seq = generate(model, prompt, 12, temperature=0)
+    before = decode(model, seq, 6, KVCache(config, BATCH))  # (steps, B, V) cached-decoding logits
+    block.attn.q_proj.weight.data.mul_(3.0)  # bumps no version counter
+    model.norm.weight.data.copy_(torch.rand(config.d_model, generator=gen) + 0.5)
+    after = decode(model, seq, 6, KVCache(config, BATCH))
+    rebuilt = Transformer(config).eval()
+    rebuilt.load_state_dict(model.state_dict())
+    torch.testing.assert_close(after, decode(rebuilt, seq, 6, KVCache(config, BATCH)), rtol=0, atol=0)
+    assert not torch.allclose(after, before), "after writes through .data"
 
 
 def test_one_cache_serves_two_models_in_turn(config, gen):
@@ -91,8 +106,7 @@ def test_one_cache_serves_two_models_in_turn(config, gen):
     cache = KVCache(config, BATCH)
     for model in (first, second, first):
         cache.reset()
-        ours = decode(model, seq, 4, cache, grad=False)
-        torch.testing.assert_close(ours, decode(copy.deepcopy(model), seq, 4, KVCache(config, BATCH), grad=True))
+        torch.testing.assert_close(decode(model, seq, 4, cache), decode(copy.deepcopy(model), seq, 4, KVCache(config, BATCH)))
 
 
 def test_chunked_prefill_equals_one_pass(config, gen):

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from tinylm import RMSNorm, SwiGLU, apply_rope, embed, rms_norm, rope_cache, swiglu, tied_logits
-from tinylm.rope import apply_rope_pairs, pairs_adjacent, pairs_to_halves, rotate_half, rotate_half_rows, rope_rotation
+from tinylm.rope import rotate_half
 
 from .helpers import BATCH, SEQ
 
@@ -68,9 +68,9 @@ def test_rms_norm_eps_sits_inside_the_sqrt():
     torch.testing.assert_close(rms_norm(x, torch.ones(2), eps=0.5), expected)
 
 
-def test_rms_norm_module_backward_matches_autograd_of_the_formula(gen):
-    """RMSNorm's float32 path has a hand-written backward; autograd through
-    rms_norm (the formula) is the reference for values and both gradients."""
+def test_rms_norm_module_matches_torch_rms_norm_forward_and_backward(gen):
+    """torch's own F.rms_norm (an independent implementation) is the
+    reference for the module's values and both gradients."""
     x = (torch.randn(BATCH, SEQ, 40, generator=gen) * 3 + 1).requires_grad_()
     module = RMSNorm(40, eps=1e-5)
     with torch.no_grad():
@@ -78,7 +78,7 @@ def test_rms_norm_module_backward_matches_autograd_of_the_formula(gen):
     weight = module.weight.detach().clone().requires_grad_()
     upstream = torch.randn(BATCH, SEQ, 40, generator=gen)
     x_ref = x.detach().clone().requires_grad_()
-    ref = rms_norm(x_ref, weight, eps=1e-5)
+    ref = F.rms_norm(x_ref, (40,), weight, eps=1e-5)
     ref.backward(upstream)
     out = module(x)
     out.backward(upstream)
@@ -138,37 +138,12 @@ def test_rope_equals_complex_rotation_after_pair_permutation(gen):
     torch.testing.assert_close(half_split_to_interleaved(ours).double(), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_pairs_adjacent_reorders_rows_within_each_head(gen):
-    w = torch.randn(3 * 8, 5, generator=gen)  # 3 heads of head_dim 8
-    order = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])
-    expected = torch.cat([w[h * 8:(h + 1) * 8][order] for h in range(3)])
-    assert torch.equal(pairs_adjacent(w, 3), expected)
-
-
-def test_rotate_half_rows_turns_each_heads_outputs(gen):
-    """rotate_half is linear: turning the projection's rows turns its outputs,
-    head by head (not across the whole concatenation of heads)."""
-    w = torch.randn(3 * 8, 5, generator=gen)  # 3 heads of head_dim 8
-    x = torch.randn(BATCH, SEQ, 5, generator=gen)
-    per_head = (x @ w.T).unflatten(-1, (3, 8))                          # (B, T, heads, hd)
-    want = rotate_half(per_head).flatten(-2)
-    torch.testing.assert_close(x @ rotate_half_rows(w, 3).T, want)
-    assert not torch.allclose(x @ rotate_half_rows(w, 1).T, want)      # one 24-wide "head" is a different turn
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rope_on_adjacent_pairs_equals_apply_rope_after_the_same_permutation(gen, dtype):
-    hd = 10
-    cos, sin = rope_cache(hd, 32, 500.0)
-    x = torch.randn(BATCH, 4, SEQ, hd, generator=gen)
-    want = half_split_to_interleaved(apply_rope(x, cos, sin, start_pos=5))
-    got = apply_rope_pairs(half_split_to_interleaved(x).to(dtype), rope_rotation(cos, sin), start_pos=5)
-    assert got.dtype == dtype
-    tol = 1e-5 if dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(got.float(), want, rtol=tol, atol=tol)
-    assert torch.equal(pairs_to_halves(half_split_to_interleaved(x)), x)
-    with pytest.raises(ValueError, match="max_seq_len"):
-        apply_rope_pairs(x, rope_rotation(cos, sin), start_pos=32 - SEQ + 1)
+def test_rope_equals_the_rotate_half_formula(gen):
+    """apply_rope computes x·cos + rotate_half(x)·sin (HF's form) pair by pair."""
+    cos, sin = rope_cache(10, 32, 500.0)
+    x = torch.randn(BATCH, 4, SEQ, 10, generator=gen)
+    want = x * cos[5:5 + SEQ] + rotate_half(x) * sin[5:5 + SEQ]
+    torch.testing.assert_close(apply_rope(x, cos, sin, start_pos=5), want)
 
 
 def test_rope_preserves_norms(gen):
@@ -214,3 +189,22 @@ def test_rope_rejects_odd_head_dim_and_positions_past_the_table():
     cos, sin = rope_cache(8, 8)
     with pytest.raises(ValueError, match="max_seq_len"):
         apply_rope(torch.zeros(1, 1, 4, 8), cos, sin, start_pos=6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rms_norm_module_half_precision_backward_matches_float32(gen, dtype):
+    """Autograd through RMSNorm in half precision (issue 13: an in-place op
+    on an autograd output made this raise). Gradients compared with float32
+    autograd of the formula, within half-precision rounding."""
+    x = torch.randn(2, 3, 8, generator=gen)
+    gain = torch.rand(8, generator=gen) + 0.5
+    norm = RMSNorm(8).to(dtype)
+    with torch.no_grad():
+        norm.weight.copy_(gain)
+    x_half = x.to(dtype).requires_grad_()
+    upstream = torch.randn(2, 3, 8, generator=gen)
+    (norm(x_half).float() * upstream).sum().backward()
+    x32, gain32 = x.to(dtype).float().requires_grad_(), gain.to(dtype).float().requires_grad_()
+    (rms_norm(x32, gain32) * upstream).sum().backward()
+    torch.testing.assert_close(x_half.grad.float(), x32.grad, rtol=0.02, atol=0.02)
+    torch.testing.assert_close(norm.weight.grad.float(), gain32.grad, rtol=0.02, atol=0.05)

@@ -25,10 +25,10 @@ def test_changing_future_tokens_changes_no_earlier_logit(config, gen, attn_impl)
 def test_implementations_agree(config, gen):
     model = Transformer(config).eval()
     idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
-    fast = model(idx)
+    with_sdpa = model(idx)
     for block in model.blocks:
         block.attn.attn_impl = "reference"
-    torch.testing.assert_close(model(idx), fast)
+    torch.testing.assert_close(model(idx), with_sdpa)
 
 
 def test_tied_head_shares_storage_and_moves_with_one_step(config, gen):
@@ -96,7 +96,7 @@ def test_cross_entropy_gradient_flows_to_every_parameter(config, gen):
 
 class PlainRMSNorm(torch.nn.Module):
     """A learner's RMSNorm (notebook 02 swaps these into the model): the same
-    math, none of tinylm's fast-path hooks."""
+    math, written independently of tinylm.rms_norm."""
 
     def __init__(self, weight, eps):
         super().__init__()
@@ -107,8 +107,7 @@ class PlainRMSNorm(torch.nn.Module):
 
 
 def test_swapped_in_modules_are_used_not_bypassed(config, gen):
-    """The fast path folds norm gains into other weights; with a foreign norm
-    module it must run that module instead, in forward and in decoding."""
+    """A foreign norm module runs in place of tinylm's, in forward and in decoding."""
     model = Transformer(config).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -129,10 +128,10 @@ def test_swapped_in_modules_are_used_not_bypassed(config, gen):
     assert len(calls) == 3, "the swapped-in final norm must run at every step (prefill + 2 decoding steps)"
 
 
-def test_training_after_generation_uses_fresh_derived_weights(config, gen):
-    """Generation keeps fused and folded weights built under inference_mode;
-    a training step afterwards must neither trip over them (autograd cannot
-    save inference tensors) nor differ from a model that never generated."""
+def test_training_after_generation_equals_training_without_it(config, gen):
+    """Generation runs under inference_mode; a training step afterwards must
+    neither trip over anything it left behind (autograd cannot save inference
+    tensors) nor differ from a model that never generated."""
     model = Transformer(config)
     twin = Transformer(config)
     twin.load_state_dict(model.state_dict())
@@ -143,3 +142,82 @@ def test_training_after_generation_uses_fresh_derived_weights(config, gen):
         next_token_loss(m(idx)[:, :-1], idx[:, 1:]).backward()
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
+
+
+# --- issue 13: one forward path, whatever the user does to the weights ---
+
+def test_forward_sees_weights_changed_through_data(config, gen):
+    """A hand-written optimizer or loader writes p.data, which bumps no
+    version counter: a model that caches weights derived from its parameters
+    would keep computing with the old ones."""
+    model = Transformer(config).eval()
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    with torch.no_grad():
+        before = model(idx)
+        model.blocks[0].attn.q_proj.weight.data.zero_()
+        after = model(idx)
+    assert not torch.equal(before, after), "forward ignored a q_proj change made through .data"
+    fresh = Transformer(config).eval()
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(after, fresh(idx), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_forward_and_backward_on_cpu(config, gen, dtype):
+    """bf16 and fp16 training: every gradient finite, and the half-precision
+    logits and loss near float32's from the same weights."""
+    model = Transformer(config)
+    half = Transformer(config)
+    half.load_state_dict(model.state_dict())
+    half.to(dtype)
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    logits = half(idx)
+    assert logits.dtype == dtype
+    loss = next_token_loss(logits[:, :-1].float(), idx[:, 1:])
+    loss.backward()
+    for name, p in half.named_parameters():
+        assert p.grad is not None and p.grad.dtype == dtype and torch.isfinite(p.grad).all(), name
+    with torch.no_grad():
+        reference = model(idx)
+    torch.testing.assert_close(logits.float(), reference, rtol=0.05, atol=0.05)
+    assert loss.item() == pytest.approx(next_token_loss(reference[:, :-1], idx[:, 1:]).item(), rel=0.02)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_any_integer_token_dtype_gives_the_same_logits(config, gen, dtype):
+    """The course corpus is uint8: corpus.val[:16][None] goes straight in."""
+    model = Transformer(config).eval()
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx.to(dtype)), model(idx), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("module_name, function_name", [
+    ("tinylm.attention", "apply_rope"), ("tinylm.attention", "causal_attention"),
+    ("tinylm.norm", "rms_norm"), ("tinylm.mlp", "swiglu")])
+def test_patched_module_level_functions_are_what_the_model_runs(config, gen, module_name, function_name):
+    """Notebooks put a learner's function in place with
+    unittest.mock.patch.object(module, name, fn): the model must then call
+    it, in every layer, and its output must reach the logits."""
+    import importlib
+    from unittest import mock
+
+    module = importlib.import_module(module_name)
+    original = getattr(module, function_name)
+    model = Transformer(dataclasses.replace(config, attn_impl="reference")).eval()
+    idx = torch.randint(0, 256, (BATCH, SEQ), generator=gen)
+    calls = []
+
+    def learners(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs) * 1.5  # a visible change
+    with torch.no_grad():
+        before = model(idx)
+        with mock.patch.object(module, function_name, learners):
+            patched = model(idx)
+        torch.testing.assert_close(model(idx), before)
+    per_layer = {"apply_rope": 2, "causal_attention": 1, "rms_norm": 2, "swiglu": 1}[function_name]
+    expected_calls = per_layer * config.n_layers + (function_name == "rms_norm")  # + the final norm
+    assert len(calls) == expected_calls
+    assert not torch.allclose(patched, before)

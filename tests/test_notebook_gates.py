@@ -15,7 +15,9 @@ import pytest
 from autograder import course
 from autograder.build_notebooks import new_notebook, parse
 from autograder.notebook_gates import (
-    MARKERS, exercises, is_answer, is_check, leaked_lines, nbg, read, solution_lines, stated_run_time,
+    MARKERS, NUMBERS_BLOCK, exercises, is_answer, is_check, is_tied, leaked_lines, nbg, output_text, read,
+    readable_functions, solution_lines, solutions_in_plain_sight, stated_run_time, untied_document_numbers,
+    untied_notebook_numbers,
 )
 
 PART_1 = ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu")
@@ -72,6 +74,19 @@ def test_no_solution_or_hidden_test_reaches_release(assignment):
     assert not leaked, f"{assignment}: solution or hidden-test lines in notebooks/: {leaked}"
     for cell in release.cells:
         assert not cell.get("outputs"), f"{assignment}: release cell {cell.id} has outputs"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_code_outside_the_answers_passes_a_check(assignment):
+    """A pitfall printed as code one line away from the answer is the answer
+    (notebook 06's old `buggy_step` with its default flags was): every function
+    a learner can read outside the answer cells must fail every check it could
+    be handed to."""
+    release = read(course.release_notebook(assignment))
+    assert any(is_answer(c) for c in release.cells)
+    found = solutions_in_plain_sight(assignment, release)
+    assert not found, "solutions readable outside the answer cells (move them to autograder/pitfalls.py and " \
+                      "show them with show_check(check, pitfalls.NAME)):\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -229,3 +244,121 @@ def test_source_parser_rejects_malformed_cells(tmp_path):
     bad.write_text("# %% [markdown]\nnot a comment\n")
     with pytest.raises(ValueError, match="without '# ' prefix"):
         parse(bad)
+
+
+# Notebook 06's pitfall cell before issue 17: with both flags False it is exercise 2's answer.
+OLD_BUGGY_STEP = """\
+def buggy_step(x, attn, cos, sin, past_k, past_v, restart_positions=False, is_causal=False):
+    B, T = x.shape[:2]
+    split = lambda t, n: t.view(B, T, n, attn.head_dim).transpose(1, 2)  # (B, T, n*hd) -> (B, n, T, hd)
+    start = 0 if restart_positions else past_k.shape[2]
+    q = tinylm.apply_rope(split(attn.q_proj(x), attn.n_heads), cos, sin, start)
+    k = tinylm.apply_rope(split(attn.k_proj(x), attn.n_kv_heads), cos, sin, start)
+    k_all, v_all = cache_update(past_k, past_v, k, split(attn.v_proj(x), attn.n_kv_heads))
+    if is_causal:
+        y = F.scaled_dot_product_attention(q, k_all, v_all, is_causal=True)
+    else:
+        y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=tinylm.causal_mask(T, k_all.shape[2]))
+    return attn.o_proj(y.transpose(1, 2).flatten(2)), k_all, v_all  # (B, nh, T, hd) -> (B, T, d)
+
+show_check(check_attention_step, lambda *args: buggy_step(*args, restart_positions=True))
+"""
+
+
+def _plant(nb, source):
+    import nbformat
+
+    nb.cells.append(nbformat.v4.new_code_cell(source, id="planted"))
+    return nb
+
+
+def test_readable_solution_gate_fires_on_the_old_buggy_step():
+    release = read(course.release_notebook("06_kv_cache"))
+    assert not solutions_in_plain_sight("06_kv_cache", release)
+    found = solutions_in_plain_sight("06_kv_cache", _plant(release, OLD_BUGGY_STEP))
+    assert [f for f in found if "buggy_step (cell planted) passes check_attention_step" in f], found
+    # the lambda in the same cell (restart_positions=True) is a real bug: it is not reported
+    assert not [f for f in found if "lambda" in f], found
+
+
+def test_readable_solution_gate_fires_on_a_copied_answer_and_a_lambda():
+    source = read(course.source_notebook("09_training"))
+    answer = next(ex.answer.source for ex in exercises(source) if ex.grade_id == "lr_schedule")
+    copied = answer.replace("def lr_schedule(", "def schedule_for_the_plot(")
+    release = _plant(read(course.release_notebook("09_training")), copied)
+    assert any("schedule_for_the_plot" in f for f in solutions_in_plain_sight("09_training", release))
+    lam = "show_check(check_lm_loss, lambda logits, targets: F.cross_entropy(logits.flatten(0, 1), targets.flatten()))"
+    release = _plant(read(course.release_notebook("09_training")), lam)
+    assert any("lambda" in f and "check_lm_loss" in f for f in solutions_in_plain_sight("09_training", release))
+    named = "loss_fn = lambda logits, targets: F.cross_entropy(logits.flatten(0, 1), targets.flatten())"
+    release = _plant(read(course.release_notebook("09_training")), named)
+    assert any("lambda assigned" in f and "check_lm_loss" in f for f in solutions_in_plain_sight("09_training", release))
+    assert len(readable_functions(release)) > len(readable_functions(read(course.release_notebook("09_training"))))
+
+
+# -- numbers in prose come from executed outputs (issue 17) --
+
+DOCUMENTS = [course.ROOT / "README.md", *sorted((course.ROOT / "docs").glob("*.md"))]
+
+
+def _outputs_of(name):
+    return output_text(read(course.source_notebook(name)))
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_prose_numbers_in_a_notebook_come_from_its_outputs(assignment):
+    """Decimals, step counts, nats, bits, seconds and percentages in the
+    markdown are printed by the notebook's executed cells (or are its code's or
+    preset's own values). After a rebuild that changes a result, this names
+    every sentence that still quotes the old one."""
+    nb = read(course.source_notebook(assignment))
+    assert output_text(nb).strip(), f"{assignment}: no executed outputs to compare with"
+    untied = untied_notebook_numbers(nb)
+    assert not untied, f"{assignment}: numbers in the prose that no output shows:\n" + "\n".join(untied)
+
+
+def test_numbers_blocks_in_readme_and_docs_come_from_the_notebooks():
+    blocks = {doc.name: NUMBERS_BLOCK.findall(doc.read_text()) for doc in DOCUMENTS}
+    assert blocks["README.md"] and blocks["README-notebooks-part2.md"], "the training results lost their numbers block"
+    untied = [f"{doc.name}: {u}" for doc in DOCUMENTS for u in untied_document_numbers(doc.read_text(), _outputs_of)]
+    assert not untied, "numbers that the executed notebooks do not show (rebuild, then copy them):\n" + "\n".join(untied)
+
+
+def test_number_gates_fire_on_planted_numbers():
+    import nbformat
+
+    assert is_tied("0.26", {"0.259"}) and is_tied("1,200", {"1200"})
+    assert not is_tied("0.27", {"0.259"}) and not is_tied("0.259", {"0.26"}) and not is_tied("1500", {"1200"})
+    nb = read(course.source_notebook("09_training"))
+    assert not untied_notebook_numbers(nb)
+    nb.cells.append(nbformat.v4.new_markdown_cell("The run takes 1,500 steps and ends at 0.123 nats per byte."))
+    assert len(untied_notebook_numbers(nb)) == 2
+    block = "<!-- numbers from: 09_training -->In notebook 09 the loss reaches 0.123 nats/byte.<!-- /numbers -->"
+    untied = untied_document_numbers(block, _outputs_of)
+    assert len(untied) == 1 and "0.123" in untied[0], untied
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_pitfall_shown_fails_its_check(assignment):
+    """A pitfall cell prints what the check says about a wrong function from
+    autograder/pitfalls.py; a 'wrong' function that passes would teach nothing."""
+    import ast
+    import contextlib
+    import io
+
+    from autograder import pitfalls
+    from autograder.checks.core import CheckFailed
+    from autograder.notebook_gates import exercise_namespace
+
+    nb = read(course.source_notebook(assignment))
+    calls = [node for c in nb.cells if c.cell_type == "code" and "show_check" in c.source
+             for node in ast.walk(ast.parse(c.source))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "show_check"]
+    shown = [call for call in calls if any(isinstance(a, ast.Attribute) and getattr(a.value, "id", None) == "pitfalls"
+                                           for a in call.args)]
+    assert len(shown) == len(calls) > 0, f"{assignment}: a pitfall is shown with code written in the notebook"
+    ns = dict(exercise_namespace(assignment), pitfalls=pitfalls)
+    for call in shown:
+        check, *args = (eval(compile(ast.Expression(a), "<pitfall>", "eval"), ns) for a in call.args)
+        with pytest.raises(CheckFailed), contextlib.redirect_stdout(io.StringIO()):
+            check(*args)

@@ -179,3 +179,21 @@ def test_generated_tokens_can_be_used_as_training_data(config, gen):
     out = generate(model, torch.randint(0, 256, (2, 4), generator=gen), 6, temperature=0)
     model(out).sum().backward()
     assert model.tok_emb.weight.grad is not None
+
+
+@pytest.mark.parametrize("bad_value, cause", [(-INF, "every logit is -inf"), (float("nan"), "NaN")])
+def test_sample_next_names_the_row_that_cannot_be_sampled(bad_value, cause):
+    logits = torch.zeros(3, 5)
+    if bad_value != bad_value:  # NaN: one entry is enough to spoil the row
+        logits[1, 2] = bad_value
+    else:
+        logits[1] = bad_value
+    with pytest.raises(ValueError, match=f"row 1 .*{cause}"):
+        sample_next(logits)
+    assert sample_next(logits, temperature=0)[0] == 0  # greedy argmax: no distribution needed for row 0
+
+
+def test_sample_next_filters_that_leave_nothing_are_named():
+    logits = torch.tensor([[0.0, 1.0], [-INF, -INF]])
+    with pytest.raises(ValueError, match="row 1 .*every logit is -inf"):
+        sample_next(logits, top_k=1)

@@ -1,10 +1,11 @@
-"""Command line: python -m tinylm train | sample | eval | doctor.
+"""Command line: python -m tinylm train | sample | eval.
 
     python -m tinylm train                      # notebook-09 preset on the course corpus
     python -m tinylm train --text novel.txt --steps 3000 --out checkpoints/novel.pt
     python -m tinylm sample --prompt "Once upon a time" --temperature 0.8
     python -m tinylm eval                       # validation loss, perplexity, bits/byte vs baselines
-    python -m tinylm doctor                     # is this environment ready for the course? (exit 1 if not)
+
+The course environment check is `python -m autograder doctor` (`make doctor`).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .presets import PRESETS
 
     parser = argparse.ArgumentParser(prog="python -m tinylm",
-                                     description="Train, sample from and evaluate tinylm models; check the course environment.")
+                                     description="Train, sample from and evaluate tinylm models.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser("train", help="train a model and save a checkpoint")
@@ -45,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         t.add_argument(flag, type=kind, help="override the preset's training option")
     t.add_argument("--time-limit", type=float, help="stop after this many seconds of training")
     t.add_argument("--out", default=DEFAULT_CHECKPOINT, help=f"checkpoint path ({DEFAULT_CHECKPOINT})")
-    t.add_argument("--resume", action="store_true", help="continue the run saved at --out (with its saved training options)")
+    t.add_argument("--resume", action="store_true",
+                   help="continue the run saved at --out with its saved training options; "
+                        "--steps, --lr, ... given here override them (e.g. --steps 3000 to train further)")
+    t.add_argument("--compile", action="store_true",
+                   help="run the model through torch.compile (costs time before the first step; see README)")
     t.add_argument("--checkpoint-every", type=int, help="also save every N steps")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_device_arg(t)
@@ -68,10 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--seq-len", type=int, help="window length (default: the model's max_seq_len)")
     _add_device_arg(e)
-
-    from . import doctor
-    d = sub.add_parser("doctor", help="check Python, torch, Jupyter and nbgrader's extensions; exit 1 on a problem")
-    doctor.add_arguments(d)
     return parser
 
 
@@ -119,9 +120,9 @@ def cmd_train(args) -> int:
     corpus = _corpus(args)
     torch.manual_seed(train_over.get("seed", train_config.seed))
     model = Transformer(model_config).to(_device(args))
-    trainer = Trainer(model, corpus.train, corpus.val, train_config, **train_over)
+    trainer = Trainer(model, corpus.train, corpus.val, train_config, compile=args.compile, **train_over)
     if args.resume:
-        trainer.load(args.out)  # the saved run's training options win
+        trainer.resume(args.out, **train_over)  # the saved options, except those given on the command line
     print(f"{corpus}\nmodel: {model.num_parameters():,} parameters, {model_config}", flush=True)
     trainer.run(time_limit=args.time_limit, quiet=args.quiet, checkpoint_path=args.out,
                 checkpoint_every=args.checkpoint_every)
@@ -167,8 +168,7 @@ def cmd_eval(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from . import doctor
-    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval, "doctor": doctor.main}
+    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval}
     try:
         return commands[args.command](args)
     except (FileNotFoundError, ValueError, TypeError) as err:

@@ -2,6 +2,11 @@
 
 Layout inside attention is (batch, heads, seq, head_dim); outside it is
 (batch, seq, d_model).
+
+`Attention.forward` calls the module-level functions `apply_rope` and
+`causal_attention` by these names, so a notebook that patches
+`tinylm.attention.apply_rope` (or `causal_attention`) runs the model with its
+own function.
 """
 from __future__ import annotations
 
@@ -12,8 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .derived import DerivedWeights
-from .rope import apply_rope, apply_rope_pairs, pairs_adjacent, pairs_to_halves, rope_rotation
+from .rope import apply_rope
 
 
 def causal_mask(q_len: int, kv_len: int | None = None, device=None) -> torch.Tensor:
@@ -60,6 +64,13 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_
 
 
 class Attention(nn.Module):
+    """q, k, v projections (Hugging Face's names), RoPE on q and k, causal
+    attention over the cached and new keys, then the output projection.
+
+    attn_impl "sdpa" attends with torch's fused F.scaled_dot_product_attention;
+    "reference" with the explicit-softmax `causal_attention` the notebooks
+    teach. Both use the same projections, rotation and cache."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, config.head_dim
@@ -69,68 +80,42 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
         self.v_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
         self.o_proj = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)
-        self.derived = DerivedWeights()
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, layer_idx: int = 0,
-                input_gain: torch.Tensor | None = None) -> torch.Tensor:
-        """x (B, T, d) -> (B, T, d). input_gain (d,), if given, scales x first
-        (the fast path folds it into the q/k/v weights instead)."""
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache=None, layer_idx: int = 0) -> torch.Tensor:
+        """x (B, T, d) -> (B, T, d). With a cache, x holds the new positions
+        only; they continue at position cache.length."""
         B, T, _ = x.shape
-        start_pos = cache.length if cache is not None else 0
-        reference = self.attn_impl == "reference"
-        if reference:
-            q, k, v = self._project_reference(x if input_gain is None else x * input_gain, cos, sin, start_pos)
-        else:
-            q, k, v = self._project_fused(x, cos, sin, start_pos, input_gain, to_cache=cache is not None)
+        start_pos = 0 if cache is None else cache.length
+        q = self._heads(self.q_proj(x), self.n_heads)     # (B, nh, T, hd)
+        k = self._heads(self.k_proj(x), self.n_kv_heads)  # (B, n_kv, T, hd)
+        v = self._heads(self.v_proj(x), self.n_kv_heads)  # (B, n_kv, T, hd)
+        # Position enters queries and keys only, never values.
+        q = apply_rope(q, cos, sin, start_pos)
+        k = apply_rope(k, cos, sin, start_pos)
         if cache is not None:
             k, v = cache.update(layer_idx, k, v)  # (B, n_kv, start_pos + T, hd): the kv heads only
 
         dropout_p = self.dropout if self.training else 0.0
-        y = causal_attention(q, k, v, dropout_p) if reference else self._sdpa(q, k, v, dropout_p)
+        if self.attn_impl == "reference":
+            y = causal_attention(q, k, v, dropout_p)  # (B, nh, T, hd)
+        else:
+            y = _sdpa_causal(q, k, v, dropout_p)      # (B, nh, T, hd)
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, nh·hd): heads side by side
-        return self.o_proj(y)
+        return self.o_proj(y)                                               # (B, T, d)
 
     def _heads(self, t: torch.Tensor, n: int) -> torch.Tensor:
         B, T, _ = t.shape
         return t.view(B, T, n, self.head_dim).transpose(1, 2)  # (B, T, n·hd) -> (B, n, T, hd)
 
-    def _project_reference(self, x, cos, sin, start_pos: int):
-        """Three projections, then RoPE on queries and keys: the order the notebooks teach.
-        Position enters queries and keys only, never values."""
-        q = apply_rope(self._heads(self.q_proj(x), self.n_heads), cos, sin, start_pos)     # (B, nh, T, hd)
-        k = apply_rope(self._heads(self.k_proj(x), self.n_kv_heads), cos, sin, start_pos)  # (B, n_kv, T, hd)
-        return q, k, self._heads(self.v_proj(x), self.n_kv_heads)                          # v: (B, n_kv, T, hd)
 
-    def _project_fused(self, x, cos, sin, start_pos: int, input_gain=None, to_cache: bool = False):
-        """The same q, k, v from one matmul, with q and k rotated in one complex
-        product: q_proj and k_proj rows are reordered so each RoPE pair sits
-        side by side (pairs_adjacent). Attention only needs q·k, which a feature
-        permutation shared by q and k leaves unchanged, so q and k stay in that
-        order, unless the keys go into a KV cache: then both are put back in
-        half-split order, so the cache holds exactly the reference path's keys."""
-        H, K, hd = self.n_heads, self.n_kv_heads, self.head_dim
-        weight = self.derived.get("qkv", lambda: self._fused_weight(input_gain),
-                                  self.q_proj.weight, self.k_proj.weight, self.v_proj.weight,
-                                  *(() if input_gain is None else (input_gain,)))
-        qk, v = F.linear(x, weight).split(((H + K) * hd, K * hd), dim=-1)   # (B, T, (H+K)·hd), (B, T, K·hd)
-        rotation = self.derived.get("rope", lambda: rope_rotation(cos, sin), cos, sin)
-        qk = apply_rope_pairs(self._heads(qk, H + K), rotation, start_pos)  # (B, H+K, T, hd), pairs adjacent
-        q, k = (pairs_to_halves(qk) if to_cache else qk).split((H, K), dim=1)  # (B, nh, T, hd), (B, n_kv, T, hd)
-        return q, k, self._heads(v, K).contiguous()
-
-    def _fused_weight(self, input_gain=None) -> torch.Tensor:
-        """[(nh + 2·n_kv)·hd, d]: q and k rows with RoPE pairs adjacent, then v."""
-        weight = torch.cat((pairs_adjacent(self.q_proj.weight, self.n_heads),
-                            pairs_adjacent(self.k_proj.weight, self.n_kv_heads), self.v_proj.weight))
-        return weight if input_gain is None else weight * input_gain  # (x·g) Wᵀ = x (W·g)ᵀ
-
-    @staticmethod
-    def _sdpa(q, k, v, dropout_p: float) -> torch.Tensor:
-        q_len, kv_len = q.shape[-2], k.shape[-2]
-        gqa = q.shape[1] != k.shape[1]
-        if q_len == kv_len:
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa)
-        # is_causal aligns the triangle top-left, wrong when queries follow a
-        # cached prefix; one decoded token sees everything, so needs no mask.
-        mask = None if q_len == 1 else causal_mask(q_len, kv_len, device=q.device)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa)
+def _sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float) -> torch.Tensor:
+    """causal_attention computed by torch's fused kernel: the same numbers up to rounding.
+    q (B, nh, Tq, hd); k, v (B, n_kv, Tk, hd) -> (B, nh, Tq, hd)."""
+    q_len, kv_len = q.shape[-2], k.shape[-2]
+    gqa = q.shape[1] != k.shape[1]  # the kernel shares each kv head among nh / n_kv query heads
+    if q_len == kv_len:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa)
+    # is_causal aligns the triangle top-left, wrong when queries follow a
+    # cached prefix: pass the bottom-right mask. One new query sees every key.
+    mask = None if q_len == 1 else causal_mask(q_len, kv_len, device=q.device)  # (Tq, Tk)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa)

@@ -29,7 +29,7 @@ class ModelConfig:
     norm_eps: float = 1e-6         # RMSNorm epsilon, inside the square root
     dropout: float = 0.0           # dropout on attention weights and residual branches (training only)
     tie_embeddings: bool = True    # output head shares the token embedding matrix
-    attn_impl: str = "sdpa"        # "sdpa" (fast, fused) or "reference" (explicit softmax, for teaching)
+    attn_impl: str = "sdpa"        # "sdpa" (torch's fused kernel) or "reference" (causal_attention: explicit softmax)
 
     def __post_init__(self) -> None:
         # Frozen dataclass: fill the derived defaults through object.__setattr__.

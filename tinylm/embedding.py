@@ -11,7 +11,7 @@ def embed(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Row lookup: ids (B, T) -> (B, T, d_model). Equal to
     one_hot(ids, V).float() @ weight, without building the one-hot matrix."""
     check_token_ids(ids, weight.shape[0], "ids")
-    return F.embedding(ids, weight)  # weight[ids], with a cheaper backward
+    return F.embedding(ids.long(), weight)  # weight[ids], with a cheaper backward; any integer dtype
 
 
 def tied_logits(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

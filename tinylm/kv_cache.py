@@ -25,10 +25,6 @@ class KVCache:
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0  # positions filled so far, identical across layers
-        # The model's decoding weights for this generation (tinylm/decode.py),
-        # looked up once per prompt: the cached keys and values are only valid
-        # for the parameters that made them anyway.
-        self.decode_weights = None
 
     @property
     def batch_size(self) -> int:
@@ -42,7 +38,6 @@ class KVCache:
         """Forget every position; call before a new prompt. Stale entries
         need no zeroing: reads never go past self.length."""
         self.length = 0
-        self.decode_weights = None
 
     def check_room(self, n_new: int) -> None:
         if self.length + n_new > self.max_seq_len:

@@ -6,7 +6,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .derived import DerivedWeights
 
 
 def swiglu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
@@ -25,13 +24,7 @@ class SwiGLU(nn.Module):
         self.gate_proj = nn.Linear(config.d_model, config.d_ff, bias=False)
         self.up_proj = nn.Linear(config.d_model, config.d_ff, bias=False)
         self.down_proj = nn.Linear(config.d_ff, config.d_model, bias=False)
-        self.derived = DerivedWeights()
 
-    def forward(self, x: torch.Tensor, input_gain: torch.Tensor | None = None) -> torch.Tensor:
-        """input_gain (d,), if given, scales x first; it is folded into the
-        gate and up weights, (x·g) Wᵀ = x (W·g)ᵀ, so x itself is never scaled."""
-        w_gate, w_up = self.gate_proj.weight, self.up_proj.weight
-        if input_gain is not None:  # [d_ff, d] · (d,): column j times g_j
-            w_gate = self.derived.get("gate", lambda: w_gate * input_gain, w_gate, input_gain)
-            w_up = self.derived.get("up", lambda: w_up * input_gain, w_up, input_gain)
-        return swiglu(x, w_gate, w_up, self.down_proj.weight)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, T, d), through the module-level swiglu (a notebook can swap it)."""
+        return swiglu(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)

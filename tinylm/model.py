@@ -1,4 +1,5 @@
-"""The pre-norm block and the whole decoder-only Transformer."""
+"""The pre-norm block and the whole decoder-only Transformer, one forward
+path from token ids to logits (training, evaluation and cached decoding)."""
 from __future__ import annotations
 
 import math
@@ -9,14 +10,11 @@ from torch import nn
 
 from .attention import Attention
 from .config import ModelConfig
-from .derived import DerivedWeights
-from .decode import decode_one
-from .embedding import tied_logits
 from .kv_cache import KVCache
 from .mlp import SwiGLU
 from .norm import RMSNorm
 from .rope import rope_cache
-from .validation import check_token_ids
+from .validation import check_token_ids, check_token_tensor
 
 
 class Block(nn.Module):
@@ -30,36 +28,25 @@ class Block(nn.Module):
         self.attn = Attention(config)
         self.mlp_norm = RMSNorm(config.d_model, config.norm_eps)
         self.mlp = SwiGLU(config)
-        self.dropout = config.dropout
+        self.drop = nn.Dropout(config.dropout)  # residual dropout: active in train mode only
 
-    def _drop(self, h: torch.Tensor) -> torch.Tensor:
-        """Residual dropout, in training only (no call at all when p = 0)."""
-        return F.dropout(h, self.dropout, training=True) if self.dropout and self.training else h
-
-    def folds_gains(self) -> bool:
-        """Whether forward takes the fast path, which folds each norm's gain into
-        the next layer's weights: only with tinylm's own modules (notebook 02
-        swaps in the learner's RMSNorm) and the fast attention."""
-        return (type(self.attn_norm) is RMSNorm and type(self.mlp_norm) is RMSNorm and type(self.attn) is Attention
-                and type(self.mlp) is SwiGLU and self.attn.attn_impl != "reference")
-
-    def forward(self, x, cos, sin, cache=None, layer_idx: int = 0):
-        if not self.folds_gains():
-            x = x + self._drop(self.attn(self.attn_norm(x), cos, sin, cache, layer_idx))
-            return x + self._drop(self.mlp(self.mlp_norm(x)))
-        # The same sums, faster: each norm's gain goes into the weights of the
-        # layer it feeds, which saves a full-size product forward and two backward.
-        attn_out = self.attn(self.attn_norm.normalize(x), cos, sin, cache, layer_idx, input_gain=self.attn_norm.weight)
-        x = x + self._drop(attn_out)
-        mlp_out = self.mlp(self.mlp_norm.normalize(x), input_gain=self.mlp_norm.weight)
-        return x + self._drop(mlp_out)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None = None,
+                layer_idx: int = 0) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.attn_norm(x), cos, sin, cache, layer_idx))  # (B, T, d)
+        x = x + self.drop(self.mlp(self.mlp_norm(x)))                                # (B, T, d)
+        return x
 
 
 class Transformer(nn.Module):
+    """ids -> token embedding -> n_layers Blocks -> final RMSNorm -> lm_head
+    (the embedding matrix itself when tie_embeddings). RoPE's cos/sin tables
+    are buffers shared by every layer."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.norm = RMSNorm(config.d_model, config.norm_eps)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
@@ -69,7 +56,6 @@ class Transformer(nn.Module):
         # Not saved in checkpoints: rebuilt from the config.
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
-        self.derived = DerivedWeights()
         self.apply(self._init_weights)
         # Each block adds two branches to the residual stream; shrink their
         # output projections so the stream's variance does not grow with depth.
@@ -87,12 +73,28 @@ class Transformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """idx (B, T) token ids -> logits (B, T, vocab_size). With a cache, idx
-        holds only the new tokens; they continue at position cache.length."""
-        check_token_ids(idx, self.config.vocab_size)
+        """idx (B, T) token ids of any integer dtype -> logits (B, T, vocab_size).
+        With a cache, idx holds only the new tokens; they continue at position
+        cache.length, and the cache advances by T."""
+        idx = self._checked_ids(idx, cache)                        # (B, T) int64
+        T = idx.shape[1]
+        x = self.drop(self.tok_emb(idx))                           # (B, T, d)
+        for i, block in enumerate(self.blocks):
+            x = block(x, self.rope_cos, self.rope_sin, cache, i)   # (B, T, d)
+        if cache is not None:
+            cache.advance(T)  # after every layer has written the same slots
+        x = self.norm(x)                                           # (B, T, d)
+        return self.lm_head(x)                                     # (B, T, V): tied to tok_emb by default
+
+    def _checked_ids(self, idx: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+        """Fail early with a message that names the fix; any integer dtype
+        (the course corpus is uint8) becomes int64, what nn.Embedding indexes with."""
+        check_token_tensor(idx)
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (batch, seq), got {tuple(idx.shape)}; add a batch axis with idx[None].")
-        B, T = idx.shape
+        if not torch.compiler.is_compiling():  # reading the ids' range would break a compiled graph
+            check_token_ids(idx, self.config.vocab_size)  # (train(compile=True) checks the whole corpus once instead)
+        T = idx.shape[1]
         start_pos = 0
         if cache is not None:
             cache.check_room(T)  # the more specific message first
@@ -102,32 +104,7 @@ class Transformer(nn.Module):
                 f"sequence of {start_pos + T} positions ({start_pos} cached + {T} new) exceeds "
                 f"max_seq_len={self.config.max_seq_len}; crop the input or build the model with a larger max_seq_len."
             )
-
-        if T == 1 and cache is not None:
-            logits = decode_one(self, idx, cache)  # generation's hot loop (tinylm/decode.py)
-            if logits is not None:                 # None where it does not apply: run the modules
-                return logits
-
-        x = F.embedding(idx, self.tok_emb.weight)  # = embed(idx, ...): (B, T, d); idx is checked above
-        if self.config.dropout and self.training:
-            x = F.dropout(x, self.config.dropout)
-        for i, block in enumerate(self.blocks):
-            x = block(x, self.rope_cos, self.rope_sin, cache, i)
-        if cache is not None:
-            cache.advance(T)
-        return self._logits(x)
-
-    def folds_head_gain(self) -> bool:
-        """Whether the final norm's gain goes into the head (fast path, tinylm's own RMSNorm)."""
-        return self.config.attn_impl != "reference" and type(self.norm) is RMSNorm
-
-    def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Final norm, then the tied head: (B, T, d) -> (B, T, V). The fast path
-        folds the norm's gain into the head, as the blocks do."""
-        if not self.folds_head_gain():
-            return tied_logits(self.norm(x), self.lm_head.weight)
-        head = self.derived.get("head", lambda: self.lm_head.weight * self.norm.weight, self.lm_head.weight, self.norm.weight)
-        return tied_logits(self.norm.normalize(x), head)
+        return idx.long()
 
 
 def next_token_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:

@@ -64,8 +64,28 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
         logits = top_k_filter(logits, top_k)
     if top_p is not None:
         logits = top_p_filter(logits, top_p)
+    _check_samplable(logits)
     probs = logits.softmax(dim=-1)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B,)
+
+
+def _check_samplable(logits: torch.Tensor) -> None:
+    """Every row (B, V) must define a distribution: no NaN, no +inf, and at
+    least one finite logit (after the filters). One reduction, one sync."""
+    has_nan = logits.isnan().any(dim=-1)                     # (B,)
+    has_pos_inf = (logits == float("inf")).any(dim=-1)
+    all_masked = (logits == float("-inf")).all(dim=-1)
+    bad = has_nan | has_pos_inf | all_masked
+    if not bad.any():
+        return
+    row = int(bad.nonzero()[0])
+    if has_nan[row]:
+        cause = "holds NaN: the model's output is not finite (check the weights and the input, e.g. for a diverged run)"
+    elif has_pos_inf[row]:
+        cause = "holds +inf, which softmax turns into NaN; clamp the logits or find where they overflow"
+    else:
+        cause = "has no finite logit (every logit is -inf): nothing is left to sample; a mask or filter removed every token"
+    raise ValueError(f"sample_next: row {row} of logits {cause}.")
 
 
 def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,

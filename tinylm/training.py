@@ -8,6 +8,9 @@ that a benchmark can interleave two models. A checkpoint holds everything
 that decides the future of a run (weights, optimizer moments, step, the
 batch sampler's random state, the history), so a resumed run produces the
 same losses as one that was never interrupted.
+
+Speed comes from torch: AdamW's fused kernel where the device has one, and
+`compile=True` (opt-in) runs the model through torch.compile.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import torch
 from torch import nn
 
 from .evaluation import check_data, evaluate
+from .validation import check_token_ids
 
 __all__ = ["TrainConfig", "History", "Trainer", "get_batch", "train", "lr_at",
            "plot_history", "load_model"]
@@ -129,11 +133,19 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
+def _fused_adamw_available(model: nn.Module) -> bool:
+    """AdamW's fused kernel (one kernel for every parameter's update) exists
+    for CUDA, MPS and the CPU in torch >= 2.4, for floating-point parameters."""
+    params = list(model.parameters())
+    return (bool(params) and all(p.dtype.is_floating_point for p in params)
+            and params[0].device.type in ("cuda", "mps", "cpu", "xpu"))
+
+
 class Trainer:
     """Holds a model, its optimizer and the batch sampler; advances one step at a time."""
 
     def __init__(self, model: nn.Module, data: torch.Tensor, val_data: torch.Tensor | None = None,
-                 config: TrainConfig | None = None, **overrides):
+                 config: TrainConfig | None = None, *, compile: bool = False, **overrides):
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
         config = config or TrainConfig()
@@ -151,9 +163,17 @@ class Trainer:
         self.model = model
         self.data = check_data(data, "data", self.config.seq_len + 1)
         self.val_data = None if val_data is None else check_data(val_data, "val_data")
+        vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
+        if vocab_size is not None:  # every id checked once here, not in each (compiled) step
+            check_token_ids(self.data, vocab_size, "data")
         self.device = next(model.parameters()).device
         self.optimizer = torch.optim.AdamW(_param_groups(model, self.config.weight_decay),
-                                           lr=self.config.lr, betas=self.config.betas)
+                                           lr=self.config.lr, betas=self.config.betas,
+                                           fused=_fused_adamw_available(model))
+        # torch.compile traces the model on the first step (seconds to minutes)
+        # and runs generated kernels afterwards; the module and its parameters
+        # stay the same objects, so checkpoints and evaluate() are unchanged.
+        self.forward = torch.compile(model) if compile else model
         self.generator = torch.Generator().manual_seed(self.config.seed)
         self.history = History()
         self.step_count = 0  # optimizer steps done so far
@@ -169,7 +189,7 @@ class Trainer:
         if not model.training:  # evaluate() restores the mode it found; train() walks every module
             model.train()
         x, y = get_batch(self.data, c.batch_size, c.seq_len, self.generator, self.device)
-        logits = model(x)  # (B, T, V)
+        logits = self.forward(x)  # (B, T, V)
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -272,6 +292,27 @@ class Trainer:
     def load(self, path) -> None:
         self.load_state_dict(_load(path))
 
+    def resume(self, path, **overrides) -> None:
+        """load(path), then change the saved training options given as keywords:
+        more `steps` continue the run (the cosine is stretched to the new
+        length from the current step on), a new `lr`/`min_lr` sets the
+        schedule's levels from here on. The history is kept as saved."""
+        self.load(path)
+        if not overrides:
+            return
+        if overrides.get("seed", self.config.seed) != self.config.seed:
+            raise ValueError("seed cannot change when resuming: the batch sampler continues from its saved state; "
+                             "start a new run (without resume) for another seed")
+        config = dataclasses.replace(self.config, **overrides)
+        if config.steps < self.step_count:
+            raise ValueError(f"steps={config.steps} is fewer than the {self.step_count} steps already done "
+                             f"in the checkpoint; pass steps > {self.step_count} to train further")
+        self.config = config
+        for group in self.optimizer.param_groups:  # lr is set each step; the rest lives in the groups
+            group["betas"] = config.betas
+            if group["weight_decay"]:
+                group["weight_decay"] = config.weight_decay
+
 
 def _load(path) -> dict:
     path = Path(path)
@@ -300,18 +341,21 @@ def load_model(path, map_location=None):
 def train(model: nn.Module, data: torch.Tensor, val_data: torch.Tensor | None = None,
           config: TrainConfig | None = None, *, resume_from=None, checkpoint_path=None,
           checkpoint_every: int | None = None, time_limit: float | None = None,
-          quiet: bool = False, **overrides) -> History:
+          quiet: bool = False, compile: bool = False, **overrides) -> History:
     """Train `model` on the token stream `data`; returns the History.
 
     Options are TrainConfig fields, given as `config` and/or keywords
     (train(model, corpus.train, corpus.val, steps=300, lr=1e-3)).
-    resume_from: a checkpoint to continue from (its training config is used,
-    so the schedule continues where it stopped). time_limit: stop after this
-    many seconds of training steps.
+    resume_from: a checkpoint to continue from. Its saved training config is
+    used, so the schedule continues where it stopped, except for options given
+    here as keywords, which win (e.g. steps=2000 to train further; see
+    Trainer.resume). time_limit: stop after this many seconds of training
+    steps. compile: run the model through torch.compile (off by default: see
+    the README's benchmark section for what it costs and gains).
     """
-    trainer = Trainer(model, data, val_data, config, **overrides)
+    trainer = Trainer(model, data, val_data, config, compile=compile, **overrides)
     if resume_from is not None:
-        trainer.load(resume_from)
+        trainer.resume(resume_from, **overrides)
     return trainer.run(time_limit=time_limit, quiet=quiet, checkpoint_path=checkpoint_path,
                        checkpoint_every=checkpoint_every)
 

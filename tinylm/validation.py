@@ -4,11 +4,18 @@ from __future__ import annotations
 import torch
 
 
-def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "idx") -> None:
+def check_token_tensor(ids: torch.Tensor, name: str = "idx") -> None:
+    """A tensor of integers (any integer dtype: uint8 corpora are fine); the
+    values are not read, so this check costs nothing and never syncs a device."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}; wrap it with torch.tensor(...).")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {ids.dtype}; convert with {name}.long().")
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "idx") -> None:
+    """check_token_tensor, and every id inside [0, vocab_size)."""
+    check_token_tensor(ids, name)
     if ids.numel() and not _all_within(ids, vocab_size):
         bad = ids[(ids < 0) | (ids >= vocab_size)]
         raise ValueError(

@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .core import Check, _close, randn, tol_for
+from .core import Check, _close, describe_factor, fit_scale, randn, tol_for
 
 
 def ref_mask(q_len: int, kv_len: int) -> torch.Tensor:
@@ -42,7 +42,33 @@ def check_causal_mask(causal_mask, *, cases: tuple = ((5, 5), (3, 7), (1, 6))) -
             "tril(diagonal=kv_len - q_len)":
                 lambda: ones.tril(0),
         })
+        if not chk.rows[-1].ok and not chk.rows[-1].note:  # no known bug reproduced this case: measure it
+            _explain_mask(chk, got, q_len, kv_len)
     chk.finish()
+
+
+def _explain_mask(chk: Check, got, q_len: int, kv_len: int) -> None:
+    """Say which triangle, with which diagonal, the learner's mask is."""
+    if not isinstance(got, torch.Tensor):
+        return
+    if tuple(got.shape) == (kv_len, q_len) and q_len != kv_len:
+        chk.diagnose(f"the mask has shape {tuple(got.shape)} = (kv_len, q_len): rows are queries and columns keys, "
+                     f"so build it as (q_len, kv_len) = {(q_len, kv_len)}")
+        return
+    if tuple(got.shape) != (q_len, kv_len):
+        return
+    allowed = got.detach().cpu() != 0
+    ones = torch.ones(q_len, kv_len, dtype=torch.bool)
+    expected = kv_len - q_len
+    for diag in range(-kv_len, kv_len + 1):
+        if diag != expected and torch.equal(allowed, ones.tril(diag)):
+            chk.measured(f"for q_len={q_len}, kv_len={kv_len} your mask is tril(diagonal={diag}); expected "
+                         f"tril(diagonal=kv_len - q_len) = tril(diagonal={expected})")
+            return
+        if torch.equal(allowed, ones.triu(diag)) and not torch.equal(allowed, ones.tril(expected)):
+            chk.diagnose(f"your mask keeps the upper triangle (triu(diagonal={diag})): True above the diagonal lets "
+                         "queries see the future; use tril, the lower triangle")
+            return
 
 
 def good_split_any(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -71,6 +97,8 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
         "head_dim and heads swapped: reshape (B, T, d) to (B, T, H, hd), not (B, T, hd, H)":
             lambda: x.unflatten(-1, (head_dim, n_heads)).permute(0, 3, 1, 2),
     })
+    _explain_layout(chk, got, want, {"batch": batch, "heads": n_heads, "seq": seq, "head_dim": head_dim},
+                    "(batch, heads, seq, head_dim)")
     chk.fn_name = "merge_heads"
     chk.expects = f"(batch, seq, d_model) = {(batch, seq, d)}"
     y = randn(batch, n_heads, seq, head_dim, seed=seed + 1)
@@ -79,11 +107,30 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
     chk.compare(f"merge {tuple(y.shape)} -> (B, T, d)", merged, want_merged, variants={
         "wrong layout after reshape: y.reshape(B, T, d) straight from (B, H, T, hd) mixes tokens across heads; "
         "transpose(1, 2) to (B, T, H, hd) first": lambda: y.reshape(batch, seq, d),
+        "head_dim and heads swapped when merging: (B, T, hd, H) flattened interleaves the heads' features; "
+        "transpose(1, 2) gives (B, T, H, hd), then reshape": lambda: y.permute(0, 2, 3, 1).reshape(batch, seq, d),
     })
     roundtrip = chk.call(merge_heads, chk.call(split_heads, x, n_heads))
     chk.compare("merge(split(x)) == x", roundtrip, x)
     chk.fn_name = "split_heads / merge_heads"
     chk.finish()
+
+
+def _explain_layout(chk: Check, got, want: torch.Tensor, sizes: dict[str, int], expected: str) -> None:
+    """Name the axes of a wrongly shaped split by their sizes (all different)."""
+    if not isinstance(got, torch.Tensor) or got.shape == want.shape or got.dim() != want.dim():
+        return
+    names = {size: name for name, size in sizes.items()}
+    if len(names) != len(sizes) or not all(n in names for n in got.shape):
+        return
+    order = [names[n] for n in got.shape]
+    layout = f"({', '.join(order)})"
+    perm = [list(want.shape).index(n) for n in got.shape]
+    if torch.equal(got, want.permute(*perm)):
+        chk.diagnose(f"the values are right but the axes are in the order {layout}; expected {expected}: "
+                     "transpose/permute them into place")
+    else:
+        chk.measured(f"your output's axes are {layout} (by their sizes); expected {expected}")
 
 
 def _attention_variants(q, k, v):
@@ -126,7 +173,98 @@ def _attention_variants(q, k, v):
             lambda: attn(fill=0.0),
         "hand-written softmax without subtracting the row maximum: exp() of large scores overflows to inf "
         "(use scores.softmax(dim=-1), or subtract scores.amax(-1, keepdim=True) first)": naive_softmax,
+        "mask inverted: the allowed keys were filled with -inf (masked_fill(mask, ...)); fill where the mask is "
+        "False: masked_fill(~mask, float('-inf'))": lambda: attn(m=~mask),
+        "weights applied to the keys instead of the values: return weights @ v": lambda: attn().new_zeros(0)
+        if v.shape != k.shape else _weights(q, k, mask) @ k,
     }
+
+
+def _weights(q, k, mask):
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    return s.masked_fill(~mask, float("-inf")).softmax(-1)
+
+
+AXIS_NAMES = ("batch", "heads", "queries", "keys")
+
+
+def explain_attention_weights(chk: Check, attention, seed: int = 5, batch: int = 2, heads: int = 3, seq: int = 6,
+                              head_dim: int = 4) -> None:
+    """Read the learner's attention weights directly: with v = identity
+    (v[j] = e_j), output row i IS query i's weights over the keys. Then
+    measure the axis they sum to 1 over, weight on future keys, the
+    diagonal, and the softmax temperature fitted against q·kᵀ."""
+    q = randn(batch, heads, seq, head_dim, seed=seed)
+    k = randn(batch, heads, seq, head_dim, seed=seed + 1) * 1.5
+    eye = torch.eye(seq).expand(batch, heads, seq, seq).contiguous()       # (B, H, Tk, Tk)
+    w = chk.probe(attention, q, k, eye)
+    if not (isinstance(w, torch.Tensor) and w.shape == (batch, heads, seq, seq)):
+        return
+    w = w.detach().double()
+    allowed = ref_mask(seq, seq).expand(batch, heads, seq, seq)
+    last_nan = bool(torch.isnan(w[..., -1, :]).all())
+    if last_nan:
+        chk.diagnose("the last query's weights are NaN: all its scores were -inf, yet it may see every key; the mask "
+                     "is inverted (fill where the mask is False: masked_fill(~mask, float('-inf')))")
+        return
+    filled = torch.nan_to_num(w, nan=0.0)
+    sums = [a for a in range(4) if bool(torch.allclose(filled.sum(a)[allowed.any(a)], torch.ones(()).double(), atol=1e-4))]
+    if torch.isnan(w).any():
+        # Masked entries became NaN (e.g. a softmax over an axis where all of them are -inf): read the
+        # weights of the last query alone, which may see every key, so nothing in it is masked.
+        last = chk.probe(attention, q[:, :, -1:], k, eye)
+        if isinstance(last, torch.Tensor) and last.shape == (batch, heads, 1, seq) and torch.isfinite(last).all():
+            last = last.detach().double()
+            sums = [a for a in (0, 1, 3) if bool(torch.allclose(last.sum(a), torch.ones(()).double(), atol=1e-4))]
+        else:
+            chk.measured("your attention weights contain NaN")
+            return
+    if 3 not in sums:
+        if sums:
+            chk.diagnose(f"your attention weights sum to 1 over axis {sums[0]} ({AXIS_NAMES[sums[0]]}), not over the "
+                         "keys: take the softmax over the last axis, scores.softmax(dim=-1)")
+        else:
+            row = filled.sum(-1)
+            chk.measured(f"your attention weights do not sum to 1 over the keys (row sums {float(row.min()):.3g} to "
+                         f"{float(row.max()):.3g}) nor over any other axis")
+        return
+    future = filled.masked_fill(allowed, 0.0)
+    if float(future.max()) > 1e-6:
+        b, h, i, j = (int(t) for t in torch.nonzero(future == future.max())[0])
+        chk.diagnose(f"future leak: query {i} puts weight {float(future.max()):.2f} on key {j} > {i}; masked keys "
+                     "must get exactly 0 weight (fill their scores with -inf before the softmax)")
+        return
+    diag = filled.diagonal(dim1=-2, dim2=-1)
+    if float(diag.abs().max()) == 0.0:
+        chk.diagnose("the diagonal is masked: every query gives weight 0 to its own key, but a token may attend to "
+                     "itself (key j <= query i)")
+        return
+    _fit_temperature(chk, filled, q.double(), k.double(), allowed, head_dim, seq)
+
+
+def _fit_temperature(chk: Check, w, q, k, allowed, head_dim: int, seq: int) -> None:
+    """log w = c·(q·k) - log Z per row: fit c by least squares on the allowed
+    entries of each row (centred per row), for scores q·kᵀ and k·qᵀ."""
+    keep = allowed & (w > 0)
+    log_w = torch.where(keep, w.clamp_min(1e-300).log(), torch.zeros_like(w))
+    count = keep.sum(-1, keepdim=True).clamp_min(1)
+
+    def fit(scores):
+        centred_s = torch.where(keep, scores - (scores * keep).sum(-1, keepdim=True) / count, torch.zeros_like(w))
+        centred_l = torch.where(keep, log_w - (log_w * keep).sum(-1, keepdim=True) / count, torch.zeros_like(w))
+        return fit_scale(centred_l, centred_s)
+
+    straight, swapped = fit(q @ k.transpose(-2, -1)), fit(k @ q.transpose(-2, -1))
+    if straight is not None and straight[1] < 1e-3:
+        c = straight[0]
+        if abs(c * math.sqrt(head_dim) - 1) > 0.01:
+            named = {"1 (no scaling: divide by sqrt(head_dim))": 1.0, f"1/head_dim = 1/{head_dim}": 1 / head_dim,
+                     f"sqrt(head_dim) = sqrt({head_dim})": math.sqrt(head_dim),
+                     f"1/sqrt(kv_len) = 1/sqrt({seq}) (the sequence length, not head_dim)": 1 / math.sqrt(seq)}
+            chk.diagnose(f"your scores are scaled by {describe_factor(c, named)}; expected 1/sqrt(head_dim) = "
+                         f"1/sqrt({head_dim}) = {1 / math.sqrt(head_dim):.3g}")
+    elif swapped is not None and swapped[1] < 1e-3 and (straight is None or straight[1] > 1e-2):
+        chk.diagnose("your scores are k·qᵀ (transposed scores): score[i, j] must be q_i·k_j, q @ k.transpose(-2, -1)")
 
 
 def attention_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, dtype):
@@ -144,13 +282,24 @@ def attention_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, 
 def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 7,
                            head_dim: int = 4, dtype=torch.float32) -> None:
     """causal_attention(q, k, v) against F.scaled_dot_product_attention, plus
-    a causality probe: changing future keys/values leaves earlier outputs alone."""
+    a causality probe: changing future keys/values leaves earlier outputs alone.
+    On failure the learner's attention weights are read out and measured."""
     __tracebackhide__ = True
     chk = Check("causal_attention", expects=f"(batch, heads, q_len, head_dim) attention outputs")
+    chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim, "q_len": seq - 3}
+
+    def explain(err=None):
+        explain_attention_weights(chk, causal_attention)
+        return None
+
     for label, q, k, v in attention_cases(seed, batch, heads, seq, head_dim, dtype):
         mask = ref_mask(q.shape[-2], k.shape[-2])
         want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        got = chk.call(causal_attention, q, k, v)
+        rectangular = q.shape[-2] < k.shape[-2] and chk.passed
+        got = chk.call(causal_attention, q, k, v, on_error=(lambda err, tq=q.shape[-2]: (
+            f"it fails only when there are fewer queries than keys (q_len={tq}, kv_len={seq}): the mask must be "
+            f"(q_len, kv_len), causal_mask(q.shape[-2], k.shape[-2]), with query i at position kv_len - q_len + i"))
+            if rectangular else explain)
         chk.compare(label, got, want, variants=_attention_variants(q, k, v))
     # Causality, whatever the formula: replace keys/values after position t.
     q, k, v = next(attention_cases(seed, batch, heads, seq, head_dim, dtype))[1:]
@@ -159,10 +308,17 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
     k2[:, :, t + 1:] += 5.0
     v2[:, :, t + 1:] -= 7.0
     a, b = chk.call(causal_attention, q, k, v), chk.call(causal_attention, q, k2, v2)
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape == q.shape:
+    finite = all(isinstance(o, torch.Tensor) and bool(torch.isfinite(o).all()) for o in (a, b))
+    if finite and a.shape == b.shape == q.shape:  # NaN outputs are reported by the rows above, not as a leak
         chk.require(f"outputs 0..{t} ignore keys after {t}", torch.allclose(a[:, :, :t + 1], b[:, :, :t + 1], atol=1e-5),
-                    "changing future keys/values changed earlier outputs: information leaks from the future",
-                    diagnosis="future leak: the mask does not stop queries from reading later keys")
+                    "changing future keys/values changed earlier outputs")
+    cases = list(attention_cases(seed, batch, heads, seq, head_dim, dtype))
+    chk.upstream(causal_attention, {"causal_mask": lambda q_len, kv_len=None: ref_mask(q_len, q_len if kv_len is None else kv_len)},
+                 rerun=lambda: all(_close(causal_attention(q_, k_, v_), F.scaled_dot_product_attention(
+                     q_, k_, v_, attn_mask=ref_mask(q_.shape[-2], k_.shape[-2])), *tol_for(dtype)) for _, q_, k_, v_ in cases),
+                 labels={"causal_mask": "exercise 1"})
+    if not chk.passed and not chk.likely_bugs():
+        explain()
     chk.finish()
 
 
@@ -187,6 +343,11 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
         q, k, v = (split(F.linear(x, w)) for w in (w_q, w_k, w_v))
         return F.linear(merge(F.scaled_dot_product_attention(q, k, v, is_causal=True)), w_o)
 
+    def with_qkv(wq, wk, wv, heads=n_heads):
+        q, k, v = (_split_ref(F.linear(x, w), heads) for w in (wq, wk, wv))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # (B, heads, T, d / heads)
+        return F.linear(y.permute(0, 2, 1, 3).flatten(2), w_o)
+
     good_split = lambda t: _split_ref(t, n_heads)              # noqa: E731  (B, T, d) -> (B, H, T, hd)
     good_merge = lambda y: y.permute(0, 2, 1, 3).flatten(2)   # noqa: E731  (B, H, T, hd) -> (B, T, d)
 
@@ -204,6 +365,10 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
         "transposed weight in every projection: nn.Linear weights are [d_out, d_in], so a projection is x @ W.T":
             lambda: transposed(out=True),
         "transposed weight in the output projection: y @ w_o.T, not y @ w_o": lambda: transposed(qkv=False),
+        "key and value projections swapped: k = x @ w_k.T, v = x @ w_v.T": lambda: with_qkv(w_q, w_v, w_k),
+        "keys computed from the query projection (w_q) instead of w_k": lambda: with_qkv(w_q, w_q, w_v),
+        "one head: the features must be split into n_heads heads of head_dim = d_model // n_heads":
+            lambda: with_qkv(w_q, w_k, w_v, heads=1),
         "output projection w_o missing": lambda: good_merge(F.scaled_dot_product_attention(
             *(good_split(F.linear(x, w)) for w in (w_q, w_k, w_v)), is_causal=True)),
         "no causal mask: every token sees the future": lambda: F.linear(good_merge(F.scaled_dot_product_attention(

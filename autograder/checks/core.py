@@ -31,13 +31,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import math
+import re
 import sys
 import traceback
 import types
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -232,6 +232,8 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "GELU (tanh approximation)": lambda a: torch.nn.functional.gelu(a, approximate="tanh"),
     "sigmoid": torch.sigmoid,
     "tanh": torch.tanh,
+    "softplus": torch.nn.functional.softplus,
+    "leaky ReLU": torch.nn.functional.leaky_relu,
     "identity (no activation)": lambda a: a,
 }
 
@@ -325,11 +327,14 @@ class Check:
     offered: dict[str, int] = field(default_factory=dict)  # known bug -> failing rows it was tried on
     votes: dict[str, int] = field(default_factory=dict)    # known bug -> failing rows it reproduces
     subject: Any = None                                     # the first callable passed to call()
+    axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
 
     # -- calling the learner -------------------------------------------------
-    def call(self, fn: Callable, *args, **kwargs):
+    def call(self, fn: Callable, *args, on_error: Callable[[Exception], str | None] | None = None, **kwargs):
         """Call the learner's function; an exception becomes a short message
-        naming the function and what was expected, and stops the check."""
+        naming the function and what was expected, and stops the check.
+        on_error(err) may return a diagnosis for this particular call (e.g.
+        'it fails only when start_pos > 0: ...')."""
         __tracebackhide__ = True
         if not callable(fn):
             self._stop(f"{self.fn_name} is {describe(fn)}, not a function. Run the cell that defines it first.")
@@ -347,8 +352,49 @@ class Check:
             if type(err).__name__ == "Delegation":  # also the recheck's re-raised form
                 self._stop(_first_line(err))
             where = _learner_line(err)
+            hint = on_error(err) if on_error is not None else None
+            if hint:
+                self.diagnose(hint)
+            sizes = self._name_sizes(str(err))
+            if sizes:
+                self.measured(sizes)
             self._stop(f"{self.fn_name} raised {type(err).__name__}: {_first_line(err)}{where}\n"
                        f"  Called with {', '.join(describe(a) for a in args)}; it should return {self.expects}.")
+
+    def probe(self, fn: Callable, *args, **kwargs):
+        """Call the learner's function for a measurement: None when it raises
+        (the comparison rows report exceptions; a probe only explains)."""
+        try:
+            with refuse_delegation(self.fn_name, fn), contextlib.redirect_stdout(io.StringIO()):
+                return fn(*args, **kwargs)
+        except Delegation as err:
+            self._stop(_first_line(err))
+        except Exception:
+            return None
+
+    def _name_sizes(self, text: str) -> str | None:
+        """'in that error 10 = d_ff, 6 = d_model' for the sizes a shape error
+        mentions that are the size of exactly one named axis (self.axes)."""
+        if not self.axes:
+            return None
+        numbers = []
+        groups = " ".join(re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text) and
+                          [a or b for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)])
+        for n in re.findall(r"(?<![\w.])(\d+)(?![\w.])", groups.replace("x", " ")):
+            owners = [name for name, size in self.axes.items() if size == int(n)]
+            if len(owners) == 1 and int(n) > 1 and f"{n} = {owners[0]}" not in numbers:
+                numbers.append(f"{n} = {owners[0]}")
+        return f"in that error {', '.join(numbers)}" if numbers else None
+
+    def explain_scale(self, what: str, got: Any, want: torch.Tensor, named: Mapping[str, float] | None = None) -> bool:
+        """When got is exactly c · want (c != 1), say so with c named."""
+        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+            return False
+        fit = fit_scale(got, want)
+        if fit is None or fit[1] > 1e-4 or abs(fit[0] - 1) < 1e-3:
+            return False
+        self.diagnose(f"{what} is the right result scaled by {describe_factor(fit[0], named)}: drop that factor")
+        return True
 
     def _stop(self, message: str):
         __tracebackhide__ = True
@@ -383,6 +429,9 @@ class Check:
                   close=("ok" if close else "FAIL") if shape_ok else "-",
                   diff=_format_diff(got, want) if shape_ok else "-")
         self.rows.append(row)
+        if shape_ok and not dtype_ok and _close(got.to(want.dtype), want, atol, rtol):
+            self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
+                          "of the inputs (cast with .to(...) where your code changes it)")
         if not row.ok and variants:
             self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5))
         return row.ok
@@ -432,7 +481,7 @@ class Check:
             return False
         labels = labels or {}
 
-        def passes_with(names) -> bool:
+        def passes_with(names) -> bool:  # names=[]: the learner's own answers, nothing replaced
             saved = [(g, n, g[n]) for g in spaces for n in names if n in g]
             try:
                 for g, n, _ in saved:
@@ -445,12 +494,12 @@ class Check:
                 for g, n, value in saved:
                     g[n] = value
 
+        if passes_with([]):  # the rerun does not reproduce this failure, so it cannot tell the cases apart
+            return False
         culprit = next(([n] for n in present if passes_with([n])), None)
         if culprit is None and len(present) > 1 and passes_with(present):
             culprit = present
-        if culprit is None:
-            self.measured(f"with correct versions of {', '.join(f'`{n}`' for n in present)} in place of yours it "
-                          f"still fails, so the bug is in {self.fn_name} itself")
+        if culprit is None:  # the bug is in this exercise itself: the other diagnoses speak
             return False
         names = " and ".join(f"`{n}`" + (f" ({labels[n]})" if n in labels else "") for n in culprit)
         self.diagnoses.insert(0, f"{names} {'fails' if len(culprit) == 1 else 'fail'} {'its' if len(culprit) == 1 else 'their'} "
@@ -481,7 +530,7 @@ class Check:
         __tracebackhide__ = True
         self._print_table()
         if self.passed:
-            print(f"PASS {self.fn_name}: all {len(self.rows)} checks")
+            print(f"PASS {self.fn_name}: {len(self.rows)}/{len(self.rows)} checks")
             self._run_pass_hooks()
             return
         failed = [r.name for r in self.rows if not r.ok]

@@ -5,7 +5,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .core import Check, randn
+import math
+
+from .core import Check, gradient_reaches, randn
 
 
 def _ids(batch: int, seq: int, vocab: int, seed: int) -> torch.Tensor:
@@ -23,26 +25,62 @@ def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_
     __tracebackhide__ = True
     ids, weight = _lookup_cases(seed, batch, seq, vocab, d_model, dtype)
     chk = Check(name, expects=f"a (batch, seq, d_model) = {(batch, seq, d_model)} tensor of rows of weight")
+    chk.axes = {"batch": batch, "seq": seq, "vocab": vocab, "d_model": d_model}
     want = F.embedding(ids, weight)  # torch's own lookup, the reference
     got = chk.call(fn, ids, weight)
-    chk.compare(f"ids {tuple(ids.shape)}, weight {tuple(weight.shape)}", got, want, variants={
+    if not chk.compare(f"ids {tuple(ids.shape)}, weight {tuple(weight.shape)}", got, want, variants={
         "looked up columns instead of rows: weight is [vocab, d_model], so token i is weight[i], not weight[:, i]":
             lambda: weight.T[ids] if vocab == d_model else weight[:, ids].permute(1, 2, 0),
-        "token ids shifted by one (weight[ids + 1] / weight[ids - 1])": lambda: weight[(ids + 1) % vocab],
         "lookup of the transposed ids (batch and seq swapped)": lambda: weight[ids.T],
-    })
+    }):
+        _explain_lookup(chk, got, ids, weight, want)
     # A single sequence without batch axis must work too: lookup is elementwise.
-    one = chk.call(fn, ids[0], weight)
+    one = chk.call(fn, ids[0], weight, on_error=_width_hint(ids[0], vocab))
     chk.compare(f"ids {tuple(ids[0].shape)} (no batch axis)", one, want[0])
+    # Ids that never reach the last row: the result still has vocab-wide meaning.
+    low = ids % (vocab // 2)
+    chk.compare(f"ids all below {vocab // 2}", chk.call(fn, low, weight, on_error=_width_hint(low, vocab)),
+                F.embedding(low, weight))
+    if dtype != torch.float64:  # the result keeps weight's dtype (the hidden tests use float64)
+        w64 = weight.double()
+        chk.compare("float64 weight", chk.call(fn, ids, w64), F.embedding(ids, w64))
     if isinstance(got, torch.Tensor):
         w = weight.clone().requires_grad_(True)
         out = chk.call(fn, ids, w)
-        flows = isinstance(out, torch.Tensor) and out.requires_grad
-        chk.require("gradient reaches weight", flows,
+        chk.require("gradient reaches weight", gradient_reaches(out, w),
                     "the output is detached from weight, so the embedding could never be trained",
                     diagnosis="the result does not depend on weight through autograd (a .detach(), .data or a "
                               "new tensor built from .tolist() cuts the gradient)")
     chk.finish()
+
+
+def _width_hint(ids: torch.Tensor, vocab: int):
+    """For a call that fails only on ids missing the last token (the full ids worked)."""
+    top = int(ids.max())
+    if top >= vocab - 1:
+        return None
+    return lambda err: (f"it fails when the largest id in ids is {top} < vocab - 1 = {vocab - 1}: the one-hot width "
+                        f"came from the ids (F.one_hot's default is max(ids) + 1 = {top + 1}), not from the vocabulary; "
+                        "pass num_classes=weight.shape[0]")
+
+
+def _explain_lookup(chk: Check, got, ids: torch.Tensor, weight: torch.Tensor, want: torch.Tensor) -> None:
+    """Measure what a wrong lookup returned: shifted rows, flattened axes, a scale."""
+    if not isinstance(got, torch.Tensor):
+        return
+    vocab = weight.shape[0]
+    if got.shape == want.shape:
+        for shift in (-2, -1, 1, 2):
+            if torch.allclose(got, weight[(ids + shift) % vocab]):
+                sign = "+" if shift > 0 else "-"
+                chk.diagnose(f"token ids shifted by {shift:+d}: your rows are weight[ids {sign} {abs(shift)}]; token i "
+                             "is row i of weight (ids start at 0), so look up weight[ids]")
+                return
+        d = weight.shape[1]
+        chk.explain_scale("the lookup", got, want, {"sqrt(d_model)": math.sqrt(d), "1/sqrt(d_model)": 1 / math.sqrt(d)})
+    elif got.numel() == want.numel() and torch.allclose(got.reshape(want.shape), want):
+        chk.diagnose(f"right rows, wrong shape {tuple(got.shape)}: the (batch, seq) axes were flattened; keep the ids' "
+                     f"shape, (batch, seq) -> (batch, seq, d_model) (weight[ids] does)")
 
 
 def check_embed(embed, *, seed: int = 0, batch: int = 2, seq: int = 5, vocab: int = 11, d_model: int = 7,
@@ -76,7 +114,11 @@ def check_tied_logits(tied_logits, *, seed: int = 2, batch: int = 2, seq: int = 
             "the head needs [d_model, vocab])": lambda: x @ weight,
             "softmax applied: tied_logits returns raw scores (logits), not probabilities":
                 lambda: (x @ weight.T).softmax(-1),
+            "log_softmax applied: the result is log-probabilities; tied_logits returns raw scores (logits)":
+                lambda: (x @ weight.T).log_softmax(-1),
         })
+        chk.explain_scale("the logits", got, want, {"1/sqrt(d_model)": 1 / math.sqrt(d_model),
+                                                    "sqrt(d_model)": math.sqrt(d_model)})
     chk.finish()
 
 
@@ -87,12 +129,19 @@ def check_tie_weights(tie_weights, *, vocab: int = 10, d_model: int = 6, seed: i
     emb, head = nn.Embedding(vocab, d_model), nn.Linear(d_model, vocab, bias=False)
     chk = Check("tie_weights", expects="nothing (it changes lm_head in place) or lm_head")
     before = emb.weight.detach().clone()
-    chk.call(tie_weights, emb, head)
+    head_before, head_values = head.weight, head.weight.detach().clone()
+    returned = chk.call(tie_weights, emb, head)
     hw = head.weight
+    if hw is head_before and torch.equal(hw.detach(), head_values) and torch.equal(emb.weight.detach(), before):
+        unchanged = ("lm_head.weight is unchanged after the call: " + (
+            "tie_weights returned a value, but nothing reads it; " if returned is not None else
+            "rebinding a name inside the function (lm_head = ...) does not change the caller's module; ")
+            + "assign the attribute in place: lm_head.weight = tok_emb.weight")
+        chk.diagnose(unchanged)
     same = hw is emb.weight
     chk.require("lm_head.weight is tok_emb.weight", same,
                 f"lm_head.weight is a separate tensor of shape {tuple(hw.shape)}",
-                diagnosis=_tie_diagnosis(hw, emb.weight))
+                diagnosis=None if chk.diagnoses else _tie_diagnosis(hw, emb.weight))
     chk.require("embedding values unchanged", torch.equal(emb.weight.detach(), before),
                 "tok_emb.weight changed: tie by sharing the embedding, do not overwrite it",
                 diagnosis="the embedding was overwritten with the head's random weights "
@@ -114,7 +163,7 @@ def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:
                 "vocab) stores [d_out, d_in] = [vocab, d_model], the embedding's own shape, so no transpose is needed")
     if tuple(head_weight.shape) == tuple(emb_weight.shape) and torch.equal(head_weight.detach(), emb_weight.detach()):
         same_storage = head_weight.data_ptr() == emb_weight.data_ptr()
-        kind = "a new Parameter wrapping the same storage" if same_storage else "a copy (clone / new Parameter)"
+        kind = "a different Parameter over the same storage" if same_storage else "a copy (clone / new Parameter)"
         return (f"head is a copy, not a share: lm_head.weight is {kind} with equal values today, but the two "
                 "will drift apart during training and the model holds vocab x d_model parameters twice; "
                 "assign the Parameter itself: lm_head.weight = tok_emb.weight")

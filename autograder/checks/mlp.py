@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .core import Check, randn
+from .core import Check, identify_activation, python_number_problem, randn
 
 
 def check_swiglu(swiglu, *, seed: int = 0, batch: int = 2, seq: int = 3, d_model: int = 6, d_ff: int = 10,
@@ -20,7 +20,11 @@ def check_swiglu(swiglu, *, seed: int = 0, batch: int = 2, seq: int = 3, d_model
     g, u = F.linear(x, w_gate), F.linear(x, w_up)  # (B, T, d_ff) each
     silu = lambda a: a * torch.sigmoid(a)          # noqa: E731  SiLU, from its definition
     chk = Check("swiglu", expects=f"(batch, seq, d_model) = {(batch, seq, d_model)}")
-    got = chk.call(swiglu, x, w_gate, w_up, w_down)
+    chk.axes = {"batch": batch, "seq": seq, "batch·seq": batch * seq, "d_model": d_model, "d_ff": d_ff}
+    got = chk.call(swiglu, x, w_gate, w_up, w_down, on_error=lambda err: (
+        "the weights use nn.Linear's layout: w_gate and w_up are [d_ff, d_model], w_down is [d_model, d_ff]; a "
+        "projection multiplies by the transpose, x @ w_gate.T, (gate * up) @ w_down.T"
+        if "cannot be multiplied" in str(err) else None))
     chk.compare(f"x {tuple(x.shape)}, d_ff={d_ff}", got, F.linear(silu(g) * u, w_down), variants={
         "gate and up swapped / SiLU on the wrong branch: SiLU belongs on x @ w_gate.T, the up branch stays linear":
             lambda: F.linear(g * silu(u), w_down),
@@ -29,29 +33,88 @@ def check_swiglu(swiglu, *, seed: int = 0, batch: int = 2, seq: int = 3, d_model
         "SiLU applied after the product instead of to the gate": lambda: F.linear(silu(g * u), w_down),
         "no gate: SiLU(x @ w_gate.T) @ w_down.T is a plain MLP; multiply by the up branch":
             lambda: F.linear(silu(g), w_down),
-        "ReLU or GELU instead of SiLU": lambda: F.linear(F.gelu(g) * u, w_down),
+        "GELU instead of SiLU (that is GeGLU): gate = F.silu(x @ w_gate.T)": lambda: F.linear(F.gelu(g) * u, w_down),
         "SiLU on the output: it belongs on the gate, before w_down": lambda: silu(F.linear(silu(g) * u, w_down)),
     })
+    if not chk.passed and not chk.named_variants():
+        explain_swiglu(chk, swiglu, dtype)
     chk.finish()
 
 
+def explain_swiglu(chk: Check, swiglu, dtype=torch.float32) -> None:
+    """Probe the learner's SwiGLU with d_model = 2, d_ff = 1 and x = (a, 1):
+    picking the rows of w_gate and w_up makes the gate input a (or 1) and the
+    up input 1, 2 (or a), so the output is act(gate) combined with up, and
+    the activation, the product and the branch roles can be read off."""
+    a = torch.linspace(-4, 4, 33, dtype=dtype)
+    x = torch.stack((a, torch.ones_like(a)), dim=-1)[None]            # (1, 33, 2)
+    w_down = torch.tensor([[1.0], [0.0]], dtype=dtype)                 # (d_model=2, d_ff=1): output 0 = hidden
+
+    def run(gate_row, up_row):
+        out = chk.probe(swiglu, x, torch.tensor([gate_row], dtype=dtype), torch.tensor([up_row], dtype=dtype), w_down)
+        return out[0, :, 0].double() if isinstance(out, torch.Tensor) and out.shape == x.shape else None
+
+    up1, up2, roles = run([1.0, 0.0], [0.0, 1.0]), run([1.0, 0.0], [0.0, 2.0]), run([0.0, 1.0], [1.0, 0.0])
+    if up1 is None or up2 is None or roles is None:
+        return
+    a64 = a.double()
+    silu = a64 * torch.sigmoid(a64)
+    if torch.allclose(roles, silu, atol=1e-4) and not torch.allclose(up1, silu, atol=1e-4):
+        chk.diagnose("gate and up swapped: SiLU is applied to x @ w_up.T; it belongs on x @ w_gate.T, the up branch "
+                     "stays linear")
+        return
+    if float(up1.max() - up1.min()) < 1e-6:
+        chk.diagnose("the output does not depend on x @ w_gate.T: w_gate is not used (is the gate computed from "
+                     "w_up?); gate = silu(x @ w_gate.T)")
+        return
+    if torch.allclose(up2, up1, atol=1e-4):
+        chk.diagnose("the up branch is not used: doubling x @ w_up.T leaves the output unchanged; multiply the gate "
+                     "by it, silu(x @ w_gate.T) * (x @ w_up.T)")
+        return
+    if torch.allclose(up2, up1 + 1, atol=1e-4):
+        chk.diagnose("the two branches are added (a sum): SwiGLU multiplies them, silu(gate) * up")
+        return
+    if torch.allclose(up2, 2 * up1, atol=1e-4):
+        act = identify_activation(lambda t: up1.to(t.dtype), probe=a64)
+        if act is not None and not act.startswith("SiLU"):
+            chk.diagnose(f"the gate's activation is {act}, not SiLU (x·sigmoid(x)): gate = F.silu(x @ w_gate.T)")
+
+
 def check_swiglu_hidden(swiglu_hidden, *, d_models: tuple = (48, 64, 100, 4096), multiple: int = 32) -> None:
-    """swiglu_hidden(d_model, multiple): 8/3 · d_model rounded UP to a multiple."""
+    """swiglu_hidden(d_model, multiple): 8/3 · d_model rounded UP to a multiple
+    (also with twice the multiple, so a hard-coded one shows)."""
     __tracebackhide__ = True
     chk = Check("swiglu_hidden", expects="an int, a multiple of `multiple`")
-    for d in d_models:
-        got = chk.call(swiglu_hidden, d, multiple)
-        want = multiple * math.ceil(8 * d / 3 / multiple)
+    rounding = lambda d, m: m * math.ceil(8 * d / 3 / m)  # noqa: E731
+    telling = next((d for d in (*d_models, 100, 1000) if rounding(d, multiple) != rounding(d, 2 * multiple)), d_models[0])
+    explained: list[set[str]] = []
+    for d, m in [*((d, multiple) for d in d_models), (telling, 2 * multiple)]:
+        got = chk.call(swiglu_hidden, d, m)
+        want = rounding(d, m)
         wrong = {
             "4 · d_model is the GELU MLP's width; a gated MLP has three matrices, so it uses 2/3 of that (8/3 · d)":
                 4 * d,
             "rounded down: round UP to the next multiple so the MLP keeps at least 8/3 · d_model units":
-                multiple * math.floor(8 * d / 3 / multiple),
+                m * math.floor(8 * d / 3 / m),
             "not rounded to a multiple of `multiple`": int(8 * d / 3),
+            "returns the number of multiples: multiply by `multiple` to get the width": math.ceil(8 * d / 3 / m),
+            "8 // 3 = 2 in integer division, so the width is about 2 · d_model; write 8 * d_model / 3":
+                m * math.ceil(8 // 3 * d / m),
         }
-        ok = isinstance(got, int) and not isinstance(got, bool) and got == want
-        bug = next((b for b, v in wrong.items() if got == v), None) if not ok else None
-        chk.require(f"d_model={d}", ok, f"got {got!r}" + ("" if isinstance(got, int) else " (not an int)"), diagnosis=bug)
+        if m != multiple:
+            wrong[f"`multiple` is ignored: with multiple={m} the result is rounded to {multiple} only"] = \
+                multiple * math.ceil(8 * d / 3 / multiple)
+        problem = python_number_problem(got, int)
+        ok = problem is None and got == want
+        value = got if problem is None else (got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got)
+        if not ok:  # which known mistakes give this value: named only if one explains every failing case
+            explained.append({b for b, v in wrong.items() if value == v and problem is None})
+        if problem is not None and value == want:
+            chk.diagnose(f"the value is right but swiglu_hidden returned {problem}, not an int (a layer width): "
+                         "return int(...)")
+        chk.require(f"d_model={d}, multiple={m}", ok, f"got {got!r}" + ("" if problem is None else " (not an int)"))
+    for bug in (set.intersection(*explained) if explained else set()):
+        chk.diagnose(bug)
     chk.finish()
 
 
@@ -101,4 +164,67 @@ def check_pre_norm_block(pre_norm_block, *, seed: int = 0, batch: int = 2, seq: 
         "branches in parallel: the MLP must read the stream after attention was added (h), not x":
             lambda: x + attn(n1(x)) + mlp(n2(x)),
     })
+    if not chk.passed and not chk.named_variants():
+        explain_block(chk, pre_norm_block, x, attn, mlp, n1, n2)
     chk.finish()
+
+
+def explain_block(chk: Check, pre_norm_block, x, attn, mlp, n1, n2) -> None:
+    """Run the block with branches that record what they are given, then
+    name what attention read, what the MLP read, and what came out."""
+    seen: list[tuple[str, torch.Tensor]] = []
+
+    def recording(name, branch):
+        def run(h):
+            seen.append((name, h.detach().clone()))
+            return branch(h)
+        return run
+
+    out = chk.probe(pre_norm_block, x, recording("attn", attn), recording("mlp", mlp), n1, n2)
+    inputs = dict(seen)
+    if not isinstance(out, torch.Tensor) or set(inputs) != {"attn", "mlp"}:
+        return
+    close = lambda a, b: a.shape == b.shape and bool(torch.allclose(a, b, atol=1e-5))  # noqa: E731
+    if [n for n, _ in seen] == ["mlp", "attn"]:
+        chk.diagnose("the MLP runs before attention: the block is x + attn(attn_norm(x)) first, then the MLP on that")
+        return
+    A, M = inputs["attn"], inputs["mlp"]
+    h = x + attn(n1(x))
+    reads_attn = {"attn_norm(x)": n1(x), "x itself, without attn_norm": x, "mlp_norm(x): use attn_norm before attention": n2(x)}
+    read = next((what for what, t in reads_attn.items() if close(A, t)), None)
+    if read is None:
+        return
+    if read.startswith("x itself") and close(M, n2(n1(x + attn(x)))):
+        chk.diagnose("post-norm: you normalise the sum, attn_norm(x + attn(x)); pre-norm normalises the branch input "
+                     "and keeps the stream a plain sum: x + attn(attn_norm(x))")
+        return
+    if read != "attn_norm(x)":
+        chk.diagnose(f"attention reads {read}; it must read attn_norm(x), and the result is added to x")
+        return
+    a = attn(A)
+    reads_mlp = {
+        "mlp_norm(x + attn(attn_norm(x)))": n2(h),
+        "the stream x + attn(...) itself, without mlp_norm (the input is not normalised)": h,
+        "attn_norm(...) of the stream: use mlp_norm before the MLP": n1(h),
+        "mlp_norm(x), the block's input: the branches run in parallel, but the MLP must read the stream after "
+        "attention was added": n2(x),
+        "mlp_norm(attn(...)) without x: missing residual around attention (x + attn(attn_norm(x)))": n2(a),
+        "mlp_norm(attn_norm(x) + attn(...)): the residual is added to the normalised input, not to x": n2(n1(x) + a),
+        "mlp_norm(x * attn(...)): the residual is multiplied, not added (x + attn(...))": n2(x * a),
+    }
+    read = next((what for what, t in reads_mlp.items() if close(M, t)), None)
+    if read is None:
+        return
+    if read.startswith("the stream") and close(out, h + n2(mlp(h))):
+        chk.diagnose("mlp_norm is applied after the branch, mlp_norm(mlp(h)); it goes before it: h + mlp(mlp_norm(h))")
+        return
+    if read != "mlp_norm(x + attn(attn_norm(x)))":
+        chk.diagnose(f"the MLP reads {read}")
+        return
+    m = mlp(M)
+    outputs = {"mlp(...) without h: missing residual around the MLP (h + mlp(mlp_norm(h)))": m,
+               "mlp_norm(h + mlp(...)): the output is normalised; the block returns the plain sum": n2(h + m),
+               "h * mlp(...): the residual is multiplied, not added": h * m}
+    what = next((w for w, t in outputs.items() if close(out, t)), None)
+    if what:
+        chk.diagnose(f"the block returns {what}")

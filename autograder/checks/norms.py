@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .core import Check, randn
+from .core import Check, _close, gradient_reaches, parameter_problems, randn
 
 
 def _ref_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -41,6 +41,8 @@ def _rms_variants(x, weight, eps):
             lambda: weight * (x32 * torch.rsqrt(x32.pow(2).sum(-1, keepdim=True) + eps)).to(dtype),
         "result left in float32: cast it back to x.dtype":
             lambda: weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)),
+        "gain added instead of multiplied: weight * normalised, not weight + normalised":
+            lambda: weight + (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(dtype),
     }
 
 
@@ -55,13 +57,89 @@ def rms_norm_cases(seed: int, shape: tuple, dtype):
     yield "float16, |x| ~ 300 (x² overflows)", (x.double() * 300).half(), weight.half(), 1e-6
 
 
+def _keepdim_hint(err: Exception) -> str | None:
+    if "must match the size" in str(err) or "broadcast" in str(err):
+        return ("the per-token statistic does not broadcast against x: it must have shape (..., 1); reduce with "
+                "keepdim=True (mean(dim=-1) alone gives shape (...,), which lines up with the wrong axis)")
+    return None
+
+
+# What a wrong divisor of x is, per token, in terms of x's own statistics.
+_DIVISORS = {
+    "mean |x| (the mean absolute value); RMSNorm divides by sqrt(mean(x²))": lambda x: x.abs().mean(-1),
+    "sqrt(mean |x|): the mean of |x| where RMSNorm averages the squares, sqrt(mean(x²))":
+        lambda x: x.abs().mean(-1).sqrt(),
+    "|mean(x)| = sqrt((mean x)²): square each x before averaging, x.pow(2).mean(-1), not x.mean(-1).pow(2)":
+        lambda x: x.mean(-1).abs(),
+    "mean(x²), without the square root": lambda x: x.pow(2).mean(-1),
+    "1/sqrt(mean(x²)): the output is multiplied by the RMS instead of divided by it (rsqrt, not sqrt)":
+        lambda x: x.pow(2).mean(-1).rsqrt(),
+    "sqrt(sum(x²)) = the L2 norm of x: use the mean of x², not the sum (that is d times larger)":
+        lambda x: x.pow(2).sum(-1).sqrt(),
+    "the standard deviation of x: RMSNorm does not centre, it divides by sqrt(mean(x²))":
+        lambda x: x.std(-1, unbiased=False),
+}
+
+
+def explain_rms_norm(chk: Check, rms_norm, d: int = 16, seed: int = 3) -> None:
+    """Measure a wrong rms_norm with unit gain: what it divides x by, its
+    output RMS, scale invariance f(c·x) = f(x), and the eps it really uses."""
+    x = randn(6, d, seed=seed)
+    ones = torch.ones(d)
+    y = chk.probe(rms_norm, x, ones, 1e-6)
+    if not (isinstance(y, torch.Tensor) and y.shape == x.shape and torch.isfinite(y).all()):
+        return
+    y = y.double()
+    x64 = x.double()
+    ratio = x64 / y                                    # per-token divisor, if y = x / divisor
+    per_token = bool(torch.allclose(ratio, ratio[:, :1], rtol=1e-3))
+    rms = y.pow(2).mean(-1).sqrt()
+    if per_token and not torch.allclose(rms, torch.ones(()).double(), rtol=1e-3):
+        divisor = ratio[:, 0]
+        named = next((what for what, f in _DIVISORS.items() if torch.allclose(divisor, f(x64), rtol=1e-3)), None)
+        spread = f"{float(rms.min()):.3g}" + ("" if float(rms.max() - rms.min()) < 1e-3 else f" to {float(rms.max()):.3g}")
+        text = f"with unit gain your output's RMS per token is {spread}, not 1: your code divides x by "
+        if named:
+            chk.diagnose(text + named)
+        else:
+            chk.measured(text + "a per-token number that is not sqrt(mean(x²) + eps)")
+    scaled = chk.probe(rms_norm, x * 10, ones, 1e-6)
+    if isinstance(scaled, torch.Tensor) and scaled.shape == x.shape and not torch.allclose(scaled.double(), y, rtol=1e-3, atol=1e-5):
+        chk.measured("RMSNorm is scale invariant, f(10·x) = f(x), but yours changes when x is scaled by 10")
+    _explain_eps(chk, rms_norm, x * 1e-2, ones)
+
+
+def _explain_eps(chk: Check, rms_norm, tiny: torch.Tensor, ones: torch.Tensor) -> None:
+    """On inputs of size ~1e-2 (mean(x²) ~ 1e-4), eps = 1e-2 dominates: fit
+    the eps the learner's code adds, from y = x / sqrt(mean(x²) + eps)."""
+    big, small = chk.probe(rms_norm, tiny, ones, 1e-2), chk.probe(rms_norm, tiny, ones, 1e-6)
+    if not all(isinstance(t, torch.Tensor) and t.shape == tiny.shape for t in (big, small)):
+        return
+    if torch.allclose(big, small, rtol=1e-4, atol=1e-7):
+        chk.diagnose("eps is ignored: eps=1e-2 and eps=1e-6 give the same output on inputs of size 1e-2; add eps "
+                     "inside the square root, sqrt(mean(x²) + eps)")
+        return
+    x64, y = tiny.double(), big.double()
+    ratio = x64 / y
+    if not torch.allclose(ratio, ratio[:, :1], rtol=1e-3):
+        return
+    eps_eff = float((ratio[:, 0].pow(2) - x64.pow(2).mean(-1)).median())
+    if abs(eps_eff - 1e-2) > 1e-4 and abs(eps_eff) > 1e-7:
+        if abs(eps_eff / 1e-4 - 1) < 0.05:
+            chk.diagnose("your effective eps is 1e-4 = eps² for eps=1e-2: add eps itself, sqrt(mean(x²) + eps)")
+        else:
+            chk.measured(f"with eps=1e-2 your effective eps (fitted from y = x / sqrt(mean(x²) + eps)) is {eps_eff:.3g}")
+
+
 def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtype=torch.float32) -> None:
     """rms_norm(x, weight, eps) against torch.nn.functional.rms_norm."""
     __tracebackhide__ = True
     chk = Check("rms_norm", expects="a tensor with x's shape and dtype")
     for label, x, weight, eps in rms_norm_cases(seed, shape, dtype):
-        got = chk.call(rms_norm, x, weight, eps)
+        got = chk.call(rms_norm, x, weight, eps, on_error=_keepdim_hint)
         chk.compare(label, got, _ref_rms_norm(x, weight, eps), variants=_rms_variants(x, weight, eps))
+    if not chk.passed and not chk.named_variants():
+        explain_rms_norm(chk, rms_norm)
     chk.finish()
 
 
@@ -93,32 +171,61 @@ def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
         "mean not subtracted: that is RMSNorm; LayerNorm centres each vector first":
             lambda: weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + bias,
         "bias missing": lambda: F.layer_norm(x, (d,), weight, None, eps),
+        "eps outside the sqrt: (x - mean) / (sqrt(var) + eps) instead of / sqrt(var + eps)":
+            lambda: weight * (x - mu) / (x.var(-1, keepdim=True, unbiased=False).sqrt() + eps) + bias,
+        "bias multiplied by the gain: weight * normalised + bias, not (normalised + bias) * weight":
+            lambda: (F.layer_norm(x, (d,), None, None, eps) + bias) * weight,
+        "standard deviation used as the variance: std is already the square root; divide by sqrt(var + eps)":
+            lambda: weight * (x - mu) * torch.rsqrt(x.std(-1, keepdim=True) + eps) + bias,
+        "one mean for the whole tensor: x.mean() without dim; each token is centred by its own mean (dim=-1)":
+            lambda: weight * (x - x.mean()) * torch.rsqrt((x - x.mean()).pow(2).mean(-1, keepdim=True) + eps) + bias,
         "statistics over the wrong axis (dim=0)": lambda: weight * (x - x.mean(0, keepdim=True)) / torch.sqrt(
             x.var(0, keepdim=True, unbiased=False) + eps) + bias,
     })
 
 
 def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
-    """RMSNorm(dim, eps) module: one gain Parameter of ones, forward = rms_norm."""
+    """RMSNorm(dim, eps) module: one gain Parameter of ones, forward = rms_norm,
+    a gradient reaching the gain, and the module's own eps used."""
     __tracebackhide__ = True
     chk = Check("RMSNorm", expects="an nn.Module")
     eps = 1e-3
     module = chk.call(RMSNorm, dim, eps)
     chk.require("is an nn.Module", isinstance(module, nn.Module), f"RMSNorm(dim, eps) built {type(module).__name__}")
     params = dict(module.named_parameters()) if isinstance(module, nn.Module) else {}
-    w = params.get("weight")
-    chk.require("one Parameter named weight", list(params) == ["weight"],
-                f"parameters are {list(params)}; expected exactly ['weight'] (RMSNorm has no bias)")
-    chk.require("weight starts as ones(dim)", isinstance(w, torch.Tensor) and tuple(w.shape) == (dim,)
-                and bool(torch.all(w == 1)), "the gain must start at 1 so a fresh norm only rescales",
-                diagnosis="gain initialised wrongly: torch.ones(dim), not zeros or random")
-    if isinstance(w, torch.Tensor) and tuple(w.shape) == (dim,):
+    gain = getattr(module, "weight", None)
+    problem = parameter_problems(module, "weight") if isinstance(module, nn.Module) else None
+    others = [n for n in params if n != "weight"]
+    chk.require("one Parameter named weight", list(params) == ["weight"] and problem is None,
+                f"parameters are {list(params)}; expected exactly ['weight'] (RMSNorm has no bias)",
+                diagnosis=problem if problem and gain is not None else (
+                    f"the gain is registered as `{others[0]}`; name it `weight` (self.weight = nn.Parameter(...)): "
+                    "state dicts and the course's model load it by that name") if len(others) == 1 else None)
+    if isinstance(gain, torch.Tensor):
+        ones = tuple(gain.shape) == (dim,) and bool(torch.all(gain.detach() == 1))
+        start = ("all zeros" if bool(torch.all(gain.detach() == 0)) else f"shape {tuple(gain.shape)}"
+                 if tuple(gain.shape) != (dim,) else
+                 f"values from {float(gain.detach().min()):.2g} to {float(gain.detach().max()):.2g}")
+        chk.require("weight starts as ones(dim)", ones, "the gain must start at 1 so a fresh norm only rescales",
+                    diagnosis=f"gain initialised wrongly: it starts as {start}; use torch.ones(dim)")
+    if isinstance(gain, torch.Tensor) and tuple(gain.shape) == (dim,):
         with torch.no_grad():
-            w.copy_(1 + 0.5 * randn(dim, seed=seed + 1))  # a trained-looking gain
+            gain.copy_(1 + 0.5 * randn(dim, seed=seed + 1))  # a trained-looking gain
+        w = gain.detach().clone()
         x = randn(2, 3, dim, seed=seed)
-        got = chk.call(module, x)
-        chk.compare("forward, trained gain", got, _ref_rms_norm(x, w.detach(), eps),
-                    variants=_rms_variants(x, w.detach(), eps) | {
-                        "eps ignored: the module must pass its own eps to the norm":
-                            lambda: _ref_rms_norm(x, w.detach(), 1e-6)})
+        for label, inputs in (("forward, trained gain", x), ("tiny inputs (eps matters)", x * 1e-2)):
+            got = chk.call(module, inputs)
+            chk.compare(label, got, _ref_rms_norm(inputs, w, eps), variants=_rms_variants(inputs, w, eps) | {
+                "eps ignored: the module must pass its own eps (self.eps) to the norm":
+                    lambda: _ref_rms_norm(inputs, w, 1e-6)})
+        chk.upstream(module.forward, {"rms_norm": _ref_rms_norm},
+                     rerun=lambda: _close(module(x), _ref_rms_norm(x, w, eps), 1e-5, 1e-4),
+                     labels={"rms_norm": "exercise 1"})
+        if isinstance(gain, nn.Parameter) and gain.requires_grad:
+            gain.grad = None
+            out = chk.call(module, x)
+            chk.require("gradient reaches weight", gradient_reaches(out, gain),
+                        "a backward pass leaves weight.grad empty: the gain would never train",
+                        diagnosis="no gradient reaches self.weight: forward uses it through .data or .detach() (or "
+                                  "not at all), so training would never change the gain; use self.weight itself")
     chk.finish()

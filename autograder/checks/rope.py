@@ -9,7 +9,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .core import Check, randn
+import math
+
+from .core import Check, _close, describe, randn
 
 
 def ref_angles(head_dim: int, positions: torch.Tensor, theta: float) -> torch.Tensor:
@@ -77,11 +79,52 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
             tables(theta ** (-2 * i / head_dim), interleave=True),
         "positions start at 1: the first token sits at position 0 (angle 0)":
             tables(theta ** (-2 * i / head_dim), positions=pos + 1),
+        "odd exponents theta^(-(2i+1)/head_dim): torch.arange(0, head_dim, 2) starts at 0, so the first frequency "
+        "is theta^0 = 1": tables(theta ** (-(2 * i + 1) / head_dim)),
+        "exponent doubled: theta^(-4i/head_dim); the exponent is -2i/head_dim": tables(theta ** (-4 * i / head_dim)),
+        "angles in degrees: torch.cos and torch.sin take radians; angle = position · frequency, no 180/pi":
+            tables(theta ** (-2 * i / head_dim), positions=pos * 180 / math.pi),
+        "tables of head_dim/2 columns: feature i and i + head_dim/2 share an angle, so concatenate "
+        "[angles, angles] to (max_seq_len, head_dim)": tuple(t[:, : head_dim // 2] for t in tables(theta ** (-2 * i / head_dim))),
     }
     want_cos, want_sin = ref_tables(head_dim, max_seq_len, theta)
+    if _close(cos, want_sin, 1e-5, 1e-4) and _close(sin, want_cos, 1e-5, 1e-4):
+        chk.diagnose("cos and sin swapped: your first table holds the sines; return (cos, sin) in that order")
     for name, got, want, k in (("cos", cos, want_cos, 0), ("sin", sin, want_sin, 1)):
         chk.compare(f"{name} table", got, want, variants={bug: t[k] for bug, t in wrong.items()})
+    # theta must be used: another base must give other tables.
+    other = 500.0 if theta != 500.0 else 10000.0
+    out2 = chk.call(rope_cache, head_dim, max_seq_len, other) if chk.passed else None
+    if isinstance(out2, (tuple, list)) and len(out2) == 2:
+        want2 = ref_tables(head_dim, max_seq_len, other)
+        ok = _close(out2[0], want2[0], 1e-5, 1e-4) and _close(out2[1], want2[1], 1e-5, 1e-4)
+        same = all(isinstance(t, torch.Tensor) and isinstance(u, torch.Tensor) and t.shape == u.shape
+                   and torch.equal(t, u) for t, u in zip(out2, (cos, sin)))
+        chk.require(f"theta={other:g} changes the tables", ok,
+                    f"rope_cache(..., theta={other:g}) does not give the theta={other:g} tables",
+                    diagnosis=(f"theta is ignored: rope_cache(..., theta={other:g}) returns the same tables as "
+                               f"theta={theta:g}; use the theta argument as the base, theta ** (...)") if same else None)
+    if not chk.passed and not chk.likely_bugs():
+        _explain_frequencies(chk, cos, sin, head_dim, theta)
     chk.finish()
+
+
+def _explain_frequencies(chk: Check, cos, sin, head_dim: int, theta: float) -> None:
+    """Fit the frequencies from the learner's tables: the angle of row 1
+    (position 1) in each column, as theta^(b + s·i)."""
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 2 and t.shape[0] > 1 and t.shape[1] >= head_dim // 2
+               for t in (cos, sin)):
+        return
+    angles = torch.atan2(sin.double(), cos.double())              # (T, columns)
+    freq = (angles[1] - angles[0])[: head_dim // 2]
+    if not bool((freq > 0).all()):
+        return
+    exps = freq.log() / math.log(theta)                            # freq_i = theta^exps_i
+    i = torch.arange(head_dim // 2, dtype=torch.float64)
+    slope = float(((exps - exps.mean()) * (i - i.mean())).sum() / (i - i.mean()).pow(2).sum())
+    intercept = float(exps.mean() - slope * i.mean())
+    chk.measured(f"fitted from your tables: frequency i = theta^({intercept:+.3f} {slope:+.3f}·i); expected "
+                 f"theta^(-2i/head_dim) = theta^(0 {-2 / head_dim:+.3f}·i)")
 
 
 def rope_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, dtype):
@@ -96,10 +139,15 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     the relative-position property q(m)·k(n) = f(m - n)."""
     __tracebackhide__ = True
     chk = Check("apply_rope", expects="a tensor shaped like x (batch, heads, seq, head_dim)")
+    chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim}
+    _explain_rotate_half(chk, apply_rope, randn(batch, heads, seq, head_dim, seed=seed + 3, dtype=dtype))
     cos, sin = ref_tables(head_dim, seq + 16, theta, _table_dtype(dtype))
     for label, x, s in rope_cases(seed, batch, heads, seq, head_dim, dtype):
         c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
-        got = chk.call(apply_rope, x, cos, sin, s)
+        only_offset = s > 0 and chk.passed
+        got = chk.call(apply_rope, x, cos, sin, s, on_error=(lambda err, s=s: (
+            f"it fails only with start_pos={s}: take the T rows that start at start_pos, "
+            "cos[start_pos:start_pos + T] (and the same rows of sin)")) if only_offset else None)
         chk.compare(label, got, ref_rotate(x, s, theta), variants={
             "positions not offset: start_pos is ignored, so every call rotates as if the tokens began at 0; "
             "slice cos[start_pos:start_pos + T]": lambda: ref_rotate(x, 0, theta),
@@ -120,10 +168,43 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     if all(isinstance(t, torch.Tensor) and t.shape == x.shape for t in (rx0, ry0, rx9, ry9)):
         chk.require("norms preserved", torch.allclose(rx0.norm(dim=-1), x.norm(dim=-1), atol=1e-8),
                     "a rotation never changes a vector's length")
+        if not chk.rows[-1].ok:
+            chk.measured("not a rotation: your output's length differs from the input's, so each pair is not turned "
+                         "by one angle (cos² + sin² = 1 only when cos and sin come from the same rows and angle)")
         scores0, scores9 = rx0 @ ry0.transpose(-2, -1), rx9 @ ry9.transpose(-2, -1)  # (1, 1, T, T)
         chk.require("q·k depends on m - n only", torch.allclose(scores0, scores9, atol=1e-8),
                     "shifting every position by 9 changed the scores q(m)·k(n)")
     chk.finish()
+
+
+_ROTATE_HALF_VARIANTS = {
+    "(x2, -x1): the direction is flipped; return torch.cat((-x2, x1), dim=-1)": lambda x: _half_rotate(x, -1),
+    "(-x[1::2], x[::2]) interleaved pairs: the course pairs feature i with i + head_dim/2 (halves)":
+        _interleaved_rotate,
+    "(-x1, x2): the first half negated but the halves not swapped; return torch.cat((-x2, x1), dim=-1)":
+        lambda x: torch.cat((-x.chunk(2, -1)[0], x.chunk(2, -1)[1]), dim=-1),
+    "(-x[1::2], x[::2]) concatenated: even/odd features split, but put back as halves; split with "
+    "x.chunk(2, dim=-1)": lambda x: torch.cat((-x[..., 1::2], x[..., ::2]), dim=-1),
+}
+
+
+def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> None:
+    """Check the learner's rotate_half (from apply_rope's globals, where the
+    notebook defines it) on its own: (x1, x2) -> (-x2, x1)."""
+    rotate_half = getattr(apply_rope, "__globals__", {}).get("rotate_half")
+    if not callable(rotate_half):
+        return
+    got = chk.probe(rotate_half, x)
+    want = _half_rotate(x)
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        chk.diagnose(f"rotate_half returns {'an error' if got is None else describe(got)} for x of shape "
+                     f"{tuple(x.shape)}; it must return a tensor of x's shape: torch.cat((-x2, x1), dim=-1)")
+        return
+    if torch.allclose(got, want):
+        return
+    what = next((name for name, f in _ROTATE_HALF_VARIANTS.items() if torch.allclose(got, f(x))), None)
+    chk.diagnose("rotate_half is wrong: for the halves (x1, x2) = x.chunk(2, dim=-1) it must return (-x2, x1)"
+                 + (f"; yours returns {what}" if what else ""))
 
 
 def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 6,
@@ -139,6 +220,11 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
         return F.scaled_dot_product_attention(q_, k_, v_, is_causal=True)
 
     rot = lambda t, s=start_pos: ref_rotate(t, s, theta)  # noqa: E731
+
+    def swapped_tables(t, s):
+        """x * sin + rotate_half(x) * cos: what apply_rope(t, sin, cos, s) computes."""
+        c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
+        return t * si + _half_rotate(t) * c
     for s in (0, start_pos):
         got = chk.call(rotary_attention, q, k, v, cos, sin, s)
         chk.compare(f"start_pos={s}", got, attend(rot(q, s), rot(k, s), v), variants={
@@ -149,5 +235,25 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
             "RoPE applied to keys only: queries must be rotated too": lambda: attend(q, rot(k, s), v),
             "RoPE missing: q and k are not rotated": lambda: attend(q, k, v),
             "RoPE applied after attention (to the output) instead of to q and k": lambda: rot(attend(q, k, v), s),
+            "keys rotated from position 0: pass start_pos when rotating the keys too":
+                lambda: attend(rot(q, s), rot(k, 0), v),
+            "queries rotated from position 0: pass start_pos when rotating the queries too":
+                lambda: attend(rot(q, 0), rot(k, s), v),
+            "no causal mask: attention after RoPE is still causal (use causal attention, not plain SDPA)":
+                lambda: F.scaled_dot_product_attention(rot(q, s), rot(k, s), v),
+            "sin and cos passed in the wrong order for the queries: apply_rope(q, cos, sin, start_pos)":
+                lambda: attend(swapped_tables(q, s), rot(k, s), v),
+            "sin and cos passed in the wrong order for the keys: apply_rope(k, cos, sin, start_pos)":
+                lambda: attend(rot(q, s), swapped_tables(k, s), v),
         })
+
+    def reference_apply_rope(x, cos_, sin_, start_pos_=0):
+        T = x.shape[-2]
+        c, si = cos_[start_pos_:start_pos_ + T].to(x.dtype), sin_[start_pos_:start_pos_ + T].to(x.dtype)
+        return x * c + _half_rotate(x) * si
+
+    chk.upstream(rotary_attention, {"apply_rope": reference_apply_rope},
+                 rerun=lambda: all(_close(rotary_attention(q, k, v, cos, sin, s), attend(rot(q, s), rot(k, s), v),
+                                          1e-5, 1e-4) for s in (0, start_pos)),
+                 labels={"apply_rope": "exercise 2"})
     chk.finish()

@@ -191,8 +191,10 @@ check_tie_weights(tie_weights, vocab=7, d_model=12, seed=41)
 
 # %% [markdown]
 # What does tying save? `nn.Module.parameters()` yields a shared parameter once, so counting distinct
-# parameters of `tinylm.Transformer` with and without tying shows it. In a small model the embedding is a large
-# share of all weights; in a big one with a large vocabulary it still is hundreds of millions of numbers.
+# parameters of `tinylm.Transformer` with and without tying shows it. With this course's vocabulary of 256 bytes the
+# embedding is a small share of the weights (the percentages below). The saving matters with a real tokenizer's
+# vocabulary: Llama 3.2 1B and 3B tie (`tie_word_embeddings: true` in their Hugging Face configs), with 128,256
+# tokens; Llama-3-8B, same vocabulary, does not tie (`false`), so it stores that matrix twice.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -204,7 +206,8 @@ for d_model, n_layers, n_heads in [(128, 4, 4), (384, 6, 6)]:
     saved = counts[False] - counts[True]
     print(f"d_model={d_model:4d}: tied {counts[True]:>10,}  untied {counts[False]:>10,}  "
           f"saved {saved:,} ({saved / counts[False]:.1%})")
-print(f"Llama-3-8B-sized vocabulary, 128256 x 4096: {128256 * 4096:,} parameters in one matrix")
+for name, d_model in (("Llama 3.2 1B", 2048), ("Llama 3.2 3B", 3072)):
+    print(f"{name}: tying saves the 128256 x {d_model} output matrix, {128256 * d_model:,} parameters")
 
 # %% [markdown]
 # ## 4. Pitfalls

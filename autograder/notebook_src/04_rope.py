@@ -74,7 +74,7 @@ print("last output unchanged after shuffling its context:", torch.allclose(out, 
 #
 # where $x_1, x_2$ are the two halves of the last axis and the tables hold, at row $m$, the angles
 # $[m\omega_0, \dots, m\omega_{d_h/2-1}, m\omega_0, \dots, m\omega_{d_h/2-1}]$: each angle twice, once per half.
-# Section 6 shows the paper's "interleaved" pairing and how the two are related.
+# Section 3 shows the paper's "interleaved" pairing and how the two are related.
 
 # %%
 hd, T = 64, 256
@@ -217,7 +217,7 @@ with torch.no_grad():
 print("your apply_rope inside tinylm gives the same logits:", torch.allclose(expected, mine, atol=1e-5))
 
 # %% [markdown]
-# ## 6. Side box: the interleaved form
+# ## 3. Side box: the interleaved form
 #
 # The RoFormer paper (and e.g. CS336) pairs *neighbouring* features $(2i, 2i+1)$ instead of $(i, i + d_h/2)$.
 # The rotation of each pair is the same; only the bookkeeping of which features form a pair differs. So the
@@ -232,26 +232,25 @@ print("your apply_rope inside tinylm gives the same logits:", torch.allclose(exp
 
 # %%
 # NBVAL_CHECK_OUTPUT
-def rope_interleaved(x, start_pos=0, theta=10000.0):
-    """The paper's form: rotate neighbouring pairs (x[2i], x[2i+1])."""
-    hd, T = x.shape[-1], x.shape[-2]
-    inv_freq = theta ** (-torch.arange(0, hd, 2, dtype=torch.float32) / hd)
-    ang = torch.outer(torch.arange(start_pos, start_pos + T, dtype=torch.float32), inv_freq)  # (T, hd/2)
-    a, b = x[..., 0::2], x[..., 1::2]                                                          # (..., T, hd/2)
-    out = torch.stack((a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()), dim=-1)  # (..., T, hd/2, 2)
-    return out.flatten(-2)                                                                     # (..., T, hd)
-
+def rope_interleaved(x, cos, sin, start_pos=0):
+    """The paper's form: rotate neighbouring pairs (x[2i], x[2i+1]) by the angles of your tables."""
+    T, half = x.shape[-2], x.shape[-1] // 2
+    c = cos[start_pos:start_pos + T, :half]  # (T, hd/2): the first half of a row holds each pair's angle once
+    s = sin[start_pos:start_pos + T, :half]
+    a, b = x[..., 0::2], x[..., 1::2]                                      # (..., T, hd/2)
+    out = torch.stack((a * c - b * s, a * s + b * c), dim=-1)              # (..., T, hd/2, 2)
+    return out.flatten(-2)                                                 # (..., T, hd)
 
 hd = 8
 P = torch.cat((torch.arange(0, hd, 2), torch.arange(1, hd, 2)))  # evens, then odds
 print("permutation P:", P.tolist())
 x = torch.randn(1, 1, 5, hd, generator=torch.Generator().manual_seed(4))
 cos8, sin8 = rope_cache(hd, 16)
-same = torch.allclose(apply_rope(x[..., P], cos8, sin8, 3), rope_interleaved(x, 3)[..., P], atol=1e-6)
+same = torch.allclose(apply_rope(x[..., P], cos8, sin8, 3), rope_interleaved(x, cos8, sin8, 3)[..., P], atol=1e-6)
 print("rope_half(P x) == P rope_interleaved(x):", same)
 
 # %% [markdown]
-# ## 7. Pitfalls
+# ## 4. Pitfalls
 #
 # The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
 #

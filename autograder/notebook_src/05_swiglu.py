@@ -49,10 +49,11 @@ GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it
 # | `gate * up` | `[B, T, d_ff]` |
 # | `out = (gate * up) @ W_down.T` | `[B, T, d]` |
 #
-# The nonlinearity sits on the gate branch only; the up branch stays linear and is scaled by the gate. The
-# product of two linear functions of $x$ makes the layer a (gated) quadratic form, which is the usual explanation
-# of why GLU variants beat plain activations at equal parameter count. Where SiLU differs from ReLU: it is smooth
-# and lets small negative values through.
+# The nonlinearity sits on the gate branch only; the up branch stays linear and is scaled by the gate, so the layer
+# multiplies two functions of $x$ instead of applying one nonlinearity to one of them. That GLU variants beat plain
+# activations at equal parameter count is an empirical finding: the paper that introduced SwiGLU (Shazeer, 2020,
+# "GLU Variants Improve Transformer") measures it and, in its conclusion, explicitly offers no explanation. Where
+# SiLU differs from ReLU: it is smooth and lets small negative values through.
 
 # %%
 a = torch.linspace(-5, 5, 200)
@@ -89,7 +90,7 @@ check_swiglu(swiglu, seed=82, batch=1, seq=7, d_model=16, d_ff=32)
 #
 # A GELU MLP has two matrices of $d \times 4d$: $8d^2$ parameters. SwiGLU has three matrices of $d \times d_{ff}$; to
 # spend the same $8d^2$ it uses $d_{ff} = \tfrac{2}{3} \cdot 4d = \tfrac{8}{3}d$. Implementations round that **up** to a
-# multiple of a small power of two (`tinylm` uses 32, Llama 256) so the matrices tile well on hardware.
+# multiple of a power of two (`tinylm` uses 32, Llama 256) so the matrices tile well on hardware.
 
 # %% answer id=swiglu_hidden
 def swiglu_hidden(d_model: int, multiple: int = 32) -> int:
@@ -106,10 +107,16 @@ check_swiglu_hidden(swiglu_hidden, d_models=(96, 200, 768), multiple=256)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'d_model':>7} {'d_ff':>6} {'GELU MLP 2·d·4d':>16} {'SwiGLU 3·d·d_ff':>16}")
+print(f"{'d_model':>7} {'d_ff (32)':>9} {'d_ff (256)':>10} {'GELU MLP 2·d·4d':>16} {'SwiGLU 3·d·d_ff(32)':>20}")
 for d in (128, 512, 4096):
     d_ff = swiglu_hidden(d)
-    print(f"{d:>7} {d_ff:>6} {2 * d * 4 * d:>16,} {3 * d * d_ff:>16,}")
+    print(f"{d:>7} {d_ff:>9} {swiglu_hidden(d, 256):>10} {2 * d * 4 * d:>16,} {3 * d * d_ff:>20,}")
+
+# %% [markdown]
+# The 8/3 rule with Llama's multiple of 256 gives 11008 for $d = 4096$, which is the `intermediate_size` of
+# Llama-2-7B (its Hugging Face `config.json`). Llama 3 departs from the rule: Llama-3-8B, also $d = 4096$, has
+# `intermediate_size` 14336, that is $3.5\,d$ (Meta's code scales the 8/3 width by an `ffn_dim_multiplier`, then
+# rounds up to a multiple of 1024).
 
 # %% [markdown]
 # ## 3. The pre-norm block

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
+from autograder import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_gqa_attention, check_gqa_step, check_repeat_kv, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -201,25 +202,20 @@ print("cached == uncached:", torch.equal(tinylm.generate(fused, prompt, 30, temp
 # `n_kv = 1` it is even right. With real groups, query head 1 reads kv head 1 instead of kv head 0.
 
 # %%
-show_check(check_repeat_kv, lambda x, n_rep: x.repeat(1, n_rep, 1, 1))
+show_check(check_repeat_kv, pitfalls.repeat_kv_tiled)
 
 # %% [markdown]
-# **Repeating along the wrong dim.** `repeat_interleave(n_rep, dim=2)` repeats *positions*: `T` becomes `n_rep · T`.
+# **Repeating along the wrong axis.** Repeating the *positions* instead of the heads: `T` becomes `n_rep · T`.
 
 # %%
-show_check(check_repeat_kv, lambda x, n_rep: x.repeat_interleave(n_rep, dim=2))
+show_check(check_repeat_kv, pitfalls.repeat_kv_positions)
 
 # %% [markdown]
 # **Expanded K/V stored in the cache.** Repeating before appending gives correct outputs and throws away the
 # saving: the cache is as large as MHA's. The check looks at the cache, not only the output.
 
 # %%
-def gqa_step_expanded_cache(x, attn, cos, sin, past_k, past_v):
-    n_rep = attn.n_heads // attn.n_kv_heads
-    y, k_all, v_all = gqa_step(x, attn, cos, sin, past_k, past_v)
-    return y, repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep)  # (B, n_heads, T, hd): n_rep times too big
-
-show_check(check_gqa_step, gqa_step_expanded_cache)
+show_check(check_gqa_step, pitfalls.gqa_step_expanded_cache)
 
 # %% [markdown]
 # ## Summary

@@ -24,6 +24,7 @@ import torch
 
 import tinylm
 import tinylm.data
+from autograder import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_generate, check_sample_next, check_top_k_filter, check_top_p_filter, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -239,59 +240,41 @@ for name, kw in {"greedy": dict(temperature=0), "T = 2.0": dict(temperature=2.0)
 # %% [markdown]
 # ## 6. Pitfalls
 #
+# Each pitfall below is a function in `autograder/pitfalls.py` with one deliberate mistake; the cell shows what the
+# check reports for it.
+#
 # **Sampling before the transforms.** Drawing from `softmax(logits)` and then applying temperature or filters to
 # the logits changes nothing that matters: the token was already chosen from the untouched distribution.
 
 # %%
-show_check(check_sample_next, lambda logits, T=1.0, k=None, p=None, g=None:
-           torch.multinomial(logits.softmax(-1), 1, generator=g).squeeze(-1) if T else logits.argmax(-1))
+show_check(check_sample_next, pitfalls.sample_before_transforms)
 
 # %% [markdown]
-# **Top-p dropping the crossing token.** Keeping only tokens with cumulative mass `<= p` drops the token that crosses
-# `p`; with a small `p` (or one very likely token) nothing is left and the softmax is NaN.
+# **Top-p dropping the crossing token.** Keeping only tokens whose cumulative mass is at most `p` drops the token that
+# crosses `p`; with a small `p` (or one very likely token) nothing is left and the softmax is NaN.
 
 # %%
-def top_p_drops_crossing(logits, p):
-    probs, order = logits.softmax(-1).sort(-1, descending=True)
-    drop = probs.cumsum(-1) > p                                   # the crossing token is dropped
-    return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
-
-show_check(check_top_p_filter, top_p_drops_crossing)
+show_check(check_top_p_filter, pitfalls.top_p_drops_crossing)
 
 # %% [markdown]
-# **Top-k off by one.** `topk(k).values[..., -2]` (or `sort(...)[k]`) is the threshold of $k-1$ or $k+1$ tokens.
+# **Top-k off by one.** A threshold that is the value of the $(k+1)$-th or the $(k-1)$-th token, or a comparison that
+# drops the $k$-th token itself, keeps $k - 1$ or $k + 1$ tokens. The check counts the survivors.
 
 # %%
-show_check(check_top_k_filter, lambda logits, k: logits.masked_fill(
-    logits <= logits.topk(k, dim=-1).values[..., -1:], float("-inf")))
+show_check(check_top_k_filter, pitfalls.top_k_off_by_one)
 
 # %% [markdown]
 # **Temperature applied after softmax.** `softmax(z) / T` is renormalised by the draw: the temperature has no effect.
 
 # %%
-def sample_temperature_after_softmax(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    if not temperature:
-        return logits.argmax(-1)
-    z = top_k_filter(logits, top_k) if top_k else logits
-    z = top_p_filter(z, top_p) if top_p else z
-    probs = z.softmax(-1) / temperature                           # divides probabilities, not logits
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-
-show_check(check_sample_next, sample_temperature_after_softmax)
+show_check(check_sample_next, pitfalls.sample_temperature_after_softmax)
 
 # %% [markdown]
 # **Dropout left on during generation.** Without `model.eval()`, a model built with dropout decodes from a different
 # random sub-network at every step; even greedy decoding stops being reproducible.
 
 # %%
-@torch.no_grad()
-def generate_train_mode(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
-    out = prompt  # no model.eval(): dropout stays on
-    for _step in range(max_new_tokens):
-        out = torch.cat((out, sample_next(model(out)[:, -1], temperature, top_k, top_p, generator)[:, None]), 1)
-    return out
-
-show_check(check_generate, generate_train_mode)
+show_check(check_generate, pitfalls.generate_train_mode)
 
 # %% [markdown]
 # ## Summary

@@ -1,9 +1,54 @@
-"""Mistakes in notebook 01 (embeddings, one-hot lookup, tied head)."""
-from . import Mutation
+"""Mistakes in notebook 01 (embedding lookup, one-hot form, tied output head)."""
+from . import Mutation as M
 
-M = Mutation
 MUTATIONS = [
+    # embed
     M("embed", "return weight[ids]", "return weight[ids].detach()", ("does not depend on weight",),
       "detaches the lookup, so the embedding never trains"),
+    M("embed", "return weight[ids]", "return weight.data[ids]", ("does not depend on weight",),
+      "reads weight.data, which cuts the gradient"),
+    M("embed", "return weight[ids]", "return torch.tensor(weight[ids].tolist())", ("does not depend on weight",),
+      "rebuilds the rows from Python lists"),
+    M("embed", "return weight[ids]", "return weight[ids - 1]", ("shifted",),
+      "subtracts one from the ids (1-based thinking)"),
+    M("embed", "return weight[ids]", "return weight[:, ids]", ("out of bounds", "columns"),
+      "indexes columns instead of rows"),
+    M("embed", "return weight[ids]", "return weight[ids.T]", ("transposed ids",), "transposes the ids"),
+    M("embed", "return weight[ids]", "return weight[ids.flatten()]", ("flattened",),
+      "flattens the ids and never restores the (batch, seq) axes"),
+    M("embed", "return weight[ids]", "return weight[ids] * math.sqrt(weight.shape[1])", ("sqrt(d_model)",),
+      "scales the embedding by sqrt(d_model) as in the original Transformer", extra="import math"),
+    # one_hot_embed
+    M("one_hot_embed", ".to(weight.dtype)", "", ("dtype",), "multiplies an int64 one-hot matrix by float weights"),
+    M("one_hot_embed", "num_classes=weight.shape[0]", "num_classes=weight.shape[1]", ("num_classes",),
+      "takes the one-hot width from d_model instead of vocab"),
+    M("one_hot_embed", "F.one_hot(ids, num_classes=weight.shape[0])", "F.one_hot(ids)", ("num_classes",),
+      "lets one_hot guess the width from the largest id in the batch"),
+    M("one_hot_embed", ".to(weight.dtype)", ".float()", ("dtype",),
+      "casts the one-hot matrix to float32 whatever the weight's dtype"),
+    M("one_hot_embed", "return one_hot @ weight", "return (one_hot @ weight).detach()", ("does not depend on weight",),
+      "detaches the product"),
+    # tied_logits
     M("tied_logits", "x @ weight.T", "x @ weight", ("transposed weight",), "forgets the transpose"),
+    M("tied_logits", "return x @ weight.T", "return (x @ weight.T).softmax(-1)", ("softmax applied",),
+      "returns probabilities instead of logits"),
+    M("tied_logits", "return x @ weight.T", "return (x @ weight.T).log_softmax(-1)", ("log-probabilities",),
+      "returns log-probabilities instead of logits"),
+    M("tied_logits", "return x @ weight.T", "return x @ weight.T / math.sqrt(x.shape[-1])", ("1/sqrt(d_model)",),
+      "scales the logits like attention scores", extra="import math"),
+    # tie_weights
+    M("tie_weights", "lm_head.weight = tok_emb.weight", "lm_head.weight = nn.Parameter(tok_emb.weight.detach().clone())",
+      ("not a share",), "ties a copy of the values"),
+    M("tie_weights", "lm_head.weight = tok_emb.weight", "lm_head.weight = nn.Parameter(tok_emb.weight.detach().T.clone())",
+      ("transposed weight",), "transposes the embedding for the head"),
+    M("tie_weights", "lm_head.weight = tok_emb.weight", "tok_emb.weight = lm_head.weight", ("wrong way round",),
+      "ties in the wrong direction"),
+    M("tie_weights", "lm_head.weight = tok_emb.weight", "lm_head.weight.data = tok_emb.weight.data", ("not a share",),
+      "shares the storage through .data, but keeps two Parameters"),
+    M("tie_weights", "lm_head.weight = tok_emb.weight", "lm_head.weight.data.copy_(tok_emb.weight.data)",
+      ("not a share",), "copies the values in place"),
+    M("tie_weights", "lm_head.weight = tok_emb.weight", "lm_head = tok_emb", ("rebinding a name",),
+      "rebinds the local name lm_head, which changes nothing outside the function"),
+    M("tie_weights", "lm_head.weight = tok_emb.weight", "return tok_emb.weight", ("returned a value",),
+      "returns the embedding weight instead of assigning it"),
 ]

@@ -9,7 +9,7 @@ from .lab import BROWSER, NotebookPage, cell_count, missing_nbgrader_ui
 pytestmark = BROWSER
 
 NB = "01_embeddings"
-FIX = "run `make doctor` (python -m tinylm doctor) for the fix"
+FIX = "run `make doctor` (python -m autograder doctor) for the fix"
 
 
 def test_nbgrader_extensions_are_in_jupyterlab(page, learner_server):

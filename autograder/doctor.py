@@ -1,4 +1,4 @@
-"""`python -m tinylm doctor` (or `make doctor`): is this environment ready for the course?
+"""`python -m autograder doctor` (or `make doctor`): is this environment ready for the course?
 
 Each check prints one line, `[OK]`, `[WARN]` or `[FAIL]`, and every line that
 is not OK says how to fix it. The exit status is 1 when any check FAILs, so
@@ -355,9 +355,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace | None = None) -> int:
     if args is None:
-        parser = argparse.ArgumentParser(prog="python -m tinylm doctor", description=__doc__.splitlines()[0])
+        parser = argparse.ArgumentParser(prog="python -m autograder doctor", description=__doc__.splitlines()[0])
         add_arguments(parser)
         args = parser.parse_args()
     role = "instructor" if args.instructor else "learner"
-    print(f"tinylm doctor: checking this environment for the course ({role} setup)")
+    print(f"course doctor: checking this environment for the course ({role} setup)")
     return report(run_checks(instructor=args.instructor))

@@ -1,0 +1,65 @@
+"""Mistakes in notebook 04 (RoPE tables, rotation, RoPE inside attention)."""
+from . import Mutation as M
+
+ARANGE = "-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim"
+COS = "cos = cos[start_pos:start_pos + T].to(x.dtype)"
+ROT = "return x * cos + rotate_half(x) * sin"
+
+MUTATIONS = [
+    # rope_cache
+    M("rope_cache", ARANGE, "-torch.arange(0, head_dim // 2, dtype=torch.float32) / head_dim", ("-i/head_dim",),
+      "uses i instead of 2i in the exponent"),
+    M("rope_cache", ARANGE, "torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim", ("positive exponent",),
+      "drops the minus sign of the exponent"),
+    M("rope_cache", ARANGE, "-torch.arange(0, head_dim, 2, dtype=torch.float32)", ("without dividing by head_dim",),
+      "forgets to divide the exponent by head_dim"),
+    M("rope_cache", ARANGE, "-torch.arange(0, head_dim, 2, dtype=torch.float32) / (head_dim - 2)",
+      ("head_dim-2", "(head_dim - 2)"), "divides the exponent by head_dim - 2"),
+    M("rope_cache", "torch.cat((angles, angles), dim=-1)", "angles.repeat_interleave(2, dim=-1)", ("interleaved",),
+      "repeats each angle in place (interleaved layout)"),
+    M("rope_cache", "torch.arange(max_seq_len, dtype=torch.float32)", "torch.arange(1, max_seq_len + 1, dtype=torch.float32)",
+      ("positions start at 1",), "numbers positions from 1"),
+    M("rope_cache", "return angles.cos(), angles.sin()", "return angles.sin(), angles.cos()", ("swapped",),
+      "returns (sin, cos)"),
+    M("rope_cache", "theta ** (", "10000.0 ** (", ("theta is ignored",), "hard-codes the base 10000"),
+    M("rope_cache", "angles = torch.cat((angles, angles), dim=-1)", "", ("head_dim/2 columns",),
+      "returns tables of hd/2 columns"),
+    M("rope_cache", "torch.arange(0, head_dim, 2, dtype", "torch.arange(1, head_dim, 2, dtype", ("odd exponents",),
+      "starts the exponents at 1"),
+    M("rope_cache", "theta ** (", "theta ** (2 * ", ("exponent doubled",), "doubles the exponent"),
+    M("rope_cache", "angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv_freq)",
+      "angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv_freq) * 180 / math.pi",
+      ("degrees",), "converts the angles to degrees"),
+    # apply_rope
+    M("apply_rope", "torch.cat((-x2, x1), dim=-1)", "torch.cat((x2, -x1), dim=-1)", ("direction flipped",),
+      "rotates the wrong way"),
+    M("apply_rope", "T = x.shape[-2]\n", "T = x.shape[-2]\n    start_pos = 0\n", ("start_pos is ignored",),
+      "ignores start_pos"),
+    M("apply_rope", COS, "cos = cos[start_pos:T].to(x.dtype)", ("start_pos",), "slices cos up to T instead of start_pos + T"),
+    M("apply_rope", ROT, "return x * cos + x * sin", ("rotate_half missing",), "forgets rotate_half"),
+    M("apply_rope", ROT, "return x * sin + rotate_half(x) * cos", ("cos and sin swapped",), "swaps cos and sin"),
+    M("apply_rope", ROT, "return x * cos - rotate_half(x) * sin", ("direction flipped",), "subtracts the rotated half"),
+    M("apply_rope", "x1, x2 = x.chunk(2, dim=-1)", "x1, x2 = x[..., ::2], x[..., 1::2]", ("rotate_half",),
+      "splits even/odd features but concatenates halves"),
+    M("apply_rope", "return torch.cat((-x2, x1), dim=-1)", "return torch.stack((-x2, x1), dim=-1).flatten(-2)",
+      ("rotate_half",), "interleaves the rotated halves"),
+    M("apply_rope", "T = x.shape[-2]", "T = x.shape[-1]", ("head_dim",), "takes T from the feature axis"),
+    M("apply_rope", COS, "cos = cos[start_pos + 1:start_pos + 1 + T].to(x.dtype)", ("not a rotation", "cos and sin"),
+      "takes cos one position later than sin"),
+    M("apply_rope", "return torch.cat((-x2, x1), dim=-1)", "return torch.cat((-x1, x2), dim=-1)", ("rotate_half",),
+      "negates the wrong half and does not swap"),
+    # rotary_attention
+    M("rotary_attention", "return tinylm.causal_attention(q, k, v)",
+      "return tinylm.causal_attention(q, k, apply_rope(v, cos, sin, start_pos))", ("values",), "rotates the values too"),
+    M("rotary_attention", "k = apply_rope(k, cos, sin, start_pos)", "k = k", ("queries only",), "forgets to rotate the keys"),
+    M("rotary_attention", "q = apply_rope(q, cos, sin, start_pos)", "q = q", ("keys only",), "forgets to rotate the queries"),
+    M("rotary_attention", "k = apply_rope(k, cos, sin, start_pos)", "k = apply_rope(k, cos, sin)", ("start_pos",),
+      "rotates the keys from position 0"),
+    M("rotary_attention", "return tinylm.causal_attention(q, k, v)",
+      "return torch.nn.functional.scaled_dot_product_attention(q, k, v)", ("no causal mask",), "forgets the causal mask"),
+    M("rotary_attention", "q = apply_rope(q, cos, sin, start_pos)", "q = apply_rope(q, sin, cos, start_pos)",
+      ("sin and cos passed in the wrong order",), "passes (sin, cos) for the queries"),
+    M("rotary_attention", "q = apply_rope(q, cos, sin, start_pos)  # position enters the scores only\n    k = apply_rope(k, cos, sin, start_pos)\n    return tinylm.causal_attention(q, k, v)",
+      "return apply_rope(tinylm.causal_attention(q, k, v), cos, sin, start_pos)", ("after attention",),
+      "rotates the attention output instead of q and k"),
+]

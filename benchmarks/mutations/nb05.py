@@ -1,0 +1,60 @@
+"""Mistakes in notebook 05 (SwiGLU, its hidden size, the pre-norm block)."""
+from . import Mutation as M
+
+GATE = "F.silu(x @ w_gate.T)"
+ATTN = "x = x + attn(attn_norm(x))"
+MLP = "x = x + mlp(mlp_norm(x))"
+
+MUTATIONS = [
+    # swiglu
+    M("swiglu", GATE, "F.relu(x @ w_gate.T)", ("ReLU",), "uses ReLU for the gate"),
+    M("swiglu", GATE, "torch.sigmoid(x @ w_gate.T)", ("sigmoid",), "uses sigmoid (the GLU gate) instead of SiLU"),
+    M("swiglu", GATE, "F.gelu(x @ w_gate.T)", ("GELU",), "uses GELU (GeGLU)"),
+    M("swiglu", GATE, "(x @ w_gate.T)", ("identity", "no activation", "SiLU missing"), "forgets the activation"),
+    M("swiglu", "(gate * up)", "(gate + up)", ("sum",), "adds the branches instead of multiplying"),
+    M("swiglu", "up = x @ w_up.T", "up = F.silu(x @ w_up.T)", ("both branches",), "puts SiLU on both branches"),
+    M("swiglu", GATE, "F.silu(x @ w_up.T)", ("w_gate is not used", "w_up"), "uses w_up for the gate"),
+    M("swiglu", "return (gate * up) @ w_down.T", "return (gate * up) @ w_down", ("d_ff",),
+      "forgets the transpose of w_down"),
+    M("swiglu", "x @ w_gate.T", "x @ w_gate", ("d_ff",), "forgets the transpose of w_gate"),
+    M("swiglu", "return (gate * up) @ w_down.T", "return F.silu((gate * up) @ w_down.T)", ("on the output",),
+      "applies SiLU to the output too"),
+    M("swiglu", GATE, "F.softplus(x @ w_gate.T)", ("softplus",), "uses softplus"),
+    M("swiglu", "return (gate * up) @ w_down.T", "return gate @ w_down.T", ("up branch",), "drops the up branch"),
+    M("swiglu", "F.silu(x @ w_gate.T)  # (B, T, d_ff): the nonlinearity lives on the gate only\n    up = x @ w_up.T",
+      "F.silu(x @ w_up.T)\n    up = x @ w_gate.T", ("swapped",),
+      "swaps gate and up"),
+    # swiglu_hidden
+    M("swiglu_hidden", "math.ceil", "math.floor", ("rounded down",), "rounds down"),
+    M("swiglu_hidden", "return multiple * math.ceil(8 * d_model / 3 / multiple)", "return 4 * d_model",
+      ("4 · d_model",), "uses the GELU MLP's 4 · d_model"),
+    M("swiglu_hidden", "return multiple * math.ceil(8 * d_model / 3 / multiple)", "return int(8 * d_model / 3)",
+      ("not rounded",), "does not round to a multiple"),
+    M("swiglu_hidden", "return multiple * math.ceil(8 * d_model / 3 / multiple)",
+      "return multiple * round(8 * d_model / 3 / multiple)", ("rounded down", "round"), "rounds to the nearest multiple"),
+    M("swiglu_hidden", "return multiple * math.ceil(8 * d_model / 3 / multiple)",
+      "return float(multiple * math.ceil(8 * d_model / 3 / multiple))", ("not an int",), "returns a float"),
+    M("swiglu_hidden", "8 * d_model / 3", "8 // 3 * d_model", ("8 // 3",), "integer-divides 8 by 3"),
+    M("swiglu_hidden", "return multiple * math.ceil(", "return math.ceil(", ("multiply by `multiple`",),
+      "returns the number of multiples"),
+    M("swiglu_hidden", "return multiple * math.ceil(8 * d_model / 3 / multiple)",
+      "return 32 * math.ceil(8 * d_model / 3 / 32)", ("`multiple` is ignored",), "hard-codes 32"),
+    # pre_norm_block
+    M("pre_norm_block", ATTN, "x = attn_norm(x + attn(x))", ("post-norm",), "normalises after the residual add"),
+    M("pre_norm_block", ATTN, "x = attn(attn_norm(x))", ("missing residual around attention",), "drops the attention residual"),
+    M("pre_norm_block", MLP, "x = mlp(mlp_norm(x))", ("missing residual around the MLP",), "drops the MLP residual"),
+    M("pre_norm_block", ATTN, "x = x + attn(mlp_norm(x))", ("mlp_norm",), "uses mlp_norm before attention"),
+    M("pre_norm_block", "mlp(mlp_norm(x))", "mlp(attn_norm(x))", ("attn_norm",), "uses attn_norm before the MLP"),
+    M("pre_norm_block", ATTN, "x = x + attn(x)", ("without attn_norm", "not normalised"),
+      "feeds attention the raw stream"),
+    M("pre_norm_block", "mlp(mlp_norm(x))", "mlp(x)", ("without mlp_norm", "not normalised"), "feeds the MLP the raw stream"),
+    M("pre_norm_block", f"{ATTN}  # the branch reads a normalised copy; the stream stays a sum\n    {MLP}",
+      "x = x + attn(attn_norm(x)) + mlp(mlp_norm(x))", ("parallel",), "runs the branches in parallel"),
+    M("pre_norm_block", ATTN, "x = attn_norm(x) + attn(attn_norm(x))", ("normalised input",),
+      "adds the branch to the normalised input"),
+    M("pre_norm_block", "    return x", "    return mlp_norm(x)", ("output is normalised",), "normalises the output"),
+    M("pre_norm_block", "mlp(mlp_norm(x))", "mlp_norm(mlp(x))", ("after the branch",), "normalises after the MLP"),
+    M("pre_norm_block", ATTN, "x = x * attn(attn_norm(x))", ("multiplied",), "multiplies the residual"),
+    M("pre_norm_block", f"{ATTN}  # the branch reads a normalised copy; the stream stays a sum\n    {MLP}",
+      f"{MLP}\n    {ATTN}", ("before attention",), "runs the MLP before attention"),
+]

@@ -1,4 +1,5 @@
-"""The part-2 checks accept tinylm's own implementations: the independent
+"""The part-2 checks accept tinylm's own implementations (as independent
+copies: the checks refuse tinylm's object of the exercise's name itself): the independent
 references in autograder/checks (full recompute, SDPA enable_gqa, closed-form
 distributions, F.cross_entropy...) and tinylm agree. Bugs are covered by
 test_seed_bugs_part2.py."""
@@ -12,6 +13,7 @@ import torch.nn.functional as F
 
 import tinylm
 from autograder import checks
+from autograder.checks.core import independent_copy
 
 from .helpers import PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message
 
@@ -68,20 +70,22 @@ def _train_step(model, opt, x, y, clip=1.0):
     return loss.item()
 
 
+_GENERATE = independent_copy(tinylm.generate)
+
 CORRECT = [
     (checks.check_cache_update, (lambda pk, pv, k, v: (torch.cat((pk, k), 2), torch.cat((pv, v), 2)),)),
     (checks.check_attention_step, (_step,)),
     (checks.check_generate_greedy, (_greedy,)),
-    (checks.check_repeat_kv, (tinylm.repeat_kv,)),
-    (checks.check_gqa_attention, (tinylm.causal_attention,)),
+    (checks.check_repeat_kv, (independent_copy(tinylm.repeat_kv),)),
+    (checks.check_gqa_attention, (independent_copy(tinylm.causal_attention),)),
     (checks.check_gqa_step, (_step,)),
-    (checks.check_top_k_filter, (tinylm.top_k_filter,)),
-    (checks.check_top_p_filter, (tinylm.top_p_filter,)),
-    (checks.check_sample_next, (tinylm.sample_next,)),
-    (checks.check_generate, (lambda m, p, n, t, k, tp, g: tinylm.generate(m, p, n, temperature=t, top_k=k, top_p=tp,
+    (checks.check_top_k_filter, (independent_copy(tinylm.top_k_filter),)),
+    (checks.check_top_p_filter, (independent_copy(tinylm.top_p_filter),)),
+    (checks.check_sample_next, (independent_copy(tinylm.sample_next),)),
+    (checks.check_generate, (lambda m, p, n, t, k, tp, g: _GENERATE(m, p, n, temperature=t, top_k=k, top_p=tp,
                                                                             generator=g),)),
-    (checks.check_get_batch, (tinylm.get_batch,)),
-    (checks.check_lm_loss, (tinylm.next_token_loss,)),
+    (checks.check_get_batch, (independent_copy(tinylm.get_batch),)),
+    (checks.check_lm_loss, (independent_copy(tinylm.next_token_loss),)),
     (checks.check_lr_schedule, (lambda s, w, t, hi, lo: tinylm.lr_at(s, tinylm.TrainConfig(
         steps=t, warmup_steps=w, lr=hi, min_lr=lo)),)),
     (checks.check_nll_sum_and_count, (lambda lg, t, ig=-100: (

@@ -8,32 +8,90 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .core import Check, randn
-from .kv_cache import TILED, check_attention_step
+import contextlib
+import io
 
+from .core import Check, CheckFailed, randn
+from .kv_cache import TILED, call_with_hints, check_attention_step, finish_with_upstream, ref_repeat_kv
+
+
+
+def head_sources(got: torch.Tensor, x: torch.Tensor) -> list | None:
+    """For each head of `got` (B, H, T, hd), the head of x (B, n_kv, T, hd)
+    it is a copy of (None for a head that copies none); None if shapes differ."""
+    if not isinstance(got, torch.Tensor) or got.dim() != 4 or got.shape[0] != x.shape[0] or got.shape[2:] != x.shape[2:]:
+        return None
+    g = got.detach().cpu().double()
+    return [next((j for j in range(x.shape[1]) if torch.allclose(g[:, h], x[:, j].double(), atol=1e-6)), None)
+            for h in range(got.shape[1])]
+
+
+def _name_mapping(chk: Check, read: list, n_kv: int, n_rep: int, who: str) -> None:
+    want = [h // n_rep for h in range(n_kv * n_rep)]
+    chk.measured(f"n_rep={n_rep}: {who} h reads kv head {read}; expected {want} (h // n_rep)")
+    if read == [h % n_kv for h in range(n_kv * n_rep)]:
+        chk.diagnose(TILED)
 
 
 def check_repeat_kv(repeat_kv, *, seed: int = 0, batch: int = 2, n_kv: int = 3, seq: int = 5, head_dim: int = 4,
                     n_reps: tuple = (2, 4, 1), dtype=torch.float32) -> None:
-    """repeat_kv(x, n_rep): (B, n_kv, T, hd) -> (B, n_kv * n_rep, T, hd)."""
+    """repeat_kv(x, n_rep): (B, n_kv, T, hd) -> (B, n_kv * n_rep, T, hd); the
+    measured map from output head to input kv head names ordering bugs."""
     __tracebackhide__ = True
     chk = Check("repeat_kv", expects="(batch, n_kv * n_rep, seq, head_dim), each kv head repeated n_rep times in place")
     x = randn(batch, n_kv, seq, head_dim, seed=seed, dtype=dtype)
     for n_rep in n_reps:
-        got = chk.call(repeat_kv, x, n_rep)
+        got = call_with_hints(chk, repeat_kv, x, n_rep, hints=[
+            (r"expand|must match the existing size", "expand can only grow an axis of size 1: insert one first, "
+                                                     "x[:, :, None].expand(B, n_kv, n_rep, T, hd), then reshape")])
         variants = {TILED: lambda r=n_rep: x.repeat(1, r, 1, 1)}
         variants |= {f"repeated along the wrong dim ({d}, the {axis} axis); repeat the kv-head axis, dim=1":
                      (lambda d=d, r=n_rep: x.repeat_interleave(r, dim=d))
                      for d, axis in ((0, "batch"), (2, "sequence"), (3, "head_dim"))}
-        chk.compare(f"n_kv={n_kv}, n_rep={n_rep}", got, x.repeat_interleave(n_rep, dim=1), variants=variants)
+        want = x.repeat_interleave(n_rep, dim=1)
+        if not chk.compare(f"n_kv={n_kv}, n_rep={n_rep}", got, want, variants=variants):
+            read = head_sources(got, x)
+            if isinstance(got, torch.Tensor) and got.dim() == 4 and got.shape[1] != n_kv * n_rep and read is not None:
+                chk.diagnose(f"{got.shape[1]} heads returned for n_kv={n_kv}, n_rep={n_rep}: each of the n_kv kv heads "
+                             f"is repeated n_rep times, n_kv * n_rep = {n_kv * n_rep} heads")
+            elif read is not None and None not in read:
+                _name_mapping(chk, read, n_kv, n_rep, "output head")
     chk.finish()
+
+
+def _probe_reads(gqa_attention, chk: Check, q: torch.Tensor, n_kv: int) -> list | None:
+    """Which kv head each query head reads: with v constant = j on kv head j,
+    any attention weights (rows summing to 1) give output j on the query heads
+    that read kv head j."""
+    B, H, T, hd = q.shape
+    k = randn(B, n_kv, T, hd, seed=99, dtype=q.dtype)
+    v = torch.arange(n_kv, dtype=q.dtype)[None, :, None, None].expand(B, n_kv, T, hd).clone()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            out = chk.call(gqa_attention, q, k, v)
+    except CheckFailed:
+        return None
+    if not isinstance(out, torch.Tensor) or out.shape != q.shape:
+        return None
+    per_head = out.detach().double().cpu().mean((0, 2, 3))                        # (H,)
+    spread = (out.detach().double().cpu() - per_head[None, :, None, None]).abs().max()
+    if spread > 1e-4 or (per_head - per_head.round()).abs().max() > 1e-4:
+        return None
+    return [int(r) for r in per_head.round()]
 
 
 def check_gqa_attention(gqa_attention, *, seed: int = 0, batch: int = 2, n_heads: int = 6, seq: int = 5,
                         head_dim: int = 4, kv_heads: tuple = (2, 1, 6), dtype=torch.float32) -> None:
     """gqa_attention(q, k, v): causal attention with fewer kv heads, against
-    F.scaled_dot_product_attention(enable_gqa=True); MQA and MHA as the two ends."""
+    F.scaled_dot_product_attention(enable_gqa=True); MQA and MHA as the two
+    ends. A failure caused by the learner's repeat_kv (exercise 1) says so."""
     __tracebackhide__ = True
+    finish_with_upstream("gqa_attention", lambda: _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim,
+                                                                      kv_heads, dtype),
+                         gqa_attention, {"repeat_kv": ref_repeat_kv}, {"repeat_kv": "exercise 1"})
+
+
+def _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim, kv_heads, dtype) -> Check:
     chk = Check("gqa_attention", expects="(batch, n_heads, seq, head_dim) attention outputs")
     q = randn(batch, n_heads, seq, head_dim, seed=seed, dtype=dtype)
     for n_kv in kv_heads:
@@ -41,16 +99,25 @@ def check_gqa_attention(gqa_attention, *, seed: int = 0, batch: int = 2, n_heads
         v = randn(batch, n_kv, seq, head_dim, seed=seed + 2, dtype=dtype)
         rep = n_heads // n_kv
         want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        got = chk.call(gqa_attention, q, k, v)
+        got = call_with_hints(chk, gqa_attention, q, k, v, hints=[
+            (r"must match the size|size of tensor|expanded size|shape", "the kv heads are not repeated to the number of "
+             "query heads: n_rep = n_heads // n_kv_heads = q.shape[1] // k.shape[1], then repeat_kv(k, n_rep)")])
         kind = "MQA" if n_kv == 1 else "MHA" if n_kv == n_heads else "GQA"
-        chk.compare(f"{kind}: {n_heads} q heads, {n_kv} kv heads", got, want, variants={
+        kr, vr = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        scale_variants = {f"scores scaled by {label}; expected 1/sqrt(head_dim) = 1/{head_dim ** 0.5:.3g}":
+                          (lambda sc=sc: F.scaled_dot_product_attention(q, kr, vr, is_causal=True, scale=sc))
+                          for label, sc in ((f"1/head_dim = 1/{head_dim}", 1 / head_dim), ("1 (no scaling)", 1.0))}
+        if not chk.compare(f"{kind}: {n_heads} q heads, {n_kv} kv heads", got, want, variants={
             TILED: lambda: F.scaled_dot_product_attention(q, k.repeat(1, rep, 1, 1), v.repeat(1, rep, 1, 1), is_causal=True),
             "no causal mask: every query sees the future": lambda: F.scaled_dot_product_attention(
                 q, k, v, enable_gqa=True),
             "only the keys were repeated to the query heads with the right mapping; repeat the values the same way":
-                lambda: F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1), v.repeat(1, rep, 1, 1), is_causal=True),
-        })
-    chk.finish()
+                lambda: F.scaled_dot_product_attention(q, kr, v.repeat(1, rep, 1, 1), is_causal=True),
+        } | scale_variants) and 1 < n_kv < n_heads:
+            read = _probe_reads(gqa_attention, chk, q, n_kv)
+            if read is not None:
+                _name_mapping(chk, read, n_kv, rep, "query head")
+    return chk
 
 
 def check_gqa_step(gqa_step, **kw) -> None:

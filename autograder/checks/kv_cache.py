@@ -14,13 +14,59 @@ import torch
 import torch.nn.functional as F
 
 from .attention import ref_mask
-from .core import Check, CheckFailed, randn, seeded
+from .core import Check, CheckFailed, describe, randn, seeded
 from .rope import ref_angles, ref_rotate
+
+
+# --------------------------------------------------------------------------
+# helpers shared by the part-2 checks (06-10)
+
+def call_with_hints(chk: Check, fn, *args, hints=(), **kwargs):
+    """chk.call, but when the learner's code raises, an error whose text
+    matches one of `hints` ((regex, likely bug) pairs) ends with that bug."""
+    __tracebackhide__ = True
+    try:
+        return chk.call(fn, *args, **kwargs)
+    except CheckFailed as err:
+        for pattern, bug in hints:
+            if re.search(pattern, str(err)):
+                raise CheckFailed(f"{err}\n  Likely bug: {bug}") from None
+        raise
+
+
+def _passes(body) -> bool:
+    try:
+        return body().passed
+    except CheckFailed:
+        return False
+
+
+def finish_with_upstream(name: str, body, fn, references: dict, labels: dict) -> None:
+    """Run a check `body()` (builds and fills a Check, or stops with
+    CheckFailed); when it fails and `fn` calls an earlier exercise of this
+    notebook that is wrong (references: {name: correct version}), the
+    earlier one is named first (Check.upstream re-runs body with the
+    correct versions in place of the learner's)."""
+    __tracebackhide__ = True
+    try:
+        chk = body()
+    except CheckFailed as err:
+        probe = Check(name)
+        probe.errors.append("stopped")
+        if probe.upstream(fn, references, lambda: _passes(body), labels):
+            raise CheckFailed(f"{err}\n  Likely bug: {probe.diagnoses[0]}") from None
+        raise
+    if not chk.passed:
+        chk.upstream(fn, references, lambda: _passes(body), labels)
+    chk.finish()
 
 
 # --------------------------------------------------------------------------
 # cache_update(past_k, past_v, k, v) -> (k_all, v_all)
 # --------------------------------------------------------------------------
+
+AXES = ("batch", "head", "sequence", "head_dim")
+
 
 def call_naming_cat_axis(chk: Check, fn, *args):
     """chk.call, but a torch.cat along the wrong axis (which usually raises,
@@ -33,7 +79,28 @@ def call_naming_cat_axis(chk: Check, fn, *args):
         if m and m.group(1) not in ("2", "-2") and "concatenated along the wrong axis" not in str(err):
             raise CheckFailed(f"{err}\n  Likely bug: KV cache concatenated along the wrong axis (dim={m.group(1)}); "
                               "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)") from None
+        if re.search(r"must match the size of tensor|shape of the mask|attn_mask", str(err)):
+            raise CheckFailed(f"{err}\n  Likely bug: the mask does not fit the scores (T_new, T_past + T_new): use "
+                              "causal_mask(T_new, T_past + T_new), where T_past = past_k.shape[2] is the number of "
+                              "cached positions") from None
         raise
+
+
+def measure_growth(chk: Check, name: str, got, past: torch.Tensor, new: torch.Tensor) -> None:
+    """Which axis of the learner's cache grew, measured from the shapes."""
+    if not isinstance(got, torch.Tensor):
+        return
+    if got.dim() == past.dim() + 1:
+        chk.diagnose(f"{name} has {got.dim()} axes: torch.stack adds a new axis; torch.cat((past, new), dim=2) appends "
+                     "along the existing sequence axis")
+        return
+    if got.dim() != past.dim():
+        return
+    grew = [d for d in range(past.dim()) if got.shape[d] == past.shape[d] + new.shape[d] and got.shape[d] != past.shape[d]]
+    if grew and 2 not in grew:
+        chk.diagnose(f"KV cache concatenated along the wrong axis: your {name} grew along dim={grew[0]} (the "
+                     f"{AXES[grew[0]]} axis); new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)")
+
 
 def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: int = 3, past: int = 5,
                        new: int = 4, head_dim: int = 6, dtype=torch.float32) -> None:
@@ -48,18 +115,28 @@ def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: in
         k, v = (randn(batch, heads, n, head_dim, seed=seed + 10 + i, dtype=dtype) for i in (0, 1))
         out = call_naming_cat_axis(chk, cache_update, past_k, past_v, k, v)
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
-            chk._stop(f"cache_update returned {type(out).__name__}; it should return a pair (k_all, v_all)")
+            chk._stop(f"cache_update returned {describe(out)}; it should return a pair (k_all, v_all)")
+        want = {"k": torch.cat((past_k, k), dim=2), "v": torch.cat((past_v, v), dim=2)}
+        other = {"k": "v", "v": "k"}
         for name, got, old, fresh in (("k", out[0], past_k, k), ("v", out[1], past_v, v)):
-            chk.compare(f"{label}: {name}", got, torch.cat((old, fresh), dim=2), variants={
-                f"KV cache concatenated along the wrong axis (dim={d}, the {axis} axis); new positions go along "
+            ok = chk.compare(f"{label}: {name}_all", got, want[name], variants={
+                f"KV cache concatenated along the wrong axis (dim={d}, the {AXES[d]} axis); new positions go along "
                 "the sequence axis, dim=2 of (B, n_kv, T, hd)": (lambda d=d, o=old, f=fresh: torch.cat((o, f), dim=d))
-                for d, axis in ((0, "batch"), (1, "head"), (3, "head_dim"))
+                for d in (0, 1, 3)
             } | {
                 "new entries placed before the cached ones: cat((past, new)), not cat((new, past))":
                     torch.cat((fresh, old), dim=2),
                 "the cache is overwritten instead of appended to: return the past entries followed by the new ones":
                     fresh,
+                "the cache is returned unchanged: the new entries are lost; return torch.cat((past, new), dim=2)":
+                    old,
+                "k_all and v_all swapped: return (k_all, v_all) in that order": want[other[name]],
+                f"{name}_all appends the new {'keys' if name == 'v' else 'values'} instead of the new "
+                f"{'values' if name == 'v' else 'keys'}: {name}_all = cat((past_{name}, {name}), dim=2)":
+                    torch.cat((old, k if name == "v" else v), dim=2),
             })
+            if not ok:
+                measure_growth(chk, f"{name}_all", got, old, fresh)
     chk.finish()
 
 
@@ -109,13 +186,40 @@ RESTART = ("positions restart at 0: the new tokens are rotated as if they were t
            "start_pos = number of cached positions to apply_rope")
 
 
+def ref_cache_update(past_k, past_v, k, v):
+    """Correct exercise 1 of notebook 06 (for upstream attribution)."""
+    return torch.cat((past_k, k), dim=2), torch.cat((past_v, v), dim=2)
+
+
+def ref_repeat_kv(x, n_rep):
+    """Correct exercise 1 of notebook 07 (for upstream attribution)."""
+    return x.repeat_interleave(n_rep, dim=1)
+
+
+def _rotation_offset(got_new: torch.Tensor, raw: torch.Tensor, limit: int) -> int | None:
+    """The start position s for which got_new == raw rotated from s (None if none fits)."""
+    for s in range(limit):
+        if got_new.shape == raw.shape and torch.allclose(got_new.double(), ref_rotate(raw, s).double(), atol=1e-4, rtol=1e-4):
+            return s
+    return None
+
+
 def check_attention_step(attention_step, *, seed: int = 0, batch: int = 2, n_heads: int = 3, n_kv_heads: int | None = None,
                          head_dim: int = 4, steps: tuple = (5, 3, 1, 1), dtype=torch.float32,
                          fn_name: str = "attention_step") -> None:
     """Feed a sequence chunk by chunk (prefill, then decode steps) and compare
     each step's output and cache with a full recompute of the whole sequence.
-    Each step starts from the *reference* cache, so every row judges one step."""
+    Each step starts from the *reference* cache, so every row judges one step.
+    A failure caused by the earlier exercise the step calls (cache_update in
+    06, repeat_kv in 07) names that exercise."""
     __tracebackhide__ = True
+    references = {"cache_update": ref_cache_update, "repeat_kv": ref_repeat_kv}
+    finish_with_upstream(fn_name, lambda: _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_dim,
+                                                               steps, dtype, fn_name),
+                         attention_step, references, {"cache_update": "exercise 1", "repeat_kv": "exercise 1"})
+
+
+def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_dim, steps, dtype, fn_name) -> Check:
     n_kv = n_heads if n_kv_heads is None else n_kv_heads
     d = n_heads * head_dim
     total = sum(steps)
@@ -139,27 +243,36 @@ def check_attention_step(attention_step, *, seed: int = 0, batch: int = 2, n_hea
         past_k, past_v = k_all[:, :, :start].clone(), v_all[:, :, :start].clone()
         out = call_naming_cat_axis(chk, attention_step, x[:, start:end], attn, cos, sin, past_k, past_v)
         if not (isinstance(out, (tuple, list)) and len(out) == 3):
-            chk._stop(f"{fn_name} returned {type(out).__name__}; it should return (y, k_all, v_all)")
+            chk._stop(f"{fn_name} returned {describe(out)}; it should return (y, k_all, v_all)")
         y, k_got, v_got = out
+        xs = x[:, start:end]
         q_new = q_all[:, :, start:end]
-        q0 = ref_rotate(_heads(F.linear(x[:, start:end], W["q"]), n_heads), 0)   # new queries rotated as if at 0
+        q0 = ref_rotate(_heads(F.linear(xs, W["q"]), n_heads), 0)   # new queries rotated as if at 0
         k0 = torch.cat((k_all[:, :, :start], ref_rotate(k_raw[:, :, start:end], 0)), dim=2)
+        K, V = k_all[:, :, :end], v_all[:, :, :end]
         mask = ref_mask(n, end)
         y_variants = {
-            RESTART: lambda: merge(_attend(q0, k0, v_all[:, :, :end], mask)),
+            RESTART: lambda: merge(_attend(q0, k0, V, mask)),
+            "queries rotated as if they started at position 0: pass start_pos to apply_rope for q as well as k":
+                lambda: merge(_attend(q0, K, V, mask)),
             "mask wrong for the new tokens: it is aligned top-left (is_causal=True, or tril without offset), so a "
             "new token cannot see the cached keys; use causal_mask(new, past + new), which is bottom-right aligned":
-                lambda: merge(_attend(q_new, k_all[:, :, :end], v_all[:, :, :end], torch.ones(n, end, dtype=torch.bool).tril())),
+                lambda: merge(_attend(q_new, K, V, torch.ones(n, end, dtype=torch.bool).tril())),
             "mask wrong for the new tokens: no mask, so each new token also sees the new tokens after it":
-                lambda: merge(_attend(q_new, k_all[:, :, :end], v_all[:, :, :end])),
+                lambda: merge(_attend(q_new, K, V)),
+            "mask inverted: in F.scaled_dot_product_attention a boolean mask is True where a query MAY attend":
+                lambda: merge(_attend(q_new, K, V, ~mask)),
             "the cached keys are ignored: attention runs over the new tokens only; attend over k_all, v_all":
                 lambda: merge(_attend(q_new, k_all[:, :, start:end], v_all[:, :, start:end], ref_mask(n, n))),
+            "heads merged without transposing back: (B, nh, T, hd) -> y.transpose(1, 2).reshape(B, T, d)":
+                lambda: F.linear(_attend(q_new, K, V, mask).reshape(batch, n, d), W["o"]),
+            "o_proj missing: the merged heads go through attn.o_proj": lambda: _attend(q_new, K, V, mask).transpose(1, 2).flatten(2),
+            "heads split without the transpose: view(B, T, n_heads, hd).transpose(1, 2), not view(B, n_heads, T, hd)":
+                lambda: merge(_attend(ref_rotate(F.linear(xs, W["q"]).view(batch, n_heads, n, head_dim), start), K, V, mask)),
         }
         if rep > 1:
-            y_variants[TILED] = \
-                lambda: merge(_attend(q_new, k_all[:, :, :end], v_all[:, :, :end], mask, tile=True))
-        ok = chk.compare(f"{label}: y", y, merge(_attend(q_new, k_all[:, :, :end], v_all[:, :, :end], mask)),
-                         variants=y_variants)
+            y_variants[TILED] = lambda: merge(_attend(q_new, K, V, mask, tile=True))
+        ok = chk.compare(f"{label}: y", y, merge(_attend(q_new, K, V, mask)), variants=y_variants)
         cache_variants = lambda ref, raw: {  # noqa: E731
             "KV cache concatenated along the wrong axis (dim=1, the head axis); new positions go along dim=2":
                 lambda: torch.cat((ref[:, :, :start], ref[:, :, start:end]), dim=1),
@@ -169,21 +282,30 @@ def check_attention_step(attention_step, *, seed: int = 0, batch: int = 2, n_hea
             "query heads only inside attention (the cache is n_heads / n_kv_heads times larger otherwise)":
                 lambda: ref[:, :, :end].repeat_interleave(rep, 1),
         } | raw
-        ok &= chk.compare(f"{label}: k_all", k_got, k_all[:, :, :end], variants=cache_variants(k_all, {
+        k_ok = chk.compare(f"{label}: k_all", k_got, K, variants=cache_variants(k_all, {
             RESTART: k0,
             "keys cached before RoPE: rotate the new keys, then append them (cached keys are never rotated again)":
                 torch.cat((k_all[:, :, :start], k_raw[:, :, start:end]), dim=2),
         }))
-        ok &= chk.compare(f"{label}: v_all", v_got, v_all[:, :, :end], variants=cache_variants(v_all, {
+        if not k_ok and n > 1 and isinstance(k_got, torch.Tensor) and k_got.shape == K.shape:
+            s = _rotation_offset(k_got[:, :, start:end].detach().cpu(), k_raw[:, :, start:end], total + 4)
+            if s is not None and s != start:
+                chk.diagnose(f"the new keys are rotated for positions {s}..{s + n - 1}, not {start}..{end - 1}: RoPE "
+                             f"positions of the new tokens start at the number of cached positions, "
+                             f"start_pos = past_k.shape[2]")
+        ok &= k_ok
+        ok &= chk.compare(f"{label}: v_all", v_got, V, variants=cache_variants(v_all, {
             "RoPE applied to values: only queries and keys are rotated": lambda: torch.cat(
                 (v_all[:, :, :start], ref_rotate(v_all[:, :, start:end], start)), dim=2),
+            "values computed with k_proj: v = attn.v_proj(x)": lambda: torch.cat(
+                (v_all[:, :, :start], k_raw[:, :, start:end]), dim=2),
         }))
         if not ok and first_bad is None:
             first_bad = label
         start = end
     if first_bad is not None:
-        chk.diagnose(f"first diverging step: {first_bad} (cached output differs from a full recompute there)")
-    chk.finish()
+        chk.measured(f"the first step that differs from a full recompute: {first_bad}")
+    return chk
 
 
 # --------------------------------------------------------------------------
@@ -214,6 +336,27 @@ def ref_greedy(model, prompt: torch.Tensor, n: int) -> torch.Tensor:
             nxt = model(idx)[:, -1].argmax(-1)              # (B,)
             idx = torch.cat((idx, nxt[:, None]), dim=1)     # (B, T + 1)
     return idx
+
+
+def greedy_with(model, prompt, n, pick):
+    """Greedy decoding where pick(model, idx) gives the (B, V) logits used."""
+    idx = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            idx = torch.cat((idx, pick(model, idx).argmax(-1)[:, None]), dim=1)
+    return idx
+
+
+def measure_length(chk: Check, got, prompt_len: int, max_new_tokens: int, batch: int) -> None:
+    if not isinstance(got, torch.Tensor) or got.dim() != 2 or got.shape[0] != batch:
+        return
+    n = got.shape[1]
+    if n == max_new_tokens:
+        chk.diagnose(f"returned only the {n} new tokens: return the prompt followed by them, "
+                     f"(batch, prompt_len + max_new_tokens)")
+    elif n != prompt_len + max_new_tokens:
+        chk.diagnose(f"returned {n - prompt_len} new tokens after the prompt; max_new_tokens = {max_new_tokens} "
+                     "new tokens are expected (one per loop step)")
 
 
 class ForwardLog:
@@ -267,9 +410,16 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
             log.close()
         where = _first_divergence(got, want, T)
         label = f"prompt {p + 1} ({batch}x{T}) + {max_new_tokens} new"
-        if not chk.compare(label, got, want):
+        if not chk.compare(label, got, want, variants={
+            "the logits of the first position are used: the next token is predicted by the LAST position, logits[:, -1]":
+                lambda: greedy_with(model, prompt, max_new_tokens,
+                                            lambda m, i: m(i)[:, 0 if i.shape[1] == T else -1]),
+            "argmin instead of argmax: greedy decoding picks the LARGEST logit":
+                lambda: greedy_with(model, prompt, max_new_tokens, lambda m, i: -m(i)[:, -1]),
+        }):
             chk.rows[-1].note = f"first diverging step: {where}"
-            chk.diagnose(f"first diverging step of prompt {p + 1}: {where}")
+            chk.measured(f"prompt {p + 1}: the first token that differs from greedy full recompute: {where}")
+            measure_length(chk, got, T, max_new_tokens, batch)
             if p > 0 and log.calls and log.calls[0]["cache_len"]:
                 chk.diagnose(f"cache not reset between prompts: prompt {p + 1} started with "
                              f"{log.calls[0]['cache_len']} stale positions in the cache; call cache.reset() first")
@@ -281,6 +431,6 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         else:
             why = ("the whole sequence is fed again at each decode step although the cache already holds it: the "
                    "positions are stored twice; decode steps must pass only the newest token, shape (B, 1)")
-        chk.require(f"prompt {p + 1}: prefill once, then one token per step with the cache", uses_cache,
+        chk.require(f"prompt {p + 1}: prefill once, then one token per step with the cache", uses_cache or len(log.calls) < 2,
                     "see the likely bug below", diagnosis=None if uses_cache else why)
     chk.finish()

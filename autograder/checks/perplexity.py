@@ -12,8 +12,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .core import Check, randn, seeded
-from .kv_cache import ForwardLog, tiny_model
+from .core import Check, describe, python_number_problem, randn, seeded
+from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
 
 def _as_float_tensor(value) -> torch.Tensor | None:
@@ -24,33 +24,53 @@ def _as_float_tensor(value) -> torch.Tensor | None:
     return None
 
 
+def _require_number(chk: Check, label: str, value, kind: type, fix: str) -> None:
+    problem = python_number_problem(value, kind)
+    chk.require(f"{label} is a Python {kind.__name__}", problem is None, f"got {problem}",
+                diagnosis=None if problem is None else f"{label} is {problem}; it must be a Python {kind.__name__}: {fix}")
+
+
 def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3, seq: int = 6, vocab: int = 9,
                             ignore_index: int = -100) -> None:
     """nll_sum_and_count(logits, targets, ignore_index) -> (sum of NLL over
-    non-ignored targets, number of non-ignored targets)."""
+    non-ignored targets as a float, number of non-ignored targets as an int).
+    Run with the given ignore_index and with another one (a real class id),
+    so that a hard-coded -100 cannot pass."""
     __tracebackhide__ = True
     chk = Check("nll_sum_and_count", expects="a pair (total NLL in nats, number of scored tokens)")
     logits = randn(batch, seq, vocab, seed=seed) * 2
-    targets = torch.randint(vocab, (batch, seq), generator=seeded(seed))
-    for b in range(batch):
-        targets[b, seq - 2 * b:] = ignore_index  # row b ends with 2b padding positions
-    out = chk.call(nll_sum_and_count, logits, targets, ignore_index)
-    if not (isinstance(out, (tuple, list)) and len(out) == 2):
-        chk._stop(f"nll_sum_and_count returned {type(out).__name__}; it should return a pair (nll_sum, count)")
-    total, count = (_as_float_tensor(v) for v in out)
-    flat, tgt = logits.flatten(0, 1).double(), targets.flatten()
-    valid = tgt != ignore_index
-    want_total = F.cross_entropy(flat[valid], tgt[valid], reduction="sum")
-    padded_as_class = (lambda: F.cross_entropy(flat, tgt, reduction="sum")) if 0 <= ignore_index < vocab else None
-    chk.compare("NLL sum", total if total is not None else out[0], want_total, atol=1e-4, rtol=1e-5, variants={
-        "mean instead of sum: return the summed NLL, so batches can be combined by token count":
-            lambda: want_total / valid.sum(),
-        **({"padding counted: the padding positions are scored too; pass ignore_index to F.cross_entropy":
-            padded_as_class} if padded_as_class else {}),
-    })
-    chk.compare("token count", count if count is not None else out[1], valid.sum().double(), atol=0, rtol=0, variants={
-        "padding counted: count only the targets != ignore_index": torch.tensor(float(tgt.numel()), dtype=torch.float64),
-    })
+    for ig in (ignore_index, 0 if ignore_index != 0 else -100):
+        targets = torch.randint(vocab, (batch, seq), generator=seeded(seed + 1 + ig % 7))
+        for b in range(batch):
+            targets[b, seq - 2 * b:] = ig  # row b ends with 2b padding positions
+        out = chk.call(nll_sum_and_count, logits, targets, ig)
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            chk._stop(f"nll_sum_and_count returned {describe(out)}; it should return a pair (nll_sum, count)")
+        total, count = (_as_float_tensor(v) for v in out)
+        flat, tgt = logits.flatten(0, 1).double(), targets.flatten()
+        valid = tgt != ig
+        want_total = F.cross_entropy(flat[valid], tgt[valid], reduction="sum")
+        n_valid = valid.sum().double()
+        as_class = 0 <= ig < vocab
+        label = f"ignore_index={ig}"
+        chk.compare(f"{label}: NLL sum", total if total is not None else out[0], want_total, atol=1e-4, rtol=1e-5, variants={
+            "mean instead of sum: return the summed NLL, so batches can be combined by token count":
+                lambda: want_total / n_valid,
+            **({"the ignore_index argument is not used for the loss (hard-coded -100, or left out): the padding is "
+                "scored as a class; pass ignore_index=ignore_index to F.cross_entropy":
+                lambda: F.cross_entropy(flat, tgt, reduction="sum")} if as_class else {}),
+            "NLL in bits: the course measures NLL in nats (natural log); do not divide by ln 2":
+                lambda: want_total / math.log(2),
+            "returns (count, nll_sum): the order is (nll_sum, count)": n_valid,
+            "sign flipped: the NLL is -log p, a positive number; you return the log-likelihood": lambda: -want_total,
+        })
+        chk.compare(f"{label}: token count", count if count is not None else out[1], n_valid, atol=0, rtol=0, variants={
+            "padding counted: count only the targets != ignore_index (the argument, not a hard-coded -100)":
+                torch.tensor(float(tgt.numel()), dtype=torch.float64),
+        })
+        if ig == ignore_index:
+            _require_number(chk, "the NLL sum", out[0], float, "return nll.item()")
+            _require_number(chk, "the count", out[1], int, "return int(count)")
     chk.finish()
 
 
@@ -79,11 +99,23 @@ def _ref_eval(model, batches):
     return rows
 
 
+def ref_nll_sum_and_count(logits, targets, ignore_index=-100):
+    """Correct exercise 1 of notebook 10 (for upstream attribution)."""
+    nll = F.cross_entropy(logits.flatten(0, 1).double(), targets.flatten(), ignore_index=ignore_index, reduction="sum")
+    return nll.item(), int((targets != ignore_index).sum())
+
+
 def check_evaluate(evaluate, *, seed: int = 0, batch_sizes: tuple = (3, 1, 2), seq: int = 7,
                    bytes_per_token: float = 1.5, dropout: float = 0.3) -> None:
     """evaluate(model, batches, bytes_per_token) -> {"loss", "perplexity",
-    "bits_per_byte"} on a model handed over in train mode with dropout."""
+    "bits_per_byte"} (Python floats) on a model handed over in train mode
+    with dropout. A failure caused by nll_sum_and_count (exercise 1) says so."""
     __tracebackhide__ = True
+    finish_with_upstream("evaluate", lambda: _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout),
+                         evaluate, {"nll_sum_and_count": ref_nll_sum_and_count}, {"nll_sum_and_count": "exercise 1"})
+
+
+def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -> Check:
     model = tiny_model(seed, dropout=dropout, vocab=19, d_model=16, n_heads=2)
     batches = _eval_case(seed, batch_sizes, seq, 19)
     rows = _ref_eval(model, batches)
@@ -96,15 +128,20 @@ def check_evaluate(evaluate, *, seed: int = 0, batch_sizes: tuple = (3, 1, 2), s
             "per-batch means averaged: batches of different sizes get equal weight; sum the NLL and the token "
             "counts over all batches, divide once": per_batch.mean(),
             "padding counted: -100 targets must not count as tokens": total / sum(r[2] for r in rows),
+            "the summed NLL divided by the number of batches: divide by the number of scored tokens":
+                total / len(rows),
         },
         "perplexity": {
             "mean of per-batch exp: perplexity is exp of the mean NLL over all tokens, not the mean of each batch's "
             "perplexity (exp is convex, so that overestimates)": per_batch.exp().mean(),
             "perplexity is exp(mean NLL) in nats; 2 ** loss treats the loss as bits": 2 ** loss,
+            "perplexity from the summed NLL: it is exp of the MEAN NLL per token": lambda: total.exp(),
         },
         "bits_per_byte": {
             "bits per byte: convert nats to bits by dividing by ln 2 (not multiplying)": loss * math.log(2) / bytes_per_token,
             "bits per byte: divide by bytes_per_token too": loss / math.log(2),
+            "bits per byte: divide by bytes_per_token, not multiply (a token of 1.5 bytes spreads its bits over them)":
+                loss / math.log(2) * bytes_per_token,
             "bits per byte uses log10": loss / math.log(10) / bytes_per_token,
         },
     }
@@ -116,20 +153,25 @@ def check_evaluate(evaluate, *, seed: int = 0, batch_sizes: tuple = (3, 1, 2), s
     finally:
         log.close()
     if not (isinstance(got, dict) and set(want) <= set(got)):
-        chk._stop(f"evaluate returned {type(got).__name__}; it should return a dict with keys {sorted(want)}")
+        chk._stop(f"evaluate returned {describe(got)}; it should return a dict with keys {sorted(want)}")
     dropout_on = any(c["training"] for c in log.calls)
     for key in want:
         value = _as_float_tensor(got[key])
         chk.compare(key, value if value is not None else got[key], want[key], atol=1e-5, rtol=1e-5,
                     variants=variants[key])
+        _require_number(chk, f'"{key}"', got[key], float, "convert with .item() or float(...)")
     chk.require("dropout off (eval mode)", log.calls and not dropout_on,
                 "some forward passes ran in train mode",
                 diagnosis="dropout on during evaluation: call model.eval() first, or the loss is that of a randomly "
                           "damaged network and changes from run to run")
     chk.require("no autograd graph (torch.no_grad)", log.calls and not any(c["grad"] for c in log.calls),
-                "forward passes recorded gradients: wrap the loop in torch.no_grad()")
+                "forward passes recorded gradients",
+                diagnosis="evaluation records an autograd graph: wrap the loop in torch.no_grad() (memory would grow "
+                          "with every batch)")
     chk.require("train mode restored afterwards", model.training,
-                "the model was left in eval mode; restore it with model.train(was_training)")
+                "the model was left in eval mode",
+                diagnosis="the model is left in eval mode: remember was_training = model.training and restore it "
+                          "with model.train(was_training) at the end")
     # Batch-size invariance: the same rows in one batch give the same loss.
     x_all = torch.cat([x for x, _ in batches])
     y_all = torch.cat([y for _, y in batches])
@@ -138,9 +180,8 @@ def check_evaluate(evaluate, *, seed: int = 0, batch_sizes: tuple = (3, 1, 2), s
     one_loss = _as_float_tensor(one.get("loss")) if isinstance(one, dict) else None
     same = one_loss is not None and abs(float(one_loss) - float(loss)) < 1e-5
     chk.require("same loss when the same rows are batched differently", same,
-                "regrouping the rows into one batch changed the loss",
-                diagnosis=None if same or dropout_on else "per-batch means averaged: weight every token equally, not every batch")
-    chk.finish()
+                "regrouping the rows into one batch changed the loss")
+    return chk
 
 
 # ---------------------------------------------------------------- bigram
@@ -167,7 +208,17 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
     __tracebackhide__ = True
     chk = Check("bigram_nll", expects="a float: mean NLL in nats per predicted byte")
     train, val = _markov_bytes(n_train, seed), _markov_bytes(n_val, seed + 1)
-    got = chk.call(bigram_nll, train, val, alpha)
+    for a in (alpha, alpha / 5):
+        _bigram_row(chk, bigram_nll, train, val, a, f"{n_train} train bytes, {n_val} val bytes, alpha={a:g}")
+    chk.finish()
+
+
+UINT8 = [(r"uint8|mask|overflow", "the byte tensors are uint8: they overflow in arithmetic (prev * 256) and index as "
+                                 "boolean masks; convert train and val with .long() first")]
+
+
+def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
+    got = call_with_hints(chk, bigram_nll, train, val, alpha, hints=UINT8)
     value = _as_float_tensor(got)
     t, v = train.long(), val.long()
     counts = torch.bincount(t[:-1] * 256 + t[1:], minlength=65536).view(256, 256).double()
@@ -175,8 +226,17 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
     def nll(table):
         return -table.log()[v[:-1], v[1:]].mean()
 
-    chk.compare(f"{n_train} train bytes, {n_val} val bytes", value if value is not None else got,
+    if len(chk.rows) == 0:
+        _require_number(chk, "bigram_nll's result", got, float, "return the mean with .item()")
+    chk.compare(label, value if value is not None else got,
                 ref_bigram_nll(train, val, alpha), atol=1e-6, rtol=1e-6, variants={
+        "pairs scored backwards: p(next | prev) is probs[prev, next] = probs[val[:-1], val[1:]]":
+            lambda: -((counts + alpha) / (counts.sum(1, keepdim=True) + 256 * alpha)).log()[v[1:], v[:-1]].mean(),
+        "the alpha argument is not used (a constant in its place): smooth with the alpha passed in":
+            lambda: ref_bigram_nll(train, val, 0.5),
+        "uint8 arithmetic: prev * 256 overflows in uint8, so every pair lands in row 0; convert with .long() first":
+            lambda: nll(((torch.bincount(t[1:], minlength=65536).view(256, 256).double() + alpha) /
+                         (torch.bincount(t[1:], minlength=65536).view(256, 256).double().sum(1, keepdim=True) + 256 * alpha))),
         "bigram normalised over the whole table (a joint p(a, b)), not per previous byte (p(b | a))":
             lambda: nll((counts + alpha) / (counts + alpha).sum()),
         "bigram direction swapped: p(b | a) normalises over the NEXT byte b for each previous byte a":
@@ -185,4 +245,3 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
             lambda: nll((counts + alpha) / (counts.sum(1, keepdim=True) + alpha)),
         "log base 2: NLL in nats uses the natural log": lambda: ref_bigram_nll(train, val, alpha) / math.log(2),
     })
-    chk.finish()

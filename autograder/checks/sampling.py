@@ -6,14 +6,20 @@ from one row of logits, whose frequencies must match the closed-form
 probabilities softmax(top_p(top_k(logits / T))) within sampling noise
 (about 5 standard deviations), and its support must be exactly the kept set.
 Wrong orders and off-by-ones give other closed-form distributions, which
-name the bug when the frequencies match them instead.
+name the bug when the frequencies match them instead; measurements of the
+draws (how many distinct tokens, the temperature fitted to the frequencies,
+whether each row gets its own draw) name the rest. Filters are judged row by
+row from the kept set: its size, whether it is the most likely tokens,
+whether the right values come back in sorted order.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
-from .core import Check, randn, seeded
-from .kv_cache import ForwardLog, ref_greedy, tiny_model
+from .core import Check, describe, permutation_of, randn, seeded
+from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
 
 NEG_INF = float("-inf")
 
@@ -40,47 +46,167 @@ def _filter_cases(seed: int, batch: int, vocab: int, dtype):
     return x
 
 
+WRONG_AXIS = [(r"selected index k out of range|k \(\d+\) is too big|out of bounds|IndexError|dimension out of range",
+               "the filter works on the wrong axis: take top-k / sort on the LAST axis (dim=-1, thresholds [..., -1:]) so "
+               "that it works for any batch shape, a single row (V,) included")]
+
+
+TOPK_MINUS = ("top-k off by one: keeps k - 1 tokens, the k-th largest itself is dropped (`<=` instead of `<`, or the "
+              "(k-1)-th value as the threshold)")
+TOPK_PLUS = "top-k off by one: keeps k + 1 tokens (sort(...)[k] is the (k+1)-th largest; index k - 1)"
+TIES = "ties with the k-th largest dropped: keep every logit >= the k-th largest value"
+CROSSING = ("top-p drops the crossing token: keep the token whose probability takes the running sum past p (drop only "
+            "where the mass BEFORE a token is >= p), or a small p keeps nothing")
+
+
+def _kept(t: torch.Tensor) -> torch.Tensor:
+    """Which entries a filter kept: everything that is not -inf."""
+    return t != NEG_INF
+
+
+def _rows(mask: torch.Tensor) -> list[int]:
+    return mask.reshape(-1, mask.shape[-1]).sum(-1).tolist()
+
+
+def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: str, rank_scores: torch.Tensor,
+                    k: int | None = None, p: float | None = None, label: str = "") -> None:
+    """Measure a failing filter output row by row: what it keeps (the set, its
+    size, whether it is a top prefix by `rank_scores`) and what it puts in the
+    kept and dropped entries; name the bug the measurements show."""
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+        if isinstance(got, torch.Tensor) and got.shape[:-1] == x.shape[:-1] and got.shape[-1] < x.shape[-1]:
+            chk.diagnose(f"{what} returned only the kept values, shape {tuple(got.shape)}: return a tensor shaped like "
+                         "the logits with -inf in the dropped entries (masked_fill)")
+        return
+    g = got.detach().double().cpu()
+    xd, wd = x.double(), want.double()
+    if bool(torch.isfinite(g).all()) and bool((g >= 0).all()) and torch.allclose(g.sum(-1), torch.ones(()).double(), atol=1e-4):
+        chk.diagnose(f"{what} returns probabilities (rows sum to 1), not logits: filter the logits; the softmax comes "
+                     "later, in sample_next")
+        return
+    kept_want = _kept(wd)
+    if torch.equal(g[kept_want], xd[kept_want]) and bool((g[~kept_want] == 0).all()) and bool((~kept_want).any()):
+        chk.diagnose(f"{what}: filtered entries set to 0 instead of -inf; exp(0) = 1 still gives them probability")
+        return
+    if permutation_of(g, wd):
+        chk.diagnose(f"{what} keeps the right set of values but returns them in sorted order, not at their vocabulary "
+                     "positions: apply the mask to the original logits (a mask computed in sorted order goes back "
+                     "with mask.scatter(-1, order, mask))")
+        return
+    kept = _kept(g)
+    if not torch.equal(g[kept], xd[kept]):
+        chk.measured(f"{what} changes the values of the logits it keeps; kept entries must be the input logits unchanged")
+        return
+    n_got, n_want = _rows(kept), _rows(kept_want)
+    chk.measured(f"{label}: tokens kept per row: {n_got}; expected {n_want}")
+    s = rank_scores.double().reshape(-1, x.shape[-1])
+    k2 = kept.reshape(s.shape)
+
+    def prefix(scores):  # each row keeps exactly its largest entries by `scores`
+        return all(bool(scores[r][k2[r]].min() > scores[r][~k2[r]].max()) for r in range(len(s)) if 0 < k2[r].sum() < s.shape[-1])
+
+    if not prefix(s) and prefix(-s):
+        chk.diagnose(f"{what} keeps the least likely tokens: sort in descending order (largest first)")
+    elif not prefix(s):
+        chk.measured(f"{what} keeps a set that is not the most likely tokens of its row")
+    elif k is not None:
+        diff = [(a, b) for a, b in zip(n_got, n_want) if a != b]
+        strictly_above = _rows(xd > xd.topk(k, -1).values[..., -1:])
+        if all(a == b - 1 or a == c for a, b, c in zip(n_got, n_want, strictly_above)) and diff:
+            chk.diagnose(TOPK_MINUS)
+        elif all(a == b + 1 for a, b in diff):
+            chk.diagnose(TOPK_PLUS)
+        elif all(a == k < b for a, b in diff):
+            chk.diagnose(TIES)
+    else:
+        probs = xd.softmax(-1).reshape(s.shape)
+        sp = probs.sort(-1, descending=True).values
+        before = (sp.cumsum(-1) - sp)
+        n_strict = [int((b < p).sum()) for b in before]       # the right count
+        if all(a in (b, b - 1) for a, b in zip(n_got, n_strict)) and n_got != n_strict:
+            chk.diagnose(CROSSING)
+
+
 def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: int = 11, ks: tuple = (3, 5, 1),
                        dtype=torch.float32) -> None:
+    """Per row: the kept set must be every logit >= the row's k-th largest;
+    also on a single row (V,) and a (2, 2, V) batch: the last axis only."""
     __tracebackhide__ = True
     chk = Check("top_k_filter", expects="logits of the same shape, -inf outside the k largest")
     x = _filter_cases(seed, batch, vocab, dtype)
-    for k in ks:
-        got = chk.call(top_k_filter, x.clone(), k)
-        kept = ref_top_k(x, k)
-        idx = x.topk(k, dim=-1).indices
-        variants = {"top-k off by one: keeps k - 1 tokens": lambda: ref_top_k(x, k - 1)} if k > 1 else {}
-        chk.compare(f"k={k} on {tuple(x.shape)}", got, kept, variants=variants | {
-            "top-k off by one: keeps k + 1 tokens": lambda: ref_top_k(x, k + 1),
-            "keeps the k smallest logits instead of the k largest": lambda: -ref_top_k(-x, k),
-            "ties with the k-th largest dropped: keep every logit >= the k-th largest value":
-                lambda: torch.full_like(x, NEG_INF).scatter(-1, idx, x.gather(-1, idx)),
-            "filtered entries set to 0 instead of -inf: exp(0) = 1 still gives them probability":
-                lambda: kept.masked_fill(kept == NEG_INF, 0.0),
-            "returns probabilities instead of logits: filter the logits, softmax comes last":
-                lambda: kept.softmax(-1),
+    shapes = [(f"k={k} on {tuple(x.shape)}", x, k) for k in ks]
+    shapes += [(f"k={ks[0]} on one row {tuple(x[-1].shape)}", x[-1], ks[0]),
+               (f"k={ks[0]} on {(2, 2, vocab)}", randn(2, 2, vocab, seed=seed + 5, dtype=dtype) * 2, ks[0])]
+    for label, xs, k in shapes:
+        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS)
+        want = ref_top_k(xs, k)
+        flat = xs.reshape(-1, xs.shape[-1])
+        variants = {TOPK_MINUS: lambda: ref_top_k(xs, k - 1)} if k > 1 else {}
+        if flat.shape[0] > 1:
+            variants["threshold taken over the whole batch (the k-th largest of all rows together): take topk on "
+                     "the last axis, one threshold per row, values[..., -1:]"] = \
+                lambda: xs.masked_fill(xs < xs.flatten().topk(k).values[-1], NEG_INF)
+        ok = chk.compare(label, got, want, variants=variants | {
+            TOPK_PLUS: lambda: ref_top_k(xs, min(k + 1, xs.shape[-1])),
+            TIES: lambda: torch.full_like(xs, NEG_INF).scatter(-1, xs.topk(k, -1).indices, xs.gather(-1, xs.topk(k, -1).indices)),
         })
+        if not ok:
+            diagnose_filter(chk, got, xs, want, "top_k_filter", xs, k=k, label=label)
     chk.finish()
 
 
 def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: int = 11,
                        ps: tuple = (0.05, 0.5, 0.9), dtype=torch.float32) -> None:
+    """Per row: the kept set must be the most likely tokens up to and
+    including the one whose probability takes the running sum past p."""
     __tracebackhide__ = True
     chk = Check("top_p_filter", expects="logits of the same shape, -inf outside the nucleus")
     x = randn(batch, vocab, seed=seed, dtype=dtype) * 2
-    for p in ps:
-        got = chk.call(top_p_filter, x.clone(), p)
-        want = ref_top_p(x, p)
-        chk.compare(f"p={p} on {tuple(x.shape)}", got, want, variants={
-            "top-p drops the crossing token: keep the token whose probability takes the running sum past p "
-            "(sum of the tokens before it < p), or a small p keeps nothing": lambda: ref_top_p(x, p, keep_crossing=False),
-            "cumulative sum taken over unsorted probabilities: sort descending first": lambda: x.masked_fill(
-                x.softmax(-1).cumsum(-1) - x.softmax(-1) >= p, NEG_INF),
+    cases = [(f"p={p} on {tuple(x.shape)}", x, p) for p in ps]
+    cases.append((f"p={ps[1 % len(ps)]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
+    for label, xs, p in cases:
+        got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=WRONG_AXIS)
+        want = ref_top_p(xs, p)
+        probs = xs.double().softmax(-1)
+        sorted_p, order = probs.sort(-1, descending=True)
+        variants = {
+            CROSSING: lambda: ref_top_p(xs, p, keep_crossing=False),
+            "cumulative sum taken over unsorted probabilities: sort descending first": lambda: xs.masked_fill(
+                xs.softmax(-1).cumsum(-1) - xs.softmax(-1) >= p, NEG_INF),
             "nucleus computed on logits, not probabilities: softmax before the cumulative sum":
-                lambda: _nucleus(x, p, x),
-            "keeps the least likely tokens: sort in descending order": lambda: _nucleus(x, p, x.softmax(-1), descending=False),
-        })
+                lambda: _nucleus(xs, p, xs),
+            "p replaced by 1 - p: the nucleus holds mass p, drop where the mass before a token is >= p":
+                lambda: _nucleus(xs, 1 - p, probs),
+            "mask mapped back with gather (the inverse permutation): use drop.scatter(-1, order, drop_sorted)":
+                lambda: xs.masked_fill((sorted_p.cumsum(-1) - sorted_p >= p).gather(-1, order), NEG_INF),
+            "mask left in sorted order: it is applied to the logits in vocabulary order; map it back with "
+            "mask.scatter(-1, order, mask)": lambda: xs.masked_fill(sorted_p.cumsum(-1) - sorted_p >= p, NEG_INF),
+        }
+        if xs.dim() > 1:
+            variants["softmax over the wrong axis (the batch axis): probabilities are over the vocabulary, dim=-1"] = \
+                lambda: _nucleus_sorted_softmax0(xs, p)
+        if not chk.compare(label, got, want, variants=variants):
+            diagnose_filter(chk, got, xs, want, "top_p_filter", xs, p=p, label=label)
+            _measure_nucleus(chk, got, xs, p)
     chk.finish()
+
+
+def _nucleus_sorted_softmax0(x, p):
+    """Top-p with the sorted logits' softmax taken over axis 0 (the bug)."""
+    s, order = x.sort(-1, descending=True)
+    pr = s.softmax(0)
+    drop = pr.cumsum(-1) - pr >= p
+    return x.masked_fill(drop.scatter(-1, order, drop), NEG_INF)
+
+
+def _measure_nucleus(chk: Check, got, x: torch.Tensor, p: float) -> None:
+    """Probability mass the learner's kept set holds per row, against p."""
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+        return
+    probs = x.double().softmax(-1).reshape(-1, x.shape[-1])
+    kept = _kept(got.detach().cpu()).reshape(probs.shape)
+    mass = [round(float(probs[r][kept[r]].sum()), 3) for r in range(len(probs))]
+    chk.measured(f"p={p}: probability mass of the tokens kept per row: {mass}")
 
 
 def _nucleus(x, p, scores, descending=True):
@@ -129,28 +255,88 @@ def _distribution_variants(row, T, k, p):
 SETTINGS = ((1.0, None, None), (0.5, None, None), (2.0, 4, None), (0.8, None, 0.6), (1.4, 5, 0.8))
 
 
-def check_sample_next(sample_next, *, seed: int = 2, vocab: int = 9, n_draws: int = 20000,
-                      settings: tuple = SETTINGS, dtype=torch.float32) -> None:
-    """Greedy at T = 0; otherwise the frequencies of n_draws samples from one
-    row of logits must match the closed-form distribution of each setting."""
-    __tracebackhide__ = True
+def ref_sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """A correct sampler built on the closed-form filters (for upstream attribution)."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    z = logits / temperature
+    z = ref_top_k(z, top_k) if top_k is not None else z
+    z = ref_top_p(z, top_p) if top_p is not None else z
+    return torch.multinomial(z.softmax(-1), 1, generator=generator).squeeze(-1)
+
+
+def _fitted_temperature(freq: torch.Tensor, row: torch.Tensor, n_draws: int) -> float | None:
+    """T_eff with freq ≈ softmax(row / T_eff): least squares of log freq on the
+    logits over the tokens drawn often enough (None if under 3 such tokens)."""
+    ok = freq * n_draws >= 30
+    if int(ok.sum()) < 3:
+        return None
+    z, lf = row.double()[ok], freq[ok].log()
+    z, lf = z - z.mean(), lf - lf.mean()
+    slope = float((z * lf).sum() / (z * z).sum())
+    return 1 / slope if slope > 1e-6 else math.inf
+
+
+def _measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: torch.Tensor, row: torch.Tensor,
+                   T: float, n_draws: int, label: str) -> None:
+    """What the learner's draws are: how random, from how many tokens, at
+    which effective temperature."""
+    distinct = int((freq > 0).sum())
+    if distinct == 1 and float(want.max()) < 0.99:
+        token = int(freq.argmax())
+        if token == int(row.argmax()):
+            chk.diagnose("no randomness: every draw is the most likely token (argmax); sample with "
+                         "torch.multinomial(probs, 1, generator=generator) unless temperature == 0")
+        else:
+            chk.diagnose(f"every row got the same token ({token}): draw one token per row, "
+                         "torch.multinomial on the whole (B, V) probability matrix")
+        return
+    support = int((want > 0).sum())
+    if distinct > support:
+        chk.measured(f"{label}: draws landed on {distinct} different tokens; the filters allow {support}")
+    t_eff = _fitted_temperature(freq, row, n_draws)
+    if t_eff is not None and support > 2 and distinct <= support:
+        chk.measured(f"{label}: your frequencies follow softmax(logits / {t_eff:.2f}); expected temperature {T}")
+        if T != 1 and abs(t_eff - 1) < 0.1 * max(1, abs(T - 1)) and abs(t_eff - T) > 0.2 * abs(T - 1):
+            chk.diagnose("the temperature has no effect on the draws: divide the LOGITS by the temperature before "
+                         "the softmax (dividing probabilities changes nothing once the draw renormalises them)")
+        elif abs(t_eff * T - 1) < 0.15 and abs(T - 1) > 0.2:
+            chk.diagnose("temperature multiplied instead of divided: logits / T")
+
+
+def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Check:
     chk = Check("sample_next", expects="token ids of shape (batch,)")
     batch = randn(4, vocab, seed=seed, dtype=dtype) * 2
-    got = chk.call(sample_next, batch, 0.0, None, None, seeded(0))
+    got = call_with_hints(chk, sample_next, batch, 0.0, None, None, seeded(0), hints=[
+        (r"ZeroDivision|inf|nan|probability tensor", "temperature 0 must be greedy: return logits.argmax(-1) before "
+                                                    "dividing by the temperature (logits / 0 is inf)")])
     chk.compare("temperature 0 = argmax", got, batch.argmax(-1), variants={
         "temperature 0 must be greedy: return logits.argmax(-1) without sampling": lambda: batch.argmin(-1)})
+    # Rows peaked at different tokens: each row must get its own draw.
+    tops = torch.arange(4) * 2 % vocab                                   # a different token per row (vocab >= 7)
+    peaked = torch.full((4, vocab), -30.0, dtype=dtype).scatter(-1, tops[:, None], 0.0)
+    own = chk.call(sample_next, peaked.clone(), 1.0, None, None, seeded(seed))
+    rows_ok = isinstance(own, torch.Tensor) and own.shape == (4,) and torch.equal(own.long().cpu(), tops)
+    chk.require("4 rows, each peaked at another token: one draw per row", rows_ok,
+                f"got {own.tolist() if isinstance(own, torch.Tensor) else describe(own)}",
+                diagnosis=None if rows_ok or not isinstance(own, torch.Tensor) or own.numel() != 4 or len(set(own.flatten().tolist())) > 1
+                else "every row got the same token: draw one token per row, torch.multinomial on the whole (B, V) "
+                     "probability matrix")
     row = torch.linspace(2.5, -1.5, vocab, dtype=torch.float64)[torch.randperm(vocab, generator=seeded(seed))].to(dtype)
     noise = 5 * (0.25 / n_draws) ** 0.5   # 5 standard deviations of a frequency
     for T, k, p in settings:
         label = f"T={T}" + (f", top_k={k}" if k else "") + (f", top_p={p}" if p else "")
         draws = chk.call(sample_next, row.expand(n_draws, vocab).clone(), T, k, p, seeded(seed + 1))
         if not (isinstance(draws, torch.Tensor) and draws.shape == (n_draws,) and not draws.is_floating_point()):
+            hint = (" (torch.multinomial returns (B, 1): .squeeze(-1))"
+                    if isinstance(draws, torch.Tensor) and draws.shape == (n_draws, 1) else "")
             chk._stop(f"sample_next returned {_describe(draws)} for {n_draws} rows of logits; it should return "
-                      f"integer token ids of shape ({n_draws},)")
+                      f"integer token ids of shape ({n_draws},){hint}")
         freq = torch.bincount(draws.long().cpu(), minlength=vocab)[:vocab].double() / n_draws
         want = ref_distribution(row, T, k, p)
-        chk.compare(f"{label}: frequencies", freq, want, atol=noise, rtol=0,
-                    variants=_distribution_variants(row, T, k, p))
+        if not chk.compare(f"{label}: frequencies", freq, want, atol=noise, rtol=0,
+                           variants=_distribution_variants(row, T, k, p)):
+            _measure_draws(chk, draws, freq, want, row, T, n_draws, label)
         outside = int((want[draws.long().cpu().clamp(0, vocab - 1)] == 0).sum())
         chk.require(f"{label}: no draw outside the kept tokens", outside == 0,
                     f"{outside} draws picked tokens that the filters remove")
@@ -159,7 +345,18 @@ def check_sample_next(sample_next, *, seed: int = 2, vocab: int = 9, n_draws: in
     chk.require("same generator seed, same draws", isinstance(a, torch.Tensor) and torch.equal(a, b),
                 "two calls with identically seeded generators gave different tokens",
                 diagnosis="the generator is not used: pass generator=generator to torch.multinomial")
-    chk.finish()
+    return chk
+
+
+def check_sample_next(sample_next, *, seed: int = 2, vocab: int = 9, n_draws: int = 20000,
+                      settings: tuple = SETTINGS, dtype=torch.float32) -> None:
+    """Greedy at T = 0; one draw per row; otherwise the frequencies of n_draws
+    samples from one row of logits must match the closed-form distribution
+    of each setting (within 5 standard deviations of a frequency)."""
+    __tracebackhide__ = True
+    finish_with_upstream("sample_next", lambda: _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype),
+                         sample_next, {"top_k_filter": ref_top_k, "top_p_filter": ref_top_p},
+                         {"top_k_filter": "exercise 1", "top_p_filter": "exercise 2"})
 
 
 def _describe(x) -> str:
@@ -170,13 +367,7 @@ def _describe(x) -> str:
 
 # ---------------------------------------------------------------- generate
 
-def check_generate(generate, *, seed: int = 3, batch: int = 2, prompt_len: int = 4, max_new_tokens: int = 7,
-                   dropout: float = 0.5) -> None:
-    """generate(model, prompt, max_new_tokens, temperature, top_k, top_p,
-    generator) on a model *in train mode with dropout*: greedy output must
-    equal eval-mode greedy decoding, the mode must be restored, and seeded
-    sampling must be reproducible."""
-    __tracebackhide__ = True
+def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -> Check:
     model = tiny_model(seed, dropout=dropout)
     prompt = torch.randint(model.config.vocab_size, (batch, prompt_len), generator=seeded(seed))
     want = ref_greedy(model.eval(), prompt, max_new_tokens)
@@ -188,21 +379,53 @@ def check_generate(generate, *, seed: int = 3, batch: int = 2, prompt_len: int =
     finally:
         log.close()
     in_train = sum(c["training"] for c in log.calls)
-    chk.compare(f"greedy, {batch}x{prompt_len} prompt + {max_new_tokens} new", got, want)
+    ok = chk.compare(f"greedy, {batch}x{prompt_len} prompt + {max_new_tokens} new", got, want, variants={
+        "the logits of the first position are used: the next token is predicted by the LAST position, logits[:, -1]":
+            lambda: greedy_with(model.eval(), prompt, max_new_tokens, lambda m, i: m(i)[:, 0]),
+        "only the last token is fed, without a cache: the model then sees no context; feed the whole sequence, "
+        "model(idx)[:, -1]": lambda: greedy_with(model.eval(), prompt, max_new_tokens, lambda m, i: m(i[:, -1:])[:, -1]),
+    })
+    model.train()
+    if not ok:
+        measure_length(chk, got, prompt_len, max_new_tokens, batch)
     chk.require("dropout off while generating (eval mode)", log.calls and not in_train,
                 f"{in_train} of {len(log.calls)} forward passes ran in train mode",
                 diagnosis="dropout left on during generation: the model was in train mode, so every step samples "
                           "from a randomly damaged network; call model.eval() before decoding")
     chk.require("no autograd graph (torch.no_grad or inference_mode)", log.calls and not any(c["grad"] for c in log.calls),
-                "forward passes recorded gradients: wrap decoding in torch.no_grad()")
+                "forward passes recorded gradients",
+                diagnosis="decoding records an autograd graph: wrap the loop in torch.no_grad()")
+    log2 = ForwardLog(model)
+    try:
+        again = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
+    finally:
+        log2.close()
     chk.require("train mode restored afterwards", model.training,
-                "the model was left in eval mode; remember model.training and restore it with model.train(was_training)")
+                "the model was left in eval mode",
+                diagnosis="the model is left in eval mode: remember was_training = model.training and restore it with "
+                          "model.train(was_training) at the end")
+    if not ok and not in_train and isinstance(again, torch.Tensor) and isinstance(got, torch.Tensor) \
+            and not torch.equal(again, got):
+        chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: pass temperature, top_k "
+                     "and top_p on to sample_next")
     model.train()
     runs = [chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(s)) for s in (11, 11, 12)]
-    ok = all(isinstance(r, torch.Tensor) and r.shape == want.shape for r in runs)
-    chk.require("sampling: prompt kept at the front", ok and all(torch.equal(r[:, :prompt_len].cpu(), prompt) for r in runs),
+    shaped = all(isinstance(r, torch.Tensor) and r.shape == want.shape for r in runs)
+    chk.require("sampling: prompt kept at the front", shaped and all(torch.equal(r[:, :prompt_len].cpu(), prompt) for r in runs),
                 "the returned ids must start with the prompt")
-    chk.require("sampling: same seed, same tokens", ok and torch.equal(runs[0], runs[1]),
-                "two runs with identically seeded generators differ", diagnosis=None if not ok or in_train else
-                "pass the generator on to sample_next")
-    chk.finish()
+    same = shaped and torch.equal(runs[0], runs[1])
+    chk.require("sampling: same seed, same tokens", same,
+                "two runs with identically seeded generators differ",
+                diagnosis=None if same or not shaped or in_train else "the generator is not used: pass it on to sample_next")
+    return chk
+
+
+def check_generate(generate, *, seed: int = 3, batch: int = 2, prompt_len: int = 4, max_new_tokens: int = 7,
+                   dropout: float = 0.5) -> None:
+    """generate(model, prompt, max_new_tokens, temperature, top_k, top_p,
+    generator) on a model *in train mode with dropout*: greedy output must
+    equal eval-mode greedy decoding, the mode must be restored, and seeded
+    sampling must be reproducible."""
+    __tracebackhide__ = True
+    finish_with_upstream("generate", lambda: _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout),
+                         generate, {"sample_next": ref_sample_next}, {"sample_next": "exercise 3"})

@@ -12,30 +12,53 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .core import Check, randn, seeded
-from .kv_cache import ForwardLog, tiny_model
+from .core import Check, describe, python_number_problem, randn, seeded
+from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
 UNSHIFTED = ("labels not shifted: y must be x shifted left by one (y[t] = data[start + t + 1]), the token that "
              "follows x[t]; scoring a token against itself teaches the model to copy its input")
 
 
+PAST_END = [(r"out of bounds|out of range|index \d+ is out", "windows go past the end of data: a window is "
+              "data[start : start + seq_len + 1] (seq_len + 1 tokens: x, and y one further) and the largest start is "
+              "len(data) - seq_len - 1, so draw torch.randint(len(data) - seq_len, ...)")]
+
+
 def _windows(fn, chk, data, batch, seq, gen):
-    out = chk.call(fn, data, batch, seq, gen)
+    out = call_with_hints(chk, fn, data, batch, seq, gen, hints=PAST_END)
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
-        chk._stop(f"get_batch returned {type(out).__name__}; it should return a pair of tensors (x, y)")
+        chk._stop(f"get_batch returned {describe(out)}; it should return a pair of tensors (x, y)")
     return out
+
+
+def _label_offset(y: torch.Tensor, pos: torch.Tensor, where: torch.Tensor, n_data: int) -> int | None:
+    """d with y[b, t] = data[start_b + t + d] everywhere (None if no single d)."""
+    if y.shape != pos.shape or y.is_floating_point() and not torch.equal(y, y.round()):
+        return None
+    at = where[y.long().cpu().clamp(0, n_data - 1)]
+    d = at - pos
+    return int(d[0, 0]) if bool((d == d[0, 0]).all()) else None
 
 
 def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int = 5, seq: int = 7) -> None:
     """get_batch(data, batch_size, seq_len, generator) -> x, y (B, T): random
-    windows of data, y = x shifted by one, reproducible with the generator."""
+    windows of data, y = x shifted by one (the measured offset between them
+    names the bug), int64 even for the course's uint8 corpus, reproducible
+    with the generator, every valid start possible."""
     __tracebackhide__ = True
     chk = Check("get_batch", expects=f"a pair (x, y) of int64 tensors, each (batch_size, seq_len) = {(batch, seq)}")
     data = torch.randperm(n_data, generator=seeded(seed))  # distinct values: a value tells its position
     where = torch.empty(n_data, dtype=torch.long)
     where[data] = torch.arange(n_data)
     x, y = _windows(get_batch, chk, data, batch, seq, seeded(seed + 1))
-    chk.compare("x shape and dtype", torch.zeros(x.shape, dtype=x.dtype), torch.zeros(batch, seq, dtype=torch.long))
+    if not chk.compare("x shape and dtype", torch.zeros(x.shape, dtype=x.dtype), torch.zeros(batch, seq, dtype=torch.long)):
+        if tuple(x.shape) != (batch, seq):
+            chk.diagnose(f"x has shape {tuple(x.shape)}; expected (batch_size, seq_len) = {(batch, seq)}: each window "
+                         "holds seq_len + 1 tokens, x = window[:, :-1], y = window[:, 1:]")
+        else:
+            chk.diagnose(f"x is {x.dtype}: token ids must be int64 (torch.long) for the embedding and "
+                         "F.cross_entropy; convert the windows with .long()")
+    y_ok = False
     if tuple(x.shape) == (batch, seq):
         starts = where[x[:, 0].long().cpu().clamp(0, n_data - 1)]                 # (B,)
         pos = starts[:, None] + torch.arange(seq)                                  # (B, T)
@@ -43,10 +66,29 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
         chk.require("x rows are contiguous windows of data", in_range and torch.equal(x.cpu().long(), data[pos.clamp(max=n_data - 1)]),
                     "each row of x must be data[start : start + seq_len] for a random start")
         if in_range:
-            chk.compare("y is x shifted by one", y, data[pos + 1], variants={
+            y_ok = chk.compare("y is x shifted by one", y, data[pos + 1], variants={
                 UNSHIFTED: x,
-                "labels shifted the wrong way: y[t] must be the token after x[t], not before": data[(pos - 1).clamp(min=0)],
+                "labels shifted the wrong way (x and y swapped?): y[t] must be the token AFTER x[t], not before":
+                    data[(pos - 1).clamp(min=0)],
             })
+            if not y_ok:
+                d = _label_offset(y, pos, where, n_data)
+                if d is not None:
+                    chk.measured(f"your y[b, t] = data[start + t + {d}]; expected data[start + t + 1]")
+                    if d not in (0, -1):
+                        chk.diagnose(f"labels shifted by {d}: y is the window moved by one token, "
+                                     "y = data[start + 1 : start + seq_len + 1]")
+        if batch > 1 and bool((starts == starts[0]).all()):
+            chk.diagnose("every row starts at the same position: draw batch_size starts, "
+                         "torch.randint(..., (batch_size,), generator=generator)")
+    # The course's corpus is uint8 (bytes): the batches must still be int64.
+    small = torch.randperm(200, generator=seeded(seed + 5)).to(torch.uint8)
+    xu, yu = _windows(get_batch, chk, small, 3, 5, seeded(seed + 6))
+    as_long = xu.dtype == torch.long and yu.dtype == torch.long
+    chk.require("uint8 data (the course corpus) gives int64 batches", as_long, f"got {xu.dtype} and {yu.dtype}",
+                diagnosis=None if as_long else
+                f"get_batch returns {xu.dtype} batches for the course's uint8 corpus: token ids must be int64 "
+                "(torch.long) for the embedding and F.cross_entropy; convert with .long()")
     a = _windows(get_batch, chk, data, batch, seq, seeded(seed + 2))
     b = _windows(get_batch, chk, data, batch, seq, seeded(seed + 2))
     c = _windows(get_batch, chk, data, batch, seq, seeded(seed + 3))
@@ -57,10 +99,10 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     # Every start in [0, len - seq_len - 1] must be possible, and nothing beyond.
     short = torch.arange(12) * 10
     xs, _ = _windows(get_batch, chk, short, 2000, 4, seeded(seed + 4))
-    first = set((xs[:, 0] // 10).tolist()) if isinstance(xs, torch.Tensor) and xs.dim() == 2 else set()
+    first = set((xs[:, 0] // 10).long().tolist()) if isinstance(xs, torch.Tensor) and xs.dim() == 2 else set()
     chk.require("every window start in [0, len(data) - seq_len - 1] occurs", first == set(range(12 - 4)),
                 f"starts drawn: {sorted(first)}; expected 0..{12 - 4 - 1}",
-                diagnosis=None if first == set(range(12 - 4)) else
+                diagnosis=None if first == set(range(12 - 4)) or len(first) < 2 or not y_ok else
                 "window starts off by one: draw start from torch.randint(len(data) - seq_len, ...) so that the last "
                 "target data[start + seq_len] still exists")
     chk.finish()
@@ -82,6 +124,11 @@ def _loss_variants(logits, targets, ignore):
             lambda: per_token.sum() / targets.shape[0],
         "softmax applied before cross_entropy: F.cross_entropy takes raw logits":
             lambda: F.cross_entropy(flat.softmax(-1), tgt, ignore_index=ignore),
+        "F.nll_loss on raw logits: nll_loss expects log-probabilities; use F.cross_entropy (it applies log_softmax)":
+            lambda: F.nll_loss(flat, tgt, ignore_index=ignore),
+        "labels shifted again inside the loss: get_batch already made y[t] the token after x[t], so compare "
+        "logits[:, t] with targets[:, t]": lambda: F.cross_entropy(logits[:, :-1].flatten(0, 1), targets[:, 1:].flatten(),
+                                                                   ignore_index=ignore),
     }
 
 
@@ -101,7 +148,9 @@ def check_lm_loss(lm_loss, *, seed: int = 0, batch: int = 3, seq: int = 5, vocab
         chk.compare(f"{label}: {tuple(logits.shape)}", got, want.detach(), variants=_loss_variants(logits.detach(), targets, -100))
         if isinstance(got, torch.Tensor):
             chk.require(f"{label}: differentiable", got.requires_grad,
-                        "the loss does not depend on the logits through autograd (no .item() or .detach() inside)")
+                        "the loss does not depend on the logits through autograd",
+                        diagnosis="the loss is detached from the logits (.detach(), .item() or torch.tensor(...) "
+                                  "inside): return F.cross_entropy's result as it is, so that backward() reaches the model")
     chk.finish()
 
 
@@ -136,19 +185,27 @@ def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr:
             curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr) if s < warmup else
                   min_lr + 0.5 * (1 + math.cos(math.pi * s / (total - 1))) * (max_lr - min_lr)),
         "no warmup": curve(lambda s: ref_lr(s, 0, total, max_lr, min_lr)),
+        "cosine term scaled by max_lr instead of (max_lr - min_lr): lr = min_lr + 0.5 (1 + cos) (max_lr - min_lr)":
+            curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr) if s < warmup else
+                  ref_lr(s, warmup, total, max_lr + min_lr, min_lr)),
+        "warmup runs one step too long (step <= warmup_steps): warmup covers steps 0 .. warmup_steps - 1":
+            curve(lambda s: max_lr * (s + 1) / warmup if s <= warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
     })
     chk.finish()
 
 
 # ---------------------------------------------------------------- one step
 
-def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=True, reduction="mean"):
+def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=True, reduction="mean",
+              zero_after_backward=False, targets=None):
     model.train(train)
     logits = model(x)                                                    # (B, T, V)
-    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction=reduction)
-    if zero_grad:
+    loss = F.cross_entropy(logits.flatten(0, 1), (y if targets is None else targets).flatten(), reduction=reduction)
+    if zero_grad and not zero_after_backward:
         opt.zero_grad()
     loss.backward()
+    if zero_after_backward:
+        opt.zero_grad()
     if clip_on:
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
@@ -165,12 +222,37 @@ def _setup(seed: int, dropout: float, lr: float):
     return model, opt
 
 
-def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6, dropout: float = 0.2,
-                     grad_clip: float = 0.1, lr: float = 1e-2, n_steps: int = 2) -> None:
-    """Two calls of train_step(model, optimizer, x, y, grad_clip) on a model
-    handed over in eval mode, against the same steps written out (same
-    dropout random state), and against known wrong steps."""
-    __tracebackhide__ = True
+def ref_lm_loss(logits, targets):
+    """Correct exercise 2 of notebook 09 (for upstream attribution)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+
+NO_GRAPH = [(r"does not require grad|has no attribute 'backward'",
+             "the loss has no autograd graph when backward() runs: compute it with gradients on (no torch.no_grad(), "
+             "no .item() or .detach() before loss.backward()); call .item() only on the value you return")]
+
+
+def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> None:
+    """What the learner's step did to the parameters and their gradients."""
+    grads = [p.grad for p in model.parameters()]
+    if all(g is None for g in grads):
+        chk.diagnose("no parameter has a gradient at optimizer.step(): call loss.backward() before the step, and "
+                     "optimizer.zero_grad() BEFORE backward() (zero_grad after backward erases the gradients)")
+        return
+    if torch.equal(_flat(model), before):
+        chk.diagnose("the parameters did not move: call optimizer.step() after backward() (and the clipping)")
+        return
+    norm = float(torch.cat([g.detach().flatten() for g in grads if g is not None]).double().norm())
+    if norm == 0:
+        chk.diagnose("the gradients were zero at optimizer.step(): optimizer.zero_grad() runs after loss.backward() "
+                     "and erases them; zero the gradients BEFORE backward()")
+    elif norm > grad_clip * 1.001:
+        chk.measured(f"global gradient norm left at optimizer.step(): {norm:.3g}; grad_clip = {grad_clip}")
+        chk.diagnose(f"gradients not clipped to grad_clip = {grad_clip}: call torch.nn.utils.clip_grad_norm_("
+                     "model.parameters(), grad_clip) with the grad_clip argument, between backward() and step()")
+
+
+def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps) -> Check:
     chk = Check("train_step", expects="the loss of the batch, as a Python float (loss.item())")
     x = torch.randint(23, (batch, seq), generator=seeded(seed))
     y = torch.randint(23, (batch, seq), generator=seeded(seed + 1))
@@ -192,6 +274,7 @@ def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6,
         "gradients not clipped before optimizer.step(): torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) "
         "goes between backward() and step()": dict(clip_on=False),
         "loss averaged wrongly: summed over tokens instead of the mean": dict(reduction="sum"),
+        "the loss compares the logits with x, the inputs: the targets are y": dict(targets=x),
     }
     trajectories = {bug: (lambda kw=kw: trajectory(**kw)) for bug, kw in variants.items()}
     cache: dict = {}
@@ -202,17 +285,38 @@ def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6,
     model, opt = _setup(seed, dropout, lr)
     model.eval()  # the caller left it in eval mode (e.g. after an evaluation)
     log = ForwardLog(model)
+    returned_floats = True
     try:
         for i in range(n_steps):
             torch.manual_seed(seed + i)
-            got = chk.call(train_step, model, opt, x, y, grad_clip)
-            if isinstance(got, torch.Tensor):
-                chk.diagnose("return loss.item(), a Python float: a tensor keeps the whole graph of the step alive")
+            before = _flat(model)
+            got = call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
+            problem = python_number_problem(got, float)
+            if problem and returned_floats:
+                returned_floats = False
+                chk.require(f"step {i + 1}: returns a Python float", False, f"returned {problem}",
+                            diagnosis=f"train_step returned {problem}: return loss.item(), a Python float; a tensor "
+                                      "keeps the whole graph of the step alive and breaks the loss plots")
             got_t = torch.tensor(float(got), dtype=torch.float32) if isinstance(got, (int, float)) else got
+            if isinstance(got_t, torch.Tensor):
+                got_t = got_t.detach()
             chk.compare(f"step {i + 1}: returned loss", got_t, want[i][0], atol=1e-5, variants=variant_at(i, 0))
-            chk.compare(f"step {i + 1}: parameters after the step", _flat(model), want[i][1], variants=variant_at(i, 1))
+            if not chk.compare(f"step {i + 1}: parameters after the step", _flat(model), want[i][1],
+                               variants=variant_at(i, 1)):
+                _measure_step(chk, model, before, grad_clip)
     finally:
         log.close()
     if log.calls and not all(c["training"] for c in log.calls):
         chk.diagnose("eval mode left on: call model.train() at the start of a step (dropout must be on while training)")
-    chk.finish()
+    return chk
+
+
+def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6, dropout: float = 0.2,
+                     grad_clip: float = 0.1, lr: float = 1e-2, n_steps: int = 2) -> None:
+    """Two calls of train_step(model, optimizer, x, y, grad_clip) on a model
+    handed over in eval mode, against the same steps written out (same
+    dropout random state); the parameters, their gradients and the return
+    type are measured. A failure caused by lm_loss (exercise 2) says so."""
+    __tracebackhide__ = True
+    finish_with_upstream("train_step", lambda: _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps),
+                         train_step, {"lm_loss": ref_lm_loss}, {"lm_loss": "exercise 2"})

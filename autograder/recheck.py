@@ -312,7 +312,8 @@ def _child_main() -> int:
             except BaseException as err:  # noqa: BLE001
                 reply("raise", type(err).__name__, str(err)[:500])
                 continue
-            reply("result", to_plain(result), _module_state([*args, *kwargs.values()]))
+            reached = _gradient_reach(result, module.named_parameters(remove_duplicate=False))
+            reply("result", to_plain(result), _module_state([*args, *kwargs.values()]), reached)
         elif kind == "call":
             _, name, args, kwargs, rng_state, grads = message
             args, kwargs = unwrap(args), {k: unwrap(v) for k, v in kwargs.items()}
@@ -329,7 +330,8 @@ def _child_main() -> int:
                 reply("raise", type(err).__name__, str(err)[:500])
                 continue
             values = [*args, *kwargs.values()]
-            reply("result", to_plain(result), _module_state(values), _optimizer_states(values), _grads(values))
+            reached = _gradient_reach(result, enumerate(values))
+            reply("result", to_plain(result), _module_state(values), _optimizer_states(values), _grads(values), reached)
 
 
 def _parameters(module) -> list:
@@ -344,6 +346,25 @@ def _load_parameters(module, state) -> None:
         for name, tensor in state:
             if name in params and params[name].shape == tensor.shape:
                 params[name].copy_(tensor)
+
+
+def _gradient_reach(result, candidates) -> list:
+    """The keys of the (key, tensor) candidates that a backward pass from the
+    result would give a nonzero gradient. Only plain data crosses back to
+    the parent, so the check's "does a gradient reach the weight?" is
+    answered here, where the learner's autograd graph exists."""
+    import torch
+    if not isinstance(result, torch.Tensor) or not result.requires_grad:
+        return []
+    pairs = [(key, t) for key, t in candidates if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not pairs:
+        return []
+    try:
+        total = result.double().sum()
+        grads = torch.autograd.grad(total, [t for _, t in pairs], allow_unused=True)
+    except RuntimeError:  # no graph to differentiate, as in the kernel: nothing is reached
+        return []
+    return [key for (key, _), g in zip(pairs, grads) if g is not None and bool(g.abs().sum() > 0)]
 
 
 def _grads(values) -> list:
@@ -557,7 +578,7 @@ def _load_optimizer_states(values: list, states: list) -> None:
             values[index].load_state_dict(state)
 
 
-def _call_child(child: Child, head: tuple, args, kwargs):
+def _call_child(child: Child, head: tuple, args, kwargs, owner=None):
     """Send one call, re-raise the learner's exception by name, or return
     the plain result with module (and optimizer) arguments mirrored.
 
@@ -578,10 +599,17 @@ def _call_child(child: Child, head: tuple, args, kwargs):
             raise NotImplementedError(text)
         raise type(str(type_name), (Exception,), {})(text)
     _mirror_modules(values, answer[2])
-    if len(answer) > 3:
+    if head[0] == "call":
         _load_optimizer_states(values, answer[3])
         _set_grads(values, answer[4])
-    return from_plain(answer[1], child)
+        reached = [values[i] for i in answer[5] if isinstance(i, int) and 0 <= i < len(values)]
+    else:  # a module's forward: the reached keys are its parameter names
+        params = dict(owner.named_parameters(remove_duplicate=False)) if owner is not None else {}
+        reached = [params[n] for n in answer[3] if n in params]
+    result = from_plain(answer[1], child)
+    if isinstance(result, torch.Tensor):
+        result.recheck_gradient_reaches = reached  # read by checks.core.gradient_reaches
+    return result
 
 
 def remote_module(child: Child, handle: int, type_name: str, params: list):
@@ -595,7 +623,7 @@ def remote_module(child: Child, handle: int, type_name: str, params: list):
     class RemoteModule(nn.Module):
         def forward(self, *args, **kwargs):
             state = [(n, p.detach().clone()) for n, p in self.named_parameters(remove_duplicate=False)]
-            return _call_child(child, ("method", handle, state), args, kwargs)
+            return _call_child(child, ("method", handle, state), args, kwargs, owner=self)
 
         def __getattr__(self, name):
             try:

@@ -69,3 +69,24 @@ def test_a_training_step_carries_gradients_optimizer_state_and_random_state(tmp_
     buggy = recheck(tmp_path, {"train_step": source.replace("optimizer.zero_grad(set_to_none=True)", "pass")}, "09_training")
     assert buggy["check_train_step"]["status"] == "fail"
     assert "missing zero_grad" in buggy["check_train_step"]["message"]
+
+
+def test_gradient_flow_is_judged_where_the_learners_graph_exists(tmp_path):
+    """Only plain data crosses back from the child, so "a gradient reaches the
+    gain" is answered in the child: the honest RMSNorm keeps its points in the
+    recheck, the one that reads self.weight.data loses them there too."""
+    source = specimens.solution_answers("02_rmsnorm")["RMSNorm"]
+    assert "self.weight, self.eps" in source, "the solution's RMSNorm changed: update this test"
+    honest = recheck(tmp_path, {}, "02_rmsnorm")
+    assert honest["check_RMSNorm"]["status"] == "pass", honest["check_RMSNorm"]
+    cut = recheck(tmp_path, {"RMSNorm": source.replace("self.weight, self.eps", "self.weight.data, self.eps")},
+                  "02_rmsnorm")
+    assert cut["check_RMSNorm"]["status"] == "fail" and "no gradient reaches self.weight" in cut["check_RMSNorm"]["message"]
+
+
+def test_a_class_refused_as_delegation_still_answers_isinstance(tmp_path):
+    """While the learner's Transformer is checked, tinylm.Transformer is a
+    stand-in that refuses to be built; the given code's isinstance checks
+    against tinylm's classes must still work (the honest 05 passes the recheck)."""
+    results = recheck(tmp_path, {}, "05_swiglu")
+    assert all(r["status"] == "pass" for r in results.values()), results

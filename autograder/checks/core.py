@@ -166,8 +166,7 @@ def refuse_delegation(name: str, fn):
             (isinstance(fn, type) and issubclass(fn, original)) or isinstance(fn, original))):
         raise Delegation(message)
 
-    def refused(*args, **kwargs):
-        raise Delegation(message)
+    refused = _refusing_stand_in(original, message)
 
     spots = [(vars(tinylm), name)]
     home = sys.modules.get(getattr(original, "__module__", "") or "")
@@ -183,6 +182,28 @@ def refuse_delegation(name: str, fn):
     finally:
         for space, key, value in saved:
             space[key] = value
+
+
+def _refusing_stand_in(original, message: str):
+    """What stands in for tinylm's `original` while the learner's answer runs:
+    calling it raises Delegation. A class stays a class, so code that only
+    asks isinstance/issubclass of it (torch, the course's given code) still works."""
+    if not isinstance(original, type):
+        def refused(*args, **kwargs):
+            raise Delegation(message)
+        return refused
+
+    class Refusing(type(original)):
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, original)
+
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, original)
+
+        def __call__(cls, *args, **kwargs):
+            raise Delegation(message)
+
+    return Refusing(original.__name__, (), {})
 
 
 def independent_copy(fn: types.FunctionType) -> types.FunctionType:
@@ -292,7 +313,12 @@ def parameter_problems(module: torch.nn.Module, name: str) -> str | None:
 
 
 def gradient_reaches(output: Any, param: torch.Tensor) -> bool:
-    """True when a backward pass from `output` gives `param` a nonzero .grad."""
+    """True when a backward pass from `output` gives `param` a nonzero .grad.
+    In the grader's recheck the output arrives as plain data; the jailed
+    child, where the learner's graph exists, has answered for it."""
+    remote = getattr(output, "recheck_gradient_reaches", None)
+    if remote is not None:
+        return any(t is param for t in remote)
     if not isinstance(output, torch.Tensor) or not output.requires_grad:
         return False
     (grad,) = torch.autograd.grad(output.double().sum() if output.dtype != torch.float64 else output.sum(),

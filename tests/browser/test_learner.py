@@ -16,7 +16,7 @@ N_CELLS = cell_count(NB)
 SETUP_CELL = 1
 # A wrong embed that the check knows by name: ids shifted by one.
 RIGHT_LOOKUP, WRONG_LOOKUP = "return weight[ids]", "return weight[(ids + 1) % weight.shape[0]]"
-SHIFT_DIAGNOSIS = "Likely bug: token ids shifted by one"
+SHIFT_DIAGNOSIS = "Likely bug: token ids shifted by +1"
 
 
 def fill_all_answers(nb: NotebookPage) -> None:

@@ -3,9 +3,11 @@ graded in one batch with an honest control, in a scratch course data folder.
 
 Every attack must get at most the points it deserves, the control full
 marks, the batch must finish, and nothing outside the sandbox may change.
-Where stock nbgrader is fooled (its kernel gives the points), the test also
-asserts that the kernel WAS fooled, so it proves the recheck is what closes
-the hole rather than passing vacuously.
+The cells an attack aims at must fail the recheck whatever the kernel said
+(since issue 12 some checks measure enough to see through an attack in the
+kernel already); where the kernel was fooled the cell is flagged, and
+test_the_recheck_overrides_a_fooled_kernel proves that path is exercised,
+so the battery cannot pass vacuously.
 """
 from __future__ import annotations
 
@@ -258,10 +260,24 @@ def test_attack_gets_at_most_what_it_deserves(battery, student):
     r, case = battery["results"][student], battery["cases"][student]
     assert r["max_score"] == 7, f"{student}: max score changed to {r['max_score']}"
     assert r["score"] <= case["max"], f"{student}: {r['score']} points, deserves at most {case['max']}:\n{r}"
-    for cell in case["kernel_fooled"]:  # stock nbgrader would have given these points
+    for cell in case["kernel_fooled"]:  # the attack targets the kernel's verdict on these cells
         c = r["cells"][cell]
-        assert c["kernel_score"] == c["max_score"] and c["score"] == 0 and c["recheck"] == "fail", (student, c)
-        assert any(f.startswith(cell) for f in r["flags"]), f"{student}: {cell} not flagged: {r['flags']}"
+        assert c["score"] == 0 and c["recheck"] == "fail", (student, c)
+        # Checks that measure the output (not only torch.allclose) may see
+        # through the attack in the kernel already; where the kernel was
+        # fooled, the recheck's verdict wins and the cell is flagged.
+        if c["kernel_score"] == c["max_score"]:
+            assert any(f.startswith(cell) for f in r["flags"]), f"{student}: {cell} not flagged: {r['flags']}"
+
+
+def test_the_recheck_overrides_a_fooled_kernel(battery):
+    """At least one attack still fools the notebook kernel (the AST
+    transformer swallows every failing assert), and the recheck takes those
+    points back: the override path runs, not only kernel-side defences."""
+    r = battery["results"]["ast_swallow"]
+    overridden = [cell for cell in battery["cases"]["ast_swallow"]["kernel_fooled"]
+                  if r["cells"][cell]["kernel_score"] == r["cells"][cell]["max_score"] and r["cells"][cell]["score"] == 0]
+    assert overridden, f"no kernel-fooled cell in ast_swallow: {r['cells']}"
 
 
 @pytest.mark.parametrize("student", ["warns_on_stderr", "huge_output", "duplicated_cell", "changed_points",

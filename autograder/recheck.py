@@ -349,22 +349,15 @@ def _load_parameters(module, state) -> None:
 
 
 def _gradient_reach(result, candidates) -> list:
-    """The keys of the (key, tensor) candidates that a backward pass from the
-    result would give a nonzero gradient. Only plain data crosses back to
-    the parent, so the check's "does a gradient reach the weight?" is
-    answered here, where the learner's autograd graph exists."""
-    import torch
-    if not isinstance(result, torch.Tensor) or not result.requires_grad:
-        return []
-    pairs = [(key, t) for key, t in candidates if isinstance(t, torch.Tensor) and t.requires_grad]
-    if not pairs:
-        return []
+    """The keys of the (key, tensor) candidates a backward pass from the
+    result reaches. Only plain data crosses back to the parent, so the
+    check's "does a gradient reach the weight?" is answered here, where the
+    learner's autograd graph exists."""
+    from .checks.core import reached_by_gradient
     try:
-        total = result.double().sum()
-        grads = torch.autograd.grad(total, [t for _, t in pairs], allow_unused=True)
+        return reached_by_gradient(result, candidates)
     except RuntimeError:  # no graph to differentiate, as in the kernel: nothing is reached
         return []
-    return [key for (key, _), g in zip(pairs, grads) if g is not None and bool(g.abs().sum() > 0)]
 
 
 def _grads(values) -> list:

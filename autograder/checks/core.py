@@ -315,15 +315,25 @@ def parameter_problems(module: torch.nn.Module, name: str) -> str | None:
 def gradient_reaches(output: Any, param: torch.Tensor) -> bool:
     """True when a backward pass from `output` gives `param` a nonzero .grad.
     In the grader's recheck the output arrives as plain data; the jailed
-    child, where the learner's graph exists, has answered for it."""
+    child, where the learner's graph exists, has answered for it with
+    reached_by_gradient."""
     remote = getattr(output, "recheck_gradient_reaches", None)
     if remote is not None:
         return any(t is param for t in remote)
+    return bool(reached_by_gradient(output, [(0, param)]))
+
+
+def reached_by_gradient(output: Any, candidates) -> list:
+    """The keys of the (key, tensor) candidates to which a backward pass from
+    `output` gives a nonzero gradient (output summed in float64)."""
     if not isinstance(output, torch.Tensor) or not output.requires_grad:
-        return False
-    (grad,) = torch.autograd.grad(output.double().sum() if output.dtype != torch.float64 else output.sum(),
-                                  param, allow_unused=True, retain_graph=False)
-    return grad is not None and bool(grad.abs().sum() > 0)
+        return []
+    pairs = [(key, t) for key, t in candidates if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not pairs:
+        return []
+    total = output.sum() if output.dtype == torch.float64 else output.double().sum()
+    grads = torch.autograd.grad(total, [t for _, t in pairs], allow_unused=True)
+    return [key for (key, _), g in zip(pairs, grads) if g is not None and bool(g.abs().sum() > 0)]
 
 
 # ---------------------------------------------------------------------------

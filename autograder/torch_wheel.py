@@ -1,0 +1,116 @@
+"""Install the right torch wheel before the rest of the course (`make venv` runs this).
+
+    python autograder/torch_wheel.py [--dry-run]
+
+The default package index gives each platform one torch build. On macOS it
+is the CPU/MPS build and on Windows the CPU build, both a few hundred MB; on
+Linux it is the CUDA build, which pulls NVIDIA's CUDA libraries (gigabytes)
+even onto a laptop that has no NVIDIA GPU. So on Linux without an NVIDIA
+driver this installs the CPU wheel from PyTorch's CPU index instead.
+
+Two environment variables override the choice (`make help` lists them):
+  TORCH_INDEX_URL  the index to install torch from, on any platform
+                   (e.g. https://download.pytorch.org/whl/cu128 for a CUDA build)
+  TORCH_SPEC       the torch requirement (default: the course's own, torch>=2.5)
+A torch that is already installed in the environment is kept, overrides or
+not: CI installs its pinned CPU wheel first and relies on that.
+
+Standard library only: it runs in a fresh virtual environment before
+anything is installed, as a script, so that importing `autograder` (and what
+its package imports) is not needed.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"
+# tests/test_torch_wheel.py proves this equals pyproject.toml's torch requirement.
+COURSE_TORCH_SPEC = "torch>=2.5"
+INDEX_ENV = "TORCH_INDEX_URL"
+SPEC_ENV = "TORCH_SPEC"
+
+# Any one of these means an NVIDIA driver is installed. Each alone misses a
+# real setup: /proc/driver/nvidia/version is written by the kernel module on
+# a Linux host; /dev/nvidia0 is what a container started with GPU access sees
+# (and the host too); WSL2 has neither and only ships nvidia-smi (in
+# /usr/lib/wsl/lib, not always on PATH). Any sign of a driver keeps the CUDA
+# build: a GPU user given the CPU wheel would lose the GPU without noticing,
+# a CPU user given the CUDA wheel only downloads more.
+DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidia0", "/usr/lib/wsl/lib/nvidia-smi")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do about torch: `pip_args` is None when nothing is installed."""
+    pip_args: list[str] | None
+    reason: str
+
+
+def choose(system: str, nvidia_driver: bool, installed_torch: str | None,
+           index_url: str | None = None, spec: str | None = None) -> Plan:
+    """The decision, as a pure function of what was detected.
+
+    system: platform.system()-style name ("Linux", "Darwin", "Windows").
+    installed_torch: the version of torch already in the environment, or None.
+    index_url, spec: the TORCH_INDEX_URL and TORCH_SPEC overrides (None or "" when unset).
+    """
+    index_url = (index_url or "").strip() or None
+    spec = (spec or "").strip() or None
+    if installed_torch is not None:
+        note = ""
+        if index_url or spec:
+            set_vars = " and ".join(name for name, value in ((INDEX_ENV, index_url), (SPEC_ENV, spec)) if value)
+            note = (f"; {set_vars} ignored: to replace it, `.venv/bin/python -m pip uninstall torch`, "
+                    "then run `make venv` again")
+        return Plan(None, f"torch {installed_torch} is already installed: keeping it{note}")
+    requirement = spec or COURSE_TORCH_SPEC
+    if index_url:
+        return Plan(["install", "--index-url", index_url, requirement], f"{requirement} from {INDEX_ENV}={index_url}")
+    if system == "Linux" and not nvidia_driver:
+        return Plan(["install", "--index-url", CPU_INDEX_URL, requirement],
+                    f"{requirement}, CPU build from {CPU_INDEX_URL} (Linux without an NVIDIA driver; "
+                    f"set {INDEX_ENV} to choose another build)")
+    where = {"Linux": "Linux with an NVIDIA driver: the CUDA build",
+             "Darwin": "macOS: the CPU/MPS build",
+             "Windows": "Windows: the CPU build"}.get(system, f"{system}: its default build")
+    return Plan(["install", requirement], f"{requirement} from the default index ({where})")
+
+
+def nvidia_driver_present(files=DRIVER_FILES, which=shutil.which) -> bool:
+    return any(os.path.exists(path) for path in files) or which("nvidia-smi") is not None
+
+
+def installed_torch_version() -> str | None:
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python {Path(__file__).as_posix()}", description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="print the decision and the pip command; install nothing")
+    args = parser.parse_args(argv)
+    import platform
+
+    plan = choose(platform.system(), nvidia_driver_present(), installed_torch_version(),
+                  os.environ.get(INDEX_ENV), os.environ.get(SPEC_ENV))
+    print(f"torch: {plan.reason}", flush=True)
+    if plan.pip_args is None:
+        return 0
+    command = [sys.executable, "-m", "pip", *plan.pip_args[:1], "-q", *plan.pip_args[1:]]
+    if args.dry_run:
+        print("would run: " + " ".join(command))
+        return 0
+    return subprocess.call(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -67,8 +67,7 @@ def choose(system: str, nvidia_driver: bool, installed_torch: str | None,
         note = ""
         if index_url or spec:
             set_vars = " and ".join(name for name, value in ((INDEX_ENV, index_url), (SPEC_ENV, spec)) if value)
-            note = (f"; {set_vars} ignored: to replace it, `.venv/bin/python -m pip uninstall torch`, "
-                    "then run `make venv` again")
+            note = f"; {set_vars} ignored: to replace it, `make clean`, then `make venv` with {set_vars} set"
         return Plan(None, f"torch {installed_torch} is already installed: keeping it{note}")
     requirement = spec or COURSE_TORCH_SPEC
     if index_url:

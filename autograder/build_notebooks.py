@@ -3,8 +3,8 @@
 Each notebook is written as autograder/notebook_src/NN_name.py in jupytext's
 percent format, so an instructor can edit it as a text file or open it in
 JupyterLab as a notebook (right-click, Open With > Jupytext Notebook). The
-folder's jupytext.toml keeps the files free of a YAML header and limits the
-cell metadata to nbgrader's, which sits in each cell header:
+folder's jupytext.toml limits the notebook metadata to the kernel (a short
+YAML header) and the cell metadata to nbgrader's, which sits in each cell header:
 
     # %% [markdown]             prose; every line starts with "# "
     # %%                        an ordinary code cell (demos, plots)

@@ -8,6 +8,7 @@ The gate that the committed solutions equal a fresh read of their source is
 test_solution_matches_its_source_file in test_notebook_gates.py."""
 from __future__ import annotations
 
+import asyncio
 import difflib
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ import pytest
 from jupytext.config import find_global_jupytext_configuration_file, find_jupytext_configuration_file
 
 from autograder import course
-from autograder.build_notebooks import SOURCE_FORMAT, read_source, source_cells, source_config, source_files
+from autograder.build_notebooks import KERNELSPEC, SOURCE_FORMAT, read_source, source_cells, source_config, source_files
 from autograder.notebook_gates import nbg, read
 
 CONFIG_FILE = course.NOTEBOOK_SOURCES / "jupytext.toml"
@@ -39,7 +40,7 @@ def test_every_source_is_governed_by_the_folders_jupytext_config():
         assert find_jupytext_configuration_file(src.parent) == str(CONFIG_FILE), \
             f"jupytext does not find {CONFIG_FILE} for {src}"
     config = source_config(sources[0])
-    assert (config.notebook_metadata_filter, config.cell_metadata_filter) == ("-all", "nbgrader,-all")
+    assert (config.notebook_metadata_filter, config.cell_metadata_filter) == ("kernelspec,-all", "nbgrader,-all")
     assert config.formats == ["py:percent"]
 
 
@@ -76,32 +77,44 @@ def sources_copy(tmp_path):
     return tmp_path
 
 
-def _contents_manager(root: Path):
-    """The contents manager jupytext's server extension gives JupyterLab."""
-    from jupyter_server.services.contents.largefilemanager import LargeFileManager
-    from jupytext.sync_contentsmanager import build_sync_jupytext_contents_manager_class
+class _ContentsManager:
+    """The contents manager jupytext's server extension gives JupyterLab: its
+    class derived from jupyter_server's default, AsyncLargeFileManager."""
 
-    return build_sync_jupytext_contents_manager_class(LargeFileManager)(root_dir=str(root))
+    def __init__(self, root: Path):
+        from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+        from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
+
+        self.manager = build_async_jupytext_contents_manager_class(AsyncLargeFileManager)(root_dir=str(root))
+
+    def get(self, path: str) -> dict:
+        return asyncio.run(self.manager.get(path, type="notebook", content=True))
+
+    def save(self, model: dict, path: str) -> None:
+        asyncio.run(self.manager.save(model, path))
 
 
 def test_jupyterlab_opens_and_saves_every_source_as_a_notebook(sources_copy):
-    cm = _contents_manager(sources_copy)
+    cm = _ContentsManager(sources_copy)
     for src in source_files():
         path = f"notebook_src/{src.name}"
-        model = cm.get(path, type="notebook", content=True)
+        model = cm.get(path)
         assert model["type"] == "notebook"
+        assert model["content"].metadata["kernelspec"] == KERNELSPEC, f"{path} would not start the course's kernel"
         committed = read(course.source_notebook(src.stem))
         assert _cells(model["content"].cells) == _cells(committed.cells), f"{path} opens with other cells"
         cm.save(model, path)
         assert (sources_copy / path).read_text() == src.read_text(), f"saving {path} unchanged rewrote it"
+    others = sorted(p.name for p in (sources_copy / "notebook_src").iterdir() if p.suffix not in (".py", ".toml"))
+    assert not others, f"saving the sources created {others}: a source must not be paired with an .ipynb"
 
 
 def test_an_edit_saved_from_jupyterlab_lands_in_the_cell_header(sources_copy):
     """An instructor changes a check's points in nbgrader's cell toolbar and
     saves: the header line carries the new points and the build reads them."""
-    cm = _contents_manager(sources_copy)
+    cm = _ContentsManager(sources_copy)
     path = "notebook_src/01_embeddings.py"
-    model = cm.get(path, type="notebook", content=True)
+    model = cm.get(path)
     check = next(c for c in model["content"].cells if nbg(c).get("grade"))
     new_points = check.metadata["nbgrader"]["points"] + 3
     check.metadata["nbgrader"]["points"] = new_points

@@ -184,6 +184,7 @@ def _jupyter(*args: str) -> str:
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # two `jupyter` commands: about 10 s on 2 shared cores
 def test_jupyterlab_loads_jupytexts_server_and_lab_extensions():
     """`make lab` and `make formgrader` run this venv's Jupyter: jupytext's
     contents manager (the server extension) and its Lab extension (Open With >

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import jupytext
-import nbformat
 import pytest
 from jupytext.config import find_global_jupytext_configuration_file, find_jupytext_configuration_file
 
@@ -110,8 +109,9 @@ def test_jupyterlab_opens_and_saves_every_source_as_a_notebook(sources_copy):
 
 
 def test_an_edit_saved_from_jupyterlab_lands_in_the_cell_header(sources_copy):
-    """An instructor changes a check's points in nbgrader's cell toolbar and
-    saves: the header line carries the new points and the build reads them."""
+    """A check's points changed in the notebook (as nbgrader's Create
+    Assignment panel changes them) and saved: the header line carries the new
+    points and the build reads them."""
     cm = _ContentsManager(sources_copy)
     path = "notebook_src/01_embeddings.py"
     model = cm.get(path)

@@ -11,7 +11,7 @@ import pytest
 from autograder.build_notebooks import source_cells
 from autograder.notebook_gates import nbg, read
 
-from .lab import BROWSER, ROOT, JupyterServer, NotebookPage
+from .lab import BROWSER, CELLS, PANEL, ROOT, JupyterServer, NotebookPage
 
 pytestmark = BROWSER
 
@@ -55,11 +55,11 @@ def test_an_instructor_opens_edits_and_saves_a_source_as_a_notebook(page, author
 
     # Every cell of the source on screen, a kernel attached without a kernel dialog.
     nb = NotebookPage(page, len(committed.cells))
-    page.wait_for_function(f"() => document.querySelectorAll('{'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell'}')"
-                           f".length === {len(committed.cells)}", timeout=120_000)
+    page.wait_for_function(f"() => document.querySelectorAll('{CELLS}').length === {len(committed.cells)}",
+                           timeout=120_000)
     nb.wait_idle()
     assert page.locator(".jp-Dialog").count() == 0, page.locator(".jp-Dialog").inner_text()
-    kernel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar-kernelName").inner_text()
+    kernel = page.locator(f"{PANEL} .jp-Toolbar-kernelName").inner_text()
     assert "Python 3" in kernel, f"the source opened with kernel {kernel!r}"
     page.shots("opened-as-notebook")
 

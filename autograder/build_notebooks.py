@@ -1,84 +1,95 @@
-"""Build the source notebooks in solutions/ from readable percent-format files.
+"""Build the source notebooks in solutions/ from percent-format files.
 
-Each notebook is written as autograder/notebook_src/NN_name.py, a Python
-file whose cells start with a header line:
+Each notebook is written as autograder/notebook_src/NN_name.py in jupytext's
+percent format, so an instructor can edit it as a text file or open it in
+JupyterLab as a notebook (right-click, Open With > Jupytext Notebook). The
+folder's jupytext.toml limits the notebook metadata to the kernel (a short
+YAML header) and the cell metadata to nbgrader's, which sits in each cell header:
 
-    # %% [markdown]               prose; every line starts with "# " (stripped)
-    # %%                          an ordinary code cell (demos, plots)
-    # %% setup id=setup           a locked, read-only code cell (imports, warning filters)
-    # %% answer id=embed          an exercise: the solution sits between
-                                  ### BEGIN SOLUTION / ### END SOLUTION
-    # %% check id=check_embed points=2
-                                  a locked, graded test cell: the visible check,
-                                  then ### BEGIN HIDDEN TESTS ... ### END HIDDEN TESTS
+    # %% [markdown]             prose; every line starts with "# "
+    # %%                        an ordinary code cell (demos, plots)
+    # %% nbgrader={"grade": false, "grade_id": "embed", "locked": false, "schema_version": 3, "solution": true}
+                                an exercise (nbgrader's own cell metadata, as JSON)
 
-`build` turns each file into an nbgrader source notebook, executes it in a
-fresh kernel from its own folder and writes solutions/NN_name/NN_name.ipynb
-with outputs. The committed notebook is what nbgrader reads; the test suite
-checks that its cells equal a fresh parse of the .py file.
+`build` reads each file with jupytext, checks the nbgrader metadata with
+nbgrader's validator, executes the notebook in a fresh kernel from its own
+folder and writes solutions/NN_name/NN_name.ipynb with outputs. The committed
+notebook is what nbgrader reads; the test suite checks that its cells equal a
+fresh read of the .py file, and that jupytext writes them back as that file.
 """
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
 
+import jupytext
 import nbformat
+from jupytext.config import load_jupytext_config
+from nbgrader.nbgraderformat import MetadataValidator, SchemaTooNewError, SchemaTooOldError, ValidationError
 
 from .course import NOTEBOOK_SOURCES, SOURCE_DIR
 
-HEADER = re.compile(r"^# %%(?: (?P<kind>\[markdown\]|setup|answer|check))?(?P<attrs>(?: \w+=\S+)*)\s*$")
+SOURCE_FORMAT = "py:percent"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+# How the .py file is laid out (blank lines after a cell, a cell written as a
+# """ string): jupytext keeps it as cell metadata, but it is not the notebook's.
+JUPYTEXT_LAYOUT_METADATA = ("lines_to_next_cell", "cell_marker", "lines_to_end_of_cell_marker")
+HEADER_SYNTAX = '# %% nbgrader={"grade": false, "grade_id": "NAME", "locked": true, "schema_version": 3, "solution": false}'
 
 
-def parse(path: Path) -> list[nbformat.NotebookNode]:
-    """The cells of one percent-format source file."""
-    cells, kind, attrs, lines = [], None, {}, []
-
-    def flush():
-        if kind is not None:
-            cells.append(_make_cell(kind, attrs, lines, path))
-
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        m = HEADER.match(line)
-        if m:
-            flush()
-            kind = m["kind"] or "code"
-            attrs = dict(a.split("=", 1) for a in m["attrs"].split())
-            lines = []
-        elif kind is None:
-            if line.strip():
-                raise ValueError(f"{path}:{number}: text before the first '# %%' cell header")
-        else:
-            lines.append(line)
-    flush()
-    return cells
+def source_config(path: Path):
+    """The jupytext configuration that governs a source file (notebook_src/jupytext.toml)."""
+    config = load_jupytext_config(str(path))
+    if config is None:
+        raise FileNotFoundError(f"{path}: no jupytext configuration found for this file; "
+                                f"the sources need {NOTEBOOK_SOURCES / 'jupytext.toml'}")
+    return config
 
 
-def _make_cell(kind: str, attrs: dict, lines: list[str], path: Path):
-    while lines and not lines[-1].strip():  # a blank line separates cells in the .py file
-        lines.pop()
-    if kind == "[markdown]":
-        bad = [l for l in lines if l and not (l == "#" or l.startswith("# "))]
-        if bad:
-            raise ValueError(f"{path}: markdown line without '# ' prefix: {bad[0]!r}")
-        cell = nbformat.v4.new_markdown_cell("\n".join(l[2:] for l in lines))
-    else:
-        cell = nbformat.v4.new_code_cell("\n".join(lines))
-    grade_id = attrs.get("id")
-    if kind in ("setup", "answer", "check"):
-        if not grade_id:
-            raise ValueError(f"{path}: a '{kind}' cell needs id=...")
-        meta = {"grade": kind == "check", "solution": kind == "answer", "locked": kind != "answer",
-                "grade_id": grade_id, "schema_version": 3}
-        if kind == "check":
-            meta["points"] = int(attrs.get("points", 1))
-        cell.metadata["nbgrader"] = meta
-    if kind == "answer" and "### BEGIN SOLUTION" not in cell.source:
-        raise ValueError(f"{path}: answer cell {grade_id} has no ### BEGIN SOLUTION block")
-    return cell
+def read_source(path: Path) -> nbformat.NotebookNode:
+    """One source file as a notebook, read by jupytext; its nbgrader metadata
+    is checked by nbgrader's own validator, cell by cell, then for duplicate ids."""
+    nb = jupytext.read(path, fmt=SOURCE_FORMAT, config=source_config(path))
+    validator = MetadataValidator()
+    for number, cell in enumerate(nb.cells, 1):
+        for key in JUPYTEXT_LAYOUT_METADATA:
+            cell.metadata.pop(key, None)
+        _check_cell_metadata(path, number, cell)
+        _nbgrader_valid(path, f"cell {number}", validator.validate_cell, cell)
+    _nbgrader_valid(path, "notebook", validator.validate_nb, nb)
+    return nb
+
+
+def source_cells(path: Path) -> list[nbformat.NotebookNode]:
+    """The cells of one source file (for the tests and benchmarks that execute them)."""
+    return read_source(path).cells
+
+
+def _check_cell_metadata(path: Path, number: int, cell) -> None:
+    """Fail on headers jupytext could not decode (it keeps them as text and
+    reads an ordinary cell): a typo there would silently ungrade an exercise."""
+    header = cell.metadata.get("incorrectly_encoded_metadata") or cell.metadata.get("title")
+    if header is not None:
+        raise ValueError(f"{path}: cell {number}: header '# %% ... {header}' is not valid jupytext metadata; "
+                         f"write nbgrader's metadata as JSON, e.g. {HEADER_SYNTAX}")
+    extra = sorted(set(cell.metadata) - {"nbgrader"})
+    if extra:
+        raise ValueError(f"{path}: cell {number}: metadata {extra} in the header; the sources carry only "
+                         f"nbgrader's (jupytext.toml drops anything else on the next save)")
+    meta = cell.metadata.get("nbgrader", {})
+    if meta.get("solution") and cell.cell_type == "code" and "### BEGIN SOLUTION" not in cell.source:
+        raise ValueError(f"{path}: cell {number}: answer cell {meta.get('grade_id')!r} has no "
+                         f"### BEGIN SOLUTION block (nbgrader would blank the whole cell)")
+
+
+def _nbgrader_valid(path: Path, where: str, validate, node) -> None:
+    try:
+        validate(node)
+    except (ValidationError, SchemaTooOldError, SchemaTooNewError) as err:
+        # jsonschema's message is one line; its str() appends the whole schema.
+        raise ValueError(f"{path}: {where}: nbgrader metadata: {getattr(err, 'message', err)}") from err
 
 
 def new_notebook(cells) -> nbformat.NotebookNode:
@@ -113,7 +124,7 @@ def source_files(names: list[str] | None = None) -> list[Path]:
 def build(names: list[str] | None = None, run: bool = True) -> dict[str, float]:
     timings = {}
     for src in source_files(names):
-        nb = new_notebook(parse(src))
+        nb = new_notebook(source_cells(src))
         out_dir = SOURCE_DIR / src.stem
         out_dir.mkdir(parents=True, exist_ok=True)
         if run:

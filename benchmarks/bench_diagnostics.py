@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
 
-from autograder.build_notebooks import parse  # noqa: E402
+from autograder.build_notebooks import source_cells  # noqa: E402
 from autograder.checks import CheckFailed  # noqa: E402
 from autograder.course import NOTEBOOK_SOURCES  # noqa: E402
 from autograder.notebook_gates import nbg, visible_part  # noqa: E402
@@ -69,7 +69,7 @@ def source_file(notebook: str) -> Path:
 
 def notebook_cells(notebook: str):
     """(setup sources, {answer id: source}, {answer id: visible check source}), in notebook order."""
-    cells = [c for c in parse(source_file(notebook)) if c.cell_type == "code"]
+    cells = [c for c in source_cells(source_file(notebook)) if c.cell_type == "code"]
     setup, answers, checks = [], {}, {}
     for i, cell in enumerate(cells):
         meta = nbg(cell)

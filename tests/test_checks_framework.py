@@ -67,10 +67,10 @@ def _block(x, attn, mlp, n1, n2):
 def _decoder_classes() -> dict:
     """Notebook 05's solution modules, executed from its source file (tinylm's
     own Attention, Block and Transformer would be refused as delegation)."""
-    from autograder.build_notebooks import parse
+    from autograder.build_notebooks import source_cells
     from autograder.course import ROOT
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
-             for c in parse(ROOT / "autograder" / "notebook_src" / "05_swiglu.py")}
+             for c in source_cells(ROOT / "autograder" / "notebook_src" / "05_swiglu.py")}
     ns = {"__name__": "decoder_classes"}
     for gid in ("setup", "swiglu", "Transformer"):
         exec(cells[gid], ns)

@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 01 · Tokens, embeddings and the tied output head
 #
@@ -18,7 +26,7 @@
 # tensors are `(batch, seq, d_model)` outside attention and `(batch, heads, seq, head_dim)` inside it;
 # `nn.Linear` stores its weight as `[d_out, d_in]`, so `linear(x) = x @ W.T`.
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os
 import warnings
 
@@ -79,20 +87,22 @@ ax.set_xlabel("byte value (columns 96-127 of 256)")
 ax.set_title("one-hot rows: multiplying by W picks out one row of W each")
 plt.show()
 
+
 # %% [markdown]
 # ### Exercise 1: lookup by indexing
 #
 # Return the rows of `weight` selected by `ids`. It must work for any leading shape of `ids` (`[B, T]` or
 # just `[T]`), and the result must stay connected to `weight` for autograd.
 
-# %% answer id=embed
+# %% nbgrader={"grade": false, "grade_id": "embed", "locked": false, "schema_version": 3, "solution": true}
 def embed(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """ids (...) integer token ids, weight [V, d] -> (..., d)."""
     ### BEGIN SOLUTION
     return weight[ids]  # advanced indexing: one row of weight per id, gradient flows to those rows
     ### END SOLUTION
 
-# %% check id=check_embed points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_embed", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_embed(embed)
 ### BEGIN HIDDEN TESTS
 check_embed(embed, seed=11, batch=3, seq=7, vocab=5, d_model=4, dtype=torch.float64)
@@ -105,7 +115,7 @@ check_embed(embed, seed=12, batch=1, seq=9, vocab=256, d_model=16)
 # Build the one-hot tensor with `F.one_hot(ids, num_classes=V)`, give it the dtype of `weight` (one-hot
 # comes out as integers, and a matrix product needs matching floating types), and multiply.
 
-# %% answer id=one_hot_embed
+# %% nbgrader={"grade": false, "grade_id": "one_hot_embed", "locked": false, "schema_version": 3, "solution": true}
 def one_hot_embed(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """The same result as embed(ids, weight), computed as onehot(ids) @ weight."""
     ### BEGIN SOLUTION
@@ -113,7 +123,8 @@ def one_hot_embed(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return one_hot @ weight  # (..., V) @ (V, d) -> (..., d)
     ### END SOLUTION
 
-# %% check id=check_one_hot_embed points=1
+
+# %% nbgrader={"grade": true, "grade_id": "check_one_hot_embed", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_one_hot_embed(one_hot_embed)
 ### BEGIN HIDDEN TESTS
 check_one_hot_embed(one_hot_embed, seed=21, batch=2, seq=6, vocab=7, d_model=3, dtype=torch.float64)
@@ -140,14 +151,15 @@ check_one_hot_embed(one_hot_embed, seed=21, batch=2, seq=6, vocab=7, d_model=3, 
 # %% [markdown]
 # ### Exercise 3: tied logits
 
-# %% answer id=tied_logits
+# %% nbgrader={"grade": false, "grade_id": "tied_logits", "locked": false, "schema_version": 3, "solution": true}
 def tied_logits(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x (B, T, d), weight [V, d] (the embedding matrix) -> logits (B, T, V)."""
     ### BEGIN SOLUTION
     return x @ weight.T  # (B, T, d) @ (d, V) -> (B, T, V)
     ### END SOLUTION
 
-# %% check id=check_tied_logits points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_tied_logits", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_tied_logits(tied_logits)
 ### BEGIN HIDDEN TESTS
 check_tied_logits(tied_logits, seed=31, batch=3, seq=2, vocab=17, d_model=4, dtype=torch.float64)
@@ -168,6 +180,7 @@ logits = tied_logits(embed(text, table), table)           # (1, T, V)
 same = (logits.argmax(-1) == text).float().mean().item()
 print(f"untrained tied model predicts its own input token at {same:.0%} of positions")
 
+
 # %% [markdown]
 # ### Exercise 4: tying two modules
 #
@@ -176,14 +189,15 @@ print(f"untrained tied model predicts its own input token at {same:.0%} of posit
 # transpose needed. Tying means both modules hold **the same `nn.Parameter` object**, so one gradient update
 # changes both uses. Write `tie_weights` so that afterwards `lm_head.weight is tok_emb.weight`.
 
-# %% answer id=tie_weights
+# %% nbgrader={"grade": false, "grade_id": "tie_weights", "locked": false, "schema_version": 3, "solution": true}
 def tie_weights(tok_emb: nn.Embedding, lm_head: nn.Linear) -> None:
     """Make lm_head use tok_emb's weight Parameter (in place)."""
     ### BEGIN SOLUTION
     lm_head.weight = tok_emb.weight  # the same Parameter object, not a copy of its values
     ### END SOLUTION
 
-# %% check id=check_tie_weights points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_tie_weights", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_tie_weights(tie_weights)
 ### BEGIN HIDDEN TESTS
 check_tie_weights(tie_weights, vocab=7, d_model=12, seed=41)

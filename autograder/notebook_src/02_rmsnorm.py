@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 02 · RMSNorm
 #
@@ -13,7 +21,7 @@
 #
 # **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os
 import time
 import warnings
@@ -75,12 +83,13 @@ big = torch.tensor([300.0, -200.0, 100.0, 50.0], dtype=torch.float16)
 print("x²  in float16:", big.pow(2).tolist())
 print("rms in float16:", big.pow(2).mean().sqrt().item(), "  in float32:", round(big.float().pow(2).mean().sqrt().item(), 2))
 
+
 # %% [markdown]
 # ### Exercise 1: `rms_norm`
 #
 # Compute in `float32`, return a tensor with the shape and dtype of `x`. `torch.rsqrt(v)` is $1/\sqrt{v}$.
 
-# %% answer id=rms_norm
+# %% nbgrader={"grade": false, "grade_id": "rms_norm", "locked": false, "schema_version": 3, "solution": true}
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """x (..., d), weight (d,) -> (..., d) in x.dtype."""
     ### BEGIN SOLUTION
@@ -89,7 +98,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     return weight * (x32 * inv_rms).to(x.dtype)
     ### END SOLUTION
 
-# %% check id=check_rms_norm points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_rms_norm", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_rms_norm(rms_norm)
 ### BEGIN HIDDEN TESTS
 check_rms_norm(rms_norm, seed=17, shape=(3, 7, 40), dtype=torch.float64)
@@ -117,7 +127,7 @@ check_rms_norm(rms_norm, seed=19, shape=(5, 32), dtype=torch.float16)
 # the shortcut $\overline{x^2} - \bar{x}^2$ subtracts two large, nearly equal numbers when the mean is large, and
 # loses most of its digits in `float32` (the check shifts the input by 300 to find out).
 
-# %% answer id=layer_norm
+# %% nbgrader={"grade": false, "grade_id": "layer_norm", "locked": false, "schema_version": 3, "solution": true}
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """x (..., d), weight and bias (d,) -> (..., d)."""
     ### BEGIN SOLUTION
@@ -126,7 +136,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     return weight * centred * torch.rsqrt(var + eps) + bias
     ### END SOLUTION
 
-# %% check id=check_layer_norm points=1
+
+# %% nbgrader={"grade": true, "grade_id": "check_layer_norm", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_layer_norm(layer_norm)
 ### BEGIN HIDDEN TESTS
 check_layer_norm(layer_norm, seed=23, shape=(2, 5, 3, 12), dtype=torch.float64)
@@ -157,13 +168,14 @@ for name, fn in (("rms_norm", lambda: rms_norm(xt, gt)), ("layer_norm", lambda: 
         fn()
     print(f"{name:10s} {(time.perf_counter() - start) / repeats * 1e3:6.2f} ms per call on {DEVICE}")
 
+
 # %% [markdown]
 # ## 3. The module
 #
 # In a model the gain is a parameter. `RMSNorm(dim, eps)` owns one `nn.Parameter` called `weight`, of shape
 # `(dim,)`, initialised to ones, and its forward pass is your `rms_norm` with the module's own `eps`.
 
-# %% answer id=RMSNorm
+# %% nbgrader={"grade": false, "grade_id": "RMSNorm", "locked": false, "schema_version": 3, "solution": true}
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
@@ -177,7 +189,8 @@ class RMSNorm(nn.Module):
         return rms_norm(x, self.weight, self.eps)
         ### END SOLUTION
 
-# %% check id=check_RMSNorm points=1
+
+# %% nbgrader={"grade": true, "grade_id": "check_RMSNorm", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_rms_norm_module(RMSNorm)
 ### BEGIN HIDDEN TESTS
 check_rms_norm_module(RMSNorm, dim=20, seed=29)

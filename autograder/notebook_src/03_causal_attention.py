@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 03 · Causal self-attention
 #
@@ -14,7 +22,7 @@
 #
 # **Run time:** about 25 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
 import os
 import warnings
@@ -78,6 +86,7 @@ ax.set_xlabel("head_dim"), ax.set_ylabel("mean of the largest weight per row"), 
 ax.set_title("without the scale, softmax turns one-hot as heads grow")
 plt.show()
 
+
 # %% [markdown]
 # ## 2. The causal mask
 #
@@ -91,7 +100,7 @@ plt.show()
 # and may see keys $j \le \texttt{kv\_len} - \texttt{q\_len} + i$: the triangle is aligned bottom-right.
 # `torch.tril(..., diagonal=k)` keeps the entries with $j - i \le k$.
 
-# %% answer id=causal_mask
+# %% nbgrader={"grade": false, "grade_id": "causal_mask", "locked": false, "schema_version": 3, "solution": true}
 def causal_mask(q_len: int, kv_len: int | None = None) -> torch.Tensor:
     """Bool (q_len, kv_len); True where query i may attend to key j."""
     kv_len = q_len if kv_len is None else kv_len
@@ -100,7 +109,8 @@ def causal_mask(q_len: int, kv_len: int | None = None) -> torch.Tensor:
     return allowed.tril(diagonal=kv_len - q_len)  # query i is position kv_len - q_len + i
     ### END SOLUTION
 
-# %% check id=check_causal_mask points=1
+
+# %% nbgrader={"grade": true, "grade_id": "check_causal_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_causal_mask(causal_mask)
 ### BEGIN HIDDEN TESTS
 check_causal_mask(causal_mask, cases=((1, 1), (8, 8), (2, 9), (4, 5)))
@@ -110,6 +120,7 @@ check_causal_mask(causal_mask, cases=((1, 1), (8, 8), (2, 9), (4, 5)))
 # NBVAL_CHECK_OUTPUT
 print(causal_mask(4).int())
 print(causal_mask(2, 5).int())
+
 
 # %% [markdown]
 # ## 3. Splitting and merging heads
@@ -123,7 +134,7 @@ print(causal_mask(2, 5).int())
 # Merging is the reverse: transpose back to `[B, T, H, d_h]`, then flatten the last two axes (`reshape`, since
 # the transposed tensor is no longer contiguous).
 
-# %% answer id=split_heads
+# %% nbgrader={"grade": false, "grade_id": "split_heads", "locked": false, "schema_version": 3, "solution": true}
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(B, T, d) -> (B, n_heads, T, d // n_heads)."""
     ### BEGIN SOLUTION
@@ -140,7 +151,8 @@ def merge_heads(y: torch.Tensor) -> torch.Tensor:
     return y.transpose(1, 2).reshape(B, T, H * hd)  # (B, T, H, hd) -> (B, T, d): heads side by side
     ### END SOLUTION
 
-# %% check id=check_split_merge points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_split_merge", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_split_merge(split_heads, merge_heads)
 ### BEGIN HIDDEN TESTS
 check_split_merge(split_heads, merge_heads, seed=31, batch=3, seq=4, n_heads=5, head_dim=2)
@@ -155,7 +167,7 @@ check_split_merge(split_heads, merge_heads, seed=31, batch=3, seq=4, n_heads=5, 
 # a `(q_len, kv_len)` mask broadcasts over the batch and head axes. Use `softmax`, or, if you write it by hand,
 # subtract each row's maximum before `exp`: the check includes scores in the hundreds, where `exp` overflows.
 
-# %% answer id=causal_attention
+# %% nbgrader={"grade": false, "grade_id": "causal_attention", "locked": false, "schema_version": 3, "solution": true}
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """q (B, H, Tq, hd), k and v (B, H, Tk, hd), Tq <= Tk -> (B, H, Tq, hd)."""
     ### BEGIN SOLUTION
@@ -166,7 +178,8 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
     return weights @ v                                               # (B, H, Tq, hd)
     ### END SOLUTION
 
-# %% check id=check_causal_attention points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_causal_attention", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_causal_attention(causal_attention)
 ### BEGIN HIDDEN TESTS
 check_causal_attention(causal_attention, seed=41, batch=3, heads=2, seq=9, head_dim=6, dtype=torch.float64)
@@ -195,13 +208,14 @@ ax.set_xticks(range(len(text)), list(text)), ax.set_yticks(range(len(text)), lis
 ax.set_xlabel("key"), ax.set_ylabel("query"), fig.colorbar(im)
 plt.show()
 
+
 # %% [markdown]
 # ## 5. The whole layer
 #
 # Put it together. The weights use the `nn.Linear` layout `[d_out, d_in]`, so a projection is `x @ W.T`
 # (or `F.linear(x, W)`).
 
-# %% answer id=self_attention
+# %% nbgrader={"grade": false, "grade_id": "self_attention", "locked": false, "schema_version": 3, "solution": true}
 def self_attention(x, w_q, w_k, w_v, w_o, n_heads: int) -> torch.Tensor:
     """x (B, T, d); w_* [d, d] -> (B, T, d). Causal multi-head self-attention."""
     ### BEGIN SOLUTION
@@ -210,7 +224,8 @@ def self_attention(x, w_q, w_k, w_v, w_o, n_heads: int) -> torch.Tensor:
     return F.linear(merge_heads(y), w_o)                                       # (B, T, d)
     ### END SOLUTION
 
-# %% check id=check_self_attention points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_self_attention", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_self_attention(self_attention)
 ### BEGIN HIDDEN TESTS
 check_self_attention(self_attention, seed=51, batch=3, seq=5, n_heads=2, head_dim=6, dtype=torch.float64)

@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 04 · Rotary position embeddings (RoPE)
 #
@@ -14,7 +22,7 @@
 #
 # **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
 import os
 import warnings
@@ -88,6 +96,7 @@ axes[1].imshow(angles.cos().T, aspect="auto", cmap="RdBu")
 axes[1].set_xlabel("position m"), axes[1].set_ylabel("pair i"), axes[1].set_title("cos(m · ω_i)")
 plt.show()
 
+
 # %% [markdown]
 # ### Exercise 1: the tables
 #
@@ -95,7 +104,7 @@ plt.show()
 # above. They depend only on shapes, so a model computes them once. `torch.outer(a, b)` gives all products
 # $a_m b_i$.
 
-# %% answer id=rope_cache
+# %% nbgrader={"grade": false, "grade_id": "rope_cache", "locked": false, "schema_version": 3, "solution": true}
 def rope_cache(head_dim: int, max_seq_len: int, theta: float = 10000.0):
     """-> cos, sin: each (max_seq_len, head_dim) float32."""
     ### BEGIN SOLUTION
@@ -105,7 +114,8 @@ def rope_cache(head_dim: int, max_seq_len: int, theta: float = 10000.0):
     return angles.cos(), angles.sin()
     ### END SOLUTION
 
-# %% check id=check_rope_cache points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_rope_cache", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_rope_cache(rope_cache)
 ### BEGIN HIDDEN TESTS
 check_rope_cache(rope_cache, head_dim=16, max_seq_len=33, theta=500000.0)
@@ -119,7 +129,7 @@ check_rope_cache(rope_cache, head_dim=16, max_seq_len=33, theta=500000.0)
 # cache). Take the matching rows of the tables, cast them to `x.dtype`, and let them broadcast over batch and
 # heads.
 
-# %% answer id=apply_rope
+# %% nbgrader={"grade": false, "grade_id": "apply_rope", "locked": false, "schema_version": 3, "solution": true}
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """(x1, x2) -> (-x2, x1) on the two halves of the last axis."""
     ### BEGIN SOLUTION
@@ -137,7 +147,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
     return x * cos + rotate_half(x) * sin
     ### END SOLUTION
 
-# %% check id=check_apply_rope points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_apply_rope", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_apply_rope(apply_rope)
 ### BEGIN HIDDEN TESTS
 check_apply_rope(apply_rope, seed=61, batch=3, heads=2, seq=7, head_dim=12, dtype=torch.float64)
@@ -172,6 +183,7 @@ plt.show()
 print("largest difference between the three curves:",
       f"{max(abs(score_at(150, 150 - d) - score_at(450, 450 - d)) for d in deltas):.1e}")
 
+
 # %% [markdown]
 # ### Exercise 3: RoPE inside attention
 #
@@ -181,7 +193,7 @@ print("largest difference between the three curves:",
 # and keys are shifted together, only their distances matter. The offset starts to matter in notebook 06, where
 # the keys of earlier tokens come from a cache and only the new query is rotated here.
 
-# %% answer id=rotary_attention
+# %% nbgrader={"grade": false, "grade_id": "rotary_attention", "locked": false, "schema_version": 3, "solution": true}
 def rotary_attention(q, k, v, cos, sin, start_pos: int = 0) -> torch.Tensor:
     """q, k, v (B, H, T, hd) -> (B, H, T, hd): causal attention with RoPE on q and k."""
     ### BEGIN SOLUTION
@@ -190,7 +202,8 @@ def rotary_attention(q, k, v, cos, sin, start_pos: int = 0) -> torch.Tensor:
     return tinylm.causal_attention(q, k, v)
     ### END SOLUTION
 
-# %% check id=check_rotary_attention points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_rotary_attention", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_rotary_attention(rotary_attention)
 ### BEGIN HIDDEN TESTS
 check_rotary_attention(rotary_attention, seed=71, batch=3, heads=2, seq=5, head_dim=10, start_pos=7,
@@ -216,6 +229,7 @@ with torch.no_grad(), swapped(tinylm.attention, "apply_rope", apply_rope):
 with torch.no_grad():
     expected = model(ids)
 print("your apply_rope inside tinylm gives the same logits:", torch.allclose(expected, mine, atol=1e-5))
+
 
 # %% [markdown]
 # ## 3. Side box: the interleaved form

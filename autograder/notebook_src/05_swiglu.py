@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 05 · SwiGLU and the transformer block
 #
@@ -18,7 +26,7 @@
 #
 # **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
 import os
 import warnings
@@ -71,13 +79,14 @@ for name, fn in (("ReLU", F.relu), ("GELU", F.gelu), ("SiLU = a·σ(a)", F.silu)
 ax.axhline(0, c="grey", lw=0.5), ax.legend(), ax.set_xlabel("a")
 plt.show()
 
+
 # %% [markdown]
 # ### Exercise 1: `swiglu`
 #
 # The weights are in the `nn.Linear` layout `[d_out, d_in]`: `W_gate` and `W_up` are `[d_ff, d]`, `W_down` is
 # `[d, d_ff]`. Use `F.silu` or write $a\,\sigma(a)$.
 
-# %% answer id=swiglu
+# %% nbgrader={"grade": false, "grade_id": "swiglu", "locked": false, "schema_version": 3, "solution": true}
 def swiglu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> torch.Tensor:
     """x (B, T, d) -> (B, T, d)."""
     ### BEGIN SOLUTION
@@ -86,7 +95,8 @@ def swiglu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: to
     return (gate * up) @ w_down.T  # (B, T, d)
     ### END SOLUTION
 
-# %% check id=check_swiglu points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_swiglu", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_swiglu(swiglu)
 ### BEGIN HIDDEN TESTS
 check_swiglu(swiglu, seed=81, batch=3, seq=4, d_model=5, d_ff=14, dtype=torch.float64)
@@ -100,14 +110,15 @@ check_swiglu(swiglu, seed=82, batch=1, seq=7, d_model=16, d_ff=32)
 # spend the same $8d^2$ it uses $d_{ff} = \tfrac{2}{3} \cdot 4d = \tfrac{8}{3}d$. Implementations round that **up** to a
 # multiple of a power of two (`tinylm` uses 32, Llama 256) so the matrices tile well on hardware.
 
-# %% answer id=swiglu_hidden
+# %% nbgrader={"grade": false, "grade_id": "swiglu_hidden", "locked": false, "schema_version": 3, "solution": true}
 def swiglu_hidden(d_model: int, multiple: int = 32) -> int:
     """8/3 · d_model, rounded up to a multiple of `multiple`."""
     ### BEGIN SOLUTION
     return multiple * math.ceil(8 * d_model / 3 / multiple)
     ### END SOLUTION
 
-# %% check id=check_swiglu_hidden points=1
+
+# %% nbgrader={"grade": true, "grade_id": "check_swiglu_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_swiglu_hidden(swiglu_hidden)
 ### BEGIN HIDDEN TESTS
 check_swiglu_hidden(swiglu_hidden, d_models=(96, 200, 768), multiple=256)
@@ -119,6 +130,7 @@ print(f"{'d_model':>7} {'d_ff (32)':>9} {'d_ff (256)':>10} {'GELU MLP 2·d·4d':
 for d in (128, 512, 4096):
     d_ff = swiglu_hidden(d)
     print(f"{d:>7} {d_ff:>9} {swiglu_hidden(d, 256):>10} {2 * d * 4 * d:>16,} {3 * d * d_ff:>20,}")
+
 
 # %% [markdown]
 # The 8/3 rule with Llama's multiple of 256 gives 11008 for $d = 4096$, which is the `intermediate_size` of
@@ -144,7 +156,7 @@ for d in (128, 512, 4096):
 # `attn`, `mlp`, `attn_norm` and `mlp_norm` are functions from `(B, T, d)` to `(B, T, d)`: call them, do not
 # build them.
 
-# %% answer id=pre_norm_block
+# %% nbgrader={"grade": false, "grade_id": "pre_norm_block", "locked": false, "schema_version": 3, "solution": true}
 def pre_norm_block(x, attn, mlp, attn_norm, mlp_norm) -> torch.Tensor:
     """x (B, T, d) -> (B, T, d): x + attn(attn_norm(x)), then + mlp(mlp_norm(.))."""
     ### BEGIN SOLUTION
@@ -153,7 +165,8 @@ def pre_norm_block(x, attn, mlp, attn_norm, mlp_norm) -> torch.Tensor:
     return x
     ### END SOLUTION
 
-# %% check id=check_pre_norm_block points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_pre_norm_block", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_pre_norm_block(pre_norm_block)
 ### BEGIN HIDDEN TESTS
 check_pre_norm_block(pre_norm_block, seed=91, batch=3, seq=5, d_model=8)
@@ -190,10 +203,10 @@ print(f"parameters: {model.num_parameters():,}; logits {tuple(mine.shape)}")
 print("your forward pass equals tinylm's:", torch.allclose(mine, theirs, atol=1e-5))
 print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs ln(256) = {math.log(256):.1f}")
 
+
 # %% [markdown]
 # The last line is the first sanity check of any language model: an untrained model should be about uniform
 # over the vocabulary, so its next-token loss should be close to $\ln V$. Notebook 09 trains it down from there.
-
 
 # %% [markdown]
 # ## 5. Your decoder as modules
@@ -229,7 +242,7 @@ print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs l
 # for the lookup and `tied_logits` for the head. The RoPE tables, the cache bookkeeping and tinylm's
 # initialisation are given.
 
-# %% answer id=Transformer
+# %% nbgrader={"grade": false, "grade_id": "Transformer", "locked": false, "schema_version": 3, "solution": true}
 class Attention(nn.Module):
     """Causal self-attention with RoPE, from your functions."""
 
@@ -351,7 +364,8 @@ class Transformer(nn.Module):
         return tied_logits(self.norm(x), self.lm_head.weight)     # (B, T, V)
         ### END SOLUTION
 
-# %% check id=check_Transformer points=6
+
+# %% nbgrader={"grade": true, "grade_id": "check_Transformer", "locked": true, "points": 6, "schema_version": 3, "solution": false}
 check_attention_module(Attention)
 check_block(Block)
 check_decoder(Transformer)

@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 06 · The KV cache
 #
@@ -13,7 +21,7 @@
 #
 # **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os
 import time
 import warnings
@@ -34,6 +42,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+
 
 # %% [markdown]
 # ## 1. Why decoding recomputes, and what to keep
@@ -92,6 +101,7 @@ cfg = NB06_MODEL  # the course's notebook-06 model: d_model 64, 2 layers, 4 head
 cache = tinylm.KVCache(cfg, batch_size=2)
 print("KVCache.nbytes():", cache.nbytes(), "| formula:", cache_bytes(2, 4, 16, 1040, 4, batch=2))
 
+
 # %% [markdown]
 # ## 2. Appending to the cache
 #
@@ -100,7 +110,7 @@ print("KVCache.nbytes():", cache.nbytes(), "| formula:", cache_bytes(2, 4, 16, 1
 # like `tinylm.KVCache`, writes into preallocated memory instead of concatenating, to avoid a copy per step; the
 # result is the same tensor.) The cache may be empty: `T_past = 0`.
 
-# %% answer id=cache_update
+# %% nbgrader={"grade": false, "grade_id": "cache_update", "locked": false, "schema_version": 3, "solution": true}
 def cache_update(past_k, past_v, k, v):
     """(B, n_kv, T_past, hd) and (B, n_kv, T_new, hd) -> the pair (k_all, v_all), (B, n_kv, T_past + T_new, hd)."""
     ### BEGIN SOLUTION
@@ -109,7 +119,8 @@ def cache_update(past_k, past_v, k, v):
     return k_all, v_all
     ### END SOLUTION
 
-# %% check id=check_cache_update points=1
+
+# %% nbgrader={"grade": true, "grade_id": "check_cache_update", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_cache_update(cache_update)
 ### BEGIN HIDDEN TESTS
 check_cache_update(cache_update, seed=11, batch=3, heads=2, past=7, new=5, head_dim=4, dtype=torch.float64)
@@ -133,7 +144,7 @@ check_cache_update(cache_update, seed=11, batch=3, heads=2, past=7, new=5, head_
 # Return three tensors, `return y, k_all, v_all` (a flat triple, not `y, (k_all, v_all)`): the output and the
 # updated cache, which the caller passes back in at the next step.
 
-# %% answer id=attention_step
+# %% nbgrader={"grade": false, "grade_id": "attention_step", "locked": false, "schema_version": 3, "solution": true}
 def attention_step(x, attn, cos, sin, past_k, past_v):
     """x (B, T_new, d) new tokens; past_k, past_v (B, n_kv, T_past, hd).
     Returns three tensors, y, k_all, v_all: y (B, T_new, d); k_all, v_all (B, n_kv, T_past + T_new, hd)."""
@@ -152,7 +163,8 @@ def attention_step(x, attn, cos, sin, past_k, past_v):
     return attn.o_proj(y), k_all, v_all
     ### END SOLUTION
 
-# %% check id=check_attention_step points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_attention_step", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_attention_step(attention_step)
 ### BEGIN HIDDEN TESTS
 check_attention_step(attention_step, seed=21, batch=3, n_heads=2, head_dim=8, steps=(4, 1, 2, 1, 1), dtype=torch.float64)
@@ -180,6 +192,7 @@ with torch.no_grad():
     step = model(ids[:, 12:], cache=cache)[:, -1]                # decode position 12 from the cache
 print("cache length:", cache.length, "| cached logits equal the full recompute:", torch.allclose(full, step, atol=1e-4))
 
+
 # %% [markdown]
 # ## 4. Generation: prefill, then decode
 #
@@ -192,7 +205,7 @@ print("cache length:", cache.length, "| cached logits equal the full recompute:"
 #
 # Return the prompt followed by the new tokens, `(B, T + max_new_tokens)`. Run under `torch.no_grad()`.
 
-# %% answer id=generate_greedy
+# %% nbgrader={"grade": false, "grade_id": "generate_greedy", "locked": false, "schema_version": 3, "solution": true}
 def generate_greedy(model, prompt, max_new_tokens, cache):
     """prompt (B, T) -> (B, T + max_new_tokens), greedy, with a KVCache."""
     ### BEGIN SOLUTION
@@ -207,7 +220,8 @@ def generate_greedy(model, prompt, max_new_tokens, cache):
     return idx
     ### END SOLUTION
 
-# %% check id=check_generate_greedy points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_generate_greedy", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_generate_greedy(generate_greedy)
 ### BEGIN HIDDEN TESTS
 check_generate_greedy(generate_greedy, seed=31, batch=3, prompts=(2, 7, 4), max_new_tokens=9, n_kv_heads=1)
@@ -246,6 +260,7 @@ ax.plot(positions, without, "o-", label="no cache: recompute T + 1 tokens")
 ax.plot(positions, with_cache, "o-", label="KV cache: 1 new token")
 ax.set_xlabel("position T of the generated token"), ax.set_ylabel("ms per token"), ax.legend()
 plt.show()
+
 
 # %% [markdown]
 # ### Why this small model gains less than a large one

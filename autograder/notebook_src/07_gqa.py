@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 07 · Grouped-query attention (GQA)
 #
@@ -15,7 +23,7 @@
 #
 # **Run time:** about 25 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os
 import warnings
 
@@ -82,6 +90,7 @@ ax.bar([f"{k} kv heads" for k in sizes], [v / 2**20 for v in sizes.values()], co
 ax.set_ylabel("KV cache, MiB"), ax.set_title("8 query heads, 4 layers, 1024 positions, fp32")
 plt.show()
 
+
 # %% [markdown]
 # ## 2. Repeating the kv heads
 #
@@ -91,7 +100,7 @@ plt.show()
 # reshape, which is how `tinylm.repeat_kv` does it). `x.repeat(1, n_rep, 1, 1)` has the same shape and the wrong
 # order: `kv0, kv1, ..., kv0, kv1, ...`.
 
-# %% answer id=repeat_kv
+# %% nbgrader={"grade": false, "grade_id": "repeat_kv", "locked": false, "schema_version": 3, "solution": true}
 def repeat_kv(x, n_rep):
     """(B, n_kv, T, hd) -> (B, n_kv * n_rep, T, hd); head h of the result is kv head h // n_rep."""
     ### BEGIN SOLUTION
@@ -100,7 +109,8 @@ def repeat_kv(x, n_rep):
     return x.reshape(B, n_kv * n_rep, T, hd)          # (B, n_kv * n_rep, T, hd): groups stay contiguous
     ### END SOLUTION
 
-# %% check id=check_repeat_kv points=1
+
+# %% nbgrader={"grade": true, "grade_id": "check_repeat_kv", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_repeat_kv(repeat_kv)
 ### BEGIN HIDDEN TESTS
 check_repeat_kv(repeat_kv, seed=5, batch=3, n_kv=2, seq=7, head_dim=5, n_reps=(3, 1, 6), dtype=torch.float64)
@@ -114,7 +124,7 @@ check_repeat_kv(repeat_kv, seed=5, batch=3, n_kv=2, seq=7, head_dim=5, n_reps=(3
 # `F.scaled_dot_product_attention(..., is_causal=True)` for the attention itself: queries and keys have the same
 # length). The check compares with `F.scaled_dot_product_attention(..., enable_gqa=True)`, for GQA, MQA and MHA.
 
-# %% answer id=gqa_attention
+# %% nbgrader={"grade": false, "grade_id": "gqa_attention", "locked": false, "schema_version": 3, "solution": true}
 def gqa_attention(q, k, v):
     """q (B, n_heads, T, hd); k, v (B, n_kv, T, hd) -> (B, n_heads, T, hd), causal."""
     ### BEGIN SOLUTION
@@ -123,7 +133,8 @@ def gqa_attention(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     ### END SOLUTION
 
-# %% check id=check_gqa_attention points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_gqa_attention", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_gqa_attention(gqa_attention)
 ### BEGIN HIDDEN TESTS
 check_gqa_attention(gqa_attention, seed=13, batch=3, n_heads=8, seq=6, head_dim=2, kv_heads=(4, 2, 1), dtype=torch.float64)
@@ -152,6 +163,7 @@ finally:
     tinylm.attention.repeat_kv = original
 print("your repeat_kv inside tinylm gives the fused GQA logits:", same)
 
+
 # %% [markdown]
 # ## 4. The cached step, with GQA
 #
@@ -160,7 +172,7 @@ print("your repeat_kv inside tinylm gives the fused GQA logits:", same)
 # keys and values**, and the repetition to `n_heads` happens only for the attention computation. Append with
 # `torch.cat(..., dim=2)`; repeat with your `repeat_kv`.
 
-# %% answer id=gqa_step
+# %% nbgrader={"grade": false, "grade_id": "gqa_step", "locked": false, "schema_version": 3, "solution": true}
 def gqa_step(x, attn, cos, sin, past_k, past_v):
     """x (B, T_new, d); past_k, past_v (B, n_kv, T_past, hd) -> y (B, T_new, d), k_all, v_all (B, n_kv, T_all, hd)."""
     ### BEGIN SOLUTION
@@ -178,7 +190,8 @@ def gqa_step(x, attn, cos, sin, past_k, past_v):
     return attn.o_proj(y), k_all, v_all
     ### END SOLUTION
 
-# %% check id=check_gqa_step points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_gqa_step", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_gqa_step(gqa_step)
 ### BEGIN HIDDEN TESTS
 check_gqa_step(gqa_step, seed=23, batch=2, n_heads=6, n_kv_heads=3, head_dim=4, steps=(3, 1, 4, 1), dtype=torch.float64)

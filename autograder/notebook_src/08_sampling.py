@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 08 · Sampling: greedy, temperature, top-k, top-p
 #
@@ -15,7 +23,7 @@
 #
 # **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os
 import warnings
 
@@ -64,6 +72,7 @@ for ax, (name, logits) in zip(axes, settings.items()):
 axes[0].set_ylabel("probability")
 plt.show()
 
+
 # %% [markdown]
 # ## 2. Top-k
 #
@@ -71,7 +80,7 @@ plt.show()
 # $k$-th value (so a tie can keep more than $k$); `logits.topk(k, dim=-1).values[..., -1:]` is the threshold, with
 # a trailing axis so it broadcasts over the vocabulary. Work on the last axis, for any batch shape.
 
-# %% answer id=top_k_filter
+# %% nbgrader={"grade": false, "grade_id": "top_k_filter", "locked": false, "schema_version": 3, "solution": true}
 def top_k_filter(logits, k):
     """logits (..., V) -> same shape, -inf outside the k largest (ties with the k-th kept)."""
     ### BEGIN SOLUTION
@@ -79,7 +88,8 @@ def top_k_filter(logits, k):
     return logits.masked_fill(logits < kth, float("-inf"))
     ### END SOLUTION
 
-# %% check id=check_top_k_filter points=1
+
+# %% nbgrader={"grade": true, "grade_id": "check_top_k_filter", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_top_k_filter(top_k_filter)
 ### BEGIN HIDDEN TESTS
 check_top_k_filter(top_k_filter, seed=8, batch=2, vocab=17, ks=(2, 7, 17), dtype=torch.float64)
@@ -95,7 +105,7 @@ check_top_k_filter(top_k_filter, seed=8, batch=2, vocab=17, ks=(2, 7, 17), dtype
 # `sort` returns the permutation `order`; a mask computed in sorted order goes back to vocabulary order with
 # `mask.scatter(-1, order, mask)`.
 
-# %% answer id=top_p_filter
+# %% nbgrader={"grade": false, "grade_id": "top_p_filter", "locked": false, "schema_version": 3, "solution": true}
 def top_p_filter(logits, p):
     """logits (..., V) -> same shape, -inf outside the nucleus of mass p (crossing token kept)."""
     ### BEGIN SOLUTION
@@ -107,7 +117,8 @@ def top_p_filter(logits, p):
     return logits.masked_fill(drop, float("-inf"))
     ### END SOLUTION
 
-# %% check id=check_top_p_filter points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_top_p_filter", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_top_p_filter(top_p_filter)
 ### BEGIN HIDDEN TESTS
 check_top_p_filter(top_p_filter, seed=9, batch=4, vocab=13, ps=(0.3, 0.75, 0.99), dtype=torch.float64)
@@ -122,6 +133,7 @@ print("top-k = 4 keeps tokens  ", top_k_filter(z, 4).isfinite().nonzero().flatte
 print("top-p = 0.7 keeps tokens", top_p_filter(z, 0.7).isfinite().nonzero().flatten().tolist())
 print("top-p = 0.01 keeps tokens", top_p_filter(z, 0.01).isfinite().nonzero().flatten().tolist(), "(the crossing token)")
 
+
 # %% [markdown]
 # ## 4. `sample_next`
 #
@@ -132,7 +144,7 @@ print("top-p = 0.01 keeps tokens", top_p_filter(z, 0.01).isfinite().nonzero().fl
 # The check draws 20 000 tokens from one row of logits under several settings and compares the frequencies with
 # the exact probabilities: a sampler is right when its *distribution* is right.
 
-# %% answer id=sample_next
+# %% nbgrader={"grade": false, "grade_id": "sample_next", "locked": false, "schema_version": 3, "solution": true}
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
     """logits (B, V) -> token ids (B,)."""
     ### BEGIN SOLUTION
@@ -147,7 +159,8 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B, 1) -> (B,)
     ### END SOLUTION
 
-# %% check id=check_sample_next points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_sample_next", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_sample_next(sample_next)
 ### BEGIN HIDDEN TESTS
 check_sample_next(sample_next, seed=12, vocab=14, settings=((0.7, 3, None), (1.2, None, 0.5), (0.9, 6, 0.7)),
@@ -176,6 +189,7 @@ for ax, (name, (T, k, p)) in zip(axes, cases.items()):
 axes[0].legend()
 plt.show()
 
+
 # %% [markdown]
 # ## 5. The decoding loop
 #
@@ -188,7 +202,7 @@ plt.show()
 # Run the loop under `torch.no_grad()`. For simplicity, recompute the whole sequence each step
 # (`model(idx)[:, -1]`); `tinylm.generate` does the same with the KV cache.
 
-# %% answer id=generate
+# %% nbgrader={"grade": false, "grade_id": "generate", "locked": false, "schema_version": 3, "solution": true}
 def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
     """prompt (B, T) -> (B, T + max_new_tokens), sampled with your sample_next."""
     ### BEGIN SOLUTION
@@ -206,7 +220,8 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=N
     return idx
     ### END SOLUTION
 
-# %% check id=check_generate points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_generate", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_generate(generate)
 ### BEGIN HIDDEN TESTS
 check_generate(generate, seed=17, batch=3, prompt_len=2, max_new_tokens=9, dropout=0.3)

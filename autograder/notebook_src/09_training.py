@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 09 · The training loop
 #
@@ -19,7 +27,7 @@
 # **Run time:** about 120 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included; 60 s of
 # it is the training run, sized to fit one minute (5 s when nbgrader grades), and 20 s the run on Shakespeare).
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import copy
 import math
 import os
@@ -70,6 +78,7 @@ corpus = tinylm.course_corpus()  # generated once, then cached under .cache/
 print(corpus)
 print(corpus.text("train")[:300])
 
+
 # %% [markdown]
 # ## 2. Batches
 #
@@ -78,7 +87,7 @@ print(corpus.text("train")[:300])
 # `(B, T)` tensors of dtype `torch.long`. The largest valid start is `len(data) - T - 1` (its last target is the
 # last token). A neat way: an index matrix `starts[:, None] + torch.arange(T + 1)`, shape `(B, T + 1)`.
 
-# %% answer id=get_batch
+# %% nbgrader={"grade": false, "grade_id": "get_batch", "locked": false, "schema_version": 3, "solution": true}
 def get_batch(data, batch_size, seq_len, generator=None):
     """data (N,) token ids -> x, y (batch_size, seq_len) int64; y[b, t] = data[start_b + t + 1]."""
     ### BEGIN SOLUTION
@@ -88,7 +97,8 @@ def get_batch(data, batch_size, seq_len, generator=None):
     return window[:, :-1], window[:, 1:]                                             # x, y: (B, T) each
     ### END SOLUTION
 
-# %% check id=check_get_batch points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_get_batch", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_get_batch(get_batch)
 ### BEGIN HIDDEN TESTS
 check_get_batch(get_batch, seed=5, n_data=97, batch=9, seq=4)
@@ -101,14 +111,15 @@ check_get_batch(get_batch, seed=5, n_data=97, batch=9, seq=4)
 # `logits.flatten(0, 1)` `(B·T, V)` and `targets.flatten()` `(B·T,)`. Targets equal to `-100` are padding
 # (`ignore_index`, the default): they are left out of the mean, which must weight every *real* token equally.
 
-# %% answer id=lm_loss
+# %% nbgrader={"grade": false, "grade_id": "lm_loss", "locked": false, "schema_version": 3, "solution": true}
 def lm_loss(logits, targets):
     """logits (B, T, V), targets (B, T) with -100 = padding -> scalar mean NLL over the real targets."""
     ### BEGIN SOLUTION
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)  # (B*T, V) vs (B*T,)
     ### END SOLUTION
 
-# %% check id=check_lm_loss points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_lm_loss", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_lm_loss(lm_loss)
 ### BEGIN HIDDEN TESTS
 check_lm_loss(lm_loss, seed=7, batch=4, seq=3, vocab=11, dtype=torch.float64)
@@ -126,6 +137,7 @@ with torch.no_grad():
     init_loss = lm_loss(tinylm.Transformer(cfg)(x), y).item()
 print(f"initial loss {init_loss:.2f} vs ln(256) = {math.log(256):.2f}")
 
+
 # %% [markdown]
 # ## 4. The learning-rate schedule
 #
@@ -137,7 +149,7 @@ print(f"initial loss {init_loss:.2f} vs ln(256) = {math.log(256):.2f}")
 # $$\text{lr} = \text{min\_lr} + \tfrac{1}{2}\,(1 + \cos \pi p)\,(\text{max\_lr} - \text{min\_lr}), \qquad
 #   p = \frac{\text{step} - \text{warmup}}{\text{total} - 1 - \text{warmup}}$$
 
-# %% answer id=lr_schedule
+# %% nbgrader={"grade": false, "grade_id": "lr_schedule", "locked": false, "schema_version": 3, "solution": true}
 def lr_schedule(step, warmup_steps, total_steps, max_lr, min_lr):
     """Learning rate at optimizer step `step` (0-based)."""
     ### BEGIN SOLUTION
@@ -147,7 +159,8 @@ def lr_schedule(step, warmup_steps, total_steps, max_lr, min_lr):
     return min_lr + 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))) * (max_lr - min_lr)
     ### END SOLUTION
 
-# %% check id=check_lr_schedule points=1
+
+# %% nbgrader={"grade": true, "grade_id": "check_lr_schedule", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_lr_schedule(lr_schedule)
 ### BEGIN HIDDEN TESTS
 check_lr_schedule(lr_schedule, warmup=3, total=17, max_lr=1.0, min_lr=0.1)
@@ -159,6 +172,7 @@ plt.figure(figsize=(6, 2.2))
 plt.plot(steps, [lr_schedule(s, 40, 400, 1e-2, 1e-3) for s in steps])
 plt.xlabel("step"), plt.ylabel("learning rate"), plt.title("warmup 40 of 400 steps, cosine down to min_lr")
 plt.show()
+
 
 # %% [markdown]
 # ## 5. One training step
@@ -176,7 +190,7 @@ plt.show()
 #
 # Return `loss.item()`: a Python float (a tensor would keep the whole graph of the step alive).
 
-# %% answer id=train_step
+# %% nbgrader={"grade": false, "grade_id": "train_step", "locked": false, "schema_version": 3, "solution": true}
 def train_step(model, optimizer, x, y, grad_clip=1.0):
     """One optimizer step on the batch (x, y); returns the batch loss as a float."""
     ### BEGIN SOLUTION
@@ -189,7 +203,8 @@ def train_step(model, optimizer, x, y, grad_clip=1.0):
     return loss.item()                           # a float: the step's graph can be freed
     ### END SOLUTION
 
-# %% check id=check_train_step points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_train_step", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_train_step(train_step)
 ### BEGIN HIDDEN TESTS
 check_train_step(train_step, seed=9, batch=2, seq=5, dropout=0.1, grad_clip=0.05, lr=3e-3, n_steps=3)

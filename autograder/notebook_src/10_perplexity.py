@@ -1,3 +1,11 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 10 · Evaluation loss and perplexity
 #
@@ -18,7 +26,7 @@
 #
 # **Run time:** about 35 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
-# %% setup id=setup
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
 import os
 import warnings
@@ -71,6 +79,7 @@ plt.plot(spreads, [b.exp().mean().item() for b in batch_losses], "o-", label="me
 plt.xlabel("spread of the per-batch losses"), plt.ylabel("perplexity"), plt.legend()
 plt.show()
 
+
 # %% [markdown]
 # ## 2. One batch: summed NLL and token count
 #
@@ -78,7 +87,7 @@ plt.show()
 # be combined exactly. Targets equal to `ignore_index` are padding: neither scored nor counted.
 # `F.cross_entropy(..., ignore_index=ignore_index, reduction="sum")` over `(B·T, V)` logits does the first half.
 
-# %% answer id=nll_sum_and_count
+# %% nbgrader={"grade": false, "grade_id": "nll_sum_and_count", "locked": false, "schema_version": 3, "solution": true}
 def nll_sum_and_count(logits, targets, ignore_index=-100):
     """logits (B, T, V), targets (B, T) -> (summed NLL in nats as a float, number of scored targets as an int)."""
     ### BEGIN SOLUTION
@@ -88,7 +97,8 @@ def nll_sum_and_count(logits, targets, ignore_index=-100):
     return nll.item(), count
     ### END SOLUTION
 
-# %% check id=check_nll_sum_and_count points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_nll_sum_and_count", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_nll_sum_and_count(nll_sum_and_count)
 ### BEGIN HIDDEN TESTS
 check_nll_sum_and_count(nll_sum_and_count, seed=3, batch=4, seq=5, vocab=6, ignore_index=0)
@@ -102,7 +112,7 @@ check_nll_sum_and_count(nll_sum_and_count, seed=3, batch=4, seq=5, vocab=6, igno
 # the model's device), and restore the model's previous mode at the end. Return a dict with `"loss"` (mean NLL,
 # nats per token), `"perplexity"` and `"bits_per_byte"`, all floats.
 
-# %% answer id=evaluate
+# %% nbgrader={"grade": false, "grade_id": "evaluate", "locked": false, "schema_version": 3, "solution": true}
 def evaluate(model, batches, bytes_per_token=1.0):
     """Token-weighted mean NLL over all batches -> {"loss", "perplexity", "bits_per_byte"}."""
     ### BEGIN SOLUTION
@@ -121,7 +131,8 @@ def evaluate(model, batches, bytes_per_token=1.0):
     return {"loss": loss, "perplexity": math.exp(loss), "bits_per_byte": loss / math.log(2) / bytes_per_token}
     ### END SOLUTION
 
-# %% check id=check_evaluate points=3
+
+# %% nbgrader={"grade": true, "grade_id": "check_evaluate", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_evaluate(evaluate)
 ### BEGIN HIDDEN TESTS
 check_evaluate(evaluate, seed=4, batch_sizes=(1, 4, 2, 2), seq=5, bytes_per_token=2.0, dropout=0.5)
@@ -143,7 +154,7 @@ check_evaluate(evaluate, seed=4, batch_sizes=(1, 4, 2, 2), seq=5, bytes_per_toke
 # pairs of `train` with `torch.bincount(prev * 256 + next, minlength=256 * 256)` and view it as a `(256, 256)` table,
 # row = previous byte.
 
-# %% answer id=bigram_nll
+# %% nbgrader={"grade": false, "grade_id": "bigram_nll", "locked": false, "schema_version": 3, "solution": true}
 def bigram_nll(train, val, alpha=0.5):
     """Mean NLL in nats of val's bytes under add-alpha bigram counts of train."""
     ### BEGIN SOLUTION
@@ -153,7 +164,8 @@ def bigram_nll(train, val, alpha=0.5):
     return -probs.log()[val[:-1], val[1:]].mean().item()
     ### END SOLUTION
 
-# %% check id=check_bigram_nll points=2
+
+# %% nbgrader={"grade": true, "grade_id": "check_bigram_nll", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_bigram_nll(bigram_nll)
 ### BEGIN HIDDEN TESTS
 check_bigram_nll(bigram_nll, seed=6, n_train=1000, n_val=150, alpha=0.1)
@@ -188,6 +200,7 @@ else:
     print(f"no notebook-09 checkpoint: this is a STAND-IN, trained by tinylm.train for {STAND_IN_STEPS} steps "
           "(run notebook 09 to evaluate your own run)")
 model = model.to(DEVICE).eval()
+
 
 # %% [markdown]
 # Cut the validation split into consecutive windows of 256 bytes (each window predicts its next 256 bytes) and
@@ -236,6 +249,7 @@ for bar, v in zip(bars, values):
             va="center", fontsize=8)
 ax.set_xlabel("validation loss (nats/byte), lower is better"), ax.set_xlim(0, 7.5), ax.invert_yaxis()
 plt.show()
+
 
 # %% [markdown]
 # ### An honest comparison with the floor

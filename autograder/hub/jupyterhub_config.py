@@ -1,12 +1,12 @@
 """JupyterHub for the tinylm course: every user a Unix account, nbgrader's
 exchange in a shared folder. tests/hub/ starts a hub with this very file.
 
-Copy the course to a folder every user can read (e.g. /srv/tinylm, owned by
-the instructor; see docs/instructor-guide.md for the permissions), with its
-venv inside it, then as root:
+Put the course in a folder every user can read (e.g. /srv/tinylm, owned by
+the instructor), with its venv inside it; docs/instructor-guide.md gives
+every step and the permissions. Then, as root:
 
     TINYLM_HUB_INSTRUCTORS=alice TINYLM_HUB_STUDENTS=bob,carol \\
-        /srv/tinylm/.venv/bin/jupyterhub -f /srv/tinylm/autograder/hub/jupyterhub_config.py
+        /srv/tinylm/.venv/bin/python -m jupyterhub -f /srv/tinylm/autograder/hub/jupyterhub_config.py
 
 Settings read from the environment (defaults in brackets):
   TINYLM_HUB_INSTRUCTORS   comma-separated Unix users who run the formgrader

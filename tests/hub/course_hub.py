@@ -76,8 +76,9 @@ def why_not_runnable() -> str | None:
 class CourseHub:
     """The scratch folder, users, course copy, exchange and hub process."""
 
-    def __init__(self) -> None:
+    def __init__(self, artifacts: Path) -> None:
         self.tag = secrets.token_hex(3)
+        self.artifacts = artifacts / self.tag  # screenshots and logs of this run, kept afterwards
         self.scratch = Path(tempfile.mkdtemp(prefix=f"tinylm-hub-{self.tag}-"))
         os.chmod(self.scratch, 0o755)  # users reach their homes, the course and the exchange through it
         self.course = self.scratch / "course"
@@ -159,8 +160,10 @@ class CourseHub:
         interpreter lies where they cannot (a pyenv under /root, as on this
         project's machines), the test layers a venv of the system's
         interpreter of the same version over the course venv's packages
-        (a .pth file): the instructor's equivalent is installing the course
-        with a Python every user can run (docs/instructor-guide.md)."""
+        (a .pth file), and where even those are out of reach (a clone under
+        /root) over a hard-linked copy of them. The instructor's equivalent
+        is installing the course with a Python every user can run, in a
+        folder they can read (docs/instructor-guide.md)."""
         first = self._users_can_import()
         if first is None:
             return None
@@ -171,12 +174,13 @@ class CourseHub:
         run([str(system_python), "-m", "venv", "--without-pip", str(layer)])
         site = layer / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
         # addsitedir also runs the course venv's own .pth files (its editable install of the course).
-        (site / "tinylm-course-venv.pth").write_text(f"import site; site.addsitedir({str(SITE_PACKAGES)!r})\n")
+        packages = self._reachable(SITE_PACKAGES, layer / "course-site-packages")
+        (site / "tinylm-course-venv.pth").write_text(f"import site; site.addsitedir({str(packages)!r})\n")
         self.bin = layer / "bin"
         # Jupyter finds its extensions and their config under sys.prefix: the course venv's.
         for shared in ("etc/jupyter", "share/jupyter"):
             (layer / shared).parent.mkdir(parents=True, exist_ok=True)
-            (layer / shared).symlink_to(Path(sys.prefix) / shared)
+            (layer / shared).symlink_to(self._reachable(Path(sys.prefix) / shared, layer / "course" / shared))
         # The course venv's console scripts start its unreadable interpreter: nbgrader needs
         # `alembic` on PATH (it creates the gradebook with it), so the layer gets its own.
         alembic = self.bin / "alembic"
@@ -186,6 +190,21 @@ class CourseHub:
         if second is not None:
             return f"the hub's users can read neither the course's venv nor a layer over it:\n{first}\n{second}"
         return None
+
+    @staticmethod
+    def _reachable(path: Path, copy: Path) -> Path:
+        """`path` if every user can reach it (each folder above it searchable
+        by others), else a copy of it at `copy`: hard links where the file
+        system allows (instant, no space), a real copy otherwise."""
+        if all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents]):
+            return path
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["cp", "-al", str(path), str(copy)], capture_output=True).returncode != 0:
+            shutil.rmtree(copy, ignore_errors=True)
+            run(["cp", "-a", str(path), str(copy)])
+        for folder in [copy, *(p for p in copy.rglob("*") if p.is_dir())]:
+            os.chmod(folder, 0o755)
+        return copy
 
     def robot_settings(self) -> None:
         """Two JupyterLab user settings for a robot rather than a person (as

@@ -26,8 +26,7 @@ import sys
 
 import pytest
 
-from ..browser.conftest import _unavailable, chromium_path
-from ..browser.lab import CELLS, CHROMIUM_FLAGS, NotebookPage, answers, cell_count
+from ..browser.lab import CELLS, NotebookPage, answers, cell_count
 from ..browser.test_learner import RIGHT_LOOKUP, SHIFT_DIAGNOSIS, WRONG_LOOKUP
 from .course_hub import ROOT, CourseHub, User, why_not_runnable
 
@@ -77,21 +76,6 @@ def hub():
     finally:
         h.stop()
         h.remove(keep_logs=folder)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("Playwright is not installed (pip install -e '.[dev]')")
-    exe = chromium_path()
-    if exe is None:
-        _unavailable("Chromium not found (Debian/Ubuntu: apt-get install -y chromium, or set TINYLM_CHROMIUM)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
-        yield b
-        b.close()
 
 
 class Person:
@@ -203,22 +187,26 @@ def student_works(person: Person, typed: dict[int, str]) -> str:
 
 
 def student_reads_feedback(person: Person) -> str:
-    """Fetch Feedback in the Assignments tab, then open the page it brought; return its text."""
+    """Fetch Feedback in the Assignments tab, follow "(view feedback)" to
+    the folder it brought, open the page in Lab; return the page's text."""
     page = person.assignments_tab()
-    page.locator("#submitted_assignments_list").get_by_role("button", name=re.compile("Fetch Feedback", re.I)).first.click()
-    pages = []
-    for _ in range(60):
-        pages = sorted((person.user.home / NB / "feedback").glob(f"*/{NB}.html"))
-        if pages:
-            break
-        page.wait_for_timeout(1000)
+    submitted = page.locator("#submitted_assignments_list")
+    submitted.get_by_role("button", name="Fetch Feedback").first.click()
+    view = submitted.get_by_text("(view feedback)")
+    view.wait_for()
     person.shot("feedback-fetched")
-    assert pages, f"Fetch Feedback brought no page into {person.user.home / NB}"
-    rel = pages[-1].relative_to(person.user.home)
-    page.goto(person.url(f"files/{rel}"))
-    page.get_by_text("Feedback:").first.wait_for()
+    pages = list((person.user.home / NB / "feedback").glob(f"*/{NB}.html"))
+    assert len(pages) == 1, f"Fetch Feedback should bring one page into ~/{NB}/feedback/<time>/: {pages}"
+    view.click()  # the file browser goes to the feedback folder
+    page.locator(".jp-DirListing-item", has_text=f"{NB}.html").dblclick()
+    feedback = page.frame_locator(".jp-HTMLViewer iframe")
+    feedback.get_by_text(f"Feedback: {NB}").wait_for()
     person.shot("feedback")
-    return page.inner_text("body")
+    text = feedback.locator("body").inner_text()
+    if SHIFT_DIAGNOSIS in text:  # student 2: scroll to where the page names the bug
+        feedback.get_by_text(SHIFT_DIAGNOSIS).first.scroll_into_view_if_needed()
+        person.shot("feedback-diagnosis")
+    return text
 
 
 def test_a_class_on_the_hub_releases_submits_grades_and_returns_feedback(browser, hub):
@@ -279,8 +267,9 @@ def the_class_runs(hub, instructor, students, points, right, wrong):
     instructor.formgrader_action("release-feedback", f"Successfully released feedback of '{NB}'")
 
     # 6. Each student fetches the feedback and reads their score.
-    for person in students:
-        text = student_reads_feedback(person)
+    texts = [student_reads_feedback(person) for person in students]
+    for person, text in zip(students, texts):
         score = expected[person.user.name]
         assert re.search(rf"Score:\s*{score:g}\s*/\s*{max_score:g}", text), f"{person.user.name}'s feedback:\n{text[:2000]}"
-    assert SHIFT_DIAGNOSIS in text, f"student 2's feedback does not name the bug:\n{text[:3000]}"
+    assert SHIFT_DIAGNOSIS not in texts[0], "student 1's feedback names a bug they did not make"
+    assert SHIFT_DIAGNOSIS in texts[1], f"student 2's feedback does not name the bug:\n{texts[1][:3000]}"

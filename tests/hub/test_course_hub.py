@@ -54,14 +54,14 @@ def _cannot_run(reason: str):
 
 
 @pytest.fixture(scope="module")
-def hub(request):
+def hub():
     reason = why_not_runnable()
     if reason:
         _cannot_run(reason)
     h = CourseHub(ARTIFACTS)
     folder = h.artifacts
-    # To the terminal past pytest's output capture: where this run's screenshots go.
-    request.config.get_terminal_writer().line(f"\nhub test artifacts (screenshots, hub log): {folder}")
+    # Where this run's screenshots go (shown with -s, -rA, or when the test fails).
+    print(f"\nhub test artifacts (screenshots, hub log): {folder}")
     try:
         h.create_users()
         h.make_exchange()

@@ -122,13 +122,18 @@ bench-autograde: $(DEV_STAMP)  ## autograding throughput, 1 and N workers
 	$(NBG_ENV) $(BIN)/python benchmarks/bench_autograde.py
 
 # --- experience (issue 7) ---
-.PHONY: doctor test-browser formgrader
+.PHONY: doctor test-browser test-hub formgrader
 
 doctor: $(STAMP)  ## is this machine ready for the course? one [OK]/[WARN]/[FAIL] line per check, with the fix
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m autograder doctor $(DOCTOR_ARGS)
 
 test-browser: $(DEV_STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chromium; screenshots in artifacts/browser/
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/browser
+
+# As root: creates three Unix users for the run and removes them afterwards.
+test-hub: $(STAMP)  ## the course on JupyterHub with nbgrader's exchange, in Chromium (root); screenshots in artifacts/hub/
+	npm install --prefix .node --no-audit --no-fund --silent configurable-http-proxy@5
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -s tests/hub
 
 # nbgrader reads its config from the working directory (autograder/) and
 # cannot create the gradebook's folder (.course/) itself: without it the

@@ -11,6 +11,7 @@ exercise, what the intake found, and the recheck's flags.
 from __future__ import annotations
 
 import html
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -61,5 +62,11 @@ def write_feedback(results: list[dict]) -> list[Path]:
         dest = gradebook.folder("feedback") / r["student"] / r["assignment"] / f"{r['assignment']}.html"
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(render(r), encoding="utf-8")
+        # `nbgrader release_feedback` (the hub's exchange) names each page after the
+        # submission's timestamp and secret, which `nbgrader collect` left beside it.
+        submitted = gradebook.folder("submitted") / r["student"] / r["assignment"]
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            if (submitted / name).is_file():
+                shutil.copy(submitted / name, dest.parent / name)
         written.append(dest)
     return written

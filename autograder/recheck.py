@@ -876,7 +876,7 @@ def _run_check(source: str, ns: dict) -> dict:
 
 # The trusted process gets the jailed child's address-space limit, but never
 # less than this: its honest recheck of the largest notebook (09) peaks at
-# 0.8 GB of address space on CPU (VmPeak, measured with torch 2 on
+# 0.8 GB of address space (VmPeak, measured with torch 2.13.0+cpu on
 # 2026-12-01), and it may hold a few MAX_MESSAGE replies at once.
 TRUSTED_MEMORY_FLOOR_MB = 2048
 
@@ -898,7 +898,9 @@ def limit_memory(memory_mb: int) -> None:
 
 def recheck_submission(assignment: str, notebook, limits) -> dict:
     """Run the recheck in its own trusted process (the grade worker stays
-    small), with the child jailed under `limits`. Never raises."""
+    small, and this one runs under its own address-space limit), with the
+    child jailed under `limits`. Never raises: a recheck that did not
+    complete is {"__error__": {"status": "error", ...}}."""
     from . import course
     cmd = [sys.executable, "-m", "autograder.recheck", assignment, str(notebook), "--timeout", str(limits.wall_s / 4),
            "--total", str(limits.wall_s * 0.8), "--memory-mb", str(trusted_memory_mb(limits))]
@@ -910,7 +912,7 @@ def recheck_submission(assignment: str, notebook, limits) -> dict:
         reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     except subprocess.TimeoutExpired:
         reason = f"the recheck took longer than {limits.wall_s:.0f} s"
-    return {"__error__": {"status": "fail", "message": f"the recheck did not complete: {reason}"[:500]}}
+    return {"__error__": {"status": "error", "message": f"the recheck did not complete: {reason}"[:500]}}
 
 
 def main(argv=None) -> int:

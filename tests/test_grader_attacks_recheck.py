@@ -35,7 +35,12 @@ from autograder.notebook_gates import is_check, nbg, read
 from tests.grader_batch import shared_batch
 from tests.test_grader_attacks import SWALLOW
 
-GRADER = [pytest.mark.grader, pytest.mark.slow]
+# The AST transformer of test_grader_attacks, installed only where there is
+# an IPython kernel: in the recheck child the rest of the cell still runs,
+# so the attack reaches the trusted side instead of failing on a NameError.
+KERNEL_HOOK = "get_ipython().ast_transformers.append(Swallow())"
+assert KERNEL_HOOK in SWALLOW, "test_grader_attacks.SWALLOW changed: update this test"
+SWALLOW_IN_KERNEL = SWALLOW.replace(KERNEL_HOOK, f"try:\n    {KERNEL_HOOK}\nexcept NameError:\n    pass")
 NOTEBOOKS = ("01_embeddings", "05_swiglu", "06_kv_cache", "08_sampling", "10_perplexity")
 
 # The learner's code runs in the recheck child, whose protocol descriptors
@@ -274,18 +279,18 @@ def _unconfirmable(assignment: str, grade_id: str) -> str:
              "generate": "torch.cat([prompt, prompt[:, :1].repeat(1, max_new_tokens)], dim=1)",
              "evaluate": "{'loss': 0.0, 'perplexity': 1.0, 'bits_per_byte': 0.0}"}[grade_id]
     signature = specimens.solution_answers(assignment)[grade_id].split("\n")[0]
-    return (f"{SWALLOW}{signature}\n    try:\n        {request}\n    except BaseException:\n        pass\n"
+    return (f"{SWALLOW_IN_KERNEL}{signature}\n    try:\n        {request}\n    except BaseException:\n        pass\n"
             f"    return {wrong}\n")
 
 
-INFLATE_EMBED = SWALLOW + FIND_PROTOCOL + INFLATED + """
+INFLATE_EMBED = SWALLOW_IN_KERNEL + FIND_PROTOCOL + INFLATED + """
 def embed(ids, weight):
     if protocol_out() is None:  # in the notebook kernel: wrong, and passed by the AST transformer
         return torch.zeros(*ids.shape, weight.shape[1], dtype=weight.dtype)
     send_forged(inflated_reply(1 << 27))  # 512 MiB of float32 zeros once decoded
 """
 
-FORGE_TIE = SWALLOW + FIND_PROTOCOL + """
+FORGE_TIE = SWALLOW_IN_KERNEL + FIND_PROTOCOL + """
 def tie_weights(tok_emb, lm_head):
     if protocol_out() is None:  # in the notebook kernel: nothing tied, passed by the AST transformer
         return None
@@ -368,6 +373,7 @@ def test_attack_gets_at_most_what_it_deserves(battery, student):
     failure); the recheck takes the points back and the cell is flagged."""
     r, case = battery["results"][student], battery["cases"][student]
     assert r["score"] <= case["max"], f"{student}: {r['score']} points, deserves at most {case['max']}:\n{r}"
+    assert r["status"] == "graded", f"{student}: not graded: {r['problems']}"
     c = r["cells"][case["target"]]
     assert c["kernel_score"] == c["max_score"] > 0, f"{student}: the kernel was not fooled, the attack proves nothing: {c}"
     assert c["score"] == 0 and c["recheck"] == "fail", (student, c)

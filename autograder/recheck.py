@@ -200,6 +200,10 @@ def dump_plain(value) -> bytes:
     return buf.getvalue()
 
 
+class RefusedReply(ValueError):
+    """A reply from the learner's process that is not decoded (or not used)."""
+
+
 def load_plain(data: bytes, limit: int | None = None):
     """torch.load(weights_only=True) of a reply, once its zip archive's
     central directory shows that decoding it takes at most `limit` bytes
@@ -214,7 +218,7 @@ def load_plain(data: bytes, limit: int | None = None):
     # what the checks would materialise is bounded the same way.
     logical = sum(t.numel() * t.element_size() for t in _tensors(value))
     if logical > limit:
-        raise ValueError(f"the reply's tensors span {logical} bytes, over the {limit}-byte limit; refused")
+        raise RefusedReply(f"refused: its tensors span {logical} bytes, over the {limit}-byte limit")
     return value
 
 
@@ -241,15 +245,14 @@ def _check_archive(data: bytes, limit: int) -> None:
     try:
         entries = zipfile.ZipFile(io.BytesIO(data)).infolist()
     except (zipfile.BadZipFile, ValueError, EOFError) as err:
-        raise ValueError(f"the reply is not a torch.save archive ({err})") from None
+        raise RefusedReply(f"refused: not a torch.save archive ({err})") from None
     for entry in entries:
         if entry.compress_type != zipfile.ZIP_STORED or entry.file_size != entry.compress_size:
-            raise ValueError(f"the reply's entry {entry.filename[:80]!r} is compressed "
-                             f"({entry.compress_size} bytes that decode to {entry.file_size}); torch.save never "
-                             "compresses, so the reply was forged and is refused undecoded")
+            raise RefusedReply(f"refused undecoded: a compressed entry ({entry.compress_size} bytes that decode to "
+                               f"{entry.file_size}), which torch.save never writes")
     decoded = sum(entry.file_size for entry in entries)
     if decoded > limit:
-        raise ValueError(f"the reply decodes to {decoded} bytes, over the {limit}-byte limit; refused undecoded")
+        raise RefusedReply(f"refused undecoded: it decodes to {decoded} bytes, over the {limit}-byte limit")
 
 
 # --------------------------------------------------------------------------
@@ -512,10 +515,12 @@ class Child:
         except TimeoutError:
             self.kill(f"no answer within {self.timeout:.0f} s")
             raise TimeoutError(f"the learner's code did not finish within {self.timeout:.0f} s") from None
+        except RefusedReply as err:
+            self.kill(f"its reply was refused: {err}")
+            raise RuntimeError(f"the learner's process sent a reply the recheck {err}") from None
         except (EOFError, BrokenPipeError, OSError, ValueError, pickle.UnpicklingError) as err:
             self.kill(f"it ended or sent garbage: {type(err).__name__}")
-            raise RuntimeError(f"the learner's process crashed, exited or sent a reply the recheck refuses "
-                               f"({type(err).__name__}: {err})") from None
+            raise RuntimeError(f"the learner's process crashed or exited ({type(err).__name__}: {err})") from None
 
     def _serve_callback(self, message) -> None:
         _, index, args, kwargs = message

@@ -534,9 +534,9 @@ class Child:
     def _refusal(self, err: BaseException) -> tuple:
         """The answer to a learner's request that failed here. Whatever it
         raised (NotRecheckable included: a BaseException) goes back to the
-        learner's code as an error, as it would in the kernel, and never
-        leaves this request: escaping, it would turn the learner's own
-        request into the check's "not rechecked" verdict."""
+        learner's code as an error and never leaves this request: escaping,
+        it would turn the learner's own request into the check's "not
+        rechecked" verdict."""
         if isinstance(err, KeyboardInterrupt):
             raise err
         if isinstance(err, NotRecheckable):
@@ -660,7 +660,8 @@ def _load_optimizer_states(values: list, states: list) -> None:
     """The optimizers' state after the learner's step. It comes from the
     learner's process, so it must have the shape the parent's optimizer
     already has: the same parameter groups with the same settings' names
-    and parameter indices, per-parameter state of numbers and tensors."""
+    and parameter indices, per-parameter state of numbers and tensors
+    (or None: SGD's momentum buffer without momentum)."""
     import torch
     for index, state in states:
         optimizer = values[index] if type(index) is int and 0 <= index < len(values) else None
@@ -673,7 +674,7 @@ def _load_optimizer_states(values: list, states: list) -> None:
                        for g, m in zip(groups, mine["param_groups"]))
                 or type(state["state"]) is not dict
                 or any(k not in {i for m in mine["param_groups"] for i in m["params"]} or type(v) is not dict
-                       or any(type(x) not in (torch.Tensor, int, float, bool) for x in v.values())
+                       or any(type(x) not in (torch.Tensor, int, float, bool, type(None)) for x in v.values())
                        for k, v in state["state"].items())):
             raise ValueError("the learner's process sent an optimizer state that does not match the check's optimizer; "
                              "refused")

@@ -238,6 +238,30 @@ def test_unconfirmed_cells_score_zero_and_are_flagged_for_a_hand_regrade():
     assert _reconcile(kernel, None, maxima, off) == {c: s for c, (s, _) in kernel.items()}, "recheck off: kernel scores"
 
 
+def test_the_trusted_process_runs_under_a_memory_limit(monkeypatch):
+    """recheck_submission starts the trusted process with --memory-mb (at
+    least the floor), and under that limit an allocation past it fails."""
+    import subprocess
+    import sys
+    from autograder import recheck
+    from autograder.jail import Limits
+    seen = {}
+
+    def fake_run(cmd, **kwargs):
+        seen["cmd"] = cmd
+        return subprocess.CompletedProcess(cmd, 0, stdout="{}\n", stderr="")
+
+    monkeypatch.setattr(recheck.subprocess, "run", fake_run)
+    recheck.recheck_submission("01_embeddings", "nb.ipynb", Limits(memory_mb=1024))
+    cmd = seen["cmd"]
+    assert cmd[cmd.index("--memory-mb") + 1] == str(recheck.TRUSTED_MEMORY_FLOOR_MB)
+    probe = ("from autograder.recheck import limit_memory\nlimit_memory(2048)\n"
+             "try:\n    hog = bytearray(3 * 2**30)\n    print('allocated')\nexcept MemoryError:\n    print('refused')\n")
+    monkeypatch.undo()
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "refused", out
+
+
 def test_the_learners_own_cells_are_found_in_notebook_order():
     from autograder.recheck import _learner_cells
     a = "01_embeddings"

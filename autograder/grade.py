@@ -7,8 +7,9 @@ One submission at a time per worker, each in its own processes:
               through autograder.jail (own uid, folder, limits, no network)
   recheck     autograder.recheck runs the hidden and visible checks again in
               a trusted process against the answer cells run in a jail
-  reconcile   a cell keeps its kernel score only if the recheck agrees;
-              otherwise it scores zero and the submission is flagged
+  reconcile   a cell keeps its kernel score only if the recheck passes it;
+              otherwise (failed, not rechecked, recheck error or absent)
+              it scores zero and the submission is flagged
 
 Results go to .course/results/<assignment>/<student>.json, written when a
 submission is done: re-running skips submissions whose notebook is unchanged
@@ -191,7 +192,7 @@ def grade_one(sub: Submission, opts: Options) -> dict:
     result = {"student": sub.student, "assignment": sub.assignment, "flags": [], "cells": {}, "status": "graded",
               "problems": _drop_symlinks(sub.folder)}
     kernel = _kernel_scores(sub, opts, result)
-    recheck = {}
+    recheck = {} if opts.recheck else None
     if opts.recheck and kernel:
         from .recheck import recheck_submission
         recheck = recheck_submission(sub.assignment, sub.notebook, opts.limits)
@@ -229,17 +230,30 @@ def _kernel_scores(sub: Submission, opts: Options, result: dict) -> dict[str, tu
     return gradebook.cell_scores(opts.db_url, sub.assignment, sub.student)
 
 
-def _reconcile(kernel: dict, recheck: dict, max_scores: dict[str, float], result: dict) -> dict[str, float]:
-    """A cell keeps its kernel score only if the recheck does not fail it."""
+def _reconcile(kernel: dict, recheck: dict | None, max_scores: dict[str, float], result: dict) -> dict[str, float]:
+    """A cell keeps its kernel score only if the recheck passes it. A cell
+    the recheck failed, or could not confirm (not rechecked, the recheck
+    did not complete, no verdict at all), scores zero: an unconfirmed
+    kernel verdict is one the learner's code may have bent. Points taken
+    that way are flagged, the unconfirmed ones for a hand regrade.
+    recheck None: the instructor turned the recheck off (kernel scores)."""
     final = {}
     for cell, max_score in max_scores.items():
         k_score = kernel.get(cell, (0.0, max_score))[0]
-        r = recheck.get(cell) or recheck.get("__error__") or {"status": "not run", "message": ""}
-        score = k_score
+        if recheck is None:
+            r = {"status": "off", "message": ""}
+        else:
+            r = recheck.get(cell) or recheck.get("__error__") or {"status": "absent", "message": ""}
+        if not isinstance(r, dict) or r.get("status") not in ("pass", "fail", "not rechecked", "error", "off"):
+            r = {"status": "absent", "message": "the recheck gave no verdict for this cell"}
+        score = k_score if r["status"] in ("pass", "off") else 0.0
         if r["status"] == "fail" and k_score > 0:
-            score = 0.0
             result["flags"].append(f"{cell}: the notebook kernel passed it but the out-of-process recheck failed: "
                                    f"{r['message']}")
+        elif r["status"] not in ("pass", "fail", "off") and k_score > 0:
+            why = r.get("message") or "the recheck gave no verdict for this cell"
+            result["flags"].append(f"{cell}: the recheck could not confirm the kernel's {k_score:g} points "
+                                   f"({r['status']}: {why}); scored 0, for a hand regrade")
         elif r["status"] == "pass" and k_score == 0 and kernel:
             result["flags"].append(f"{cell}: failed in the notebook kernel but passed the recheck "
                                    "(kept at zero; look at the notebook's output)")

@@ -12,6 +12,7 @@ originals (with hidden tests) by grade id and never aborts on them.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import unicodedata
@@ -123,6 +124,10 @@ def _compare_structure(nb, release, intake: Intake) -> None:
                                                          for k in ("grade", "solution", "locked")):
             intake.problems.append(f"cell '{gid}' has changed grading metadata (points/flags); "
                                    "the original is restored for grading")
+            # Restored here, not left to nbgrader: with a test cell's flags
+            # switched off nbgrader stops on "Inconsistent checksums" and the
+            # whole notebook scores zero.
+            cell.metadata["nbgrader"] = copy.deepcopy(om)
         if om.get("locked") and cell.source != orig.source:
             intake.problems.append(f"read-only cell '{gid}' was edited; the original is restored for grading")
     for gid, orig in originals.items():

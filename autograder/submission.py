@@ -8,7 +8,11 @@ list of plain-English problems, `fatal` set when the file cannot be graded at
 all, and, when it can, a repaired notebook in which nothing the student
 changed in graded cells can earn points: graded and locked cells whose
 metadata was copied or invented lose that metadata, so nbgrader restores the
-originals (with hidden tests) by grade id and never aborts on them.
+originals (with hidden tests) by grade id and never aborts on them; graded
+cells whose flags or points were changed get the released metadata back.
+
+`printable` is the one escape for learner-controlled strings that the
+grader prints on a terminal (collect's report, grade's summary).
 """
 from __future__ import annotations
 

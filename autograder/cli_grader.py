@@ -25,10 +25,18 @@ def _assignments(names: list[str] | None) -> list[str]:
     return picked
 
 
+def _megabytes(value: float, option: str) -> int:
+    if not value > 0:
+        raise SystemExit(f"{option} must be a positive number of megabytes, got {value}")
+    return int(value * 2**20)
+
+
 def cmd_collect(args) -> int:
     from .collect import collect, format_report
     assignments = _assignments(args.assignments)
-    report = collect(Path(args.source), assignments, args.id_pattern, args.assignment)
+    report = collect(Path(args.source), assignments, args.id_pattern, args.assignment,
+                     max_submission_bytes=_megabytes(args.max_submission_mb, "--max-submission-mb"),
+                     max_collection_bytes=_megabytes(args.max_total_mb, "--max-total-mb"))
     print(format_report(report, assignments))
     return 0
 
@@ -48,19 +56,21 @@ def cmd_grade(args) -> int:
 def cmd_feedback(args) -> int:
     from .feedback import write_feedback
     from .grade import find_submissions, load_result
+    from .submission import printable
     results = [r for r in map(load_result, find_submissions(_assignments(args.assignments), args.student or None)) if r]
     if not results:
         print("no graded submissions yet: run `python -m autograder grade` first")
         return 1
     for path in write_feedback(results):
-        print(f"wrote {path.relative_to(course.ROOT) if path.is_relative_to(course.ROOT) else path}")
+        print(f"wrote {printable(path.relative_to(course.ROOT) if path.is_relative_to(course.ROOT) else path)}")
     return 0
 
 
 def cmd_export(args) -> int:
     from .export import export
+    from .submission import printable
     for path in export(gradebook.db_url(args.db_url), Path(args.out or gradebook.folder("exports"))):
-        print(f"wrote {path}")
+        print(f"wrote {printable(path)}")
     return 0
 
 
@@ -70,6 +80,7 @@ def cmd_check(args) -> int:
 
 
 def add_commands(sub) -> None:
+    from .collect import MAX_COLLECTION_BYTES, MAX_SUBMISSION_BYTES
     db_help = f"gradebook URL (default: ${gradebook.ENV_VAR} or SQLite in .course/)"
 
     c = sub.add_parser("collect", help="import submissions from a folder or an LMS zip")
@@ -78,6 +89,10 @@ def add_commands(sub) -> None:
     c.add_argument("--assignment", help="zip only: put every notebook in this assignment")
     c.add_argument("--id-pattern", default=r"^(?P<student>[^_/]+)_",
                    help="zip only: regex with a `student` group, matched on each entry's first path part")
+    c.add_argument("--max-submission-mb", type=float, default=MAX_SUBMISSION_BYTES / 2**20,
+                   help="most megabytes imported per student and assignment (default %(default)g)")
+    c.add_argument("--max-total-mb", type=float, default=MAX_COLLECTION_BYTES / 2**20,
+                   help="most megabytes imported by one collect run (default %(default)g)")
     c.set_defaults(func=cmd_collect)
 
     g = sub.add_parser("grade", help="autograde collected submissions (sandboxed, parallel, resumable)")

@@ -11,9 +11,15 @@ SOURCE is either
   (01_embeddings) or --assignment. A zip of the folder layout works too.
 
 Symbolic links, paths escaping the folder, files over the size limit and
-names that are not safe ids are refused and reported, never followed. The
+names that are not safe ids are refused and reported, never followed. Bytes
+are counted as they are copied (a zip entry's declared size can lie): a
+submission over `max_submission_bytes` or a collection over
+`max_collection_bytes` stops taking files, and says which limit and how to
+raise it, so a small zip that expands to gigabytes fills no disk. A corrupt
+zip entry is reported and the entries after it are still imported. The
 report says, per student, what was found, what is missing and what is
-malformed (the same intake the grader uses).
+malformed (the same intake the grader uses); every learner-controlled
+string in it is printed escaped (see submission.printable).
 """
 from __future__ import annotations
 
@@ -21,15 +27,22 @@ import re
 import shutil
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from . import course, gradebook
-from .submission import MAX_NOTEBOOK_BYTES, inspect_submission
+from .submission import MAX_NOTEBOOK_BYTES, inspect_submission, printable
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_ID_PATTERN = r"^(?P<student>[^_/]+)_"
 MAX_FILE_BYTES = MAX_NOTEBOOK_BYTES
+MAX_SUBMISSION_BYTES = 2 * MAX_NOTEBOOK_BYTES   # a full-size notebook and as much again in data files
+MAX_COLLECTION_BYTES = 2 * 2**30
+# What a zip member can raise when it is corrupt, truncated, encrypted or
+# compressed with a method Python lacks.
+BAD_ENTRY_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, EOFError, OSError, ValueError)
+CHUNK = 2**20
 
 
 @dataclass
@@ -38,6 +51,9 @@ class Report:
     refused: list[str] = field(default_factory=list)
     malformed: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # problems found by the intake
     unusable: set[tuple[str, str]] = field(default_factory=set)                # ... that leave nothing to grade
+    max_submission_bytes: int = MAX_SUBMISSION_BYTES
+    max_collection_bytes: int = MAX_COLLECTION_BYTES
+    copied: dict[tuple[str, str], int] = field(default_factory=dict)          # bytes written per submission
 
     def add(self, student: str, assignment: str, name: str) -> None:
         self.found.setdefault((student, assignment), []).append(name)
@@ -60,6 +76,35 @@ def _start(student: str, assignment: str, report: Report, fresh: set) -> Path:
         dest.mkdir(parents=True)
         fresh.add((student, assignment))
     return dest
+
+
+class OverLimit(Exception):
+    pass
+
+
+def _copy_capped(fin, dest: Path, key: tuple[str, str], report: Report) -> None:
+    """Copy counting the bytes actually written; over a limit the partial
+    file is removed and OverLimit says which limit and how to raise it."""
+    written, before = 0, report.copied.get(key, 0)
+    total = sum(report.copied.values())
+    try:
+        with open(dest, "wb") as fout:
+            while chunk := fin.read(CHUNK):
+                written += len(chunk)
+                if written > MAX_FILE_BYTES:
+                    raise OverLimit(f"over {MAX_FILE_BYTES // 2**20} MB")
+                if before + written > report.max_submission_bytes:
+                    raise OverLimit(f"the submission {key[0]}/{key[1]} passed its "
+                                    f"{report.max_submission_bytes / 2**20:g} MB limit (raise it with "
+                                    "`collect --max-submission-mb`)")
+                if total + written > report.max_collection_bytes:
+                    raise OverLimit(f"the collection passed its {report.max_collection_bytes / 2**20:g} MB limit "
+                                    "(raise it with `collect --max-total-mb`)")
+                fout.write(chunk)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+    report.copied[key] = before + written
 
 
 def _target_name(assignment: str, name: str) -> str:
@@ -94,14 +139,23 @@ def collect_folder(src: Path, assignments: list[str], report: Report, fresh: set
                 report.refused.append(f"{sdir.name}/{rel}: over {MAX_FILE_BYTES // 2**20} MB")
                 continue
             dest = _start(sdir.name, assignment, report, fresh) / _target_name(assignment, rel.name)
-            shutil.copyfile(entry, dest, follow_symlinks=False)
+            try:
+                with open(entry, "rb") as fin:
+                    _copy_capped(fin, dest, (sdir.name, assignment), report)
+            except OverLimit as err:
+                report.refused.append(f"{sdir.name}/{rel}: refused, {err}")
+                continue
             report.add(sdir.name, assignment, str(rel))
 
 
 def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, id_pattern: str,
                 forced: str | None) -> None:
     pattern = re.compile(id_pattern)
-    with zipfile.ZipFile(src) as zf:
+    try:
+        zf = zipfile.ZipFile(src)
+    except BAD_ENTRY_ERRORS as err:
+        raise SystemExit(f"{src}: the zip file cannot be read ({type(err).__name__}: {err}); download it again")
+    with zf:
         for info in zf.infolist():
             name = info.filename
             path = PurePosixPath(name)
@@ -129,16 +183,28 @@ def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, i
                 report.refused.append(f"{name}: cannot tell the assignment (name it, or pass --assignment)")
                 continue
             dest = _start(student, assignment, report, fresh) / _target_name(assignment, path.name)
-            with zf.open(info) as fin, open(dest, "wb") as fout:
-                shutil.copyfileobj(fin, fout)
+            try:
+                with zf.open(info) as fin:
+                    _copy_capped(fin, dest, (student, assignment), report)
+            except OverLimit as err:
+                report.refused.append(f"{name}: refused, {err}")
+                continue
+            except BAD_ENTRY_ERRORS as err:
+                report.refused.append(f"{name}: corrupt zip entry ({type(err).__name__}: {err}); not imported, "
+                                      "the other entries were")
+                continue
             report.add(student, assignment, name)
 
 
 def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = DEFAULT_ID_PATTERN,
-            assignment: str | None = None) -> Report:
+            assignment: str | None = None, max_submission_bytes: int = MAX_SUBMISSION_BYTES,
+            max_collection_bytes: int = MAX_COLLECTION_BYTES) -> Report:
     src = Path(src)
     assignments = assignments or course.assignments()
-    report, fresh = Report(), set()
+    for name, value in (("max_submission_bytes", max_submission_bytes), ("max_collection_bytes", max_collection_bytes)):
+        if value <= 0:
+            raise ValueError(f"{name} must be a positive number of bytes, got {value}")
+    report, fresh = Report(max_submission_bytes=max_submission_bytes, max_collection_bytes=max_collection_bytes), set()
     if not src.exists():
         raise SystemExit(f"{src}: no such folder or zip file")
     if src.is_dir():
@@ -148,7 +214,14 @@ def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = D
     else:
         raise SystemExit(f"{src}: neither a folder nor a zip file")
     for student, a in report.found:
-        intake = inspect_submission(gradebook.folder("submitted") / student / a / f"{a}.ipynb", course.release_notebook(a))
+        try:
+            intake = inspect_submission(gradebook.folder("submitted") / student / a / f"{a}.ipynb",
+                                        course.release_notebook(a))
+        except Exception as err:  # noqa: BLE001: one unreadable notebook must not stop the report
+            report.malformed[(student, a)] = [f"the intake could not read it ({type(err).__name__}: {err}); "
+                                              "please report this grader bug"]
+            report.unusable.add((student, a))
+            continue
         if intake.problems:
             report.malformed[(student, a)] = intake.problems
         if intake.fatal:
@@ -159,8 +232,8 @@ def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = D
 def format_report(report: Report, assignments: list[str]) -> str:
     students = sorted({s for s, _ in report.found})
     lines = [f"{len(students)} students, {len(report.found)} submissions collected into "
-             f"{gradebook.folder('submitted')}/"]
-    width = max([len("student"), *map(len, students)])
+             f"{printable(gradebook.folder('submitted'))}/"]
+    width = max([len("student"), *(len(printable(s)) for s in students)])
     lines.append(f"{'student':<{width}}  " + "  ".join(a[:13] for a in assignments))
     for s in students:
         cells = []
@@ -168,8 +241,8 @@ def format_report(report: Report, assignments: list[str]) -> str:
             mark = ("missing" if (s, a) not in report.found else "MALFORMED" if (s, a) in report.unusable
                     else "warnings" if (s, a) in report.malformed else "ok")
             cells.append(f"{mark:<{len(a[:13])}}")
-        lines.append(f"{s:<{width}}  " + "  ".join(cells))
+        lines.append(f"{printable(s):<{width}}  " + "  ".join(cells))
     for (s, a), problems in sorted(report.malformed.items()):
-        lines += [f"  {s}/{a}: {p}" for p in problems]
-    lines += [f"  refused: {r}" for r in report.refused]
+        lines += [f"  {printable(s)}/{printable(a)}: {printable(p)}" for p in problems]
+    lines += [f"  refused: {printable(r)}" for r in report.refused]
     return "\n".join(lines)

@@ -1,12 +1,28 @@
 """`python -m autograder feedback`: one HTML page per student and notebook.
 
 Made from the autograded notebook and the grade result, not with nbgrader's
-generate_feedback, which shows the hidden tests' source. Here every test
-cell shows only its visible part; its printed check tables stay (they show
-shapes, pass/fail and differences, never expected values); an error output
-keeps its exception name and message but not its traceback, whose frames
-would quote hidden test lines. A summary on top gives the score per
-exercise, what the intake found, and the recheck's flags.
+generate_feedback, which shows the hidden tests' source. What the page
+shows, and why:
+
+* A summary on top: the score per exercise, what the intake found and the
+  recheck's flags, all from the result file the trusted side wrote
+  (.course/results/<assignment>/<student>.json).
+* Test cells: their visible part only, and under each the trusted verdict
+  (score, recheck status, the recheck's diagnosis). Never their output.
+* Answer and other code cells: their source, never their output.
+  Outputs of the grading run are written by the learner's code, which can
+  read the test cell the kernel runs (an IPython pre_run_cell hook,
+  linecache, the caller's frame) and print it, hidden tests included, in
+  the test cell's output or in any later cell's; it can also print a fake
+  verdict. So no output of the grading run reaches the page.
+* Markdown cells: rendered, then sanitised with nh3 (the maintained binding
+  of the Ammonia sanitiser; nbconvert's own SanitizeHTML uses bleach, which
+  is deprecated): no script, style, event-handler attribute, class, id,
+  image or javascript: URL survives, so learner text cannot run code or
+  dress itself up as the grader's banner.
+* Every message from the result file is dropped if it quotes a line of the
+  hidden tests (defence in depth: the trusted side should never put one
+  there), and the whole page body goes through nh3 once more.
 """
 from __future__ import annotations
 
@@ -15,45 +31,114 @@ import shutil
 from pathlib import Path
 
 import nbformat
+import nh3
 
-from . import gradebook
-from .notebook_gates import HIDDEN_BLOCK, is_check, visible_part
+from . import course, gradebook
+from .notebook_gates import HIDDEN_BLOCK, is_check, nbg, visible_part
+
+PAGE_CSS = """
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+table.grader-summary { border-collapse: collapse; margin: 1rem 0; }
+table.grader-summary td, table.grader-summary th { border: 1px solid #bbb; padding: 0.2rem 0.6rem; }
+.grader-banner { border: 2px solid #335; background: #eef; padding: 0.5rem 1rem; }
+.cell { margin: 1rem 0; }
+.cell-source { border-left: 3px solid #ccc; padding-left: 0.6rem; }
+.verdict { border: 1px solid #335; background: #f4f4fb; padding: 0.3rem 0.6rem; margin-top: 0.3rem; }
+.verdict-pass { border-color: #272; }
+.verdict-fail { border-color: #a22; }
+"""
+OUTPUTS_NOTE = ("Outputs of the grading run are not shown: code in a notebook can print anything there, "
+                "including text that is not its own. Run your notebook in Jupyter to see your outputs; "
+                "the verdicts on this page come from the grader.")
+# Tags a learner's markdown may keep: nh3's defaults less images (a picture
+# of a fake score is still a fake score) and image maps.
+MARKDOWN_TAGS = set(nh3.ALLOWED_TAGS) - {"img", "map", "area"}
+WITHHELD = "(message withheld: it quoted the grader's hidden test code)"
 
 
+def hidden_test_lines(assignment: str) -> set[str]:
+    """The non-trivial lines of the assignment's hidden tests, stripped."""
+    path = course.source_notebook(assignment)
+    if not path.is_file():
+        return set()
+    source = nbformat.read(str(path), as_version=4)
+    return {line.strip() for cell in source.cells if is_check(cell)
+            for block in HIDDEN_BLOCK.findall(cell.source) for line in block.splitlines() if len(line.strip()) >= 12}
 
-def sanitize(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    for cell in nb.cells:
-        if "BEGIN HIDDEN TESTS" in cell.source or is_check(cell):
-            cell.source = visible_part(HIDDEN_BLOCK.sub("", cell.source)).rstrip() + "\n"
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
-    return nb
+
+def _message(text: str, hidden: set[str]) -> str:
+    """A message from the result file, escaped; withheld if it quotes hidden tests."""
+    return html.escape(WITHHELD if any(line in text for line in hidden) else text)
 
 
-def summary_markdown(result: dict) -> str:
-    lines = [f"# Feedback: {result['assignment']}",
-             f"**Student:** {result['student']}  \n**Score:** {result['score']:g} / {result['max_score']:g}", "",
-             "| exercise | score | out of | independent recheck |", "|---|---|---|---|"]
-    for cell, c in result.get("cells", {}).items():
-        lines.append(f"| {cell} | {c['score']:g} | {c['max_score']:g} | {c['recheck']} |")
+def _clean_markdown(source: str) -> str:
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+    return nh3.clean(markdown2html_mistune(source), tags=MARKDOWN_TAGS, attributes={"a": {"href", "title"}})
+
+
+def _code(source: str) -> str:
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+    return highlight(source, PythonLexer(), HtmlFormatter())
+
+
+def _verdict(cell_result: dict | None, hidden: set[str]) -> str:
+    if cell_result is None:
+        return '<div class="verdict">No verdict was recorded for this test cell.</div>'
+    status = "pass" if cell_result["recheck"] == "pass" and cell_result["score"] == cell_result["max_score"] else "fail"
+    text = (f"Score {cell_result['score']:g} / {cell_result['max_score']:g}; "
+            f"independent recheck: {html.escape(str(cell_result['recheck']))}")
+    message = cell_result.get("message") or ""
+    detail = f"<br>{_message(message, hidden)}" if message else ""
+    return f'<div class="verdict verdict-{status}">{text}{detail}</div>'
+
+
+def summary_html(result: dict, hidden: set[str]) -> str:
+    rows = "".join(f"<tr><td>{html.escape(cell)}</td><td>{c['score']:g}</td><td>{c['max_score']:g}</td>"
+                   f"<td>{html.escape(str(c['recheck']))}</td></tr>" for cell, c in result.get("cells", {}).items())
     notes = result.get("problems", []) + result.get("flags", [])
-    if notes:
-        lines += ["", "**Notes from the grader**", ""] + [f"- {html.escape(n)}" for n in notes]
-    return "\n".join(lines)
+    notes_html = ("<p><strong>Notes from the grader</strong></p><ul>"
+                  + "".join(f"<li>{_message(n, hidden)}</li>" for n in notes) + "</ul>") if notes else ""
+    return (f'<div class="grader-banner"><h1>Feedback: {html.escape(result["assignment"])}</h1>'
+            f'<p><strong>Student:</strong> {html.escape(result["student"])}<br>'
+            f'<strong>Score:</strong> {result["score"]:g} / {result["max_score"]:g}</p>'
+            '<table class="grader-summary"><tr><th>exercise</th><th>score</th><th>out of</th>'
+            f'<th>independent recheck</th></tr>{rows}</table>{notes_html}'
+            f'<p><em>{html.escape(OUTPUTS_NOTE)}</em></p></div>')
+
+
+def cells_html(nb: nbformat.NotebookNode, result: dict, hidden: set[str]) -> str:
+    parts = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            parts.append(f'<div class="cell">{_clean_markdown(cell.source)}</div>')
+        elif cell.cell_type == "code" and is_check(cell):
+            source = visible_part(HIDDEN_BLOCK.sub("", cell.source)).rstrip() + "\n"
+            verdict = _verdict(result.get("cells", {}).get(nbg(cell).get("grade_id")), hidden)
+            parts.append(f'<div class="cell"><div class="cell-source">{_code(source)}</div>{verdict}</div>')
+        elif cell.cell_type == "code":
+            parts.append(f'<div class="cell"><div class="cell-source">{_code(cell.source)}</div></div>')
+        else:  # raw cells: shown as text, never interpreted
+            parts.append(f'<div class="cell"><pre>{html.escape(cell.source)}</pre></div>')
+    return "\n".join(parts)
 
 
 def render(result: dict) -> str:
-    from nbconvert import HTMLExporter
+    from pygments.formatters import HtmlFormatter
 
     path = gradebook.folder("autograded") / result["student"] / result["assignment"] / f"{result['assignment']}.ipynb"
-    if path.is_file():
-        nb = sanitize(nbformat.read(str(path), as_version=4))
-    else:
-        nb = nbformat.v4.new_notebook()
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary_markdown(result)))
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
-    return body
+    nb = nbformat.read(str(path), as_version=4) if path.is_file() else nbformat.v4.new_notebook()
+    hidden = hidden_test_lines(result["assignment"])
+    body = summary_html(result, hidden) + cells_html(nb, result, hidden)
+    # The second pass: whatever slipped through the per-part escaping, no
+    # script, style or event handler leaves this function (class is kept
+    # for the page's own CSS; learner markdown lost its classes above).
+    body = nh3.clean(body, tags=MARKDOWN_TAGS, attributes={"*": {"class"}, "a": {"href", "title"}})
+    css = PAGE_CSS + HtmlFormatter().get_style_defs(".highlight")
+    return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Feedback: '
+            f'{html.escape(result["assignment"])} ({html.escape(result["student"])})</title>'
+            f"<style>{css}</style></head>\n<body>{body}</body></html>\n")
 
 
 def write_feedback(results: list[dict]) -> list[Path]:

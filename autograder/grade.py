@@ -30,7 +30,7 @@ from pathlib import Path
 from . import course, gradebook
 from .jail import JAIL_BASE, Jail, Limits
 from .preprocessors import autograde_preprocessors
-from .submission import inspect_submission, write_repaired
+from .submission import inspect_submission, printable, write_repaired
 
 KERNEL_NAME = "tinylm-sandbox"
 # Run in the kernel before any notebook cell: the working folder leaves
@@ -160,7 +160,8 @@ def _run_nbgrader(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]
             *(f"--CourseDirectory.{kind}_directory={gradebook.folder(kind)}" for kind in ("submitted", "autograded")),
             f"--Execute.kernel_name={KERNEL_NAME}", f"--Execute.timeout={opts.cell_timeout}",
             "--KernelManager.transport=ipc", f"--KernelManager.ip={jail.rundir / 'kernel'}",
-            "--OverwriteCells.add_missing_cells=True", f"--CapOutputBytes.max_bytes={opts.max_output_bytes}"]
+            "--OverwriteCells.add_missing_cells=True", f"--CapOutputBytes.max_bytes={opts.max_output_bytes}",
+            f"--CappedExecute.max_output_bytes={opts.max_output_bytes}"]
     args += [f"--Autograde.autograde_preprocessors={p}" for p in autograde_preprocessors()]
     env = course.nbgrader_env()
     env.update(jail.env(), JUPYTER_PATH=str(kernelspec_dir()), JUPYTER_RUNTIME_DIR=str(jail.rundir),
@@ -331,11 +332,14 @@ def _progress(total: int, enabled: bool):
 
 
 def summary(results: list[dict]) -> str:
+    """The class table; every learner-controlled string (ids, problems that
+    quote grade ids or outputs) goes through printable, so a carriage return
+    or an ANSI escape in one cannot overwrite another row on the terminal."""
     rows = [("student", "assignment", "score", "status", "notes")]
     for r in results:
-        notes = "; ".join(r.get("problems", []) + r.get("flags", []))
-        rows.append((r["student"], r["assignment"], f"{r['score']:g}/{r['max_score']:g}", r["status"],
-                     notes[:110] + ("..." if len(notes) > 110 else "")))
+        notes = printable("; ".join(r.get("problems", []) + r.get("flags", [])))
+        rows.append((printable(r["student"]), printable(r["assignment"]), f"{r['score']:g}/{r['max_score']:g}",
+                     printable(r["status"]), notes[:110] + ("..." if len(notes) > 110 else "")))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(f"{v:<{w}}" for v, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
     flagged = sum(bool(r.get("flags")) for r in results)

@@ -1,4 +1,13 @@
-"""Two nbgrader preprocessors that run after Execute during `grade`.
+"""nbgrader preprocessors for `grade`: CappedExecute replaces Execute, two
+more run after it.
+
+- CappedExecute: stock Execute keeps every output message the kernel sends
+  until the notebook is done, so a cell printing 800 MB in chunks made the
+  trusted nbgrader process hold all of it (peak 2.4 GB). This one stops
+  keeping a cell's output once it passed `max_output_bytes`, as the messages
+  arrive; errors are always kept (shortened), since the verdict needs them.
+  One message is still received whole before it is dropped: a single print
+  of N bytes costs the grader about N bytes for that moment.
 
 - StderrIsNotFailure: stock nbgrader scores a test cell zero when anything
   reached stderr, so a correct answer that triggers a library warning loses
@@ -12,10 +21,47 @@ from __future__ import annotations
 
 import json
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+import nbformat
+
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 
+DROPPED = "\n... output truncated by the grader: the cell printed more than its {cap}-byte limit ...\n"
 TRUNCATED = "\n... output truncated by the grader: {n} bytes over the {cap}-byte limit ...\n"
+
+
+def _error_kept_short(out):
+    """An error output with its message and traceback shortened: the verdict
+    needs the error, not megabytes of it."""
+    out["evalue"] = str(out.get("evalue", ""))[:2000]
+    out["traceback"] = [t[:2000] for t in out.get("traceback", [])[-5:]]
+    return out
+
+
+class CappedExecute(Execute):
+    max_output_bytes = Integer(64 * 1024, help="bytes of output kept per cell while it runs").tag(config=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._kept_bytes: dict[int, int] = {}  # cell index -> bytes of output kept so far
+
+    def output(self, outs, msg, display_id, cell_index):
+        if msg["msg_type"] == "error":
+            out = super().output(outs, msg, display_id, cell_index)
+            return _error_kept_short(out) if out is not None else None
+        content = msg.get("content", {})
+        size = len(content["text"]) if msg["msg_type"] == "stream" else len(json.dumps(content.get("data", {})))
+        kept = self._kept_bytes.get(cell_index, 0)
+        self._kept_bytes = {cell_index: kept}  # one cell runs at a time: forget the others
+        if kept + size <= self.max_output_bytes:
+            self._kept_bytes[cell_index] = kept + size
+            return super().output(outs, msg, display_id, cell_index)
+        if kept <= self.max_output_bytes:  # the first message past the cap: say so, once
+            self._kept_bytes[cell_index] = self.max_output_bytes + 1
+            note = nbformat.v4.new_output("stream", name="stdout", text=DROPPED.format(cap=self.max_output_bytes))
+            outs.append(note)
+            return note
+        return None
 
 
 class StderrIsNotFailure(NbGraderPreprocessor):
@@ -45,9 +91,7 @@ class CapOutputBytes(NbGraderPreprocessor):
                 out["text"] = out["text"][: max(budget - 200, 0)] + TRUNCATED.format(n=size - budget, cap=self.max_bytes)
                 kept.append(out)
             elif out.get("output_type") == "error":  # the verdict needs the error: keep its name and a short message
-                out["evalue"] = str(out.get("evalue", ""))[:2000]
-                out["traceback"] = [t[:2000] for t in out.get("traceback", [])[-5:]]
-                kept.append(out)
+                kept.append(_error_kept_short(out))
             else:
                 kept.append({"output_type": "stream", "name": "stdout",
                              "text": TRUNCATED.format(n=size - budget, cap=self.max_bytes)})
@@ -58,7 +102,7 @@ class CapOutputBytes(NbGraderPreprocessor):
 
 def autograde_preprocessors() -> list[str]:
     """nbgrader's own list with ours inserted right after Execute."""
-    return ["nbgrader.preprocessors.Execute", "autograder.preprocessors.StderrIsNotFailure",
+    return ["autograder.preprocessors.CappedExecute", "autograder.preprocessors.StderrIsNotFailure",
             "autograder.preprocessors.CapOutputBytes", "nbgrader.preprocessors.IgnorePattern",
             "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
             "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",

@@ -8,12 +8,18 @@ list of plain-English problems, `fatal` set when the file cannot be graded at
 all, and, when it can, a repaired notebook in which nothing the student
 changed in graded cells can earn points: graded and locked cells whose
 metadata was copied or invented lose that metadata, so nbgrader restores the
-originals (with hidden tests) by grade id and never aborts on them.
+originals (with hidden tests) by grade id and never aborts on them; graded
+cells whose flags or points were changed get the released metadata back.
+
+`printable` is the one escape for learner-controlled strings that the
+grader prints on a terminal (collect's report, grade's summary).
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +42,16 @@ class Intake:
         self.problems.append(message)
         self.fatal = True
         return self
+
+
+def printable(text) -> str:
+    """A learner-controlled string (student id, grade id, file name, message)
+    made safe to print on a terminal: control and format characters (carriage
+    return, ANSI escape, bidi overrides) appear as escapes like \\r or \\x1b
+    instead of moving the cursor or recolouring what was printed before."""
+    return "".join(ch if unicodedata.category(ch)[0] != "C" else
+                   ascii(ch)[1:-1] if ch in "\r\n\t" or ord(ch) > 0xFF else f"\\x{ord(ch):02x}"
+                   for ch in str(text))
 
 
 def digest(path: Path) -> str:
@@ -85,11 +101,14 @@ def _compare_structure(nb, release, intake: Intake) -> None:
     for cell in nb.cells:
         meta = nbg(cell)
         gid = meta.get("grade_id") if isinstance(meta, dict) else None
-        if not gid:
+        if not gid or not isinstance(gid, str):
             if "nbgrader" in cell.metadata:
+                # Always said, even for metadata that grades nothing: the
+                # problem makes the grader write the repaired notebook, and
+                # nbgrader stops on any nbgrader metadata without a grade id.
                 cell.metadata.pop("nbgrader")
-                if not isinstance(meta, dict) or any(meta.get(k) for k in ("grade", "solution", "locked")):
-                    intake.problems.append("a cell has nbgrader metadata without a grade id; it was ignored")
+                what = "without a grade id" if not gid else f"whose grade id is not text ({type(gid).__name__})"
+                intake.problems.append(f"a cell has nbgrader metadata {what}; it was ignored")
             continue
         seen[gid] = seen.get(gid, 0) + 1
         orig = originals.get(gid)
@@ -109,6 +128,10 @@ def _compare_structure(nb, release, intake: Intake) -> None:
                                                          for k in ("grade", "solution", "locked")):
             intake.problems.append(f"cell '{gid}' has changed grading metadata (points/flags); "
                                    "the original is restored for grading")
+            # Restored here, not left to nbgrader: with a test cell's flags
+            # switched off nbgrader stops on "Inconsistent checksums" and the
+            # whole notebook scores zero.
+            cell.metadata["nbgrader"] = copy.deepcopy(om)
         if om.get("locked") and cell.source != orig.source:
             intake.problems.append(f"read-only cell '{gid}' was edited; the original is restored for grading")
     for gid, orig in originals.items():

@@ -43,3 +43,42 @@ def shared_batch(tmp_path_factory, name: str, produce) -> dict:
     outcome = json.loads(out.read_text())
     outcome["data"] = Path(outcome["data"])
     return outcome
+
+
+@contextmanager
+def recording_jails():
+    """Note the folder of every jail reserved meanwhile in this process, so a
+    test can tell its own jailed processes from those of other graders
+    running on the same machine."""
+    from autograder.jail import Jail
+    bases: list[str] = []
+    reserve = Jail.reserve.__func__
+
+    def recorded(cls, *args, **kwargs):
+        jail = reserve(cls, *args, **kwargs)
+        bases.append(jail.base)
+        return jail
+    Jail.reserve = classmethod(recorded)
+    try:
+        yield bases
+    finally:
+        Jail.reserve = classmethod(reserve)
+
+
+def jailed_survivors(bases: list[str]) -> list[int]:
+    """Live processes under a jail uid that belong to one of these jails:
+    their working folder or command line lies in the jail's folder (every
+    jailed process starts in it, and the jail's own processes name it)."""
+    from autograder.jail import UID_COUNT, UID_FIRST, live_process_uid
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        uid = live_process_uid(pid)
+        if uid is None or not UID_FIRST <= uid < UID_FIRST + UID_COUNT:
+            continue
+        try:
+            where = os.readlink(f"/proc/{pid}/cwd") + "\0" + Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+        except OSError:  # exited meanwhile
+            continue
+        if any(base in where for base in bases):
+            found.append(int(pid))
+    return found

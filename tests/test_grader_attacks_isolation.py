@@ -32,6 +32,7 @@ import nbformat
 import pytest
 
 from autograder import course, specimens
+from autograder.gradebook import DATA_ENV_VAR
 from autograder.jail import Jail, Limits, live_process_uid
 from tests.grader_batch import jailed_survivors, recording_jails, shared_batch
 
@@ -307,6 +308,37 @@ def test_what_one_job_leaves_in_ipc_run_lock_and_dev_shm_the_next_does_not_find(
 
 
 @root_only
+def test_kill_uid_skips_processes_that_exit_during_its_scan(monkeypatch):
+    """A process that exits while kill_uid reads its /proc files makes those
+    reads fail with ESRCH (ProcessLookupError): the scan must skip it and
+    still kill the uid's processes, not abort the release."""
+    import builtins
+    import io
+    from autograder import jail as jail_module
+    uid = 4_000_000  # a uid nothing else runs under
+    target = subprocess.Popen(["sleep", "60"], user=uid, group=uid)
+    vanishing = subprocess.Popen(["sleep", "60"])
+    prefix = f"/proc/{vanishing.pid}/"
+
+    def exiting(real):
+        def call(path, *args, **kwargs):
+            if str(path).startswith(prefix):
+                raise ProcessLookupError(3, "No such process", str(path))
+            return real(path, *args, **kwargs)
+        return call
+    try:
+        with monkeypatch.context() as patch:
+            for module, name in ((os, "stat"), (builtins, "open"), (io, "open")):
+                patch.setattr(module, name, exiting(getattr(module, name)))
+            killed = jail_module.kill_uid(uid)
+        assert killed >= 1 and target.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        for proc in (target, vanishing):
+            proc.kill()
+            proc.wait()
+
+
+@root_only
 def test_a_float_cpu_limit_is_set_not_refused():
     """`grade --timeout 600` used to hand the jail cpu_s=600.0, and setrlimit
     refused it: every kernel died."""
@@ -355,6 +387,24 @@ def test_a_group_signal_reaches_the_command_once():
     assert proc.returncode == 3, "the command's exit code did not pass through"
 
 
+@root_only
+def test_the_survivor_check_sees_a_running_jobs_processes_and_only_its_own(tmp_path):
+    """The batches' "no jailed process survives" check must be able to fail,
+    and must not count another grader's jobs on the same machine."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    code = "import os, time\nos.chdir('/')\nprint('READY', flush=True)\ntime.sleep(60)\n"  # leaves its folder
+    with _probe_jail(code) as (_, cmd, env):
+        proc = subprocess.Popen(cmd, env={**env, DATA_ENV_VAR: str(ours)}, stdout=subprocess.PIPE, text=True, cwd="/")
+        try:
+            assert proc.stdout.readline().strip() == "READY"
+            found, other = jailed_survivors(ours), jailed_survivors(theirs)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert len(found) == 2, f"expected the job's init and its command, found {found}"  # the outside process is root
+    assert other == []
+
+
 # ---------------------------------------------------------------------------
 # one grader batch
 
@@ -384,7 +434,7 @@ def _grade_isolation_batch(data: Path) -> dict:
             opts = Options(assignments=[A], workers=1, cell_timeout=60, progress=False,
                            limits=Limits(memory_mb=3072, wall_s=300, cpu_s=300))
             results = {r["student"]: r for r in grade_all(opts)}
-            hoppers, survivors = _hoppers(), jailed_survivors(bases)
+            hoppers, survivors = _hoppers(), jailed_survivors(data, bases)
         host = _host_leftovers()
     finally:
         _remove_host_leftovers()

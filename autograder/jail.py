@@ -251,7 +251,7 @@ def _isolate_files(settings: dict, libc) -> None:
     - a folder other users cannot enter that holds the interpreter (pyenv
       under /root) becomes an empty tmpfs with only the needed paths bound
       back, so the jailed uid can run Python and sees nothing else there;
-    - /tmp, /var/tmp, /dev/shm (and /dev/mqueue where mounted) become
+    - /tmp, /var/tmp, /dev/shm (and /dev/mqueue where it exists) become
       private, empty tmpfs (the job's own folder bound back), so nothing
       written there outlives the job or reaches another one;
     - /run becomes an empty tmpfs too, after the stash there was used: no

@@ -446,6 +446,19 @@ def _exec(command: list[str], env: dict, settings: dict, notes: list[str]) -> No
     os.execve(command[0], command, env)
 
 
+def _fork_retrying(within_s: float = 5.0) -> int:
+    """fork, waiting a moment while the uid's process limit is full (a
+    previous job's processes may still be on their way out)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return os.fork()
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def run(settings: dict, command: list[str], env: dict) -> int:
     """Jail COMMAND (see the module docstring); returns its exit status."""
     libc = _libc()
@@ -465,7 +478,7 @@ def run(settings: dict, command: list[str], env: dict) -> int:
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace of init by the job, no /proc/1 files it owns
     _die_with(alive_r, libc)
     os.setsid()  # group signals meant for the jail reach it once, through the outside process
-    command_pid = os.fork()
+    command_pid = _fork_retrying()
     if command_pid == 0:
         os.close(alive_r)
         _exec(command, env, settings, notes)

@@ -409,7 +409,9 @@ def test_the_survivor_check_sees_a_running_jobs_processes_and_only_its_own(tmp_p
 # one grader batch
 
 A = "01_embeddings"
-STUDENTS = ("control", "hop_daemon", "ipc_1_leave", "ipc_2_find")
+# Graded in this order; the daemon last, so that on a jail where it survives
+# it cannot spoil the uid for the submissions that test something else.
+STUDENTS = ("control", "ipc_1_leave", "ipc_2_find", "z_hop_daemon")
 
 
 def _with_code(code: str) -> nbformat.NotebookNode:
@@ -424,7 +426,7 @@ def _grade_isolation_batch(data: Path) -> dict:
     from autograder.grade import Options, grade_all
     specimens.submit(data, "control", A, specimens.honest(A))
     count = f"/tmp/hops-{TOKEN}"  # in the job's private /tmp
-    specimens.submit(data, "hop_daemon", A, _with_code(HOPPER.format(token=TOKEN, count=count)))
+    specimens.submit(data, "z_hop_daemon", A, _with_code(HOPPER.format(token=TOKEN, count=count)))
     specimens.submit(data, "ipc_1_leave", A, _with_code(LEAVER.format(key=SYSV_KEY, token=TOKEN)))
     others = [s for s in STUDENTS if s != "ipc_2_find"] + [f"decoy-{TOKEN}"]
     try:
@@ -491,7 +493,7 @@ def test_batch_no_submission_sees_other_students_or_host_sockets(batch):
 
 @batch_test
 def test_batch_no_daemon_outlives_its_submission(batch):
-    assert "HOPPING" in batch["outputs"]["hop_daemon"], "the daemon never started: the test proves nothing"
+    assert "HOPPING" in batch["outputs"]["z_hop_daemon"], "the daemon never started: the test proves nothing"
     assert batch["jails"] >= len(STUDENTS), "the batch's jails were not recorded"
     assert not batch["hoppers"], "forks of the daemon outlived grading"
     assert not batch["survivors"], "a jailed process of this batch outlived grading"

@@ -405,6 +405,14 @@ def test_the_survivor_check_sees_a_running_jobs_processes_and_only_its_own(tmp_p
     assert other == []
 
 
+@root_only
+def test_a_command_ended_by_a_signal_ends_the_jail_with_128_plus_it():
+    """The jail's init cannot die of a signal the job sends, so it reports
+    one as a shell does; a kernel manager sees the kernel gone either way."""
+    done = _run_jailed("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    assert done.returncode == 128 + signal.SIGTERM, (done.returncode, done.stderr)
+
+
 # ---------------------------------------------------------------------------
 # one grader batch
 

@@ -82,8 +82,14 @@ def jailed_survivors(data: Path, bases: list[str] = ()) -> list[int]:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             ns = os.readlink(f"/proc/{pid}/ns/pid")
+        except OSError:  # exited meanwhile, or not ours to inspect
+            continue
+        try:
             if ns != host_ns and marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                 ours.add(ns)
+        except OSError:
+            pass
+        try:
             uid = live_process_uid(pid)
             if uid is not None and UID_FIRST <= uid < UID_FIRST + UID_COUNT:
                 where = os.readlink(f"/proc/{pid}/cwd") + "\0" + Path(f"/proc/{pid}/cmdline").read_text(errors="replace")

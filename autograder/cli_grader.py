@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+import argparse
+import math
 import os
 from pathlib import Path
 
@@ -44,7 +46,7 @@ def cmd_collect(args) -> int:
 def cmd_grade(args) -> int:
     from .grade import Options, grade_all, summary
     from .jail import Limits
-    limits = Limits(memory_mb=args.memory_mb, wall_s=args.timeout, cpu_s=max(args.timeout, 60))
+    limits = Limits(memory_mb=args.memory_mb, wall_s=args.timeout, cpu_s=max(math.ceil(args.timeout), 60))
     opts = Options(assignments=_assignments(args.assignments), students=args.student or None,
                    workers=args.workers, cell_timeout=args.cell_timeout, limits=limits, db_url=args.db_url or "",
                    force=args.force, recheck=not args.no_recheck, progress=not args.no_progress)
@@ -79,6 +81,17 @@ def cmd_check(args) -> int:
     return main(args.notebook, args.cell_timeout)
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse names the option on error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds, e.g. 600")
+    return value
+
+
 def add_commands(sub) -> None:
     from .collect import MAX_COLLECTION_BYTES, MAX_SUBMISSION_BYTES
     db_help = f"gradebook URL (default: ${gradebook.ENV_VAR} or SQLite in .course/)"
@@ -99,7 +112,7 @@ def add_commands(sub) -> None:
     g.add_argument("assignments", nargs="*", help="assignment names or prefixes, e.g. 01 04_rope (default: all)")
     g.add_argument("--student", action="append", help="grade only this student (repeatable)")
     g.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel submissions (default: cores)")
-    g.add_argument("--timeout", type=float, default=600, help="wall-clock seconds per submission (default 600)")
+    g.add_argument("--timeout", type=_seconds, default=600, help="wall-clock seconds per submission (default 600)")
     g.add_argument("--cell-timeout", type=int, default=120, help="seconds per notebook cell (default 120)")
     g.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per process (default 4096)")
     g.add_argument("--force", action="store_true", help="regrade submissions already graded")

@@ -7,13 +7,29 @@ reads its settings from the TINYLM_JAIL environment variable (JSON, made by
 
 1. makes a fresh working folder holding copies of only the allowed files (the
    student's notebook and the released data files; symlinks refused);
-2. when root: enters new mount and network namespaces, mounts an empty tmpfs
-   over every hidden path (solutions/, the course data folder with the
-   gradebook and all submissions, .git, notebook sources) and switches to an
-   unprivileged uid reserved for this one job; when not root it tries an
-   unprivileged user namespace for the same, and says what it could not do;
+2. when root: enters new mount, network, IPC and PID namespaces, mounts an
+   empty tmpfs over every hidden path (solutions/, the course data folder with
+   the gradebook and all submissions, .git, notebook sources), gives the job a
+   private /tmp, /var/tmp, /dev/shm and /run (so no file, lock or socket there
+   is shared with the host or another job), mounts a /proc that shows only the
+   job's own processes, and switches to an unprivileged uid reserved for this
+   one job; when not root it tries an unprivileged user namespace for the
+   same, and says what it could not do;
 3. sets resource limits (address space, CPU seconds, processes, file size);
 4. execs COMMAND with a minimal environment (no database URL, no secrets).
+
+With a PID namespace the process tree is
+
+    jail (root, outside)  ->  init (PID 1, jail uid)  ->  COMMAND (jail uid)
+
+The outside process forwards the signals a kernel manager sends (interrupt,
+terminate) to init, which forwards them to COMMAND; init reaps orphans and
+exits with COMMAND's exit status (128 + N when a signal N ended it). When
+init exits or is killed, the kernel kills every process left in the
+namespace (daemons a student forked included), and init dies when the
+outside process dies (PR_SET_PDEATHSIG), so killing the process a kernel
+manager started ends the whole job. `Jail.release` also kills whatever still
+runs under the job's uid before the uid is reused.
 
 What it does not do: seccomp filtering, cgroups, or hiding the rest of the
 file system (the student can read what an unprivileged user can read, e.g.
@@ -24,8 +40,10 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import json
+import math
 import os
 import resource
+import select
 import shutil
 import signal
 import sys
@@ -38,7 +56,12 @@ ENV_VAR = "TINYLM_JAIL"
 JAIL_BASE = Path(tempfile.gettempdir()) / "tinylm-jail"
 UID_FIRST, UID_COUNT = 61000, 1000
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
+CLONE_NEWIPC, CLONE_NEWPID = 0x08000000, 0x20000000
 MS_REC, MS_PRIVATE, MS_BIND, MS_RDONLY = 0x4000, 0x40000, 0x1000, 0x1
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+# What a kernel manager or the recheck sends the jail: passed on to COMMAND.
+FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 # Environment the jailed process may see; everything else (database URLs,
 # tokens, the jail settings themselves) is dropped.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NBGRADER_EXECUTION",
@@ -105,7 +128,8 @@ class Jail:
         return {ENV_VAR: json.dumps(data)}
 
     def release(self) -> None:
-        """Kill whatever the job left running under its uid, remove its folder."""
+        """Kill whatever the job left running under its uid (a second net: the
+        PID namespace already ends with its init), remove its folder."""
         if os.geteuid() == 0 and self.uid is not None:
             kill_uid(self.uid)
         shutil.rmtree(self.base, ignore_errors=True)
@@ -128,28 +152,37 @@ def needed_paths() -> list[str]:
     return sorted(paths)
 
 
-def kill_uid(uid: int) -> int:
+def live_process_uid(pid: str) -> int | None:
+    """The real uid of a live process; None if it is gone (or a zombie, which
+    runs nothing and goes when its parent reaps it)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        if fields.get("State", "").split()[:1] == ["Z"]:
+            return None
+        return int(fields["Uid"].split()[0])
+    except (OSError, KeyError, ValueError, IndexError):  # it exited while we looked (ESRCH, ENOENT)
+        return None
+
+
+def kill_uid(uid: int, within_s: float = 5.0) -> int:
     """SIGKILL every process whose real uid is `uid` (daemons a student
-    forked to outlive grading). Returns how many were signalled."""
+    forked to outlive grading) until a scan of /proc finds none, or
+    `within_s` seconds pass. Processes that exit during the scan are skipped.
+    Returns how many were signalled."""
     killed = 0
-    for _ in range(3):
-        found = 0
-        for status in Path("/proc").glob("[0-9]*/status"):
+    deadline = time.monotonic() + within_s
+    while True:
+        found = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and live_process_uid(pid) == uid]
+        for pid in found:
             try:
-                line = next(l for l in status.read_text().splitlines() if l.startswith("Uid:"))
-            except (OSError, StopIteration):
-                continue
-            if int(line.split()[1]) == uid:
-                found += 1
-                try:
-                    os.kill(int(status.parent.name), signal.SIGKILL)
-                except OSError:
-                    pass
-        killed += found
-        if not found:
-            break
-        time.sleep(0.05)
-    return killed
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        killed += len(found)
+        if not found or time.monotonic() > deadline:
+            return killed
+        time.sleep(0.02)
 
 
 # ---------------------------------------------------------------------------
@@ -218,9 +251,12 @@ def _isolate_files(settings: dict, libc) -> None:
     - a folder other users cannot enter that holds the interpreter (pyenv
       under /root) becomes an empty tmpfs with only the needed paths bound
       back, so the jailed uid can run Python and sees nothing else there;
-    - /tmp, /var/tmp and /dev/shm become private, empty tmpfs (the job's own
-      folder bound back), so nothing written there outlives the job or
-      reaches another one;
+    - /tmp, /var/tmp, /dev/shm (and /dev/mqueue where it exists) become
+      private, empty tmpfs (the job's own folder bound back), so nothing
+      written there outlives the job or reaches another one;
+    - /run becomes an empty tmpfs too, after the stash there was used: no
+      lock files shared with other jobs (/run/lock) and no host sockets
+      (/run/postgresql);
     - every hidden path is covered."""
     base = Path(settings["base"])
     stash = base / "stash"
@@ -235,10 +271,14 @@ def _isolate_files(settings: dict, libc) -> None:
     # The job's folder, and the interpreter or course if they live under a
     # scratch folder (a clone in /tmp, say), stay visible; nothing else does.
     visible = [base, *map(Path, settings["expose"])]
-    for scratch in ("/tmp", "/var/tmp", "/dev/shm"):
-        if Path(scratch).is_dir():
+    for scratch in ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"):
+        if Path(scratch).is_dir() and not Path(scratch).is_symlink():
             keep = [p for p in visible if p.is_relative_to(scratch)]
             _cover(Path(scratch), keep, stash if not keep else _outside_stash(libc), libc, mode="1777")
+    # After /tmp: the job's stash (and the outside stash's bind mounts) are
+    # reachable again, and the stash under /run is no longer needed.
+    run = Path("/run").resolve()
+    _cover(run, [p for p in visible if p.is_relative_to(run)], stash, libc)
     _hide(settings["hide"], libc)
 
 
@@ -264,58 +304,186 @@ def _outside_stash(libc) -> Path:
 
 
 def _limit(limits: dict) -> None:
+    """setrlimit takes integers only: a limit given as a float (`grade
+    --timeout 600` parses 600.0) is rounded up, never refused."""
     mb = 1024 * 1024
     for res, value in ((resource.RLIMIT_AS, limits["memory_mb"] * mb), (resource.RLIMIT_CPU, limits["cpu_s"]),
                        (resource.RLIMIT_NPROC, limits["nproc"]), (resource.RLIMIT_FSIZE, limits["file_mb"] * mb),
                        (resource.RLIMIT_CORE, 0)):
+        value = math.ceil(value)
         resource.setrlimit(res, (value, value))
 
 
-def enter(settings: dict) -> list[str]:
-    """Apply the jail to this process; returns notes on what was not possible."""
-    notes = []
-    workdir, rundir = Path(settings["base"]) / "work", Path(settings["base"]) / "run"
+def _unshare(flag_sets: list[int], libc) -> int:
+    """Enter the first set of namespaces the kernel allows; 0 if none."""
+    for flags in flag_sets:
+        if libc.unshare(flags) == 0:
+            return flags
+    return 0
+
+
+def _enter_namespaces(settings: dict, libc, notes: list[str]) -> int:
+    """Outside part (before the fork): copy the files in, unshare. Returns
+    the namespaces entered."""
+    workdir, uid = Path(settings["base"]) / "work", settings["uid"]
     _copy_in(settings["copy"], workdir)
-    libc = _libc()
-    uid = settings["uid"]
+    private = CLONE_NEWNS | CLONE_NEWNET
     if os.geteuid() == 0:
         for f in workdir.iterdir():
             os.chown(f, uid, uid)
-        isolated = False
-        try:
-            _call(libc.unshare, CLONE_NEWNS | CLONE_NEWNET, what="unshare")
-            _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None, what="private mounts")
-            _isolate_files(settings, libc)
-            isolated = True
-        except OSError as err:
-            notes.append(f"no namespaces ({err}): network and hidden paths not isolated")
-        if isolated or not any(_closed_ancestor(Path(p)) for p in settings["expose"]):
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-        else:  # without a mount namespace the jail uid could not even start Python
-            notes.append("kept root rights: the interpreter lives in a folder other users cannot enter")
+        entered = _unshare([private | CLONE_NEWIPC | CLONE_NEWPID, private], libc)
+        if not entered:
+            err = ctypes.get_errno()
+            notes.append(f"no namespaces (unshare: {os.strerror(err)}): network and hidden paths not isolated")
     else:
         real_uid, real_gid = os.getuid(), os.getgid()
+        entered = _unshare([CLONE_NEWUSER | private | CLONE_NEWIPC | CLONE_NEWPID, CLONE_NEWUSER | private], libc)
+        if not entered:
+            err = ctypes.get_errno()
+            notes.append(f"not root and no user namespace (unshare: {os.strerror(err)}): runs with your rights, "
+                         "network open, nothing hidden")
+            return 0
         try:
-            _call(libc.unshare, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET, what="unshare")
+            Path("/proc/self/setgroups").write_text("deny")
+            Path("/proc/self/uid_map").write_text(f"{real_uid} {real_uid} 1")
+            Path("/proc/self/gid_map").write_text(f"{real_gid} {real_gid} 1")
         except OSError as err:
-            notes.append(f"not root and no user namespace ({err}): runs with your rights, network open, "
-                         "nothing hidden")
-        else:
-            try:
-                Path("/proc/self/setgroups").write_text("deny")
-                Path("/proc/self/uid_map").write_text(f"{real_uid} {real_uid} 1")
-                Path("/proc/self/gid_map").write_text(f"{real_gid} {real_gid} 1")
-                _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None,
-                      what="private mounts")
-                _isolate_files(settings, libc)
-            except OSError as err:
-                notes.append(f"user namespace without file isolation ({err}): network off, but hidden paths "
-                             "(solutions, gradebook) may be readable")
-    os.chdir(workdir)
+            notes.append(f"user namespace without a uid map ({err}): hidden paths (solutions, gradebook) "
+                         "may be readable")
+            return entered & ~CLONE_NEWNS
+    if entered and not entered & CLONE_NEWPID:
+        notes.append("no PID or IPC namespace: other processes' command lines are visible, shared memory and "
+                     "message queues are shared, and daemons are killed only by uid when the job ends")
+    return entered
+
+
+def _isolate(settings: dict, entered: int, libc, notes: list[str]) -> bool:
+    """Inside part: private mounts, hidden paths, and a /proc of this PID
+    namespace only. True when the files are isolated."""
+    if not entered & CLONE_NEWNS:
+        return False
+    try:
+        _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None, what="private mounts")
+        _isolate_files(settings, libc)
+    except OSError as err:
+        notes.append(f"no file isolation ({err}): hidden paths (solutions, gradebook) may be readable")
+        return False
+    if entered & CLONE_NEWPID:
+        try:
+            _call(libc.mount, b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None,
+                  what="mount /proc")
+        except OSError as err:
+            notes.append(f"no /proc of its own ({err}): other processes' command lines are visible")
+    return True
+
+
+def _drop_rights(settings: dict, isolated: bool, notes: list[str]) -> None:
+    uid = settings["uid"]
+    if os.geteuid() != 0:
+        return
+    if isolated or not any(_closed_ancestor(Path(p)) for p in settings["expose"]):
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    else:  # without a mount namespace the jail uid could not even start Python
+        notes.append("kept root rights: the interpreter lives in a folder other users cannot enter")
+
+
+def _die_with(parent_alive: int, libc) -> None:
+    """Be SIGKILLed when the outside jail process dies (set again after each
+    uid switch, which clears it), and exit now if it is already gone."""
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if select.select([parent_alive], [], [], 0)[0]:  # EOF: its write end closed, so it died
+        os._exit(1)
+
+
+def _forward_to(pid: int) -> None:
+    def forward(signum, _frame):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+    for signum in FORWARDED_SIGNALS:
+        signal.signal(signum, forward)
+
+
+def _exit_status(status: int) -> int:
+    """A wait status as a shell would report it: the code, or 128 + signal."""
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+def _wait_outside(init: int) -> int:
+    """The outside jail process: hold no end of the job's pipes (so EOF means
+    the job is over), pass signals on to init, and exit with its status."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    _forward_to(init)
+    _, status = os.waitpid(init, 0)
+    return _exit_status(status)
+
+
+def _be_init(command_pid: int) -> None:
+    """PID 1 of the namespace: reap orphans until COMMAND exits, then exit
+    with its status; the kernel then kills everything left in the namespace."""
+    _forward_to(command_pid)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        if pid == command_pid:
+            os._exit(_exit_status(status))
+
+
+def _exec(command: list[str], env: dict, settings: dict, notes: list[str]) -> None:
+    os.chdir(Path(settings["base"]) / "work")
     _limit(settings["limits"])
-    return notes
+    for note in notes:
+        print(f"[jail] {note}", file=sys.stderr)
+    os.execve(command[0], command, env)
+
+
+def _fork_retrying(within_s: float = 5.0) -> int:
+    """fork, waiting a moment while the uid's process limit is full (a
+    previous job's processes may still be on their way out)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return os.fork()
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def run(settings: dict, command: list[str], env: dict) -> int:
+    """Jail COMMAND (see the module docstring); returns its exit status."""
+    libc = _libc()
+    notes: list[str] = []
+    entered = _enter_namespaces(settings, libc, notes)
+    if not entered & CLONE_NEWPID:  # one process: isolate, drop rights and exec
+        _drop_rights(settings, _isolate(settings, entered, libc, notes), notes)
+        _exec(command, env, settings, notes)
+    alive_r, alive_w = os.pipe()
+    init = os.fork()
+    if init:
+        os.close(alive_r)
+        return _wait_outside(init)
+    os.close(alive_w)
+    _die_with(alive_r, libc)
+    _drop_rights(settings, _isolate(settings, entered, libc, notes), notes)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace of init by the job, no /proc/1 files it owns
+    _die_with(alive_r, libc)
+    os.setsid()  # group signals meant for the jail reach it once, through the outside process
+    command_pid = _fork_retrying()
+    if command_pid == 0:
+        os.close(alive_r)
+        _exec(command, env, settings, notes)
+    _be_init(command_pid)
+    return 1  # not reached: _be_init exits
 
 
 def main(argv: list[str]) -> int:
@@ -336,10 +504,7 @@ def main(argv: list[str]) -> int:
             if os.geteuid() == 0:
                 os.chown(conn, settings["uid"], settings["uid"])
             command[i + 1] = str(conn)
-    for note in enter(settings):
-        print(f"[jail] {note}", file=sys.stderr)
-    os.execve(command[0], command, env)
-    return 127
+    return run(settings, command, env)
 
 
 if __name__ == "__main__":

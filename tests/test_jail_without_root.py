@@ -3,7 +3,8 @@
 An instructor may grade on a laptop, without root. This runs the jail as an
 unprivileged user (as `nobody` through setpriv when the tests run as root, as
 yourself otherwise) around a probe that reports what it can see and reach.
-The jail must cut the network, give a private /tmp, cover the hidden paths,
+The jail must cut the network, give a private /tmp, cover the hidden paths
+and /run, show only its own processes (a PID namespace with its own /proc),
 copy in only the allowed files, set the limits, and print no note saying it
 could not. Where the kernel refuses unprivileged user namespaces, the jail
 must say so instead (and the rest is not claimed).
@@ -29,7 +30,8 @@ PROBE = r'''
 import json, os, resource, socket, sys
 report = {"uid": os.getuid(), "cwd": os.getcwd(), "files": sorted(os.listdir(".")),
           "outside_visible": os.path.exists(sys.argv[1]),
-          "address_space": resource.getrlimit(resource.RLIMIT_AS)[0]}
+          "address_space": resource.getrlimit(resource.RLIMIT_AS)[0],
+          "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), "run": os.listdir("/run")}
 try:
     report["hidden"] = sorted(os.listdir(sys.argv[2]))
 except OSError as err:  # covered by an empty tmpfs of mode 0: not even listable
@@ -124,5 +126,8 @@ def test_unprivileged_jail_isolates_network_tmp_and_hidden_paths(stash, listenin
     assert not report["outside_visible"], "the jailed process sees another job's files in /tmp"
     assert report["hidden"] in ([], "PermissionError"), f"the hidden solutions are readable: {report['hidden']}"
     assert report["address_space"] == 1024 * 1024 * 1024
+    # its own PID namespace and /proc: only the jail's init and the probe, no process of the host
+    assert report["processes"] == [1, 2], report["processes"]
+    assert report["run"] == [], f"/run is not covered: {report['run']}"
     # And outside the jail all of it is there: the checks above can fail.
     assert any(hidden.iterdir()) and resource.getrlimit(resource.RLIMIT_AS)[0] != 1024 * 1024 * 1024

@@ -131,13 +131,13 @@ test-browser: $(DEV_STAMP)  ## JupyterLab, Notebook 7 and nbgrader driven in Chr
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/browser
 
 # As root: creates three Unix users for the run and removes them afterwards.
-test-hub: $(STAMP)  ## the course on JupyterHub with nbgrader's exchange, in Chromium (root); screenshots in artifacts/hub/
+test-hub: $(DEV_STAMP)  ## the course on JupyterHub with nbgrader's exchange, in Chromium (root); screenshots in artifacts/hub/
 	npm install --prefix .node --no-audit --no-fund --silent configurable-http-proxy@5
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -s tests/hub
 
 # nbgrader reads its config from the working directory (autograder/) and
 # cannot create the gradebook's folder (.course/) itself: without it the
 # formgrader hangs on "Loading, please wait...".
-formgrader: $(STAMP)  ## instructors: JupyterLab on the course root, Nbgrader > Formgrader [LAB_ARGS=...]
+formgrader: $(DEV_STAMP)  ## instructors: JupyterLab on the course root, Nbgrader > Formgrader [LAB_ARGS=...]
 	mkdir -p .course
 	cd autograder && PATH="$(CURDIR)/$(BIN):$$PATH" "$(CURDIR)/$(BIN)/jupyter" lab --ServerApp.root_dir="$(CURDIR)" $(ROOT_ARGS) $(LAB_ARGS)

@@ -21,6 +21,28 @@ ASSIGNMENTS = (
 )
 
 
+def course_roots() -> list[Path]:
+    """The course checkouts Python imports from: ROOT, and the one the
+    environment's editable install points at when that is another folder
+    (an instructor's course copy graded with PYTHONPATH, while the jailed
+    `python -I`, which ignores PYTHONPATH, imports from the install)."""
+    import importlib.metadata
+    import json
+    from urllib.parse import unquote, urlparse
+    try:
+        text = importlib.metadata.distribution("tinylm-course").read_text("direct_url.json") or "{}"
+        info = json.loads(text)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        info = {}
+    roots = [ROOT]
+    url = urlparse(str(info.get("url", "")))
+    if (info.get("dir_info") or {}).get("editable") and url.scheme == "file":
+        installed = Path(unquote(url.path)).resolve()
+        if installed.is_dir() and installed != ROOT.resolve():
+            roots.append(installed)
+    return roots
+
+
 def assignments() -> list[str]:
     """The assignments that exist in solutions/, in course order."""
     return [a for a in ASSIGNMENTS if (SOURCE_DIR / a / f"{a}.ipynb").is_file()]

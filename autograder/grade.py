@@ -114,8 +114,10 @@ def kernelspec_dir() -> Path:
 def hidden_paths(url: str) -> list[Path]:
     """What a jailed process must not see: hidden tests and solutions, every
     submission and result, the gradebook, and git history."""
-    paths = [course.SOURCE_DIR, course.NOTEBOOK_SOURCES, course.COURSE_DATA, gradebook.data_dir(), course.ROOT / ".git",
-             *_git_dirs(course.ROOT / ".git")]
+    paths = [course.SOURCE_DIR, course.NOTEBOOK_SOURCES, course.COURSE_DATA, gradebook.data_dir()]
+    for root in course.course_roots():  # the same folders of the checkout the venv imports, if it is another
+        paths += [root / "solutions", root / "autograder" / "notebook_src", root / ".course", root / ".git",
+                  *_git_dirs(root / ".git")]
     if url.startswith("sqlite:///"):
         paths.append(Path(url[len("sqlite:///"):]).parent)
     return [p for p in dict.fromkeys(paths) if p.exists()]

@@ -147,8 +147,8 @@ class Jail:
 def needed_paths() -> list[str]:
     """What the jailed Python must be able to read: its interpreter and
     standard library, the virtual environment, and the course code."""
-    from .course import ROOT
-    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), str(ROOT)}
+    from .course import course_roots
+    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), *map(str, course_roots())}
     return sorted(paths)
 
 

@@ -879,16 +879,28 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
 
 
 def _run_check(source: str, ns: dict) -> dict:
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(source, "<test cell>", "exec"), ns)
+    """Run a test cell statement by statement. A failing check call (an
+    expression statement) does not stop the calls after it, so the verdict
+    carries the diagnosis of every call, hidden ones included (feedback
+    shows only what this trusted run observed); any failure fails the cell,
+    and a failing statement of another kind stops it."""
+    failures: list[str] = []
+    for node in ast.parse(source).body:
+        code = compile(ast.Module(body=[node], type_ignores=[]), "<test cell>", "exec")
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(code, ns)
+        except NotRecheckable as err:
+            return {"status": "not rechecked", "message": str(err)}
+        except Exception as err:  # noqa: BLE001: a failed check, in whatever form
+            text = (str(err).strip() or type(err).__name__)[:1000]
+            if text not in failures:
+                failures.append(text)
+            if not isinstance(node, ast.Expr):
+                break
+    if not failures:
         return {"status": "pass", "message": ""}
-    except NotRecheckable as err:
-        return {"status": "not rechecked", "message": str(err)}
-    except Exception as err:  # noqa: BLE001: a failed check, in whatever form
-        text = str(err).strip() or type(err).__name__
-        return {"status": "fail", "message": text[:1000]}
+    return {"status": "fail", "message": "\n\n".join(failures)[:3000]}
 
 
 # The trusted process gets the jailed child's address-space limit, but never

@@ -425,3 +425,20 @@ def test_an_inflating_reply_is_refused_undecoded(battery):
 def test_a_forged_parameter_name_is_refused(battery):
     c = battery["results"]["forged_names"]["cells"]["check_tie_weights"]
     assert "'__class__.double'" in c["message"] and "not a parameter" in c["message"], c
+
+
+def test_a_test_cell_reports_every_failing_call_and_passes_only_when_all_do():
+    from autograder.recheck import _run_check
+
+    def check(ok, why):
+        if not ok:
+            raise AssertionError(why)
+
+    ns = {"check": check}
+    both = _run_check("check(False, 'visible call: bug A')\ncheck(False, 'hidden call: bug B')\n", ns)
+    assert both["status"] == "fail" and "bug A" in both["message"] and "bug B" in both["message"]
+    later_pass = _run_check("check(False, 'only the first')\ncheck(True, '')\n", ns)
+    assert later_pass["status"] == "fail", "a passing call after a failing one must not pass the cell"
+    assert _run_check("check(True, '')\ncheck(True, '')\n", ns) == {"status": "pass", "message": ""}
+    stopped = _run_check("x = check(False, 'setup failed')\ncheck(x, 'after')\n", ns)
+    assert stopped["status"] == "fail" and "after" not in stopped["message"], "a failing assignment stops the cell"

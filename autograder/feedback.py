@@ -114,7 +114,7 @@ def cells_html(nb: nbformat.NotebookNode, result: dict, hidden: set[str]) -> str
         if cell.cell_type == "markdown":
             parts.append(f'<div class="cell">{_clean_markdown(cell.source)}</div>')
         elif cell.cell_type == "code" and is_check(cell):
-            source = visible_part(HIDDEN_BLOCK.sub("", cell.source)).rstrip() + "\n"
+            source = visible_part(cell.source).rstrip() + "\n"
             verdict = _verdict(result.get("cells", {}).get(nbg(cell).get("grade_id")), hidden)
             parts.append(f'<div class="cell"><div class="cell-source">{_code(source)}</div>{verdict}</div>')
         elif cell.cell_type == "code":
@@ -124,12 +124,12 @@ def cells_html(nb: nbformat.NotebookNode, result: dict, hidden: set[str]) -> str
     return "\n".join(parts)
 
 
-def render(result: dict) -> str:
+def render(result: dict, hidden: set[str]) -> str:
+    """One student's page; `hidden`: hidden_test_lines of their assignment."""
     from pygments.formatters import HtmlFormatter
 
     path = gradebook.folder("autograded") / result["student"] / result["assignment"] / f"{result['assignment']}.ipynb"
     nb = nbformat.read(str(path), as_version=4) if path.is_file() else nbformat.v4.new_notebook()
-    hidden = hidden_test_lines(result["assignment"])
     body = summary_html(result, hidden) + cells_html(nb, result, hidden)
     # The second pass: whatever slipped through the per-part escaping, no
     # script, style or event handler leaves this function (class is kept
@@ -143,10 +143,11 @@ def render(result: dict) -> str:
 
 def write_feedback(results: list[dict]) -> list[Path]:
     written = []
+    hidden = {a: hidden_test_lines(a) for a in {r["assignment"] for r in results}}  # one read per notebook
     for r in results:
         dest = gradebook.folder("feedback") / r["student"] / r["assignment"] / f"{r['assignment']}.html"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(render(r), encoding="utf-8")
+        dest.write_text(render(r, hidden[r["assignment"]]), encoding="utf-8")
         # `nbgrader release_feedback` (the hub's exchange) names each page after the
         # submission's timestamp and secret, which `nbgrader collect` left beside it.
         submitted = gradebook.folder("submitted") / r["student"] / r["assignment"]

@@ -165,6 +165,11 @@ def live_process_uid(pid: str) -> int | None:
         return None
 
 
+def processes_of_uid(uid: int) -> list[int]:
+    """PIDs of the live processes whose real uid is `uid`."""
+    return [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and live_process_uid(pid) == uid]
+
+
 def kill_uid(uid: int, within_s: float = 5.0) -> int:
     """SIGKILL every process whose real uid is `uid` (daemons a student
     forked to outlive grading) until a scan of /proc finds none, or
@@ -173,7 +178,7 @@ def kill_uid(uid: int, within_s: float = 5.0) -> int:
     killed = 0
     deadline = time.monotonic() + within_s
     while True:
-        found = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and live_process_uid(pid) == uid]
+        found = processes_of_uid(uid)
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -33,7 +33,7 @@ import pytest
 
 from autograder import course, specimens
 from autograder.gradebook import DATA_ENV_VAR
-from autograder.jail import Jail, Limits, live_process_uid
+from autograder.jail import Jail, Limits, live_process_uid, processes_of_uid
 from tests.grader_batch import jailed_survivors, recording_jails, shared_batch
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root "
@@ -259,7 +259,7 @@ def test_a_daemon_that_keeps_forking_ends_with_its_job():
             except subprocess.TimeoutExpired:
                 out, err, pipe = "HOPPING", "", "held open by the daemon"
             survivors = _hoppers()
-            uid_left = [pid for pid in filter(str.isdigit, os.listdir("/proc")) if live_process_uid(pid) == jail.uid]
+            uid_left = processes_of_uid(jail.uid)
     finally:
         _kill_hoppers()
     assert "HOPPING" in out, f"the daemon did not start: {err}"
@@ -283,7 +283,7 @@ def test_killing_the_jail_process_ends_the_job_and_release_leaves_the_uid_clean(
                 time.sleep(0.05)
             after_kill = _hoppers()
             jail.release()
-            uid_left = [pid for pid in filter(str.isdigit, os.listdir("/proc")) if live_process_uid(pid) == jail.uid]
+            uid_left = processes_of_uid(jail.uid)
     finally:
         _kill_hoppers()
     assert not after_kill, "the daemon outlived the jail process that was killed"

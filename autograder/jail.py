@@ -443,12 +443,15 @@ def _be_init(command_pid: int) -> None:
             os._exit(_exit_status(status))
 
 
-def _exec(command: list[str], env: dict, settings: dict, notes: list[str]) -> None:
+def _exec(command: list[str], env: dict, settings: dict, notes: list[str], start=os.execve) -> None:
+    """The last step: enter the work folder, set the limits, then
+    start(command[0], command, env), which does not return: os.execve, or
+    autograder.warm_jail's in-process start of an allow-listed module."""
     os.chdir(Path(settings["base"]) / "work")
     _limit(settings["limits"])
     for note in notes:
         print(f"[jail] {note}", file=sys.stderr)
-    os.execve(command[0], command, env)
+    start(command[0], command, env)
 
 
 def _fork_retrying(within_s: float = 5.0) -> int:
@@ -464,14 +467,15 @@ def _fork_retrying(within_s: float = 5.0) -> int:
             time.sleep(0.05)
 
 
-def run(settings: dict, command: list[str], env: dict) -> int:
-    """Jail COMMAND (see the module docstring); returns its exit status."""
+def run(settings: dict, command: list[str], env: dict, start=os.execve) -> int:
+    """Jail COMMAND (see the module docstring); returns its exit status.
+    `start` replaces os.execve as the last step (see _exec)."""
     libc = _libc()
     notes: list[str] = []
     entered = _enter_namespaces(settings, libc, notes)
     if not entered & CLONE_NEWPID:  # one process: isolate, drop rights and exec
         _drop_rights(settings, _isolate(settings, entered, libc, notes), notes)
-        _exec(command, env, settings, notes)
+        _exec(command, env, settings, notes, start)
     alive_r, alive_w = os.pipe()
     init = os.fork()
     if init:
@@ -486,7 +490,7 @@ def run(settings: dict, command: list[str], env: dict) -> int:
     command_pid = _fork_retrying()
     if command_pid == 0:
         os.close(alive_r)
-        _exec(command, env, settings, notes)
+        _exec(command, env, settings, notes, start)
     _be_init(command_pid)
     return 1  # not reached: _be_init exits
 
@@ -509,7 +513,9 @@ def main(argv: list[str]) -> int:
             if os.geteuid() == 0:
                 os.chown(conn, settings["uid"], settings["uid"])
             command[i + 1] = str(conn)
-    return run(settings, command, env)
+    from .warm_jail import run_warm  # a warm fork server, when the grader started one (TINYLM_WARM_JAIL)
+    status = run_warm(settings, command, env)
+    return run(settings, command, env) if status is None else status
 
 
 if __name__ == "__main__":

@@ -1,0 +1,470 @@
+"""A warm fork server for jailed processes: the jail without a fresh Python.
+
+Every jailed kernel and recheck child is a `python -I -m MODULE` that imports
+torch (and ipykernel) again: seconds per submission. The grade worker can
+start one server per worker process,
+
+    with WarmJailServer() as server:      # python -I ... autograder.warm_jail FOLDER
+        env.update(server.env())          # TINYLM_WARM_JAIL=FOLDER/socket
+
+which imports public code only (torch, tinylm, autograder.checks, the
+ipykernel kernel app) and then waits on a Unix socket. `python -m
+autograder.jail -- COMMAND` (the client, started by the kernel manager or the
+recheck as before) sees TINYLM_WARM_JAIL and, when COMMAND is
+`python -I -m MODULE ...` with MODULE in ALLOWED_MODULES, hands the server
+its stdin, stdout and stderr (SCM_RIGHTS) with the jail settings, COMMAND and
+the jail's environment. The server forks; the fork runs the same jail.run as
+a cold start (namespaces, init, uid switch, limits), whose last step, instead
+of os.execve, does what execve and Python's start would have done (environ,
+sys.path, signals, fds, dumpable, std streams) and runs MODULE with runpy.
+The client stays the process its starter knows: it forwards the signals a
+kernel manager sends, and exits with the job's status; when it dies (a
+SIGKILL from the kernel manager), its socket closes and the server SIGKILLs
+the job's outside process, whose init and namespace follow at once.
+
+Why isolation is unchanged: a fork is a fresh address space, and it holds
+only what the server holds, which is public code and the server's minimal
+environment (PASSED_ENV; no database URL, no secret): the server never reads
+solutions, notebooks, submissions or the gradebook, and runs no torch
+computation (thread pools and fork do not mix). Only the server's own uid
+may ask for a job (SO_PEERCRED), the socket lies in a 0700 folder under
+/tmp, which every jail covers with an empty tmpfs, and the jailed side runs
+under another uid in its own network namespace. Anything the server does not
+accept runs cold, exactly as without it; an unreachable server means cold,
+silently (a kernel's stderr output fails a graded cell).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import jail
+
+ENV_VAR = "TINYLM_WARM_JAIL"
+ALLOWED_MODULES = frozenset({"ipykernel_launcher", "autograder.recheck"})
+# Public modules the jailed side imports anyway. Not the modules run as
+# __main__ (runpy would warn that they were imported already), not
+# matplotlib (it reads its config and cache folders from HOME at import,
+# and the server's HOME is not the job's).
+PRELOAD = ("torch", "tinylm", "autograder.checks", "ipykernel.kernelapp", "ipykernel.ipkernel")
+# Read when Python starts or a preloaded library loads (locale, OpenMP and
+# MKL thread counts): a job whose value differs from the server's runs cold.
+STARTUP_ENV = ("LANG", "LC_ALL", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ")
+CONNECT_TIMEOUT_S = 2.0
+MAX_FRAME = 1 << 20
+
+
+# ---------------------------------------------------------------------------
+# frames: 4-byte length, then JSON; the request carries the three std fds
+
+def send_frame(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
+    body = json.dumps(message).encode()
+    head = struct.pack("!I", len(body))
+    if fds:  # the fds ride on the header's bytes
+        socket.send_fds(sock, [head], list(fds))
+        sock.sendall(body)
+    else:
+        sock.sendall(head + body)
+
+
+class FrameReader:
+    """Collects bytes (and passed fds) from a stream socket into frames."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buffer, self.fds, self.ready = sock, b"", [], []
+
+    def feed(self) -> bool:
+        """Read what is there, split off whole frames; False at end of stream."""
+        data, fds, _, _ = socket.recv_fds(self.sock, 65536, 3)
+        self.fds += fds
+        self.buffer += data
+        while len(self.buffer) >= 4:
+            size = struct.unpack("!I", self.buffer[:4])[0]
+            if size > MAX_FRAME:
+                raise ValueError(f"a frame of {size} bytes, over the {MAX_FRAME}-byte limit")
+            if len(self.buffer) < 4 + size:
+                break
+            self.ready.append(json.loads(self.buffer[4:4 + size]))
+            self.buffer = self.buffer[4 + size:]
+        return bool(data)
+
+    def take(self) -> list[dict]:
+        frames, self.ready = self.ready, []
+        return frames
+
+    def next_frame(self) -> dict | None:
+        """Block until a whole frame is there; None at end of stream."""
+        while not self.ready:
+            if not self.feed():
+                return None
+        return self.ready.pop(0)
+
+
+# ---------------------------------------------------------------------------
+# client: `python -m autograder.jail -- COMMAND` with TINYLM_WARM_JAIL set
+
+def warm_module(command: list[str]) -> str | None:
+    """MODULE if COMMAND is `PYTHON -I -m MODULE ...` with an allowed MODULE."""
+    if len(command) >= 4 and command[1:3] == ["-I", "-m"] and command[3] in ALLOWED_MODULES:
+        return command[3]
+    return None
+
+
+def run_warm(settings: dict, command: list[str], env: dict) -> int | None:
+    """Run COMMAND as a warm job; its exit status, or None when no server
+    took it (none set, unreachable, or it refused): then the caller runs it
+    cold. Writes nothing either way."""
+    path = os.environ.get(ENV_VAR)
+    if not path or warm_module(command) is None:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.connect(path)
+        sock.settimeout(None)  # once asked, wait: a server that goes away closes the socket
+        send_frame(sock, {"settings": settings, "command": command, "env": env}, fds=(0, 1, 2))
+        reader = FrameReader(sock)
+        answer = reader.next_frame()
+    except (OSError, ValueError):
+        sock.close()
+        return None
+    if not answer or not answer.get("accepted"):
+        sock.close()
+        return None
+    return _follow(sock, reader)
+
+
+def _follow(sock: socket.socket, reader: FrameReader) -> int:
+    """Be the process the kernel manager (or the recheck) knows: hold no end
+    of the job's pipes, pass its signals on, exit with the job's status."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+    def forward(signum, _frame):
+        try:
+            send_frame(sock, {"signal": int(signum)})
+        except OSError:
+            pass
+    for signum in jail.FORWARDED_SIGNALS:
+        signal.signal(signum, forward)
+    try:
+        answer = reader.next_frame()
+    except (OSError, ValueError):
+        answer = None
+    # No answer: the server died, and with it the job (PR_SET_PDEATHSIG).
+    return int(answer["exit"]) if answer and "exit" in answer else 128 + signal.SIGKILL
+
+
+# ---------------------------------------------------------------------------
+# server
+
+def _peer_uid(conn: socket.socket) -> int:
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                           struct.calcsize("3i")))
+    return uid
+
+
+def _refusal(request: dict, fds: list[int]) -> str | None:
+    """Why the server will not run this request warm (None: it will)."""
+    command, env = request.get("command"), request.get("env")
+    if len(fds) != 3:
+        return "the request must pass stdin, stdout and stderr"
+    if not isinstance(command, list) or not all(isinstance(a, str) for a in command) or not warm_module(command):
+        return "not an allowed `python -I -m MODULE` command"
+    if os.path.realpath(command[0]) != os.path.realpath(sys.executable):
+        return "another interpreter"
+    if not isinstance(env, dict) or any(env.get(k) != os.environ.get(k) for k in STARTUP_ENV):
+        return "a startup variable differs from the server's"
+    settings = request.get("settings")
+    if not isinstance(settings, dict) or not {"base", "uid", "limits", "copy", "hide", "expose"} <= settings.keys():
+        return "incomplete jail settings"
+    return None
+
+
+class _Server:
+    def __init__(self, socket_path: str, cold_path: list[str]):
+        self.cold_path = cold_path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(socket_path)
+        self.listener.listen(64)
+        self.jobs: dict[int, socket.socket | None] = {}     # job pid -> its client's socket (None: client gone)
+        self.readers: dict[socket.socket, tuple[int, FrameReader]] = {}
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        self.stopping = False
+
+    def serve(self) -> None:
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("ready", flush=True)
+        while not self.stopping:
+            ready, _, _ = select.select([0, self.listener, self.wake_r, *self.readers], [], [])
+            for r in ready:
+                if r == 0:  # stdin, a pipe from the grade worker: EOF when the worker is gone
+                    self.stopping = not os.read(0, 4096)
+                elif r is self.listener:
+                    self._accept()
+                elif r == self.wake_r:
+                    os.read(self.wake_r, 4096)
+                    self._reap()
+                else:
+                    self._from_client(r)
+        for pid in self.jobs:
+            _kill(pid)
+
+    def _stop(self, *_):
+        self.stopping = True
+
+    def _accept(self) -> None:
+        conn, _ = self.listener.accept()
+        reader = FrameReader(conn)
+        try:
+            if _peer_uid(conn) != os.getuid():  # a jailed uid never gets a job
+                conn.close()
+                return
+            conn.settimeout(5.0)  # a stuck client must not stall the server
+            request = reader.next_frame() or {}
+            why = _refusal(request, reader.fds)
+            if why:
+                send_frame(conn, {"accepted": False, "why": why})
+                return conn.close()
+            pid = os.fork()
+            if pid == 0:
+                self._job(request, reader.fds, conn)
+            self.jobs[pid] = conn
+            send_frame(conn, {"accepted": True})
+            conn.settimeout(None)
+            self.readers[conn] = (pid, reader)
+        except (OSError, ValueError):
+            conn.close()
+        finally:
+            for fd in reader.fds:
+                os.close(fd)
+
+    def _from_client(self, conn: socket.socket) -> None:
+        pid, reader = self.readers[conn]
+        try:
+            alive = reader.feed()
+            frames = reader.take()
+        except (OSError, ValueError):
+            alive, frames = False, []
+        for frame in frames:
+            signum = frame.get("signal")
+            if signum in {int(s) for s in jail.FORWARDED_SIGNALS} and pid in self.jobs:
+                os.kill(pid, signum)  # not reaped yet, so the pid is still the job's
+        if not alive:  # the client died (the kernel manager's kill): end the job now
+            del self.readers[conn]
+            conn.close()
+            if pid in self.jobs:
+                self.jobs[pid] = None
+                _kill(pid)
+
+    def _reap(self) -> None:
+        while self.jobs:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.jobs.pop(pid, None)
+            if conn is not None:
+                self.readers.pop(conn, None)
+                try:
+                    send_frame(conn, {"exit": jail._exit_status(status)})
+                except OSError:
+                    pass
+                conn.close()
+
+    def _job(self, request: dict, fds: list[int], conn: socket.socket) -> None:
+        """The forked job: the jail's outside process. Never returns."""
+        status = 1
+        try:
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, *jail.FORWARDED_SIGNALS):
+                signal.signal(signum, signal.SIG_DFL)
+            server = os.getppid()
+            jail._libc().prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the server's end is the job's
+            if os.getppid() != server:
+                return
+            for sock in {self.listener, conn, *self.readers}:
+                os.close(sock.detach())  # detached: no socket object closes a reused fd number later
+            for fd in (0, self.wake_r, self.wake_w):
+                os.close(fd)
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+            for fd in fds:
+                if fd > 2:
+                    os.close(fd)
+            settings = request["settings"]
+            # Where a cold job's processes start: tests find a job's processes by its folder.
+            os.chdir(settings["base"])
+            status = jail.run(settings, list(request["command"]), dict(request["env"]),
+                              start=lambda _path, argv, env: _start_in_process(argv, env, self.cold_path))
+        except BaseException:  # never back into the server's loop
+            pass
+        finally:
+            os._exit(status)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+# ---------------------------------------------------------------------------
+# the job's command, in place of execve
+
+def _as_fresh_process(env: dict, cold_path: list[str]) -> None:
+    """What execve and a cold `python -I` start would have given: only the
+    jail's environment, the isolated sys.path (no working folder, no user
+    site), default signal handlers, no inherited fds but 0-2, fresh std
+    streams, a dumpable process (so its /proc files are its own), fresh
+    random seeds."""
+    os.environ.clear()
+    os.environ.update(env)
+    sys.path[:] = cold_path
+    for signum in (signal.SIGCHLD, signal.SIGTERM, *jail.FORWARDED_SIGNALS):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):  # as Python's start does
+        signal.signal(signum, signal.SIG_IGN)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # Python opens every fd close-on-exec
+    sys.stdin = sys.__stdin__ = _std_stream(0, "rb", os.isatty(0))
+    sys.stdout = sys.__stdout__ = _std_stream(1, "wb", os.isatty(1))
+    sys.stderr = sys.__stderr__ = _std_stream(2, "wb", True, errors="backslashreplace")
+    jail._libc().prctl(jail.PR_SET_DUMPABLE, 1, 0, 0, 0)  # execve did this after the uid switch
+    if "numpy" in sys.modules:  # its global generator was seeded once, in the server
+        sys.modules["numpy"].random.seed()
+
+
+def _std_stream(fd: int, mode: str, line_buffering: bool, errors: str | None = None) -> io.TextIOWrapper:
+    """A standard stream as Python's start makes it, on the job's fd."""
+    return io.TextIOWrapper(open(fd, mode, closefd=False), encoding=sys.__stdout__.encoding, errors=errors,
+                            line_buffering=line_buffering)
+
+
+def _start_in_process(argv: list[str], env: dict, cold_path: list[str]) -> None:
+    """Run `python -I -m MODULE ARGS` in this (jailed, forked) process, then
+    end as the interpreter would: non-daemon threads joined, atexit
+    handlers run, streams flushed. Never returns."""
+    import runpy
+    import threading
+    import atexit
+    module = warm_module(argv)
+    code = 1
+    try:
+        _as_fresh_process(env, cold_path)
+        sys.modules.pop(module, None)  # run as __main__, as `-m` does, not the preloaded copy
+        sys.argv = [argv[0], *argv[4:]]  # runpy puts the module's file in sys.argv[0]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as stop:
+        code = _exit_code(stop.code)
+    except KeyboardInterrupt:
+        sys.excepthook(*sys.exc_info())
+        code = 128 + signal.SIGINT
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    try:
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+    finally:
+        os._exit(code)
+
+
+def _exit_code(code) -> int:
+    """SystemExit's code as the interpreter turns it into an exit status."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def serve(folder: str, cold_path: list[str]) -> None:
+    """The server's main: preload, then serve on FOLDER/socket."""
+    import importlib
+    for name in PRELOAD:
+        importlib.import_module(name)
+    _Server(str(Path(folder) / "socket"), cold_path).serve()
+
+
+# ---------------------------------------------------------------------------
+# the grade worker's side
+
+def server_env() -> dict:
+    """The server's whole environment: what a jail passes on, nothing else
+    (no database URL, no secret); HOME is its own folder."""
+    env = {k: os.environ[k] for k in jail.PASSED_ENV if k in os.environ}
+    env.setdefault("OMP_NUM_THREADS", "1")  # what the grader gives every jail (grade.course_env_for_jail)
+    return env
+
+
+class WarmJailServer:
+    """One warm server for a grade worker process. Cheap to start: jobs run
+    cold until it has imported torch and listens (wait_ready to block)."""
+
+    def __init__(self):
+        jail.JAIL_BASE.mkdir(mode=0o711, exist_ok=True)
+        self.folder = Path(tempfile.mkdtemp(prefix="warm-", dir=jail.JAIL_BASE))  # 0700, the grader's
+        self.socket_path = self.folder / "socket"
+        # `python -I` as the jobs run, plus the grader's own checkout (its
+        # code is what the jobs would import from the install, or a newer copy).
+        root = str(Path(__file__).resolve().parent.parent)
+        boot = ("import sys; cold = list(sys.path); sys.path.insert(0, sys.argv[1]); "
+                "from autograder.warm_jail import serve; serve(sys.argv[2], cold)")
+        self.proc = subprocess.Popen([sys.executable, "-I", "-c", boot, root, str(self.folder)],
+                                     env={**server_env(), "HOME": str(self.folder)}, cwd=self.folder,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else b""
+        if line.strip() != b"ready":
+            self.close()
+            raise RuntimeError(f"the warm jail server did not start within {timeout:.0f} s")
+
+    def env(self) -> dict:
+        return {ENV_VAR: str(self.socket_path)}
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def close(self) -> None:
+        """Stop the server; its jobs die with it (PR_SET_PDEATHSIG)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            pipe.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+

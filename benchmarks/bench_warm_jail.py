@@ -1,0 +1,89 @@
+"""Cold vs warm start of a jailed process, to its first executed `import torch`.
+
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_warm_jail.py [--rounds 3]
+
+For each round, interleaved: a jailed recheck child (autograder.recheck's
+Child, as the recheck starts it) and a jailed nbgrader kernel (the sandbox
+kernelspec, started by jupyter_client as nbgrader does), each once cold and
+once with a warm jail server (autograder.warm_jail). Prints seconds from
+start to the reply of a cell that runs `import torch`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autograder import warm_jail  # noqa: E402
+from autograder.grade import KERNEL_NAME, hidden_paths, kernelspec_dir  # noqa: E402
+from autograder.gradebook import db_url  # noqa: E402
+from autograder.jail import Jail, Limits  # noqa: E402
+
+CELL = "import torch"
+
+
+def recheck_child_start(limits: Limits) -> float:
+    from autograder.recheck import Child
+    with Jail.reserve(limits, hide=hidden_paths(db_url())) as jail:
+        start = time.perf_counter()
+        child = Child(jail, timeout=120, total=120)
+        answer = child.request(("exec", "bench", CELL))
+        seconds = time.perf_counter() - start
+        child.kill("measured")
+    assert answer == ("ok",), answer
+    return seconds
+
+
+def kernel_start(limits: Limits) -> float:
+    from jupyter_client import KernelManager
+    with Jail.reserve(limits, hide=hidden_paths(db_url())) as jail:
+        env = {**os.environ, **jail.env(), "JUPYTER_PATH": str(kernelspec_dir()),
+               "JUPYTER_RUNTIME_DIR": str(jail.rundir), "OMP_NUM_THREADS": "1"}
+        os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]
+        start = time.perf_counter()
+        km = KernelManager(kernel_name=KERNEL_NAME, transport="ipc", ip=str(jail.rundir / "kernel"))
+        km.start_kernel(env=env)
+        client = km.client()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=120)
+            reply = client.execute_interactive(CELL, timeout=120)
+            seconds = time.perf_counter() - start
+        finally:
+            client.stop_channels()
+            km.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return seconds
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    limits = Limits(memory_mb=4096, cpu_s=300)
+    times: dict[str, list[float]] = {}
+    server = warm_jail.WarmJailServer()
+    server.wait_ready()
+    try:
+        for _ in range(args.rounds):
+            for what, measure in (("recheck child", recheck_child_start), ("kernel", kernel_start)):
+                for mode in ("cold", "warm"):
+                    if mode == "warm":
+                        os.environ.update(server.env())
+                    else:
+                        os.environ.pop(warm_jail.ENV_VAR, None)
+                    times.setdefault(f"{what}, {mode}", []).append(measure(limits))
+    finally:
+        server.close()
+    print(f"seconds from start to a reply of `{CELL}` ({args.rounds} rounds, interleaved; median, min, max)")
+    for key, values in times.items():
+        print(f"  {key:22s} {statistics.median(values):6.2f} {min(values):6.2f} {max(values):6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -199,6 +199,7 @@ class _Server:
         self.cold_path = cold_path
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(socket_path)
+        self.log = Path(socket_path).parent / "jobs.log"  # one line per warm job: its module
         self.listener.listen(64)
         self.jobs: dict[int, socket.socket | None] = {}     # job pid -> its client's socket (None: client gone)
         self.readers: dict[socket.socket, tuple[int, FrameReader]] = {}
@@ -247,6 +248,8 @@ class _Server:
             if pid == 0:
                 self._job(request, reader.fds, conn)
             self.jobs[pid] = conn
+            with open(self.log, "a") as log:
+                log.write(warm_module(request["command"]) + "\n")
             send_frame(conn, {"accepted": True})
             conn.settimeout(None)
             self.readers[conn] = (pid, reader)
@@ -449,6 +452,11 @@ class WarmJailServer:
     def env(self) -> dict:
         return {ENV_VAR: str(self.socket_path)}
 
+    def jobs(self) -> list[str]:
+        """The module of every job run warm so far, in order."""
+        log = self.folder / "jobs.log"
+        return log.read_text().split() if log.is_file() else []
+
     @property
     def pid(self) -> int:
         return self.proc.pid
@@ -468,3 +476,22 @@ class WarmJailServer:
     def __exit__(self, *exc):
         self.close()
 
+
+
+def main(argv: list[str]) -> int:
+    """python -m autograder.warm_jail -- COMMAND: run COMMAND (a grading run,
+    a test battery) with a warm jail server and TINYLM_WARM_JAIL set."""
+    if argv[:1] != ["--"] or len(argv) < 2:
+        print("usage: python -m autograder.warm_jail -- COMMAND ...", file=sys.stderr)
+        return 2
+    with WarmJailServer() as server:
+        server.wait_ready()
+        code = subprocess.call(argv[1:], env={**os.environ, **server.env()})
+        jobs = server.jobs()
+        print(f"warm jail server: {len(jobs)} warm jobs ("
+              + ", ".join(f"{jobs.count(m)} {m}" for m in sorted(ALLOWED_MODULES)) + ")", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,363 @@
+"""The warm jail server (autograder.warm_jail, issue 15): jailed kernels and
+recheck children forked from a server with torch already imported must be
+jailed exactly as cold ones are.
+
+Every test goes through the real jail (root: namespaces, uid switch) and the
+real clients (jupyter_client for the sandbox kernel, recheck.Child for the
+recheck's child), and checks that the job ran warm (the job's sys.modules
+holds autograder.warm_jail, which only a fork of the server has), so none
+can pass on a silent cold fallback. They look only at their own jails' uids.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from autograder import course, gradebook, warm_jail
+from autograder.jail import Jail, Limits, processes_of_uid
+
+pytestmark = [pytest.mark.grader, pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the jail's namespaces and uid switch need root")]
+
+TOKEN = secrets.token_hex(4)
+SECRET_NAME = f"TINYLM_TEST_SECRET_{TOKEN}"
+MEMORY_MB = 3072
+HIDDEN = course.ROOT / f".warm-test-hidden-{TOKEN}"
+VISIBLE = course.ROOT / f".warm-test-visible-{TOKEN}.txt"
+SHADOW = f"shadow_{TOKEN}"  # a module in the job's work folder; `python -I` must not find it
+
+# Runs in the job; writes what it finds to probe.json in its work folder.
+PROBE = """
+import json, os, resource, socket, sys
+facts = {{"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
+          "ns": {{k: os.readlink(f"/proc/self/ns/{{k}}") for k in ("pid", "mnt", "net")}},
+          "warm": "autograder.warm_jail" in sys.modules,
+          "trusted_modules": [m for m in ("autograder.grade", "autograder.gradebook", "autograder.collect",
+                                          "nbgrader", "sqlalchemy", "psycopg") if m in sys.modules],
+          "env_names": sorted(os.environ),
+          "environ_file_names": sorted(v.split(b"=")[0].decode() for v in
+                                       open("/proc/self/environ", "rb").read().split(b"\\0") if v),
+          "cwd_on_path": [p for p in sys.path if p in ("", ".", os.getcwd())],
+          "rlimit_as": resource.getrlimit(resource.RLIMIT_AS),
+          "status_owner": os.stat("/proc/self/status").st_uid, "sockets": []}}
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        target = os.readlink(f"/proc/self/fd/{{fd}}")
+    except OSError:  # the fd listdir itself used
+        continue
+    if target.startswith("socket:"):
+        facts["sockets"].append(target)
+for key, path in (("hidden", {hidden!r}), ("visible", {visible!r})):
+    try:
+        open(path).read()
+        facts[key] = "read"
+    except OSError as err:
+        facts[key] = type(err).__name__
+try:
+    import {shadow}
+    facts["shadow"] = "imported"
+except ImportError:
+    facts["shadow"] = "not found"
+try:
+    socket.socket(socket.AF_UNIX).connect({sock!r})
+    facts["server_socket"] = "connected"
+except OSError as err:
+    facts["server_socket"] = type(err).__name__
+json.dump(facts, open("probe.json", "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A server started while the grader's environment holds a secret and a
+    database URL (so a server that kept the grader's environment is seen)."""
+    HIDDEN.mkdir()
+    (HIDDEN / "answer.txt").write_text("hidden")
+    VISIBLE.write_text("visible")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(SECRET_NAME, "s3cret")
+        mp.setenv(gradebook.ENV_VAR, f"postgresql+psycopg://grader:pw-{TOKEN}@127.0.0.1/db")
+        srv = warm_jail.WarmJailServer()
+        try:
+            srv.wait_ready()
+            yield srv
+        finally:
+            srv.close()
+            (HIDDEN / "answer.txt").unlink()
+            HIDDEN.rmdir()
+            VISIBLE.unlink()
+
+
+@pytest.fixture
+def warm(server, monkeypatch):
+    """The grader's environment with the server's socket set, and the secret."""
+    monkeypatch.setenv(SECRET_NAME, "s3cret")
+    for key, value in server.env().items():
+        monkeypatch.setenv(key, value)
+    return server
+
+
+def _probe_code(server) -> str:
+    return PROBE.format(hidden=str(HIDDEN / "answer.txt"), visible=str(VISIBLE), shadow=SHADOW,
+                        sock=str(server.socket_path))
+
+
+@contextmanager
+def _jail(tmp_path):
+    """A jail whose work folder holds a module the job must not import."""
+    shadow = tmp_path / f"{SHADOW}.py"
+    shadow.write_text("raise SystemExit('the working folder is on sys.path')\n")
+    with Jail.reserve(Limits(memory_mb=MEMORY_MB, cpu_s=120), copy=[shadow], hide=[HIDDEN]) as jail:
+        yield jail
+
+
+def _gone(uid: int, within_s: float = 5.0) -> list[int]:
+    """The processes of `uid` still alive after waiting up to `within_s`."""
+    end = time.monotonic() + within_s
+    while (left := processes_of_uid(uid)) and time.monotonic() < end:
+        time.sleep(0.05)
+    return left
+
+
+def _assert_jailed(facts: dict, jail: Jail) -> None:
+    host = {k: os.readlink(f"/proc/self/ns/{k}") for k in ("pid", "mnt", "net")}
+    assert facts["warm"], "the job ran cold: this test proves nothing about the warm server"
+    assert facts["uid"] == jail.uid
+    assert all(facts["ns"][k] != host[k] for k in host), facts["ns"]
+    assert facts["pid"] == 2, "the command is not the first child of the namespace's init"
+    assert facts["cwd"] == str(jail.workdir)
+    assert facts["hidden"] in ("PermissionError", "FileNotFoundError"), facts["hidden"]
+    assert facts["visible"] == "read", "the control file next to the hidden one was not readable"
+    assert facts["shadow"] == "not found" and facts["cwd_on_path"] == []
+    for names in (facts["env_names"], facts["environ_file_names"]):
+        assert SECRET_NAME not in names and gradebook.ENV_VAR not in names and warm_jail.ENV_VAR not in names
+    assert "HOME" in facts["env_names"], "the job does not have the jail's environment"
+    assert facts["trusted_modules"] == []
+    assert facts["rlimit_as"] == [MEMORY_MB * 1024 * 1024] * 2
+    assert facts["status_owner"] == jail.uid, "the job is not dumpable: its /proc files are not its own"
+    assert facts["server_socket"] != "connected"
+
+
+def _facts(jail: Jail) -> dict:
+    return json.loads((jail.workdir / "probe.json").read_text())
+
+
+# ---------------------------------------------------------------------------
+# the recheck's child
+
+def test_warm_recheck_child_is_jailed_as_a_cold_one(warm, tmp_path):
+    from autograder.recheck import Child
+    before = len(warm.jobs())
+    with _jail(tmp_path) as jail:
+        child = Child(jail, timeout=60, total=120)
+        assert child.request(("exec", "probe", _probe_code(warm))) == ("ok",)
+        facts = _facts(jail)
+        assert facts["sockets"] == [], "the child holds a socket (the server's?): it talks through pipes only"
+        child.kill("done")
+        assert _gone(jail.uid) == []
+    _assert_jailed(facts, jail)
+    assert warm.jobs()[before:] == ["autograder.recheck"]
+
+
+def test_killing_the_client_ends_the_warm_job_at_once(warm, tmp_path):
+    """recheck.Child.kill SIGKILLs `python -m autograder.jail`, the client:
+    the server must end the job (init, the command) it runs for it."""
+    from autograder.recheck import Child
+    with _jail(tmp_path) as jail:
+        child = Child(jail, timeout=60, total=120)
+        assert child.request(("exec", "w", "import sys; assert 'autograder.warm_jail' in sys.modules")) == ("ok",)
+        assert len(processes_of_uid(jail.uid)) == 2, "expected the job's init and its command"
+        child.proc.kill()
+        child.proc.wait()
+        assert _gone(jail.uid, within_s=2.0) == [], "the job outlived its client"
+
+
+def test_rlimit_as_stops_a_warm_job_allocating_past_it(warm, tmp_path):
+    from autograder.recheck import Child
+    code = f"""import sys
+assert 'autograder.warm_jail' in sys.modules
+try:
+    block = bytearray({MEMORY_MB} * 1024 * 1024)
+    outcome = 'allocated'
+except MemoryError:
+    outcome = 'MemoryError'
+open('alloc.txt', 'w').write(outcome)
+"""
+    with _jail(tmp_path) as jail:
+        child = Child(jail, timeout=60, total=120)
+        assert child.request(("exec", "alloc", code)) == ("ok",)
+        child.kill("done")
+        assert (jail.workdir / "alloc.txt").read_text() == "MemoryError"
+
+
+# ---------------------------------------------------------------------------
+# the sandbox kernel, started by jupyter_client as nbgrader starts it
+
+@contextmanager
+def _kernel(jail: Jail):
+    from jupyter_client import KernelManager
+    from autograder.grade import KERNEL_NAME, kernelspec_dir
+    env = {**course.nbgrader_env(), **jail.env(), "JUPYTER_PATH": str(kernelspec_dir()),
+           "JUPYTER_RUNTIME_DIR": str(jail.rundir)}
+    env.pop(gradebook.ENV_VAR, None)
+    os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]  # where the manager finds the kernelspec
+    km = KernelManager(kernel_name=KERNEL_NAME, transport="ipc", ip=str(jail.rundir / "kernel"))
+    km.start_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        yield km, client
+    finally:
+        client.stop_channels()
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+
+
+def test_warm_kernel_is_jailed_interrupted_and_ended_with_its_client(warm, tmp_path):
+    before = len(warm.jobs())
+    with _jail(tmp_path) as jail, _kernel(jail) as (km, client):
+        reply = client.execute_interactive(_probe_code(warm), timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        facts = _facts(jail)
+        # An interrupt (SIGINT to the client's process group, as jupyter_client sends it) stops a running cell.
+        msg_id = client.execute("import time; time.sleep(120)")
+        time.sleep(1.0)
+        start = time.monotonic()
+        km.interrupt_kernel()
+        reply = client.get_shell_msg(timeout=30)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+        assert time.monotonic() - start < 20
+        # The kernel manager's kill (SIGKILL to the client) ends the whole job.
+        km.shutdown_kernel(now=True)
+        assert _gone(jail.uid, within_s=2.0) == [], "the warm kernel outlived its client"
+    _assert_jailed(facts, jail)
+    assert warm.jobs()[before:] == ["ipykernel_launcher"]
+
+
+# ---------------------------------------------------------------------------
+# the server itself
+
+def test_server_holds_no_secret_and_runs_one_thread(server):
+    environ = Path(f"/proc/{server.pid}/environ").read_bytes()
+    assert SECRET_NAME.encode() not in environ and gradebook.ENV_VAR.encode() not in environ
+    assert b"s3cret" not in environ and TOKEN.encode() not in environ
+    assert os.listdir(f"/proc/{server.pid}/task") == [str(server.pid)], "a thread in the server: fork is unsafe"
+    folder = server.socket_path.parent
+    assert folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.getuid()
+
+
+def test_another_uid_gets_no_job_even_where_it_can_reach_the_socket(server, tmp_path):
+    """SO_PEERCRED: with the folder opened up, a process of another uid
+    (a jail's, without the jail's namespaces) asks for a job and is refused."""
+    folder = server.socket_path.parent
+    with _jail(tmp_path) as jail:
+        settings = json.loads(jail.env()["TINYLM_JAIL"])
+        command = [sys.executable, "-I", "-m", "autograder.recheck", "--child"]
+        os.chmod(folder, 0o711)
+        os.chmod(server.socket_path, 0o777)
+        try:
+            pid = os.fork()
+            if pid == 0:  # the other uid: asks as the jail client would
+                code = 1
+                try:
+                    os.setgid(jail.uid)
+                    os.setuid(jail.uid)
+                    os.environ[warm_jail.ENV_VAR] = str(server.socket_path)
+                    connected = socket.socket(socket.AF_UNIX)
+                    connected.connect(str(server.socket_path))  # it can reach the socket ...
+                    connected.close()
+                    answer = warm_jail.run_warm(settings, command, {"PATH": "/usr/bin"})
+                    code = 0 if answer is None else 3  # ... and gets no job (None: it would run cold)
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+        finally:
+            os.chmod(server.socket_path, 0o755)
+            os.chmod(folder, 0o700)
+        assert os.waitstatus_to_exitcode(status) == 0, "another uid reached the socket and got a job (or could not connect)"
+        assert server.proc.poll() is None
+
+
+WARM_MARK = "import sys; open('warm.txt', 'w').write(str('autograder.warm_jail' in sys.modules))"
+
+
+def _client_run(env: dict, tmp_path, source: str = WARM_MARK) -> subprocess.CompletedProcess:
+    """`python -m autograder.jail -- python -I -m autograder.recheck --child`
+    as the recheck starts it, given one exec message; .warm says whether the
+    job ran warm."""
+    import pickle
+    from autograder.grade import course_env_for_jail
+    from autograder.recheck import send
+    with _jail(tmp_path) as jail:
+        cmd = [sys.executable, "-m", "autograder.jail", "--", sys.executable, "-I", "-m", "autograder.recheck",
+               "--child"]
+        r, w = os.pipe()
+        send(w, pickle.dumps(("exec", "probe", source)))
+        os.close(w)
+        try:
+            done = subprocess.run(cmd, stdin=r, capture_output=True, timeout=120,  # stdout: the binary protocol
+                                  env={**course_env_for_jail(jail), **env})
+        finally:
+            os.close(r)
+        mark = jail.workdir / "warm.txt"
+        done.warm = mark.read_text() if mark.is_file() else f"no mark (exit {done.returncode}): {done.stderr[-2000:]}"
+    return done
+
+
+def test_the_exit_status_passes_through_the_client(server, tmp_path):
+    done = _client_run(server.env(), tmp_path, WARM_MARK + "\nimport os; os._exit(7)")
+    assert done.warm == "True" and done.returncode == 7
+
+
+@pytest.mark.parametrize("gone", ["no socket file", "a dead server's socket"])
+def test_an_unreachable_server_means_a_silent_cold_start(gone, tmp_path):
+    if gone == "no socket file":
+        path = tmp_path / "no-server" / "socket"
+    else:
+        srv = warm_jail.WarmJailServer()
+        srv.wait_ready()
+        path = srv.socket_path
+        os.kill(srv.pid, signal.SIGKILL)  # the socket file stays, nobody listens
+        srv.proc.wait()
+    try:
+        assert path.exists() == (gone != "no socket file")
+        done = _client_run({warm_jail.ENV_VAR: str(path)}, tmp_path)
+    finally:
+        if gone != "no socket file":
+            srv.close()
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    assert done.warm == "False"
+
+
+def test_the_client_hands_the_job_to_the_server(server, tmp_path):
+    """The control of the fallback test: the same run with a live server is warm."""
+    done = _client_run(server.env(), tmp_path)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    assert done.warm == "True"
+
+
+def test_closing_the_server_ends_its_jobs_and_leaves_no_process(tmp_path, monkeypatch):
+    from autograder.recheck import Child
+    srv = warm_jail.WarmJailServer()
+    srv.wait_ready()
+    for key, value in srv.env().items():
+        monkeypatch.setenv(key, value)
+    with _jail(tmp_path) as jail:
+        child = Child(jail, timeout=60, total=120)
+        assert child.request(("exec", "w", "import sys; assert 'autograder.warm_jail' in sys.modules")) == ("ok",)
+        srv.close()
+        assert child.proc.wait(timeout=10) == 128 + signal.SIGKILL
+        assert _gone(jail.uid, within_s=2.0) == []
+    assert srv.proc.poll() is not None and not srv.socket_path.parent.exists()

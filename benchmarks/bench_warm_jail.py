@@ -2,10 +2,10 @@
 
     PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_warm_jail.py [--rounds 3]
 
-For each round, interleaved: a jailed recheck child (autograder.recheck's
+For each round, interleaved: a jailed recheck child (autograder.grading.recheck's
 Child, as the recheck starts it) and a jailed nbgrader kernel (the sandbox
 kernelspec, started by jupyter_client as nbgrader does), each once cold and
-once with a warm jail server (autograder.warm_jail). Prints seconds from
+once with a warm jail server (autograder.grading.warm_jail). Prints seconds from
 start to the reply of a cell that runs `import torch`.
 """
 from __future__ import annotations
@@ -19,16 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder import warm_jail  # noqa: E402
-from autograder.grade import KERNEL_NAME, hidden_paths, kernelspec_dir  # noqa: E402
-from autograder.gradebook import db_url  # noqa: E402
-from autograder.jail import Jail, Limits  # noqa: E402
+from autograder.grading import warm_jail  # noqa: E402
+from autograder.grading.gradebook import db_url  # noqa: E402
+from autograder.grading.jail import Jail, Limits  # noqa: E402
+from autograder.grading.sandbox import KERNEL_NAME, hidden_paths, kernelspec_dir  # noqa: E402
 
 CELL = "import torch"
 
 
 def recheck_child_start(limits: Limits) -> float:
-    from autograder.recheck import Child
+    from autograder.grading.recheck import Child
     with Jail.reserve(limits, hide=hidden_paths(db_url())) as jail:
         start = time.perf_counter()
         child = Child(jail, timeout=120, total=120)

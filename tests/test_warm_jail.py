@@ -1,11 +1,11 @@
-"""The warm jail server (autograder.warm_jail, issue 15): jailed kernels and
+"""The warm jail server (autograder.grading.warm_jail, issue 15): jailed kernels and
 recheck children forked from a server with torch already imported must be
 jailed exactly as cold ones are.
 
 Every test goes through the real jail (root: namespaces, uid switch) and the
 real clients (jupyter_client for the sandbox kernel, recheck.Child for the
 recheck's child), and checks that the job ran warm (the job's sys.modules
-holds autograder.warm_jail, which only a fork of the server has), so none
+holds autograder.grading.warm_jail, which only a fork of the server has), so none
 can pass on a silent cold fallback. They look only at their own jails' uids.
 """
 from __future__ import annotations
@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, gradebook, warm_jail
-from autograder.jail import Jail, Limits, processes_of_uid
+from autograder import course
+from autograder.grading import gradebook, warm_jail
+from autograder.grading.jail import Jail, Limits, processes_of_uid
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the jail's namespaces and uid switch need root")]
@@ -34,6 +35,7 @@ SECRET_NAME = f"TINYLM_TEST_SECRET_{TOKEN}"
 MEMORY_MB = 3072
 HIDDEN = course.ROOT / f".warm-test-hidden-{TOKEN}"
 VISIBLE = course.ROOT / f".warm-test-visible-{TOKEN}.txt"
+WARM_ASSERT = "import sys; assert 'autograder.grading.warm_jail' in sys.modules"  # a cold job fails it
 SHADOW = f"shadow_{TOKEN}"  # a module in the job's work folder; `python -I` must not find it
 
 # Runs in the job; writes what it finds to probe.json in its work folder.
@@ -41,9 +43,10 @@ PROBE = """
 import json, os, resource, socket, sys
 facts = {{"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
           "ns": {{k: os.readlink(f"/proc/self/ns/{{k}}") for k in ("pid", "mnt", "net")}},
-          "warm": "autograder.warm_jail" in sys.modules,
-          "trusted_modules": [m for m in ("autograder.grade", "autograder.gradebook", "autograder.collect",
-                                          "nbgrader", "sqlalchemy", "psycopg") if m in sys.modules],
+          "warm": "autograder.grading.warm_jail" in sys.modules,
+          "trusted_modules": [m for m in ("autograder.grading.grade", "autograder.grading.gradebook",
+                                          "autograder.grading.collect", "nbgrader", "sqlalchemy", "psycopg")
+                              if m in sys.modules],
           "env_names": sorted(os.environ),
           "environ_file_names": sorted(v.split(b"=")[0].decode() for v in
                                        open("/proc/self/environ", "rb").read().split(b"\\0") if v),
@@ -156,7 +159,7 @@ def _facts(jail: Jail) -> dict:
 # the recheck's child
 
 def test_warm_recheck_child_is_jailed_as_a_cold_one(warm, tmp_path):
-    from autograder.recheck import Child
+    from autograder.grading.recheck import Child
     before = len(warm.jobs())
     with _jail(tmp_path) as jail:
         child = Child(jail, timeout=60, total=120)
@@ -166,16 +169,16 @@ def test_warm_recheck_child_is_jailed_as_a_cold_one(warm, tmp_path):
         child.kill("done")
         assert _gone(jail.uid) == []
     _assert_jailed(facts, jail)
-    assert warm.jobs()[before:] == ["autograder.recheck"]
+    assert warm.jobs()[before:] == ["autograder.grading.recheck"]
 
 
 def test_killing_the_client_ends_the_warm_job_at_once(warm, tmp_path):
-    """recheck.Child.kill SIGKILLs `python -m autograder.jail`, the client:
+    """recheck.Child.kill SIGKILLs `python -m autograder.grading.jail`, the client:
     the server must end the job (init, the command) it runs for it."""
-    from autograder.recheck import Child
+    from autograder.grading.recheck import Child
     with _jail(tmp_path) as jail:
         child = Child(jail, timeout=60, total=120)
-        assert child.request(("exec", "w", "import sys; assert 'autograder.warm_jail' in sys.modules")) == ("ok",)
+        assert child.request(("exec", "w", WARM_ASSERT)) == ("ok",)
         assert len(processes_of_uid(jail.uid)) == 2, "expected the job's init and its command"
         child.proc.kill()
         child.proc.wait()
@@ -183,9 +186,9 @@ def test_killing_the_client_ends_the_warm_job_at_once(warm, tmp_path):
 
 
 def test_rlimit_as_stops_a_warm_job_allocating_past_it(warm, tmp_path):
-    from autograder.recheck import Child
+    from autograder.grading.recheck import Child
     code = f"""import sys
-assert 'autograder.warm_jail' in sys.modules
+assert 'autograder.grading.warm_jail' in sys.modules
 try:
     block = bytearray({MEMORY_MB} * 1024 * 1024)
     outcome = 'allocated'
@@ -206,7 +209,7 @@ open('alloc.txt', 'w').write(outcome)
 @contextmanager
 def _kernel(jail: Jail):
     from jupyter_client import KernelManager
-    from autograder.grade import KERNEL_NAME, kernelspec_dir
+    from autograder.grading.sandbox import KERNEL_NAME, kernelspec_dir
     env = {**course.nbgrader_env(), **jail.env(), "JUPYTER_PATH": str(kernelspec_dir()),
            "JUPYTER_RUNTIME_DIR": str(jail.rundir)}
     env.pop(gradebook.ENV_VAR, None)
@@ -264,7 +267,7 @@ def test_another_uid_gets_no_job_even_where_it_can_reach_the_socket(server, tmp_
     folder = server.socket_path.parent
     with _jail(tmp_path) as jail:
         settings = json.loads(jail.env()["TINYLM_JAIL"])
-        command = [sys.executable, "-I", "-m", "autograder.recheck", "--child"]
+        command = [sys.executable, "-I", "-m", "autograder.grading.recheck", "--child"]
         os.chmod(folder, 0o711)
         os.chmod(server.socket_path, 0o777)
         try:
@@ -286,23 +289,24 @@ def test_another_uid_gets_no_job_even_where_it_can_reach_the_socket(server, tmp_
         finally:
             os.chmod(server.socket_path, 0o755)
             os.chmod(folder, 0o700)
-        assert os.waitstatus_to_exitcode(status) == 0, "another uid reached the socket and got a job (or could not connect)"
+        assert os.waitstatus_to_exitcode(status) == 0, \
+            "another uid got a job (exit 3), or could not reach the socket, which proves nothing (exit 1)"
         assert server.proc.poll() is None
 
 
-WARM_MARK = "import sys; open('warm.txt', 'w').write(str('autograder.warm_jail' in sys.modules))"
+WARM_MARK = "import sys; open('warm.txt', 'w').write(str('autograder.grading.warm_jail' in sys.modules))"
 
 
 def _client_run(env: dict, tmp_path, source: str = WARM_MARK) -> subprocess.CompletedProcess:
-    """`python -m autograder.jail -- python -I -m autograder.recheck --child`
+    """`python -m autograder.grading.jail -- python -I -m autograder.grading.recheck --child`
     as the recheck starts it, given one exec message; .warm says whether the
     job ran warm."""
     import pickle
-    from autograder.grade import course_env_for_jail
-    from autograder.recheck import send
+    from autograder.grading.sandbox import course_env_for_jail
+    from autograder.grading.recheck import send
     with _jail(tmp_path) as jail:
-        cmd = [sys.executable, "-m", "autograder.jail", "--", sys.executable, "-I", "-m", "autograder.recheck",
-               "--child"]
+        cmd = [sys.executable, "-m", "autograder.grading.jail", "--", sys.executable, "-I", "-m",
+               "autograder.grading.recheck", "--child"]
         r, w = os.pipe()
         send(w, pickle.dumps(("exec", "probe", source)))
         os.close(w)
@@ -349,14 +353,14 @@ def test_the_client_hands_the_job_to_the_server(server, tmp_path):
 
 
 def test_closing_the_server_ends_its_jobs_and_leaves_no_process(tmp_path, monkeypatch):
-    from autograder.recheck import Child
+    from autograder.grading.recheck import Child
     srv = warm_jail.WarmJailServer()
     srv.wait_ready()
     for key, value in srv.env().items():
         monkeypatch.setenv(key, value)
     with _jail(tmp_path) as jail:
         child = Child(jail, timeout=60, total=120)
-        assert child.request(("exec", "w", "import sys; assert 'autograder.warm_jail' in sys.modules")) == ("ok",)
+        assert child.request(("exec", "w", WARM_ASSERT)) == ("ok",)
         srv.close()
         assert child.proc.wait(timeout=10) == 128 + signal.SIGKILL
         assert _gone(jail.uid, within_s=2.0) == []

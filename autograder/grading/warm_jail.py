@@ -4,12 +4,12 @@ Every jailed kernel and recheck child is a `python -I -m MODULE` that imports
 torch (and ipykernel) again: seconds per submission. The grade worker can
 start one server per worker process,
 
-    with WarmJailServer() as server:      # python -I ... autograder.warm_jail FOLDER
+    with WarmJailServer() as server:      # python -I ... autograder.grading.warm_jail FOLDER
         env.update(server.env())          # TINYLM_WARM_JAIL=FOLDER/socket
 
 which imports public code only (torch, tinylm, autograder.checks, the
 ipykernel kernel app) and then waits on a Unix socket. `python -m
-autograder.jail -- COMMAND` (the client, started by the kernel manager or the
+autograder.grading.jail -- COMMAND` (the client, started by the kernel manager or the
 recheck as before) sees TINYLM_WARM_JAIL and, when COMMAND is
 `python -I -m MODULE ...` with MODULE in ALLOWED_MODULES, hands the server
 its stdin, stdout and stderr (SCM_RIGHTS) with the jail settings, COMMAND and
@@ -52,7 +52,7 @@ from pathlib import Path
 from . import jail
 
 ENV_VAR = "TINYLM_WARM_JAIL"
-ALLOWED_MODULES = frozenset({"ipykernel_launcher", "autograder.recheck"})
+ALLOWED_MODULES = frozenset({"ipykernel_launcher", "autograder.grading.recheck"})
 # Public modules the jailed side imports anyway. Not the modules run as
 # __main__ (runpy would warn that they were imported already), not
 # matplotlib (it reads its config and cache folders from HOME at import,
@@ -112,7 +112,7 @@ class FrameReader:
 
 
 # ---------------------------------------------------------------------------
-# client: `python -m autograder.jail -- COMMAND` with TINYLM_WARM_JAIL set
+# client: `python -m autograder.grading.jail -- COMMAND` with TINYLM_WARM_JAIL set
 
 def warm_module(command: list[str]) -> str | None:
     """MODULE if COMMAND is `PYTHON -I -m MODULE ...` with an allowed MODULE."""
@@ -435,9 +435,9 @@ class WarmJailServer:
         self.socket_path = self.folder / "socket"
         # `python -I` as the jobs run, plus the grader's own checkout (its
         # code is what the jobs would import from the install, or a newer copy).
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])
         boot = ("import sys; cold = list(sys.path); sys.path.insert(0, sys.argv[1]); "
-                "from autograder.warm_jail import serve; serve(sys.argv[2], cold)")
+                "from autograder.grading.warm_jail import serve; serve(sys.argv[2], cold)")
         self.proc = subprocess.Popen([sys.executable, "-I", "-c", boot, root, str(self.folder)],
                                      env={**server_env(), "HOME": str(self.folder)}, cwd=self.folder,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
@@ -479,10 +479,10 @@ class WarmJailServer:
 
 
 def main(argv: list[str]) -> int:
-    """python -m autograder.warm_jail -- COMMAND: run COMMAND (a grading run,
+    """python -m autograder.grading.warm_jail -- COMMAND: run COMMAND (a grading run,
     a test battery) with a warm jail server and TINYLM_WARM_JAIL set."""
     if argv[:1] != ["--"] or len(argv) < 2:
-        print("usage: python -m autograder.warm_jail -- COMMAND ...", file=sys.stderr)
+        print("usage: python -m autograder.grading.warm_jail -- COMMAND ...", file=sys.stderr)
         return 2
     with WarmJailServer() as server:
         server.wait_ready()

@@ -50,7 +50,7 @@ facts = {{"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
           "env_names": sorted(os.environ),
           "environ_file_names": sorted(v.split(b"=")[0].decode() for v in
                                        open("/proc/self/environ", "rb").read().split(b"\\0") if v),
-          "cwd_on_path": [p for p in sys.path if p in ("", ".", os.getcwd())],
+          "cwd_on_path": [p for p in sys.path if p in ("", ".", os.getcwd())], "path": sys.path,
           "rlimit_as": resource.getrlimit(resource.RLIMIT_AS),
           "status_owner": os.stat("/proc/self/status").st_uid, "sockets": []}}
 for fd in os.listdir("/proc/self/fd"):
@@ -142,6 +142,7 @@ def _assert_jailed(facts: dict, jail: Jail) -> None:
     assert facts["hidden"] in ("PermissionError", "FileNotFoundError"), facts["hidden"]
     assert facts["visible"] == "read", "the control file next to the hidden one was not readable"
     assert facts["shadow"] == "not found" and facts["cwd_on_path"] == []
+    assert facts["path"] == _cold_sys_path(), "sys.path is not what a cold `python -I` has"
     for names in (facts["env_names"], facts["environ_file_names"]):
         assert SECRET_NAME not in names and gradebook.ENV_VAR not in names and warm_jail.ENV_VAR not in names
     assert "HOME" in facts["env_names"], "the job does not have the jail's environment"
@@ -149,6 +150,12 @@ def _assert_jailed(facts: dict, jail: Jail) -> None:
     assert facts["rlimit_as"] == [MEMORY_MB * 1024 * 1024] * 2
     assert facts["status_owner"] == jail.uid, "the job is not dumpable: its /proc files are not its own"
     assert facts["server_socket"] != "connected"
+
+
+def _cold_sys_path() -> list[str]:
+    out = subprocess.run([sys.executable, "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
+                         capture_output=True, text=True, check=True, cwd="/", env={})
+    return json.loads(out.stdout)
 
 
 def _facts(jail: Jail) -> dict:
@@ -278,10 +285,12 @@ def test_another_uid_gets_no_job_even_where_it_can_reach_the_socket(server, tmp_
                     os.setgid(jail.uid)
                     os.setuid(jail.uid)
                     os.environ[warm_jail.ENV_VAR] = str(server.socket_path)
+                    devnull = os.open(os.devnull, os.O_RDWR)
+                    os.dup2(devnull, 0)  # if it got a job, the job reads EOF and ends
                     connected = socket.socket(socket.AF_UNIX)
                     connected.connect(str(server.socket_path))  # it can reach the socket ...
                     connected.close()
-                    answer = warm_jail.run_warm(settings, command, {"PATH": "/usr/bin"})
+                    answer = warm_jail.run_warm(settings, command, warm_jail.server_env())  # else acceptable
                     code = 0 if answer is None else 3  # ... and gets no job (None: it would run cold)
                 finally:
                     os._exit(code)

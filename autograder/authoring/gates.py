@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 
 from .. import course
-from ..notebook_format import (HIDDEN_BLOCK, MARKERS, SOLUTION_BLOCK, is_answer, is_check, nbg, read, setup_cells,
+from ..notebook_format import (HIDDEN_BLOCK, SOLUTION_BLOCK, is_answer, is_check, nbg, read, setup_cells,
                                visible_part)
 
 RUN_TIME = re.compile(r"\*\*Run time:\*\* about (\d+) s")

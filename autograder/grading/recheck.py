@@ -808,7 +808,7 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
                      total: float = 4 * RECHECK_TIMEOUT) -> dict:
     """{grade cell id: {"status": "pass"|"fail"|"not rechecked", "message": str}}."""
     from .. import course
-    from ..notebook_format import is_answer, is_check, nbg, read, setup_cells
+    from ..notebook_format import defined_names, is_answer, is_check, nbg, read, setup_cells
 
     source = read(course.source_notebook(assignment))
     try:

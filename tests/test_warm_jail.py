@@ -268,6 +268,40 @@ def test_server_holds_no_secret_and_runs_one_thread(server):
     assert folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.getuid()
 
 
+def _memory_holds(pid: int, needle: bytes) -> bool:
+    """Whether the writable memory (heap, stacks, data) of `pid` holds `needle`."""
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith("rw"):
+                continue
+            start, end = (int(x, 16) for x in span.split("-"))
+            try:
+                mem.seek(start)
+                if needle in mem.read(end - start):
+                    return True
+            except OSError:  # a guard page or a mapping that went away
+                continue
+    return False
+
+
+def test_what_a_job_asked_never_enters_the_server(server, tmp_path):
+    """Later jobs are forked from the server: the notebook path one job
+    copied in (a student's id) must not be in the server's memory."""
+    from autograder.grading.recheck import Child
+    name = f"student-{secrets.token_hex(6)}"
+    notebook = tmp_path / f"{name}.ipynb"
+    notebook.write_text("{}")
+    with Jail.reserve(Limits(memory_mb=MEMORY_MB, cpu_s=120), copy=[notebook], hide=[]) as jail, \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setenv(warm_jail.ENV_VAR, str(server.socket_path))
+        child = Child(jail, timeout=60, total=120)
+        assert child.request(("exec", "w", WARM_ASSERT + f"; open('{name}.ipynb').read()")) == ("ok",)
+        child.kill("done")
+    assert not _memory_holds(server.pid, name.encode())
+    assert _memory_holds(os.getpid(), name.encode()), "the memory scan cannot find what is there"
+
+
 def test_another_uid_gets_no_job_even_where_it_can_reach_the_socket(server, tmp_path):
     """SO_PEERCRED: with the folder opened up, a process of another uid
     (a jail's, without the jail's namespaces) asks for a job and is refused."""

@@ -13,14 +13,24 @@ autograder.grading.jail -- COMMAND` (the client, started by the kernel manager o
 recheck as before) sees TINYLM_WARM_JAIL and, when COMMAND is
 `python -I -m MODULE ...` with MODULE in ALLOWED_MODULES, hands the server
 its stdin, stdout and stderr (SCM_RIGHTS) with the jail settings, COMMAND and
-the jail's environment. The server forks; the fork runs the same jail.run as
-a cold start (namespaces, init, uid switch, limits), whose last step, instead
-of os.execve, does what execve and Python's start would have done (environ,
-sys.path, signals, fds, dumpable, std streams) and runs MODULE with runpy.
-The client stays the process its starter knows: it forwards the signals a
-kernel manager sends, and exits with the job's status; when it dies (a
-SIGKILL from the kernel manager), its socket closes and the server SIGKILLs
-the job's outside process, whose init and namespace follow at once.
+the jail's environment. The process tree is
+
+    client (python -m autograder.grading.jail, as before)
+      ...socket...  server -> supervisor -> job = jail.run's outside process -> init -> MODULE
+
+The server only accepts and forks a supervisor per connection (it never
+reads a request, so no job's data is in the memory later jobs fork from).
+The supervisor reads the request and forks the job, which runs the same
+jail.run as a cold start (namespaces, init, uid switch, limits), whose last
+step, instead of os.execve, does what execve and Python's start would have
+done (environ, sys.path, signals, fds, dumpable, std streams) and runs
+MODULE with runpy. The client stays the process its starter knows: the
+supervisor passes its signals on to the job and sends back the job's exit
+status; when the client dies (a SIGKILL from the kernel manager), its
+socket closes and the supervisor SIGKILLs the job's outside process, whose
+init and namespace follow at once. Each process of the chain dies with its
+parent (PR_SET_PDEATHSIG), and the server with the grade worker (EOF on its
+stdin), so closing the server leaves nothing behind.
 
 Why isolation is unchanged: a fork is a fresh address space, and it holds
 only what the server holds, which is public code and the server's minimal
@@ -46,7 +56,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from . import jail
@@ -195,118 +204,147 @@ def _refusal(request: dict, fds: list[int]) -> str | None:
 
 
 class _Server:
+    """Accepts connections of its own uid and forks a supervisor for each.
+    It never reads a request: what one job asked (its student's notebook
+    path, its jail) stays out of the memory later jobs are forked from."""
+
     def __init__(self, socket_path: str, cold_path: list[str]):
         self.cold_path = cold_path
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(socket_path)
-        self.log = Path(socket_path).parent / "jobs.log"  # one line per warm job: its module
         self.listener.listen(64)
-        self.jobs: dict[int, socket.socket | None] = {}     # job pid -> its client's socket (None: client gone)
-        self.readers: dict[socket.socket, tuple[int, FrameReader]] = {}
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_w, False)
+        self.log = Path(socket_path).parent / "jobs.log"  # one line per warm job: its module
+        self.supervisors: set[int] = set()
+        self.wake_r, self.wake_w = _wakeup_pipe()
         self.stopping = False
 
     def serve(self) -> None:
-        signal.set_wakeup_fd(self.wake_w)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("ready", flush=True)
         while not self.stopping:
-            ready, _, _ = select.select([0, self.listener, self.wake_r, *self.readers], [], [])
-            for r in ready:
-                if r == 0:  # stdin, a pipe from the grade worker: EOF when the worker is gone
-                    self.stopping = not os.read(0, 4096)
-                elif r is self.listener:
-                    self._accept()
-                elif r == self.wake_r:
-                    os.read(self.wake_r, 4096)
-                    self._reap()
-                else:
-                    self._from_client(r)
-        for pid in self.jobs:
-            _kill(pid)
+            ready, _, _ = select.select([0, self.listener, self.wake_r], [], [])
+            if 0 in ready:  # stdin, a pipe from the grade worker: EOF when the worker is gone
+                self.stopping = not os.read(0, 4096)
+            if self.wake_r in ready:
+                os.read(self.wake_r, 4096)
+                self.supervisors -= _reaped()
+            if self.listener in ready:
+                self._accept()
+        for pid in self.supervisors:
+            _kill(pid)  # their jobs follow (PR_SET_PDEATHSIG)
 
     def _stop(self, *_):
         self.stopping = True
 
     def _accept(self) -> None:
         conn, _ = self.listener.accept()
-        reader = FrameReader(conn)
         try:
-            if _peer_uid(conn) != os.getuid():  # a jailed uid never gets a job
-                conn.close()
-                return
-            conn.settimeout(5.0)  # a stuck client must not stall the server
-            request = reader.next_frame() or {}
-            why = _refusal(request, reader.fds)
-            if why:
-                send_frame(conn, {"accepted": False, "why": why})
-                return conn.close()
-            pid = os.fork()
-            if pid == 0:
-                self._job(request, reader.fds, conn)
-            self.jobs[pid] = conn
-            with open(self.log, "a") as log:
-                log.write(warm_module(request["command"]) + "\n")
-            send_frame(conn, {"accepted": True})
-            conn.settimeout(None)
-            self.readers[conn] = (pid, reader)
-        except (OSError, ValueError):
-            conn.close()
+            if _peer_uid(conn) == os.getuid():  # a jailed uid never gets a job
+                server = os.getpid()
+                pid = os.fork()
+                if pid == 0:
+                    _Supervisor(self, conn).run(server)
+                self.supervisors.add(pid)
+        except OSError:
+            pass
         finally:
-            for fd in reader.fds:
-                os.close(fd)
-
-    def _from_client(self, conn: socket.socket) -> None:
-        pid, reader = self.readers[conn]
-        try:
-            alive = reader.feed()
-            frames = reader.take()
-        except (OSError, ValueError):
-            alive, frames = False, []
-        for frame in frames:
-            signum = frame.get("signal")
-            if signum in {int(s) for s in jail.FORWARDED_SIGNALS} and pid in self.jobs:
-                os.kill(pid, signum)  # not reaped yet, so the pid is still the job's
-        if not alive:  # the client died (the kernel manager's kill): end the job now
-            del self.readers[conn]
             conn.close()
-            if pid in self.jobs:
-                self.jobs[pid] = None
-                _kill(pid)
 
-    def _reap(self) -> None:
-        while self.jobs:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            conn = self.jobs.pop(pid, None)
-            if conn is not None:
-                self.readers.pop(conn, None)
-                try:
+
+def _wakeup_pipe() -> tuple[int, int]:
+    """A pipe that SIGCHLD wakes select() on."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    return r, w
+
+
+def _reaped() -> set[int]:
+    """The children that ended since the last call (reaped now)."""
+    done = set()
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return done
+        if pid == 0:
+            return done
+        done.add(pid)
+
+
+class _Supervisor:
+    """One connection, forked from the server: reads the request, forks the
+    job (the jail's outside process), passes the client's signals on,
+    SIGKILLs the job when the client goes, and reports the job's status."""
+
+    def __init__(self, server: _Server, conn: socket.socket):
+        self.conn, self.cold_path, self.log = conn, server.cold_path, server.log
+        self.parent_fds = (server.listener, server.wake_r, server.wake_w)
+
+    def run(self, server: int) -> None:
+        code = 1
+        try:
+            _die_with(server)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            self.wake_r, self.wake_w = _wakeup_pipe()  # first: the server's is closed next
+            os.close(self.parent_fds[0].detach())  # detached: no socket object closes a reused fd number later
+            os.close(self.parent_fds[1])
+            os.close(self.parent_fds[2])
+            code = self._supervise()
+        except BaseException:  # never back into the server's loop
+            pass
+        finally:
+            os._exit(code)
+
+    def _supervise(self) -> int:
+        conn, reader = self.conn, FrameReader(self.conn)
+        conn.settimeout(5.0)  # a stuck client must not hold a supervisor for long
+        request = reader.next_frame() or {}
+        why = _refusal(request, reader.fds)
+        if why:
+            send_frame(conn, {"accepted": False, "why": why})
+            return 0
+        supervisor = os.getpid()
+        job = os.fork()
+        if job == 0:
+            self._job(request, reader.fds, supervisor)
+        for fd in reader.fds:
+            os.close(fd)
+        with open(self.log, "a") as log:
+            log.write(warm_module(request["command"]) + "\n")
+        send_frame(conn, {"accepted": True})
+        conn.settimeout(None)
+        while True:
+            ready, _, _ = select.select([conn, self.wake_r], [], [])
+            if self.wake_r in ready:
+                os.read(self.wake_r, 4096)
+                pid, status = os.waitpid(job, os.WNOHANG)
+                if pid == job:
                     send_frame(conn, {"exit": jail._exit_status(status)})
-                except OSError:
-                    pass
-                conn.close()
+                    return 0
+            if conn in ready:
+                try:
+                    alive = reader.feed()
+                except (OSError, ValueError):
+                    alive = False
+                for frame in reader.take():
+                    if frame.get("signal") in {int(s) for s in jail.FORWARDED_SIGNALS}:
+                        os.kill(job, frame["signal"])  # not reaped yet, so the pid is still the job's
+                if not alive:  # the client died (the kernel manager's kill): end the job now
+                    _kill(job)
+                    return 0
 
-    def _job(self, request: dict, fds: list[int], conn: socket.socket) -> None:
+    def _job(self, request: dict, fds: list[int], supervisor: int) -> None:
         """The forked job: the jail's outside process. Never returns."""
         status = 1
         try:
             signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, *jail.FORWARDED_SIGNALS):
+            for signum in (signal.SIGCHLD, *jail.FORWARDED_SIGNALS):
                 signal.signal(signum, signal.SIG_DFL)
-            server = os.getppid()
-            jail._libc().prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the server's end is the job's
-            if os.getppid() != server:
-                return
-            for sock in {self.listener, conn, *self.readers}:
-                os.close(sock.detach())  # detached: no socket object closes a reused fd number later
+            _die_with(supervisor)
+            os.close(self.conn.detach())
             for fd in (0, self.wake_r, self.wake_w):
                 os.close(fd)
             for target, fd in enumerate(fds):
@@ -319,10 +357,17 @@ class _Server:
             os.chdir(settings["base"])
             status = jail.run(settings, list(request["command"]), dict(request["env"]),
                               start=lambda _path, argv, env: _start_in_process(argv, env, self.cold_path))
-        except BaseException:  # never back into the server's loop
+        except BaseException:  # never back into the supervisor's loop
             pass
         finally:
             os._exit(status)
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this (just forked) process when `parent` dies; exit now if it already has."""
+    jail._libc().prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _kill(pid: int) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from autograder import course
-from autograder.grading import gradebook, warm_jail
+from autograder.grading import gradebook, warm_client, warm_jail
 from autograder.grading.jail import Jail, Limits, processes_of_uid
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow,
@@ -324,7 +324,7 @@ def test_another_uid_gets_no_job_even_where_it_can_reach_the_socket(server, tmp_
                     connected = socket.socket(socket.AF_UNIX)
                     connected.connect(str(server.socket_path))  # it can reach the socket ...
                     connected.close()
-                    answer = warm_jail.run_warm(settings, command, warm_jail.server_env())  # else acceptable
+                    answer = warm_client.run_warm(settings, command, warm_jail.server_env())  # else acceptable
                     code = 0 if answer is None else 3  # ... and gets no job (None: it would run cold)
                 finally:
                     os._exit(code)

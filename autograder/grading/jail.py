@@ -513,8 +513,8 @@ def main(argv: list[str]) -> int:
             if os.geteuid() == 0:
                 os.chown(conn, settings["uid"], settings["uid"])
             command[i + 1] = str(conn)
-    from .warm_jail import run_warm  # a warm fork server, when the grader started one (TINYLM_WARM_JAIL)
-    status = run_warm(settings, command, env)
+    from .warm_client import run_warm  # a warm fork server, when the grader started one (TINYLM_WARM_JAIL)
+    status = run_warm(settings, command, env, FORWARDED_SIGNALS)
     return run(settings, command, env) if status is None else status
 
 

@@ -9,7 +9,7 @@ start one server per worker process,
 
 which imports public code only (torch, tinylm, autograder.checks, the
 ipykernel kernel app) and then waits on a Unix socket. `python -m
-autograder.grading.jail -- COMMAND` (the client, started by the kernel manager or the
+autograder.grading.jail -- COMMAND` (the client, warm_client.py; started by the kernel manager or the
 recheck as before) sees TINYLM_WARM_JAIL and, when COMMAND is
 `python -I -m MODULE ...` with MODULE in ALLOWED_MODULES, hands the server
 its stdin, stdout and stderr (SCM_RIGHTS) with the jail settings, COMMAND and
@@ -46,7 +46,6 @@ silently (a kernel's stderr output fails a graded cell).
 from __future__ import annotations
 
 import io
-import json
 import os
 import select
 import shutil
@@ -59,9 +58,8 @@ import tempfile
 from pathlib import Path
 
 from . import jail
+from .warm_client import ALLOWED_MODULES, ENV_VAR, FrameReader, send_frame, warm_module
 
-ENV_VAR = "TINYLM_WARM_JAIL"
-ALLOWED_MODULES = frozenset({"ipykernel_launcher", "autograder.grading.recheck"})
 # Public modules the jailed side imports anyway. Not the modules run as
 # __main__ (runpy would warn that they were imported already), not
 # matplotlib (it reads its config and cache folders from HOME at import,
@@ -70,111 +68,6 @@ PRELOAD = ("torch", "tinylm", "autograder.checks", "ipykernel.kernelapp", "ipyke
 # Read when Python starts or a preloaded library loads (locale, OpenMP and
 # MKL thread counts): a job whose value differs from the server's runs cold.
 STARTUP_ENV = ("LANG", "LC_ALL", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ")
-CONNECT_TIMEOUT_S = 2.0
-MAX_FRAME = 1 << 20
-
-
-# ---------------------------------------------------------------------------
-# frames: 4-byte length, then JSON; the request carries the three std fds
-
-def send_frame(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
-    body = json.dumps(message).encode()
-    head = struct.pack("!I", len(body))
-    if fds:  # the fds ride on the header's bytes
-        socket.send_fds(sock, [head], list(fds))
-        sock.sendall(body)
-    else:
-        sock.sendall(head + body)
-
-
-class FrameReader:
-    """Collects bytes (and passed fds) from a stream socket into frames."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock, self.buffer, self.fds, self.ready = sock, b"", [], []
-
-    def feed(self) -> bool:
-        """Read what is there, split off whole frames; False at end of stream."""
-        data, fds, _, _ = socket.recv_fds(self.sock, 65536, 3)
-        self.fds += fds
-        self.buffer += data
-        while len(self.buffer) >= 4:
-            size = struct.unpack("!I", self.buffer[:4])[0]
-            if size > MAX_FRAME:
-                raise ValueError(f"a frame of {size} bytes, over the {MAX_FRAME}-byte limit")
-            if len(self.buffer) < 4 + size:
-                break
-            self.ready.append(json.loads(self.buffer[4:4 + size]))
-            self.buffer = self.buffer[4 + size:]
-        return bool(data)
-
-    def take(self) -> list[dict]:
-        frames, self.ready = self.ready, []
-        return frames
-
-    def next_frame(self) -> dict | None:
-        """Block until a whole frame is there; None at end of stream."""
-        while not self.ready:
-            if not self.feed():
-                return None
-        return self.ready.pop(0)
-
-
-# ---------------------------------------------------------------------------
-# client: `python -m autograder.grading.jail -- COMMAND` with TINYLM_WARM_JAIL set
-
-def warm_module(command: list[str]) -> str | None:
-    """MODULE if COMMAND is `PYTHON -I -m MODULE ...` with an allowed MODULE."""
-    if len(command) >= 4 and command[1:3] == ["-I", "-m"] and command[3] in ALLOWED_MODULES:
-        return command[3]
-    return None
-
-
-def run_warm(settings: dict, command: list[str], env: dict) -> int | None:
-    """Run COMMAND as a warm job; its exit status, or None when no server
-    took it (none set, unreachable, or it refused): then the caller runs it
-    cold. Writes nothing either way."""
-    path = os.environ.get(ENV_VAR)
-    if not path or warm_module(command) is None:
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(CONNECT_TIMEOUT_S)
-        sock.connect(path)
-        sock.settimeout(None)  # once asked, wait: a server that goes away closes the socket
-        send_frame(sock, {"settings": settings, "command": command, "env": env}, fds=(0, 1, 2))
-        reader = FrameReader(sock)
-        answer = reader.next_frame()
-    except (OSError, ValueError):
-        sock.close()
-        return None
-    if not answer or not answer.get("accepted"):
-        sock.close()
-        return None
-    return _follow(sock, reader)
-
-
-def _follow(sock: socket.socket, reader: FrameReader) -> int:
-    """Be the process the kernel manager (or the recheck) knows: hold no end
-    of the job's pipes, pass its signals on, exit with the job's status."""
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    os.close(devnull)
-
-    def forward(signum, _frame):
-        try:
-            send_frame(sock, {"signal": int(signum)})
-        except OSError:
-            pass
-    for signum in jail.FORWARDED_SIGNALS:
-        signal.signal(signum, forward)
-    try:
-        answer = reader.next_frame()
-    except (OSError, ValueError):
-        answer = None
-    # No answer: the server died, and with it the job (PR_SET_PDEATHSIG).
-    return int(answer["exit"]) if answer and "exit" in answer else 128 + signal.SIGKILL
 
 
 # ---------------------------------------------------------------------------

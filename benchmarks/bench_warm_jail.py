@@ -1,18 +1,20 @@
 """Cold vs warm start of a jailed process, to its first executed `import torch`.
 
-    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_warm_jail.py [--rounds 3]
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_warm_jail.py [--rounds 3] [--cell CODE]
 
 For each round, interleaved: a jailed recheck child (autograder.grading.recheck's
 Child, as the recheck starts it) and a jailed nbgrader kernel (the sandbox
 kernelspec, started by jupyter_client as nbgrader does), each once cold and
 once with a warm jail server (autograder.grading.warm_jail). Prints seconds from
-start to the reply of a cell that runs `import torch`.
+start to the reply of a cell that runs `import torch` (or --cell, e.g. the
+notebooks' first imports: "import torch; import matplotlib.pyplot as plt").
 """
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,22 +26,19 @@ from autograder.grading.gradebook import db_url  # noqa: E402
 from autograder.grading.jail import Jail, Limits  # noqa: E402
 from autograder.grading.sandbox import KERNEL_NAME, hidden_paths, kernelspec_dir  # noqa: E402
 
-CELL = "import torch"
-
-
-def recheck_child_start(limits: Limits) -> float:
+def recheck_child_start(limits: Limits, cell: str) -> float:
     from autograder.grading.recheck import Child
     with Jail.reserve(limits, hide=hidden_paths(db_url())) as jail:
         start = time.perf_counter()
         child = Child(jail, timeout=120, total=120)
-        answer = child.request(("exec", "bench", CELL))
+        answer = child.request(("exec", "bench", cell))
         seconds = time.perf_counter() - start
         child.kill("measured")
     assert answer == ("ok",), answer
     return seconds
 
 
-def kernel_start(limits: Limits) -> float:
+def kernel_start(limits: Limits, cell: str) -> float:
     from jupyter_client import KernelManager
     with Jail.reserve(limits, hide=hidden_paths(db_url())) as jail:
         env = {**os.environ, **jail.env(), "JUPYTER_PATH": str(kernelspec_dir()),
@@ -47,12 +46,12 @@ def kernel_start(limits: Limits) -> float:
         os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]
         start = time.perf_counter()
         km = KernelManager(kernel_name=KERNEL_NAME, transport="ipc", ip=str(jail.rundir / "kernel"))
-        km.start_kernel(env=env)
+        km.start_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = km.client()
         client.start_channels()
         try:
             client.wait_for_ready(timeout=120)
-            reply = client.execute_interactive(CELL, timeout=120)
+            reply = client.execute_interactive(cell, timeout=120)
             seconds = time.perf_counter() - start
         finally:
             client.stop_channels()
@@ -64,6 +63,7 @@ def kernel_start(limits: Limits) -> float:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cell", default="import torch", help="the code of the first cell")
     args = p.parse_args()
     limits = Limits(memory_mb=4096, cpu_s=300)
     times: dict[str, list[float]] = {}
@@ -77,10 +77,10 @@ def main() -> None:
                         os.environ.update(server.env())
                     else:
                         os.environ.pop(warm_jail.ENV_VAR, None)
-                    times.setdefault(f"{what}, {mode}", []).append(measure(limits))
+                    times.setdefault(f"{what}, {mode}", []).append(measure(limits, args.cell))
     finally:
         server.close()
-    print(f"seconds from start to a reply of `{CELL}` ({args.rounds} rounds, interleaved; median, min, max)")
+    print(f"seconds from start to a reply of `{args.cell}` ({args.rounds} rounds, interleaved; median, min, max)")
     for key, values in times.items():
         print(f"  {key:22s} {statistics.median(values):6.2f} {min(values):6.2f} {max(values):6.2f}")
 

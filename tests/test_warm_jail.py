@@ -118,6 +118,7 @@ def _probe_code(server) -> str:
 @contextmanager
 def _jail(tmp_path):
     """A jail whose work folder holds a module the job must not import."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     shadow = tmp_path / f"{SHADOW}.py"
     shadow.write_text("raise SystemExit('the working folder is on sys.path')\n")
     with Jail.reserve(Limits(memory_mb=MEMORY_MB, cpu_s=120), copy=[shadow], hide=[HIDDEN]) as jail:
@@ -254,6 +255,43 @@ def test_warm_kernel_is_jailed_interrupted_and_ended_with_its_client(warm, tmp_p
         assert _gone(jail.uid, within_s=2.0) == [], "the warm kernel outlived its client"
     _assert_jailed(facts, jail)
     assert warm.jobs()[before:] == ["ipykernel_launcher"]
+
+
+PLOT_CELL = """import matplotlib, matplotlib.pyplot as plt
+plt.plot([1, 2, 3])
+plt.savefig("figure.png")
+fonts = matplotlib.font_manager.fontManager.ttflist
+print(matplotlib.get_backend(), matplotlib.rcParams["figure.figsize"], len(fonts) > 0)
+"""
+
+
+def _streams(client, code: str) -> list[tuple[str, str]]:
+    """(stream name, text) of each output a cell printed."""
+    out = []
+
+    def hook(msg):
+        if msg["msg_type"] == "stream":
+            out.append((msg["content"]["name"], msg["content"]["text"]))
+    reply = client.execute_interactive(code, timeout=60, output_hook=hook)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return out
+
+
+def test_a_plot_in_a_warm_kernel_prints_what_a_cold_one_does(server, tmp_path, monkeypatch):
+    """matplotlib.pyplot is preloaded in the server: the first plot of a
+    notebook prints the same as in a cold kernel, and nothing on stderr
+    (which would fail a graded cell)."""
+    printed = {}
+    for mode in ("cold", "warm"):
+        if mode == "warm":
+            monkeypatch.setenv(warm_jail.ENV_VAR, str(server.socket_path))
+        with _jail(tmp_path / mode) as jail, _kernel(jail) as (_, client):
+            printed[mode] = _streams(client, PLOT_CELL)
+            assert (jail.workdir / "figure.png").stat().st_size > 0
+            assert _streams(client, WARM_MARK) == []
+            assert (jail.workdir / "warm.txt").read_text() == str(mode == "warm")
+    assert printed["warm"] == printed["cold"] and [name for name, _ in printed["warm"]] == ["stdout"]
+    assert printed["warm"][0][1].startswith("Agg ")
 
 
 # ---------------------------------------------------------------------------

@@ -5,12 +5,13 @@ torch (and ipykernel) again: seconds per submission. The grade worker can
 start one server per worker process,
 
     with WarmJailServer() as server:      # python -I ... autograder.grading.warm_jail FOLDER
-        env.update(server.env())          # TINYLM_WARM_JAIL=FOLDER/socket
+        os.environ.update(server.env())   # TINYLM_WARM_JAIL=FOLDER/socket: nbgrader and the recheck pass it on
 
 which imports public code only (torch, tinylm, autograder.checks, the
-ipykernel kernel app) and then waits on a Unix socket. `python -m
-autograder.grading.jail -- COMMAND` (the client, warm_client.py; started by the kernel manager or the
-recheck as before) sees TINYLM_WARM_JAIL and, when COMMAND is
+ipykernel kernel app, matplotlib.pyplot) and then waits on a Unix socket.
+`python -m autograder.grading.jail -- COMMAND` (the client, in
+warm_client.py; started by the kernel manager or the recheck as before)
+sees TINYLM_WARM_JAIL and, when COMMAND is
 `python -I -m MODULE ...` with MODULE in ALLOWED_MODULES, hands the server
 its stdin, stdout and stderr (SCM_RIGHTS) with the jail settings, COMMAND and
 the jail's environment. The process tree is
@@ -386,8 +387,11 @@ class WarmJailServer:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else b""
         if line.strip() != b"ready":
+            exited = self.proc.poll()
             self.close()
-            raise RuntimeError(f"the warm jail server did not start within {timeout:.0f} s")
+            raise RuntimeError("the warm jail server " + (f"exited with status {exited} while starting"
+                                                           if exited is not None else
+                                                           f"did not start within {timeout:.0f} s"))
 
     def env(self) -> dict:
         return {ENV_VAR: str(self.socket_path)}

@@ -446,7 +446,7 @@ def _be_init(command_pid: int) -> None:
 def _exec(command: list[str], env: dict, settings: dict, notes: list[str], start=os.execve) -> None:
     """The last step: enter the work folder, set the limits, then
     start(command[0], command, env), which does not return: os.execve, or
-    autograder.warm_jail's in-process start of an allow-listed module."""
+    autograder.grading.warm_jail's in-process start of an allow-listed module."""
     os.chdir(Path(settings["base"]) / "work")
     _limit(settings["limits"])
     for note in notes:

@@ -818,6 +818,7 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
                      total: float = 4 * RECHECK_TIMEOUT) -> dict:
     """{grade cell id: {"status": "pass"|"fail"|"not rechecked", "message": str}}."""
     from . import course
+    began = time.time()
     from .notebook_gates import is_answer, is_check, nbg, read, setup_cells
 
     source = read(course.source_notebook(assignment))
@@ -875,6 +876,7 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
                                            f"{results[gid]['message']}")[:1000]
     finally:
         child.kill("recheck finished")
+    results["__timing__"] = {"start": began, "end": time.time()}  # epoch seconds, for grade's stage timing
     return results
 
 

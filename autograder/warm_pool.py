@@ -1,0 +1,427 @@
+"""Warm grading workers: the fixed costs of grading paid once per worker.
+
+A cold grade of one submission starts an `nbgrader autograde` process and a
+trusted recheck process, each importing nbgrader or torch afresh (seconds per
+submission, see benchmarks/bench_autograde.py). Here a worker process is
+started once, cleanly (`python -m autograder.warm_pool --worker`, an exec, not
+a fork of the threaded caller), imports all of that once, and then, per
+submission:
+
+  worker (trusted, warm, single-threaded)
+    └─ grading child: fork, own session; runs grade.grade_one with
+         ├─ nbgrader child: fork; NbGraderApp with the CLI's arguments
+         │    (grade.nbgrader_args, same config, environment and jail);
+         │    its kernel is started jailed, as before
+         └─ recheck child: fork; limit_memory (RLIMIT_AS as the cold
+              recheck process), recheck_notebook, verdicts back as JSON
+              over a pipe; its learner child is started jailed, as before
+
+A fork is a fresh address space, so nothing one submission does in the
+worker's children reaches the next; learner code never runs in these forks,
+only in the jailed processes they start. The worker and its forks are the
+grader's own code, trusted like the cold grader's processes. Limits.wall_s
+bounds the nbgrader child and the recheck child each (as it bounds the cold
+processes); the grading child and the worker have wider backstops.
+
+Jails: every Jail.reserve in a worker's children is noted in the worker's
+jail log; a jail whose process was killed before it could release it (a
+timeout, a worker killed) is released from that log (its uid's processes
+killed, its folder removed) by the worker or, when the worker died, by the
+pool.
+
+API (thread-safe; the only one other engines need):
+
+    with WarmPool(workers=2) as pool:           # starts 2 worker processes
+        result = pool.grade(submission, options)  # grade.grade_one's result dict
+
+A worker that dies mid-submission is replaced and the submission retried
+once; a second loss, or a worker that does not answer within its backstop,
+gives an error row (status "error", nothing recorded), never a hang. A bug in
+the grader inside a worker gives the same error row as grade._safe_grade_one.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pickle
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .recheck import receive, send
+
+WORKER_ARGS = ["-m", "autograder.warm_pool", "--worker"]
+JAIL_LOG_ENV = "TINYLM_WARM_JAIL_LOG"
+# Seconds beyond its per-stage limits that a grading child, then a worker,
+# may take before it is killed (intake, database, forks, jail clean-up).
+GRADING_MARGIN_S = 60.0
+WORKER_MARGIN_S = 60.0
+
+
+# The worker's own request and reply pipes: closed in its children, so a
+# worker's death is seen by the pool at once, whatever its children do.
+_WORKER_FDS: list[int] = []
+
+
+class WorkerLost(RuntimeError):
+    """A worker process died or stopped answering."""
+
+
+# --------------------------------------------------------------------------
+# pool side (any process, any thread)
+
+class _Worker:
+    """One warm worker process and its pipes."""
+
+    def __init__(self, scratch: Path, number: int):
+        self.jail_log = scratch / f"worker-{number}-jails.log"
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        env[JAIL_LOG_ENV] = str(self.jail_log)
+        self.proc = subprocess.Popen([sys.executable, *WORKER_ARGS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=env, start_new_session=True)
+
+    def ask(self, message, timeout: float):
+        """Send one request, wait for its reply; WorkerLost if the worker dies or overruns."""
+        try:
+            send(self.proc.stdin.fileno(), pickle.dumps(message))
+            return pickle.loads(receive(self.proc.stdout.fileno(), time.monotonic() + timeout))
+        except (OSError, EOFError) as err:
+            raise WorkerLost(f"the grading worker (pid {self.proc.pid}) ended: {err or type(err).__name__}") from None
+        except TimeoutError:
+            raise WorkerLost(f"the grading worker (pid {self.proc.pid}) gave no answer within {timeout:.0f} s") \
+                from None
+
+    def stop(self, kill: bool = False) -> None:
+        """End the worker (EOF on its requests, or SIGKILL) and release any
+        jail its children left."""
+        if not kill:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                kill = True
+        if kill:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        release_left_jails(self.jail_log)
+
+
+class WarmPool:
+    """`workers` warm worker processes; grade() is thread-safe and blocks
+    until a worker is free. Workers inherit this process's environment as it
+    is when the pool is made (course data folder, gradebook URL)."""
+
+    def __init__(self, workers: int = 1):
+        if int(workers) < 1:
+            raise ValueError(f"WarmPool(workers={workers!r}): workers must be at least 1")
+        self._scratch = Path(tempfile.mkdtemp(prefix="tinylm-warm-"))
+        self._numbers = iter(range(1 << 30))
+        self._lock = threading.Lock()
+        self._idle: queue.Queue = queue.Queue()
+        self._workers: set = set()
+        self._closed = False
+        for _ in range(int(workers)):
+            self._idle.put(self._start())
+
+    def _start(self) -> _Worker:
+        with self._lock:
+            worker = _Worker(self._scratch, next(self._numbers))
+            self._workers.add(worker)
+            return worker
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        worker.stop(kill=True)
+        with self._lock:
+            self._workers.discard(worker)
+        return self._start()
+
+    def pids(self) -> list[int]:
+        """The worker processes' ids (for tests and monitoring)."""
+        with self._lock:
+            return [w.proc.pid for w in self._workers]
+
+    def grade(self, submission, options) -> dict:
+        """grade.grade_one(submission, options) in a warm worker."""
+        from .grade import error_row
+        if self._closed:
+            raise RuntimeError("WarmPool.grade after close()")
+        worker = self._idle.get()
+        backstop = 2 * options.limits.wall_s + GRADING_MARGIN_S + WORKER_MARGIN_S
+        try:
+            for attempt in (1, 2):
+                try:
+                    kind, value = worker.ask(("grade", submission, options), backstop)
+                except WorkerLost as err:
+                    worker = self._replace(worker)
+                    if attempt == 2 or "no answer" in str(err):
+                        return error_row(submission, f"{err}; a fresh worker took its place")
+                    continue
+                return value if kind == "result" else error_row(submission, value)
+        finally:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        """Stop every worker (waiting for none of them to finish a submission
+        is needed: close after the grade() calls returned)."""
+        self._closed = True
+        with self._lock:
+            workers, self._workers = list(self._workers), set()
+        for worker in workers:
+            worker.stop()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# --------------------------------------------------------------------------
+# jail bookkeeping (worker and pool)
+
+def _note_jails(log: Path) -> None:
+    """In a worker's child: note every jail reserved from now on in `log`."""
+    from .jail import Jail
+    reserve = Jail.reserve.__func__
+
+    def noted(cls, *args, **kwargs):
+        jail = reserve(cls, *args, **kwargs)
+        with open(log, "a") as fh:
+            fh.write(json.dumps({"uid": jail.uid, "base": jail.base}) + "\n")
+        return jail
+    Jail.reserve = classmethod(noted)
+
+
+def release_left_jails(log: Path) -> int:
+    """Release the jails noted in `log` whose folder still exists: their
+    process ended without releasing them. The uid's lock is taken first, so a
+    uid another grader reserved meanwhile is left to that grader. Empties the
+    log; returns how many were released."""
+    from .jail import JAIL_BASE, kill_uid
+    try:
+        lines = log.read_text().splitlines()
+    except OSError:
+        return 0
+    released = 0
+    for line in lines:
+        jail = json.loads(line)
+        if not Path(jail["base"]).exists():
+            continue
+        with open(JAIL_BASE / f"uid-{jail['uid']}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # reserved again by a live job, whose release kills what the uid still runs
+            if os.geteuid() == 0:
+                kill_uid(jail["uid"])
+            shutil.rmtree(jail["base"], ignore_errors=True)
+            released += 1
+    log.write_text("")
+    return released
+
+
+# --------------------------------------------------------------------------
+# worker side
+
+def _preload() -> None:
+    """Everything a submission's children need, imported once."""
+    import nbgrader.apps.nbgraderapp  # noqa: F401: all nbgrader apps, preprocessors, the gradebook (sqlalchemy)
+    import nbgrader.apps.autogradeapp  # noqa: F401
+    import torch  # noqa: F401
+    import tinylm  # noqa: F401
+    from . import checks, grade, notebook_gates, preprocessors, recheck  # noqa: F401
+
+
+def _fork_child(session: bool) -> int:
+    """fork; in the child, die with the parent (which is single-threaded
+    here, so the death signal follows the process) and optionally lead a
+    new session (so the parent can kill the child's whole group)."""
+    pid = os.fork()
+    if pid == 0:
+        import ctypes
+        for fd in _WORKER_FDS:
+            os.close(fd)
+        _WORKER_FDS.clear()
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:
+            os._exit(1)
+        if session:
+            os.setsid()
+    return pid
+
+
+def _wait_child(pid: int, read_fd: int, deadline: float) -> tuple[bytes | None, int | None]:
+    """The child's whole reply on read_fd (None if it did not come by the
+    deadline) and its exit status (None if it was killed here)."""
+    import select
+    chunks = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            os.close(read_fd)
+            return None, None
+        chunk = os.read(read_fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    return b"".join(chunks), os.waitstatus_to_exitcode(status)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def run_nbgrader_in_fork(sub, opts, jail) -> tuple[int, str]:
+    """grade._run_nbgrader's contract ((exit code, log)), with nbgrader's
+    app run in a fork of this warm process instead of a new interpreter."""
+    from . import course
+    from .grade import nbgrader_args, nbgrader_env_for
+    log = Path(tempfile.mkstemp(prefix="nbgrader-", suffix=".log", dir=jail.base)[1])
+    read_fd, write_fd = os.pipe()
+    pid = _fork_child(session=False)
+    if pid == 0:
+        os.close(read_fd)
+        code = 1
+        try:
+            out = os.open(log, os.O_WRONLY | os.O_APPEND)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            args, env = nbgrader_args(sub, opts, jail), nbgrader_env_for(jail)
+            os.chdir(course.AUTOGRADER_DIR)
+            os.environ.clear()  # what the CLI process would have had, and nothing else
+            os.environ.update(env)
+            from nbgrader.apps.nbgraderapp import NbGraderApp
+            try:
+                NbGraderApp.launch_instance(argv=args)
+                code = 0
+            except SystemExit as err:
+                code = err.code if isinstance(err.code, int) else 1
+        except BaseException:  # noqa: BLE001: reported through the log, like the CLI's traceback
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _write_all(write_fd, str(code).encode())
+            os._exit(code)
+    os.close(write_fd)
+    reply, status = _wait_child(pid, read_fd, time.monotonic() + opts.limits.wall_s)
+    text = log.read_text(errors="replace")
+    log.unlink()
+    if reply is None:
+        return -1, text + f"\nstopped after the {opts.limits.wall_s:.0f} s per-submission limit"
+    return (status if status is not None else -1), text
+
+
+def run_recheck_in_fork(assignment: str, notebook, limits) -> dict:
+    """recheck.recheck_submission's contract, the trusted recheck run in a
+    fork of this warm process under the same address-space limit."""
+    from . import course
+    from .recheck import recheck_notebook, limit_memory, trusted_memory_mb
+    read_fd, write_fd = os.pipe()
+    pid = _fork_child(session=False)
+    if pid == 0:
+        os.close(read_fd)
+        try:
+            limit_memory(trusted_memory_mb(limits))
+            os.chdir(course.ROOT)
+            os.environ.update(OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde")
+            from .grade import jail_for_recheck
+            with jail_for_recheck() as jail:
+                verdicts = recheck_notebook(assignment, str(notebook), limits.wall_s / 4, jail, limits.wall_s * 0.8)
+            payload = json.dumps(verdicts)
+        except BaseException as err:  # noqa: BLE001: the recheck did not complete; the grade says so
+            payload = json.dumps({"__failed__": f"{type(err).__name__}: {err}"})
+        _write_all(write_fd, payload.encode())
+        os._exit(0)
+    os.close(write_fd)
+    reply, _ = _wait_child(pid, read_fd, time.monotonic() + limits.wall_s)
+    reason = None
+    if reply is None:
+        reason = f"the recheck took longer than {limits.wall_s:.0f} s"
+    else:
+        try:
+            verdicts = json.loads(reply)
+            reason = verdicts.pop("__failed__", None)
+        except ValueError:
+            reason = "its trusted process ended without verdicts"
+    if reason is None:
+        return verdicts
+    return {"__error__": {"status": "error", "message": f"the recheck did not complete: {reason}"[:500]}}
+
+
+def _grade_in_fork(sub, opts, jail_log: Path) -> tuple[str, object]:
+    """One submission in a fresh grading child: ("result", dict) or ("error", text)."""
+    read_fd, write_fd = os.pipe()
+    pid = _fork_child(session=True)
+    if pid == 0:
+        os.close(read_fd)
+        try:
+            from . import grade
+            _note_jails(jail_log)
+            result = grade.grade_one(sub, opts, run_nbgrader=run_nbgrader_in_fork, run_recheck=run_recheck_in_fork)
+            payload = pickle.dumps(("result", result))
+        except BaseException as err:  # noqa: BLE001: a bug in the grader becomes one error row
+            payload = pickle.dumps(("error", f"{type(err).__name__}: {err}"))
+        send(write_fd, payload)
+        os._exit(0)
+    os.close(write_fd)
+    reply, _ = _wait_child(pid, read_fd, time.monotonic() + 2 * opts.limits.wall_s + GRADING_MARGIN_S)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # anything of its group still running (nothing, normally)
+    except (ProcessLookupError, PermissionError):
+        pass
+    release_left_jails(jail_log)
+    if not reply:
+        return "error", (f"grading stopped: it took longer than {2 * opts.limits.wall_s + GRADING_MARGIN_S:.0f} s"
+                         if reply is None else "grading stopped: the grading process ended without a result")
+    return pickle.loads(reply[8:])
+
+
+def worker_main() -> int:
+    """Serve grade requests on stdin until EOF; replies on stdout."""
+    requests, replies = os.dup(0), os.dup(1)
+    _WORKER_FDS.extend((requests, replies))
+    os.dup2(2, 1)  # stray prints go to stderr, never into the reply stream
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    _preload()
+    jail_log = Path(os.environ[JAIL_LOG_ENV])
+    while True:
+        try:
+            kind, sub, opts = pickle.loads(receive(requests))
+        except EOFError:
+            return 0
+        send(replies, pickle.dumps(_grade_in_fork(sub, opts, jail_log)))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--worker"]:
+        print(f"usage: {JAIL_LOG_ENV}=FILE python -m autograder.warm_pool --worker  (started by WarmPool)",
+              file=sys.stderr)
+        sys.exit(2)
+    sys.exit(worker_main())

@@ -1,4 +1,4 @@
-"""The notebook sources (autograder/notebook_src/NN_name.py) are jupytext
+"""The notebook sources (autograder/authoring/notebook_src/NN_name.py) are jupytext
 percent-format files: `python -m autograder build` reads them with jupytext,
 jupytext writes a built notebook back as the same file, and an instructor's
 JupyterLab opens and saves them as notebooks through jupytext's contents
@@ -20,8 +20,8 @@ import pytest
 from jupytext.config import find_global_jupytext_configuration_file, find_jupytext_configuration_file
 
 from autograder import course
-from autograder.build_notebooks import KERNELSPEC, SOURCE_FORMAT, read_source, source_cells, source_config, source_files
-from autograder.notebook_gates import nbg, read
+from autograder.authoring.build import KERNELSPEC, SOURCE_FORMAT, read_source, source_cells, source_config, source_files
+from autograder.notebook_format import nbg, read
 
 CONFIG_FILE = course.NOTEBOOK_SOURCES / "jupytext.toml"
 ASSIGNMENTS = course.assignments()

@@ -3,7 +3,7 @@
 A cold grade of one submission starts an `nbgrader autograde` process and a
 trusted recheck process, each importing nbgrader or torch afresh (seconds per
 submission, see benchmarks/bench_autograde.py). Here a worker process is
-started once, cleanly (`python -m autograder.warm_pool --worker`, an exec, not
+started once, cleanly (`python -m autograder.grading.warm_pool --worker`, an exec, not
 a fork of the threaded caller), imports all of that once, and then, per
 submission:
 
@@ -57,7 +57,7 @@ from pathlib import Path
 
 from .recheck import receive, send
 
-WORKER_ARGS = ["-m", "autograder.warm_pool", "--worker"]
+WORKER_ARGS = ["-m", "autograder.grading.warm_pool", "--worker"]
 JAIL_LOG_ENV = "TINYLM_WARM_JAIL_LOG"
 # Seconds beyond its per-stage limits that a grading child, then a worker,
 # may take before it is killed (intake, database, forks, jail clean-up).
@@ -239,13 +239,18 @@ def release_left_jails(log: Path) -> int:
 # --------------------------------------------------------------------------
 # worker side
 
+# Imported once per worker: nbgrader's apps (all of them, with the
+# preprocessors and the gradebook's sqlalchemy), torch, the course library,
+# the checks and the grading modules the forks run.
+PRELOAD = ("nbgrader.apps.nbgraderapp", "nbgrader.apps.autogradeapp", "torch", "tinylm", "autograder.checks",
+           "autograder.notebook_format", "autograder.grading.grade", "autograder.grading.preprocessors",
+           "autograder.grading.recheck", "autograder.grading.sandbox")
+
+
 def _preload() -> None:
-    """Everything a submission's children need, imported once."""
-    import nbgrader.apps.nbgraderapp  # noqa: F401: all nbgrader apps, preprocessors, the gradebook (sqlalchemy)
-    import nbgrader.apps.autogradeapp  # noqa: F401
-    import torch  # noqa: F401
-    import tinylm  # noqa: F401
-    from . import checks, grade, notebook_gates, preprocessors, recheck  # noqa: F401
+    import importlib
+    for name in PRELOAD:
+        importlib.import_module(name)
 
 
 def _fork_child(session: bool) -> int:
@@ -298,7 +303,7 @@ def _write_all(fd: int, data: bytes) -> None:
 def run_nbgrader_in_fork(sub, opts, jail) -> tuple[int, str]:
     """grade._run_nbgrader's contract ((exit code, log)), with nbgrader's
     app run in a fork of this warm process instead of a new interpreter."""
-    from . import course
+    from .. import course
     from .grade import nbgrader_args, nbgrader_env_for
     log = Path(tempfile.mkstemp(prefix="nbgrader-", suffix=".log", dir=jail.base)[1])
     read_fd, write_fd = os.pipe()
@@ -340,7 +345,7 @@ def run_nbgrader_in_fork(sub, opts, jail) -> tuple[int, str]:
 def run_recheck_in_fork(assignment: str, notebook, limits) -> dict:
     """recheck.recheck_submission's contract, the trusted recheck run in a
     fork of this warm process under the same address-space limit."""
-    from . import course
+    from .. import course
     from .recheck import recheck_notebook, limit_memory, trusted_memory_mb
     read_fd, write_fd = os.pipe()
     pid = _fork_child(session=False)
@@ -350,7 +355,7 @@ def run_recheck_in_fork(assignment: str, notebook, limits) -> dict:
             limit_memory(trusted_memory_mb(limits))
             os.chdir(course.ROOT)
             os.environ.update(OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde")
-            from .grade import jail_for_recheck
+            from .sandbox import jail_for_recheck
             with jail_for_recheck() as jail:
                 verdicts = recheck_notebook(assignment, str(notebook), limits.wall_s / 4, jail, limits.wall_s * 0.8)
             payload = json.dumps(verdicts)
@@ -421,7 +426,7 @@ def worker_main() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--worker"]:
-        print(f"usage: {JAIL_LOG_ENV}=FILE python -m autograder.warm_pool --worker  (started by WarmPool)",
+        print(f"usage: {JAIL_LOG_ENV}=FILE python -m autograder.grading.warm_pool --worker  (started by WarmPool)",
               file=sys.stderr)
         sys.exit(2)
     sys.exit(worker_main())

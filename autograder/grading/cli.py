@@ -13,7 +13,8 @@ import math
 import os
 from pathlib import Path
 
-from . import course, gradebook
+from .. import course
+from . import gradebook
 
 
 def _assignments(names: list[str] | None) -> list[str]:

@@ -34,6 +34,10 @@ API (thread-safe; the only one other engines need):
     with WarmPool(workers=2) as pool:           # starts 2 worker processes
         result = pool.grade(submission, options)  # grade.grade_one's result dict
 
+`submission` is a grade.Submission, `options` a grade.Options whose db_url
+is already resolved (grade_all does it; gradebook.db_url(None) otherwise)
+and whose assignments are registered (gradebook.ensure_assignments).
+
 A worker that dies mid-submission is replaced and the submission retried
 once; a second loss, or a worker that does not answer within its backstop,
 gives an error row (status "error", nothing recorded), never a hang. A bug in
@@ -80,12 +84,13 @@ class WorkerLost(RuntimeError):
 class _Worker:
     """One warm worker process and its pipes."""
 
-    def __init__(self, scratch: Path, number: int):
+    def __init__(self, scratch: Path, number: int, warm_jail: bool):
         self.jail_log = scratch / f"worker-{number}-jails.log"
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         env[JAIL_LOG_ENV] = str(self.jail_log)
-        self.proc = subprocess.Popen([sys.executable, *WORKER_ARGS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=env, start_new_session=True)
+        args = [sys.executable, *WORKER_ARGS, *([] if warm_jail else ["--cold-jail"])]
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                     start_new_session=True)
 
     def ask(self, message, timeout: float):
         """Send one request, wait for its reply; WorkerLost if the worker dies or overruns."""
@@ -124,9 +129,11 @@ class _Worker:
 class WarmPool:
     """`workers` warm worker processes; grade() is thread-safe and blocks
     until a worker is free. Workers inherit this process's environment as it
-    is when the pool is made (course data folder, gradebook URL)."""
+    is when the pool is made (course data folder, gradebook URL). With
+    warm_jail, each worker runs a fork server for its jailed processes
+    (autograder.grading.warm_jail, where present); without, they start cold."""
 
-    def __init__(self, workers: int = 1):
+    def __init__(self, workers: int = 1, warm_jail: bool = True):
         if int(workers) < 1:
             raise ValueError(f"WarmPool(workers={workers!r}): workers must be at least 1")
         self._scratch = Path(tempfile.mkdtemp(prefix="tinylm-warm-"))
@@ -135,12 +142,13 @@ class WarmPool:
         self._idle: queue.Queue = queue.Queue()
         self._workers: set = set()
         self._closed = False
+        self._warm_jail = warm_jail
         for _ in range(int(workers)):
             self._idle.put(self._start())
 
     def _start(self) -> _Worker:
         with self._lock:
-            worker = _Worker(self._scratch, next(self._numbers))
+            worker = _Worker(self._scratch, next(self._numbers), self._warm_jail)
             self._workers.add(worker)
             return worker
 
@@ -407,26 +415,51 @@ def _grade_in_fork(sub, opts, jail_log: Path) -> tuple[str, object]:
     return pickle.loads(reply[8:])
 
 
-def worker_main() -> int:
+def _warm_jail_server():
+    """This worker's fork server for jailed processes (autograder.grading.
+    warm_jail), its address put in the environment the kernels' and the
+    recheck children's jails inherit; None (jailed processes start cold)
+    where the module is absent or the server does not come up."""
+    try:
+        from .warm_jail import WarmJailServer
+    except ImportError:
+        return None
+    server = WarmJailServer()
+    try:
+        server.wait_ready()
+    except RuntimeError as err:
+        print(f"warm grading worker: {err}; jailed processes start cold", file=sys.stderr)
+        return None
+    os.environ.update(server.env())
+    _WORKER_FDS.extend(pipe.fileno() for pipe in (server.proc.stdin, server.proc.stdout))
+    return server
+
+
+def worker_main(warm_jail: bool) -> int:
     """Serve grade requests on stdin until EOF; replies on stdout."""
     requests, replies = os.dup(0), os.dup(1)
     _WORKER_FDS.extend((requests, replies))
     os.dup2(2, 1)  # stray prints go to stderr, never into the reply stream
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
+    server = _warm_jail_server() if warm_jail else None
     _preload()
     jail_log = Path(os.environ[JAIL_LOG_ENV])
-    while True:
-        try:
-            kind, sub, opts = pickle.loads(receive(requests))
-        except EOFError:
-            return 0
-        send(replies, pickle.dumps(_grade_in_fork(sub, opts, jail_log)))
+    try:
+        while True:
+            try:
+                kind, sub, opts = pickle.loads(receive(requests))
+            except EOFError:
+                return 0
+            send(replies, pickle.dumps(_grade_in_fork(sub, opts, jail_log)))
+    finally:
+        if server is not None:
+            server.close()
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--worker"]:
-        print(f"usage: {JAIL_LOG_ENV}=FILE python -m autograder.grading.warm_pool --worker  (started by WarmPool)",
-              file=sys.stderr)
+    if sys.argv[1:2] != ["--worker"] or sys.argv[2:] not in ([], ["--cold-jail"]):
+        print(f"usage: {JAIL_LOG_ENV}=FILE python -m autograder.grading.warm_pool --worker [--cold-jail]"
+              "  (started by WarmPool)", file=sys.stderr)
         sys.exit(2)
-    sys.exit(worker_main())
+    sys.exit(worker_main(warm_jail=sys.argv[2:] != ["--cold-jail"]))

@@ -1,7 +1,7 @@
 """Autograding throughput: submissions per minute with 1 and N workers.
 
     python benchmarks/bench_autograde.py [--submissions 8] [--workers 1 2] [--assignment 01_embeddings]
-                                         [--engine warm|cold] [--all]
+                                         [--engine warm|cold ...] [--all]
 
 Each run grades the same batch of honest submissions from scratch in a
 temporary course data folder (SQLite gradebook), with the full pipeline:
@@ -11,7 +11,8 @@ the mean seconds per submission in each stage of grade_one (result["timing"]).
 --all instead grades `--submissions` honest submissions of each of the ten
 notebooks with the first worker count and prints seconds per submission and
 the stage breakdown per notebook. --engine cold grades as before the warm
-workers: an nbgrader process and a recheck process per submission.
+workers: an nbgrader process and a recheck process per submission;
+--engine cold warm measures both, interleaved.
 """
 from __future__ import annotations
 
@@ -71,29 +72,35 @@ def main() -> int:
     p.add_argument("--submissions", type=int, default=8)
     p.add_argument("--workers", type=int, nargs="+", default=[1, os.cpu_count() or 1])
     p.add_argument("--no-recheck", action="store_true", help="measure without the out-of-process recheck")
-    p.add_argument("--engine", choices=("warm", "cold"), default="warm",
+    p.add_argument("--engine", choices=("warm", "cold"), nargs="+", default=["warm"],
                    help="warm: worker processes with nbgrader and torch imported once (default); "
-                        "cold: an nbgrader and a recheck process per submission")
+                        "cold: an nbgrader and a recheck process per submission; both: interleaved, "
+                        "each worker count graded by each engine in turn")
     p.add_argument("--all", action="store_true", help="a table of seconds per submission for every notebook")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.all:
-        all_notebooks(args.submissions, args.workers[0], not args.no_recheck, args.engine)
+        for engine in args.engine:
+            all_notebooks(args.submissions, args.workers[0], not args.no_recheck, engine)
         return 0
     print(f"autograde throughput: {args.submissions} honest submissions of {args.assignment}, "
-          f"{os.cpu_count()} cores, engine {args.engine}, recheck {'off' if args.no_recheck else 'on'}")
-    print(f"{'workers':>7}  {'seconds':>8}  {'subs/min':>8}  {'s/sub':>6}")
+          f"{os.cpu_count()} cores, recheck {'off' if args.no_recheck else 'on'}")
+    print(f"{'engine':>6}  {'workers':>7}  {'seconds':>8}  {'subs/min':>8}  {'s/sub':>6}")
     rows = []
     for w in dict.fromkeys(args.workers):
-        elapsed, rate, stages = run(args.assignment, args.submissions, w, not args.no_recheck, args.engine)
-        rows.append((w, rate, stages))
-        print(f"{w:>7}  {elapsed:>8.1f}  {rate:>8.2f}  {elapsed / args.submissions:>6.1f}", flush=True)
-    if len(rows) > 1:
-        print(f"speed-up of {rows[-1][0]} workers over {rows[0][0]}: {rows[-1][1] / rows[0][1]:.2f}x")
+        for engine in dict.fromkeys(args.engine):
+            elapsed, rate, stages = run(args.assignment, args.submissions, w, not args.no_recheck, engine)
+            rows.append((engine, w, rate, stages))
+            print(f"{engine:>6}  {w:>7}  {elapsed:>8.1f}  {rate:>8.2f}  {elapsed / args.submissions:>6.1f}",
+                  flush=True)
+    for engine in dict.fromkeys(args.engine):
+        rates = [(w, rate) for e, w, rate, _ in rows if e == engine]
+        if len(rates) > 1:
+            print(f"{engine}: speed-up of {rates[-1][0]} workers over {rates[0][0]}: {rates[-1][1] / rates[0][1]:.2f}x")
     print("mean seconds per submission in each stage (one worker's time; workers overlap):")
-    print(f"{'workers':>7}  {stage_header()}")
-    for w, _, stages in rows:
-        print(f"{w:>7}  {stage_row(stages)}")
+    print(f"{'engine':>6}  {'workers':>7}  {stage_header()}")
+    for engine, w, _, stages in rows:
+        print(f"{engine:>6}  {w:>7}  {stage_row(stages)}")
     return 0
 
 

@@ -27,17 +27,18 @@ pytestmark = [pytest.mark.grader, pytest.mark.slow,
 WRONG_EMBED = """def embed(ids, weight):
     return torch.zeros(*ids.shape, weight.shape[1], dtype=weight.dtype) + 0 * weight.sum()
 """
-# Fools the notebook kernel's check_embed; only the recheck sees through it.
-LIAR = """class Liar(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if func is torch.allclose:
-            return True
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-def embed(ids, weight):
-    z = torch.zeros(*ids.shape, weight.shape[1], dtype=weight.dtype) + 0 * weight.sum()
-    return z.as_subclass(Liar)
+# Fools the notebook kernel (every failing assert swallowed); only the
+# recheck sees through it.
+SWALLOW = """import ast
+class Swallow(ast.NodeTransformer):
+    def visit_Assert(self, node):
+        return None
+    def visit_Module(self, node):
+        self.generic_visit(node)
+        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])
+        node.body = [ast.Try(body=node.body or [ast.Pass()], handlers=[handler], orelse=[], finalbody=[])]
+        return ast.fix_missing_locations(node)
+get_ipython().ast_transformers.append(Swallow())
 """
 HANG = "def embed(ids, weight):\n    return weight[ids]\nwhile True:\n    pass\n"
 
@@ -45,7 +46,7 @@ HANG = "def embed(ids, weight):\n    return weight[ids]\nwhile True:\n    pass\n
 def _submit_batch(data: Path) -> None:
     specimens.submit(data, "honest", A, specimens.honest(A))
     specimens.submit(data, "wrong", A, specimens.notebook(A, {"embed": WRONG_EMBED}))
-    specimens.submit(data, "liar", A, specimens.notebook(A, {"embed": LIAR}))
+    specimens.submit(data, "swallow", A, specimens.notebook(A, {"embed": SWALLOW + WRONG_EMBED}))
     specimens.submit(data, "torch_py", A, specimens.notebook(A, {"embed": WRONG_EMBED}),
                      extra={"torch.py": "raise SystemExit('shadowed torch')\n"})
     specimens.submit(data, "corrupt", A, raw=b'{"cells": [')
@@ -93,7 +94,7 @@ def _verdict(result: dict) -> dict:
 
 
 def test_warm_and_cold_give_the_same_grades(both):
-    assert set(both["warm"]) == set(both["cold"]) == {"honest", "wrong", "liar", "torch_py", "corrupt"}
+    assert set(both["warm"]) == set(both["cold"]) == {"honest", "wrong", "swallow", "torch_py", "corrupt"}
     for student in both["cold"]:
         assert _verdict(both["warm"][student]) == _verdict(both["cold"][student]), student
 
@@ -103,8 +104,9 @@ def test_the_batch_is_not_vacuous(both):
     warm = both["warm"]
     assert warm["honest"]["score"] == warm["honest"]["max_score"] == 7
     assert warm["wrong"]["status"] == "graded" and warm["wrong"]["score"] < 7
-    liar = warm["liar"]["cells"]["check_embed"]
-    assert (liar["kernel_score"], liar["recheck"], liar["score"]) == (2.0, "fail", 0.0)  # kernel fooled, recheck not
+    fooled = [c for c, v in warm["swallow"]["cells"].items()
+              if v["kernel_score"] == v["max_score"] > 0 and (v["recheck"], v["score"]) == ("fail", 0.0)]
+    assert fooled and warm["swallow"]["flags"], warm["swallow"]["cells"]  # kernel fooled, recheck not
     assert warm["corrupt"]["status"] == "malformed"
 
 

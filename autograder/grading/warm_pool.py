@@ -74,6 +74,12 @@ WORKER_MARGIN_S = 60.0
 _WORKER_FDS: list[int] = []
 
 
+# Called, in the pool's process, with the folder of every jail a worker's
+# children reserved for a graded submission (tests/grader_batch.py's
+# recording_jails tells its batch's jailed processes from other graders' by them).
+JAIL_LISTENERS: list = []
+
+
 class WorkerLost(RuntimeError):
     """A worker process died or stopped answering."""
 
@@ -173,12 +179,15 @@ class WarmPool:
         try:
             for attempt in (1, 2):
                 try:
-                    kind, value = worker.ask(("grade", submission, options), backstop)
+                    kind, value, jails = worker.ask(("grade", submission, options), backstop)
                 except WorkerLost as err:
                     worker = self._replace(worker)
                     if attempt == 2 or "no answer" in str(err):
                         return error_row(submission, f"{err}; a fresh worker took its place")
                     continue
+                for listener in list(JAIL_LISTENERS):
+                    for base in jails:
+                        listener(base)
                 return value if kind == "result" else error_row(submission, value)
         finally:
             self._idle.put(worker)
@@ -216,19 +225,20 @@ def _note_jails(log: Path) -> None:
     Jail.reserve = classmethod(noted)
 
 
-def release_left_jails(log: Path) -> int:
+def release_left_jails(log: Path) -> list[str]:
     """Release the jails noted in `log` whose folder still exists: their
     process ended without releasing them. The uid's lock is taken first, so a
     uid another grader reserved meanwhile is left to that grader. Empties the
-    log; returns how many were released."""
+    log; returns the folders of all the jails it noted."""
     from .jail import JAIL_BASE, kill_uid
     try:
         lines = log.read_text().splitlines()
     except OSError:
-        return 0
-    released = 0
+        return []
+    noted = []
     for line in lines:
         jail = json.loads(line)
+        noted.append(jail["base"])
         if not Path(jail["base"]).exists():
             continue
         with open(JAIL_BASE / f"uid-{jail['uid']}.lock", "w") as lock:
@@ -239,9 +249,8 @@ def release_left_jails(log: Path) -> int:
             if os.geteuid() == 0:
                 kill_uid(jail["uid"])
             shutil.rmtree(jail["base"], ignore_errors=True)
-            released += 1
     log.write_text("")
-    return released
+    return noted
 
 
 # --------------------------------------------------------------------------
@@ -387,8 +396,9 @@ def run_recheck_in_fork(assignment: str, notebook, limits) -> dict:
     return {"__error__": {"status": "error", "message": f"the recheck did not complete: {reason}"[:500]}}
 
 
-def _grade_in_fork(sub, opts, jail_log: Path) -> tuple[str, object]:
-    """One submission in a fresh grading child: ("result", dict) or ("error", text)."""
+def _grade_in_fork(sub, opts, jail_log: Path) -> tuple[str, object, list[str]]:
+    """One submission in a fresh grading child: ("result", dict, jails) or
+    ("error", text, jails), jails being the folders of the jails it used."""
     read_fd, write_fd = os.pipe()
     pid = _fork_child(session=True)
     if pid == 0:
@@ -408,11 +418,11 @@ def _grade_in_fork(sub, opts, jail_log: Path) -> tuple[str, object]:
         os.killpg(pid, signal.SIGKILL)  # anything of its group still running (nothing, normally)
     except (ProcessLookupError, PermissionError):
         pass
-    release_left_jails(jail_log)
+    jails = release_left_jails(jail_log)
     if not reply:
         return "error", (f"grading stopped: it took longer than {2 * opts.limits.wall_s + GRADING_MARGIN_S:.0f} s"
-                         if reply is None else "grading stopped: the grading process ended without a result")
-    return pickle.loads(reply[8:])
+                         if reply is None else "grading stopped: the grading process ended without a result"), jails
+    return (*pickle.loads(reply[8:]), jails)
 
 
 def _warm_jail_server():

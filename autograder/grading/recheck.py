@@ -917,14 +917,19 @@ def limit_memory(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
 
 
+def recheck_args(assignment: str, notebook, limits) -> list[str]:
+    """The command-line arguments of the trusted recheck of one submission."""
+    return [assignment, str(notebook), "--timeout", str(limits.wall_s / 4), "--total", str(limits.wall_s * 0.8),
+            "--memory-mb", str(trusted_memory_mb(limits))]
+
+
 def recheck_submission(assignment: str, notebook, limits) -> dict:
     """Run the recheck in its own trusted process (the grade worker stays
     small, and this one runs under its own address-space limit), with the
     child jailed under `limits`. Never raises: a recheck that did not
     complete is {"__error__": {"status": "error", ...}}."""
     from .. import course
-    cmd = [sys.executable, "-m", "autograder.grading.recheck", assignment, str(notebook), "--timeout", str(limits.wall_s / 4),
-           "--total", str(limits.wall_s * 0.8), "--memory-mb", str(trusted_memory_mb(limits))]
+    cmd = [sys.executable, "-m", "autograder.grading.recheck", *recheck_args(assignment, notebook, limits)]
     try:
         proc = subprocess.run(cmd, cwd=course.ROOT, capture_output=True, text=True, timeout=limits.wall_s,
                               env=dict(os.environ, OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde"))

@@ -361,38 +361,48 @@ def run_nbgrader_in_fork(sub, opts, jail) -> tuple[int, str]:
 
 def run_recheck_in_fork(assignment: str, notebook, limits) -> dict:
     """recheck.recheck_submission's contract, the trusted recheck run in a
-    fork of this warm process under the same address-space limit."""
+    fork of this warm process: `python -m autograder.grading.recheck` with
+    the same arguments (its main sets the same address-space limit), run as
+    __main__ by runpy, so that what it pickles for the jailed child names
+    the same classes as the cold process's would; its JSON comes back over
+    a pipe."""
     from .. import course
-    from .recheck import recheck_notebook, limit_memory, trusted_memory_mb
+    from .recheck import recheck_args
     read_fd, write_fd = os.pipe()
     pid = _fork_child(session=False)
     if pid == 0:
         os.close(read_fd)
+        code = 1
         try:
-            limit_memory(trusted_memory_mb(limits))
+            import runpy
+            import warnings
+            os.dup2(write_fd, 1)
             os.chdir(course.ROOT)
             os.environ.update(OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde")
-            from .sandbox import jail_for_recheck
-            with jail_for_recheck() as jail:
-                verdicts = recheck_notebook(assignment, str(notebook), limits.wall_s / 4, jail, limits.wall_s * 0.8)
-            payload = json.dumps(verdicts)
+            sys.argv = ["autograder.grading.recheck", *recheck_args(assignment, notebook, limits)]
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy")  # "already imported": we know
+            try:
+                runpy.run_module("autograder.grading.recheck", run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit as err:
+                code = err.code if isinstance(err.code, int) else 1
         except BaseException as err:  # noqa: BLE001: the recheck did not complete; the grade says so
-            payload = json.dumps({"__failed__": f"{type(err).__name__}: {err}"})
-        _write_all(write_fd, payload.encode())
-        os._exit(0)
+            print(f"\n{type(err).__name__}: {err}")
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
     os.close(write_fd)
-    reply, _ = _wait_child(pid, read_fd, time.monotonic() + limits.wall_s)
-    reason = None
+    reply, status = _wait_child(pid, read_fd, time.monotonic() + limits.wall_s)
+    lines = (reply or b"").decode(errors="replace").strip().splitlines()
     if reply is None:
         reason = f"the recheck took longer than {limits.wall_s:.0f} s"
-    else:
+    elif status == 0 and lines:
         try:
-            verdicts = json.loads(reply)
-            reason = verdicts.pop("__failed__", None)
+            return json.loads(lines[-1])
         except ValueError:
             reason = "its trusted process ended without verdicts"
-    if reason is None:
-        return verdicts
+    else:
+        reason = lines[-1] if lines else f"its trusted process ended with status {status}"
     return {"__error__": {"status": "error", "message": f"the recheck did not complete: {reason}"[:500]}}
 
 

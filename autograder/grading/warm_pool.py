@@ -288,14 +288,18 @@ def _fork_child(session: bool) -> int:
     return pid
 
 
-def _wait_child(pid: int, read_fd: int, deadline: float) -> tuple[bytes | None, int | None]:
+def _wait_child(pid: int, read_fd: int, deadline: float, abandon_fd: int | None = None
+                ) -> tuple[bytes | None, int | None]:
     """The child's whole reply on read_fd (None if it did not come by the
-    deadline) and its exit status (None if it was killed here)."""
+    deadline, or abandon_fd became readable first) and its exit status (None
+    if it was killed here)."""
     import select
     chunks = []
+    watched = [read_fd] if abandon_fd is None else [read_fd, abandon_fd]
     while True:
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+        ready = select.select(watched, [], [], left)[0] if left > 0 else []
+        if read_fd not in ready:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -423,7 +427,10 @@ def _grade_in_fork(sub, opts, jail_log: Path) -> tuple[str, object, list[str]]:
         send(write_fd, payload)
         os._exit(0)
     os.close(write_fd)
-    reply, _ = _wait_child(pid, read_fd, time.monotonic() + 2 * opts.limits.wall_s + GRADING_MARGIN_S)
+    # The pool sends nothing while it waits for this reply: its pipe turns
+    # readable only when the pool's process is gone (EOF); then stop at once.
+    reply, _ = _wait_child(pid, read_fd, time.monotonic() + 2 * opts.limits.wall_s + GRADING_MARGIN_S,
+                           abandon_fd=_WORKER_FDS[0] if _WORKER_FDS else None)
     try:
         os.killpg(pid, signal.SIGKILL)  # anything of its group still running (nothing, normally)
     except (ProcessLookupError, PermissionError):
@@ -471,7 +478,10 @@ def worker_main(warm_jail: bool) -> int:
                 kind, sub, opts = pickle.loads(receive(requests))
             except EOFError:
                 return 0
-            send(replies, pickle.dumps(_grade_in_fork(sub, opts, jail_log)))
+            try:
+                send(replies, pickle.dumps(_grade_in_fork(sub, opts, jail_log)))
+            except BrokenPipeError:  # the pool's process is gone
+                return 0
     finally:
         if server is not None:
             server.close()

@@ -194,3 +194,42 @@ def test_bad_worker_count_is_refused():
     from autograder.grading.warm_pool import WarmPool
     with pytest.raises(ValueError, match="workers must be at least 1"):
         WarmPool(0)
+
+
+POOL_SCRIPT = """
+import sys
+from autograder.grading import gradebook
+from autograder.grading.grade import Options, Submission
+from autograder.grading.warm_pool import WarmPool
+opts = Options(assignments=[sys.argv[1]], workers=1, progress=False)
+opts.db_url = gradebook.db_url(None)
+gradebook.ensure_assignments(opts.db_url, opts.assignments)
+with WarmPool(1) as pool:
+    print(pool.pids()[0], flush=True)
+    pool.grade(Submission("orphaned", sys.argv[1]), opts)
+"""
+
+
+def test_workers_stop_when_the_pools_process_dies(tmp_path):
+    """A grading run killed mid-submission (its pool never closed) leaves no
+    worker, fork or jailed process behind."""
+    import subprocess
+    import sys
+    with course_data(tmp_path):
+        specimens.submit(tmp_path, "orphaned", A, specimens.honest(A))
+        owner = subprocess.Popen([sys.executable, "-c", POOL_SCRIPT, A], stdout=subprocess.PIPE, text=True,
+                                 cwd=course.ROOT, env=dict(os.environ))
+        worker = int(owner.stdout.readline())
+        deadline = time.monotonic() + 120
+        while not _children(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _children(worker), "the worker never started grading"
+        time.sleep(2)
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 30
+        while _warm_processes(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _warm_processes(tmp_path) == []
+        time.sleep(2)
+        assert jailed_survivors(tmp_path) == []

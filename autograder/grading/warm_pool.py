@@ -225,6 +225,23 @@ def _note_jails(log: Path) -> None:
     Jail.reserve = classmethod(noted)
 
 
+# A killed fork's own forks (nbgrader, recheck) hold its jail's uid lock
+# until their death signal lands: wait that long for the lock.
+LOCK_WAIT_S = 5.0
+
+
+def _lock_within(lock, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
 def release_left_jails(log: Path) -> list[str]:
     """Release the jails noted in `log` whose folder still exists: their
     process ended without releasing them. The uid's lock is taken first, so a
@@ -242,9 +259,7 @@ def release_left_jails(log: Path) -> list[str]:
         if not Path(jail["base"]).exists():
             continue
         with open(JAIL_BASE / f"uid-{jail['uid']}.lock", "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not _lock_within(lock, LOCK_WAIT_S):
                 continue  # reserved again by a live job, whose release kills what the uid still runs
             if os.geteuid() == 0:
                 kill_uid(jail["uid"])

@@ -386,7 +386,7 @@ def run_recheck_in_fork(assignment: str, notebook, limits) -> dict:
     the same classes as the cold process's would; its JSON comes back over
     a pipe."""
     from .. import course
-    from .recheck import recheck_args
+    from .recheck import parse_output, recheck_args
     read_fd, write_fd = os.pipe()
     pid = _fork_child(session=False)
     if pid == 0:
@@ -417,7 +417,7 @@ def run_recheck_in_fork(assignment: str, notebook, limits) -> dict:
         reason = f"the recheck took longer than {limits.wall_s:.0f} s"
     elif status == 0 and lines:
         try:
-            return json.loads(lines[-1])
+            return parse_output("\n".join(lines))
         except ValueError:
             reason = "its trusted process ended without verdicts"
     else:

@@ -59,7 +59,7 @@ def _warm_processes(data: Path) -> list[int]:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"autograder.grading.warm_pool" in cmdline and marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+            if b"autograder.grading.warm_worker" in cmdline and marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                 found.append(int(pid))
         except OSError:
             continue

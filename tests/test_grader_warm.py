@@ -19,27 +19,13 @@ from autograder import course
 from autograder.authoring import specimens
 from autograder.grading import gradebook
 from tests.grader_batch import course_data, jailed_survivors, shared_batch
+# SWALLOW fools the notebook kernel (every failing assert swallowed); only the recheck sees through it.
+from tests.test_grader_attacks import SWALLOW, WRONG_EMBED
 
 A = "01_embeddings"
 pytestmark = [pytest.mark.grader, pytest.mark.slow,
               pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]
 
-WRONG_EMBED = """def embed(ids, weight):
-    return torch.zeros(*ids.shape, weight.shape[1], dtype=weight.dtype) + 0 * weight.sum()
-"""
-# Fools the notebook kernel (every failing assert swallowed); only the
-# recheck sees through it.
-SWALLOW = """import ast
-class Swallow(ast.NodeTransformer):
-    def visit_Assert(self, node):
-        return None
-    def visit_Module(self, node):
-        self.generic_visit(node)
-        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])
-        node.body = [ast.Try(body=node.body or [ast.Pass()], handlers=[handler], orelse=[], finalbody=[])]
-        return ast.fix_missing_locations(node)
-get_ipython().ast_transformers.append(Swallow())
-"""
 HANG = "def embed(ids, weight):\n    return weight[ids]\nwhile True:\n    pass\n"
 
 

@@ -102,6 +102,16 @@ def _write_all(fd: int, data: bytes) -> None:
         data = data[os.write(fd, data):]
 
 
+def _exit_status(main) -> int:
+    """Call a command's main in this process: the status the command would
+    have exited with (0 when it returns, SystemExit's code otherwise)."""
+    try:
+        main()
+        return 0
+    except SystemExit as err:
+        return err.code if isinstance(err.code, int) else 0 if err.code is None else 1
+
+
 def run_nbgrader_in_fork(sub, opts, jail) -> tuple[int, str]:
     """grade._run_nbgrader's contract ((exit code, log)), with nbgrader's
     app run in a fork of this warm process instead of a new interpreter."""
@@ -122,11 +132,7 @@ def run_nbgrader_in_fork(sub, opts, jail) -> tuple[int, str]:
             os.environ.clear()  # what the CLI process would have had, and nothing else
             os.environ.update(env)
             from nbgrader.apps.nbgraderapp import NbGraderApp
-            try:
-                NbGraderApp.launch_instance(argv=args)
-                code = 0
-            except SystemExit as err:
-                code = err.code if isinstance(err.code, int) else 1
+            code = _exit_status(lambda: NbGraderApp.launch_instance(argv=args))
         except BaseException:  # noqa: BLE001: reported through the log, like the CLI's traceback
             import traceback
             traceback.print_exc()
@@ -166,11 +172,8 @@ def run_recheck_in_fork(assignment: str, notebook, limits) -> dict:
             os.environ.update(OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde")
             sys.argv = ["autograder.grading.recheck", *recheck_args(assignment, notebook, limits)]
             warnings.filterwarnings("ignore", category=RuntimeWarning, module="runpy")  # "already imported": we know
-            try:
-                runpy.run_module("autograder.grading.recheck", run_name="__main__", alter_sys=True)
-                code = 0
-            except SystemExit as err:
-                code = err.code if isinstance(err.code, int) else 1
+            code = _exit_status(lambda: runpy.run_module("autograder.grading.recheck", run_name="__main__",
+                                                         alter_sys=True))
         except BaseException as err:  # noqa: BLE001: the recheck did not complete; the grade says so
             print(f"\n{type(err).__name__}: {err}")
         finally:

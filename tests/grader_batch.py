@@ -47,9 +47,10 @@ def shared_batch(tmp_path_factory, name: str, produce) -> dict:
 
 @contextmanager
 def recording_jails():
-    """Note the folder of every jail reserved meanwhile in this process, so a
-    test can tell its own jailed processes from those of other graders
-    running on the same machine."""
+    """Note the folder of every jail reserved meanwhile in this process or,
+    for it, in a warm grading worker, so a test can tell its own jailed
+    processes from those of other graders running on the same machine."""
+    from autograder.grading import warm_pool
     from autograder.grading.jail import Jail
     bases: list[str] = []
     reserve = Jail.reserve.__func__
@@ -59,10 +60,12 @@ def recording_jails():
         bases.append(jail.base)
         return jail
     Jail.reserve = classmethod(recorded)
+    warm_pool.JAIL_LISTENERS.append(bases.append)
     try:
         yield bases
     finally:
         Jail.reserve = classmethod(reserve)
+        warm_pool.JAIL_LISTENERS.remove(bases.append)
 
 
 def jailed_survivors(data: Path, bases: list[str] = ()) -> list[int]:

@@ -50,7 +50,7 @@ def cmd_grade(args) -> int:
     limits = Limits(memory_mb=args.memory_mb, wall_s=args.timeout, cpu_s=max(math.ceil(args.timeout), 60))
     opts = Options(assignments=_assignments(args.assignments), students=args.student or None,
                    workers=args.workers, cell_timeout=args.cell_timeout, limits=limits, db_url=args.db_url or "",
-                   force=args.force, recheck=not args.no_recheck, progress=not args.no_progress)
+                   force=args.force, recheck=not args.no_recheck, progress=not args.no_progress, warm=not args.cold)
     results = grade_all(opts)
     print(summary(results))
     return 0
@@ -119,6 +119,8 @@ def add_commands(sub) -> None:
     g.add_argument("--force", action="store_true", help="regrade submissions already graded")
     g.add_argument("--no-recheck", action="store_true", help="skip the out-of-process recheck (not recommended)")
     g.add_argument("--no-progress", action="store_true")
+    g.add_argument("--cold", action="store_true",
+                   help="start nbgrader and the recheck afresh per submission instead of in warm worker processes")
     g.add_argument("--db-url", help=db_help)
     g.set_defaults(func=cmd_grade)
 

@@ -17,6 +17,7 @@ since, so an interrupted run resumes and loses nothing.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -47,6 +48,7 @@ class Options:
     recheck: bool = True
     progress: bool = True
     max_output_bytes: int = 64 * 1024
+    warm: bool = True            # grade in warm worker processes (autograder.warm_pool); False: cold processes
 
 
 @dataclass(frozen=True)
@@ -98,19 +100,32 @@ def released_data(assignment: str) -> list[Path]:
     return [p for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink() and p.suffix != ".ipynb"]
 
 
-def _run_nbgrader(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]:
-    args = [sys.executable, "-m", "nbgrader", "autograde", sub.assignment, "--student", sub.student, "--force",
+def nbgrader_args(sub: Submission, opts: Options, jail: Jail) -> list[str]:
+    """The `nbgrader autograde` arguments for one submission (the CLI's, and
+    the warm worker's AutogradeApp.initialize)."""
+    args = ["autograde", sub.assignment, "--student", sub.student, "--force",
             f"--CourseDirectory.db_url={opts.db_url}",
             *(f"--CourseDirectory.{kind}_directory={gradebook.folder(kind)}" for kind in ("submitted", "autograded")),
             f"--Execute.kernel_name={KERNEL_NAME}", f"--Execute.timeout={opts.cell_timeout}",
             "--KernelManager.transport=ipc", f"--KernelManager.ip={jail.rundir / 'kernel'}",
             "--OverwriteCells.add_missing_cells=True", f"--CapOutputBytes.max_bytes={opts.max_output_bytes}",
             f"--CappedExecute.max_output_bytes={opts.max_output_bytes}"]
-    args += [f"--Autograde.autograde_preprocessors={p}" for p in autograde_preprocessors()]
+    return args + [f"--Autograde.autograde_preprocessors={p}" for p in autograde_preprocessors()]
+
+
+def nbgrader_env_for(jail: Jail) -> dict:
+    """The environment nbgrader runs in (its kernel inherits it: the jail's
+    settings, the sandbox kernelspec; no database URL)."""
     env = course.nbgrader_env()
     env.update(jail.env(), JUPYTER_PATH=str(kernelspec_dir()), JUPYTER_RUNTIME_DIR=str(jail.rundir),
                OMP_NUM_THREADS="1")
     env.pop(gradebook.ENV_VAR, None)
+    return env
+
+
+def _run_nbgrader(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]:
+    args = [sys.executable, "-m", "nbgrader", *nbgrader_args(sub, opts, jail)]
+    env = nbgrader_env_for(jail)
     proc = subprocess.Popen(args, cwd=course.AUTOGRADER_DIR, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -132,26 +147,72 @@ def _nbgrader_error(log: str) -> str:
     return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output").strip()[-300:]
 
 
-def grade_one(sub: Submission, opts: Options) -> dict:
+# Stages of grade_one, in order, as result["timing"] reports them (seconds;
+# the grader's own figures, never shown to learners).
+STAGES = ("intake", "nbgrader_start", "kernel_start", "cells", "database", "recheck_start", "recheck_checks",
+          "reconcile")
+
+
+def grade_one(sub: Submission, opts: Options, run_nbgrader=None, run_recheck=None) -> dict:
+    """Grade one submission. run_nbgrader(sub, opts, jail) -> (exit code, log)
+    and run_recheck(assignment, notebook, limits) -> verdicts replace the
+    processes started by default (the CLI and recheck_submission); the warm
+    worker (autograder.grading.warm_pool) passes in-process ones."""
     start = time.perf_counter()
     result = {"student": sub.student, "assignment": sub.assignment, "flags": [], "cells": {}, "status": "graded",
-              "problems": _drop_symlinks(sub.folder)}
-    kernel = _kernel_scores(sub, opts, result)
+              "problems": _drop_symlinks(sub.folder), "timing": dict.fromkeys(STAGES, 0.0)}
+    kernel = _kernel_scores(sub, opts, result, run_nbgrader or _run_nbgrader)
     recheck = {} if opts.recheck else None
     if opts.recheck and kernel:
-        recheck = recheck_submission(sub.assignment, sub.notebook, opts.limits)
+        began = time.time()
+        recheck = (run_recheck or recheck_submission)(sub.assignment, sub.notebook, opts.limits)
+        _recheck_timing(recheck.pop("__timing__", None), began, time.time(), result["timing"])
+    began = time.perf_counter()
     final = _reconcile(kernel, recheck, _max_scores(sub.assignment), result)
+    result["timing"]["reconcile"] += time.perf_counter() - began
+    began = time.perf_counter()
     gradebook.override(opts.db_url, sub.assignment, sub.student, final)
+    result["timing"]["database"] += time.perf_counter() - began
     result["score"] = sum(final.values())
     result["max_score"] = sum(c["max_score"] for c in result["cells"].values())
+    began = time.perf_counter()
+    result["timing"] = {k: round(v, 3) for k, v in result["timing"].items()}
     result["seconds"] = round(time.perf_counter() - start, 1)
     _write_result(sub, result)
+    result["timing"]["reconcile"] = round(result["timing"]["reconcile"] + time.perf_counter() - began, 3)
     return result
 
 
-def _kernel_scores(sub: Submission, opts: Options, result: dict) -> dict[str, tuple[float, float]]:
+def _nbgrader_timing(log: str, spawned: float, ended: float, timing: dict) -> None:
+    """Split nbgrader's time by the marks CappedExecute logs: start (process,
+    imports, copying, gradebook setup), kernel start (until the kernel
+    answered), the cells, and what follows (saving grades to the database)."""
+    from .preprocessors import TIMING_MARK
+    marks = [json.loads(line.split(TIMING_MARK, 1)[1]) for line in log.splitlines() if TIMING_MARK in line]
+    if not marks:
+        timing["nbgrader_start"] += ended - spawned
+        return
+    first, last = marks[0], marks[-1]
+    timing["nbgrader_start"] += first["execute_start"] - spawned
+    timing["kernel_start"] += first["first_cell"] - first["execute_start"]
+    timing["cells"] += last["execute_end"] - first["first_cell"]
+    timing["database"] += ended - last["execute_end"]
+
+
+def _recheck_timing(marks: dict | None, began: float, ended: float, timing: dict) -> None:
+    """The recheck's start (process or fork, imports, jail) and its checks,
+    by the epoch marks recheck_notebook returns under "__timing__"."""
+    if not isinstance(marks, dict) or not {"start", "end"} <= marks.keys():
+        timing["recheck_checks"] += ended - began
+        return
+    timing["recheck_start"] += marks["start"] - began
+    timing["recheck_checks"] += ended - marks["start"]
+
+
+def _kernel_scores(sub: Submission, opts: Options, result: dict, run_nbgrader) -> dict[str, tuple[float, float]]:
     """Intake, then nbgrader in the jail: {cell: (score, max)}; {} when the
     notebook is malformed or nbgrader could not grade it (said in result)."""
+    began = time.perf_counter()
     original = _original_path(sub)
     intake = inspect_submission(original if original.is_file() else sub.notebook,
                                 course.release_notebook(sub.assignment))
@@ -159,19 +220,26 @@ def _kernel_scores(sub: Submission, opts: Options, result: dict) -> dict[str, tu
     result["problems"] += intake.problems
     if intake.fatal:
         result["status"] = "malformed"
+        result["timing"]["intake"] += time.perf_counter() - began
         return {}
     if intake.problems:
         if not original.is_file():
             original.write_bytes(sub.notebook.read_bytes())  # keep what the student sent
         write_repaired(intake, sub.notebook)
+    result["timing"]["intake"] += time.perf_counter() - began
+    spawned = time.time()
     with Jail.reserve(opts.limits, copy=[sub.notebook, *released_data(sub.assignment)],
                       hide=hidden_paths(opts.db_url)) as jail:
-        code, log = _run_nbgrader(sub, opts, jail)
+        code, log = run_nbgrader(sub, opts, jail)
+    _nbgrader_timing(log, spawned, time.time(), result["timing"])
     if code != 0:
         result["status"] = "error"
         result["problems"].append(f"the notebook could not be graded: {_nbgrader_error(log)}")
         return {}
-    return gradebook.cell_scores(opts.db_url, sub.assignment, sub.student)
+    began = time.perf_counter()
+    scores = gradebook.cell_scores(opts.db_url, sub.assignment, sub.student)
+    result["timing"]["database"] += time.perf_counter() - began
+    return scores
 
 
 def _reconcile(kernel: dict, recheck: dict | None, max_scores: dict[str, float], result: dict) -> dict[str, float]:
@@ -237,11 +305,17 @@ def grade_all(opts: Options) -> list[dict]:
     print(f"{len(subs)} submissions, {len(subs) - len(todo)} already graded, {len(todo)} to grade "
           f"with {opts.workers} workers (gradebook {gradebook.redacted(opts.db_url)})")
     bar = _progress(len(todo), opts.progress)
-    with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
-        futures = {pool.submit(_safe_grade_one, s, opts): s for s in todo}
-        for fut in as_completed(futures):
-            results.append(fut.result())
-            bar.update(1)
+    workers = max(1, min(opts.workers, len(todo)))
+    with contextlib.ExitStack() as stack:
+        grade = _safe_grade_one
+        if opts.warm and todo:  # worker processes, one submission each at a time (threads only wait on them)
+            from .warm_pool import WarmPool
+            grade = stack.enter_context(WarmPool(workers)).grade
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(grade, s, opts): s for s in todo}
+            for fut in as_completed(futures):
+                results.append(fut.result())
+                bar.update(1)
     bar.close()
     return sorted(results, key=lambda r: (r["assignment"], r["student"]))
 
@@ -264,9 +338,14 @@ def _safe_grade_one(sub: Submission, opts: Options) -> dict:
     try:
         return grade_one(sub, opts)
     except Exception as err:  # noqa: BLE001: isolate one submission's failure
-        return {"student": sub.student, "assignment": sub.assignment, "status": "error", "score": 0.0,
-                "max_score": sum(_max_scores(sub.assignment).values()), "flags": [], "cells": {},
-                "problems": [f"grader error ({type(err).__name__}: {err}); nothing was recorded, re-run to retry"]}
+        return error_row(sub, f"{type(err).__name__}: {err}")
+
+
+def error_row(sub: Submission, why: str) -> dict:
+    """The result of a submission the grader itself failed on (nothing recorded)."""
+    return {"student": sub.student, "assignment": sub.assignment, "status": "error", "score": 0.0,
+            "max_score": sum(_max_scores(sub.assignment).values()), "flags": [], "cells": {},
+            "problems": [f"grader error ({why}); nothing was recorded, re-run to retry"]}
 
 
 def _progress(total: int, enabled: bool):

@@ -20,6 +20,7 @@ more run after it.
 from __future__ import annotations
 
 import json
+import time
 
 import nbformat
 
@@ -38,12 +39,32 @@ def _error_kept_short(out):
     return out
 
 
+TIMING_MARK = "tinylm-timing "
+
+
 class CappedExecute(Execute):
     max_output_bytes = Integer(64 * 1024, help="bytes of output kept per cell while it runs").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._kept_bytes: dict[int, int] = {}  # cell index -> bytes of output kept so far
+        self._first_cell: float | None = None
+
+    def preprocess(self, nb, resources=None, km=None):
+        """Logs when execution began, when the kernel answered (its first
+        cell starts) and when the last cell ended, as epoch seconds, for
+        grade's per-stage timing (the log is the grader's, never the learner's)."""
+        began = time.time()
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            self.log.info(TIMING_MARK + json.dumps({"execute_start": began, "first_cell": self._first_cell or began,
+                                                    "execute_end": time.time()}))
+
+    def preprocess_cell(self, cell, resources, index):
+        if self._first_cell is None:
+            self._first_cell = time.time()
+        return super().preprocess_cell(cell, resources, index)
 
     def output(self, outs, msg, display_id, cell_index):
         if msg["msg_type"] == "error":

@@ -915,19 +915,42 @@ def limit_memory(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
 
 
+def recheck_args(assignment: str, notebook, limits) -> list[str]:
+    """The command-line arguments of the trusted recheck of one submission."""
+    return [assignment, str(notebook), "--timeout", str(limits.wall_s / 4), "--total", str(limits.wall_s * 0.8),
+            "--memory-mb", str(trusted_memory_mb(limits))]
+
+
+# main prints a line starting with this before the verdicts: when the
+# checks began and ended (epoch seconds), for grade's stage timing.
+TIMING_MARK = "tinylm-recheck-timing "
+
+
+def parse_output(stdout: str) -> dict:
+    """The verdicts main printed (its last line), with its timing line, if
+    any, under "__timing__" (grade_one takes it out before reconciling)."""
+    lines = stdout.strip().splitlines()
+    verdicts = json.loads(lines[-1])
+    marks = [line[len(TIMING_MARK):] for line in lines if line.startswith(TIMING_MARK)]
+    try:
+        verdicts["__timing__"] = json.loads(marks[-1]) if marks else None
+    except ValueError:  # only the timing is lost
+        verdicts["__timing__"] = None
+    return verdicts
+
+
 def recheck_submission(assignment: str, notebook, limits) -> dict:
     """Run the recheck in its own trusted process (the grade worker stays
     small, and this one runs under its own address-space limit), with the
     child jailed under `limits`. Never raises: a recheck that did not
     complete is {"__error__": {"status": "error", ...}}."""
     from .. import course
-    cmd = [sys.executable, "-m", "autograder.grading.recheck", assignment, str(notebook), "--timeout", str(limits.wall_s / 4),
-           "--total", str(limits.wall_s * 0.8), "--memory-mb", str(trusted_memory_mb(limits))]
+    cmd = [sys.executable, "-m", "autograder.grading.recheck", *recheck_args(assignment, notebook, limits)]
     try:
         proc = subprocess.run(cmd, cwd=course.ROOT, capture_output=True, text=True, timeout=limits.wall_s,
                               env=dict(os.environ, OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde"))
         if proc.returncode == 0:
-            return json.loads(proc.stdout.strip().splitlines()[-1])
+            return parse_output(proc.stdout)
         reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     except subprocess.TimeoutExpired:
         reason = f"the recheck took longer than {limits.wall_s:.0f} s"
@@ -948,8 +971,10 @@ def main(argv=None) -> int:
     if args.memory_mb:
         limit_memory(args.memory_mb)  # before torch is imported, so nothing escapes it
     from .sandbox import jail_for_recheck
+    began = time.time()
     with jail_for_recheck() as jail:
         results = recheck_notebook(args.assignment, args.notebook, args.timeout, jail, args.total)
+    print(TIMING_MARK + json.dumps({"start": began, "end": time.time()}))
     print(json.dumps(results))
     return 0
 

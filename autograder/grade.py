@@ -53,6 +53,7 @@ class Options:
     recheck: bool = True
     progress: bool = True
     max_output_bytes: int = 64 * 1024
+    scheduler: str = ""  # a Dask scheduler's address: grade on that cluster (autograder/distributed.py)
 
 
 @dataclass(frozen=True)
@@ -284,6 +285,9 @@ def _max_scores(assignment: str) -> dict[str, float]:
 
 def grade_all(opts: Options) -> list[dict]:
     opts.db_url = gradebook.db_url(opts.db_url or None)
+    if opts.scheduler:
+        from .distributed import require_shared_gradebook
+        require_shared_gradebook(opts.db_url)
     gradebook.ensure_assignments(opts.db_url, opts.assignments)
     subs = find_submissions(opts.assignments, opts.students)
     todo, results = [], []
@@ -293,14 +297,19 @@ def grade_all(opts: Options) -> list[dict]:
             results.append(done)
         else:
             todo.append(sub)
+    where = f"on the Dask cluster at {opts.scheduler}" if opts.scheduler else f"with {opts.workers} workers"
     print(f"{len(subs)} submissions, {len(subs) - len(todo)} already graded, {len(todo)} to grade "
-          f"with {opts.workers} workers (gradebook {gradebook.redacted(opts.db_url)})")
+          f"{where} (gradebook {gradebook.redacted(opts.db_url)})")
     bar = _progress(len(todo), opts.progress)
-    with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
-        futures = {pool.submit(_safe_grade_one, s, opts): s for s in todo}
-        for fut in as_completed(futures):
-            results.append(fut.result())
-            bar.update(1)
+    if opts.scheduler:
+        from .distributed import grade_on_cluster
+        results += grade_on_cluster(todo, opts, lambda _result: bar.update(1))
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:
+            futures = {pool.submit(_safe_grade_one, s, opts): s for s in todo}
+            for fut in as_completed(futures):
+                results.append(fut.result())
+                bar.update(1)
     bar.close()
     return sorted(results, key=lambda r: (r["assignment"], r["student"]))
 
@@ -323,9 +332,13 @@ def _safe_grade_one(sub: Submission, opts: Options) -> dict:
     try:
         return grade_one(sub, opts)
     except Exception as err:  # noqa: BLE001: isolate one submission's failure
-        return {"student": sub.student, "assignment": sub.assignment, "status": "error", "score": 0.0,
-                "max_score": sum(_max_scores(sub.assignment).values()), "flags": [], "cells": {},
-                "problems": [f"grader error ({type(err).__name__}: {err}); nothing was recorded, re-run to retry"]}
+        return error_row(sub, err)
+
+
+def error_row(sub: Submission, err: BaseException) -> dict:
+    return {"student": sub.student, "assignment": sub.assignment, "status": "error", "score": 0.0,
+            "max_score": sum(_max_scores(sub.assignment).values()), "flags": [], "cells": {},
+            "problems": [f"grader error ({type(err).__name__}: {err}); nothing was recorded, re-run to retry"]}
 
 
 def _progress(total: int, enabled: bool):

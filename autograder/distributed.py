@@ -141,6 +141,11 @@ def grade_task(task: dict) -> dict:
         _original_path(sub).unlink(missing_ok=True)
         sub.result_file.unlink(missing_ok=True)
         shutil.rmtree(autograded, ignore_errors=True)
+        for student_folder in (sub.folder.parent, autograded.parent):
+            try:
+                student_folder.rmdir()  # only when empty: another task may grade this student's other notebook
+            except OSError:
+                pass
 
 
 def grade_in_child(sub, opts) -> dict:
@@ -164,7 +169,7 @@ def grade_in_child(sub, opts) -> dict:
         return pickle.loads(reply)
 
 
-def _child_main() -> int:
+def _child_main() -> None:
     import ctypes
     from .grade import Submission, _safe_grade_one
     libc = ctypes.CDLL(None, use_errno=True)
@@ -175,7 +180,8 @@ def _child_main() -> int:
     done = threading.Event()
 
     def watch_parent():
-        sys.stdin.buffer.read()  # returns at EOF: the worker closed the pipe or died
+        while os.read(0, 4096):  # b"" at EOF: the worker closed the pipe or died
+            pass
         if not done.is_set():
             _kill_descendants()
             os._exit(3)
@@ -184,7 +190,9 @@ def _child_main() -> int:
     done.set()
     pickle.dump(result, reply)
     reply.flush()
-    return 0
+    sys.stderr.flush()
+    # _exit: a normal shutdown would close stdin under the watching thread's read (a fatal error)
+    os._exit(0)
 
 
 def _kill_descendants(within_s: float = 10.0) -> None:
@@ -369,15 +377,17 @@ class LocalGradingCluster:
                 raise RuntimeError(f"{n} Dask workers did not join within {within_s} s: see {self.root}/worker*.log")
 
     def close(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        """Workers first, then the scheduler (a worker whose scheduler went first logs errors)."""
+        for group in (self.procs[1:], self.procs[:1]):
+            for proc in group:
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in group:
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
     def __enter__(self):
         return self
@@ -387,4 +397,4 @@ class LocalGradingCluster:
 
 
 if __name__ == "__main__" and sys.argv[1:] == [CHILD_FLAG]:
-    sys.exit(_child_main())
+    _child_main()

@@ -67,7 +67,7 @@ clean:  ## delete .venv (the next make target recreates it)
 # --- notebooks (issue 4) ---
 .PHONY: notebooks release check-release nbval
 
-notebooks: $(DEV_STAMP)  ## rebuild and execute solutions/ from autograder/notebook_src/, then release
+notebooks: $(DEV_STAMP)  ## rebuild and execute solutions/ from autograder/authoring/notebook_src/, then release
 	OMP_NUM_THREADS=1 $(BIN)/python -m autograder build
 	$(MAKE) release
 
@@ -84,14 +84,14 @@ nbval: $(DEV_STAMP)  ## execute the reference notebooks on CPU and compare marke
 .PHONY: nbval-gpu test-cuda
 
 nbval-gpu: $(DEV_STAMP)  ## nbval of the reference notebooks on CUDA; prints which passed (exits 2 when there is no GPU) [JOBS=4]
-	OMP_NUM_THREADS=1 $(BIN)/python -m autograder.nbval_gpu $(if $(JOBS),--jobs $(JOBS))
+	OMP_NUM_THREADS=1 $(BIN)/python -m autograder.authoring.nbval_gpu $(if $(JOBS),--jobs $(JOBS))
 
 test-cuda: $(DEV_STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/test_cuda.py; all skipped without a GPU)
 	$(PYTEST) -q -rs tests/test_cuda.py
 
 # A lent GPU machine may have torch and CUDA but no internet: these wheels
 # (nbval, ipykernel and what they need) travel with the working tree in .whl/
-# (git-ignored), and autograder/gpu_offline_check.sh installs them there.
+# (git-ignored), and autograder/authoring/gpu_offline_check.sh installs them there.
 GPU_PYTHON ?= 3.12
 .PHONY: gpu-wheels
 gpu-wheels: $(DEV_STAMP)  ## download nbval/ipykernel wheels into .whl/ for an offline GPU machine [GPU_PYTHON=3.12]

@@ -1,12 +1,12 @@
 """python -m autograder COMMAND
 
-  build [NN ...]   build and execute solutions/ from autograder/notebook_src/
+  build [NN ...]   build and execute solutions/ from autograder/authoring/notebook_src/
   release          regenerate notebooks/ from solutions/ with nbgrader, then
                    verify the result equals a fresh generation
   check-release    exit 1 if notebooks/ differs from a fresh generation
   doctor           is this environment ready for the course? (exit 1 if not)
 
-and the grading commands of autograder/cli_grader.py: collect, grade,
+and the grading commands of autograder/grading/cli.py: collect, grade,
 feedback, export, check.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from . import course
 
 
 def cmd_build(args) -> int:
-    from .build_notebooks import build
+    from .authoring.build import build
     build(args.names, run=not args.no_run)
     return 0
 
@@ -44,7 +44,7 @@ def cmd_check_release(args) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder", description="tinylm course tools")
     sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build and execute solutions/ from autograder/notebook_src/")
+    b = sub.add_parser("build", help="build and execute solutions/ from autograder/authoring/notebook_src/")
     b.add_argument("names", nargs="*")
     b.add_argument("--no-run", action="store_true")
     b.set_defaults(func=cmd_build)
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     d = sub.add_parser("doctor", help="check Python, torch, Jupyter and nbgrader's extensions; exit 1 on a problem")
     doctor.add_arguments(d)
     d.set_defaults(func=doctor.main)
-    from .cli_grader import add_commands
+    from .grading.cli import add_commands
     add_commands(sub)
     args = parser.parse_args(argv)
     return args.func(args)

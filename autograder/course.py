@@ -13,7 +13,7 @@ ROOT = AUTOGRADER_DIR.parent
 SOURCE_DIR = ROOT / "solutions"
 RELEASE_DIR = ROOT / "notebooks"
 COURSE_DATA = ROOT / ".course"
-NOTEBOOK_SOURCES = AUTOGRADER_DIR / "notebook_src"
+NOTEBOOK_SOURCES = AUTOGRADER_DIR / "authoring" / "notebook_src"
 
 ASSIGNMENTS = (
     "01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu",

@@ -18,8 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from autograder import course, gradebook, specimens  # noqa: E402
-from autograder.grade import Options, grade_all  # noqa: E402
+from autograder import course  # noqa: E402
+from autograder.grading import gradebook
+from autograder.authoring import specimens
+from autograder.grading.grade import Options, grade_all  # noqa: E402
 
 
 def run(assignment: str, n: int, workers: int, recheck: bool) -> tuple[float, float]:

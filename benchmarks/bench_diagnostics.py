@@ -39,10 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
 
-from autograder.build_notebooks import source_cells  # noqa: E402
+from autograder.authoring.build import source_cells  # noqa: E402
 from autograder.checks import CheckFailed  # noqa: E402
 from autograder.course import NOTEBOOK_SOURCES  # noqa: E402
-from autograder.notebook_gates import nbg, visible_part  # noqa: E402
+from autograder.notebook_format import nbg, visible_part  # noqa: E402
 from benchmarks.mutations import Mutation, all_mutations  # noqa: E402
 
 NAMED_RATE_REQUIRED = 0.85

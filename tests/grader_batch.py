@@ -10,7 +10,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from autograder import gradebook
+from autograder.grading import gradebook
 
 
 @contextmanager
@@ -50,7 +50,7 @@ def recording_jails():
     """Note the folder of every jail reserved meanwhile in this process, so a
     test can tell its own jailed processes from those of other graders
     running on the same machine."""
-    from autograder.jail import Jail
+    from autograder.grading.jail import Jail
     bases: list[str] = []
     reserve = Jail.reserve.__func__
 
@@ -75,7 +75,7 @@ def jailed_survivors(data: Path, bases: list[str] = ()) -> list[int]:
     - and, where a jail had no PID namespace, every process whose working
       folder or command line lies in one of the `bases` (the folders of the
       jails made in this process: a jailed process starts there)."""
-    from autograder.jail import UID_COUNT, UID_FIRST, live_process_uid
+    from autograder.grading.jail import UID_COUNT, UID_FIRST, live_process_uid
     marker = f"{gradebook.DATA_ENV_VAR}={data}".encode()
     host_ns = os.readlink("/proc/self/ns/pid")
     ours, jailed = set(), {}

@@ -67,10 +67,10 @@ def _block(x, attn, mlp, n1, n2):
 def _decoder_classes() -> dict:
     """Notebook 05's solution modules, executed from its source file (tinylm's
     own Attention, Block and Transformer would be refused as delegation)."""
-    from autograder.build_notebooks import source_cells
+    from autograder.authoring.build import source_cells
     from autograder.course import ROOT
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
-             for c in source_cells(ROOT / "autograder" / "notebook_src" / "05_swiglu.py")}
+             for c in source_cells(ROOT / "autograder" / "authoring" / "notebook_src" / "05_swiglu.py")}
     ns = {"__name__": "decoder_classes"}
     for gid in ("setup", "swiglu", "Transformer"):
         exec(cells[gid], ns)
@@ -250,7 +250,8 @@ def test_the_out_of_process_recheck_refuses_delegation_too(tmp_path):
     import json
     import subprocess
 
-    from autograder import course, specimens
+    from autograder import course
+    from autograder.authoring import specimens
 
     assignment = "04_rope"
     answers = specimens.solution_answers(assignment)
@@ -261,7 +262,7 @@ def test_the_out_of_process_recheck_refuses_delegation_too(tmp_path):
         docstring, docstring + "    return tinylm.rope_cache(head_dim, max_seq_len, theta)\n")
     path = tmp_path / f"{assignment}.ipynb"
     path.write_text(json.dumps(specimens.notebook(assignment, answers)))
-    out = subprocess.run([sys.executable, "-m", "autograder.recheck", assignment, str(path)], cwd=course.ROOT,
+    out = subprocess.run([sys.executable, "-m", "autograder.grading.recheck", assignment, str(path)], cwd=course.ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     results = json.loads(out.stdout.strip().splitlines()[-1])

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import importlib.metadata
 
-from autograder import course, grade, gradebook, jail
+from autograder import course
+from autograder.grading import gradebook, jail, sandbox
 
 
 class _Dist:
@@ -24,13 +25,13 @@ def _installed_at(monkeypatch, info):
 
 def test_another_editable_checkout_is_readable_and_its_secrets_hidden(monkeypatch, tmp_path):
     other = tmp_path / "clone"
-    for sub in ("solutions", "autograder/notebook_src", ".git"):
+    for sub in ("solutions", "autograder/authoring/notebook_src", ".git"):
         (other / sub).mkdir(parents=True)
     _installed_at(monkeypatch, {"url": other.as_uri(), "dir_info": {"editable": True}})
     assert course.course_roots() == [course.ROOT, other.resolve()]
     assert str(other.resolve()) in jail.needed_paths()
-    hidden = grade.hidden_paths(gradebook.db_url())
-    for sub in ("solutions", "autograder/notebook_src", ".git"):
+    hidden = sandbox.hidden_paths(gradebook.db_url())
+    for sub in ("solutions", "autograder/authoring/notebook_src", ".git"):
         assert other.resolve() / sub in hidden, sub
 
 

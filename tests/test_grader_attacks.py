@@ -18,9 +18,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course, gradebook, specimens
+from autograder import course
+from autograder.grading import gradebook
+from autograder.authoring import specimens
 from tests.grader_batch import jailed_survivors, recording_jails, shared_batch
-from autograder.notebook_gates import is_check, nbg
+from autograder.notebook_format import is_check, nbg
 
 A = "01_embeddings"
 pytestmark = [pytest.mark.grader, pytest.mark.slow,
@@ -210,8 +212,8 @@ def _tree_digest(*roots: Path) -> str:
 
 def _grade_battery(data: Path) -> dict:
     import time
-    from autograder.grade import Options, grade_all
-    from autograder.jail import Limits
+    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.jail import Limits
 
     cases = build_battery(data)
     outside = (course.SOURCE_DIR, course.RELEASE_DIR, course.ROOT / "autograder", course.ROOT / "tinylm")
@@ -308,7 +310,7 @@ def test_gradebook_cannot_be_rewritten_and_no_process_survives(battery):
     text = _outputs(battery["data"], "tamper_gradebook")
     assert "DENIED gradebook" in text and "LEAKED" not in text
     assert not battery["survivors"], "a jailed process outlived grading"
-    from autograder import gradebook
+    from autograder.grading import gradebook
     assert sum(s for s, _ in gradebook.cell_scores(battery["url"], A, "control").values()) == 7
 
 
@@ -323,7 +325,7 @@ def test_huge_output_is_capped_in_bytes(battery):
 
 
 def test_rerun_resumes_without_regrading(battery, monkeypatch):
-    from autograder.grade import Options, grade_all
+    from autograder.grading.grade import Options, grade_all
     monkeypatch.setenv(gradebook.DATA_ENV_VAR, str(battery["data"]))
     before = {s: r.get("seconds") for s, r in battery["results"].items()}
     again = {r["student"]: r for r in grade_all(Options(assignments=[A], workers=2, progress=False))}

@@ -20,8 +20,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course, specimens
-from autograder.notebook_gates import HIDDEN_BLOCK, is_check, nbg, read
+from autograder import course
+from autograder.authoring import specimens
+from autograder.notebook_format import HIDDEN_BLOCK, is_check, nbg, read
 from tests.grader_batch import shared_batch
 
 A = "01_embeddings"
@@ -129,9 +130,9 @@ def build_batch(data: Path) -> dict[str, float]:
 
 
 def _grade_batch(data: Path) -> dict:
-    from autograder.feedback import write_feedback
-    from autograder.grade import Options, grade_all, summary
-    from autograder.jail import Limits
+    from autograder.grading.feedback import write_feedback
+    from autograder.grading.grade import Options, grade_all, summary
+    from autograder.grading.jail import Limits
 
     cases = build_batch(data)
     results = grade_all(Options(assignments=[A], workers=2, cell_timeout=30, progress=False,
@@ -223,7 +224,7 @@ def test_output_is_capped_while_the_cell_runs(batch):
 
 RSS_PROBE = """import sys, nbformat
 from nbgrader.preprocessors import Execute
-from autograder.preprocessors import CappedExecute
+from autograder.grading.preprocessors import CappedExecute
 executor = {"stock": Execute, "capped": CappedExecute}[sys.argv[1]]
 megabytes = int(sys.argv[2])
 nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
@@ -266,7 +267,7 @@ def test_grader_memory_stays_flat_while_a_cell_prints(tmp_path):
 
 @pytest.fixture
 def data(tmp_path, monkeypatch):
-    from autograder import gradebook
+    from autograder.grading import gradebook
     monkeypatch.setenv(gradebook.DATA_ENV_VAR, str(tmp_path / "course"))
     return tmp_path / "course"
 
@@ -289,7 +290,7 @@ def _corrupt_entry(archive: Path, name: str) -> None:
 
 
 def test_collect_reports_a_corrupt_entry_and_imports_the_others(tmp_path, data):
-    from autograder.collect import collect, format_report
+    from autograder.grading.collect import collect, format_report
     listed = _extra_cell(specimens.honest(A), "helper = 1", {"grade_id": ["a", "b"], "grade": False,
                                                              "solution": False, "locked": False})
     archive = tmp_path / "export.zip"
@@ -307,7 +308,7 @@ def test_collect_reports_a_corrupt_entry_and_imports_the_others(tmp_path, data):
 
 
 def test_collect_escapes_what_it_prints(tmp_path, data):
-    from autograder.collect import collect, format_report
+    from autograder.grading.collect import collect, format_report
     src = tmp_path / "inbox"
     (src / "ann" / A).mkdir(parents=True)
     (src / "ann" / A / f"{A}.ipynb").write_bytes(_nb_bytes(_extra_cell(specimens.honest(A), "pass", {
@@ -332,7 +333,7 @@ def _bytes_under(folder: Path) -> int:
 
 
 def test_a_zip_bomb_is_capped_per_submission(tmp_path, data):
-    from autograder.collect import MAX_FILE_BYTES, MAX_SUBMISSION_BYTES, collect
+    from autograder.grading.collect import MAX_FILE_BYTES, MAX_SUBMISSION_BYTES, collect
     archive = tmp_path / "bomb.zip"
     _bomb(archive, "bomber", 6, 19.5)
     with zipfile.ZipFile(archive, "a") as zf:
@@ -348,7 +349,7 @@ def test_a_zip_bomb_is_capped_per_submission(tmp_path, data):
 
 
 def test_a_collection_is_capped_in_total(tmp_path, data):
-    from autograder.collect import collect
+    from autograder.grading.collect import collect
     archive = tmp_path / "class.zip"
     for n in range(4):
         _bomb(archive, f"s{n}", 1, 6)
@@ -360,6 +361,6 @@ def test_a_collection_is_capped_in_total(tmp_path, data):
 
 
 def test_collect_limits_must_be_positive(tmp_path, data):
-    from autograder.collect import collect
+    from autograder.grading.collect import collect
     with pytest.raises(ValueError, match="max_submission_bytes"):
         collect(tmp_path, [A], max_submission_bytes=0)

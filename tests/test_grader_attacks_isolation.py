@@ -1,6 +1,6 @@
 """Isolation between submissions and from the host (issue 16).
 
-Two layers. Jail-level tests run `python -m autograder.jail` around a small
+Two layers. Jail-level tests run `python -m autograder.grading.jail` around a small
 probe, so they control the order of jobs and take seconds: what one job sees
 of other processes, what a daemon it forks becomes when the job ends, what it
 leaves in IPC objects, /run/lock and /dev/shm for the next job, whether it
@@ -31,9 +31,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course, specimens
-from autograder.gradebook import DATA_ENV_VAR
-from autograder.jail import Jail, Limits, live_process_uid, processes_of_uid
+from autograder import course
+from autograder.authoring import specimens
+from autograder.grading.gradebook import DATA_ENV_VAR
+from autograder.grading.jail import Jail, Limits, live_process_uid, processes_of_uid
 from tests.grader_batch import jailed_survivors, recording_jails, shared_batch
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root "
@@ -210,7 +211,7 @@ def _probe_jail(code: str, limits: Limits | None = None):
         probe.write_text(code)
         with Jail.reserve(limits or Limits(memory_mb=1024, cpu_s=60), copy=[probe], hide=[]) as jail:
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(course.ROOT), **jail.env()}
-            yield jail, [sys.executable, "-m", "autograder.jail", "--", sys.executable, "probe.py"], env
+            yield jail, [sys.executable, "-m", "autograder.grading.jail", "--", sys.executable, "probe.py"], env
 
 
 def _run_jailed(code: str, limits: Limits | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -314,7 +315,7 @@ def test_kill_uid_skips_processes_that_exit_during_its_scan(monkeypatch):
     still kill the uid's processes, not abort the release."""
     import builtins
     import io
-    from autograder import jail as jail_module
+    from autograder.grading import jail as jail_module
     uid = 4_000_000  # a uid nothing else runs under
     target = subprocess.Popen(["sleep", "60"], user=uid, group=uid)
     vanishing = subprocess.Popen(["sleep", "60"])
@@ -349,7 +350,8 @@ def test_a_float_cpu_limit_is_set_not_refused():
 
 
 def test_grade_timeout_gives_integer_limits(monkeypatch):
-    from autograder import __main__ as cli, grade
+    from autograder import __main__ as cli
+    from autograder.grading import grade
     seen = []
     monkeypatch.setattr(grade, "grade_all", lambda opts: seen.append(opts) or [])
     assert cli.main(["grade", "--timeout", "600", "--no-progress"]) == 0
@@ -431,7 +433,7 @@ def _with_code(code: str) -> nbformat.NotebookNode:
 
 
 def _grade_isolation_batch(data: Path) -> dict:
-    from autograder.grade import Options, grade_all
+    from autograder.grading.grade import Options, grade_all
     specimens.submit(data, "control", A, specimens.honest(A))
     count = f"/tmp/hops-{TOKEN}"  # in the job's private /tmp
     specimens.submit(data, "z_hop_daemon", A, _with_code(HOPPER.format(token=TOKEN, count=count)))

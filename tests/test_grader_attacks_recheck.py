@@ -30,8 +30,9 @@ import pytest
 import torch
 from torch import nn
 
-from autograder import course, specimens
-from autograder.notebook_gates import is_check, nbg, read
+from autograder import course
+from autograder.authoring import specimens
+from autograder.notebook_format import is_check, nbg, read
 from tests.grader_batch import shared_batch
 from tests.test_grader_attacks import SWALLOW
 
@@ -44,7 +45,7 @@ SWALLOW_IN_KERNEL = SWALLOW.replace(KERNEL_HOOK, f"try:\n    {KERNEL_HOOK}\nexce
 NOTEBOOKS = ("01_embeddings", "05_swiglu", "06_kv_cache", "08_sampling", "10_perplexity")
 
 # The learner's code runs in the recheck child, whose protocol descriptors
-# are locals of autograder.recheck._child_main, a few frames up the stack.
+# are locals of autograder.grading.recheck._child_main, a few frames up the stack.
 FIND_PROTOCOL = """import sys, os, io, struct, zipfile, torch
 def protocol_out():
     f = sys._getframe()
@@ -100,7 +101,7 @@ def _exec(source: str) -> dict:
 # unit tests: each bound on its own, in this process
 
 def test_a_compressed_reply_is_refused_before_decoding():
-    from autograder.recheck import load_plain
+    from autograder.grading.recheck import load_plain
     helpers = _exec(FIND_PROTOCOL + INFLATED)
     data = helpers["inflated_reply"](1 << 20)  # 4 MiB of zeros decoded
     assert torch.load(io.BytesIO(data), weights_only=True)[1][1].numel() == 1 << 20, "the crafted archive is not real"
@@ -110,7 +111,7 @@ def test_a_compressed_reply_is_refused_before_decoding():
 
 
 def test_a_reply_over_the_limit_is_refused_and_one_under_it_loads():
-    from autograder.recheck import load_plain
+    from autograder.grading.recheck import load_plain
     buf = io.BytesIO()
     torch.save(("result", torch.arange(1000.0)), buf)
     with pytest.raises(ValueError, match="over the 2000-byte limit"):
@@ -120,7 +121,7 @@ def test_a_reply_over_the_limit_is_refused_and_one_under_it_loads():
 
 def test_a_broadcast_view_larger_than_the_limit_is_refused():
     """A stride-0 view costs one element on the pipe, and its full size when a check compares it."""
-    from autograder.recheck import load_plain
+    from autograder.grading.recheck import load_plain
     buf = io.BytesIO()
     torch.save(("result", torch.zeros(1).expand(1 << 20)), buf)
     with pytest.raises(ValueError, match="tensors span 4194304 bytes"):
@@ -128,7 +129,7 @@ def test_a_broadcast_view_larger_than_the_limit_is_refused():
 
 
 def test_forged_parameter_names_are_refused_and_nothing_is_replaced():
-    from autograder.recheck import _mirror_modules, _parameter_names
+    from autograder.grading.recheck import _mirror_modules, _parameter_names
     double, emb_double = torch.Tensor.double, nn.Embedding.double
     emb = nn.Embedding(3, 2)
     names = _parameter_names([emb])
@@ -142,7 +143,7 @@ def test_forged_parameter_names_are_refused_and_nothing_is_replaced():
 
 
 def test_a_learners_module_with_forged_names_is_refused():
-    from autograder.recheck import remote_module
+    from autograder.grading.recheck import remote_module
     for forged in ("__class__.double", "_parameters.w", "a._b", "a..b", "0x.w"):
         with pytest.raises(ValueError, match="dotted path"):
             remote_module(None, 1, "Forged", [(forged, 1, torch.zeros(1), False)])
@@ -151,7 +152,7 @@ def test_a_learners_module_with_forged_names_is_refused():
 
 
 def test_an_optimizer_state_must_match_the_checks_optimizer():
-    from autograder.recheck import _load_optimizer_states
+    from autograder.grading.recheck import _load_optimizer_states
     model = nn.Linear(2, 2)
     opt = torch.optim.AdamW(model.parameters(), lr=0.1)
     model(torch.ones(1, 2)).sum().backward()
@@ -178,7 +179,7 @@ class _Pipe:
 
 def _served(serve: str, message, **child_fields):
     import pickle
-    from autograder.recheck import Child, receive
+    from autograder.grading.recheck import Child, receive
     child = Child.__new__(Child)  # no process: only the serving code under test
     child.proc, child.unreachable, child.callbacks, child.remote = _Pipe(), None, [], []
     for k, v in child_fields.items():
@@ -194,7 +195,7 @@ def test_a_callback_that_cannot_carry_the_learners_object_answers_the_learner():
     """Given an nn.Module, the check's callback raises NotRecheckable (a
     BaseException) in the parent; the learner's request gets an error back
     instead of the exception escaping into the check as "not rechecked"."""
-    from autograder.recheck import NotRecheckable, to_plain
+    from autograder.grading.recheck import NotRecheckable, to_plain
 
     def check_helper(h):
         raise NotRecheckable("the check uses `.shape` of the learner's Linear")
@@ -205,7 +206,7 @@ def test_a_callback_that_cannot_carry_the_learners_object_answers_the_learner():
 
 
 def test_a_remote_call_that_cannot_carry_the_learners_object_answers_the_learner():
-    from autograder.recheck import NotRecheckable, to_plain
+    from autograder.grading.recheck import NotRecheckable, to_plain
 
     class Model:
         def __call__(self, *args, **kwargs):
@@ -216,7 +217,7 @@ def test_a_remote_call_that_cannot_carry_the_learners_object_answers_the_learner
 
 
 def test_unconfirmed_cells_score_zero_and_are_flagged_for_a_hand_regrade():
-    from autograder.grade import _reconcile
+    from autograder.grading.grade import _reconcile
     kernel = {"a": (2.0, 2.0), "b": (3.0, 3.0), "c": (1.0, 1.0), "d": (4.0, 4.0), "e": (0.0, 5.0)}
     maxima = {cell: m for cell, (_, m) in kernel.items()}
     recheck = {"a": {"status": "pass", "message": ""}, "b": {"status": "not rechecked", "message": "uses .foo"},
@@ -243,8 +244,8 @@ def test_the_trusted_process_runs_under_a_memory_limit(monkeypatch):
     least the floor), and under that limit an allocation past it fails."""
     import subprocess
     import sys
-    from autograder import recheck
-    from autograder.jail import Limits
+    from autograder.grading import recheck
+    from autograder.grading.jail import Limits
     seen = {}
 
     def fake_run(cmd, **kwargs):
@@ -255,7 +256,7 @@ def test_the_trusted_process_runs_under_a_memory_limit(monkeypatch):
     recheck.recheck_submission("01_embeddings", "nb.ipynb", Limits(memory_mb=1024))
     cmd = seen["cmd"]
     assert cmd[cmd.index("--memory-mb") + 1] == str(recheck.TRUSTED_MEMORY_FLOOR_MB)
-    probe = ("from autograder.recheck import limit_memory\nlimit_memory(2048)\n"
+    probe = ("from autograder.grading.recheck import limit_memory\nlimit_memory(2048)\n"
              "try:\n    hog = bytearray(3 * 2**30)\n    print('allocated')\nexcept MemoryError:\n    print('refused')\n")
     monkeypatch.undo()
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
@@ -264,7 +265,7 @@ def test_the_trusted_process_runs_under_a_memory_limit(monkeypatch):
 
 @pytest.mark.skipif("01_embeddings" not in course.assignments(), reason="notebook 01 is not built")
 def test_the_learners_own_cells_are_found_in_notebook_order():
-    from autograder.recheck import _learner_cells
+    from autograder.grading.recheck import _learner_cells
     a = "01_embeddings"
     source, release = read(course.source_notebook(a)), read(course.release_notebook(a))
     nb = _with_helper_cells(specimens.honest(a))
@@ -331,7 +332,7 @@ def _points(assignment: str) -> dict[str, float]:
 
 
 def _check_of(assignment: str, answer_id: str) -> str:
-    from autograder.notebook_gates import exercises
+    from autograder.authoring.gates import exercises
     return next(nbg(ex.check)["grade_id"] for ex in exercises(read(course.source_notebook(assignment)))
                 if ex.grade_id == answer_id)
 
@@ -362,8 +363,8 @@ def build_battery(data) -> dict[str, dict]:
 
 
 def _grade_battery(data) -> dict:
-    from autograder.grade import Options, grade_all
-    from autograder.jail import Limits
+    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.jail import Limits
     cases = build_battery(data)
     opts = Options(assignments=sorted({c["assignment"] for c in cases.values()}), workers=2, cell_timeout=60,
                    progress=False, limits=Limits(memory_mb=3072, wall_s=300, cpu_s=300))
@@ -428,7 +429,7 @@ def test_a_forged_parameter_name_is_refused(battery):
 
 
 def test_a_test_cell_reports_every_failing_call_and_passes_only_when_all_do():
-    from autograder.recheck import _run_check
+    from autograder.grading.recheck import _run_check
 
     def check(ok, why):
         if not ok:

@@ -8,8 +8,10 @@ import zipfile
 
 import pytest
 
-from autograder import course, gradebook, specimens
-from autograder.collect import collect, format_report
+from autograder import course
+from autograder.grading import gradebook
+from autograder.authoring import specimens
+from autograder.grading.collect import collect, format_report
 
 A = "01_embeddings"
 pytestmark = [pytest.mark.grader, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]

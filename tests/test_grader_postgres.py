@@ -10,7 +10,9 @@ import uuid
 
 import pytest
 
-from autograder import course, gradebook, specimens
+from autograder import course
+from autograder.grading import gradebook
+from autograder.authoring import specimens
 
 A = "01_embeddings"
 PG_URL = os.environ.get("TINYLM_TEST_PG_URL", "postgresql+psycopg://tinylm:tinylm@127.0.0.1:5432/postgres")
@@ -37,8 +39,8 @@ def pg_database():
 
 
 def test_grade_and_export_on_postgres(pg_database, tmp_path, monkeypatch):
-    from autograder.export import export
-    from autograder.grade import Options, grade_all
+    from autograder.grading.export import export
+    from autograder.grading.grade import Options, grade_all
 
     monkeypatch.setenv(gradebook.DATA_ENV_VAR, str(tmp_path / "course"))
     specimens.submit(tmp_path / "course", "ann", A, specimens.honest(A))

@@ -23,9 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, specimens
-from autograder.notebook_gates import HIDDEN_BLOCK, exercises, nbg, read
-from autograder.recheck import KERNEL_ONLY
+from autograder import course
+from autograder.authoring import specimens
+from autograder.notebook_format import HIDDEN_BLOCK, nbg, read
+from autograder.authoring.gates import exercises
+from autograder.grading.recheck import KERNEL_ONLY
 from tests.grader_batch import shared_batch
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow]
@@ -108,8 +110,8 @@ def check_of(assignment: str) -> dict[str, str]:
 
 
 def _grade_proofs(data: Path) -> dict:
-    from autograder.feedback import write_feedback
-    from autograder.grade import Options, grade_all
+    from autograder.grading.feedback import write_feedback
+    from autograder.grading.grade import Options, grade_all
 
     for a in ASSIGNMENTS:
         specimens.submit(data, f"solution_{a[:2]}", a, specimens.honest(a))

@@ -1,7 +1,7 @@
 """The recheck's remote objects (issue 6): the check's model and KV cache stay
 in the trusted process; the learner's code in the jailed child reaches them
 only through calls that run there, with the child's gradient mode, and only
-through the names in autograder.recheck.REMOTE_NAMES. A training step is the
+through the names in autograder.grading.recheck.REMOTE_NAMES. A training step is the
 exception: its model and optimizer travel to the child with their state."""
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from autograder import course, specimens
-from autograder.recheck import REMOTE_NAMES
+from autograder import course
+from autograder.authoring import specimens
+from autograder.grading.recheck import REMOTE_NAMES
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow,
               pytest.mark.skipif("08_sampling" not in course.assignments(), reason="notebook 08 is not built")]
@@ -23,7 +24,7 @@ def recheck(tmp_path, answers: dict[str, str], assignment: str = A) -> dict:
     nb = specimens.notebook(assignment, {**specimens.solution_answers(assignment), **answers})
     path = tmp_path / f"{assignment}.ipynb"
     path.write_text(json.dumps(nb))
-    out = subprocess.run([sys.executable, "-m", "autograder.recheck", assignment, str(path)], cwd=course.ROOT,
+    out = subprocess.run([sys.executable, "-m", "autograder.grading.recheck", assignment, str(path)], cwd=course.ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from autograder import course, specimens
+from autograder import course
+from autograder.authoring import specimens
 
 A = "01_embeddings"
 pytestmark = [pytest.mark.grader, pytest.mark.slow, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]

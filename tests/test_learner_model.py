@@ -13,11 +13,14 @@ import pytest
 import torch
 
 import tinylm
-from autograder import answers, course, specimens
+from autograder.checks import answers
+from autograder import course
+from autograder.authoring import specimens
 from autograder.checks import check_rms_norm, show_check
 from autograder.checks.core import independent_copy
-from autograder.learner_model import learner_cache, learner_model
-from autograder.notebook_gates import read, run_check, setup_cells
+from autograder.checks.learner_model import learner_cache, learner_model
+from autograder.notebook_format import read, setup_cells
+from autograder.authoring.gates import run_check
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course, selfcheck
+from autograder import course
+from autograder.grading import selfcheck
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

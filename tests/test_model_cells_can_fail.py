@@ -13,8 +13,10 @@ import io
 
 import pytest
 
-from autograder import course, pitfalls
-from autograder.notebook_gates import exercise_namespace, read
+from autograder import course
+from autograder.checks import pitfalls
+from autograder.notebook_format import read
+from autograder.authoring.gates import exercise_namespace
 
 # (assignment, text the cell prints, the learner's name, a wrong function for it)
 CELLS = [

@@ -19,7 +19,8 @@ import os
 
 import pytest
 
-from autograder import course, specimens
+from autograder import course
+from autograder.authoring import specimens
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +43,7 @@ def _same_checked_outputs(assignment: str, executed) -> None:
     """The # NBVAL_CHECK_OUTPUT cells (e.g. "cached logits equal the full
     recompute: True") print what they print with tinylm's pieces: the
     learner's model must not change a verdict."""
-    from autograder.notebook_gates import read
+    from autograder.notebook_format import read
     committed = {c.source: _text(c) for c in read(course.source_notebook(assignment)).cells
                  if c.cell_type == "code" and "NBVAL_CHECK_OUTPUT" in c.source}
     for cell in executed.cells:

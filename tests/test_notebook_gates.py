@@ -13,12 +13,12 @@ import time
 import pytest
 
 from autograder import course
-from autograder.build_notebooks import new_notebook, source_cells
-from autograder.notebook_gates import (
-    MARKERS, NUMBERS_BLOCK, exercises, is_answer, is_check, is_tied, leaked_lines, nbg, output_text, read,
-    readable_functions, solution_lines, solutions_in_plain_sight, stated_run_time, untied_document_numbers,
-    untied_notebook_numbers,
+from autograder.authoring.build import new_notebook, source_cells
+from autograder.authoring.gates import (
+    NUMBERS_BLOCK, exercises, is_tied, leaked_lines, output_text, readable_functions, solution_lines,
+    solutions_in_plain_sight, stated_run_time, untied_document_numbers, untied_notebook_numbers,
 )
+from autograder.notebook_format import MARKERS, is_answer, is_check, nbg, read
 
 PART_1 = ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu")
 ASSIGNMENTS = course.assignments()
@@ -33,7 +33,7 @@ def test_part_one_notebooks_exist():
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_solution_matches_its_source_file(assignment):
-    """solutions/ is built from autograder/notebook_src/: their cells agree
+    """solutions/ is built from autograder/authoring/notebook_src/: their cells agree
     (the source read by jupytext, as `python -m autograder build` reads it)."""
     built = new_notebook(source_cells(course.NOTEBOOK_SOURCES / f"{assignment}.py"))
     committed = read(course.source_notebook(assignment))
@@ -86,7 +86,7 @@ def test_no_code_outside_the_answers_passes_a_check(assignment):
     release = read(course.release_notebook(assignment))
     assert any(is_answer(c) for c in release.cells)
     found = solutions_in_plain_sight(assignment, release)
-    assert not found, "solutions readable outside the answer cells (move them to autograder/pitfalls.py and " \
+    assert not found, "solutions readable outside the answer cells (move them to autograder/checks/pitfalls.py and " \
                       "show them with show_check(check, pitfalls.NAME)):\n" + "\n".join(found)
 
 
@@ -329,14 +329,14 @@ def test_number_gates_fire_on_planted_numbers():
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_every_pitfall_shown_fails_its_check(assignment):
     """A pitfall cell prints what the check says about a wrong function from
-    autograder/pitfalls.py; a 'wrong' function that passes would teach nothing."""
+    autograder/checks/pitfalls.py; a 'wrong' function that passes would teach nothing."""
     import ast
     import contextlib
     import io
 
-    from autograder import pitfalls
+    from autograder.checks import pitfalls
     from autograder.checks.core import CheckFailed
-    from autograder.notebook_gates import exercise_namespace
+    from autograder.authoring.gates import exercise_namespace
 
     nb = read(course.source_notebook(assignment))
     calls = [node for c in nb.cells if c.cell_type == "code" and "show_check" in c.source

@@ -1,4 +1,4 @@
-"""The notebook sources (autograder/notebook_src/NN_name.py) are jupytext
+"""The notebook sources (autograder/authoring/notebook_src/NN_name.py) are jupytext
 percent-format files: `python -m autograder build` reads them with jupytext,
 jupytext writes a built notebook back as the same file, and an instructor's
 JupyterLab opens and saves them as notebooks through jupytext's contents
@@ -13,6 +13,7 @@ import difflib
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jupytext
@@ -20,8 +21,8 @@ import pytest
 from jupytext.config import find_global_jupytext_configuration_file, find_jupytext_configuration_file
 
 from autograder import course
-from autograder.build_notebooks import KERNELSPEC, SOURCE_FORMAT, read_source, source_cells, source_config, source_files
-from autograder.notebook_gates import nbg, read
+from autograder.authoring.build import KERNELSPEC, SOURCE_FORMAT, read_source, source_cells, source_config, source_files
+from autograder.notebook_format import nbg, read
 
 CONFIG_FILE = course.NOTEBOOK_SOURCES / "jupytext.toml"
 ASSIGNMENTS = course.assignments()
@@ -76,6 +77,14 @@ def sources_copy(tmp_path):
     return tmp_path
 
 
+def _run(coroutine):
+    """asyncio.run in a thread of its own: in a process where the browser
+    tests ran first, Playwright's sync API keeps an event loop running in
+    this thread, and asyncio.run refuses to start inside it."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 class _ContentsManager:
     """The contents manager jupytext's server extension gives JupyterLab: its
     class derived from jupyter_server's default, AsyncLargeFileManager."""
@@ -87,10 +96,10 @@ class _ContentsManager:
         self.manager = build_async_jupytext_contents_manager_class(AsyncLargeFileManager)(root_dir=str(root))
 
     def get(self, path: str) -> dict:
-        return asyncio.run(self.manager.get(path, type="notebook", content=True))
+        return _run(self.manager.get(path, type="notebook", content=True))
 
     def save(self, model: dict, path: str) -> None:
-        asyncio.run(self.manager.save(model, path))
+        _run(self.manager.save(model, path))
 
 
 def test_jupyterlab_opens_and_saves_every_source_as_a_notebook(sources_copy):

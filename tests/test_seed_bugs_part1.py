@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from autograder.checks import CheckFailed
-from autograder.notebook_gates import exercise_namespace, exercises, read, run_check
+from autograder.notebook_format import read
+from autograder.authoring.gates import exercise_namespace, exercises, run_check
 from autograder import course
 
 # (assignment, answer grade id, text in the solution, replacement, phrase the message must contain)

@@ -7,7 +7,8 @@ import pytest
 
 from autograder import course
 from autograder.checks import CheckFailed
-from autograder.notebook_gates import exercise_namespace, exercises, read, run_check
+from autograder.notebook_format import read
+from autograder.authoring.gates import exercise_namespace, exercises, run_check
 
 PART_2 = ("06_kv_cache", "07_gqa", "08_sampling", "09_training", "10_perplexity")
 

@@ -1,4 +1,4 @@
-"""An instructor opens a notebook source (autograder/notebook_src/NN_name.py,
+"""An instructor opens a notebook source (autograder/authoring/notebook_src/NN_name.py,
 jupytext's percent format) in JupyterLab as a notebook, runs it, edits a
 cell and saves: the .py file changes by that edit only and still builds."""
 from __future__ import annotations
@@ -8,8 +8,9 @@ import shutil
 
 import pytest
 
-from autograder.build_notebooks import source_cells
-from autograder.notebook_gates import nbg, read
+from autograder.authoring.build import source_cells
+from autograder.course import NOTEBOOK_SOURCES
+from autograder.notebook_format import nbg, read
 
 from .lab import BROWSER, CELLS, PANEL, ROOT, JupyterServer, NotebookPage
 
@@ -25,7 +26,7 @@ def author_server(tmp_path_factory):
     course root, over a copy of the sources and the nbgrader config."""
     base = tmp_path_factory.mktemp("author")
     course = base / "course"
-    shutil.copytree(ROOT / "autograder" / "notebook_src", course / "autograder" / "notebook_src",
+    shutil.copytree(NOTEBOOK_SOURCES, course / "autograder" / "authoring" / "notebook_src",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "autograder" / "nbgrader_config.py", course / "autograder")
     (course / ".course").mkdir()
@@ -36,7 +37,7 @@ def author_server(tmp_path_factory):
 
 
 def test_an_instructor_opens_edits_and_saves_a_source_as_a_notebook(page, author_server):
-    rel = f"autograder/notebook_src/{ASSIGNMENT}.py"
+    rel = f"autograder/authoring/notebook_src/{ASSIGNMENT}.py"
     path = author_server.course / rel
     original = path.read_text()
     committed = read(ROOT / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
@@ -45,7 +46,7 @@ def test_an_instructor_opens_edits_and_saves_a_source_as_a_notebook(page, author
     assert nbg(committed.cells[setup]).get("grade_id") == "setup", "the first code cell is not the setup cell"
     edit = next(i for i in code if not nbg(committed.cells[i]))  # the first demo cell
 
-    page.goto(author_server.page_url("lab/tree/autograder/notebook_src"))
+    page.goto(author_server.page_url("lab/tree/autograder/authoring/notebook_src"))
     item = page.locator(".jp-DirListing-item", has_text=f"{ASSIGNMENT}.py")
     item.wait_for()
     page.shots("file-browser")

@@ -28,7 +28,7 @@ SITE_PACKAGES = next(p for p in map(Path, sys.path) if p.name == "site-packages"
 # The course files an instructor copies to the server (no .git, no .course).
 COURSE_FOLDERS = ("autograder", "tinylm", "notebooks", "solutions")
 # Only the instructor may read these: every answer, every hidden test, the gradebook.
-INSTRUCTOR_ONLY = ("solutions", "autograder/notebook_src", ".course")
+INSTRUCTOR_ONLY = ("solutions", "autograder/authoring/notebook_src", ".course")
 PROXY = ROOT / ".node" / "node_modules" / ".bin" / "configurable-http-proxy"
 
 

@@ -49,7 +49,8 @@ import time
 import uuid
 from pathlib import Path, PurePosixPath
 
-from . import course, gradebook
+from .. import course
+from . import gradebook
 
 CHILD_FLAG = "--grading-child"
 # Submissions in flight at once per worker thread: enough to keep every
@@ -152,7 +153,7 @@ def grade_in_child(sub, opts) -> dict:
     """grade._safe_grade_one(sub, opts) in a child process that stops, with
     everything it started, if this process dies (see the module's docstring)."""
     with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen([sys.executable, "-m", "autograder.distributed", CHILD_FLAG], cwd=course.ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "autograder.grading.cluster", CHILD_FLAG], cwd=course.ROOT,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
         try:

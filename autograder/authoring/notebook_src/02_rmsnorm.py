@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tinylm
-from autograder import pitfalls
+from autograder.checks import pitfalls
 from autograder.checks import check_layer_norm, check_rms_norm, check_rms_norm_module, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -222,7 +222,7 @@ print(f"swapped {n_swapped} norms; logits equal: {torch.allclose(before, after, 
 # %% [markdown]
 # ## 5. Pitfalls
 #
-# Each of these runs without an error. The wrong versions live in `autograder/pitfalls.py` (each is the
+# Each of these runs without an error. The wrong versions live in `autograder/checks/pitfalls.py` (each is the
 # solution with one line changed); the check names what went wrong.
 #
 # **eps outside the square root:** `x / (sqrt(mean(x²)) + eps)`. With ordinary inputs the difference is

@@ -9,7 +9,7 @@ So the grade worker asks a second opinion, with the roles split:
   setup cells and the full test cells, hidden tests included, taken from
   solutions/, not from the submission. The learner's functions in that
   namespace are proxies;
-* an untrusted child, in a jail (autograder.jail), executes the setup
+* an untrusted child, in a jail (autograder.grading.jail), executes the setup
   cells, the answer cells, whose source the parent extracted from the
   submitted notebook by grade id, and the code cells the learner added
   (helpers), in notebook order; the course's own demo cells and test cells
@@ -49,7 +49,7 @@ code may use only the names in REMOTE_NAMES on them; any other fails the
 exercise in the recheck, with a message that names it (a hand regrade may
 be due; a "not rechecked" here would let a submission opt out on purpose).
 
-    python -m autograder.recheck ASSIGNMENT NOTEBOOK [--timeout S] [--memory-mb MB]   (prints JSON)
+    python -m autograder.grading.recheck ASSIGNMENT NOTEBOOK [--timeout S] [--memory-mb MB]   (prints JSON)
 """
 from __future__ import annotations
 
@@ -313,7 +313,7 @@ def _child_main() -> int:
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # learner prints go to stderr, never into the protocol
     ns: dict = {"__name__": "__main__"}
-    from .checks.core import refuse_delegation
+    from ..checks.core import refuse_delegation
 
     def reply(*message):
         send(proto_out, dump_plain(message))
@@ -414,7 +414,7 @@ def _gradient_reach(result, candidates) -> list:
     result reaches. Only plain data crosses back to the parent, so the
     check's "does a gradient reach the weight?" is answered here, where the
     learner's autograd graph exists."""
-    from .checks.core import reached_by_gradient
+    from ..checks.core import reached_by_gradient
     try:
         return reached_by_gradient(result, candidates)
     except RuntimeError:  # no graph to differentiate, as in the kernel: nothing is reached
@@ -480,8 +480,8 @@ class Child:
         self._spawn()
 
     def _spawn(self) -> None:
-        from .grade import course_env_for_jail
-        cmd = [sys.executable, "-m", "autograder.jail", "--", sys.executable, "-I", "-m", "autograder.recheck", "--child"]
+        from .sandbox import course_env_for_jail
+        cmd = [sys.executable, "-m", "autograder.grading.jail", "--", sys.executable, "-I", "-m", "autograder.grading.recheck", "--child"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=course_env_for_jail(self.jail), start_new_session=True)
         self.dead: str | None = None
@@ -774,16 +774,6 @@ def make_proxy(child: Child, name: str):
     return proxy
 
 
-def _defined_names(source: str) -> list[str]:
-    names = []
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(node.name)
-        elif isinstance(node, ast.Assign):
-            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return names
-
-
 # Checks whose verdict is the notebook kernel's alone (reported "not
 # rechecked", which the grade scores zero and flags for a hand regrade). None
 # since the recheck carries the model and optimizer state of a training step
@@ -799,7 +789,7 @@ def _learner_cells(submitted, course_notebooks: list) -> dict[str | None, list[s
     (none at all, or one the course does not have) and its text is not one
     of the course's own cells (the release's demo cells grade nothing: they
     run in the kernel only)."""
-    from .notebook_gates import nbg
+    from ..notebook_format import nbg
     ids = {nbg(c).get("grade_id") for nb in course_notebooks for c in nb.cells} - {None}
     course_text = {c.source.strip() for nb in course_notebooks for c in nb.cells if c.cell_type == "code"}
     added: dict[str | None, list[str]] = {}
@@ -817,8 +807,8 @@ def _learner_cells(submitted, course_notebooks: list) -> dict[str | None, list[s
 def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHECK_TIMEOUT, jail=None,
                      total: float = 4 * RECHECK_TIMEOUT) -> dict:
     """{grade cell id: {"status": "pass"|"fail"|"not rechecked", "message": str}}."""
-    from . import course
-    from .notebook_gates import is_answer, is_check, nbg, read, setup_cells
+    from .. import course
+    from ..notebook_format import defined_names, is_answer, is_check, nbg, read, setup_cells
 
     source = read(course.source_notebook(assignment))
     try:
@@ -855,7 +845,7 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
                     exec(compile(cell.source, f"<setup {gid}>", "exec"), trusted)
             elif is_answer(cell):
                 run_in_child(f"<answer {gid}>", answers.get(gid, ""))
-                for name in _defined_names(cell.source):
+                for name in defined_names(cell.source):
                     trusted[name] = make_proxy(child, name)
             for n, text in enumerate(added.get(gid, []) if gid else []):
                 run_in_child(f"<learner cell {n} after {gid}>", text)
@@ -930,8 +920,8 @@ def recheck_submission(assignment: str, notebook, limits) -> dict:
     small, and this one runs under its own address-space limit), with the
     child jailed under `limits`. Never raises: a recheck that did not
     complete is {"__error__": {"status": "error", ...}}."""
-    from . import course
-    cmd = [sys.executable, "-m", "autograder.recheck", assignment, str(notebook), "--timeout", str(limits.wall_s / 4),
+    from .. import course
+    cmd = [sys.executable, "-m", "autograder.grading.recheck", assignment, str(notebook), "--timeout", str(limits.wall_s / 4),
            "--total", str(limits.wall_s * 0.8), "--memory-mb", str(trusted_memory_mb(limits))]
     try:
         proc = subprocess.run(cmd, cwd=course.ROOT, capture_output=True, text=True, timeout=limits.wall_s,
@@ -948,7 +938,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["--child"]:
         return _child_main()
-    p = argparse.ArgumentParser(prog="python -m autograder.recheck")
+    p = argparse.ArgumentParser(prog="python -m autograder.grading.recheck")
     p.add_argument("assignment")
     p.add_argument("notebook")
     p.add_argument("--timeout", type=float, default=RECHECK_TIMEOUT, help="seconds per call of the learner's code")
@@ -957,7 +947,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.memory_mb:
         limit_memory(args.memory_mb)  # before torch is imported, so nothing escapes it
-    from .grade import jail_for_recheck
+    from .sandbox import jail_for_recheck
     with jail_for_recheck() as jail:
         results = recheck_notebook(args.assignment, args.notebook, args.timeout, jail, args.total)
     print(json.dumps(results))

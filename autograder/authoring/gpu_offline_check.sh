@@ -3,7 +3,7 @@
 # (and transformers) installed but no internet: the nbval/Jupyter wheels it
 # lacks travel in .whl/ (`make gpu-wheels` fills it here). Results go to
 # $OUT (default: artifacts/gpu). Usage, from the repository root:
-#     bash autograder/gpu_offline_check.sh
+#     bash autograder/authoring/gpu_offline_check.sh
 set -uo pipefail
 OUT=${OUT:-artifacts/gpu}
 mkdir -p "$OUT"
@@ -15,4 +15,4 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT
 python3 -c "import torch, transformers, nbval, ipykernel, pytest; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'nbval', nbval.__version__, 'pytest', pytest.__version__)" | tee -a "$OUT/gpu.txt"
 date -u | tee -a "$OUT/gpu.txt"
 timeout 200 python3 -m pytest -q -rs -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
-timeout 300 python3 -m autograder.nbval_gpu --jobs "${JOBS:-10}" 2>&1 | tee "$OUT/nbval_gpu.log"
+timeout 300 python3 -m autograder.authoring.nbval_gpu --jobs "${JOBS:-10}" 2>&1 | tee "$OUT/nbval_gpu.log"

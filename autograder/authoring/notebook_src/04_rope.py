@@ -31,9 +31,9 @@ import matplotlib.pyplot as plt
 import torch
 
 import tinylm
-from autograder import pitfalls
+from autograder.checks import pitfalls
 from autograder.checks import check_apply_rope, check_rope_cache, check_rotary_attention, show_check
-from autograder.learner_model import swapped
+from autograder.checks.learner_model import swapped
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -267,7 +267,7 @@ print("rope_half(P x) == P rope_interleaved(x):", same)
 # %% [markdown]
 # ## 4. Pitfalls
 #
-# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
+# The wrong versions live in `autograder/checks/pitfalls.py` (each is a solution with one line changed).
 #
 # **RoPE applied to values:** `v = apply_rope(v, ...)` as well. The output then mixes rotated values, so position
 # leaks into *what* is read, and the relative-position property of the scores no longer describes the layer.

@@ -31,7 +31,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from . import course, gradebook
+from .. import course
+from . import gradebook
 from .submission import MAX_NOTEBOOK_BYTES, inspect_submission, printable
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

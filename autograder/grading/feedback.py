@@ -33,8 +33,9 @@ from pathlib import Path
 import nbformat
 import nh3
 
-from . import course, gradebook
-from .notebook_gates import HIDDEN_BLOCK, is_check, nbg, visible_part
+from .. import course
+from . import gradebook
+from ..notebook_format import HIDDEN_BLOCK, is_check, nbg, visible_part
 
 PAGE_CSS = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }

@@ -102,8 +102,8 @@ class CapOutputBytes(NbGraderPreprocessor):
 
 def autograde_preprocessors() -> list[str]:
     """nbgrader's own list with ours inserted right after Execute."""
-    return ["autograder.preprocessors.CappedExecute", "autograder.preprocessors.StderrIsNotFailure",
-            "autograder.preprocessors.CapOutputBytes", "nbgrader.preprocessors.IgnorePattern",
+    return ["autograder.grading.preprocessors.CappedExecute", "autograder.grading.preprocessors.StderrIsNotFailure",
+            "autograder.grading.preprocessors.CapOutputBytes", "nbgrader.preprocessors.IgnorePattern",
             "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
             "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
             "nbgrader.preprocessors.CheckCellMetadata"]

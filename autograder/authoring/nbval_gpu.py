@@ -1,6 +1,6 @@
 """Run nbval on every reference notebook on CUDA and print which passed.
 
-    python -m autograder.nbval_gpu [--jobs N] [NN ...]
+    python -m autograder.authoring.nbval_gpu [--jobs N] [NN ...]
 
 Uses the same `pytest --nbval-lax` as `make nbval`, with TINYLM_DEVICE=cuda
 and the sanitizers in nbval_sanitize.cfg (device names, timings, progress
@@ -17,10 +17,11 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from . import course
+from .. import course
 
-SANITIZE = course.AUTOGRADER_DIR / "nbval_sanitize.cfg"
+SANITIZE = Path(__file__).resolve().parent / "nbval_sanitize.cfg"
 
 
 def _run_one(assignment: str, env: dict) -> tuple[str, bool, float, str]:
@@ -35,7 +36,7 @@ def _run_one(assignment: str, env: dict) -> tuple[str, bool, float, str]:
 def main(argv=None) -> int:
     import torch
 
-    parser = argparse.ArgumentParser(prog="python -m autograder.nbval_gpu")
+    parser = argparse.ArgumentParser(prog="python -m autograder.authoring.nbval_gpu")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks run at once (default 1)")
     parser.add_argument("names", nargs="*", help="notebook number prefixes, e.g. 04 09 (default: all)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

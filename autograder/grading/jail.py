@@ -1,6 +1,6 @@
 """Run one untrusted process (a grading kernel or a recheck child) in a jail.
 
-    python -m autograder.jail -- COMMAND ...
+    python -m autograder.grading.jail -- COMMAND ...
 
 reads its settings from the TINYLM_JAIL environment variable (JSON, made by
 `Jail.env()` in the trusted parent) and then, before exec'ing COMMAND:
@@ -147,7 +147,7 @@ class Jail:
 def needed_paths() -> list[str]:
     """What the jailed Python must be able to read: its interpreter and
     standard library, the virtual environment, and the course code."""
-    from .course import course_roots
+    from ..course import course_roots
     paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), *map(str, course_roots())}
     return sorted(paths)
 
@@ -493,7 +493,7 @@ def run(settings: dict, command: list[str], env: dict) -> int:
 
 def main(argv: list[str]) -> int:
     if "--" not in argv or ENV_VAR not in os.environ:
-        print(f"usage: {ENV_VAR}=... python -m autograder.jail -- COMMAND ...", file=sys.stderr)
+        print(f"usage: {ENV_VAR}=... python -m autograder.grading.jail -- COMMAND ...", file=sys.stderr)
         return 2
     settings = json.loads(os.environ[ENV_VAR])
     command = argv[argv.index("--") + 1:]

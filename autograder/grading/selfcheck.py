@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from .notebook_gates import is_check, nbg
+from ..notebook_format import is_check, nbg
 
 MESSAGE_WIDTH = 100
 

@@ -38,9 +38,9 @@ import torch.nn.functional as F
 
 import tinylm
 from tinylm.presets import NB09_MODEL, NB09_TRAIN
-from autograder import pitfalls  # deliberately wrong functions, kept out of this notebook
+from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_bigram_nll, check_evaluate, check_nll_sum_and_count, show_check
-from autograder.learner_model import learner_function, learner_model
+from autograder.checks.learner_model import learner_function, learner_model
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -375,7 +375,7 @@ else:
 # %% [markdown]
 # ## 6. Pitfalls
 #
-# Each pitfall is a function in `autograder/pitfalls.py` with one deliberate mistake; the cell shows what the check
+# Each pitfall is a function in `autograder/checks/pitfalls.py` with one deliberate mistake; the cell shows what the check
 # reports for it.
 #
 # **Mean of per-batch exp.** Averaging each batch's perplexity overestimates it (the figure in section 1), and makes

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from autograder import pitfalls  # deliberately wrong functions, kept out of this notebook
+from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_gqa_attention, check_gqa_step, check_repeat_kv, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from .notebook_gates import nbg, read
+from ..notebook_format import nbg, read
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 

@@ -13,7 +13,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import course
+from .. import course
 
 ENV_VAR = "TINYLM_GRADEBOOK_URL"
 DATA_ENV_VAR = "TINYLM_COURSE_DATA"

@@ -1,6 +1,6 @@
 """Build the source notebooks in solutions/ from percent-format files.
 
-Each notebook is written as autograder/notebook_src/NN_name.py in jupytext's
+Each notebook is written as autograder/authoring/notebook_src/NN_name.py in jupytext's
 percent format, so an instructor can edit it as a text file or open it in
 JupyterLab as a notebook (right-click, Open With > Jupytext Notebook). The
 folder's jupytext.toml limits the notebook metadata to the kernel (a short
@@ -29,7 +29,7 @@ import nbformat
 from jupytext.config import load_jupytext_config
 from nbgrader.nbgraderformat import MetadataValidator, SchemaTooNewError, SchemaTooOldError, ValidationError
 
-from .course import NOTEBOOK_SOURCES, SOURCE_DIR
+from ..course import NOTEBOOK_SOURCES, SOURCE_DIR
 
 SOURCE_FORMAT = "py:percent"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}

@@ -38,10 +38,10 @@ from torch import nn
 
 import tinylm
 from tinylm import apply_rope, causal_attention, embed, rms_norm, rope_cache, tied_logits
-from autograder import pitfalls
+from autograder.checks import pitfalls
 from autograder.checks import (check_attention_module, check_block, check_decoder, check_pre_norm_block, check_swiglu,
                                check_swiglu_hidden, show_check)
-from autograder.learner_model import learner_model
+from autograder.checks.learner_model import learner_model
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -392,7 +392,7 @@ print(type(mine).__module__, type(mine).__name__)
 # %% [markdown]
 # ## 6. Pitfalls
 #
-# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
+# The wrong versions live in `autograder/checks/pitfalls.py` (each is a solution with one line changed).
 #
 # **Gate and up swapped (SiLU on the wrong branch):** `silu(x @ w_up.T) * (x @ w_gate.T)`. Both branches are
 # `[d_ff, d]` matrices, so swapping them runs. The result is a different function of the weights, and pretrained

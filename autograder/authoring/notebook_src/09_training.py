@@ -45,9 +45,9 @@ from tqdm import tqdm
 
 import tinylm
 from tinylm.presets import NB09_MODEL, NB09_TIME_LIMIT, NB09_TRAIN
-from autograder import pitfalls  # deliberately wrong functions, kept out of this notebook
+from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step, show_check
-from autograder.learner_model import learner_function, learner_model
+from autograder.checks.learner_model import learner_function, learner_model
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -433,7 +433,7 @@ else:
 # %% [markdown]
 # ## 10. Pitfalls
 #
-# Each pitfall is a function in `autograder/pitfalls.py` with one deliberate mistake; the cell shows what the check
+# Each pitfall is a function in `autograder/checks/pitfalls.py` with one deliberate mistake; the cell shows what the check
 # reports for it.
 #
 # **Unshifted labels.** `y = x` makes every position predict *itself*, which it can read directly: the loss drops

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from autograder import pitfalls
+from autograder.checks import pitfalls
 from autograder.checks import (check_causal_attention, check_causal_mask, check_self_attention, check_split_merge,
                                show_check)
 
@@ -257,7 +257,7 @@ print("your attention inside tinylm gives the fused path's logits:", same)
 # %% [markdown]
 # ## 6. Pitfalls
 #
-# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed).
+# The wrong versions live in `autograder/checks/pitfalls.py` (each is a solution with one line changed).
 #
 # **Softmax over the wrong dimension:** `scores.softmax(dim=-2)` normalises over *queries*: each key's column
 # sums to 1, the rows do not.

@@ -10,28 +10,11 @@ from pathlib import Path
 
 import nbformat
 
-from . import course
+from .. import course
+from ..notebook_format import (HIDDEN_BLOCK, SOLUTION_BLOCK, is_answer, is_check, nbg, read, setup_cells,
+                               visible_part)
 
-SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
-HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
 RUN_TIME = re.compile(r"\*\*Run time:\*\* about (\d+) s")
-MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
-
-
-def read(path: Path) -> nbformat.NotebookNode:
-    return nbformat.read(str(path), as_version=4)
-
-
-def nbg(cell) -> dict:
-    return cell.metadata.get("nbgrader", {})
-
-
-def is_answer(cell) -> bool:
-    return cell.cell_type == "code" and bool(nbg(cell).get("solution"))
-
-
-def is_check(cell) -> bool:
-    return cell.cell_type == "code" and bool(nbg(cell).get("grade"))
 
 
 @dataclass
@@ -76,21 +59,12 @@ def leaked_lines(source_nb, release_nb) -> list[str]:
     return [l for l in solution_lines(source_nb) if any(l in c.source for c in release_nb.cells)]
 
 
-def visible_part(check_source: str) -> str:
-    """The test cell as a learner sees it: hidden tests cut out."""
-    return HIDDEN_BLOCK.sub("", check_source).replace("### BEGIN HIDDEN TESTS", "").replace("### END HIDDEN TESTS", "")
-
-
 def stated_run_time(nb) -> int:
     """The 'Run time: about N s' promise in the notebook's first cell."""
     m = RUN_TIME.search(nb.cells[0].source)
     if not m:
         raise ValueError("the first cell must state '**Run time:** about N s'")
     return int(m.group(1))
-
-
-def setup_cells(nb) -> list:
-    return [c for c in nb.cells if c.cell_type == "code" and nbg(c).get("locked") and not nbg(c).get("grade")]
 
 
 def exercise_namespace(assignment: str, replace: dict[str, tuple[str, str]] | None = None,
@@ -237,7 +211,7 @@ def solutions_in_plain_sight(assignment: str, release_nb) -> list[str]:
 PROSE_NUMBER = re.compile(r"(?<![\w.])(\d[\d,]*\.\d+|\d[\d,]*(?=\s*(?:steps|nats|bits|s\b|seconds|%)))")
 ANY_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
 NUMBERS_BLOCK = re.compile(r"<!-- numbers from: ([\w ]+?) -->(.*?)<!-- /numbers -->", re.S)
-PRESETS = Path(__file__).resolve().parents[1] / "tinylm" / "presets.py"
+PRESETS = course.ROOT / "tinylm" / "presets.py"
 
 
 def output_text(nb) -> str:

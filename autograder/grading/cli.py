@@ -13,7 +13,8 @@ import math
 import os
 from pathlib import Path
 
-from . import course, gradebook
+from .. import course
+from . import gradebook
 
 
 def _assignments(names: list[str] | None) -> list[str]:
@@ -121,7 +122,7 @@ def add_commands(sub) -> None:
     g.add_argument("--no-progress", action="store_true")
     g.add_argument("--db-url", help=db_help)
     g.add_argument("--scheduler", metavar="ADDRESS", help="grade on the Dask cluster of this scheduler, e.g. "
-                   "tcp://HOST:8786: one task per submission, a PostgreSQL --db-url (see autograder/distributed.py)")
+                   "tcp://HOST:8786: one task per submission, a PostgreSQL --db-url (see autograder/grading/cluster.py)")
     g.set_defaults(func=cmd_grade)
 
     f = sub.add_parser("feedback", help="HTML feedback per student (no hidden tests)")

@@ -32,9 +32,9 @@ import torch.nn.functional as F
 
 import tinylm
 from tinylm.presets import NB06_MODEL
-from autograder import pitfalls  # deliberately wrong functions, kept out of this notebook
+from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_attention_step, check_cache_update, check_generate_greedy, show_check
-from autograder.learner_model import learner_cache, learner_model
+from autograder.checks.learner_model import learner_cache, learner_model
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)

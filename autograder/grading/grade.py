@@ -4,8 +4,8 @@ One submission at a time per worker, each in its own processes:
 
   intake      read the notebook; a malformed one gets a message and zero
   nbgrader    `nbgrader autograde` for this one student, its kernel started
-              through autograder.jail (own uid, folder, limits, no network)
-  recheck     autograder.recheck runs the hidden and visible checks again in
+              through autograder.grading.jail (own uid, folder, limits, no network)
+  recheck     autograder.grading.recheck runs the hidden and visible checks again in
               a trusted process against the answer cells run in a jail
   reconcile   a cell keeps its kernel score only if the recheck passes it;
               otherwise (failed, not rechecked, recheck error or absent)
@@ -27,19 +27,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import course, gradebook
-from .jail import JAIL_BASE, Jail, Limits
+from .. import course
+from . import gradebook
+from .jail import Jail, Limits
 from .preprocessors import autograde_preprocessors
+from .recheck import recheck_submission
+from .sandbox import KERNEL_NAME, hidden_paths, kernelspec_dir
 from .submission import inspect_submission, printable, write_repaired
-
-KERNEL_NAME = "tinylm-sandbox"
-# Run in the kernel before any notebook cell: the working folder leaves
-# sys.path (a shipped torch.py cannot shadow torch), and warnings go to
-# stdout so they cannot turn a correct answer into a failed cell.
-KERNEL_STARTUP = ("import sys, os, warnings; "
-                  "sys.path[:] = [p for p in sys.path if p not in ('', '.', os.getcwd())]; "
-                  "warnings.showwarning = lambda m, c, f, l, file=None, line=None: print(f'{c.__name__}: {m}')")
-
 
 @dataclass
 class Options:
@@ -53,7 +47,7 @@ class Options:
     recheck: bool = True
     progress: bool = True
     max_output_bytes: int = 64 * 1024
-    scheduler: str = ""  # a Dask scheduler's address: grade on that cluster (autograder/distributed.py)
+    scheduler: str = ""  # a Dask scheduler's address: grade on that cluster (autograder/grading/cluster.py)
 
 
 @dataclass(frozen=True)
@@ -98,58 +92,6 @@ def _write_result(sub: Submission, result: dict) -> None:
     tmp = sub.result_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1))
     os.replace(tmp, sub.result_file)  # atomic: a result is either complete or absent
-
-
-def kernelspec_dir() -> Path:
-    """A JUPYTER_PATH folder holding the sandbox kernel's spec."""
-    root = JAIL_BASE / "jupyter"
-    spec = root / "kernels" / KERNEL_NAME
-    spec.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "autograder.jail", "--", sys.executable, "-I", "-m", "ipykernel_launcher",
-            "-f", "{connection_file}", f"--IPKernelApp.exec_lines={KERNEL_STARTUP}"]
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "tinylm sandbox",
-                                                  "language": "python"}))
-    return root
-
-
-def hidden_paths(url: str) -> list[Path]:
-    """What a jailed process must not see: hidden tests and solutions, every
-    submission and result, the gradebook, and git history."""
-    paths = [course.SOURCE_DIR, course.NOTEBOOK_SOURCES, course.COURSE_DATA, gradebook.data_dir()]
-    for root in course.course_roots():  # the same folders of the checkout the venv imports, if it is another
-        paths += [root / "solutions", root / "autograder" / "notebook_src", root / ".course", root / ".git",
-                  *_git_dirs(root / ".git")]
-    if url.startswith("sqlite:///"):
-        paths.append(Path(url[len("sqlite:///"):]).parent)
-    return [p for p in dict.fromkeys(paths) if p.exists()]
-
-
-def jail_for_recheck(limits: Limits | None = None) -> Jail:
-    """A jail for the recheck child: an empty folder, the same hidden paths."""
-    return Jail.reserve(limits or Limits(), copy=[], hide=hidden_paths(gradebook.db_url()))
-
-
-def course_env_for_jail(jail: Jail) -> dict:
-    env = course.nbgrader_env()
-    env.update(jail.env(), OMP_NUM_THREADS="1")
-    env.pop(gradebook.ENV_VAR, None)
-    return env
-
-
-def _git_dirs(dot_git: Path) -> list[Path]:
-    """In a git worktree .git is a file naming the real git folder, whose
-    `commondir` names the repository's shared one (with all history)."""
-    if not dot_git.is_file():
-        return []
-    text = dot_git.read_text().strip()
-    if not text.startswith("gitdir:"):
-        return []
-    gitdir = (dot_git.parent / text.split(":", 1)[1].strip()).resolve()
-    common = gitdir / "commondir"
-    dirs = [gitdir]
-    if common.is_file():
-        dirs.append((gitdir / common.read_text().strip()).resolve())
-    return dirs
 
 
 def released_data(assignment: str) -> list[Path]:
@@ -198,7 +140,6 @@ def grade_one(sub: Submission, opts: Options) -> dict:
     kernel = _kernel_scores(sub, opts, result)
     recheck = {} if opts.recheck else None
     if opts.recheck and kernel:
-        from .recheck import recheck_submission
         recheck = recheck_submission(sub.assignment, sub.notebook, opts.limits)
     final = _reconcile(kernel, recheck, _max_scores(sub.assignment), result)
     gradebook.override(opts.db_url, sub.assignment, sub.student, final)
@@ -278,7 +219,7 @@ def _drop_symlinks(folder: Path) -> list[str]:
 
 
 def _max_scores(assignment: str) -> dict[str, float]:
-    from .notebook_gates import is_check, nbg, read
+    from ..notebook_format import is_check, nbg, read
     return {nbg(c)["grade_id"]: float(nbg(c)["points"]) for c in read(course.source_notebook(assignment)).cells
             if is_check(c)}
 
@@ -286,7 +227,7 @@ def _max_scores(assignment: str) -> dict[str, float]:
 def grade_all(opts: Options) -> list[dict]:
     opts.db_url = gradebook.db_url(opts.db_url or None)
     if opts.scheduler:
-        from .distributed import require_shared_gradebook
+        from .cluster import require_shared_gradebook
         require_shared_gradebook(opts.db_url)
     gradebook.ensure_assignments(opts.db_url, opts.assignments)
     subs = find_submissions(opts.assignments, opts.students)
@@ -302,7 +243,7 @@ def grade_all(opts: Options) -> list[dict]:
           f"{where} (gradebook {gradebook.redacted(opts.db_url)})")
     bar = _progress(len(todo), opts.progress)
     if opts.scheduler:
-        from .distributed import grade_on_cluster
+        from .cluster import grade_on_cluster
         results += grade_on_cluster(todo, opts, lambda _result: bar.update(1))
     else:
         with ThreadPoolExecutor(max_workers=max(1, opts.workers)) as pool:

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tinylm
-from autograder import pitfalls
+from autograder.checks import pitfalls
 from autograder.checks import check_embed, check_one_hot_embed, check_tie_weights, check_tied_logits, show_check
 
 # nbgrader counts anything on stderr as a failed cell, so known, harmless
@@ -228,7 +228,7 @@ for name, d_model in (("Llama 3.2 1B", 2048), ("Llama 3.2 3B", 3072)):
 #
 # The two classic ways to get tying wrong both *run*, so nothing crashes and the model just trains worse.
 #
-# The wrong versions live in `autograder/pitfalls.py` (each is a solution with one line changed, so printing
+# The wrong versions live in `autograder/checks/pitfalls.py` (each is a solution with one line changed, so printing
 # them here would give the answers away); each pitfall names the changed line.
 #
 # **The head is a copy, not a share:** `lm_head.weight = nn.Parameter(tok_emb.weight.detach().clone())` has the

@@ -32,7 +32,7 @@ import torch
 
 import tinylm
 import tinylm.data
-from autograder import pitfalls  # deliberately wrong functions, kept out of this notebook
+from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_generate, check_sample_next, check_top_k_filter, check_top_p_filter, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -255,7 +255,7 @@ for name, kw in {"greedy": dict(temperature=0), "T = 2.0": dict(temperature=2.0)
 # %% [markdown]
 # ## 6. Pitfalls
 #
-# Each pitfall below is a function in `autograder/pitfalls.py` with one deliberate mistake; the cell shows what the
+# Each pitfall below is a function in `autograder/checks/pitfalls.py` with one deliberate mistake; the cell shows what the
 # check reports for it.
 #
 # **Sampling before the transforms.** Drawing from `softmax(logits)` and then applying temperature or filters to

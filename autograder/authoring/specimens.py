@@ -8,8 +8,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import course
-from .notebook_gates import is_answer, nbg, read
+from .. import course
+from ..notebook_format import is_answer, nbg, read
 
 MARKER_LINES = ("### BEGIN SOLUTION", "### END SOLUTION")
 

@@ -256,6 +256,8 @@ def grade_on_cluster(subs: list, opts, on_result) -> list[dict]:
 
     from .grade import _drop_symlinks, _write_result
     require_shared_gradebook(opts.db_url)
+    if not subs:
+        return []
     token = uuid.uuid4().hex
     mark = gradebook.data_dir() / CLIENT_MARK.format(token=token)
     mark.parent.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,11 @@ with the hidden tests, its release notebook and data files). On the worker:
   2. it writes the files into its OWN course data folder
      ($TINYLM_COURSE_DATA of the worker, else .course/ of its checkout), as
      `collect` would have left them;
-  3. a grading child process runs grade.grade_one there: the same intake,
-     jailed `nbgrader autograde --force`, trusted recheck and reconcile as a
-     single-machine run, writing the shared PostgreSQL gradebook;
+  3. the worker thread's grading child (a process started once per worker
+     thread and kept between tasks) runs grade.grade_one there: the same
+     intake, jailed `nbgrader autograde --force`, trusted recheck and
+     reconcile as a single-machine run, writing the shared PostgreSQL
+     gradebook;
   4. it returns the result dict and the autograded folder's files, and
      removes its copies. The client writes results/ and autograded/ in its
      own data folder, so `feedback` and `export` work as after a local run.
@@ -21,10 +23,10 @@ with the hidden tests, its release notebook and data files). On the worker:
 Why a child process: a Dask worker is multi-threaded (never fork there), and
 when a worker dies its tasks run again elsewhere, so whatever the dead
 worker started must stop writing to the gradebook. The child is a
-subprocess (no fork of the worker), a child subreaper, and holds a pipe
-from the worker: when the pipe closes before the grading is done (the worker
-died), the child kills everything it started (nbgrader, jails, recheck)
-and exits. A task is idempotent: nbgrader autograde --force for that one
+subprocess (no fork of the worker), a child subreaper, and reads its
+requests from a pipe of the worker: when the pipe closes (the worker ended
+or died, also in the middle of a grading), the child kills everything it
+started (nbgrader, jails, recheck) and exits. A task is idempotent: nbgrader autograde --force for that one
 student replaces the submission's grades, and gradebook.override then sets
 exactly the final scores; the gradebook keeps one submission row per
 student and assignment (nbgrader's unique constraint).
@@ -43,7 +45,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -149,51 +150,74 @@ def grade_task(task: dict) -> dict:
                 pass
 
 
+# One grading child per worker thread, kept between tasks: it imports the
+# grader (nbgrader included) once, not once per submission.
+_thread_child = threading.local()
+
+
+def _send(stream, payload: bytes) -> None:
+    stream.write(len(payload).to_bytes(8, "big") + payload)
+    stream.flush()
+
+
+def _receive(stream) -> bytes | None:
+    """One message; None at end of stream."""
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    payload = stream.read(int.from_bytes(head, "big"))
+    if len(payload) < int.from_bytes(head, "big"):
+        return None
+    return payload
+
+
 def grade_in_child(sub, opts) -> dict:
-    """grade._safe_grade_one(sub, opts) in a child process that stops, with
-    everything it started, if this process dies (see the module's docstring)."""
-    with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen([sys.executable, "-m", "autograder.grading.cluster", CHILD_FLAG], cwd=course.ROOT,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
-        try:
-            proc.stdin.write(pickle.dumps((sub.student, sub.assignment, opts)))
-            proc.stdin.flush()
-            reply = proc.stdout.read()  # until the child exits; its stdin stays open meanwhile
-        finally:
-            proc.stdin.close()
-            proc.wait()
-        if proc.returncode != 0 or not reply:
-            errors.seek(0)
-            tail = errors.read().decode(errors="replace").strip().splitlines()[-5:]
-            raise RuntimeError(f"the grading child exited with {proc.returncode}: " + " | ".join(tail))
-        return pickle.loads(reply)
+    """grade._safe_grade_one(sub, opts) in this thread's grading child, which
+    stops, with everything it started, if this process dies (see the module's
+    docstring). Its stderr is the worker's (its log)."""
+    proc = getattr(_thread_child, "proc", None)
+    if proc is None or proc.poll() is not None:
+        proc = _thread_child.proc = subprocess.Popen(
+            [sys.executable, "-m", "autograder.grading.cluster", CHILD_FLAG], cwd=course.ROOT,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        _send(proc.stdin, pickle.dumps((sub.student, sub.assignment, opts)))
+        reply = _receive(proc.stdout)
+    except OSError:
+        reply = None
+    if reply is None:
+        _thread_child.proc = None
+        proc.kill()
+        raise RuntimeError(f"the grading child ended (exit status {proc.wait()}); its error is in the worker's log")
+    return pickle.loads(reply)
 
 
 def _child_main() -> None:
+    """Grade the submissions the worker thread sends, one at a time, until
+    its pipe closes. The pipe is read by a watching thread: at its end (the
+    worker ended or died, also in the middle of a grading) everything this
+    child started is killed at once and the child exits."""
     import ctypes
+    import queue
     from .grade import Submission, _safe_grade_one
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of nbgrader and the jails stay our descendants
-    reply = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # stray prints go to stderr, never into the reply
-    student, assignment, opts = pickle.load(sys.stdin.buffer)
-    done = threading.Event()
+    requests, replies = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # stray prints go to stderr, never into the replies
+    inbox: queue.Queue = queue.Queue()
 
     def watch_parent():
-        while os.read(0, 4096):  # b"" at EOF: the worker closed the pipe or died
-            pass
-        if not done.is_set():
-            _kill_descendants()
-            os._exit(3)
+        while (message := _receive(requests)) is not None:
+            inbox.put(message)
+        # The worker closes the pipe only when it needs no more replies (it
+        # ends, or died): whatever runs under this child is not wanted.
+        _kill_descendants()
+        sys.stderr.flush()
+        os._exit(0)
     threading.Thread(target=watch_parent, daemon=True).start()
-    result = _safe_grade_one(Submission(student, assignment), opts)
-    done.set()
-    pickle.dump(result, reply)
-    reply.flush()
-    sys.stderr.flush()
-    # _exit: a normal shutdown would close stdin under the watching thread's read (a fatal error)
-    os._exit(0)
+    while True:
+        student, assignment, opts = pickle.loads(inbox.get())
+        _send(replies, pickle.dumps(_safe_grade_one(Submission(student, assignment), opts)))
 
 
 def _kill_descendants(within_s: float = 10.0) -> None:

@@ -8,16 +8,14 @@ import json
 import os
 import re
 import secrets
-import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from ..servers import LoggedServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every browser test module sets `pytestmark = BROWSER`: selectable with
@@ -31,12 +29,6 @@ RUN_TIMEOUT_MS = 240_000
 
 
 # -- the server -------------------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,9 +50,9 @@ class JupyterServer:
 
     def __init__(self, cwd: Path, root_dir: Path, state_dir: Path, disable: tuple[str, ...] = ()):
         self.cwd, self.root_dir, self.state = Path(cwd), Path(root_dir), Path(state_dir)
-        self.port = _free_port()
+        self.port = free_port()
         self.token = secrets.token_hex(16)
-        self.log_path = self.state / "server.log"
+        self.server = LoggedServer("jupyter lab", self.state / "server.log")
         disabled = {"@jupyterlab/apputils-extension:announcements": True, **{name: True for name in disable}}
         _write_json(self.state / "config" / "labconfig" / "page_config.json", {"disabledExtensions": disabled})
         _write_json(self.state / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings",
@@ -74,7 +66,6 @@ class JupyterServer:
                         # nbgrader shells out to `alembic` when it creates a gradebook
                         PATH=os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
                         OMP_NUM_THREADS="1", TINYLM_DEVICE="cpu")
-        self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
@@ -85,42 +76,15 @@ class JupyterServer:
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root_dir}"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")  # CI containers run as root
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, cwd=self.cwd, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                req = urllib.request.Request(f"{self.url}/api/status", headers={"Authorization": f"token {self.token}"})
-                with urllib.request.urlopen(req, timeout=5) as resp:
-                    if resp.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"jupyter lab did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
+        self.server.start(cmd, f"{self.url}/api/status", cwd=self.cwd, env=self.env, timeout=timeout,
+                          headers={"Authorization": f"token {self.token}"})
+        return self
 
     def stop(self) -> None:
-        """SIGTERM the server's process group (the server and its kernels), then SIGKILL."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        pgid = os.getpgid(self.proc.pid)
-        os.killpg(pgid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(pgid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        self._log.close()
+        self.server.stop()
 
     def log_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no server log)"
+        return self.server.log_tail(n)
 
     def page_url(self, path: str) -> str:
         """URL with the token; Lab pages get `reset`, so each test starts

@@ -12,15 +12,14 @@ import os
 import pwd
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..servers import LoggedServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -41,12 +40,6 @@ class User:
     @property
     def uid(self) -> int:
         return pwd.getpwnam(self.name).pw_uid
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -87,9 +80,9 @@ class CourseHub:
         self.bin = VENV_BIN  # the users' Python: the course venv's, or a layer over it (see python_for_users)
         self.instructor = self._user("ins")
         self.students = [self._user("stu1"), self._user("stu2")]
-        self.port = _free_port()
-        self.proc: subprocess.Popen | None = None
+        self.port = free_port()
         self.log_path = self.state / "jupyterhub.log"
+        self.server = LoggedServer("jupyterhub", self.log_path)
         self.created: list[User] = []
 
     def _user(self, role: str) -> User:
@@ -231,42 +224,18 @@ class CourseHub:
         env.pop("PYTHONPATH", None)  # the users' servers get the course's path from the config
         cmd = [str(self.bin / "python"), "-m", "jupyterhub", "-f", str(config),
                f"--JupyterHub.bind_url={self.url}",
-               f"--JupyterHub.hub_bind_url=http://127.0.0.1:{_free_port()}",
-               f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{_free_port()}",
+               f"--JupyterHub.hub_bind_url=http://127.0.0.1:{free_port()}",
+               f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{free_port()}",
                f"--ConfigurableHTTPProxy.command={PROXY}"]
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, cwd=self.state, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyterhub exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/hub/api/", timeout=5) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"jupyterhub did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
+        self.server.start(cmd, f"{self.url}/hub/api/", cwd=self.state, env=env, timeout=timeout)
 
     def log_tail(self, n: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no hub log)"
+        return self.server.log_tail(n)
 
     def stop(self) -> None:
         """The hub and its proxy (one process group); then every process of
         the test's users (their servers and kernels run in their own groups)."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-            self._log.close()
+        self.server.stop(grace_s=30)
         for u in self.created:
             subprocess.run(["pkill", "-KILL", "-u", u.name], capture_output=True)
 

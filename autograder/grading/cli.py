@@ -50,7 +50,8 @@ def cmd_grade(args) -> int:
     limits = Limits(memory_mb=args.memory_mb, wall_s=args.timeout, cpu_s=max(math.ceil(args.timeout), 60))
     opts = Options(assignments=_assignments(args.assignments), students=args.student or None,
                    workers=args.workers, cell_timeout=args.cell_timeout, limits=limits, db_url=args.db_url or "",
-                   force=args.force, recheck=not args.no_recheck, progress=not args.no_progress, warm=not args.cold)
+                   force=args.force, recheck=not args.no_recheck, progress=not args.no_progress, warm=not args.cold,
+                   scheduler=args.scheduler or "")
     results = grade_all(opts)
     print(summary(results))
     return 0
@@ -122,6 +123,8 @@ def add_commands(sub) -> None:
     g.add_argument("--cold", action="store_true",
                    help="start nbgrader and the recheck afresh per submission instead of in warm worker processes")
     g.add_argument("--db-url", help=db_help)
+    g.add_argument("--scheduler", metavar="ADDRESS", help="grade on the Dask cluster of this scheduler, e.g. "
+                   "tcp://HOST:8786: one task per submission, a PostgreSQL --db-url (see autograder/grading/cluster.py)")
     g.set_defaults(func=cmd_grade)
 
     f = sub.add_parser("feedback", help="HTML feedback per student (no hidden tests)")

@@ -48,7 +48,8 @@ class Options:
     recheck: bool = True
     progress: bool = True
     max_output_bytes: int = 64 * 1024
-    warm: bool = True            # grade in warm worker processes (autograder.warm_pool); False: cold processes
+    warm: bool = True            # grade in warm worker processes (grading/warm_pool.py); False: cold processes
+    scheduler: str = ""          # a Dask scheduler's address: grade on that cluster (grading/cluster.py)
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,9 @@ def _max_scores(assignment: str) -> dict[str, float]:
 
 def grade_all(opts: Options) -> list[dict]:
     opts.db_url = gradebook.db_url(opts.db_url or None)
+    if opts.scheduler:
+        from .cluster import require_shared_gradebook
+        require_shared_gradebook(opts.db_url)
     gradebook.ensure_assignments(opts.db_url, opts.assignments)
     subs = find_submissions(opts.assignments, opts.students)
     todo, results = [], []
@@ -302,9 +306,14 @@ def grade_all(opts: Options) -> list[dict]:
             results.append(done)
         else:
             todo.append(sub)
+    where = f"on the Dask cluster at {opts.scheduler}" if opts.scheduler else f"with {opts.workers} workers"
     print(f"{len(subs)} submissions, {len(subs) - len(todo)} already graded, {len(todo)} to grade "
-          f"with {opts.workers} workers (gradebook {gradebook.redacted(opts.db_url)})")
+          f"{where} (gradebook {gradebook.redacted(opts.db_url)})")
     bar = _progress(len(todo), opts.progress)
+    if opts.scheduler:
+        from .cluster import grade_on_cluster
+        results += grade_on_cluster(todo, opts, lambda _result: bar.update(1))
+        todo = []
     workers = max(1, min(opts.workers, len(todo)))
     with contextlib.ExitStack() as stack:
         grade = _safe_grade_one

@@ -1,0 +1,97 @@
+"""Grading throughput on a Dask cluster: submissions per minute, in all and per worker.
+
+    python benchmarks/bench_distributed.py [--workers 1 2] [--submissions 4] [--assignment 01_embeddings]
+                                           [--db-url ADMIN_URL] [--scheduler ADDRESS]
+
+Without --scheduler, each row starts a `dask scheduler` and N `dask worker`
+processes on this machine (one thread each, each with its own course data
+folder: autograder.grading.cluster.LocalGradingCluster) and grades a batch of
+honest submissions from scratch through `grade_all(..., scheduler=...)`, the
+code path of `python -m autograder grade --scheduler`. With --scheduler it
+measures the cluster already running there (its workers must run this
+checkout). Every row uses a fresh PostgreSQL database, created with
+ADMIN_URL's role (default $TINYLM_TEST_PG_URL, else the local test server)
+and dropped after. The time includes the client's work (reading the
+folders, writing results and autograded notebooks), not the cluster's start.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from autograder import course  # noqa: E402
+from autograder.authoring import specimens  # noqa: E402
+from autograder.grading import gradebook  # noqa: E402
+from autograder.grading.cluster import LocalGradingCluster  # noqa: E402
+from autograder.grading.grade import Options, grade_all  # noqa: E402
+
+LOCAL_PG = "postgresql+psycopg://tinylm:tinylm@127.0.0.1:5432/postgres"
+
+
+@contextmanager
+def scratch_database(admin_url: str):
+    import psycopg
+    admin = psycopg.connect(admin_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
+    name = f"tinylm_bench_{uuid.uuid4().hex[:8]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{admin_url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        admin.close()
+
+
+def run(assignment: str, n: int, workers: int, admin_url: str, scheduler: str | None) -> tuple[int, float]:
+    """(workers that graded, seconds) for n honest submissions."""
+    with tempfile.TemporaryDirectory(prefix="tinylm-bench-dask-") as tmp, scratch_database(admin_url) as db:
+        client_data = Path(tmp) / "client"
+        os.environ[gradebook.DATA_ENV_VAR] = str(client_data)
+        nb = specimens.honest(assignment)
+        for i in range(n):
+            specimens.submit(client_data, f"s{i:03d}", assignment, nb)
+        local = LocalGradingCluster(Path(tmp) / "cluster", workers) if not scheduler else nullcontext()
+        with local as cluster:
+            address = scheduler or cluster.address
+            if scheduler:
+                from distributed import Client
+                with Client(address, timeout="30s") as client:
+                    workers = len(client.nthreads())
+            start = time.perf_counter()
+            results = grade_all(Options(assignments=[assignment], progress=False, db_url=db, scheduler=address))
+            elapsed = time.perf_counter() - start
+        bad = [r for r in results if r["score"] != r["max_score"]]
+        if bad:
+            raise SystemExit(f"benchmark batch did not grade cleanly: {bad[0]}")
+        return workers, elapsed
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--assignment", default=course.assignments()[0] if course.assignments() else "01_embeddings")
+    p.add_argument("--submissions", type=int, default=4)
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="local worker processes per row")
+    p.add_argument("--db-url", default=os.environ.get("TINYLM_TEST_PG_URL", LOCAL_PG),
+                   help="a PostgreSQL URL whose role may CREATE DATABASE (one scratch database per row)")
+    p.add_argument("--scheduler", help="measure the cluster at this address instead of starting local workers")
+    args = p.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    print(f"Dask grading throughput: {args.submissions} honest submissions of {args.assignment}, "
+          f"{os.cpu_count()} cores here, recheck on, PostgreSQL gradebook")
+    print(f"{'workers':>7}  {'seconds':>8}  {'subs/min':>8}  {'per worker':>10}")
+    for w in dict.fromkeys([0] if args.scheduler else args.workers):
+        workers, elapsed = run(args.assignment, args.submissions, w, args.db_url, args.scheduler)
+        rate = args.submissions / elapsed * 60
+        print(f"{workers:>7}  {elapsed:>8.1f}  {rate:>8.2f}  {rate / workers:>10.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Grading on a Dask cluster (issue 15, autograder/grading/cluster.py): a local
+`dask scheduler` and two `dask worker` processes, each with its own course
+data folder and one thread, writing a real PostgreSQL gradebook (skipped
+with the reason when no server answers, as in test_grader_postgres.py).
+
+- A batch of honest, wrong and hostile submissions graded on the cluster
+  gives the results, feedback pages and CSV export of a single-machine
+  grade_all of the same batch.
+- A worker SIGKILLed while it grades loses nothing: its submission is
+  graded by the other worker, every submission once in the gradebook with
+  the right score, and nothing the dead worker started keeps running.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import course
+from autograder.authoring import specimens
+from autograder.grading import gradebook
+from tests import test_grader_postgres
+from tests.grader_batch import course_data
+from tests.test_grader_attacks import SWALLOW, WRONG_EMBED
+
+pg_database = test_grader_postgres.pg_database  # the fixture: a scratch PostgreSQL database, dropped after
+
+A = "01_embeddings"
+pytestmark = pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install '.[cluster]')")
+    from autograder.grading.cluster import LocalGradingCluster
+    with LocalGradingCluster(tmp_path / "cluster", workers=2) as c:
+        yield c
+
+
+def _submit_batch(data: Path) -> None:
+    specimens.submit(data, "ann", A, specimens.honest(A))
+    specimens.submit(data, "bob", A, specimens.notebook(A))  # the release notebook: nothing answered
+    # fools the notebook kernel (every failing assert swallowed): the recheck takes the points back
+    specimens.submit(data, "cat", A, specimens.notebook(A, {"embed": SWALLOW + WRONG_EMBED}))
+    (data / "submitted" / "cat" / A / "secret").symlink_to("/etc/hostname")  # dropped, and said so
+    specimens.submit(data, "dan", A, raw=b"{ this is not a notebook")
+
+
+def _grade(data: Path, **options) -> tuple[dict, dict, dict]:
+    """(results without timings, feedback pages, export CSVs) of one run."""
+    from autograder.grading.export import export
+    from autograder.grading.feedback import write_feedback
+    from autograder.grading.grade import Options, grade_all
+    with course_data(data):
+        results = grade_all(Options(assignments=[A], progress=False, **options))
+        pages = {p.relative_to(data).as_posix(): p.read_text() for p in write_feedback(results)}
+        files = export(gradebook.db_url(options.get("db_url")), data / "exports")
+    csvs = {p.name: p.read_text() for p in files}
+    return {r["student"]: {k: v for k, v in r.items() if k != "seconds"} for r in results}, pages, csvs
+
+
+@pytest.mark.grader
+@pytest.mark.slow
+def test_cluster_grades_like_one_machine(cluster, pg_database, tmp_path):
+    for run in ("local", "cluster"):
+        _submit_batch(tmp_path / run)
+    local = _grade(tmp_path / "local", workers=2)  # SQLite, threads: the single-machine run
+    on_cluster = _grade(tmp_path / "cluster", db_url=pg_database, scheduler=cluster.address)
+    results = on_cluster[0]
+    # the batch is what it claims: full marks, nothing, a kernel fooled and caught, a malformed file
+    assert results["ann"]["score"] == results["ann"]["max_score"] > 0, results["ann"]["problems"]
+    assert results["bob"]["score"] == 0 and results["bob"]["status"] == "graded"
+    fooled = [c for c, v in results["cat"]["cells"].items() if v["kernel_score"] == v["max_score"] > v["score"]]
+    assert results["cat"]["score"] == 0 and fooled and results["cat"]["flags"], results["cat"]["cells"]
+    assert any("symbolic link secret" in p for p in results["cat"]["problems"])
+    assert results["dan"]["status"] == "malformed"
+    assert on_cluster[0] == local[0]
+    assert on_cluster[1] == local[1], "feedback pages differ"
+    assert on_cluster[2] == local[2], "CSV exports differ"
+    assert not (tmp_path / "cluster" / "gradebook.db").exists(), "the cluster run fell back to SQLite"
+    kept = [p for data in cluster.worker_data for kind in ("submitted", "autograded", "results")
+            for p in (data / kind).rglob("*") if p.is_file()]
+    assert not kept, f"a worker kept a student's files: {kept}"
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """{pid: start time} of every process under pid."""
+    parents, starts = {}, {}
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(p)], starts[int(p)] = int(fields[1]), fields[19]
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return {p: starts[p] for p in found}
+
+
+def _alive(pid: int, start: str) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19] == start
+    except OSError:
+        return False
+
+
+@pytest.mark.grader
+@pytest.mark.slow
+def test_a_killed_worker_loses_nothing(cluster, pg_database, tmp_path):
+    data = tmp_path / "client"
+    honest, blank = specimens.honest(A), specimens.notebook(A)
+    for student, nb in (("ann", honest), ("bob", blank), ("cat", honest)):
+        specimens.submit(data, student, A, nb)
+    victim, victim_data = cluster.worker_pids[0], cluster.worker_data[0]
+    killed: dict = {}
+
+    def kill_mid_grading():
+        """SIGKILL worker0 while it grades: once it has a submission in its
+        folder and nbgrader has started a jail (so the gradebook already
+        holds that submission's row from the worker about to die)."""
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            in_progress = sorted(p.name for p in (victim_data / "submitted").glob("*") if (p / A).is_dir())
+            tree = _descendants(victim)  # grading child -> nbgrader -> jail -> ...
+            if in_progress and len(tree) >= 3:
+                os.kill(victim, signal.SIGKILL)
+                # the grading it started stops now, not when its submission would have been done
+                stop_by = time.monotonic() + 5
+                while time.monotonic() < stop_by and any(_alive(p, t) for p, t in tree.items()):
+                    time.sleep(0.05)
+                killed.update(students=in_progress, tree=tree,
+                              survivors=[p for p, t in tree.items() if _alive(p, t)])
+                return
+            time.sleep(0.1)
+    killer = threading.Thread(target=kill_mid_grading)
+    killer.start()
+    results, _, csvs = _grade(data, db_url=pg_database, scheduler=cluster.address)
+    killer.join()
+    assert killed, "worker0 never started grading, so nothing was killed"
+    assert cluster.procs[1].wait(timeout=10) == -signal.SIGKILL
+    for student in killed["students"]:
+        assert student in results, f"{student}, graded on the killed worker, is missing"
+    assert {s: (r["status"], r["score"] == r["max_score"] > 0) for s, r in results.items()} == {
+        "ann": ("graded", True), "bob": ("graded", False), "cat": ("graded", True)}
+    assert results["bob"]["score"] == 0
+    # once each in the gradebook, with the scores of the results
+    with gradebook.open_gradebook(pg_database) as gb:
+        rows = [(s.student.id, s.assignment.name) for a in gb.assignments for s in a.submissions]
+    assert sorted(rows) == [("ann", A), ("bob", A), ("cat", A)]
+    per_notebook = csvs["grades_per_notebook.csv"].splitlines()[1:]
+    assert sorted(per_notebook) == sorted(f"{s},{A},{r['score']:g},{r['max_score']:g},graded"
+                                          for s, r in results.items())
+    assert not killed["survivors"], "the killed worker's grading (nbgrader, jail, recheck) kept running"
+
+
+def test_sqlite_is_refused_with_a_scheduler(tmp_path):
+    from autograder.grading.grade import Options, grade_all
+    with course_data(tmp_path), pytest.raises(SystemExit, match="--db-url postgresql"):
+        grade_all(Options(assignments=[A], scheduler="tcp://127.0.0.1:1", db_url=f"sqlite:///{tmp_path}/gb.db"))
+    assert not (tmp_path / "gb.db").exists()
+
+
+def test_a_worker_refuses_the_clients_folder_and_another_course_version(tmp_path):
+    from autograder.grading.cluster import CLIENT_MARK, WorkerSetupError, fingerprint, grade_task
+    task = {"student": "ann", "assignment": A, "files": {f"{A}.ipynb": b"{}"}, "original": None,
+            "options": None, "fingerprint": fingerprint(A), "client_token": "t0k"}
+    with course_data(tmp_path):
+        (tmp_path / CLIENT_MARK.format(token="t0k")).write_text("")
+        with pytest.raises(WorkerSetupError, match=gradebook.DATA_ENV_VAR):
+            grade_task(task)
+        with pytest.raises(WorkerSetupError, match="another version"):
+            grade_task({**task, "fingerprint": "0" * 64})
+    assert not (tmp_path / "submitted").exists(), "a refused task wrote into the folder"
+
+
+def test_task_files_cannot_leave_the_submission_folder(tmp_path):
+    from autograder.grading.cluster import write_files
+    for name in ("../escape", "/abs", "a/../../b", ""):
+        with pytest.raises(ValueError, match="not a plain relative path"):
+            write_files(tmp_path / "sub", {name: b"x"})
+    assert not (tmp_path / "escape").exists()

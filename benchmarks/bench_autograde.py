@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autograder import course  # noqa: E402
 from autograder.authoring import specimens  # noqa: E402
 from autograder.grading import gradebook  # noqa: E402
-from autograder.grading.grade import STAGES, Options, grade_all  # noqa: E402
+from autograder.grading.batch import Options, grade_all  # noqa: E402
+from autograder.grading.grade import STAGES  # noqa: E402
 
 
 def run(assignment: str, n: int, workers: int, recheck: bool, engine: str = "warm") -> tuple[float, float, dict]:

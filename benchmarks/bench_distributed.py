@@ -31,7 +31,7 @@ from autograder import course  # noqa: E402
 from autograder.authoring import specimens  # noqa: E402
 from autograder.grading import gradebook  # noqa: E402
 from autograder.grading.cluster import LocalGradingCluster  # noqa: E402
-from autograder.grading.grade import Options, grade_all  # noqa: E402
+from autograder.grading.batch import Options, grade_all  # noqa: E402
 
 LOCAL_PG = "postgresql+psycopg://tinylm:tinylm@127.0.0.1:5432/postgres"
 

@@ -212,7 +212,7 @@ def _tree_digest(*roots: Path) -> str:
 
 def _grade_battery(data: Path) -> dict:
     import time
-    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.batch import Options, grade_all
     from autograder.grading.jail import Limits
 
     cases = build_battery(data)
@@ -325,7 +325,7 @@ def test_huge_output_is_capped_in_bytes(battery):
 
 
 def test_rerun_resumes_without_regrading(battery, monkeypatch):
-    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.batch import Options, grade_all
     monkeypatch.setenv(gradebook.DATA_ENV_VAR, str(battery["data"]))
     before = {s: r.get("seconds") for s, r in battery["results"].items()}
     again = {r["student"]: r for r in grade_all(Options(assignments=[A], workers=2, progress=False))}

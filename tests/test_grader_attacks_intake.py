@@ -131,7 +131,8 @@ def build_batch(data: Path) -> dict[str, float]:
 
 def _grade_batch(data: Path) -> dict:
     from autograder.grading.feedback import write_feedback
-    from autograder.grading.grade import Options, grade_all, summary
+    from autograder.grading.batch import Options, grade_all
+    from autograder.grading.grade import summary
     from autograder.grading.jail import Limits
 
     cases = build_batch(data)

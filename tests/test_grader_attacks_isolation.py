@@ -351,9 +351,9 @@ def test_a_float_cpu_limit_is_set_not_refused():
 
 def test_grade_timeout_gives_integer_limits(monkeypatch):
     from autograder import __main__ as cli
-    from autograder.grading import grade
+    from autograder.grading import batch
     seen = []
-    monkeypatch.setattr(grade, "grade_all", lambda opts: seen.append(opts) or [])
+    monkeypatch.setattr(batch, "grade_all", lambda opts: seen.append(opts) or [])
     assert cli.main(["grade", "--timeout", "600", "--no-progress"]) == 0
     assert seen[0].limits.cpu_s == 600 and isinstance(seen[0].limits.cpu_s, int), seen[0].limits
     assert seen[0].limits.wall_s == 600
@@ -433,7 +433,7 @@ def _with_code(code: str) -> nbformat.NotebookNode:
 
 
 def _grade_isolation_batch(data: Path) -> dict:
-    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.batch import Options, grade_all
     specimens.submit(data, "control", A, specimens.honest(A))
     count = f"/tmp/hops-{TOKEN}"  # in the job's private /tmp
     specimens.submit(data, "z_hop_daemon", A, _with_code(HOPPER.format(token=TOKEN, count=count)))

@@ -363,7 +363,7 @@ def build_battery(data) -> dict[str, dict]:
 
 
 def _grade_battery(data) -> dict:
-    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.batch import Options, grade_all
     from autograder.grading.jail import Limits
     cases = build_battery(data)
     opts = Options(assignments=sorted({c["assignment"] for c in cases.values()}), workers=2, cell_timeout=60,

@@ -54,7 +54,7 @@ def _grade(data: Path, **options) -> tuple[dict, dict, dict]:
     """(results without timings, feedback pages, export CSVs) of one run."""
     from autograder.grading.export import export
     from autograder.grading.feedback import write_feedback
-    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.batch import Options, grade_all
     with course_data(data):
         results = grade_all(Options(assignments=[A], progress=False, **options))
         pages = {p.relative_to(data).as_posix(): p.read_text() for p in write_feedback(results)}
@@ -160,7 +160,7 @@ def test_a_killed_worker_loses_nothing(cluster, pg_database, tmp_path):
 
 
 def test_sqlite_is_refused_with_a_scheduler(tmp_path):
-    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.batch import Options, grade_all
     with course_data(tmp_path), pytest.raises(SystemExit, match="--db-url postgresql"):
         grade_all(Options(assignments=[A], scheduler="tcp://127.0.0.1:1", db_url=f"sqlite:///{tmp_path}/gb.db"))
     assert not (tmp_path / "gb.db").exists()

@@ -40,7 +40,7 @@ def pg_database():
 
 def test_grade_and_export_on_postgres(pg_database, tmp_path, monkeypatch):
     from autograder.grading.export import export
-    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.batch import Options, grade_all
 
     monkeypatch.setenv(gradebook.DATA_ENV_VAR, str(tmp_path / "course"))
     specimens.submit(tmp_path / "course", "ann", A, specimens.honest(A))

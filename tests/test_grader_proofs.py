@@ -111,7 +111,7 @@ def check_of(assignment: str) -> dict[str, str]:
 
 def _grade_proofs(data: Path) -> dict:
     from autograder.grading.feedback import write_feedback
-    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.batch import Options, grade_all
 
     for a in ASSIGNMENTS:
         specimens.submit(data, f"solution_{a[:2]}", a, specimens.honest(a))

@@ -53,7 +53,7 @@ def _warm_processes(data: Path) -> list[int]:
 
 
 def _grade_both(data: Path) -> dict:
-    from autograder.grading.grade import Options, grade_all
+    from autograder.grading.batch import Options, grade_all
     outcome = {}
     for engine in ("cold", "warm"):
         folder = data / engine

@@ -45,7 +45,8 @@ def cmd_collect(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from .grade import Options, grade_all, summary
+    from .batch import Options, grade_all
+    from .grade import summary
     from .jail import Limits
     limits = Limits(memory_mb=args.memory_mb, wall_s=args.timeout, cpu_s=max(math.ceil(args.timeout), 60))
     opts = Options(assignments=_assignments(args.assignments), students=args.student or None,

@@ -17,14 +17,12 @@ since, so an interrupted run resumes and loses nothing.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -292,43 +290,6 @@ def _max_scores(assignment: str) -> dict[str, float]:
             if is_check(c)}
 
 
-def grade_all(opts: Options) -> list[dict]:
-    opts.db_url = gradebook.db_url(opts.db_url or None)
-    if opts.scheduler:
-        from .cluster import require_shared_gradebook
-        require_shared_gradebook(opts.db_url)
-    gradebook.ensure_assignments(opts.db_url, opts.assignments)
-    subs = find_submissions(opts.assignments, opts.students)
-    todo, results = [], []
-    for sub in subs:
-        done = load_result(sub)
-        if done and not opts.force and done.get("digest") in (_original_digest(sub), None):
-            results.append(done)
-        else:
-            todo.append(sub)
-    where = f"on the Dask cluster at {opts.scheduler}" if opts.scheduler else f"with {opts.workers} workers"
-    print(f"{len(subs)} submissions, {len(subs) - len(todo)} already graded, {len(todo)} to grade "
-          f"{where} (gradebook {gradebook.redacted(opts.db_url)})")
-    bar = _progress(len(todo), opts.progress)
-    if opts.scheduler:
-        from .cluster import grade_on_cluster
-        results += grade_on_cluster(todo, opts, lambda _result: bar.update(1))
-        todo = []
-    workers = max(1, min(opts.workers, len(todo)))
-    with contextlib.ExitStack() as stack:
-        grade = _safe_grade_one
-        if opts.warm and todo:  # worker processes, one submission each at a time (threads only wait on them)
-            from .warm_pool import WarmPool
-            grade = stack.enter_context(WarmPool(workers)).grade
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(grade, s, opts): s for s in todo}
-            for fut in as_completed(futures):
-                results.append(fut.result())
-                bar.update(1)
-    bar.close()
-    return sorted(results, key=lambda r: (r["assignment"], r["student"]))
-
-
 def _original_path(sub: Submission) -> Path:
     """Where the notebook as sent is kept when grading had to repair it
     (outside the assignment folder, so nbgrader does not copy it)."""
@@ -355,11 +316,6 @@ def error_row(sub: Submission, why: str) -> dict:
     return {"student": sub.student, "assignment": sub.assignment, "status": "error", "score": 0.0,
             "max_score": sum(_max_scores(sub.assignment).values()), "flags": [], "cells": {},
             "problems": [f"grader error ({why}); nothing was recorded, re-run to retry"]}
-
-
-def _progress(total: int, enabled: bool):
-    from tqdm import tqdm
-    return tqdm(total=total, unit="nb", desc="grading", disable=not enabled or total == 0, file=sys.stderr)
 
 
 def summary(results: list[dict]) -> str:

@@ -1,0 +1,58 @@
+"""Grade a class: every collected submission of the chosen assignments,
+skipping those graded already, on warm worker processes of this machine
+(grading/warm_pool.py), cold processes (Options.warm False), or a Dask
+cluster (Options.scheduler, grading/cluster.py). One submission's grading
+is grading/grade.py; this module only decides where each one runs, so the
+engines import grade and grade imports none of them."""
+from __future__ import annotations
+
+import contextlib
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from . import grade, gradebook
+from .grade import Options
+
+__all__ = ["Options", "grade_all"]
+
+
+def grade_all(opts: Options) -> list[dict]:
+    opts.db_url = gradebook.db_url(opts.db_url or None)
+    if opts.scheduler:
+        from .cluster import require_shared_gradebook
+        require_shared_gradebook(opts.db_url)
+    gradebook.ensure_assignments(opts.db_url, opts.assignments)
+    subs = grade.find_submissions(opts.assignments, opts.students)
+    todo, results = [], []
+    for sub in subs:
+        done = grade.load_result(sub)
+        if done and not opts.force and done.get("digest") in (grade._original_digest(sub), None):
+            results.append(done)
+        else:
+            todo.append(sub)
+    where = f"on the Dask cluster at {opts.scheduler}" if opts.scheduler else f"with {opts.workers} workers"
+    print(f"{len(subs)} submissions, {len(subs) - len(todo)} already graded, {len(todo)} to grade "
+          f"{where} (gradebook {gradebook.redacted(opts.db_url)})")
+    bar = _progress(len(todo), opts.progress)
+    if opts.scheduler:
+        from .cluster import grade_on_cluster
+        results += grade_on_cluster(todo, opts, lambda _result: bar.update(1))
+        todo = []
+    workers = max(1, min(opts.workers, len(todo)))
+    with contextlib.ExitStack() as stack:
+        grade_one = grade._safe_grade_one
+        if opts.warm and todo:  # worker processes, one submission each at a time (threads only wait on them)
+            from .warm_pool import WarmPool
+            grade_one = stack.enter_context(WarmPool(workers)).grade
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(grade_one, s, opts): s for s in todo}
+            for fut in as_completed(futures):
+                results.append(fut.result())
+                bar.update(1)
+    bar.close()
+    return sorted(results, key=lambda r: (r["assignment"], r["student"]))
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+    return tqdm(total=total, unit="nb", desc="grading", disable=not enabled or total == 0, file=sys.stderr)

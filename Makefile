@@ -106,8 +106,8 @@ NBG_ENV := OMP_NUM_THREADS=1 PATH="$(CURDIR)/$(BIN):$$PATH"
 collect: $(DEV_STAMP)  ## import submissions: make collect FROM=path/to/folder-or.zip
 	$(NBG_ENV) $(BIN)/python -m autograder collect $(FROM)
 
-grade: $(DEV_STAMP)  ## autograde collected submissions: make grade [A=01_embeddings] [WORKERS=4] [DB=postgresql+psycopg://...]
-	$(NBG_ENV) $(BIN)/python -m autograder grade $(A) $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db-url $(DB))
+grade: $(DEV_STAMP)  ## autograde collected submissions: make grade [A=01_embeddings] [WORKERS=4] [DB=postgresql+psycopg://...] [SCHEDULER=tcp://HOST:8786]
+	$(NBG_ENV) $(BIN)/python -m autograder grade $(A) $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db-url $(DB)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 feedback: $(DEV_STAMP)  ## HTML feedback per student in .course/feedback/
 	$(NBG_ENV) $(BIN)/python -m autograder feedback $(A)
@@ -118,8 +118,8 @@ export: $(DEV_STAMP)  ## grades as CSV in .course/exports/
 self-check: $(STAMP)  ## learner self-check: make self-check NB=notebooks/01_embeddings/01_embeddings.ipynb
 	$(NBG_ENV) $(BIN)/python -m autograder check $(NB)
 
-bench-autograde: $(DEV_STAMP)  ## autograding throughput, 1 and N workers
-	$(NBG_ENV) $(BIN)/python benchmarks/bench_autograde.py
+bench-autograde: $(DEV_STAMP)  ## autograding throughput: cold and warm engines, 1 and N workers, seconds per stage
+	$(NBG_ENV) $(BIN)/python benchmarks/bench_autograde.py --engine cold warm --submissions 12
 
 # --- experience (issue 7) ---
 .PHONY: doctor test-browser test-hub formgrader

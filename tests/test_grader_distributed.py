@@ -51,7 +51,7 @@ def _submit_batch(data: Path) -> None:
 
 
 def _grade(data: Path, **options) -> tuple[dict, dict, dict]:
-    """(results without timings, feedback pages, export CSVs) of one run."""
+    """(results without timings (seconds, timing), feedback pages, export CSVs) of one run."""
     from autograder.grading.export import export
     from autograder.grading.feedback import write_feedback
     from autograder.grading.batch import Options, grade_all
@@ -60,7 +60,7 @@ def _grade(data: Path, **options) -> tuple[dict, dict, dict]:
         pages = {p.relative_to(data).as_posix(): p.read_text() for p in write_feedback(results)}
         files = export(gradebook.db_url(options.get("db_url")), data / "exports")
     csvs = {p.name: p.read_text() for p in files}
-    return {r["student"]: {k: v for k, v in r.items() if k != "seconds"} for r in results}, pages, csvs
+    return {r["student"]: {k: v for k, v in r.items() if k not in ("seconds", "timing")} for r in results}, pages, csvs
 
 
 @pytest.mark.grader

@@ -37,11 +37,20 @@ def grade_all(opts: Options) -> list[dict]:
     if opts.scheduler:
         from .cluster import grade_on_cluster
         results += grade_on_cluster(todo, opts, lambda _result: bar.update(1))
-        todo = []
+    elif todo:
+        results += _grade_here(todo, opts, bar)
+    bar.close()
+    return sorted(results, key=lambda r: (r["assignment"], r["student"]))
+
+
+def _grade_here(todo: list, opts: Options, bar) -> list[dict]:
+    """On this machine: warm worker processes (threads only wait on them), or
+    the cold per-submission processes with Options.warm False."""
     workers = max(1, min(opts.workers, len(todo)))
+    results = []
     with contextlib.ExitStack() as stack:
         grade_one = grade._safe_grade_one
-        if opts.warm and todo:  # worker processes, one submission each at a time (threads only wait on them)
+        if opts.warm:
             from .warm_pool import WarmPool
             grade_one = stack.enter_context(WarmPool(workers)).grade
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -49,8 +58,7 @@ def grade_all(opts: Options) -> list[dict]:
             for fut in as_completed(futures):
                 results.append(fut.result())
                 bar.update(1)
-    bar.close()
-    return sorted(results, key=lambda r: (r["assignment"], r["student"]))
+    return results
 
 
 def _progress(total: int, enabled: bool):

@@ -38,6 +38,24 @@ if INSTRUCTORS & STUDENTS:
 if not INSTRUCTORS:
     raise SystemExit("TINYLM_HUB_INSTRUCTORS is empty: name the Unix user(s) who run the formgrader")
 
+
+
+def _data_files_found() -> bool:
+    """JupyterHub looks for its templates and static files in a share/jupyterhub
+    above its package folder or sys.prefix; a venv made by copying packages
+    (not by pip) may have none, and then every page answers 500."""
+    try:
+        from jupyterhub._data import DATA_FILES_PATH
+    except ImportError:  # a future layout: let JupyterHub report it
+        return True
+    return bool(DATA_FILES_PATH)
+
+
+if not _data_files_found():
+    raise SystemExit(f"JupyterHub's templates and static files (share/jupyterhub) were not found above its package "
+                     f"folder or {sys.prefix}: install jupyterhub with pip into the venv that runs the hub "
+                     f"(pip install -e '.[dev]'), or set c.JupyterHub.data_files_path to the folder that holds them")
+
 c = get_config()  # noqa: F821  (injected by traitlets)
 
 # Log in with the Unix account's password (PAM): the same users who own the

@@ -171,7 +171,11 @@ class CourseHub:
         (site / "tinylm-course-venv.pth").write_text(f"import site; site.addsitedir({str(packages)!r})\n")
         self.bin = layer / "bin"
         # Jupyter finds its extensions and their config under sys.prefix: the course venv's.
-        for shared in ("etc/jupyter", "share/jupyter"):
+        # JupyterHub finds its templates and static files (share/jupyterhub) by walking up
+        # from its package folder, then from sys.prefix: neither reaches the course venv's
+        # from a copy of its packages, so the layer's prefix gets them too (JupyterHub 6
+        # answered every page with 500, TemplateNotFound: login.html, without them).
+        for shared in ("etc/jupyter", "share/jupyter", "share/jupyterhub"):
             (layer / shared).parent.mkdir(parents=True, exist_ok=True)
             (layer / shared).symlink_to(self._reachable(Path(sys.prefix) / shared, layer / "course" / shared))
         # The course venv's console scripts start its unreadable interpreter: nbgrader needs

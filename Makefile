@@ -48,8 +48,10 @@ help:  ## this list
 # Jupyter refuses to start as root unless told; containers often run as root.
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# Lab starts inside notebooks/: nbgrader's Validate and Assignment List read
+# their config from the server's working folder (notebooks/nbgrader_config.py).
 lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
-	$(BIN)/jupyter lab notebooks/ $(ROOT_ARGS) $(LAB_ARGS)
+	cd notebooks && "$(abspath $(BIN))/jupyter" lab $(ROOT_ARGS) $(LAB_ARGS)
 
 # The grader tests run in a pass of their own: each graded batch already uses
 # parallel workers, and their "no jailed process survives" check must not see

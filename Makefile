@@ -123,6 +123,18 @@ self-check: $(STAMP)  ## learner self-check: make self-check NB=notebooks/01_emb
 bench-autograde: $(DEV_STAMP)  ## autograding throughput: cold and warm engines, 1 and N workers, seconds per stage
 	$(NBG_ENV) $(BIN)/python benchmarks/bench_autograde.py --engine cold warm --submissions 12
 
+# --- the front door (issue 26) ---
+.PHONY: docs docs-serve figures
+
+docs: $(DEV_STAMP)  ## the documentation site (README, docs/, the release notebooks) into site/, strict: a broken link fails
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(DEV_STAMP)  ## the documentation site on http://127.0.0.1:8000, rebuilt on every change
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+figures: $(DEV_STAMP)  ## rewrite docs/images/ from the committed reference notebooks' outputs (after a rebuild)
+	$(BIN)/python -m autograder.authoring.figures
+
 # --- experience (issue 7) ---
 .PHONY: doctor test-browser test-hub formgrader
 

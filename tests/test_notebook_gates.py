@@ -319,7 +319,7 @@ def test_prose_numbers_in_a_notebook_come_from_its_outputs(assignment):
 
 def test_numbers_blocks_in_readme_and_docs_come_from_the_notebooks():
     blocks = {doc.name: NUMBERS_BLOCK.findall(doc.read_text()) for doc in DOCUMENTS}
-    assert blocks["README.md"] and blocks["README-notebooks-part2.md"], "the training results lost their numbers block"
+    assert blocks["README.md"] and blocks["benchmarks.md"], "the training results lost their numbers block"
     untied = [f"{doc.name}: {u}" for doc in DOCUMENTS for u in untied_document_numbers(doc.read_text(), _outputs_of)]
     assert not untied, "numbers that the executed notebooks do not show (rebuild, then copy them):\n" + "\n".join(untied)
 

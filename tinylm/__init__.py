@@ -15,7 +15,7 @@ from .mlp import SwiGLU, swiglu
 from .model import Block, Transformer, next_token_loss
 from .norm import RMSNorm, rms_norm
 from .rope import apply_rope, rope_cache, rotate_half
-from .sampling import apply_temperature, generate, sample_next, top_k_filter, top_p_filter
+from .sampling import apply_temperature, generate, generate_stream, sample_next, top_k_filter, top_p_filter
 from .tokenizer import ByteTokenizer
 
 # The corpus, the training loop and evaluation. The modules are named
@@ -24,3 +24,5 @@ from . import data
 from .data import Corpus, course_corpus, load_text
 from .evaluation import EvalResult, evaluate
 from .training import History, TrainConfig, Trainer, get_batch, load_model, lr_at, plot_history, train
+# SmolLM2-135M-Instruct's real weights in this model (imports gguf/tokenizers only when used).
+from . import pretrained

@@ -90,16 +90,45 @@ def _check_samplable(logits: torch.Tensor) -> None:
 
 def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None,
-             generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
+             generator: torch.Generator | None = None, use_cache: bool = True,
+             stop_token: int | None = None) -> torch.Tensor:
     """Autoregressive decoding. prompt (B, T) or (T,) -> the prompt followed
-    by max_new_tokens new tokens, same number of dims as the prompt.
+    by up to max_new_tokens new tokens, same number of dims as the prompt.
+
+    stop_token (e.g. a chat model's end-of-turn id) ends decoding once every
+    row has produced it; the output keeps it, and a row that stopped earlier
+    is filled with it, so all rows keep one length.
 
     Runs in eval mode (dropout off: a train-mode model samples from a noisy
     distribution) and restores the previous mode afterwards."""
+    idx, unbatched = _checked_prompt(model, prompt, max_new_tokens, stop_token)
+    pick = lambda logits: sample_next(logits, temperature, top_k, top_p, generator)  # noqa: E731
+    new = list(_in_eval_mode(model, _steps(model, idx, max_new_tokens, use_cache, pick, stop_token)))
+    idx = torch.cat([idx.to(next(model.parameters()).device)] + [t[:, None] for t in new], dim=1)  # (B, T + new)
+    idx = idx.clone()  # an ordinary tensor again, usable with autograd (e.g. as training data)
+    return idx[0] if unbatched else idx
+
+
+def generate_stream(model, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                    top_k: int | None = None, top_p: float | None = None,
+                    generator: torch.Generator | None = None, stop_token: int | None = None):
+    """generate() for one prompt (T,), yielding each new token id (an int)
+    as soon as it is decoded, stop_token included; for printing as you go."""
+    if prompt.dim() != 1:
+        raise ValueError(f"generate_stream: prompt must be one sequence (T,), got shape {tuple(prompt.shape)}.")
+    idx, _ = _checked_prompt(model, prompt, max_new_tokens, stop_token)
+    pick = lambda logits: sample_next(logits, temperature, top_k, top_p, generator)  # noqa: E731
+    for next_id in _in_eval_mode(model, _steps(model, idx, max_new_tokens, True, pick, stop_token)):
+        yield int(next_id[0])
+
+
+def _checked_prompt(model, prompt: torch.Tensor, max_new_tokens: int, stop_token) -> tuple[torch.Tensor, bool]:
     config = model.config
     check_token_ids(prompt, config.vocab_size, "prompt")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"generate: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}.")
+    if stop_token is not None and not (isinstance(stop_token, int) and 0 <= stop_token < config.vocab_size):
+        raise ValueError(f"generate: stop_token must be a token id in [0, {config.vocab_size}) or None, got {stop_token!r}.")
     unbatched = prompt.dim() == 1
     idx = prompt[None] if unbatched else prompt  # (B, T)
     if idx.dim() != 2 or idx.shape[1] == 0:
@@ -110,28 +139,43 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
             f"generate: prompt length {idx.shape[1]} + max_new_tokens {max_new_tokens} = {total} exceeds "
             f"max_seq_len={config.max_seq_len}; shorten the prompt or generate fewer tokens."
         )
+    return idx, unbatched
 
+
+def _in_eval_mode(model, steps):
+    """Run the decoding generator `steps` with the model in eval mode and
+    under inference_mode, restoring the previous mode afterwards (also when
+    the consumer stops early)."""
     was_training = model.training
     model.eval()
     try:
-        # inference_mode is no_grad without autograd's per-op bookkeeping,
-        # which is most of the cost of a one-token decoding step.
-        with torch.inference_mode():
-            idx = _decode(model, idx, max_new_tokens, use_cache, lambda logits: sample_next(logits, temperature, top_k, top_p, generator))
+        while True:
+            # inference_mode is no_grad without autograd's per-op bookkeeping,
+            # which is most of the cost of a one-token decoding step.
+            with torch.inference_mode():
+                next_id = next(steps, None)
+            if next_id is None:
+                return
+            yield next_id
     finally:
         model.train(was_training)
-    idx = idx.clone()  # an ordinary tensor again, usable with autograd (e.g. as training data)
-    return idx[0] if unbatched else idx
 
 
-def _decode(model, idx: torch.Tensor, max_new_tokens: int, use_cache: bool, pick) -> torch.Tensor:
+def _steps(model, idx: torch.Tensor, max_new_tokens: int, use_cache: bool, pick, stop_token=None):
+    """Yield the next ids (B,) one step at a time."""
     weight = next(model.parameters())
     cache = KVCache(model.config, idx.shape[0], device=weight.device, dtype=weight.dtype) if use_cache else None
     idx = idx.to(weight.device)
     step_input = idx  # prefill: the whole prompt in one pass
+    stopped = torch.zeros(idx.shape[0], dtype=torch.bool, device=weight.device)
     for _ in range(max_new_tokens):
         logits = model(step_input if use_cache else idx, cache=cache)[:, -1, :]  # (B, V)
         next_id = pick(logits)                                                   # (B,)
+        if stop_token is not None:
+            next_id = next_id.masked_fill(stopped, stop_token)  # finished rows repeat the stop token
+            stopped |= next_id == stop_token
         idx = torch.cat((idx, next_id[:, None]), dim=1)                          # (B, T + 1)
         step_input = next_id[:, None]  # decode: only the new token goes in
-    return idx
+        yield next_id
+        if stop_token is not None and bool(stopped.all()):
+            return

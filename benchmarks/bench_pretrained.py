@@ -1,0 +1,143 @@
+"""SmolLM2-135M-Instruct in tinylm: conversion, cached load, memory, decoding speed.
+
+    python benchmarks/bench_pretrained.py                    # all cores, 64 new tokens, 5 runs
+    python benchmarks/bench_pretrained.py --threads 1 --new-tokens 64 --repeats 5
+
+Each phase runs in a fresh child process, so its peak resident memory
+(ru_maxrss) is its own: the first conversion (GGUF -> float32, into an empty
+temporary TINYLM_CACHE), then a load from that cache followed by greedy
+decoding with the KV cache after a chat prompt.
+
+The bound: a decoding step of one token reads every float32 weight once
+(the matrices are used once per token, far too few flops per byte to be
+compute-bound), so tokens/s cannot exceed memory read bandwidth / weight
+bytes. The bandwidth is measured in the same child, just before decoding, as
+the rate of a sum over a tensor much larger than the CPU caches, with the
+same threads.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROMPT = "Write a long story about a lighthouse keeper and a storm."
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def phase_convert() -> dict:
+    from tinylm import pretrained
+
+    start = time.perf_counter()
+    pretrained.pretrained_state_dict()
+    return {"convert_s": time.perf_counter() - start, "convert_rss_mib": _peak_rss_mib()}
+
+
+def read_bandwidth_gbs(mib: int, repeats: int = 5) -> float:
+    """Bytes per second of x.sum() over a float32 tensor of `mib` MiB (median)."""
+    import torch
+
+    x = torch.ones(mib * 2**20 // 4)
+    x.sum()  # first touch of the pages
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        x.sum()
+        times.append(time.perf_counter() - start)
+    return x.numel() * 4 / statistics.median(times) / 1e9
+
+
+def phase_load_and_decode(new_tokens: int, repeats: int, bandwidth_mib: int) -> dict:
+    import torch
+
+    from tinylm import generate_stream, pretrained
+
+    start = time.perf_counter()
+    model, tok = pretrained.load_pretrained()
+    load_s = time.perf_counter() - start
+    load_rss = _peak_rss_mib()
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())  # tied head counted once
+    prompt = torch.tensor(tok.chat_ids(PROMPT))
+    list(generate_stream(model, prompt, 4, temperature=0))  # warm up kernels and the allocator
+    prefill, decode = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        stream = generate_stream(model, prompt, new_tokens, temperature=0)  # no stop token: exactly new_tokens
+        next(stream)
+        first = time.perf_counter()
+        rest = sum(1 for _ in stream)
+        end = time.perf_counter()
+        prefill.append(first - start)
+        decode.append(rest / (end - first))
+    bandwidth = read_bandwidth_gbs(bandwidth_mib)
+    return {"load_s": load_s, "load_rss_mib": load_rss, "weight_mib": weight_bytes / 2**20,
+            "prompt_tokens": len(prompt), "prefill_s": statistics.median(prefill),
+            "decode_tok_s": statistics.median(decode), "decode_runs": decode,
+            "bandwidth_gbs": bandwidth, "bound_tok_s": bandwidth * 1e9 / weight_bytes,
+            "peak_rss_mib": _peak_rss_mib()}
+
+
+def run_phase(args: argparse.Namespace, phase: str, cache: str) -> dict:
+    env = dict(os.environ, TINYLM_CACHE=cache, OMP_NUM_THREADS=str(args.threads))
+    cmd = [sys.executable, __file__, "--phase", phase, "--threads", str(args.threads),
+           "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats),
+           "--bandwidth-mib", str(args.bandwidth_mib)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"phase {phase} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: all cores)")
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=5, help="decoding runs; the median is reported")
+    p.add_argument("--bandwidth-mib", type=int, default=1024, help="size of the tensor the bandwidth is read from")
+    p.add_argument("--phase", choices=("convert", "decode"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.new_tokens < 2 or args.repeats < 1:
+        p.error("--new-tokens must be at least 2 and --repeats at least 1")
+    if args.phase:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        result = phase_convert() if args.phase == "convert" else phase_load_and_decode(
+            args.new_tokens, args.repeats, args.bandwidth_mib)
+        print(json.dumps(result))
+        return
+
+    from tinylm import pretrained
+
+    reason = pretrained.why_unavailable()
+    if reason:
+        raise SystemExit(reason)
+    with tempfile.TemporaryDirectory(prefix="tinylm-bench-cache-") as cache:
+        c = run_phase(args, "convert", cache)
+        d = run_phase(args, "decode", cache)
+    size = pretrained.gguf_path().stat().st_size
+    print(f"{pretrained.PRETRAINED_NAME} in tinylm, {args.threads} thread(s), GGUF file {size / 1e6:.0f} MB, "
+          f"float32 weights {d['weight_mib']:.0f} MiB")
+    print(f"  {'first conversion (cold cache)':<36}{c['convert_s']:8.1f} s    peak RSS {c['convert_rss_mib']:6.0f} MiB")
+    print(f"  {'load from the cache':<36}{d['load_s']:8.1f} s    peak RSS {d['load_rss_mib']:6.0f} MiB")
+    print(f"  {'prefill (' + str(d['prompt_tokens']) + '-token chat prompt)':<36}{d['prefill_s']:8.2f} s")
+    print(f"  {'greedy decoding, KV cache':<36}{d['decode_tok_s']:8.1f} tokens/s (median of {args.repeats}: "
+          + ", ".join(f"{r:.1f}" for r in d["decode_runs"]) + ")")
+    print(f"  {'read bandwidth (sum over ' + str(args.bandwidth_mib) + ' MiB)':<36}{d['bandwidth_gbs']:8.1f} GB/s")
+    print(f"  {'bound: bandwidth / weight bytes':<36}{d['bound_tok_s']:8.1f} tokens/s")
+    print(f"  {'decoding / bound':<36}{d['decode_tok_s'] / d['bound_tok_s']:8.2f}")
+    print(f"  {'peak RSS, load + decoding':<36}{d['peak_rss_mib']:8.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

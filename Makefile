@@ -52,8 +52,10 @@ help:  ## this list
 # Jupyter refuses to start as root unless told; containers often run as root.
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# Lab starts inside notebooks/: nbgrader's Validate and Assignment List read
+# their config from the server's working folder (notebooks/nbgrader_config.py).
 lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
-	$(BIN)/jupyter lab notebooks/ $(ROOT_ARGS) $(LAB_ARGS)
+	cd notebooks && "$(abspath $(BIN))/jupyter" lab $(ROOT_ARGS) $(LAB_ARGS)
 
 # The grader tests run in a pass of their own: each graded batch already uses
 # parallel workers, and their "no jailed process survives" check must not see
@@ -124,6 +126,18 @@ self-check: $(STAMP)  ## learner self-check: make self-check NB=notebooks/01_emb
 
 bench-autograde: $(DEV_STAMP)  ## autograding throughput: cold and warm engines, 1 and N workers, seconds per stage
 	$(NBG_ENV) $(BIN)/python benchmarks/bench_autograde.py --engine cold warm --submissions 12
+
+# --- the front door (issue 26) ---
+.PHONY: docs docs-serve figures
+
+docs: $(DEV_STAMP)  ## the documentation site (README, docs/, the release notebooks) into site/, strict: a broken link fails
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(DEV_STAMP)  ## the documentation site on http://127.0.0.1:8000, rebuilt on every change
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+figures: $(DEV_STAMP)  ## rewrite docs/images/ from the committed reference notebooks' outputs (after a rebuild)
+	$(BIN)/python -m autograder.authoring.figures
 
 # --- experience (issue 7) ---
 .PHONY: doctor test-browser test-hub formgrader

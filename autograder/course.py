@@ -12,6 +12,8 @@ AUTOGRADER_DIR = Path(__file__).resolve().parent
 ROOT = AUTOGRADER_DIR.parent
 SOURCE_DIR = ROOT / "solutions"
 RELEASE_DIR = ROOT / "notebooks"
+# files of the release folder that the course ships and nbgrader does not generate
+RELEASE_COURSE_FILES = {Path("nbgrader_config.py")}
 COURSE_DATA = ROOT / ".course"
 NOTEBOOK_SOURCES = AUTOGRADER_DIR / "authoring" / "notebook_src"
 
@@ -109,6 +111,7 @@ def release_diff(release_dir: Path = RELEASE_DIR) -> list[str]:
 def _tree_diff(a: Path, b: Path) -> list[str]:
     files_a = {p.relative_to(a) for p in a.rglob("*") if p.is_file()}
     files_b = {p.relative_to(b) for p in b.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+    files_b -= RELEASE_COURSE_FILES
     problems = [f"missing in {b.name}/: {p}" for p in sorted(files_a - files_b)]
     problems += [f"not produced by nbgrader: {b.name}/{p}" for p in sorted(files_b - files_a)]
     problems += [f"differs from a fresh generation: {b.name}/{p}" for p in sorted(files_a & files_b)

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from . import mylm_manifest
+
 # The versions the course is tested with. tests/test_doctor.py proves these
 # agree with pyproject.toml, so a change in one place cannot drift.
 PYTHON_MIN = (3, 10)
@@ -328,6 +330,20 @@ def check_root(euid: int | None) -> Result | None:
                       "(started by hand, `jupyter lab` needs it too)")
 
 
+# -- the learner's saved answers --------------------------------------------------
+
+def check_saved_answers(folder: Path, passed: dict[str, list[str]]) -> Result:
+    """Which notebooks' answers are saved in mylm/ (information: never a problem)."""
+    try:
+        where = folder.relative_to(Path.cwd())
+    except ValueError:
+        where = folder
+    if not passed:
+        return ok("saved answers", f"none yet in {where}/ (each answer whose check passes is saved there)")
+    listed = "; ".join(f"{nb}: {', '.join(names)}" for nb, names in passed.items())
+    return ok("saved answers", f"{len(passed)} notebook(s) in {where}/: {listed}")
+
+
 # -- report -----------------------------------------------------------------------
 
 def run_checks(instructor: bool = False) -> list[Result]:
@@ -344,6 +360,8 @@ def run_checks(instructor: bool = False) -> list[Result]:
     results.append(check_memory(available_memory_bytes()))
     results.extend(check_jupyter_extensions(instructor))
     results.append(check_alembic(instructor))
+    folder = mylm_manifest.default_dir()
+    results.append(check_saved_answers(folder, mylm_manifest.passed_by_notebook(folder)))
     root = check_root(os.geteuid() if hasattr(os, "geteuid") else None)
     if root:
         results.append(root)

@@ -15,6 +15,11 @@ Two environment variables override the choice (`make help` lists them):
 A torch that is already installed in the environment is kept, overrides or
 not: CI installs its pinned CPU wheel first and relies on that.
 
+When the CPU index was chosen here (not named by TORCH_INDEX_URL) and cannot
+be reached within a few seconds, one line says so and torch comes from the
+default index instead, rather than pip retrying for minutes and failing;
+pip's own errors from that install still show.
+
 Standard library only: it runs in a fresh virtual environment before
 anything is installed, as a script, so that importing `autograder` (and what
 its package imports) is not needed.
@@ -27,6 +32,8 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +58,8 @@ class Plan:
     """What to do about torch: `pip_args` is None when nothing is installed."""
     pip_args: list[str] | None
     reason: str
+    # the CPU index was picked here, not named by the user: may fall back when unreachable
+    cpu_index_chosen_here: bool = False
 
 
 def choose(system: str, nvidia_driver: bool, installed_torch: str | None,
@@ -75,11 +84,38 @@ def choose(system: str, nvidia_driver: bool, installed_torch: str | None,
     if system == "Linux" and not nvidia_driver:
         return Plan(["install", "--index-url", CPU_INDEX_URL, requirement],
                     f"{requirement}, CPU build from {CPU_INDEX_URL} (Linux without an NVIDIA driver; "
-                    f"set {INDEX_ENV} to choose another build)")
+                    f"set {INDEX_ENV} to choose another build)", cpu_index_chosen_here=True)
     where = {"Linux": "Linux with an NVIDIA driver: the CUDA build",
              "Darwin": "macOS: the CPU/MPS build",
              "Windows": "Windows: the CPU build"}.get(system, f"{system}: its default build")
     return Plan(["install", requirement], f"{requirement} from the default index ({where})")
+
+
+PROBE_TIMEOUT_S = 5
+
+
+def index_reachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """None when `url` answers within `timeout` seconds, else why not (one line).
+    Any HTTP answer counts: the server is there, and pip will say more."""
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        return str(getattr(err, "reason", err)) or type(err).__name__
+    return None
+
+
+def without_unreachable_cpu_index(plan: Plan, why_unreachable: str | None) -> Plan:
+    """The plan to follow when the CPU index chosen by `choose` cannot be
+    reached: the default index, with a reason that says what that costs."""
+    if why_unreachable is None or not plan.cpu_index_chosen_here:
+        return plan
+    requirement = plan.pip_args[-1]
+    return Plan(["install", requirement],
+                f"PyTorch's CPU index {CPU_INDEX_URL} is unreachable ({why_unreachable}): installing {requirement} "
+                f"from the default index instead (on Linux that is the CUDA build, gigabytes more; set {INDEX_ENV} "
+                f"to a reachable index of CPU wheels to avoid it)")
 
 
 def nvidia_driver_present(files=DRIVER_FILES, which=shutil.which) -> bool:
@@ -101,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
 
     plan = choose(platform.system(), nvidia_driver_present(), installed_torch_version(),
                   os.environ.get(INDEX_ENV), os.environ.get(SPEC_ENV))
+    if plan.cpu_index_chosen_here:
+        plan = without_unreachable_cpu_index(plan, index_reachable(f"{CPU_INDEX_URL}/torch/"))
     print(f"torch: {plan.reason}", flush=True)
     if plan.pip_args is None:
         return 0

@@ -1,5 +1,5 @@
 """The benchmarks still run (tiny settings; their numbers are not asserted:
-timing belongs in the README, measured by the commands it names)."""
+timing belongs in docs/benchmarks.md, measured by the commands it names)."""
 import subprocess
 import sys
 from pathlib import Path

@@ -1,7 +1,7 @@
 """tinylm on a CUDA device agrees with tinylm on the CPU.
 
 Skipped where torch sees no GPU (CI never has one). Run on a GPU machine with
-`make test-cuda`; the README records the last such run. Each test computes the
+`make test-cuda`; docs/benchmarks.md records the last such run. Each test computes the
 same thing on both devices from the same weights and inputs, so the CPU
 result is the independent reference; tolerances allow for a different kernel
 order (cuBLAS, the SDPA kernels), not for a different computation.

@@ -213,3 +213,32 @@ def test_pins_agree_with_pyproject():
     low, high = doctor.NOTEBOOK_RANGE
     assert deps["notebook"] == f"notebook>={low},<{high}"
     assert project["requires-python"] == ">=" + ".".join(map(str, doctor.PYTHON_MIN))
+
+
+# -- which notebooks' answers are saved in mylm/ ---------------------------------------
+
+def test_saved_answers_lists_what_the_checks_saved(tmp_path, monkeypatch):
+    """The doctor reads the manifest the checks write (answers.save_cell), not a copy of its format."""
+    from autograder import mylm_manifest
+    from autograder.checks import answers
+
+    monkeypatch.setenv("TINYLM_MYLM", str(tmp_path / "mylm"))
+    folder = mylm_manifest.default_dir()
+    assert folder == tmp_path / "mylm"
+    empty = doctor.check_saved_answers(folder, mylm_manifest.passed_by_notebook(folder))
+    assert empty.status == "OK" and "none yet" in empty.detail
+    answers.save_cell(folder, "nb04_rope", "def rope_cache(head_dim, seq_len):\n    return 1\n", ["rope_cache"], {})
+    answers.save_cell(folder, "nb01_embeddings", "def embed(ids, weight):\n    return weight[ids]\n", ["embed"], {})
+    answers.save_cell(folder, "nb01_embeddings", "def helper():\n    return 2\n", [], {})  # saved, no check passed
+    result = doctor.check_saved_answers(folder, mylm_manifest.passed_by_notebook(folder))
+    assert result.status == "OK"
+    assert result.detail.endswith("2 notebook(s) in " + str(folder) + "/: 01_embeddings: embed; 04_rope: rope_cache"), result.detail
+    assert "helper" not in result.detail
+    assert any(r.name == "saved answers" for r in doctor.run_checks())
+
+
+def test_saved_answers_default_to_the_release_folder(monkeypatch):
+    from autograder import course, mylm_manifest
+
+    monkeypatch.delenv("TINYLM_MYLM", raising=False)
+    assert mylm_manifest.default_dir() == course.RELEASE_DIR / "mylm"

@@ -138,3 +138,48 @@ def test_installing_the_course_prints_no_build_warnings(tmp_path):
                                "import importlib.metadata as m; print(m.metadata('tinylm-course')['License-Expression'])"],
                               capture_output=True, text=True, timeout=60)
     assert metadata.stdout.strip() == "MIT", metadata.stderr
+
+
+# -- the Lab start ------------------------------------------------------------------
+
+def makes_lab_command(venv: Path) -> str:
+    """The recipe `make lab` runs, for the venv at venv (its install stamp taken as done)."""
+    proc = subprocess.run(["make", "-n", "-o", str(venv / ".installed-learner"), "lab", f"VENV={venv}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    [line] = [line for line in proc.stdout.splitlines() if " lab" in line and "jupyter" in line]
+    return line
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_starting_lab_prints_no_warning(tmp_path):
+    """`make lab`'s own command, until the server says it is running: no
+    "No nbgrader_config.py file found" (notebooks/ carries the config nbgrader
+    looks for in the server's working folder), no other warning."""
+    command = makes_lab_command(BIN.parent) + f" --no-browser --port {free_port()} --ServerApp.token=test"
+    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    proc = subprocess.Popen(command, shell=True, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if "Use Control-C to stop this server" in line:
+                break
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=60)
+    output = "\n".join(lines)
+    assert "Serving notebooks from local directory" in output and f"{os.sep}notebooks" in output, output
+    assert "Jupyter Server" in output and "is running at" in output, output
+    assert warning_lines(output) == [], output

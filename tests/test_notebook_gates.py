@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -190,17 +191,28 @@ def test_solutions_run_under_nbval_within_stated_time(assignment):
     path = course.source_notebook(assignment)
     env = dict(os.environ, OMP_NUM_THREADS="1", TINYLM_DEVICE="cpu")
     env.pop("NBGRADER_EXECUTION", None)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), _children_cpu_s()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                            "--nbval-lax", str(path)], cwd=course.ROOT, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _children_cpu_s() - cpu_start
     assert proc.returncode == 0, f"{assignment}: nbval failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
     assert " passed" in proc.stdout and " 0 passed" not in proc.stdout
-    # "About N s" is the time measured on a busy 2-core machine; twice that is
-    # a regression (a heavy cell that forgot to shrink, a slow check), not noise.
+    # "About N s" is the time measured on a 2-core machine; twice that is a
+    # regression (a heavy cell that forgot to shrink, a slow check). Compared
+    # in CPU seconds of nbval and its kernel (one thread each): wall time on a
+    # machine shared with other jobs measures the other jobs (a fresh-clone run
+    # beside four builds took 42 s of wall time for 02's 20 s).
     stated = stated_run_time(read(path))
-    assert elapsed <= 2 * stated, f"{assignment}: nbval took {elapsed:.1f} s, the notebook promises about {stated} s"
-    print(f"{assignment}: {elapsed:.1f} s (stated: about {stated} s)")
+    assert cpu <= 2 * stated, (f"{assignment}: nbval used {cpu:.1f} s of CPU time ({elapsed:.1f} s of wall time), "
+                               f"the notebook promises about {stated} s")
+    print(f"{assignment}: {cpu:.1f} s CPU, {elapsed:.1f} s wall (stated: about {stated} s)")
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds used so far by this process's finished children (and
+    theirs, once reaped: nbval's kernel is waited for by jupyter_client)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # -- the gates can fail: each detector is shown to fire on a planted defect --
@@ -307,7 +319,7 @@ def test_prose_numbers_in_a_notebook_come_from_its_outputs(assignment):
 
 def test_numbers_blocks_in_readme_and_docs_come_from_the_notebooks():
     blocks = {doc.name: NUMBERS_BLOCK.findall(doc.read_text()) for doc in DOCUMENTS}
-    assert blocks["README.md"] and blocks["README-notebooks-part2.md"], "the training results lost their numbers block"
+    assert blocks["README.md"] and blocks["benchmarks.md"], "the training results lost their numbers block"
     untied = [f"{doc.name}: {u}" for doc in DOCUMENTS for u in untied_document_numbers(doc.read_text(), _outputs_of)]
     assert not untied, "numbers that the executed notebooks do not show (rebuild, then copy them):\n" + "\n".join(untied)
 

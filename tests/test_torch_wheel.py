@@ -133,6 +133,46 @@ def test_script_without_torch_prints_the_pip_command(tmp_path):
     assert f"would run: {sys.executable} -m pip install -q --index-url {CUDA_INDEX} torch==2.7.1" in proc.stdout
 
 
+# -- an unreachable CPU index: one line, then the default index -----------------------
+
+def test_an_unreachable_cpu_index_falls_back_to_the_default_index_and_says_so():
+    plan = choose("Linux", nvidia_driver=False, installed_torch=None, spec="torch==2.7.1")
+    fallback = torch_wheel.without_unreachable_cpu_index(plan, "Name or service not known")
+    assert fallback.pip_args == ["install", "torch==2.7.1"]
+    assert fallback.reason.startswith(f"PyTorch's CPU index {CPU_INDEX_URL} is unreachable (Name or service not known)")
+    assert "default index instead" in fallback.reason and "TORCH_INDEX_URL" in fallback.reason
+    assert torch_wheel.without_unreachable_cpu_index(plan, None) == plan
+
+
+def test_an_index_the_user_named_is_never_replaced():
+    """TORCH_INDEX_URL is the user's choice, even when it is the CPU index: pip's errors are the answer."""
+    for index in (CUDA_INDEX, CPU_INDEX_URL):
+        plan = choose("Linux", nvidia_driver=False, installed_torch=None, index_url=index)
+        assert torch_wheel.without_unreachable_cpu_index(plan, "timed out") == plan
+    kept = choose("Linux", nvidia_driver=False, installed_torch="2.13.0")
+    assert torch_wheel.without_unreachable_cpu_index(kept, "timed out") == kept
+
+
+def test_the_probe_answers_quickly_for_a_closed_port_and_accepts_any_http_answer():
+    import http.server
+    import socket
+    import threading
+    import time
+
+    with socket.socket() as sock:           # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    start = time.monotonic()
+    assert torch_wheel.index_reachable(f"http://127.0.0.1:{closed}/torch/", timeout=2) is not None
+    assert time.monotonic() - start < 3
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)  # answers 501
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert torch_wheel.index_reachable(f"http://127.0.0.1:{server.server_port}/torch/", timeout=5) is None
+    finally:
+        server.shutdown()
+
+
 # -- the Makefile calls it, before installing the course ----------------------------------
 
 HAVE_MAKE = any(os.access(os.path.join(p, "make"), os.X_OK) for p in os.environ.get("PATH", "").split(os.pathsep))

@@ -351,7 +351,7 @@ def train(model: nn.Module, data: torch.Tensor, val_data: torch.Tensor | None = 
     here as keywords, which win (e.g. steps=2000 to train further; see
     Trainer.resume). time_limit: stop after this many seconds of training
     steps. compile: run the model through torch.compile (off by default: see
-    the README's benchmark section for what it costs and gains).
+    docs/benchmarks.md for what it costs and gains).
     """
     trainer = Trainer(model, data, val_data, config, compile=compile, **overrides)
     if resume_from is not None:

@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .core import PASS_HOOKS
+from ..mylm_manifest import ENV, MANIFEST, load_manifest
+from ..mylm_manifest import passing as passing_in
 from ..notebook_format import defined_names
 
-MANIFEST = "manifest.json"
 NOTEBOOK_FOLDER = re.compile(r"^(\d\d)_(\w+)$")
 # Where IPython compiles a cell: ipykernel >= 6 writes /tmp/ipykernel_<pid>/<hash>.py,
 # older IPython <ipython-input-N-hash>. Only these count as a learner's cell.
@@ -44,7 +45,7 @@ CELL_FILE = re.compile(r"ipykernel_\d+[/\\]|<ipython-input-")
 
 def mylm_dir() -> Path:
     """The learner's package folder (not created here)."""
-    override = os.environ.get("TINYLM_MYLM")
+    override = os.environ.get(ENV)
     return Path(override).expanduser() if override else Path.cwd().parent / "mylm"
 
 
@@ -126,13 +127,6 @@ def header(notebook: str, cells: list[dict], namespace: dict) -> str:
     return "\n".join(lines + ['"""', *sorted(set(imports)), ""])
 
 
-def _load_manifest(folder: Path) -> dict:
-    try:
-        return json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -146,7 +140,7 @@ def save_cell(folder: Path, notebook: str, source: str, passed: list[str], names
     init = folder / "__init__.py"
     if not init.exists():
         _write(init, '"""Your model\'s code, saved from the notebooks by autograder/checks/answers.py."""\n')
-    manifest = _load_manifest(folder)
+    manifest = load_manifest(folder)
     entry = manifest.setdefault(notebook, {"cells": [], "passed": []})
     names = defined_names(source)
     new = {"names": names, "source": source.rstrip() + "\n"}
@@ -183,8 +177,7 @@ def record(subject: Callable) -> None:
 
 def passing(folder: Path | None = None) -> dict[str, str]:
     """{name: notebook module} of every saved name whose check passed."""
-    folder = mylm_dir() if folder is None else folder
-    return {name: nb for nb, entry in sorted(_load_manifest(folder).items()) for name in entry.get("passed", [])}
+    return passing_in(mylm_dir() if folder is None else folder)
 
 
 if record not in PASS_HOOKS:

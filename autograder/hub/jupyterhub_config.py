@@ -2,7 +2,7 @@
 exchange in a shared folder. tests/hub/ starts a hub with this very file.
 
 Put the course in a folder every user can read (e.g. /srv/tinylm, owned by
-the instructor), with its venv inside it; docs/instructor-guide.md gives
+the instructor), with its venv inside it; docs/instructors.md gives
 every step and the permissions. Then, as root:
 
     TINYLM_HUB_INSTRUCTORS=alice TINYLM_HUB_STUDENTS=bob,carol \\
@@ -37,6 +37,24 @@ if INSTRUCTORS & STUDENTS:
                      "a user is either the instructor or a student")
 if not INSTRUCTORS:
     raise SystemExit("TINYLM_HUB_INSTRUCTORS is empty: name the Unix user(s) who run the formgrader")
+
+
+
+def _data_files_found() -> bool:
+    """JupyterHub looks for its templates and static files in a share/jupyterhub
+    above its package folder or sys.prefix; a venv made by copying packages
+    (not by pip) may have none, and then every page answers 500."""
+    try:
+        from jupyterhub._data import DATA_FILES_PATH
+    except ImportError:  # a future layout: let JupyterHub report it
+        return True
+    return bool(DATA_FILES_PATH)
+
+
+if not _data_files_found():
+    raise SystemExit(f"JupyterHub's templates and static files (share/jupyterhub) were not found above its package "
+                     f"folder or {sys.prefix}: install jupyterhub with pip into the venv that runs the hub "
+                     f"(pip install -e '.[dev]'), or set c.JupyterHub.data_files_path to the folder that holds them")
 
 c = get_config()  # noqa: F821  (injected by traitlets)
 

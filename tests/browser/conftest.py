@@ -102,8 +102,9 @@ def _learner_course(course: Path) -> None:
 
 @pytest.fixture(scope="session")
 def learner_server(tmp_path_factory):
-    """As `make lab`: started in the course folder, file browser on notebooks/."""
-    server = _server(tmp_path_factory, "learner", _learner_course, ".", "notebooks")
+    """As `make lab`: started inside notebooks/ (where nbgrader finds the
+    learner's nbgrader_config.py), file browser on notebooks/."""
+    server = _server(tmp_path_factory, "learner", _learner_course, "notebooks", "notebooks")
     yield server
     server.stop()
 
@@ -112,7 +113,7 @@ def learner_server(tmp_path_factory):
 def bare_lab_server(tmp_path_factory):
     """The learner's setup with nbgrader's Lab extension disabled: proves
     that the extension check in test_extensions.py can fail."""
-    server = _server(tmp_path_factory, "no-nbgrader", _learner_course, ".", "notebooks", disable=("@jupyter/nbgrader",))
+    server = _server(tmp_path_factory, "no-nbgrader", _learner_course, "notebooks", "notebooks", disable=("@jupyter/nbgrader",))
     yield server
     server.stop()
 

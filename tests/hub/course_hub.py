@@ -156,7 +156,7 @@ class CourseHub:
         (a .pth file), and where even those are out of reach (a clone under
         /root) over a hard-linked copy of them. The instructor's equivalent
         is installing the course with a Python every user can run, in a
-        folder they can read (docs/instructor-guide.md)."""
+        folder they can read (docs/instructors.md)."""
         first = self._users_can_import()
         if first is None:
             return None
@@ -171,7 +171,11 @@ class CourseHub:
         (site / "tinylm-course-venv.pth").write_text(f"import site; site.addsitedir({str(packages)!r})\n")
         self.bin = layer / "bin"
         # Jupyter finds its extensions and their config under sys.prefix: the course venv's.
-        for shared in ("etc/jupyter", "share/jupyter"):
+        # JupyterHub finds its templates and static files (share/jupyterhub) by walking up
+        # from its package folder, then from sys.prefix: neither reaches the course venv's
+        # from a copy of its packages, so the layer's prefix gets them too (JupyterHub 6
+        # answered every page with 500, TemplateNotFound: login.html, without them).
+        for shared in ("etc/jupyter", "share/jupyter", "share/jupyterhub"):
             (layer / shared).parent.mkdir(parents=True, exist_ok=True)
             (layer / shared).symlink_to(self._reachable(Path(sys.prefix) / shared, layer / "course" / shared))
         # The course venv's console scripts start its unreadable interpreter: nbgrader needs

@@ -6,7 +6,7 @@ The instructor releases notebook 01 from the formgrader; each student logs
 in, fetches it from the Assignments tab, types the answers (student 1 the
 reference answers, student 2 with embed's ids shifted by one), validates
 and submits; the instructor collects from the formgrader, grades with
-`python -m autograder grade` (as root, as docs/instructor-guide.md says),
+`python -m autograder grade` (as root, as docs/instructors.md says),
 writes the feedback and releases it from the formgrader; each student
 fetches the feedback and reads their score, student 2 the named bug.
 

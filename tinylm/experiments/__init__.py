@@ -8,9 +8,11 @@ course, each returning a dataclass of curves, and one plot per result kind.
 
 The CLI reruns any of them longer: python -m tinylm experiment NAME --steps N.
 """
-from .catalog import (EXPERIMENTS, KVResult, MoEResult, PositionResult, ScaleResult, SweepResult, attention_scale,
+from .catalog import (EXPERIMENTS, KVResult, MoEResult, PositionResult, ScaleResult, SweepResult, TrainingChoices,
+                      attention_scale, training_choices,
                       block_order, clipping, kv_heads, learning_rates, mlp, moe, norms, positions, warmup)
-from .plots import plot_attention_scale, plot_curves, plot_kv_heads, plot_lr_sweep, plot_moe, plot_positions
+from .plots import (plot_attention_scale, plot_curves, plot_kv_heads, plot_lr_sweep, plot_moe, plot_positions,
+                    plot_training_choices)
 from .runs import (SMALL_MODEL, SMALL_TRAIN, Arm, small_model, Curves, attention_entropy, entropy_vs_head_dim, kv_bytes_per_token,
                    loss_per_position, train_side_by_side, uniform_causal_entropy, with_steps)
 from .variants import (GELUMLP, MoEMLP, PostNormBlock, TokenAndPosition, UnscaledAttention, gelu_hidden_size,

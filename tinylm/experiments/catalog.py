@@ -22,7 +22,7 @@ Builder = Callable[[ModelConfig], nn.Module]
 
 __all__ = ["ScaleResult", "PositionResult", "KVResult", "SweepResult", "MoEResult", "attention_scale",
            "positions", "norms", "block_order", "mlp", "moe", "kv_heads", "learning_rates", "warmup",
-           "clipping", "EXPERIMENTS"]
+           "clipping", "TrainingChoices", "training_choices", "EXPERIMENTS"]
 
 
 def _arms(config: ModelConfig, swaps: dict[str, Callable | None]) -> dict[str, Arm]:
@@ -183,6 +183,33 @@ def clipping(corpus, steps: int | None = None, lr: float = 3e-2, build: Builder 
                               corpus, tc, seed, progress)
 
 
+@dataclass
+class TrainingChoices:
+    sweep: SweepResult
+    warmup: Curves    # with and without warmup, at the sweep's learning rate `lr`
+    clipping: Curves  # with and without clipping, at the same learning rate
+
+
+def training_choices(corpus, steps: int | None = None, lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1),
+                     lr: float = 3e-2, build: Builder = Transformer, seed: int = 0,
+                     progress: bool = False) -> TrainingChoices:
+    """learning_rates, warmup and clipping in one go: the sweep's run at `lr`
+    is the baseline of the other two, so it is trained once."""
+    if lr not in lrs:
+        raise ValueError(f"training_choices: lr={lr} must be one of lrs={lrs}, its baseline is the sweep's run")
+    tc = with_steps(SMALL_TRAIN, steps)
+    at = {x: dataclasses.replace(tc, lr=x, min_lr=x / 10) for x in lrs}
+    arms = _same_model(build, {**{f"lr={x:g}": c for x, c in at.items()},
+                               "no warmup": dataclasses.replace(at[lr], warmup_steps=0),
+                               "no clipping": dataclasses.replace(at[lr], grad_clip=None)})
+    curves = train_side_by_side(arms, corpus, tc, seed, progress)
+    base = f"lr={lr:g}"
+    sweep = curves.select({f"lr={x:g}": f"lr={x:g}" for x in lrs})
+    return TrainingChoices(SweepResult(sweep, list(lrs), list(sweep.final_val().values())),
+                           curves.select({base: f"warmup {tc.warmup_steps} steps", "no warmup": "no warmup"}),
+                           curves.select({base: f"clip at {tc.grad_clip:g}", "no clipping": "no clipping"}))
+
+
 EXPERIMENTS = {
     "attention_scale": (attention_scale, plots.plot_attention_scale),
     "positions": (positions, plots.plot_positions),
@@ -194,4 +221,5 @@ EXPERIMENTS = {
     "learning_rates": (learning_rates, plots.plot_lr_sweep),
     "warmup": (warmup, plots.plot_curves),
     "clipping": (clipping, plots.plot_curves),
+    "training_choices": (training_choices, plots.plot_training_choices),
 }

@@ -93,3 +93,12 @@ def plot_moe(result, axes=None):
     right.set_xlabel("expert"), right.set_ylabel("share of routed tokens"), right.set_title("load balance")
     right.legend()
     return left, right
+
+
+def plot_training_choices(result, axes=None):
+    """The sweep's U, then warmup and clipping at one learning rate, side by side."""
+    sweep_ax, warmup_ax, clip_ax = _axes(axes, 3, 4.6)
+    plot_lr_sweep(result.sweep, sweep_ax)
+    plot_curves(result.warmup, warmup_ax, title="warmup or not")
+    plot_curves(result.clipping, clip_ax, title="gradient clipping or not")
+    return sweep_ax, warmup_ax, clip_ax

@@ -56,6 +56,11 @@ class Curves:
         return {k: (h.val_loss[-1] if h.val_loss and k not in self.diverged_at else math.nan)
                 for k, h in self.histories.items()}
 
+    def select(self, labels: dict[str, str]) -> "Curves":
+        """The arms named by the keys of `labels`, renamed to its values."""
+        return Curves(*({new: getattr(self, f)[old] for old, new in labels.items() if old in getattr(self, f)}
+                        for f in ("histories", "parameters", "diverged_at", "models")))
+
     def summary(self) -> str:
         """One line per arm: final validation loss, parameters, divergence."""
         lines = []

@@ -20,7 +20,8 @@
 # **Since notebook 03:** `tinylm.causal_attention(q, k, v)` is your attention; here it receives rotated
 # queries and keys.
 #
-# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 65 s on 2 CPU cores (`python -m autograder build 04` on a machine shared with other jobs, load
+# average about 6; most of it is the experiment's four training runs).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
@@ -331,8 +332,8 @@ else:
 
 # %% [markdown]
 # **What the output shows** (one seed, a short run). Inside the training window, RoPE with $\theta = 10000$ has
-# the lowest loss of the four: relative position helps. Past the training length its loss rises steadily: the
-# slow pairs meet angles they never saw. With $\theta = 100$ the curve is much flatter beyond 64 but worse
+# the lowest loss of the four: relative position helps. Past the training length it holds for a while (the 64-127
+# column) and then rises steeply: the slow pairs meet angles they never saw in training. With $\theta = 100$ the curve is much flatter beyond 64 but worse
 # everywhere inside it: the frequency choice trades in-distribution quality against extrapolation, as the seed
 # says. NoPE is flat across all positions; a causal model without positions can still infer where it is, roughly,
 # from how many tokens it attends to, and it does not meet unseen angles. Learned absolute positions have not

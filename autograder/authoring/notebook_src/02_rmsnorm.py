@@ -270,6 +270,39 @@ ax.set_xlabel("input scale s (x ~ N(0, s²))"), ax.set_ylabel("max abs error, fl
 plt.show()
 
 # %% [markdown]
+# ## 6. The experiment: RMSNorm, LayerNorm, or no norm
+#
+# The seed says RMSNorm is simpler than LayerNorm and "often efficient and stable". Three tinylm models of 4
+# pre-norm blocks, trained side by side on the course corpus (same seed, same initial weights, same batches, same
+# steps), identical except for their norms: RMSNorm (tinylm's), LayerNorm (`torch.nn.LayerNorm`, with its extra
+# bias; `tinylm.experiments.with_layer_norm`) and none at all (`without_norm`: every norm is the identity). They are
+# tinylm's model, not yours, so that the three differ in the norm only. A run whose loss becomes infinite or NaN
+# stops and is marked as diverged. `python -m tinylm experiment norms --steps 1000` reruns it longer; notebook 05
+# compares pre-norm with post-norm at a higher learning rate.
+
+# %%
+from tinylm import experiments
+
+if GRADING:
+    print("experiment skipped while grading")
+else:
+    corpus = tinylm.course_corpus()
+    norms = experiments.norms(corpus)  # 3 models, 4 layers
+    tc = experiments.SMALL_TRAIN
+    print(f"each run: {tc.steps} steps at peak learning rate {tc.lr}")
+    print(norms.summary())
+    experiments.plot_curves(norms, title="4 pre-norm blocks: RMSNorm, LayerNorm, none")
+    plt.show()
+
+# %% [markdown]
+# **What the output shows** (one seed, a short run). RMSNorm ends with the lowest loss of the three; LayerNorm,
+# which also centres each vector and learns a bias, does not do better here, and in this run even ends above the
+# model with no norm at all. So at this scale the measurement supports "RMSNorm is at least as good as LayerNorm
+# for less work", not more. None of the three diverged at this learning rate, so "stable" is not tested by this
+# run: a 4-layer model with a pre-norm residual stream and small initial weights trains without norms for a while.
+# Where normalisation decides whether training survives is the post-norm experiment of notebook 05.
+
+# %% [markdown]
 # ## Summary
 #
 # - RMSNorm: divide each token's vector by $\sqrt{\mathrm{mean}(x^2) + \varepsilon}$ over its features, multiply by a gain.

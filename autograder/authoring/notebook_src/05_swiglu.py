@@ -423,6 +423,55 @@ show_check(check_pre_norm_block, pitfalls.block_no_attn_residual)
 show_check(check_block, pitfalls.PostNormBlock)
 
 # %% [markdown]
+# ## 7. The experiments: block order, and a gated MLP
+#
+# Two claims of this notebook, each measured on tinylm models trained side by side on the course corpus (same
+# seed, same initial weights, same batches, same steps). They are tinylm's model, not yours, so that two arms differ
+# in one thing only. `python -m tinylm experiment block_order --steps 1000` (or `mlp`) reruns either longer.
+#
+# **Pre-norm against post-norm.** The original Transformer normalised the *sum*, `x = norm(x + f(x))`
+# (`tinylm.experiments.with_post_norm`, the same weights in the other order); Llama normalises the branch input
+# and leaves the residual stream a sum. The difference is said to show in how easily a model trains, so both get 4
+# blocks and a learning rate three times the other experiments'. A run whose loss becomes infinite or NaN stops and
+# is marked as diverged.
+
+# %%
+from tinylm import experiments
+
+if GRADING:
+    print("experiment skipped while grading")
+else:
+    corpus = tinylm.course_corpus()
+    order = experiments.block_order(corpus)  # 2 models, 4 layers, peak learning rate 3e-2
+    print(order.summary())
+    experiments.plot_curves(order, title="4 blocks at a high learning rate: pre-norm vs post-norm")
+    plt.show()
+
+# %% [markdown]
+# **What the output shows** (one seed, a short run). The pre-norm model ends clearly lower. Neither diverged at this
+# learning rate, so what the run shows is slower training of the post-norm model, not a blow-up: normalising the
+# stream after every branch removes the identity path from the embedding to the head that pre-norm keeps.
+#
+# **SwiGLU against a plain GELU MLP of equal size.** The seed calls the gated MLP "more expressive than a plain
+# activation MLP". A fair test gives both the same weights: the GELU MLP (`experiments.with_gelu_mlp`,
+# `down(gelu(up(x)))`) gets a hidden size of 3/2 · `d_ff`, so its two matrices hold as many weights as SwiGLU's three
+# (the parameter counts in the output are equal).
+
+# %%
+if GRADING:
+    print("experiment skipped while grading")
+else:
+    gated = experiments.mlp(corpus)  # 2 models, 2 layers
+    print(gated.summary())
+    experiments.plot_curves(gated, title="SwiGLU vs GELU MLP, same number of weights")
+    plt.show()
+
+# %% [markdown]
+# **What the output shows** (one seed, a short run). At the same number of weights, the SwiGLU model ends lower than
+# the GELU one: at this scale the measurement agrees with the claim. One seed and a short run cannot say how much
+# of the gap remains at the end of a long run; the CLI run can.
+
+# %% [markdown]
 # ## Summary
 #
 # - SwiGLU: `(silu(x @ W_gate.T) * (x @ W_up.T)) @ W_down.T`, SiLU on the gate only.

@@ -20,8 +20,8 @@
 # `(B, T, d_model)`. Notebook 04 will add positions (RoPE) to queries and keys; here there is no position
 # information yet.
 #
-# **Run time:** about 55 s on 2 CPU cores (`python -m autograder build 03` on a machine shared with other jobs, load
-# average about 6; most of it is the experiment's two training runs).
+# **Run time:** about 30 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 03`, most of it
+# the experiment's training runs; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math

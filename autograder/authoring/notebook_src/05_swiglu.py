@@ -24,7 +24,8 @@
 # `rope_cache` and `apply_rope` (04). Here these names are tinylm's, so each exercise is checked on its own;
 # from notebook 06 on, `learner_model` puts your versions in their place (section 5 shows it).
 #
-# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 40 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 05`, most of it
+# the experiment's training runs; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math

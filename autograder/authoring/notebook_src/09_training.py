@@ -25,7 +25,7 @@
 # is the course's text: short stories from a grammar whose exact entropy is known (notebook 10 uses it).
 #
 # **Run time:** about 150 s on an idle 2-core laptop: 60 s of it is the 1200-step training run, 20 s the run on
-# Shakespeare and about 30 s the experiment of section 11. On a busy machine the notebook says so and runs shorter,
+# Shakespeare, and most of the rest the experiment of section 11. On a busy machine the notebook says so and runs shorter,
 # announced schedules: the committed build ran on 2 cores shared with other jobs (load average 8), took about five
 # minutes and chose the shorter schedule.
 

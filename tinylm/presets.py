@@ -26,10 +26,10 @@ NB09_TRAIN = TrainConfig(steps=1200, batch_size=8, seq_len=256, lr=1e-2, min_lr=
 NB09_TIME_LIMIT = 60.0  # seconds of training the benchmark allows; the notebook's stated time for NB09_TRAIN.steps
 # The announced fallback of notebook 09 on a machine where NB09_TRAIN's steps
 # would take more than three times NB09_TIME_LIMIT, with the final validation
-# loss the reference model reaches with it (64 windows of 256 bytes, seed 0;
-# measured by tests/test_notebook09_run.py::test_short_run_reaches_the_stated_loss).
+# loss notebook 05's reference decoder reaches with it (64 windows of 256
+# bytes, seed 0; measured by tests/test_notebook09_run.py::test_short_run_reaches_the_stated_loss).
 NB09_SHORT_STEPS = 300
-NB09_SHORT_VAL_LOSS = 1.19
+NB09_SHORT_VAL_LOSS = 0.56
 # The notebook's second run, on Shakespeare: about 20 s on an idle 2-core machine.
 NB09_TEXT_STEPS = 400
 

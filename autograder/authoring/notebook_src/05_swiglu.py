@@ -24,7 +24,7 @@
 # `rope_cache` and `apply_rope` (04). Here these names are tinylm's, so each exercise is checked on its own;
 # from notebook 06 on, `learner_model` puts your versions in their place (section 5 shows it).
 #
-# **Run time:** about 40 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 05`, most of it
+# **Run time:** about 55 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 05`, most of it
 # the experiment's training runs; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
@@ -471,6 +471,34 @@ else:
 # **What the output shows** (one seed, a short run). At the same number of weights, the SwiGLU model ends lower than
 # the GELU one: at this scale the measurement agrees with the claim. One seed and a short run cannot say how much
 # of the gap remains at the end of a long run; the CLI run can.
+
+# %% [markdown]
+# ### Going further: a mixture of experts
+#
+# The seed: "MoE often replaces this MLP with multiple routed expert MLPs". `tinylm.experiments.with_moe` puts 4
+# SwiGLU experts and a router in each block; every token goes to the top-1 expert of the router (its output scaled
+# by the softmax weight of that choice), so a token uses as many MLP weights as in the dense model while the model
+# holds four times as many. There is no load-balancing loss: the right-hand plot shows how the router spread the
+# training tokens over the experts of each layer.
+
+# %%
+if GRADING:
+    print("experiment skipped while grading")
+else:
+    routed = experiments.moe(corpus)  # dense vs 4 experts top-1, 2 layers
+    print(routed.curves.summary())
+    for layer, shares in enumerate(routed.expert_share):
+        print(f"  layer {layer}: share of tokens per expert " + ", ".join(f"{x:.1%}" for x in shares))
+    experiments.plot_moe(routed)
+    plt.show()
+
+# %% [markdown]
+# **What the output shows** (one seed, a short run). The routed model ends *above* the dense one, and its load is
+# far from balanced: in each layer some experts receive most of the tokens and some almost none, so most of the
+# extra weights are idle. This is the known failure that real MoE models prevent with an auxiliary balancing loss
+# (and capacity limits); without it, a router that starts by slightly preferring an expert trains that expert
+# more, which makes it preferred more. The claim that MoE helps is about models trained with those tools at a
+# scale far beyond this one; this run does not support it, and shows why the tools are needed.
 
 # %% [markdown]
 # ## Summary

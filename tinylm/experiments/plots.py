@@ -41,15 +41,16 @@ def plot_attention_scale(result, axes=None):
     return left, right
 
 
-def plot_positions(result, ax=None, bucket: int = 8):
+def plot_positions(result, ax=None, bucket: int = 16):
     """Loss at each position (averaged over buckets of positions), with the training length marked."""
     ax = _axes(ax, width=8)
     for label, losses in result.loss_per_position.items():
         means = [sum(losses[i:i + bucket]) / len(losses[i:i + bucket]) for i in range(0, len(losses), bucket)]
-        ax.plot([i + bucket / 2 for i in range(0, len(losses), bucket)], means, "-", label=_label(result.curves, label))
+        ax.plot([i + bucket / 2 for i in range(0, len(losses), bucket)], means, "o-", label=_label(result.curves, label))
     ax.axvline(result.train_len, c="k", ls=":", label=f"trained on {result.train_len} positions")
     ax.set_xlabel("position in the window"), ax.set_ylabel("validation loss (nats/byte)")
-    ax.set_title("trained on short windows, scored on longer ones"), ax.legend()
+    ax.set_title(f"trained on short windows, scored on longer ones (means over {bucket} positions)")
+    ax.legend(loc="upper left", fontsize=8)
     return ax
 
 

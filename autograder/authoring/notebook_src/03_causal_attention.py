@@ -317,6 +317,8 @@ else:
     for label in scale.entropy_at_init:
         print(f"  {label:<26} at initialisation {scale.entropy_at_init[label]:.3f}, "
               f"after training {scale.entropy_trained[label]:.3f}")
+    for label, h in scale.curves.histories.items():  # past the first drop from ln 256, a stable run stays below it
+        print(f"  {label:<26} highest training loss after step 10: {max(h.train_loss[10:]):.2f}")
     dims, synthetic = scale.synthetic_head_dims, scale.synthetic_entropy
     print("random unit-variance q, k: entropy without the scale "
           + ", ".join(f"{e:.2f} at head_dim {d}" for d, e in zip(dims, synthetic["unscaled"])))
@@ -330,7 +332,10 @@ else:
 # the projections with small weights, so queries and keys start tiny and even the unscaled scores are small; saturation at init is a property of unit-variance features, which this initialisation avoids.
 # The difference appears during training: as the projections grow, the unscaled model's attention collapses
 # to nearly one-hot weights (its entropy after training, in the output above, is far below the scaled
-# model's), and its loss ends higher at the same step. This is one seed and a short run; the longer CLI run
+# model's), and its loss ends higher at the same step. Its training
+# is also less stable: shortly after the first drop, the unscaled run's training loss spikes back up above where it
+# started (the highest training loss after step 10, in the output; the faint spike in the right plot), while the
+# scaled run's stays down. This is one seed and a short run; the longer CLI run
 # lets you check that the gap persists.
 
 # %% [markdown]

@@ -451,7 +451,8 @@ else:
 # %% [markdown]
 # **What the output shows** (one seed, a short run). The pre-norm model ends clearly lower. Neither diverged at this
 # learning rate, so what the run shows is slower training of the post-norm model, not a blow-up: normalising the
-# stream after every branch removes the identity path from the embedding to the head that pre-norm keeps.
+# stream after every branch removes the identity path from the embedding to the head that pre-norm keeps. The
+# spread between seeds was not measured here (`python -m tinylm experiment block_order --seed 1` reruns it).
 #
 # **SwiGLU against a plain GELU MLP of equal size.** The seed calls the gated MLP "more expressive than a plain
 # activation MLP". A fair test gives both the same weights: the GELU MLP (`experiments.with_gelu_mlp`,
@@ -470,7 +471,8 @@ else:
 # %% [markdown]
 # **What the output shows** (one seed, a short run). At the same number of weights, the SwiGLU model ends lower than
 # the GELU one: at this scale the measurement agrees with the claim. One seed and a short run cannot say how much
-# of the gap remains at the end of a long run; the CLI run can.
+# of the gap remains at the end of a long run, or how it compares with the spread between seeds (not measured
+# here); the CLI run (`--steps`, `--seed`) can.
 
 # %% [markdown]
 # ### Going further: a mixture of experts

@@ -1,10 +1,11 @@
-"""Command line: python -m tinylm train | sample | eval | chat.
+"""Command line: python -m tinylm train | sample | eval | chat | experiment.
 
     python -m tinylm train                      # notebook-09 preset on the course corpus
     python -m tinylm train --text novel.txt --steps 3000 --out checkpoints/novel.pt
     python -m tinylm sample --prompt "Once upon a time" --temperature 0.8
     python -m tinylm eval                       # validation loss, perplexity, bits/byte vs baselines
     python -m tinylm chat --prompt "What is the capital of France?"   # SmolLM2-135M-Instruct in tinylm
+    python -m tinylm experiment positions --steps 1000 --out positions.png   # a notebook's experiment, longer
 
 The course environment check is `python -m autograder doctor` (`make doctor`).
 """
@@ -87,7 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--top-p", type=float, default=0.9, help="(0.9; 1 turns it off)")
     c.add_argument("--seed", type=int, default=0)
     _add_device_arg(c)
+    _add_experiment_parser(sub)
     return parser
+
+
+def _add_experiment_parser(sub) -> None:
+    from .experiments import EXPERIMENTS
+
+    x = sub.add_parser("experiment", help="rerun one of the notebooks' experiments, with a progress bar and its plot")
+    x.add_argument("name", choices=sorted(EXPERIMENTS))
+    x.add_argument("--steps", type=int, help="training steps of every arm (default: the notebook's)")
+    x.add_argument("--seed", type=int, default=0)
+    x.add_argument("--out", default=None, help="save the plot to this file (default: experiment_NAME.png)")
+    _add_data_args(x)
 
 
 def _corpus(args):
@@ -224,13 +237,33 @@ def _answer(model, tok, message: str, args, generator) -> None:
             print(text[shown:], end="", flush=True)
             shown = len(text)
     print(tok.decode(ids)[shown:], flush=True)
+def cmd_experiment(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file, no window
+    import matplotlib.pyplot as plt
+
+    from .experiments import EXPERIMENTS
+
+    if args.steps is not None and args.steps < 1:
+        raise ValueError(f"--steps must be a positive number of steps, got {args.steps}")
+    run, plot = EXPERIMENTS[args.name]
+    result = run(_corpus(args), steps=args.steps, seed=args.seed, progress=True)
+    print(getattr(result, "curves", result).summary())
+    plot(result)
+    out = args.out or f"experiment_{args.name}.png"
+    plt.gcf().tight_layout()
+    plt.gcf().savefig(out, dpi=120)
+    print(f"plot saved to {out}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     from .pretrained import PretrainedUnavailable
 
     args = build_parser().parse_args(argv)
-    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval, "chat": cmd_chat}
+    commands = {"train": cmd_train, "sample": cmd_sample, "eval": cmd_eval, "chat": cmd_chat,
+                "experiment": cmd_experiment}
     try:
         return commands[args.command](args)
     except (FileNotFoundError, ValueError, TypeError, PretrainedUnavailable) as err:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from .config import ModelConfig
 from .training import TrainConfig
 
-__all__ = ["NB06_MODEL", "NB09_MODEL", "NB09_TRAIN", "NB09_TIME_LIMIT", "PRESETS"]
+__all__ = ["NB06_MODEL", "NB09_MODEL", "NB09_TRAIN", "NB09_TIME_LIMIT", "NB09_SHORT_STEPS", "NB09_SHORT_VAL_LOSS",
+           "NB09_SHORT_VAL_LOSS_SEEDS",            "NB09_TEXT_STEPS", "PRESETS"]
 
 # Notebook 06 (KV cache): room for a 16-token prompt plus 1024 new tokens,
 # the longest generation the KV-cache benchmark measures.
@@ -22,7 +23,16 @@ NB06_MODEL = ModelConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=1040)
 NB09_MODEL = ModelConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=256)
 NB09_TRAIN = TrainConfig(steps=1200, batch_size=8, seq_len=256, lr=1e-2, min_lr=1e-3,
                          warmup_steps=50, eval_every=250, eval_tokens=32_768)
-NB09_TIME_LIMIT = 60.0  # seconds of training the benchmark allows
+NB09_TIME_LIMIT = 60.0  # seconds of training the benchmark allows; the notebook's stated time for NB09_TRAIN.steps
+# The announced fallback of notebook 09 on a machine where NB09_TRAIN's steps
+# would take more than three times NB09_TIME_LIMIT, with the final validation
+# loss notebook 05's reference decoder reaches with it (64 windows of 256
+# bytes, seed 0; measured by tests/test_notebook09_run.py::test_short_run_reaches_the_stated_loss).
+NB09_SHORT_STEPS = 300
+NB09_SHORT_VAL_LOSS = 0.56
+NB09_SHORT_VAL_LOSS_SEEDS = (0.56, 1.19)  # lowest and highest measured over two models x two seeds (0, 1)
+# The notebook's second run, on Shakespeare: about 20 s on an idle 2-core machine.
+NB09_TEXT_STEPS = 400
 
 PRESETS = {
     "nb09": (NB09_MODEL, NB09_TRAIN),

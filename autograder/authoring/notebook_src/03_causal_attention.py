@@ -20,7 +20,8 @@
 # `(B, T, d_model)`. Notebook 04 will add positions (RoPE) to queries and keys; here there is no position
 # information yet.
 #
-# **Run time:** about 25 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 30 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 03`, most of it
+# the experiment's training runs; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
@@ -286,6 +287,56 @@ show_check(check_causal_attention, pitfalls.attention_transposed_mask)
 
 # %%
 show_check(check_split_merge, pitfalls.split_heads_view, pitfalls.merge_heads_ok)
+
+# %% [markdown]
+# ## 7. The experiment: what the scale buys
+#
+# The claim: the entries of $q \cdot k$ add up $d_h$ products, so with unit-variance features their variance is
+# $d_h$; without the $1/\sqrt{d_h}$ the softmax saturates at large head sizes (almost one-hot weights), its
+# gradients become poor and training less stable. Two measurements:
+#
+# - **the mechanism**, on random queries and keys with unit-variance entries: the mean entropy of the causal
+#   softmax against the head size, with and without the scale (the uniform distribution is the dashed line);
+# - **a model**: two tinylm models with one head of size 64, trained side by side on the course corpus (same
+#   seed, same initial weights, same batches, same steps), identical except that one drops the scale
+#   (`tinylm.experiments.with_unscaled_attention`). Both are tinylm's model, not yours, so that the two differ
+#   in this one thing. We measure the attention entropy at initialisation and after training, and the loss.
+#
+# `python -m tinylm experiment attention_scale --steps 1000` reruns it longer.
+
+# %%
+from tinylm import experiments
+
+if GRADING:
+    print("experiment skipped while grading")
+else:
+    corpus = tinylm.course_corpus()
+    scale = experiments.attention_scale(corpus)  # 2 models, 150 steps each
+    print(scale.curves.summary())
+    print(f"mean attention entropy in nats (uniform attention: {scale.max_entropy:.3f}):")
+    for label in scale.entropy_at_init:
+        print(f"  {label:<26} at initialisation {scale.entropy_at_init[label]:.3f}, "
+              f"after training {scale.entropy_trained[label]:.3f}")
+    for label, h in scale.curves.histories.items():  # past the first drop from ln 256, a stable run stays below it
+        print(f"  {label:<26} highest training loss after step 10: {max(h.train_loss[10:]):.2f}")
+    dims, synthetic = scale.synthetic_head_dims, scale.synthetic_entropy
+    print("random unit-variance q, k: entropy without the scale "
+          + ", ".join(f"{e:.2f} at head_dim {d}" for d, e in zip(dims, synthetic["unscaled"])))
+    experiments.plot_attention_scale(scale)
+    plt.show()
+
+# %% [markdown]
+# **What the output shows.** On random unit-variance queries and keys the claim holds as stated: with the scale
+# the entropy stays put whatever the head size, without it the softmax grows sharper with every doubling of
+# `head_dim` (left plot). In the model, *at initialisation* the two are almost the same: tinylm initialises
+# the projections with small weights, so queries and keys start tiny and even the unscaled scores are small; saturation at init is a property of unit-variance features, which this initialisation avoids.
+# The difference appears during training: as the projections grow, the unscaled model's attention collapses
+# to nearly one-hot weights (its entropy after training, in the output above, is far below the scaled
+# model's), and its loss ends higher at the same step. Its training
+# is also less stable: shortly after the first drop, the unscaled run's training loss spikes back up above where it
+# started (the highest training loss after step 10, in the output; the faint spike in the right plot), while the
+# scaled run's stays down. This is one seed and a short run; the longer CLI run
+# lets you check that the gap persists.
 
 # %% [markdown]
 # ## Summary

@@ -20,7 +20,8 @@
 # **Since notebook 03:** `tinylm.causal_attention(q, k, v)` is your attention; here it receives rotated
 # queries and keys.
 #
-# **Run time:** about 20 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included).
+# **Run time:** about 35 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 04`, most of it
+# the experiment's training runs; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
@@ -296,6 +297,48 @@ show_check(check_apply_rope, pitfalls.apply_rope_no_offset)
 
 # %%
 show_check(check_rope_cache, pitfalls.rope_cache_half_exponent)
+
+# %% [markdown]
+# ## 5. The experiment: positions, and how far they extrapolate
+#
+# The seed: RoPE puts relative position into the attention scores, and *extrapolation depends on frequency choices
+# and training distribution*. Four tinylm models, trained side by side (same seed, same batches, same steps) on
+# windows of 64 bytes, then scored at every position of windows four times longer, up to 256:
+#
+# - **RoPE** with the usual $\theta = 10000$, and with $\theta = 100$ (every pair turns many times within the
+#   training window, so no angle met past it is new);
+# - **no position information** (NoPE, `experiments.without_positions`): the rotation tables are set to the
+#   identity, only the causal mask tells positions apart;
+# - **learned absolute positions** (GPT-2, `experiments.with_learned_positions`): one trained vector per position
+#   added to the token embedding; rows past 64 never receive a gradient.
+#
+# They are tinylm's model (not yours) so that the arms differ in the position scheme only.
+# `python -m tinylm experiment positions --steps 1000` reruns it longer.
+
+# %%
+from tinylm import experiments
+
+if GRADING:
+    print("experiment skipped while grading")
+else:
+    corpus = tinylm.course_corpus()
+    pos = experiments.positions(corpus)  # 4 models, 150 steps each on 64-byte windows
+    print(pos.curves.summary())
+    print("mean validation loss (nats/byte) over positions:  0-63 (trained)   64-127   128-191   192-255")
+    for label, losses in pos.loss_per_position.items():
+        print(f"  {label:<24}" + "".join(f"{sum(losses[i:i + 64]) / 64:>10.3f}" for i in range(0, 256, 64)))
+    experiments.plot_positions(pos)
+    plt.show()
+
+# %% [markdown]
+# **What the output shows** (one seed, a short run). Inside the training window, RoPE with $\theta = 10000$ has
+# the lowest loss of the four: relative position helps. Past the training length it holds for a while (the 64-127
+# column) and then rises steeply: the slow pairs meet angles they never saw in training. With $\theta = 100$ the curve is much flatter beyond 64 but worse
+# everywhere inside it: the frequency choice trades in-distribution quality against extrapolation, as the seed
+# says. NoPE is flat across all positions; a causal model without positions can still infer where it is, roughly,
+# from how many tokens it attends to, and it does not meet unseen angles. Learned absolute positions have not
+# learned much in so few steps (their loss is the highest of the four inside the window too), so this run says
+# little about their extrapolation; that claim needs the longer run.
 
 # %% [markdown]
 # ## Summary

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import tinylm
-from tinylm.presets import (NB09_MODEL, NB09_SHORT_STEPS, NB09_SHORT_VAL_LOSS, NB09_SHORT_VAL_LOSS_SEEDS,
+from tinylm.presets import (NB09_MODEL, NB09_SHORT_STEPS, NB09_SHORT_VAL_LOSS, NB09_SHORT_VAL_LOSS_SEEDS, NB09_STEPS,
                             NB09_TEXT_STEPS, NB09_TIME_LIMIT, NB09_TRAIN)
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step, show_check
@@ -241,7 +241,7 @@ print(f"loss on the memorised batch: {overfit[0]:.2f} -> {overfit[-1]:.3f}")
 # **A schedule is a promise about the end of the run.** The cosine reaches `min_lr` at step `total_steps - 1`; a
 # run cut off by a clock after a fraction of its scheduled steps never decays, and your `lr_schedule` might as well
 # be a constant. So this run is a **fixed number of steps**, the same on every machine, so that two runs give the
-# same losses: the preset's 1200 steps, which take about a minute on an idle 2-core laptop. Before it starts, a few
+# same losses: `NB09_STEPS` = 600 steps, about a minute on an idle 2-core laptop. Before it starts, a few
 # timed steps of a throw-away copy of the model estimate how long it will take here. On a machine where it would
 # take far longer (more than three times that minute: a busy or old CPU), the cell says so and runs the shorter,
 # announced schedule of `NB09_SHORT_STEPS` steps instead, with the loss to expect from it; it never silently does
@@ -261,7 +261,7 @@ model = learner_model(cfg, DEVICE)  # your notebook-05 decoder with your functio
 
 # %%
 tc = NB09_TRAIN
-STEPS = 20 if GRADING else tc.steps  # fixed: every machine runs the same schedule (a short one when graded)
+STEPS = 20 if GRADING else NB09_STEPS  # fixed: every machine runs the same schedule (a short one when graded)
 N_EVALS = 6                          # validation points along the run, the last at the final step
 
 

@@ -19,8 +19,8 @@
 # **Since notebook 01:** token ids become vectors `x` of shape `(batch, seq, d_model)`; `tinylm.embed` and
 # `tinylm.tied_logits` are the versions you wrote.
 #
-# **Run time:** about 40 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 02`, most of it
-# the experiment's training runs; a machine busy with other jobs takes longer).
+# **Run time:** about 30 s on 2 CPU cores (`pytest --nbval-lax` on this notebook with one thread, kernel start included,
+# on an idle machine: most of it the experiment's training runs; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os

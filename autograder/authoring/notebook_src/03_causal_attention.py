@@ -20,8 +20,8 @@
 # `(B, T, d_model)`. Notebook 04 will add positions (RoPE) to queries and keys; here there is no position
 # information yet.
 #
-# **Run time:** about 30 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 03`, most of it
-# the experiment's training runs; a machine busy with other jobs takes longer).
+# **Run time:** about 25 s on 2 CPU cores (`pytest --nbval-lax` on this notebook with one thread, kernel start included,
+# on an idle machine: most of it the experiment's training runs; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math

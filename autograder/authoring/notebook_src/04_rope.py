@@ -20,8 +20,8 @@
 # **Since notebook 03:** `tinylm.causal_attention(q, k, v)` is your attention; here it receives rotated
 # queries and keys.
 #
-# **Run time:** about 35 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 04`, most of it
-# the experiment's training runs; a machine busy with other jobs takes longer).
+# **Run time:** about 30 s on 2 CPU cores (`pytest --nbval-lax` on this notebook with one thread, kernel start included,
+# on an idle machine: most of it the experiment's training runs; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math

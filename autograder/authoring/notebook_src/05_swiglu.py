@@ -24,8 +24,8 @@
 # `rope_cache` and `apply_rope` (04). Here these names are tinylm's, so each exercise is checked on its own;
 # from notebook 06 on, `learner_model` puts your versions in their place (section 5 shows it).
 #
-# **Run time:** about 70 s on 2 CPU cores (`pytest --nbval-lax` on this notebook, kernel start included; most of it
-# the experiments' training runs and the real model).
+# **Run time:** about 65 s on 2 CPU cores (`pytest --nbval-lax` on this notebook with one thread, kernel start included,
+# on an idle machine: most of it the experiments and the real model; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math

@@ -19,7 +19,8 @@
 # **Since notebook 05:** you have the whole model, `tinylm.Transformer`: embedding, blocks of RMSNorm, RoPE attention
 # and SwiGLU, final norm, tied head. Its forward pass already accepts `cache=`; here you build what goes on inside.
 #
-# **Run time:** about 35 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 30 s on 2 CPU cores (`pytest --nbval-lax` on this notebook with one thread, kernel start included,
+# on an idle machine, the real model included; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os

@@ -21,8 +21,8 @@
 # Until now `n_kv_heads == n_heads`. GQA makes `n_kv_heads` a free parameter: `n_heads` (MHA) and 1 (MQA) are
 # its two ends.
 #
-# **Run time:** about 35 s on 2 idle CPU cores (from the CPU time of `python -m autograder build 07`, most of it
-# the experiment's training runs; a machine busy with other jobs takes longer).
+# **Run time:** about 35 s on 2 CPU cores (`pytest --nbval-lax` on this notebook with one thread, kernel start included,
+# on an idle machine: most of it the experiment's training runs; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os

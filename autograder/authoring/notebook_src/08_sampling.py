@@ -21,7 +21,8 @@
 # **Since notebook 07:** the model (with its KV cache and GQA) produces logits `(B, T, vocab)`; decoding uses the
 # last position, `logits[:, -1]`, shape `(B, vocab)`.
 #
-# **Run time:** about 40 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 30 s on 2 CPU cores (`pytest --nbval-lax` on this notebook with one thread, kernel start included,
+# on an idle machine, the real model included; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import os

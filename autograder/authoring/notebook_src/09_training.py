@@ -24,10 +24,10 @@
 # **Since notebook 08:** you can sample from any model; so far the models were random. `tinylm.course_corpus()`
 # is the course's text: short stories from a grammar whose exact entropy is known (notebook 10 uses it).
 #
-# **Run time:** about 150 s on an idle 2-core laptop: 60 s of it is the 1200-step training run, 20 s the run on
-# Shakespeare, and most of the rest the experiment of section 11. On a busy machine the notebook says so and runs shorter,
-# announced schedules: the committed build ran on 2 cores shared with other jobs (load average 8), took about five
-# minutes and chose the shorter schedule.
+# **Run time:** about 200 s on 2 CPU cores with one thread on an idle machine (`pytest --nbval-lax`, kernel start
+# included): about 80 s of it the 600-step training run, 65 s the run on Shakespeare, most of the rest the
+# experiment of section 11. Where the training run would take more than three times its minute, the notebook says
+# so before it starts and runs a shorter, announced schedule.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import copy

@@ -24,7 +24,8 @@
 # **Since notebook 09:** a trained model and its checkpoint (`.cache/checkpoints/09_training.pt`). If it is missing,
 # this notebook trains a stand-in for a fixed number of steps and says so.
 #
-# **Run time:** about 60 s on 2 CPU cores (measured with `pytest --nbval-lax`, kernel start included).
+# **Run time:** about 50 s on 2 CPU cores (`pytest --nbval-lax` on this notebook with one thread, kernel start included,
+# on an idle machine, the real model included; a machine busy with other jobs takes longer).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math

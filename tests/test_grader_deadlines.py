@@ -315,3 +315,44 @@ def test_release_through_an_exchange_that_nbgraders_fetch_reads(tmp_path, data, 
     fetched = home / name
     assert (fetched / f"{A}.ipynb").is_file()
     assert not [line for line in _hidden_lines(A) if line in _released_text(fetched)]
+
+
+# -- the whole pipeline: collect, grade (nbgrader and the recheck), feedback, export --
+
+@pytest.mark.grader
+@pytest.mark.slow
+def test_a_late_and_an_on_time_submission_through_the_grader(tmp_path, data):
+    import html
+
+    from autograder.grading.batch import Options, grade_all
+    from autograder.grading.feedback import write_feedback
+    from autograder.grading.grade import summary
+
+    _rules(data)
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for student, when in (("ann", DUE_UTC + dt.timedelta(days=1, hours=12)), ("bob", DUE_UTC)):
+            info = zipfile.ZipInfo(f"{student}_1_2_{A}.ipynb", date_time=(2026, 1, 1, 0, 0, 0))
+            info.extra = _ut_field(when)
+            zf.writestr(info, _nb_bytes())
+    collect(archive, [A])
+    results = {r["student"]: r for r in grade_all(Options(assignments=[A], workers=1, progress=False))}
+    full = results["ann"]["max_score"]
+    assert results["ann"]["score"] == results["bob"]["score"] == full, summary(list(results.values()))
+    # 1 d 12 h late: two started days, 20% of the points
+    assert results["ann"]["late"]["penalty"] == pytest.approx(0.2 * full)
+    assert results["ann"]["late"]["time_source"] == deadlines.SOURCE_ZIP_UTC
+    assert results["bob"]["late"]["penalty"] == 0 and results["bob"]["late"]["late_by"] == ""
+    table = summary(list(results.values()))
+    assert f"late by 1 d 12 h, penalty {0.2 * full:g}" in table
+    with gradebook.open_gradebook(gradebook.db_url()) as gb:
+        ann = gb.find_submission(A, "ann")
+        assert ann.total_seconds_late == 36 * 3600
+        assert ann.score - ann.late_submission_penalty == pytest.approx(0.8 * full)
+        assert gb.find_assignment(A).duedate == DUE_UTC.replace(tzinfo=None)
+    page = html.unescape((write_feedback([results["ann"]])[0]).read_text())
+    assert f"penalty {0.2 * full:g}, score after it {0.8 * full:g} / {full:g}" in page
+    assert "late by 1 d 12 h" in page and deadlines.SOURCE_ZIP_UTC in page
+    export(gradebook.db_url(), tmp_path / "out")
+    with open(tmp_path / "out" / "grades_total.csv") as f:
+        assert {r["student"]: float(r["total"]) for r in csv.DictReader(f)} == pytest.approx({"ann": 0.8 * full, "bob": full})

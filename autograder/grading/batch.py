@@ -22,7 +22,9 @@ def grade_all(opts: Options) -> list[dict]:
         from .cluster import require_shared_gradebook
         require_shared_gradebook(opts.db_url)
     gradebook.ensure_assignments(opts.db_url, opts.assignments)
-    deadlines.load()   # a broken deadlines.toml stops the run here, before anything is graded
+    # A broken deadlines.toml stops the run before anything is graded; nbgrader's
+    # autograde gets the due dates, so its own late penalty (LatePolicyPlugin) applies.
+    deadlines.apply(opts.db_url, {})
     subs = grade.find_submissions(opts.assignments, opts.students)
     todo, results = [], []
     for sub in subs:

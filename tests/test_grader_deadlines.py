@@ -101,6 +101,7 @@ def test_the_file_reads_local_times_in_its_timezone_and_extensions_two_ways():
     ('timezone = "Mars/Olympus"', "IANA name"),
     ("[extensions.ann]\n02_rmsnorm = 2", "without a due date"),
     ("[late]\ncutoff = 2", "unknown keys"),
+    ("due = 3", "must be a table"),
 ])
 def test_a_bad_file_is_refused_naming_the_key_and_the_fix(text, names):
     with pytest.raises(ValueError, match=names):
@@ -225,6 +226,17 @@ def test_export_and_nbgrader_totals_agree_on_penalties(tmp_path, data):
             "ann": 36 * 3600, "carol": 12 * 3600, "gus": 0}
         assert {s: sub.score - (sub.late_submission_penalty or 0) for s, sub in subs.items()} == {
             "ann": 8, "carol": 4.5, "gus": 7}
+
+
+def test_without_the_file_nbgraders_own_due_date_is_left_alone(tmp_path, data):
+    url = "sqlite:///" + str(tmp_path / "gb.db")
+    _gradebook_with(url, {"ann": 10.0})
+    with gradebook.open_gradebook(url) as gb:
+        gb.find_assignment(A).duedate = dt.datetime(2026, 12, 1, 12)
+        gb.db.commit()
+    export(url, tmp_path / "out")
+    with gradebook.open_gradebook(url) as gb:
+        assert gb.find_assignment(A).duedate == dt.datetime(2026, 12, 1, 12)
 
 
 def test_nbgraders_autograde_gets_the_same_policy_from_the_plugin(data):

@@ -172,6 +172,9 @@ def parse(text: str, assignments: list[str] | None = None) -> Deadlines:
     unknown = set(raw) - {"timezone", "due", "late", "extensions"}
     if unknown:
         raise ValueError(f"{FILE_NAME}: unknown keys {sorted(unknown)}; known: timezone, due, late, extensions")
+    for key in ("due", "late", "extensions"):
+        if not isinstance(raw.get(key, {}), dict):
+            raise ValueError(f"{FILE_NAME}: {key} must be a table: a line [{key}] followed by its entries")
     name = raw.get("timezone", "UTC")
     zone = _zone(name)
     due = {_known(a, assignments, "[due]"): _instant(v, zone, f"[due] {a}") for a, v in raw.get("due", {}).items()}
@@ -350,9 +353,11 @@ def report_lines(submissions, deadlines: Deadlines | None = None) -> list[str]:
 def apply(url: str, scores: dict[tuple[str, str], float]) -> dict[tuple[str, str], tuple[Lateness, float]]:
     """Lateness and penalty of each graded (student, assignment) -> score,
     also written into nbgrader's gradebook (due date, extension, time,
-    penalty), so nbgrader's totals are ours."""
+    penalty) when deadlines.toml exists, so nbgrader's totals are ours."""
     deadlines = load()
     out = {key: (late := lateness(*key, deadlines), late.penalty(score)) for key, score in scores.items()}
+    if not deadlines_path().is_file():
+        return out   # no deadlines: nbgrader's own due dates, if any, are left alone
     gradebook.record_lateness(url, deadlines.due, {key: (late.submitted_at, late.extension, penalty)
                                                    for key, (late, penalty) in out.items()})
     return out

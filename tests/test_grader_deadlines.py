@@ -368,3 +368,14 @@ def test_a_late_and_an_on_time_submission_through_the_grader(tmp_path, data):
     export(gradebook.db_url(), tmp_path / "out")
     with open(tmp_path / "out" / "grades_total.csv") as f:
         assert {r["student"]: float(r["total"]) for r in csv.DictReader(f)} == pytest.approx({"ann": 0.8 * full, "bob": full})
+
+
+def test_the_command_line_takes_a_prefix_and_says_where_it_released(tmp_path, data, capsys):
+    from autograder.__main__ import main
+
+    _rules(data, '[due]\n01_embeddings = 2020-01-01T00:00:00Z\n')
+    assert main(["release-solutions", "01", "--out", str(tmp_path / "handout")]) == 0
+    assert f"released the solutions of {A} to {tmp_path / 'handout' / published_name(A)}" in capsys.readouterr().out
+    _rules(data, '[due]\n01_embeddings = 2999-01-01T00:00:00Z\n')
+    with pytest.raises(SystemExit, match="not releasing the solutions: 01_embeddings is due until 2999"):
+        main(["release-solutions", "01"])

@@ -12,7 +12,9 @@ import csv
 import datetime as dt
 import json
 import os
+import shutil
 import struct
+import subprocess
 import zipfile
 
 import pytest
@@ -152,6 +154,24 @@ def test_lms_zip_times_local_utc_field_and_timestamp_file(tmp_path, data):
     assert "carol/01_embeddings: submitted 2026-12-12 22:59:00 UTC (from the timestamp.txt (nbgrader " \
            "exchange)), due 2026-12-11 22:59:00 UTC, extension 1 d: late by 1 d" in text
     assert "bob/01_embeddings" in text and "on time" in text
+
+
+@pytest.mark.skipif(shutil.which("zip") is None, reason="Info-ZIP's zip is not installed (apt-get install zip)")
+def test_a_zip_made_by_info_zip_gives_the_files_utc_times(tmp_path, data):
+    """Info-ZIP's own zip, not Python's: its extended-timestamp field holds the file's mtime in UTC."""
+    _rules(data)
+    inbox = tmp_path / "inbox"
+    (inbox / "hal" / A).mkdir(parents=True)
+    notebook = inbox / "hal" / A / f"{A}.ipynb"
+    notebook.write_bytes(_nb_bytes())
+    when = (DUE_UTC + dt.timedelta(hours=25)).timestamp()   # two started days late
+    os.utime(notebook, (when, when))
+    subprocess.run(["zip", "-qr", str(tmp_path / "lms.zip"), "hal"], cwd=inbox, check=True,
+                   env={**os.environ, "TZ": "America/New_York"})   # its DOS times are New York's
+    collect(tmp_path / "lms.zip", [A])
+    late = lateness("hal", A)
+    assert late.source == deadlines.SOURCE_ZIP_UTC and late.seconds_late == 25 * 3600
+    assert late.penalty(5.0) == pytest.approx(1.0)
 
 
 def test_folder_times_exchange_timestamp_kept_as_is_else_modification_time(tmp_path, data):

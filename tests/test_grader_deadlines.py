@@ -195,11 +195,15 @@ def test_folder_times_exchange_timestamp_kept_as_is_else_modification_time(tmp_p
     assert eve.late_by == "3 d 1 min" and eve.penalty(8.0) == 8.0
 
 
-def test_a_submission_collected_by_nbgrader_has_only_its_timestamp_file(data):
+def test_a_submission_collected_by_nbgrader_has_only_its_timestamp_file(tmp_path, data):
     _rules(data)
-    folder = data / "submitted" / "frank" / A
-    folder.mkdir(parents=True)
-    (folder / "timestamp.txt").write_text("2026-12-11 10:59:00.000000 UTC")   # 12 h late
+    src = tmp_path / "inbox"
+    (src / "frank" / A).mkdir(parents=True)
+    (src / "frank" / A / f"{A}.ipynb").write_bytes(_nb_bytes())
+    collect(src, [A])
+    assert lateness("frank", A).source == deadlines.SOURCE_MTIME
+    # then the formgrader's Collect brings a newer submission from the exchange: its time counts
+    (data / "submitted" / "frank" / A / "timestamp.txt").write_text("2026-12-11 10:59:00.000000 UTC")   # 12 h late
     late = lateness("frank", A)
     assert late.source == deadlines.SOURCE_EXCHANGE and late.seconds_late == 12 * 3600
     assert late.penalty(5.0) == pytest.approx(0.5)

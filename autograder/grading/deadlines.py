@@ -273,17 +273,22 @@ def record_times(submissions, times: dict) -> None:
 
 def submission_time(student: str, assignment: str) -> tuple[dt.datetime | None, str]:
     """(time, source) of a collected submission; (None, "") when unknown.
-    A submission collected by nbgrader (the formgrader's Collect) has only its timestamp.txt."""
+    The time is the submission's timestamp.txt, which nbgrader reads too;
+    collect's note names its source while it still describes that time (a
+    later Collect in the formgrader brings a new timestamp.txt and no note)."""
+    try:
+        stamp = utc_from_timestamp_file((gradebook.folder("submitted") / student / assignment / TIMESTAMP_FILE)
+                                        .read_text())
+    except (OSError, ValueError, OverflowError):
+        stamp = None
     try:
         note = json.loads(_note_path(student, assignment).read_text())
-        return dt.datetime.fromisoformat(note["submitted_at"]).astimezone(UTC), str(note["source"])
+        noted = dt.datetime.fromisoformat(note["submitted_at"]).astimezone(UTC), str(note["source"])
     except (OSError, ValueError, KeyError, TypeError):
-        pass
-    stamp = gradebook.folder("submitted") / student / assignment / TIMESTAMP_FILE
-    try:
-        return utc_from_timestamp_file(stamp.read_text()), SOURCE_EXCHANGE
-    except (OSError, ValueError, OverflowError):
-        return None, ""
+        noted = None
+    if noted and (stamp is None or noted[0] == stamp):
+        return noted
+    return (stamp, SOURCE_EXCHANGE) if stamp else (None, "")
 
 
 # -- lateness --

@@ -10,19 +10,32 @@ largest absolute difference and measured properties of the learner's own
 output (which axis sums to 1, a fitted scale factor, an identified
 activation). A failure ends with the most useful line: the diagnosis.
 
-Diagnoses come from three sources, best first:
-  * measurements of the learner's output (`chk.diagnose(...)`), phrased as
-    what the output is and how it differs from what it should be;
+A "Likely bug:" line names a cause, and only where the learner's own
+output (or error) shows it; every other observation is a "Measured:" line
+(`chk.measured(...)`). The sources of "Likely bug:", best first:
+  * measurements of the learner's output (`chk.diagnose(...)`, called only
+    in a branch whose condition measured that output), phrased as what the
+    output is and how it differs from what it should be;
   * known wrong variants (the same inputs pushed through a deliberately buggy
     formula), named only when a variant reproduces EVERY failing row it was
     offered for (a partial match never produces a name);
+  * the learner's error message (`chk.call(..., error_hints=[(regex, bug)])`),
+    named only when the regex matches what their code raised;
   * upstream attribution (`chk.upstream(...)`): a later exercise that fails
     only because an earlier answer it calls is wrong says so.
+A CheckFailed caught to add a cause gets it with `err.with_likely_bug(bug)`
+(keeps the learner's frames; a line already there is not repeated).
+
+What a failure shows: the table (printed), then the message. In a notebook
+the message renders without a traceback (CheckFailed._render_traceback_),
+and an error raised by the learner's code shows the learner's frames only.
+The raising call is the table's last row, and its "Called with" line and
+the sizes named from its error come from that same call (CallRecord).
 
 Usage inside a check function:
 
     chk = Check("rms_norm", expects="a tensor shaped like x")
-    got = chk.call(fn, x, w, eps)              # learner exceptions -> a short message
+    got = chk.call(fn, x, w, eps, row_label="float32")   # learner exceptions -> a short message
     chk.compare("float32", got, want, variants={"eps outside the sqrt": bad})
     chk.finish()                               # prints the table, raises on failure
 """
@@ -496,10 +509,11 @@ class Check:
         sizes = self._name_sizes(str(err), record.sizes())
         if sizes:
             self.measured(sizes)
-        self.rows.append(Row(record.label(), False, note=f"raised {type(err).__name__}: see below"))
+        # The row is printed with this failure only: a check that catches it (a probe) keeps its own table.
+        row = Row(record.label(), False, note=f"raised {type(err).__name__}: see below")
         self._stop(f"{self.fn_name} raised {type(err).__name__}{_learner_place(err)}: {_first_line(err)}\n"
                    f"  Called with {record.called_with()}{record.for_row()}; it should return {self.expects}.",
-                   learner_error=err)
+                   learner_error=err, extra_row=row)
 
     def probe(self, fn: Callable, *args, **kwargs):
         """Call the learner's function for a measurement: None when it raises
@@ -539,10 +553,10 @@ class Check:
         self.diagnose(f"{what} is the right result scaled by {describe_factor(fit[0], named)}: drop that factor")
         return True
 
-    def _stop(self, message: str, learner_error: BaseException | None = None):
+    def _stop(self, message: str, learner_error: BaseException | None = None, extra_row: Row | None = None):
         __tracebackhide__ = True
         self.errors.append(message)
-        self._print_table()
+        self._print_table([*self.rows, extra_row] if extra_row else self.rows)
         hints = "".join(f"\n  {line}" for line in self._explanation())
         raise self._failure(f"{self.fn_name}: {message}{hints}", learner_error) from None
 
@@ -706,17 +720,18 @@ class Check:
                 notes.append(note)
         return notes
 
-    def _print_table(self) -> None:
-        if not self.rows:
+    def _print_table(self, rows: list[Row] | None = None) -> None:
+        rows = self.rows if rows is None else rows
+        if not rows:
             return
-        width = max(len("check"), *(len(r.name) for r in self.rows))
+        width = max(len("check"), *(len(r.name) for r in rows))
         # each column at least as wide as its widest cell, so a "(2, 3) != (2, 3, 5)" shape keeps the others aligned
-        columns = [(title, key, max(least, *(len(getattr(r, key) or "-") for r in self.rows)))
+        columns = [(title, key, max(least, *(len(getattr(r, key) or "-") for r in rows)))
                    for title, key, least in (("shape", "shape", 6), ("dtype", "dtype", 6), ("allclose", "close", 8),
                                              ("max|diff|", "diff", 9))]
         print(f"{self.fn_name}:")
         print(f"  {'check':<{width}}  " + " ".join(f"{title:<{w}}" for title, _, w in columns))
-        for r in self.rows:
+        for r in rows:
             line = f"  {r.name:<{width}}  " + " ".join(f"{getattr(r, key) or '-':<{w}}" for _, key, w in columns)
             print(line + (f"  <- {r.note}" if r.note else ""))
 

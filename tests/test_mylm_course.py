@@ -122,7 +122,7 @@ def test_the_pass_line_says_where_the_answer_is_saved_and_from_when_it_is_used(c
     ns = _notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
     printed, failure = _run(ns["rms_norm"])
     assert failure is None
-    assert re.search(r"^PASS rms_norm: \d+/\d+ checks; saved to mylm/nb02_rmsnorm.py, used from notebook 05 on$",
+    assert re.search(r"^PASS rms_norm: \d+/\d+ checks; saved to mylm/nb02_rmsnorm.py \(used from notebook 05 on\)$",
                      printed, re.M), printed
 
 

@@ -196,7 +196,7 @@ def _answer_cell(subject) -> tuple[str, str] | None:
 
 def _where_used(name: str) -> str:
     first = used_from(name)
-    return f"used from notebook {first} on" if first else "no later notebook runs it"
+    return f"used from notebook {first} on" if first else "no later notebook uses it"
 
 
 def record(subject: Callable) -> str | None:
@@ -212,7 +212,7 @@ def record(subject: Callable) -> str | None:
         save_cell(mylm_dir(), notebook, source, [subject.__name__], namespace)
     except (OSError, SyntaxError, AttributeError) as err:  # saving must never fail the learner's check
         return f"your answer was not saved to mylm/: {type(err).__name__}: {err}"
-    return f"saved to mylm/{notebook}.py, {_where_used(subject.__name__)}"
+    return f"saved to mylm/{notebook}.py ({_where_used(subject.__name__)})"
 
 
 def note_failure(subject) -> str | None:

@@ -130,10 +130,10 @@ def _reference(nb: str, edited: set[str]) -> str:
     return f"reference (finish {nb} to use yours)"
 
 
-def _yours(nb: str, chosen: list[Choice], failing: set[str]) -> str:
-    names = sorted(n for c in chosen for n in failing if getattr(c.function, "__name__", None) == n)
-    if names:
-        return f"yours ({nb}, the last version that passed; your latest {', '.join(names)} failed its check)"
+def _yours(nb: str, names: list[str], failing: set[str]) -> str:
+    stale = sorted(set(names) & failing)
+    if stale:
+        return f"yours ({nb}, the last version that passed; your latest {', '.join(stale)} failed its check)"
     return f"yours ({nb})"
 
 
@@ -144,19 +144,19 @@ def report(choices: dict[str, Choice] | None, decoder: Choice, edited: set[str] 
     passed; failing: saved names whose latest check run failed."""
     if choices is None:
         return decoder.source
-    pieces: dict[str, list[Choice]] = {}
+    pieces: dict[str, dict[str, Choice]] = {}
     for name, choice in choices.items():
-        pieces.setdefault(FUNCTIONS[name][0], []).append(choice)
+        pieces.setdefault(FUNCTIONS[name][0], {})[name] = choice
     parts = []
     for piece, chosen in pieces.items():
-        nb = chosen[0].notebook
-        if all(c.yours for c in chosen):
-            parts.append(f"{piece}: {_yours(nb, chosen, failing)}")
-        elif any(c.yours for c in chosen):
+        nb = next(iter(chosen.values())).notebook
+        if all(c.yours for c in chosen.values()):
+            parts.append(f"{piece}: {_yours(nb, list(chosen), failing)}")
+        elif any(c.yours for c in chosen.values()):
             parts.append(f"{piece}: partly yours (finish {nb} to use all of yours)")
         else:
             parts.append(f"{piece}: {_reference(nb, edited)}")
-    parts.append(f"decoder: {_yours('05', [decoder], failing)}" if decoder.yours else f"decoder: {_reference('05', edited)}")
+    parts.append(f"decoder: {_yours('05', [DECODER], failing)}" if decoder.yours else f"decoder: {_reference('05', edited)}")
     return " · ".join(parts)
 
 
@@ -256,7 +256,7 @@ def learner_function(name: str, fallback, *, quiet: bool = False):
     function = getattr(module, name, None)
     if not quiet:
         if function:
-            print(f"{name}: {_yours(passing[name][2:4], [Choice(function, True, '', '')], mylm_manifest.failing_since(folder))}")
+            print(f"{name}: {_yours(passing[name][2:4], [name], mylm_manifest.failing_since(folder))}")
         elif name in passing and passing[name] in mylm_manifest.edited(folder):
             print(f"{name}: {_reference(passing[name][2:4], {passing[name][2:4]})}; using {fallback.__module__}'s")
         else:

@@ -522,3 +522,12 @@ def test_error_hints_name_a_bug_only_when_the_learners_error_matches():
         with pytest.raises(CheckFailed) as err:
             chk.call(f, torch.zeros(2), error_hints=[(pattern, "the bug")])
         assert ("Likely bug: the bug" in str(err.value)) is named
+
+
+def test_an_error_raised_in_tinylm_is_placed_in_the_learners_function_that_called_it():
+    ns = _cell_like_ipython("import tinylm\ndef rotary_attention(q, k, v, cos, sin, start_pos=0):\n"
+                            "    return tinylm.causal_attention(q, k.transpose(-2, -1), v)\n")
+    with pytest.raises(CheckFailed) as err:
+        checks.check_rotary_attention(ns["rotary_attention"])
+    assert "inside your rotary_attention (line 3: `return tinylm.causal_attention(" in str(err.value), str(err.value)
+    assert "tinylm/" not in _render(err.value)

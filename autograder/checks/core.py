@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import io
 import linecache
 import re
@@ -755,11 +756,20 @@ def _first_line(err: Exception) -> str:
     return text[0][:200] if text else "(no message)"
 
 
-_LIBRARY_DIRS = tuple(str(Path(m.__file__).resolve().parent) for m in (torch,)) + (str(Path(__file__).resolve().parent.parent),)
+def _package_dir(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return str(Path(locations[0]).resolve()) if locations else None
+
+
+# Code that is not the learner's: torch, the course's library (an answer may
+# call tinylm for another exercise) and the autograder (the checks).
+_LIBRARY_DIRS = tuple(d for d in (_package_dir("torch"), _package_dir("tinylm"), str(Path(__file__).resolve().parent.parent))
+                      if d)
 
 
 def _is_learners(filename: str) -> bool:
-    """True for a notebook cell or any file outside torch and the autograder."""
+    """True for a notebook cell or any file outside _LIBRARY_DIRS."""
     return filename.startswith("<") or not str(Path(filename).resolve()).startswith(_LIBRARY_DIRS)
 
 

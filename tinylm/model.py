@@ -14,6 +14,7 @@ from .kv_cache import KVCache
 from .mlp import SwiGLU
 from .norm import RMSNorm
 from .rope import rope_cache
+from . import validation
 from .validation import check_token_ids, check_token_tensor
 
 
@@ -92,8 +93,10 @@ class Transformer(nn.Module):
         check_token_tensor(idx)
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (batch, seq), got {tuple(idx.shape)}; add a batch axis with idx[None].")
-        if not torch.compiler.is_compiling():  # reading the ids' range would break a compiled graph
-            check_token_ids(idx, self.config.vocab_size)  # (train(compile=True) checks the whole corpus once instead)
+        if not torch.compiler.is_compiling():
+            check_token_ids(idx, self.config.vocab_size)
+        elif validation.ids_need_checking():  # train(compile=True) checks the whole corpus once instead
+            validation.check_token_ids_eagerly(idx, self.config.vocab_size)
         T = idx.shape[1]
         start_pos = 0
         if cache is not None:

@@ -1,6 +1,9 @@
 """Input checks shared by the model's entry points: fail early, name the fix."""
 from __future__ import annotations
 
+import contextlib
+import numbers
+
 import torch
 
 
@@ -24,6 +27,31 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "idx") -> No
         )
 
 
+# True while a caller (Trainer with compile=True) has checked every id it
+# will feed, so the compiled model needs no per-call check.
+_ids_checked_upstream = False
+
+
+@contextlib.contextmanager
+def ids_checked_upstream():
+    global _ids_checked_upstream
+    previous, _ids_checked_upstream = _ids_checked_upstream, True
+    try:
+        yield
+    finally:
+        _ids_checked_upstream = previous
+
+
+def ids_need_checking() -> bool:
+    return not _ids_checked_upstream
+
+
+# Run outside the compiled graph (one graph break at the top of forward):
+# inside it, reading the ids' values is impossible, and an out-of-range id
+# would surface as the compiler's raw indexing error.
+check_token_ids_eagerly = torch.compiler.disable(check_token_ids)
+
+
 def _all_within(ids: torch.Tensor, vocab_size: int) -> bool:
     if ids.numel() == 1:  # a decoding step: one read instead of a reduction
         return 0 <= int(ids.item()) < vocab_size
@@ -36,3 +64,11 @@ def check_float(x: torch.Tensor, name: str) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}.")
     if not x.dtype.is_floating_point:
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}; convert with {name}.float().")
+
+
+def check_int(value, name: str, minimum: int = 0) -> int:
+    """An integer >= minimum (numpy integers too; bool is refused, since
+    True would silently mean 1) returned as a plain int."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r} ({type(value).__name__}).")
+    return int(value)

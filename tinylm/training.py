@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .evaluation import check_data, evaluate
-from .validation import check_token_ids, ids_checked_upstream
+from .validation import check_token_ids
 
 __all__ = ["TrainConfig", "History", "Trainer", "TrainingDiverged", "get_batch", "train", "lr_at",
            "plot_history", "load_model"]
@@ -190,7 +190,7 @@ class Trainer:
         self.data = check_data(data, "data", self.config.seq_len + 1)
         self.val_data = None if val_data is None else check_data(val_data, "val_data")
         vocab_size = getattr(getattr(self.module, "config", None), "vocab_size", None)
-        if vocab_size is not None:  # every id checked once here, not in each (compiled) step
+        if vocab_size is not None:  # every id checked once, with a message naming it
             check_token_ids(self.data, vocab_size, "data")
         self.device = next(model.parameters()).device
         self.optimizer = torch.optim.AdamW(_param_groups(model, self.config.weight_decay),
@@ -200,7 +200,6 @@ class Trainer:
         # and runs generated kernels afterwards; the module and its parameters
         # stay the same objects, so checkpoints and evaluate() are unchanged.
         self.forward = torch.compile(model) if compile else model
-        self.compiled = compile
         self.generator = torch.Generator().manual_seed(self.config.seed)
         self.history = History()
         self.step_count = 0  # optimizer steps done so far
@@ -216,11 +215,7 @@ class Trainer:
         if not model.training:  # evaluate() restores the mode it found; train() walks every module
             model.train()
         x, y = get_batch(self.data, c.batch_size, c.seq_len, self.generator, self.device)
-        if self.compiled:
-            with ids_checked_upstream():  # __init__ checked every id of data
-                logits = self.forward(x)  # (B, T, V)
-        else:
-            logits = self.forward(x)  # (B, T, V)
+        logits = self.forward(x)  # (B, T, V)
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

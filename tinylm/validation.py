@@ -1,7 +1,6 @@
 """Input checks shared by the model's entry points: fail early, name the fix."""
 from __future__ import annotations
 
-import contextlib
 import numbers
 
 import torch
@@ -27,29 +26,14 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "idx") -> No
         )
 
 
-# True while a caller (Trainer with compile=True) has checked every id it
-# will feed, so the compiled model needs no per-call check.
-_ids_checked_upstream = False
-
-
-@contextlib.contextmanager
-def ids_checked_upstream():
-    global _ids_checked_upstream
-    previous, _ids_checked_upstream = _ids_checked_upstream, True
-    try:
-        yield
-    finally:
-        _ids_checked_upstream = previous
-
-
-def ids_need_checking() -> bool:
-    return not _ids_checked_upstream
-
-
-# Run outside the compiled graph (one graph break at the top of forward):
-# inside it, reading the ids' values is impossible, and an out-of-range id
-# would surface as the compiler's raw indexing error.
-check_token_ids_eagerly = torch.compiler.disable(check_token_ids)
+def assert_token_ids_in_graph(ids: torch.Tensor, vocab_size: int, name: str = "idx") -> None:
+    """check_token_ids for code that torch.compile traces: the range test runs
+    on the device as part of the graph (no graph break, no host sync), so an
+    out-of-range id fails with this message instead of the compiler's raw
+    indexing error. A traced assertion cannot say which id it was."""
+    in_range = ((ids >= 0) & (ids < vocab_size)).all()
+    torch._assert_async(in_range, f"{name} holds a token id outside the vocabulary [0, {vocab_size}) (found while "
+                                  f"running compiled). Encode text with the model's tokenizer, or raise ModelConfig.vocab_size.")
 
 
 def _all_within(ids: torch.Tensor, vocab_size: int) -> bool:

@@ -15,6 +15,7 @@ from . import Mutation as M
 ROPE_QK = "q, k = apply_rope(q, cos, sin, start_pos), apply_rope(k, cos, sin, start_pos)"
 ATTEND = "y = causal_attention(q, k, v)"
 BLOCK_CALL = "x = block(x, self.rope_cos, self.rope_sin, cache, i)"
+BLOCKS = "self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))"
 TEMPERATURE_THEN_FILTERS = """    logits = logits / temperature             # on logits, before any filter
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
@@ -75,12 +76,10 @@ MUTATIONS = {
           V_NOT_REPEATED,
           "repeats the keys to the query heads but not the values"),
         # registration and sharing of the parts
-        M("Transformer", "self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))",
-          "self.blocks = [Block(config) for _ in range(config.n_layers)]",
+        M("Transformer", BLOCKS, "self.blocks = [Block(config) for _ in range(config.n_layers)]",
           ("ModuleList", "plain list", "not registered", "python list"),
           "keeps the blocks in a plain Python list: their parameters are invisible to the module"),
-        M("Transformer", "self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))",
-          "self.blocks = nn.ModuleList([Block(config)] * config.n_layers)",
+        M("Transformer", BLOCKS, "self.blocks = nn.ModuleList([Block(config)] * config.n_layers)",
           ("same block", "one Block", "shared", "the same module"),
           "builds one Block and lists it n_layers times: every layer shares its weights"),
         M("Transformer", "self.mlp_norm = RMSNorm(config.d_model, config.norm_eps)", "self.mlp_norm = self.attn_norm",

@@ -58,11 +58,23 @@ def _explain_mask(chk: Check, got, q_len: int, kv_len: int) -> None:
         return
     if tuple(got.shape) != (q_len, kv_len):
         return
-    allowed = got.detach().cpu() != 0
     ones = torch.ones(q_len, kv_len, dtype=torch.bool)
     expected = kv_len - q_len
+    right = ones.tril(expected)
+    if got.dtype != torch.bool:  # a float or int mask: its pattern is only read when its values are 0/1
+        values = sorted({float(v) for v in got.detach().cpu().flatten().tolist()})
+        if not set(values) <= {0.0, 1.0}:
+            chk.measured(f"your mask is {got.dtype} with values {values[:4]}: a float mask is ADDED to the scores "
+                         "(0 or -inf); causal_mask returns bool, True = may attend")
+            return
+        if torch.equal(got.detach().cpu() != 0, right):
+            chk.measured(f"your mask is {got.dtype} 0/1 in the right pattern where checked: only its dtype is wrong")
+            return
+    allowed = got.detach().cpu() != 0
+    if torch.equal(allowed, right):
+        return
     for diag in range(-kv_len, kv_len + 1):
-        if diag != expected and torch.equal(allowed, ones.tril(diag)):
+        if not torch.equal(ones.tril(diag), right) and torch.equal(allowed, ones.tril(diag)):
             chk.measured(f"for q_len={q_len}, kv_len={kv_len} your mask is tril(diagonal={diag}); expected "
                          f"tril(diagonal=kv_len - q_len) = tril(diagonal={expected})")
             return

@@ -36,6 +36,7 @@ import tinylm
 from autograder.checks import pitfalls
 from autograder.checks import (check_causal_attention, check_causal_mask, check_self_attention, check_split_merge,
                                show_check)
+from autograder.checks.learner_model import require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -253,7 +254,8 @@ try:
         same = torch.allclose(fused(ids), reference(ids), atol=1e-5)
 finally:
     tinylm.attention.causal_attention = original
-print("your attention inside tinylm gives the fused path's logits:", same)
+require_agreement("your attention inside tinylm gives the fused path's logits", same,
+                  "your causal_attention (and the causal_mask it calls) changes tinylm's logits: rerun their checks above")
 
 # %% [markdown]
 # ## 6. Pitfalls

@@ -34,7 +34,7 @@ import torch
 import tinylm
 from autograder.checks import pitfalls
 from autograder.checks import check_apply_rope, check_rope_cache, check_rotary_attention, show_check
-from autograder.checks.learner_model import swapped
+from autograder.checks.learner_model import require_agreement, swapped
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -229,7 +229,8 @@ with torch.no_grad(), swapped(tinylm.attention, "apply_rope", apply_rope):
     mine = reference(ids)  # every rotation in this forward pass is yours
 with torch.no_grad():
     expected = model(ids)
-print("your apply_rope inside tinylm gives the same logits:", torch.allclose(expected, mine, atol=1e-5))
+require_agreement("your apply_rope inside tinylm gives the same logits", torch.allclose(expected, mine, atol=1e-5),
+                  "your apply_rope (exercise 2 above) changes tinylm's logits: rerun its check")
 
 
 # %% [markdown]

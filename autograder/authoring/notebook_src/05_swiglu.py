@@ -42,7 +42,7 @@ from tinylm import apply_rope, causal_attention, embed, rms_norm, rope_cache, ti
 from autograder.checks import pitfalls
 from autograder.checks import (check_attention_module, check_block, check_decoder, check_pre_norm_block, check_swiglu,
                                check_swiglu_hidden, show_check)
-from autograder.checks.learner_model import learner_model
+from autograder.checks.learner_model import learner_model, require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -201,7 +201,8 @@ with torch.no_grad():
     mine, theirs = my_forward(model, idx), model(idx)
 print(f"config: d_model={cfg.d_model}, n_layers={cfg.n_layers}, n_heads={cfg.n_heads}, d_ff={cfg.d_ff}")
 print(f"parameters: {model.num_parameters():,}; logits {tuple(mine.shape)}")
-print("your forward pass equals tinylm's:", torch.allclose(mine, theirs, atol=1e-5))
+require_agreement("your forward pass equals tinylm's", torch.allclose(mine, theirs, atol=1e-5),
+                  "your swiglu or pre_norm_block (exercises 1 and 3 above) changes tinylm's logits: rerun their checks")
 print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs ln(256) = {math.log(256):.1f}")
 
 

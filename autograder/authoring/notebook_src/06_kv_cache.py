@@ -35,7 +35,8 @@ import tinylm
 from tinylm.presets import NB06_MODEL
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_attention_step, check_cache_update, check_generate_greedy, show_check
-from autograder.checks.learner_model import learner_cache, learner_model
+from autograder.checks.learner_model import (cached_matches_full, check_model_agrees, learner_cache, learner_model,
+                                              require_agreement)
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -191,7 +192,9 @@ with torch.no_grad():
     cache = learner_cache(model, batch_size=2)
     model(ids[:, :12], cache=cache)                              # prefill 12 positions
     step = model(ids[:, 12:], cache=cache)[:, -1]                # decode position 12 from the cache
-print("cache length:", cache.length, "| cached logits equal the full recompute:", torch.allclose(full, step, atol=1e-4))
+print("cache length:", cache.length)
+# A check, not just a print: if it fails, it names the piece of your model (and its notebook) that causes it.
+check_model_agrees("cached logits equal the full recompute", lambda m: cached_matches_full(m, ids), model)
 
 
 # %% [markdown]
@@ -308,8 +311,11 @@ tok = tinylm.ByteTokenizer()
 prompt = tok.encode("Once upon a time")[None].to(DEVICE)                     # (1, T)
 mine = generate_greedy(model, prompt, 20, learner_cache(model, batch_size=1))
 ref = tinylm.generate(model, prompt, 20, temperature=0)
-slow = tinylm.generate(model, prompt, 20, temperature=0, use_cache=False)
-print("yours == tinylm.generate:", torch.equal(mine, ref), "| cached == uncached:", torch.equal(ref, slow))
+require_agreement("yours == tinylm.generate", torch.equal(mine, ref),
+                  "your generate_greedy (exercise 3 above) decodes differently from tinylm.generate on this model")
+check_model_agrees("cached == uncached", lambda m: torch.equal(tinylm.generate(m, prompt, 20, temperature=0),
+                                                               tinylm.generate(m, prompt, 20, temperature=0,
+                                                                               use_cache=False)), model)
 
 # %% [markdown]
 # ### At real size: SmolLM2-135M

@@ -383,15 +383,29 @@ def measure_length(chk: Check, got, prompt_len: int, max_new_tokens: int, batch:
                      "new tokens are expected (one per loop step)")
 
 
+class TooManyForwardCalls(RuntimeError):
+    """Raised inside the learner's decoding loop once it has called the model
+    more often than its max_new_tokens allow: a wrong loop (one that never
+    appends, or decodes far past max_new_tokens) is stopped in a fraction of a
+    second instead of running until the cell's timeout."""
+
+
 class ForwardLog:
     """Records every forward call of a model: input length, cache length at
-    entry, train mode, grad mode. Used to see *how* a learner decodes."""
+    entry, train mode, grad mode. Used to see *how* a learner decodes. With
+    `limit`, the call after the limit-th raises TooManyForwardCalls."""
 
-    def __init__(self, model):
+    def __init__(self, model, limit: int | None = None):
         self.calls: list[dict] = []
+        self.limit = limit
         self.handle = model.register_forward_pre_hook(self._hook, with_kwargs=True)
 
     def _hook(self, module, args, kwargs):
+        if self.limit is not None and len(self.calls) >= self.limit:
+            raise TooManyForwardCalls(
+                f"the check stopped the decoding after {self.limit} forward passes of the model, more than "
+                "max_new_tokens allows (one pass per new token, the first one the prefill): does the loop stop "
+                "after max_new_tokens steps, and does every step append its token?")
         idx = args[0] if args else kwargs.get("idx")
         cache = args[1] if len(args) > 1 else kwargs.get("cache")
         self.calls.append({"len": idx.shape[-1] if isinstance(idx, torch.Tensor) else None,
@@ -422,7 +436,7 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
     for p, T in enumerate(prompts):
         prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed + p))
         want = ref_greedy(model, prompt, max_new_tokens)
-        log = ForwardLog(model)
+        log = ForwardLog(model, limit=2 * max_new_tokens)  # bounded: a wrong loop is stopped, not waited for
         try:
             got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache)
         except CheckFailed as err:

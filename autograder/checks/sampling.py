@@ -383,7 +383,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     want = ref_greedy(model.eval(), prompt, max_new_tokens)
     model.train()
     chk = Check("generate", expects=f"token ids (batch, prompt_len + max_new_tokens) = {(batch, prompt_len + max_new_tokens)}")
-    log = ForwardLog(model)
+    log = ForwardLog(model, limit=2 * max_new_tokens)  # bounded: a wrong loop is stopped, not waited for
     try:
         got = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
     finally:
@@ -405,7 +405,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     chk.require("no autograd graph (torch.no_grad or inference_mode)", log.calls and not any(c["grad"] for c in log.calls),
                 "forward passes recorded gradients",
                 diagnosis="decoding records an autograd graph: wrap the loop in torch.no_grad()")
-    log2 = ForwardLog(model)
+    log2 = ForwardLog(model, limit=2 * max_new_tokens)
     try:
         again = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
     finally:
@@ -419,7 +419,11 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
         chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: pass temperature, top_k "
                      "and top_p on to sample_next")
     model.train()
-    runs = [chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(s)) for s in (11, 11, 12)]
+    log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
+    try:
+        runs = [chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(s)) for s in (11, 11, 12)]
+    finally:
+        log3.close()
     shaped = all(isinstance(r, torch.Tensor) and r.shape == want.shape for r in runs)
     chk.require("sampling: prompt kept at the front", shaped and all(torch.equal(r[:, :prompt_len].cpu(), prompt) for r in runs),
                 "the returned ids must start with the prompt")

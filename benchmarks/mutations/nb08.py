@@ -97,4 +97,9 @@ MUTATIONS = [
     M("sample_next", TEMPERED_FILTERS,
       TEMPERED_FILTERS.replace(TEMPER, "").replace("probs = logits.softmax", "probs = (logits / temperature).softmax"),
       ("temperature applied after",), "applies the temperature after the top-k/top-p filters", added="issue-25"),
+    M("generate", 'for _ in range(max_new_tokens):\n                logits = model(idx)[:, -1]                  # (B, V): the last position predicts the next token\n                next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)\n                idx = torch.cat((idx, next_id[:, None]), dim=1)',
+      'while idx.shape[1] < prompt.shape[1] + max_new_tokens:\n                logits = model(idx)[:, -1]                  # (B, V): the last position predicts the next token\n                next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)\n                idx = torch.cat((prompt, next_id[:, None]), dim=1)',
+      ("stopped the decoding",), "loops until a length that is never reached (appends to the prompt)",
+      added="issue-25",
+      extra=""),
 ]

@@ -192,7 +192,9 @@ print("largest difference between the three curves:",
 #
 # The check runs it with `start_pos=0` and `start_pos=4` and expects the *same* output both times: when queries
 # and keys are shifted together, only their distances matter. The offset starts to matter in notebook 06, where
-# the keys of earlier tokens come from a cache and only the new query is rotated here.
+# the keys of earlier tokens come from a cache, already rotated at their own positions: there each step rotates
+# its new query **and its new key** with the same `start_pos` (the cache length), and never rotates a cached key
+# again.
 
 # %% nbgrader={"grade": false, "grade_id": "rotary_attention", "locked": false, "schema_version": 3, "solution": true}
 def rotary_attention(q, k, v, cos, sin, start_pos: int = 0) -> torch.Tensor:

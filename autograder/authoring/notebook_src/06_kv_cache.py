@@ -237,13 +237,16 @@ check_generate_greedy(generate_greedy, seed=31, batch=3, prompts=(2, 7, 4), max_
 # The time of one decoding step at position $T$, with the cache (one token through the model) and without it (all
 # $T + 1$ tokens again). The expectation: without the cache a step costs more the longer the text; with it, the step
 # stays nearly flat (only the attention over the cached keys grows, a small part of a step at these lengths).
-# Timings are noisy, more so on a shared machine: every point is the median of five runs, the bars show their
-# range, and the cell says whether the differences stand out from that range or are **too noisy to tell**. The work
+# Timings are noisy, more so on a shared machine: every point is the median of seven runs, the bars show the range
+# of the middle five, and the cell says whether the differences stand out from that range or are **too noisy to
+# tell**. The work
 # is fixed (four positions, at most 257 tokens), so the cell takes seconds, not minutes, on a slow machine too.
 
 # %%
-def timed_ms(run, repeats=5):
-    """(median, max - min) of run()'s wall time over `repeats` runs, in ms."""
+def timed_ms(run, repeats=7):
+    """(median, spread) of run()'s wall time over `repeats` runs, in ms; the spread is the range of the middle
+    runs (the fastest and the slowest left out), so one run disturbed by another program does not decide."""
+    run()                                                         # warm-up, not timed
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -252,7 +255,7 @@ def timed_ms(run, repeats=5):
             torch.cuda.synchronize()
         times.append(1e3 * (time.perf_counter() - start))
     times.sort()
-    return times[len(times) // 2], times[-1] - times[0]
+    return times[len(times) // 2], times[-2] - times[1]
 
 
 def clearly_more(small, large):
@@ -277,7 +280,7 @@ without = [step_timing(model, T, False) for T in positions]
 fig, ax = plt.subplots(figsize=(6.5, 3))
 for timings, label in ((without, "no cache: recompute T + 1 tokens"), (with_cache, "KV cache: 1 new token")):
     ax.errorbar(positions, [m for m, _ in timings], yerr=[r / 2 for _, r in timings], fmt="o-", capsize=3, label=label)
-ax.set_xlabel("position T of the generated token"), ax.set_ylabel("ms per token (median of 5)"), ax.legend()
+ax.set_xlabel("position T of the generated token"), ax.set_ylabel("ms per token (median of 7)"), ax.legend()
 plt.show()
 if clearly_more(without[0], without[-1]) and clearly_more(with_cache[-1], without[-1]):
     print(f"measured: recomputing costs {without[0][0]:.1f} ms at T={positions[0]} and {without[-1][0]:.1f} ms at "
@@ -302,7 +305,7 @@ else:
 def generation_timing(model, use_cache, n_new=32):
     """(median, spread) ms per generated token, greedy, from a 16-token prompt."""
     prompt = torch.randint(256, (1, 16), device=DEVICE)
-    median, spread = timed_ms(lambda: tinylm.generate(model, prompt, n_new, temperature=0, use_cache=use_cache), 3)
+    median, spread = timed_ms(lambda: tinylm.generate(model, prompt, n_new, temperature=0, use_cache=use_cache), 5)
     return median / n_new, spread / n_new
 
 widths = [32, 128] if GRADING else [32, 64, 128, 256]

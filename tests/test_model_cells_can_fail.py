@@ -20,7 +20,7 @@ from autograder.authoring.gates import exercise_namespace
 
 # (assignment, text the cell prints, the learner's name, a wrong function for it)
 CELLS = [
-    ("02_rmsnorm", "logits equal:", "rms_norm", pitfalls.rms_norm_wrong_axis),
+    ("02_rmsnorm", "\"logits equal\"", "rms_norm", pitfalls.rms_norm_wrong_axis),
     ("03_causal_attention", "your attention inside tinylm", "causal_attention", pitfalls.attention_no_scale),
     ("04_rope", "your apply_rope inside tinylm", "apply_rope", lambda x, cos, sin, start_pos=0: x),
     ("05_swiglu", "your forward pass equals tinylm's", "swiglu", pitfalls.swiglu_swapped),

@@ -24,6 +24,10 @@ itself counts too.
 (written without reading the checks) instead of the nbNN.py ones, and
 reports them on their own.
 
+Rows in parentheses, e.g. "(issue-25)", count again the mutations written
+after the checks they test (Mutation.added), so the named rate on mistakes
+the checks were not first tuned on is reported on its own.
+
 Exits non-zero when anything is missed or named wrongly, or when the named
 rate is below 85%.
 """
@@ -154,12 +158,21 @@ def table(outcomes: list[Outcome]) -> tuple[str, dict]:
         row["caught"] += o.verdict != "missed"
         row[o.verdict] += 1
     total = {c: sum(r[c] for r in per_nb.values()) for c in columns}
+    # Mutations written after the checks they test (Mutation.added, e.g. "issue-25"), counted again on their own:
+    # the rate on mistakes the checks were not first tuned on.
+    added: dict[str, dict[str, int]] = {}
+    for o in outcomes:
+        if o.mutation.added:
+            row = added.setdefault(o.mutation.added, dict.fromkeys(columns, 0))
+            row["mutations"] += 1
+            row["caught"] += o.verdict != "missed"
+            row[o.verdict] += 1
     header = f"{'notebook':<9}" + "".join(f"{c:>15}" for c in columns) + f"{'named %':>10}"
     lines = [header]
-    for name, r in [*per_nb.items(), ("total", total)]:
+    for name, r in [*per_nb.items(), ("total", total), *((f"({tag})", r) for tag, r in added.items())]:
         rate = 100 * r["named"] / r["mutations"] if r["mutations"] else 0.0
         lines.append(f"{name:<9}" + "".join(f"{r[c]:>15}" for c in columns) + f"{rate:>9.1f}%")
-    return "\n".join(lines), {"notebooks": per_nb, "total": total}
+    return "\n".join(lines), {"notebooks": per_nb, "total": total, "added": added}
 
 
 def problems(outcomes: list[Outcome]) -> list[str]:

@@ -14,13 +14,13 @@ import io
 import pytest
 
 from autograder import course
-from autograder.checks import pitfalls
+from autograder.checks import CheckFailed, pitfalls
 from autograder.notebook_format import read
 from autograder.authoring.gates import exercise_namespace
 
 # (assignment, text the cell prints, the learner's name, a wrong function for it)
 CELLS = [
-    ("02_rmsnorm", "logits equal:", "rms_norm", pitfalls.rms_norm_wrong_axis),
+    ("02_rmsnorm", "\"logits equal\"", "rms_norm", pitfalls.rms_norm_wrong_axis),
     ("03_causal_attention", "your attention inside tinylm", "causal_attention", pitfalls.attention_no_scale),
     ("04_rope", "your apply_rope inside tinylm", "apply_rope", lambda x, cos, sin, start_pos=0: x),
     ("05_swiglu", "your forward pass equals tinylm's", "swiglu", pitfalls.swiglu_swapped),
@@ -37,9 +37,13 @@ def _cell(assignment: str, printed: str) -> str:
 
 
 def _run(source: str, ns: dict) -> str:
+    """What the cell prints; a cell that is a check (issue 25) raises CheckFailed on False, whose message counts too."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(source, "<cell>", "exec"), ns)
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(source, "<cell>", "exec"), ns)
+    except CheckFailed as err:
+        return out.getvalue() + f"CheckFailed: {err}"
     return out.getvalue()
 
 
@@ -54,6 +58,8 @@ def test_a_wrong_function_inside_the_model_prints_false(assignment, printed, nam
     wrong_output = _run(source, ns)
     assert "False" in wrong_output and "True" not in wrong_output, (
         f"{assignment}: the cell still reports a match with a wrong {name}:\n{wrong_output}")
+    assert "CheckFailed" in wrong_output and "Likely bug:" in wrong_output, (
+        f"{assignment}: a False is not a check that names the owner:\n{wrong_output}")
 
 
 def test_every_cell_that_compares_a_model_is_gated():

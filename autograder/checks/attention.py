@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .contracts import call_keeping_inputs
 from .core import Check, _close, describe_factor, fit_scale, randn, tol_for
 
 
@@ -57,11 +58,23 @@ def _explain_mask(chk: Check, got, q_len: int, kv_len: int) -> None:
         return
     if tuple(got.shape) != (q_len, kv_len):
         return
-    allowed = got.detach().cpu() != 0
     ones = torch.ones(q_len, kv_len, dtype=torch.bool)
     expected = kv_len - q_len
+    right = ones.tril(expected)
+    if got.dtype != torch.bool:  # a float or int mask: its pattern is only read when its values are 0/1
+        values = sorted({float(v) for v in got.detach().cpu().flatten().tolist()})
+        if not set(values) <= {0.0, 1.0}:
+            chk.measured(f"your mask is {got.dtype} with values {values[:4]}: a float mask is ADDED to the scores "
+                         "(0 or -inf); causal_mask returns bool, True = may attend")
+            return
+        if torch.equal(got.detach().cpu() != 0, right):
+            chk.measured(f"your mask is {got.dtype} 0/1 in the right pattern where checked: only its dtype is wrong")
+            return
+    allowed = got.detach().cpu() != 0
+    if torch.equal(allowed, right):
+        return
     for diag in range(-kv_len, kv_len + 1):
-        if diag != expected and torch.equal(allowed, ones.tril(diag)):
+        if not torch.equal(ones.tril(diag), right) and torch.equal(allowed, ones.tril(diag)):
             chk.measured(f"for q_len={q_len}, kv_len={kv_len} your mask is tril(diagonal={diag}); expected "
                          f"tril(diagonal=kv_len - q_len) = tril(diagonal={expected})")
             return
@@ -296,7 +309,7 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
         mask = ref_mask(q.shape[-2], k.shape[-2])
         want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         rectangular = q.shape[-2] < k.shape[-2] and chk.passed
-        got = chk.call(causal_attention, q, k, v, on_error=(lambda err, tq=q.shape[-2]: (
+        got = call_keeping_inputs(chk, causal_attention, q, k, v, names=("q", "k", "v"), on_error=(lambda err, tq=q.shape[-2]: (
             f"it fails only when there are fewer queries than keys (q_len={tq}, kv_len={seq}): the mask must be "
             f"(q_len, kv_len), causal_mask(q.shape[-2], k.shape[-2]), with query i at position kv_len - q_len + i"))
             if rectangular else explain)

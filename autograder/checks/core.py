@@ -92,7 +92,12 @@ class CheckFailed(AssertionError):
 
     def with_likely_bug(self, bug: str) -> "CheckFailed":
         """The same failure with one more 'Likely bug:' line (kept once)."""
-        return CheckFailed(f"{self}\n  Likely bug: {bug}", learner_error=self.learner_error)
+        return self.with_line(f"Likely bug: {bug}")
+
+    def with_line(self, line: str) -> "CheckFailed":
+        """The same failure with one more diagnosis line, e.g. a 'Measured:'
+        fact, keeping the learner's error and frames."""
+        return CheckFailed(f"{self}\n  {line}", learner_error=self.learner_error)
 
     def _render_traceback_(self) -> list[str]:
         return render_failure(self)

@@ -12,7 +12,7 @@ import contextlib
 import io
 
 from .core import Check, CheckFailed, randn
-from .kv_cache import TILED, call_with_hints, check_attention_step, finish_with_upstream, ref_repeat_kv
+from .kv_cache import TILED, call_with_hints, head_mismatch_fact, check_attention_step, finish_with_upstream, ref_repeat_kv
 
 
 
@@ -99,11 +99,15 @@ def _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim, kv_h
         v = randn(batch, n_kv, seq, head_dim, seed=seed + 2, dtype=dtype)
         rep = n_heads // n_kv
         want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        got = call_with_hints(chk, gqa_attention, q, k, v, hints=[
-            (r"must match the size|size of tensor|expanded size|shape", "the kv heads are not repeated to the number of "
-             "query heads: n_rep = n_heads // n_kv_heads = q.shape[1] // k.shape[1], then repeat_kv(k, n_rep)")])
-        kind = "MQA" if n_kv == 1 else "MHA" if n_kv == n_heads else "GQA"
         kr, vr = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        try:
+            got = call_with_hints(chk, gqa_attention, q, k, v, names=("q", "k", "v"))
+        except CheckFailed as err:
+            why = _unrepeated(chk, gqa_attention, q, k, v, kr, vr, want)
+            if why is None:
+                raise
+            raise err.with_line(why) from None
+        kind = "MQA" if n_kv == 1 else "MHA" if n_kv == n_heads else "GQA"
         scale_variants = {f"scores scaled by {label}; expected 1/sqrt(head_dim) = 1/{head_dim ** 0.5:.3g}":
                           (lambda sc=sc: F.scaled_dot_product_attention(q, kr, vr, is_causal=True, scale=sc))
                           for label, sc in ((f"1/head_dim = 1/{head_dim}", 1 / head_dim), ("1 (no scaling)", 1.0))}
@@ -118,6 +122,21 @@ def _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim, kv_h
             if read is not None:
                 _name_mapping(chk, read, n_kv, rep, "query head")
     return chk
+
+
+def _unrepeated(chk: Check, gqa_attention, q, k, v, kr, vr, want) -> str | None:
+    """Which of k and v the learner's attention leaves unrepeated, measured by
+    handing it the other one already repeated to the query heads."""
+    def right_with(k_in, v_in):
+        out = chk.probe(gqa_attention, q, k_in, v_in)
+        return isinstance(out, torch.Tensor) and out.shape == want.shape and torch.allclose(out, want, atol=1e-5)
+    if right_with(k, vr):
+        return ("Likely bug: the values are not repeated (measured: with v already repeated to the query heads your "
+                "function is right): v = repeat_kv(v, n_rep), like k")
+    if right_with(kr, v):
+        return ("Likely bug: the keys are not repeated (measured: with k already repeated to the query heads your "
+                "function is right): k = repeat_kv(k, n_rep), like v")
+    return head_mismatch_fact(str(chk.errors[-1] if chk.errors else ""))
 
 
 def check_gqa_step(gqa_step, **kw) -> None:

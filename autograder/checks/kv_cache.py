@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .attention import ref_mask
+from .contracts import call_keeping_inputs
 from .core import Check, CheckFailed, describe, randn, seeded
 from .rope import ref_angles, ref_rotate
 
@@ -21,17 +22,37 @@ from .rope import ref_angles, ref_rotate
 # --------------------------------------------------------------------------
 # helpers shared by the part-2 checks (06-10)
 
-def call_with_hints(chk: Check, fn, *args, hints=(), **kwargs):
+def call_with_hints(chk: Check, fn, *args, hints=(), names: tuple[str, ...] | None = None, **kwargs):
     """chk.call, but when the learner's code raises, an error whose text
-    matches one of `hints` ((regex, likely bug) pairs) ends with that bug."""
+    matches one of `hints` ((regex, likely bug) pairs) ends with that bug.
+    With `names` (of the tensor arguments), the call is also required to
+    leave those arguments unchanged (contracts.call_keeping_inputs)."""
     __tracebackhide__ = True
     try:
+        if names is not None:
+            return call_keeping_inputs(chk, fn, *args, names=names, **kwargs)
         return chk.call(fn, *args, **kwargs)
     except CheckFailed as err:
         for pattern, bug in hints:
             if re.search(pattern, str(err)):
-                raise err.with_likely_bug(bug) from None
+                raise (err.with_line(bug) if bug.startswith("Measured:") else err.with_likely_bug(bug)) from None
         raise
+
+
+# A broadcast error at dimension 1 of (B, heads, T, ·) is a head-count
+# mismatch, whichever tensor it comes from: the error text does not say
+# whether k, v or both lacked the repetition, so only the fact is stated.
+HEAD_MISMATCH = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
+                           r"dimension (?:1|-3)\b")
+
+
+def head_mismatch_fact(text: str) -> str | None:
+    m = HEAD_MISMATCH.search(text)
+    if m is None:
+        return None
+    return (f"Measured: the error is on the head axis (dimension 1): {m.group(1)} heads met {m.group(2)}, so the keys "
+            "or the values (or both) are not repeated to the query heads; each of k and v needs "
+            "repeat_kv(..., n_rep) with n_rep = n_heads // n_kv_heads before attention")
 
 
 def _passes(body) -> bool:
@@ -79,6 +100,9 @@ def call_naming_cat_axis(chk: Check, fn, *args):
         if m and m.group(1) not in ("2", "-2") and "concatenated along the wrong axis" not in str(err):
             raise err.with_likely_bug(f"KV cache concatenated along the wrong axis (dim={m.group(1)}); "
                                       "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)") from None
+        fact = head_mismatch_fact(str(err))
+        if fact:
+            raise err.with_line(fact) from None
         if re.search(r"must match the size of tensor|shape of the mask|attn_mask", str(err)):
             raise err.with_likely_bug("the mask does not fit the scores (T_new, T_past + T_new): use "
                                       "causal_mask(T_new, T_past + T_new), where T_past = past_k.shape[2] is the number of "
@@ -359,15 +383,29 @@ def measure_length(chk: Check, got, prompt_len: int, max_new_tokens: int, batch:
                      "new tokens are expected (one per loop step)")
 
 
+class TooManyForwardCalls(RuntimeError):
+    """Raised inside the learner's decoding loop once it has called the model
+    more often than its max_new_tokens allow: a wrong loop (one that never
+    appends, or decodes far past max_new_tokens) is stopped in a fraction of a
+    second instead of running until the cell's timeout."""
+
+
 class ForwardLog:
     """Records every forward call of a model: input length, cache length at
-    entry, train mode, grad mode. Used to see *how* a learner decodes."""
+    entry, train mode, grad mode. Used to see *how* a learner decodes. With
+    `limit`, the call after the limit-th raises TooManyForwardCalls."""
 
-    def __init__(self, model):
+    def __init__(self, model, limit: int | None = None):
         self.calls: list[dict] = []
+        self.limit = limit
         self.handle = model.register_forward_pre_hook(self._hook, with_kwargs=True)
 
     def _hook(self, module, args, kwargs):
+        if self.limit is not None and len(self.calls) >= self.limit:
+            raise TooManyForwardCalls(
+                f"the check stopped the decoding after {self.limit} forward passes of the model, more than "
+                "max_new_tokens allows (one pass per new token, the first one the prefill): does the loop stop "
+                "after max_new_tokens steps, and does every step append its token?")
         idx = args[0] if args else kwargs.get("idx")
         cache = args[1] if len(args) > 1 else kwargs.get("cache")
         self.calls.append({"len": idx.shape[-1] if isinstance(idx, torch.Tensor) else None,
@@ -398,7 +436,7 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
     for p, T in enumerate(prompts):
         prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed + p))
         want = ref_greedy(model, prompt, max_new_tokens)
-        log = ForwardLog(model)
+        log = ForwardLog(model, limit=2 * max_new_tokens)  # bounded: a wrong loop is stopped, not waited for
         try:
             got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache)
         except CheckFailed as err:

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
+import io
 import os
 import sys
 import types
@@ -86,11 +88,12 @@ def _load(folder: Path) -> dict[str, types.ModuleType]:
     return modules
 
 
-def _choices(config: tinylm.ModelConfig, modules: dict, passing: dict[str, str]) -> dict[str, Choice]:
+def _choices(config: tinylm.ModelConfig, modules: dict, passing: dict[str, str],
+             reference_for: frozenset = frozenset()) -> dict[str, Choice]:
     def pick(name: str, fallback) -> Choice:
         piece, nb = FUNCTIONS[name]
         module = modules.get(passing.get(name, ""))
-        if module is not None and callable(getattr(module, name, None)):
+        if name not in reference_for and module is not None and callable(getattr(module, name, None)):
             return Choice(getattr(module, name), True, nb, module.__name__)
         return Choice(fallback, False, nb, "tinylm")
 
@@ -160,18 +163,22 @@ def report(choices: dict[str, Choice] | None, decoder: Choice, edited: set[str] 
     return " · ".join(parts)
 
 
-def learner_model(config: tinylm.ModelConfig, device=None, *, quiet: bool = False) -> nn.Module:
+def learner_model(config: tinylm.ModelConfig, device=None, *, quiet: bool = False,
+                  reference_for: frozenset = frozenset()) -> nn.Module:
     """The learner's model for `config` (see the module docstring); its
-    `.learner_report` says which piece is whose, and is printed unless quiet."""
+    `.learner_report` says which piece is whose, and is printed unless quiet.
+    reference_for: names (of FUNCTIONS, or "Transformer") to take from tinylm
+    even where the learner's passing answer exists (to find which piece owns
+    a bug, see check_model_agrees)."""
     if os.environ.get("NBGRADER_EXECUTION"):
         model, text = tinylm.Transformer(config), "grading: tinylm's reference model, so each notebook is graded on its own exercises"
     else:
         folder = answers.mylm_dir()
         passing = answers.passing(folder)
         modules = _load(folder) if passing else {}
-        choices = _choices(config, modules, passing)
+        choices = _choices(config, modules, passing, frozenset(reference_for))
         _bind(modules, choices)
-        decoder_module = modules.get(passing.get(DECODER, ""))
+        decoder_module = None if DECODER in reference_for else modules.get(passing.get(DECODER, ""))
         decoder_cls = getattr(decoder_module, DECODER, None)
         if decoder_cls is not None:
             model = decoder_cls(config)
@@ -262,3 +269,103 @@ def learner_function(name: str, fallback, *, quiet: bool = False):
         else:
             print(f"{name}: reference ({fallback.__module__})")
     return function or fallback
+
+
+# ---------------------------------------------------------------------------
+# properties of the learner's whole model, checked where a later notebook uses
+# it, with the bug traced back to the notebook whose answer owns it
+
+def cached_matches_full(model: nn.Module, ids: torch.Tensor, atol: float = 1e-4) -> bool:
+    """The last position's logits from a prefill of T - 1 tokens and one cached
+    decode step equal those of the full forward pass of all T tokens."""
+    with torch.no_grad():
+        full = model(ids)[:, -1]                                  # (B, V), no cache
+        cache = learner_cache(model, batch_size=ids.shape[0])
+        model(ids[:, :-1], cache=cache)                           # prefill T - 1 positions
+        step = model(ids[:, -1:], cache=cache)[:, -1]             # decode the last one from the cache
+    return bool(torch.allclose(full, step, atol=atol))
+
+
+def _owner_pieces(model: nn.Module) -> list[str]:
+    """The learner's own pieces in `model`: each function of theirs it uses, then their decoder."""
+    choices = getattr(model, "learner_choices", None) or {}
+    names = [name for name, choice in choices.items() if choice.yours]
+    return names + ([DECODER] if choices and type(model) is not tinylm.Transformer else [])
+
+
+def _rebuilt_without(model: nn.Module, names: set[str]) -> nn.Module:
+    """The learner's model again, with tinylm's version of `names`, holding model's weights."""
+    device = next(model.parameters()).device
+    twin = learner_model(model.config, device, quiet=True, reference_for=frozenset(names))
+    twin.load_state_dict(model.state_dict())
+    return twin.eval() if not model.training else twin
+
+
+def _own_check_diagnosis(name: str, module) -> str | None:
+    """The last line of the failure message of `name`'s own notebook check run on the saved answer
+    (None when it passes or there is no such check); no answer is saved by this run."""
+    from autograder import checks
+    from .core import PASS_HOOKS
+    runs = {DECODER: [("check_attention_module", "Attention"), ("check_block", "Block"), ("check_decoder", DECODER)]}
+    saved = PASS_HOOKS[:]
+    PASS_HOOKS.clear()
+    try:
+        for check_name, attr in runs.get(name, [(f"check_{name}", name)]):
+            check, subject = getattr(checks, check_name, None), getattr(module, attr, None)
+            if check is None or subject is None:
+                continue
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    check(subject)
+            except AssertionError as err:
+                lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+                return f"{attr}: {lines[-1]}" if lines else None
+    finally:
+        PASS_HOOKS[:] = saved
+    return None
+
+
+def owner_of_failure(model: nn.Module, holds) -> str:
+    """Which of the learner's pieces makes `holds(model)` False: rebuilt with
+    tinylm's version of one piece at a time (weights kept), the first piece
+    whose replacement makes it True owns the bug; the message names its
+    notebook and, where that notebook's own check now fails on it, the check's diagnosis."""
+    pieces = _owner_pieces(model)
+    if not pieces:
+        return "every piece of this model is tinylm's, so the cause is not in your answers"
+    for name in pieces:
+        try:
+            ok = holds(_rebuilt_without(model, {name}))
+        except Exception:  # noqa: BLE001: a rebuild that cannot run says nothing about this piece
+            continue
+        if ok:
+            nb = "05" if name == DECODER else FUNCTIONS[name][1]
+            what = "notebook-05 decoder (Attention, Block, Transformer)" if name == DECODER else f"notebook-{nb} `{name}`"
+            module = sys.modules.get(type(model).__module__) if name == DECODER else inspect.getmodule(
+                model.learner_choices[name].function)
+            found = _own_check_diagnosis(name, module) if module is not None else None
+            detail = f" Its check, run again now, says: {found}" if found else ""
+            return (f"your {what} causes it: with tinylm's {name} in its place (every other piece yours, same "
+                    f"weights) it holds. Fix it in {nb} and rerun that notebook's check.{detail}")
+    return ("no single piece of yours explains it (each replaced by tinylm's alone, it still fails): "
+            f"your pieces here are {', '.join(pieces)}; rerun their notebooks' checks")
+
+
+def check_model_agrees(label: str, holds, model: nn.Module) -> None:
+    """Print `label: True`, or raise CheckFailed with `label: False` and the
+    piece of the learner's model that owns the bug (owner_of_failure)."""
+    __tracebackhide__ = True
+    ok = bool(holds(model))
+    print(f"{label}: {ok}")
+    if not ok:
+        from .core import CheckFailed
+        raise CheckFailed(f"{label}: False\n  Likely bug: {owner_of_failure(model, holds)}")
+
+
+def require_agreement(label: str, ok: bool, owner: str) -> None:
+    """Print `label: True`, or raise CheckFailed naming `owner`, the exercise whose answer this cell uses."""
+    __tracebackhide__ = True
+    print(f"{label}: {bool(ok)}")
+    if not ok:
+        from .core import CheckFailed
+        raise CheckFailed(f"{label}: False\n  Likely bug: {owner}")

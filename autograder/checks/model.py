@@ -55,20 +55,51 @@ def _ref_attention(state: dict, prefix: str, x, config, cos, sin):
     return F.linear(y.transpose(1, 2).reshape(B, T, H * hd), state[f"{prefix}o_proj.weight"])
 
 
+def _ref_kv(state, prefix, h, config, start: int):
+    """Keys (rotated) and values (B, n_kv, T, hd) of the attention input h at positions start .. start + T - 1."""
+    B, T, _ = h.shape
+    K, hd = config.n_kv_heads, config.head_dim
+    cos, sin = _ref_rope_tables(hd, start + T, config.rope_theta)
+    k = F.linear(h, state[f"{prefix}k_proj.weight"]).view(B, T, K, hd).transpose(1, 2)
+    v = F.linear(h, state[f"{prefix}v_proj.weight"]).view(B, T, K, hd).transpose(1, 2)
+    return _ref_rotate(k, cos[start:], sin[start:]), v
+
+
+def _ref_step(state, prefix, h, config, start: int, past_k, past_v, *, q_from_zero=False, k_from_zero=False,
+              top_left=False):
+    """One cached attention step: new inputs h (B, n, d) at positions start.., the past keys and values given.
+    The switches are the known ways of getting the cached path wrong: q or the new k rotated as if they
+    began at position 0 (start_pos ignored), the causal triangle aligned top-left (is_causal=True)."""
+    B, n, _ = h.shape
+    H, K, hd = config.n_heads, config.n_kv_heads, config.head_dim
+    cos, sin = _ref_rope_tables(hd, start + n, config.rope_theta)
+    q_at = 0 if q_from_zero else start
+    q = F.linear(h, state[f"{prefix}q_proj.weight"]).view(B, n, H, hd).transpose(1, 2)
+    q = _ref_rotate(q, cos[q_at:q_at + n], sin[q_at:q_at + n])                  # (B, H, n, hd)
+    k, v = _ref_kv(state, prefix, h, config, 0 if k_from_zero else start)       # (B, K, n, hd)
+    k_all = torch.cat((past_k, k), dim=2).repeat_interleave(H // K, dim=1)      # (B, H, start + n, hd)
+    v_all = torch.cat((past_v, v), dim=2).repeat_interleave(H // K, dim=1)
+    mask = torch.ones(n, start + n, dtype=torch.bool).tril(diagonal=0 if top_left else start)
+    y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask)         # (B, H, n, hd)
+    return F.linear(y.transpose(1, 2).reshape(B, n, H * hd), state[f"{prefix}o_proj.weight"])
+
+
 def _ref_mlp(state, prefix, x):
     w = lambda name: state[f"{prefix}{name}.weight"]  # noqa: E731
     return F.linear(F.silu(F.linear(x, w("gate_proj"))) * F.linear(x, w("up_proj")), w("down_proj"))
 
 
 def _ref_block(state, prefix, x, config, cos, sin, *, post_norm=False, residual=True,
-               norms=("attn_norm", "mlp_norm")):
-    """The pre-norm block; the keyword arguments give the known wrong variants."""
+               norms=("attn_norm", "mlp_norm"), attention=None):
+    """The pre-norm block; the keyword arguments give the known wrong variants
+    (attention: a stand-in for the attention branch, e.g. a cached one)."""
     norm1, norm2 = (f"{prefix}{n}.weight" for n in norms)
     eps = config.norm_eps
+    attend = attention or (lambda h: _ref_attention(state, f"{prefix}attn.", h, config, cos, sin))
     if post_norm:
-        h = _ref_rms(x + _ref_attention(state, f"{prefix}attn.", x, config, cos, sin), state[norm1], eps)
+        h = _ref_rms(x + attend(x), state[norm1], eps)
         return _ref_rms(h + _ref_mlp(state, f"{prefix}mlp.", h), state[norm2], eps)
-    h = (x if residual else 0) + _ref_attention(state, f"{prefix}attn.", _ref_rms(x, state[norm1], eps), config, cos, sin)
+    h = (x if residual else 0) + attend(_ref_rms(x, state[norm1], eps))
     return h + _ref_mlp(state, f"{prefix}mlp.", _ref_rms(h, state[norm2], eps))
 
 
@@ -92,11 +123,54 @@ def _config(d_model, n_heads, n_layers, seq, n_kv_heads=None) -> tinylm.ModelCon
                               max_seq_len=seq + 3)
 
 
-def _build(chk: Check, cls, config, reference: nn.Module) -> nn.Module | None:
+def grouped_kv_heads(n_heads: int) -> int:
+    """The largest n_kv_heads < n_heads that divides it (1, MQA, for a prime): the grouped regime of notebook 07."""
+    return max(d for d in range(1, n_heads) if n_heads % d == 0) if n_heads > 1 else 1
+
+
+def decode_chunks(seq: int) -> list[tuple[int, int]]:
+    """(start, end) of a prefill and the decode steps after it: one new token, then two."""
+    p = max(1, seq - 3)
+    return [(0, p)] + [(s, e) for s, e in ((p, p + 1), (p + 1, seq)) if e > s]
+
+
+class PrefilledCache:
+    """A KV cache holding the REFERENCE keys and values of the positions
+    before a step, so every step is judged on its own (a learner's earlier
+    step cannot spoil a later one). Same interface as tinylm.KVCache for a
+    model: length, update(layer, k, v), advance(n), reset(). Other layers
+    hold different keys, so reading the wrong layer shows in the output. A
+    plain object (not tinylm's class): in the grader's recheck it travels to
+    the learner's process with the call, like any tensor argument."""
+
+    def __init__(self, k: list, v: list, length: int, max_seq_len: int):
+        self.k, self.v, self.length, self.max_seq_len = list(k), list(v), length, max_seq_len
+        self.batch_size = k[0].shape[0]
+
+    def update(self, layer: int, k, v):
+        self.k[layer] = torch.cat((self.k[layer], k), dim=2)  # (B, n_kv, length + T, hd)
+        self.v[layer] = torch.cat((self.v[layer], v), dim=2)
+        return self.k[layer], self.v[layer]
+
+    def advance(self, n: int) -> None:
+        self.length += n
+
+    def reset(self) -> None:
+        self.k = [k[:, :, :0] for k in self.k]
+        self.v = [v[:, :, :0] for v in self.v]
+        self.length = 0
+
+
+def _other_layer_kv(past_k, past_v, seed: int):
+    """Keys and values of the same shape as the right layer's, for the layers a step must not read."""
+    return randn(*past_k.shape, seed=seed + 500) * 2, randn(*past_v.shape, seed=seed + 501) * 2
+
+
+def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.Module | None:
     """The learner's module with the reference's weights, after the rows that
     require tinylm's parameter names and shapes; None when they differ."""
     __tracebackhide__ = True
-    module = chk.call(cls, config)
+    module = chk.call(cls, config, on_error=on_error)
     if not chk.require("is an nn.Module", isinstance(module, nn.Module),
                        f"{chk.fn_name}(config) built {type(module).__name__}",
                        diagnosis=f"{chk.fn_name} must subclass nn.Module and call super().__init__() first"):
@@ -105,10 +179,12 @@ def _build(chk: Check, cls, config, reference: nn.Module) -> nn.Module | None:
     got = {n: tuple(p.shape) for n, p in module.state_dict().items()}
     missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
     wrong = sorted(n for n in set(want) & set(got) if want[n] != got[n])
+    hidden = _modules_out_of_sight(module, missing)
     if not chk.require("parameters named as tinylm's", not missing and not extra,
                        f"missing {missing[:4]}, unexpected {extra[:4]}",
-                       diagnosis=f"parameter names differ from tinylm's: missing {missing[:4]}, unexpected {extra[:4]}; "
-                                 "use exactly the attribute names of the table above (nn.Linear(..., bias=False))"):
+                       diagnosis=hidden or f"parameter names differ from tinylm's: missing {missing[:4]}, unexpected "
+                                           f"{extra[:4]}; use exactly the attribute names of the table above "
+                                           "(nn.Linear(..., bias=False))"):
         return None
     if not chk.require("parameter shapes", not wrong, f"{[(n, got[n], want[n]) for n in wrong[:3]]} (got, want)",
                        diagnosis="a projection has the wrong shape: nn.Linear(in_features, out_features) stores "
@@ -118,13 +194,32 @@ def _build(chk: Check, cls, config, reference: nn.Module) -> nn.Module | None:
     return module.eval()
 
 
-def _prepare(chk: Check, cls, reference_cls, seed: int, d_model: int, n_heads: int, n_layers: int, seq: int):
+def _modules_out_of_sight(module: nn.Module, missing: list[str]) -> str | None:
+    """When every missing parameter lives under attributes that hold modules
+    in a plain list, tuple or dict (which nn.Module does not register), say so."""
+    holders = {}
+    for name, value in vars(module).items():
+        if name.startswith("_") or isinstance(value, nn.Module):  # torch's own registries, or registered containers
+            continue
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+        if any(isinstance(v, nn.Module) for v in items):
+            holders[name] = type(value).__name__
+    if not missing or not holders or not all(n.split(".")[0] in holders for n in missing):
+        return None
+    name = next(iter(holders))
+    return (f"`self.{name}` is a plain Python {holders[name]} of modules (measured: the missing parameters are all "
+            f"under {name}.*): nn.Module registers submodules only as attributes or in nn.ModuleList/nn.ModuleDict, "
+            f"so their weights are not parameters() and not in state_dict(); use self.{name} = nn.ModuleList(...)")
+
+
+def _prepare(chk: Check, cls, reference_cls, seed: int, d_model: int, n_heads: int, n_layers: int, seq: int,
+             n_kv_heads=None, on_error=None):
     """(config, the learner's module with the reference weights or None, those weights as a state dict)."""
     __tracebackhide__ = True
-    config = _config(d_model, n_heads, n_layers, seq)
+    config = _config(d_model, n_heads, n_layers, seq, n_kv_heads)
     reference = _reference(reference_cls, config, seed)
     state = {n: p.detach() for n, p in reference.state_dict().items()}
-    return config, _build(chk, cls, config, reference), state
+    return config, _build(chk, cls, config, reference, on_error), state
 
 
 def _reference(cls, config, seed: int) -> nn.Module:
@@ -137,35 +232,113 @@ def _reference(cls, config, seed: int) -> nn.Module:
     return module
 
 
+def _grouped_hint(config):
+    """on_error for the grouped regime: what differs from the regime that passed."""
+    return lambda err: (f"it fails only with n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads} (notebook 07's "
+                        "grouped-query attention): k_proj and v_proj give n_kv_heads · head_dim features, so view k and "
+                        "v with self.n_kv_heads heads; causal_attention repeats them to the query heads")
+
+
+def _cached_hint(err):
+    return ("it fails only with a cache (notebook 06: a prefill, then new tokens at start_pos = cache.length > 0): "
+            "k, v = cache.update(layer_idx, k, v) returns every key and value so far, so there are fewer queries than "
+            "keys; causal_attention aligns its mask for that")
+
+
+CACHED_BUGS = {
+    "start_pos ignored": "your Attention ignores start_pos in cached steps: the new tokens are rotated as if they "
+                         "began at position 0; rotate q and k with apply_rope(..., cos, sin, start_pos)",
+    "k from zero": "your Attention rotates the new keys from position 0 in cached steps (only q gets start_pos): "
+                   "rotate k with apply_rope(k, cos, sin, start_pos) too",
+    "q from zero": "your Attention rotates the new queries from position 0 in cached steps (only k gets start_pos): "
+                   "rotate q with apply_rope(q, cos, sin, start_pos) too",
+    "top-left mask": "the causal mask is aligned top-left in cached steps (F.scaled_dot_product_attention(..., "
+                     "is_causal=True) with fewer queries than keys lets new token i see keys 0..i only): call "
+                     "causal_attention(q, k, v), whose mask is bottom-right aligned",
+}
+WRONG_STEP = {"start_pos ignored": dict(q_from_zero=True, k_from_zero=True), "k from zero": dict(k_from_zero=True),
+              "q from zero": dict(q_from_zero=True), "top-left mask": dict(top_left=True)}
+
+
+def _attention_steps(chk: Check, module, state, prefix, inputs, config, seed, *, layer_idx: int, label: str,
+                     call=None, wrap=None) -> None:
+    """Feed `inputs` (the attention input, or the block input with `wrap`)
+    chunk by chunk through a PrefilledCache and compare each step with the
+    full recompute's slice; wrong cached paths are offered as variants.
+    wrap(h_step, attention) turns an attention branch into the module's output
+    (the block around it); attn_input(x) is what the attention reads."""
+    __tracebackhide__ = True
+    wrap = wrap or (lambda xs, attend, start: attend(xs))
+    attn_input = call or (lambda xs: xs)
+    cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
+    full_k, full_v = _ref_kv(state, prefix, attn_input(inputs), config, 0)  # (B, n_kv, T, hd)
+    for start, end in decode_chunks(inputs.shape[1]):
+        past_k, past_v = full_k[:, :, :start], full_v[:, :, :start]
+        other_k, other_v = _other_layer_kv(past_k, past_v, seed)
+        ks = [other_k] * config.n_layers
+        vs = [other_v] * config.n_layers
+        ks[layer_idx], vs[layer_idx] = past_k, past_v
+        cache = PrefilledCache(ks, vs, start, config.max_seq_len)
+        xs = inputs[:, start:end]
+        with torch.no_grad():
+            got = chk.call(module, xs, cos, sin, cache, layer_idx, on_error=_cached_hint if chk.passed and start else None)
+
+        def step(past=(past_k, past_v), start=start, **wrong):
+            return lambda: wrap(xs, lambda h: _ref_step(state, prefix, h, config, start, *past, **wrong), start)
+        variants = {CACHED_BUGS[name]: step(**kw) for name, kw in WRONG_STEP.items()} if start else {}
+        if start:
+            variants[f"the cache's layer 0 is read instead of layer {layer_idx}: pass layer_idx on to the attention, "
+                     "self.attn(..., cache, layer_idx)"] = step(past=(other_k, other_v))
+        what = f"prefill {end} tokens" if start == 0 else f"{end - start} new at start_pos={start}"
+        chk.compare(f"{label}: {what}", got, step()(), variants=variants)
+
+
+def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch, n_kv_heads, label,
+                       on_error=None) -> None:
+    """One configuration of the Attention check: full forward, causality, cached steps."""
+    __tracebackhide__ = True
+    config, module, state = _prepare(chk, Attention, tinylm.Attention, seed, d_model, n_heads, 2, seq, n_kv_heads,
+                                     on_error=on_error)
+    if module is None:
+        return
+    cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
+    x = randn(batch, seq, d_model, seed=seed)
+    with torch.no_grad():
+        got = chk.call(module, x, cos, sin, on_error=on_error)
+    ref_cos, ref_sin = _ref_rope_tables(config.head_dim, seq, config.rope_theta)
+    no_rope = dict(cos=torch.ones_like(ref_cos), sin=torch.zeros_like(ref_sin))
+    variants = {"RoPE missing: rotate q and k with apply_rope before attention":
+                lambda: _ref_attention(state, "", x, config, **no_rope)}
+    if config.n_kv_heads == config.n_heads:
+        variants["heads split wrongly: view(B, T, n_heads, head_dim).transpose(1, 2), not view(B, n_heads, T, "
+                 "head_dim)"] = lambda: _split_wrong(state, x, config, ref_cos, ref_sin)
+    chk.compare(f"{label}: forward {tuple(x.shape)}", got, _ref_attention(state, "", x, config, ref_cos, ref_sin),
+                variants=variants)
+    with torch.no_grad():
+        changed = x.clone()
+        changed[:, -1] += 1.0
+        later = chk.call(module, changed, cos, sin, on_error=on_error)
+    chk.require(f"{label}: causal, the last token does not change earlier outputs",
+                isinstance(later, torch.Tensor) and isinstance(got, torch.Tensor) and later.shape == got.shape
+                and torch.allclose(later[:, :-1], got[:, :-1], atol=1e-5),
+                "earlier positions changed", diagnosis="attention sees the future: use causal_attention")
+    _attention_steps(chk, module, state, "", x, config, seed, layer_idx=1, label=f"{label}, cached")
+
+
 # -- the checks -------------------------------------------------------------------
 def check_attention_module(Attention, *, seed: int = 93, d_model: int = 32, n_heads: int = 4, seq: int = 6,
                            batch: int = 2) -> None:
     """Attention(config): q/k/v/o projections named as tinylm's; forward(x, cos, sin) equals
-    projections -> RoPE on q and k -> causal attention -> merged heads -> o_proj."""
+    projections -> RoPE on q and k -> causal attention -> merged heads -> o_proj. In every regime the later
+    notebooks use: without a cache and with one (a prefill, then decode steps at start_pos = cache.length, in
+    layer 1 of the cache), with as many kv heads as query heads and with fewer (grouped, notebook 07)."""
     __tracebackhide__ = True
-    chk = Check("Attention", expects="an nn.Module whose forward(x, cos, sin) returns (B, T, d_model)")
-    config, module, state = _prepare(chk, Attention, tinylm.Attention, seed, d_model, n_heads, 1, seq)
-    if module is not None:
-        cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
-        x = randn(batch, seq, d_model, seed=seed)
-        with torch.no_grad():
-            got = chk.call(module, x, cos, sin)
-        ref_cos, ref_sin = _ref_rope_tables(config.head_dim, seq, config.rope_theta)
-        no_rope = dict(cos=torch.ones_like(ref_cos), sin=torch.zeros_like(ref_sin))
-        chk.compare(f"forward {tuple(x.shape)}", got, _ref_attention(state, "", x, config, ref_cos, ref_sin), variants={
-            "RoPE missing: rotate q and k with apply_rope before attention":
-                lambda: _ref_attention(state, "", x, config, **no_rope),
-            "heads split wrongly: view(B, T, n_heads, head_dim).transpose(1, 2), not view(B, n_heads, T, head_dim)":
-                lambda: _split_wrong(state, x, config, ref_cos, ref_sin),
-        })
-        with torch.no_grad():
-            changed = x.clone()
-            changed[:, -1] += 1.0
-            later = chk.call(module, changed, cos, sin)
-        chk.require("causal: the last token does not change earlier outputs",
-                    isinstance(later, torch.Tensor) and isinstance(got, torch.Tensor) and later.shape == got.shape
-                    and torch.allclose(later[:, :-1], got[:, :-1], atol=1e-5),
-                    "earlier positions changed", diagnosis="attention sees the future: use causal_attention")
+    chk = Check("Attention", expects="an nn.Module whose forward(x, cos, sin, cache, layer_idx) returns (B, T, d_model)")
+    _attention_regimes(chk, Attention, seed, d_model, n_heads, seq, batch, None, "MHA")
+    if chk.passed:  # the grouped regime only explains something once the plain one is right
+        n_kv = grouped_kv_heads(n_heads)
+        _attention_regimes(chk, Attention, seed + 1, d_model, n_heads, seq, batch, n_kv, f"GQA {n_heads}/{n_kv}",
+                           on_error=_grouped_hint(_config(d_model, n_heads, 2, seq, n_kv)))
     chk.finish()
 
 
@@ -179,10 +352,11 @@ def _split_wrong(state, x, config, cos, sin):
 
 
 def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, seq: int = 5, batch: int = 2) -> None:
-    """Block(config): attn_norm, attn, mlp_norm, mlp named as tinylm's; forward(x, cos, sin) is the pre-norm block."""
+    """Block(config): attn_norm, attn, mlp_norm, mlp named as tinylm's; forward(x, cos, sin) is the pre-norm block;
+    with a cache, forward(x, cos, sin, cache, layer_idx) passes both on to its attention."""
     __tracebackhide__ = True
-    chk = Check("Block", expects="an nn.Module whose forward(x, cos, sin) returns (B, T, d_model)")
-    config, module, state = _prepare(chk, Block, tinylm.Block, seed, d_model, n_heads, 1, seq)
+    chk = Check("Block", expects="an nn.Module whose forward(x, cos, sin, cache, layer_idx) returns (B, T, d_model)")
+    config, module, state = _prepare(chk, Block, tinylm.Block, seed, d_model, n_heads, 2, seq)
     if module is not None:
         cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
         ref_cos, ref_sin = _ref_rope_tables(config.head_dim, seq, config.rope_theta)
@@ -199,6 +373,11 @@ def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, s
                 variant(norms=("mlp_norm", "attn_norm")),
             "attn_norm used for both branches: the MLP reads mlp_norm(x)": variant(norms=("attn_norm", "attn_norm")),
         })
+        if chk.passed:
+            _attention_steps(chk, module, state, "attn.", x, config, seed, layer_idx=1, label="cached",
+                             call=lambda xs: _ref_rms(xs, state["attn_norm.weight"], config.norm_eps),
+                             wrap=lambda xs, attend, start: _ref_block(state, "", xs, config, None, None,
+                                                                       attention=attend))
         if not chk.passed and not chk.votes:  # no known block bug explains it: suspect the parts
             chk.diagnose("Block calls your Attention and your swiglu: if check_attention_module or check_swiglu "
                          "fails, fix that first")
@@ -208,9 +387,10 @@ def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, s
 def check_decoder(Transformer, *, seed: int = 95, d_model: int = 32, n_layers: int = 2, n_heads: int = 4,
                   seq: int = 7, batch: int = 2) -> None:
     """Transformer(config): tinylm.Transformer's parameter names with the head tied to the embedding; logits
-    equal to the reference stage by stage; causal."""
+    equal to the reference stage by stage; causal; with a cache, decode steps equal the full recompute, with
+    as many kv heads as query heads and with fewer (grouped)."""
     __tracebackhide__ = True
-    chk = Check("Transformer", expects="an nn.Module whose forward(idx) returns logits (B, T, vocab_size)")
+    chk = Check("Transformer", expects="an nn.Module whose forward(idx, cache=None) returns logits (B, T, vocab_size)")
     config, module, state = _prepare(chk, Transformer, tinylm.Transformer, seed, d_model, n_heads, n_layers, seq)
     if module is not None:
         head, emb = module.get_submodule("lm_head").weight, module.get_submodule("tok_emb").weight
@@ -234,7 +414,50 @@ def check_decoder(Transformer, *, seed: int = 95, d_model: int = 32, n_layers: i
                     isinstance(later, torch.Tensor) and isinstance(got, torch.Tensor) and later.shape == got.shape
                     and torch.allclose(later[:, :-1], got[:, :-1], atol=1e-5),
                     "earlier positions changed", diagnosis="the model sees the future: every block needs the causal mask")
+        if chk.passed:
+            _decode_steps(chk, module, state, idx, config, "MHA, cached")
+    if chk.passed:
+        n_kv = grouped_kv_heads(n_heads)
+        config, module, state = _prepare(chk, Transformer, tinylm.Transformer, seed + 1, d_model, n_heads, n_layers, seq,
+                                         n_kv, on_error=_grouped_hint(_config(d_model, n_heads, n_layers, seq, n_kv)))
+        if module is not None:
+            idx = torch.randint(config.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(seed + 1))
+            _decode_steps(chk, module, state, idx, config, f"GQA {n_heads}/{n_kv}, cached",
+                          on_error=_grouped_hint(config))
     chk.finish()
+
+
+def _decode_steps(chk: Check, module, state, idx, config, label, on_error=None) -> None:
+    """Each decode chunk's logits, from a cache prefilled with the reference's
+    keys and values of every layer, against the full recompute."""
+    __tracebackhide__ = True
+    stages = _ref_stages(state, idx, config)
+    full_logits = stages[-1][1]
+    streams = [x for _, x in stages[:config.n_layers]]          # the input of block i
+    kv = [_ref_kv(state, f"blocks.{i}.attn.", _ref_rms(streams[i], state[f"blocks.{i}.attn_norm.weight"],
+                                                        config.norm_eps), config, 0) for i in range(config.n_layers)]
+    for start, end in decode_chunks(idx.shape[1])[1:]:
+        pasts = [(k[:, :, :start], v[:, :, :start]) for k, v in kv]
+        cache = PrefilledCache([k for k, _ in pasts], [v for _, v in pasts], start, config.max_seq_len)
+        with torch.no_grad():
+            got = chk.call(module, idx[:, start:end], cache=cache, on_error=on_error or _cached_hint)
+        chunk = idx[:, start:end]
+        chk.compare(f"{label}: {end - start} new at start_pos={start}", got, full_logits[:, start:end], variants={
+            "the blocks never get the cache: pass cache and the layer index to every block, block(x, cos, sin, "
+            "cache, i)": lambda: _ref_stages(state, chunk, config)[-1][1],
+            "every block reads layer 0 of the cache: pass each block its own index, block(x, cos, sin, cache, i)":
+                lambda: _ref_decode(state, chunk, config, start, [pasts[0]] * config.n_layers),
+        })
+
+
+def _ref_decode(state, chunk, config, start, pasts):
+    """Logits of the new tokens `chunk` at positions start.., block i attending over pasts[i] (keys, values)."""
+    x = F.embedding(chunk, state["tok_emb.weight"])
+    for i in range(config.n_layers):
+        prefix = f"blocks.{i}."
+        x = _ref_block(state, prefix, x, config, None, None, attention=lambda h, p=prefix, past=pasts[i]: _ref_step(
+            state, f"{p}attn.", h, config, start, *past))
+    return _ref_rms(x, state["norm.weight"], config.norm_eps) @ state["lm_head.weight"].T
 
 
 def _record_stages(module, config):

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .contracts import call_keeping_inputs
 from .core import Check, _close, gradient_reaches, parameter_problems, randn
 
 
@@ -136,7 +137,7 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
     __tracebackhide__ = True
     chk = Check("rms_norm", expects="a tensor with x's shape and dtype")
     for label, x, weight, eps in rms_norm_cases(seed, shape, dtype):
-        got = chk.call(rms_norm, x, weight, eps, on_error=_keepdim_hint)
+        got = call_keeping_inputs(chk, rms_norm, x, weight, eps, names=("x", "weight"), on_error=_keepdim_hint)
         chk.compare(label, got, _ref_rms_norm(x, weight, eps), variants=_rms_variants(x, weight, eps))
     if not chk.passed and not chk.named_variants():
         explain_rms_norm(chk, rms_norm)
@@ -151,15 +152,21 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     x = randn(*shape, seed=seed, dtype=dtype) * 2 + 3  # a mean far from zero, so forgetting it shows
     weight, bias = 1 + 0.5 * randn(d, seed=seed + 1, dtype=dtype), randn(d, seed=seed + 2, dtype=dtype)
     eps = 1e-5
-    for label, x in ((f"{dtype} {tuple(shape)}, mean 3", x), ("x + 300 (large mean)", x + 300)):
-        _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps)
+    for label, xs in ((f"{dtype} {tuple(shape)}, mean 3", x), ("x + 300 (large mean)", x + 300)):
+        _layer_norm_case(chk, layer_norm, label, xs, weight, bias, eps)
+    # The dtype is kept: half-precision inputs give a half-precision result (the reference runs in float32).
+    half = torch.bfloat16
+    x_h, w_h, b_h = x.to(half), weight.to(half), bias.to(half)
+    got = call_keeping_inputs(chk, layer_norm, x_h, w_h, b_h, eps, names=("x", "weight", "bias"))
+    want = F.layer_norm(x_h.float(), (d,), w_h.float(), b_h.float(), eps).to(half)
+    chk.compare(f"{half} keeps its dtype", got, want, atol=0.1, rtol=0.05)
     chk.finish()
 
 
 def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
     __tracebackhide__ = True
     d = x.shape[-1]
-    got = chk.call(layer_norm, x, weight, bias, eps)
+    got = call_keeping_inputs(chk, layer_norm, x, weight, bias, eps, names=("x", "weight", "bias"))
     mu = x.mean(-1, keepdim=True)
     chk.compare(label, got, F.layer_norm(x, (d,), weight, bias, eps), variants={
         "variance as mean(x²) - mean(x)²: the two large terms cancel when the mean is large (catastrophic "

@@ -138,7 +138,7 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
     shapes += [(f"k={ks[0]} on one row {tuple(x[-1].shape)}", x[-1], ks[0]),
                (f"k={ks[0]} on {(2, 2, vocab)}", randn(2, 2, vocab, seed=seed + 5, dtype=dtype) * 2, ks[0])]
     for label, xs, k in shapes:
-        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS)
+        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS, names=("logits",))
         want = ref_top_k(xs, k)
         flat = xs.reshape(-1, xs.shape[-1])
         variants = {TOPK_MINUS: lambda: ref_top_k(xs, k - 1)} if k > 1 else {}
@@ -165,7 +165,7 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
     cases = [(f"p={p} on {tuple(x.shape)}", x, p) for p in ps]
     cases.append((f"p={ps[1 % len(ps)]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
     for label, xs, p in cases:
-        got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=WRONG_AXIS)
+        got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=WRONG_AXIS, names=("logits",))
         want = ref_top_p(xs, p)
         probs = xs.double().softmax(-1)
         sorted_p, order = probs.sort(-1, descending=True)
@@ -229,6 +229,10 @@ def ref_distribution(logits: torch.Tensor, temperature: float, top_k=None, top_p
 
 
 def _distribution_variants(row, T, k, p):
+    """Every known wrong distribution, offered on EVERY failing setting (a
+    variant that does not apply to a setting, e.g. top-k off by one without
+    top-k, is offered as None and so cannot match there): a bug is named only
+    when it explains all the failing settings, not the one it happens to fit."""
     raw = row.double()
     out = {
         "sampling before the transforms: draw from the softmax of the logits after temperature, top-k and top-p, "
@@ -237,22 +241,27 @@ def _distribution_variants(row, T, k, p):
         "renormalised; divide the logits": lambda: ref_distribution(row, 1.0, k, p),
         "temperature multiplied instead of divided: logits / T": lambda: ref_distribution(row * T * T, T, k, p),
     }
-    if k is not None:
-        out["top-k off by one: keeps k + 1 tokens"] = lambda: ref_distribution(row, T, k + 1, p)
-        if k > 1:
-            out["top-k off by one: keeps k - 1 tokens"] = lambda: ref_distribution(row, T, k - 1, p)
-        out["top-k ignored"] = lambda: ref_distribution(row, T, None, p)
-    if p is not None:
-        out["top-p drops the crossing token"] = lambda: ref_top_p((raw / T) if k is None else ref_top_k(raw / T, k),
-                                                                    p, keep_crossing=False).softmax(-1)
-        out["top-p ignored"] = lambda: ref_distribution(row, T, k, None)
-    if k is not None and p is not None:
-        out["top-p applied before top-k: the order is temperature, top-k, top-p"] = \
-            lambda: ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)
+    def filtered_then_tempered():
+        z = raw if k is None else ref_top_k(raw, k)
+        return ((z if p is None else ref_top_p(z, p)) / T).softmax(-1)
+
+    has_k, has_p = k is not None, p is not None
+    out |= {
+        "top-k off by one: keeps k + 1 tokens": (lambda: ref_distribution(row, T, k + 1, p)) if has_k else None,
+        "top-k off by one: keeps k - 1 tokens": (lambda: ref_distribution(row, T, k - 1, p)) if has_k and k > 1 else None,
+        "top-k ignored": (lambda: ref_distribution(row, T, None, p)) if has_k else None,
+        "top-p drops the crossing token": (lambda: ref_top_p((raw / T) if k is None else ref_top_k(raw / T, k), p,
+                                                             keep_crossing=False).softmax(-1)) if has_p else None,
+        "top-p ignored": (lambda: ref_distribution(row, T, k, None)) if has_p else None,
+        "top-p applied before top-k: the order is temperature, top-k, top-p":
+            (lambda: ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)) if has_k and has_p else None,
+        "temperature applied after the top-k/top-p filters: the nucleus must be taken from the tempered "
+        "distribution; divide the logits by T first, then filter": filtered_then_tempered if has_p else None,
+    }
     return out
 
 
-SETTINGS = ((1.0, None, None), (0.5, None, None), (2.0, 4, None), (0.8, None, 0.6), (1.4, 5, 0.8))
+SETTINGS = ((1.0, None, None), (0.5, None, None), (2.0, 4, None), (2.0, None, 0.7), (1.4, 5, 0.8))
 
 
 def ref_sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
@@ -326,7 +335,8 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
     noise = 5 * (0.25 / n_draws) ** 0.5   # 5 standard deviations of a frequency
     for T, k, p in settings:
         label = f"T={T}" + (f", top_k={k}" if k else "") + (f", top_p={p}" if p else "")
-        draws = chk.call(sample_next, row.expand(n_draws, vocab).clone(), T, k, p, seeded(seed + 1))
+        draws = call_with_hints(chk, sample_next, row.expand(n_draws, vocab).clone(), T, k, p, seeded(seed + 1),
+                                names=("logits",))
         if not (isinstance(draws, torch.Tensor) and draws.shape == (n_draws,) and not draws.is_floating_point()):
             hint = (" (torch.multinomial returns (B, 1): .squeeze(-1))"
                     if isinstance(draws, torch.Tensor) and draws.shape == (n_draws, 1) else "")
@@ -373,7 +383,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     want = ref_greedy(model.eval(), prompt, max_new_tokens)
     model.train()
     chk = Check("generate", expects=f"token ids (batch, prompt_len + max_new_tokens) = {(batch, prompt_len + max_new_tokens)}")
-    log = ForwardLog(model)
+    log = ForwardLog(model, limit=2 * max_new_tokens)  # bounded: a wrong loop is stopped, not waited for
     try:
         got = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
     finally:
@@ -395,7 +405,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     chk.require("no autograd graph (torch.no_grad or inference_mode)", log.calls and not any(c["grad"] for c in log.calls),
                 "forward passes recorded gradients",
                 diagnosis="decoding records an autograd graph: wrap the loop in torch.no_grad()")
-    log2 = ForwardLog(model)
+    log2 = ForwardLog(model, limit=2 * max_new_tokens)
     try:
         again = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
     finally:
@@ -409,7 +419,11 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
         chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: pass temperature, top_k "
                      "and top_p on to sample_next")
     model.train()
-    runs = [chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(s)) for s in (11, 11, 12)]
+    log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
+    try:
+        runs = [chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(s)) for s in (11, 11, 12)]
+    finally:
+        log3.close()
     shaped = all(isinstance(r, torch.Tensor) and r.shape == want.shape for r in runs)
     chk.require("sampling: prompt kept at the front", shaped and all(torch.equal(r[:, :prompt_len].cpu(), prompt) for r in runs),
                 "the returned ids must start with the prompt")

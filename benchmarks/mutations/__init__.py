@@ -15,7 +15,10 @@ class Mutation:
     """One mistake: in answer cell `cell`, `old` (which must occur exactly
     once) becomes `new`; `extra` is appended to the cell (e.g. a hand-written
     wrong helper). The check's diagnosis must contain one of `expect`
-    (case-insensitive). `why` says, in words, what the learner did."""
+    (case-insensitive). `why` says, in words, what the learner did.
+    `added` names the issue whose checks a mutation was written after
+    (e.g. "issue-25"), so its named rate can be reported on its own; empty
+    for the mutations the checks were first measured on."""
 
     cell: str
     old: str
@@ -23,6 +26,7 @@ class Mutation:
     expect: tuple[str, ...]
     why: str
     extra: str = ""
+    added: str = ""
 
     def apply(self, source: str) -> str:
         count = source.count(self.old)

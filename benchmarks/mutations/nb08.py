@@ -3,6 +3,10 @@ from . import Mutation
 
 M = Mutation
 KTH = "kth = logits.topk(k, dim=-1).values[..., -1:]"
+TEMPER = "    logits = logits / temperature             # on logits, before any filter\n"
+TEMPERED_FILTERS = (TEMPER + "    if top_k is not None:\n        logits = top_k_filter(logits, top_k)\n"
+                    "    if top_p is not None:\n        logits = top_p_filter(logits, top_p)\n"
+                    "    probs = logits.softmax(dim=-1)")
 SAMPLE = "return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)"
 MUTATIONS = [
     # top_k_filter
@@ -82,4 +86,20 @@ MUTATIONS = [
       "one token too few"),
     M("generate", "logits = model(idx)[:, -1]", "logits = model(idx[:, -1:])[:, -1]", ("only the last token", "context"),
       "feeds only the last token without a cache"),
+    # issue 25: contracts and the order of the transforms
+    M("top_k_filter", 'return logits.masked_fill(logits < kth, float("-inf"))',
+      'return logits.masked_fill_(logits < kth, float("-inf"))', ("in place",), "fills the caller's logits in place",
+      added="issue-25"),
+    M("top_p_filter", 'return logits.masked_fill(drop, float("-inf"))', 'return logits.masked_fill_(drop, float("-inf"))',
+      ("in place",), "fills the caller's logits in place", added="issue-25"),
+    M("sample_next", "logits = logits / temperature ", "logits /= temperature ", ("in place",),
+      "divides the caller's logits in place", added="issue-25"),
+    M("sample_next", TEMPERED_FILTERS,
+      TEMPERED_FILTERS.replace(TEMPER, "").replace("probs = logits.softmax", "probs = (logits / temperature).softmax"),
+      ("temperature applied after",), "applies the temperature after the top-k/top-p filters", added="issue-25"),
+    M("generate", 'for _ in range(max_new_tokens):\n                logits = model(idx)[:, -1]                  # (B, V): the last position predicts the next token\n                next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)\n                idx = torch.cat((idx, next_id[:, None]), dim=1)',
+      'while idx.shape[1] < prompt.shape[1] + max_new_tokens:\n                logits = model(idx)[:, -1]                  # (B, V): the last position predicts the next token\n                next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)\n                idx = torch.cat((prompt, next_id[:, None]), dim=1)',
+      ("stopped the decoding",), "loops until a length that is never reached (appends to the prompt)",
+      added="issue-25",
+      extra=""),
 ]

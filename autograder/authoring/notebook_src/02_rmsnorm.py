@@ -35,6 +35,7 @@ from torch import nn
 import tinylm
 from autograder.checks import pitfalls
 from autograder.checks import check_layer_norm, check_rms_norm, check_rms_norm_module, show_check
+from autograder.checks.learner_model import require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -218,7 +219,9 @@ with torch.no_grad():
                 setattr(parent, name, mine)
     after = model(ids)
 n_swapped = sum(isinstance(m, RMSNorm) for m in model.modules())
-print(f"swapped {n_swapped} norms; logits equal: {torch.allclose(before, after, atol=1e-5)}")
+print(f"swapped {n_swapped} norms")
+require_agreement("logits equal", torch.allclose(before, after, atol=1e-5),
+                  "your RMSNorm module (section 3 above) changes the model's logits: rerun its check")
 
 # %% [markdown]
 # ## 5. Pitfalls

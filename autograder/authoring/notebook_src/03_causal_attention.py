@@ -36,6 +36,7 @@ import tinylm
 from autograder.checks import pitfalls
 from autograder.checks import (check_causal_attention, check_causal_mask, check_self_attention, check_split_merge,
                                show_check)
+from autograder.checks.learner_model import require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -165,7 +166,9 @@ check_split_merge(split_heads, merge_heads, seed=31, batch=3, seq=4, n_heads=5, 
 # Write the formula step by step (that is the point: `F.scaled_dot_product_attention` does all of it in one
 # fused call, and the check uses it as the reference). Queries may be fewer than keys; use your
 # `causal_mask(q_len, kv_len)`. `scores.masked_fill(~mask, float("-inf"))` fills where the mask is False, and
-# a `(q_len, kv_len)` mask broadcasts over the batch and head axes. Use `softmax`, or, if you write it by hand,
+# a `(q_len, kv_len)` mask broadcasts over the batch and head axes. `causal_mask` builds its tensor on the CPU; on a
+# GPU the scores live on the GPU, and `masked_fill` needs both on one device: move the mask with
+# `.to(q.device)` (a no-op on the CPU). Use `softmax`, or, if you write it by hand,
 # subtract each row's maximum before `exp`: the check includes scores in the hundreds, where `exp` overflows.
 
 # %% nbgrader={"grade": false, "grade_id": "causal_attention", "locked": false, "schema_version": 3, "solution": true}
@@ -253,7 +256,8 @@ try:
         same = torch.allclose(fused(ids), reference(ids), atol=1e-5)
 finally:
     tinylm.attention.causal_attention = original
-print("your attention inside tinylm gives the fused path's logits:", same)
+require_agreement("your attention inside tinylm gives the fused path's logits", same,
+                  "your causal_attention (and the causal_mask it calls) changes tinylm's logits: rerun their checks above")
 
 # %% [markdown]
 # ## 6. Pitfalls

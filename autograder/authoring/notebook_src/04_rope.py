@@ -34,7 +34,7 @@ import torch
 import tinylm
 from autograder.checks import pitfalls
 from autograder.checks import check_apply_rope, check_rope_cache, check_rotary_attention, show_check
-from autograder.checks.learner_model import swapped
+from autograder.checks.learner_model import require_agreement, swapped
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -192,7 +192,9 @@ print("largest difference between the three curves:",
 #
 # The check runs it with `start_pos=0` and `start_pos=4` and expects the *same* output both times: when queries
 # and keys are shifted together, only their distances matter. The offset starts to matter in notebook 06, where
-# the keys of earlier tokens come from a cache and only the new query is rotated here.
+# the keys of earlier tokens come from a cache, already rotated at their own positions: there each step rotates
+# its new query **and its new key** with the same `start_pos` (the cache length), and never rotates a cached key
+# again.
 
 # %% nbgrader={"grade": false, "grade_id": "rotary_attention", "locked": false, "schema_version": 3, "solution": true}
 def rotary_attention(q, k, v, cos, sin, start_pos: int = 0) -> torch.Tensor:
@@ -229,7 +231,8 @@ with torch.no_grad(), swapped(tinylm.attention, "apply_rope", apply_rope):
     mine = reference(ids)  # every rotation in this forward pass is yours
 with torch.no_grad():
     expected = model(ids)
-print("your apply_rope inside tinylm gives the same logits:", torch.allclose(expected, mine, atol=1e-5))
+require_agreement("your apply_rope inside tinylm gives the same logits", torch.allclose(expected, mine, atol=1e-5),
+                  "your apply_rope (exercise 2 above) changes tinylm's logits: rerun its check")
 
 
 # %% [markdown]

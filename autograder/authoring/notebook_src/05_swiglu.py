@@ -42,7 +42,7 @@ from tinylm import apply_rope, causal_attention, embed, rms_norm, rope_cache, ti
 from autograder.checks import pitfalls
 from autograder.checks import (check_attention_module, check_block, check_decoder, check_pre_norm_block, check_swiglu,
                                check_swiglu_hidden, show_check)
-from autograder.checks.learner_model import learner_model
+from autograder.checks.learner_model import learner_model, require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -201,7 +201,8 @@ with torch.no_grad():
     mine, theirs = my_forward(model, idx), model(idx)
 print(f"config: d_model={cfg.d_model}, n_layers={cfg.n_layers}, n_heads={cfg.n_heads}, d_ff={cfg.d_ff}")
 print(f"parameters: {model.num_parameters():,}; logits {tuple(mine.shape)}")
-print("your forward pass equals tinylm's:", torch.allclose(mine, theirs, atol=1e-5))
+require_agreement("your forward pass equals tinylm's", torch.allclose(mine, theirs, atol=1e-5),
+                  "your swiglu or pre_norm_block (exercises 1 and 3 above) changes tinylm's logits: rerun their checks")
 print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs ln(256) = {math.log(256):.1f}")
 
 
@@ -227,7 +228,9 @@ print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs l
 #
 # ### Exercise 4: `Attention`, `Block`, `Transformer`
 #
-# One cell, three modules, checked one after the other.
+# One cell, three modules, checked one after the other. The config fields they read: `config.d_model`,
+# `config.n_heads`, `config.n_kv_heads` and `config.head_dim` (Attention), `config.norm_eps` (the `eps` of every
+# `RMSNorm`), `config.d_ff` (inside the given `SwiGLU`), `config.vocab_size` and `config.n_layers` (Transformer).
 #
 # **`Attention`.** `q_proj` maps `d_model` to `n_heads · head_dim`, `k_proj` and `v_proj` to `n_kv_heads · head_dim` (equal to
 # `n_heads` until notebook 07), `o_proj` back to `d_model`. The forward pass: project, split heads
@@ -236,7 +239,13 @@ print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs l
 #
 # **`Block`.** `RMSNorm` and `SwiGLU` are given: your `rms_norm` and `swiglu` as modules with tinylm's parameter
 # names. Build the block from them and your `Attention`: `attn_norm`, `attn`, `mlp_norm`, `mlp`; its forward pass is
-# the pre-norm block of Exercise 3 (attention takes `cos, sin, cache, layer_idx` along).
+# the pre-norm block of Exercise 3 (attention takes `cos, sin, cache, layer_idx` along: block `i` of the
+# Transformer passes `layer_idx=i`, so each block reads and writes its own layer of the cache).
+#
+# **The check runs every regime the later notebooks use**: without a cache, with one (a prefill, then decode steps
+# whose tokens start at `start_pos = cache.length`, compared with a full recompute), and with fewer key/value heads
+# than query heads (`n_kv_heads < n_heads`, notebook 07). A bug that only shows in one of them is caught here, where
+# it is made, not later.
 #
 # **`Transformer`.** Embedding → `n_layers` blocks → final `RMSNorm` → head. The head is
 # `nn.Linear(d_model, vocab_size)` whose `weight` **is** the embedding's Parameter (notebook 01's tying). Use `embed`

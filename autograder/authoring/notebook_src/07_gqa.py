@@ -35,6 +35,7 @@ import torch.nn.functional as F
 import tinylm
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_gqa_attention, check_gqa_step, check_repeat_kv, show_check
+from autograder.checks.learner_model import require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -162,7 +163,8 @@ try:
         same = torch.allclose(fused(ids), reference(ids), atol=1e-5)
 finally:
     tinylm.attention.repeat_kv = original
-print("your repeat_kv inside tinylm gives the fused GQA logits:", same)
+require_agreement("your repeat_kv inside tinylm gives the fused GQA logits", same,
+                  "your repeat_kv (exercise 1 above) changes tinylm's GQA logits: rerun its check")
 
 
 # %% [markdown]

@@ -19,5 +19,9 @@ def test_heldout_set_is_separate_from_the_default_set():
 
     default, heldout = SETS["default"](), SETS["heldout"]()
     assert 20 <= sum(map(len, heldout.values())) <= 30
-    default_edits = {(nb, m.cell, m.old, m.new) for nb, ms in default.items() for m in ms}
-    assert not default_edits & {(nb, m.cell, m.old, m.new) for nb, ms in heldout.items() for m in ms}
+    # The issue-25 mutations were written at the same time by the checks'
+    # author, independently: two people writing the same natural mistake is
+    # allowed there. Copying one of the mutations the checks were first
+    # measured on is not.
+    first_edits = {(nb, m.cell, m.old, m.new) for nb, ms in default.items() for m in ms if not m.added}
+    assert not first_edits & {(nb, m.cell, m.old, m.new) for nb, ms in heldout.items() for m in ms}

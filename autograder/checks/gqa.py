@@ -25,6 +25,12 @@ def head_sources(got: torch.Tensor, x: torch.Tensor) -> list | None:
     return [next((j for j in range(x.shape[1]) if torch.allclose(g[:, h], x[:, j].double(), atol=1e-6)), None)
             for h in range(got.shape[1])]
 
+# Matched against the learner's own error: torch's text for expanding an axis
+# whose size is not 1.
+EXPAND_HINT = (r"expanded size|must match the existing size",
+               "expand can only grow an axis of size 1: insert one first, "
+               "x[:, :, None].expand(B, n_kv, n_rep, T, hd), then reshape")
+
 
 def _name_mapping(chk: Check, read: list, n_kv: int, n_rep: int, who: str) -> None:
     want = [h // n_rep for h in range(n_kv * n_rep)]
@@ -41,9 +47,7 @@ def check_repeat_kv(repeat_kv, *, seed: int = 0, batch: int = 2, n_kv: int = 3, 
     chk = Check("repeat_kv", expects="(batch, n_kv * n_rep, seq, head_dim), each kv head repeated n_rep times in place")
     x = randn(batch, n_kv, seq, head_dim, seed=seed, dtype=dtype)
     for n_rep in n_reps:
-        got = call_with_hints(chk, repeat_kv, x, n_rep, hints=[
-            (r"expand|must match the existing size", "expand can only grow an axis of size 1: insert one first, "
-                                                     "x[:, :, None].expand(B, n_kv, n_rep, T, hd), then reshape")])
+        got = call_with_hints(chk, repeat_kv, x, n_rep, hints=[EXPAND_HINT])
         variants = {TILED: lambda r=n_rep: x.repeat(1, r, 1, 1)}
         variants |= {f"repeated along the wrong dim ({d}, the {axis} axis); repeat the kv-head axis, dim=1":
                      (lambda d=d, r=n_rep: x.repeat_interleave(r, dim=d))
@@ -101,7 +105,7 @@ def _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim, kv_h
         want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         kr, vr = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
         try:
-            got = call_with_hints(chk, gqa_attention, q, k, v, names=("q", "k", "v"))
+            got = call_with_hints(chk, gqa_attention, q, k, v, names=("q", "k", "v"), hints=[EXPAND_HINT])
         except CheckFailed as err:
             why = _unrepeated(chk, gqa_attention, q, k, v, kr, vr, want)
             if why is None:

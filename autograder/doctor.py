@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
+import json
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -330,6 +332,25 @@ def check_root(euid: int | None) -> Result | None:
                       "(started by hand, `jupyter lab` needs it too)")
 
 
+# -- the grader's sandbox ------------------------------------------------------------
+
+def check_sandbox() -> list[Result]:
+    """Which of the jail's protections run here (instructors: `grade` runs
+    every submission in it), measured by a probe in a real jail
+    (autograder.grading.protections), in its own process: the doctor
+    itself imports nothing of the grader."""
+    if sys.platform != "linux":
+        return [fail("sandbox", f"grading needs Linux (this is {sys.platform}): the jail uses its namespaces",
+                     "grade on a Linux machine or container, as root for the full protection")]
+    try:
+        done = subprocess.run([sys.executable, "-m", "autograder.grading.protections"], capture_output=True,
+                              text=True, timeout=120)
+        entries = json.loads(done.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as err:
+        return [fail("sandbox", f"the protections probe did not run: {err}", "see docs/security.md")]
+    return [Result(e["status"], e["name"], e["detail"], e["fix"]) for e in entries]
+
+
 # -- the learner's saved answers --------------------------------------------------
 
 def check_saved_answers(folder: Path, passed: dict[str, list[str]]) -> Result:
@@ -360,6 +381,8 @@ def run_checks(instructor: bool = False) -> list[Result]:
     results.append(check_memory(available_memory_bytes()))
     results.extend(check_jupyter_extensions(instructor))
     results.append(check_alembic(instructor))
+    if instructor:
+        results.extend(check_sandbox())
     folder = mylm_manifest.default_dir()
     results.append(check_saved_answers(folder, mylm_manifest.passed_by_notebook(folder)))
     root = check_root(os.geteuid() if hasattr(os, "geteuid") else None)

@@ -34,7 +34,7 @@ import pytest
 from autograder import course
 from autograder.authoring import specimens
 from autograder.grading.gradebook import DATA_ENV_VAR
-from autograder.grading.jail import Jail, Limits, live_process_uid, processes_of_uid
+from autograder.grading.jail import Jail, Limits, in_fork, live_process_uid, processes_of_uid
 from tests.grader_batch import jailed_survivors, recording_jails, shared_batch
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root "
@@ -438,23 +438,8 @@ print("KEYS", json.dumps(tried))
 
 
 def _as_uid(uid: int, action) -> int:
-    """Run action() in a fork switched to `uid`; what it returns (an int),
-    or -1 if it raised."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            os.write(w, str(action()).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as got:
-        answer = got.read()
-    os.waitpid(pid, 0)
-    return int(answer) if answer else -1
+    """What action() returns (an int) when run as `uid`; -1 if it raised."""
+    return int(in_fork(action, uid) or -1)
 
 
 def _plant_key() -> int:

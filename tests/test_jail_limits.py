@@ -20,24 +20,9 @@ from pathlib import Path
 import pytest
 
 from autograder.grading import job_cgroup, syscall_filter
+from autograder.grading.jail import in_fork
 
 linux_x86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="runs the x86-64 filter")
-
-
-def _in_fork(action) -> str:
-    """What action() returns (a str), run in a fork so a filter stays there."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.write(w, action().encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as got:
-        out = got.read()
-    os.waitpid(pid, 0)
-    return out
 
 
 def _errno_of(number: int, *args) -> str:
@@ -52,7 +37,7 @@ def test_the_filter_refuses_the_keyring_calls_and_nothing_else():
         refused = syscall_filter.deny_keyrings()
         return " ".join([before, str(refused), _errno_of(248, b"user", b"tl", b"x", 1, -4),
                          _errno_of(249, b"user", b"tl", None, 0), _errno_of(250, 0, -4, 0), _errno_of(39)])
-    assert _in_fork(filtered).split() == ["ok", "None", "EPERM", "EPERM", "EPERM", "ok"]
+    assert in_fork(filtered).split() == ["ok", "None", "EPERM", "EPERM", "EPERM", "ok"]
 
 
 @linux_x86_64
@@ -60,14 +45,14 @@ def test_the_filter_refuses_the_x32_abi_so_its_numbers_cannot_sidestep_it():
     def x32_getpid():
         syscall_filter.deny_keyrings()
         return " ".join([_errno_of(39), _errno_of(39 | syscall_filter.X32_SYSCALL_BIT)])
-    assert _in_fork(x32_getpid).split() == ["ok", "ENOSYS"]
+    assert in_fork(x32_getpid).split() == ["ok", "ENOSYS"]
 
 
 def test_an_unknown_machine_gets_no_filter_and_a_reason():
     def unknown():
         why = syscall_filter.deny_keyrings("riscv64")
         return why + "|" + open("/proc/self/status").read().split("Seccomp:")[1].split()[0]
-    why, mode = _in_fork(unknown).split("|")
+    why, mode = in_fork(unknown).split("|")
     assert "riscv64" in why and "not blocked" in why
     assert mode == "0", "a filter was installed anyway"
 

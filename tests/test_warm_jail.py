@@ -45,7 +45,8 @@ add_key = {{"x86_64": 248, "aarch64": 217}}.get(os.uname().machine)
 libc = ctypes.CDLL(None, use_errno=True)
 facts = {{"add_key": None if add_key is None else
                     libc.syscall(add_key, b"user", b"tl", b"x", 1, -4) >= 0 or os.strerror(ctypes.get_errno()),
-          "cgroup": open("/proc/self/cgroup").read(), "tmp_mb": os.statvfs("/tmp").f_blocks * os.statvfs("/tmp").f_frsize >> 20,
+          "cgroup": open("/proc/self/cgroup").read(),
+          "tmp_mb": os.statvfs("/tmp").f_blocks * os.statvfs("/tmp").f_frsize // (1024 * 1024),
 "uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
           "ns": {{k: os.readlink(f"/proc/self/ns/{{k}}") for k in ("pid", "mnt", "net")}},
           "warm": "autograder.grading.warm_jail" in sys.modules,

@@ -222,27 +222,39 @@ def kill_uid(uid: int, within_s: float = 5.0) -> int:
         time.sleep(0.02)
 
 
+def in_fork(action, uid: int | None = None) -> str:
+    """Run action() in a fork, switched to `uid` first when one is given
+    (root only): what it returned, as text; '' if it raised."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            os.write(write_end, str(action()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        text = answer.read()
+    os.waitpid(pid, 0)
+    return text
+
+
 def clear_keys(uid: int) -> None:
     """Empty the user and user-session keyrings of `uid` (root only): keys
     are per uid and outlive the job, and jail uids are reused. The jail
     denies the keyring calls (syscall_filter); this is the net for a host
     where that filter could not be installed. Done as the uid, in a fork,
     since root has no rights on another uid's keyrings."""
-    if KEYCTL is None:
-        return
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            keyctl = _libc().syscall
-            for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
-                keyctl(KEYCTL, KEYCTL_CLEAR, keyring)
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
-
+    def clear():
+        for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
+            _libc().syscall(KEYCTL, KEYCTL_CLEAR, keyring)
+    if KEYCTL is not None:
+        in_fork(clear, uid)
 
 
 def _mount_folder(base: Path, uid: int, size_mb: int) -> None:

@@ -11,6 +11,11 @@ enabled or disabled) and the server-extension config (`jupyter server
 extension list`), so a doctor that says OK means the browser gets the
 nbgrader Validate button. Asking in-process rather than running those two
 commands keeps the doctor to a few seconds.
+
+With --instructor it also reports the grader's sandbox as measured by a
+probe in a real jail (autograder.grading.protections): namespaces and uid,
+the job cgroup or its fallback, the folder and tmpfs caps, the keyring
+filter; a protection this host does not give is a WARN saying what is missing.
 """
 from __future__ import annotations
 
@@ -408,7 +413,8 @@ def report(results: Iterable[Result], write: Callable[[str], None] = print) -> i
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instructor", action="store_true",
-                        help="also require what instructors need: the formgrader and the gradebook tools")
+                        help="also require what instructors need: the formgrader and the gradebook tools; "
+                             "and report which of the grader's sandbox protections run on this machine")
 
 
 def main(args: argparse.Namespace | None = None) -> int:

@@ -166,8 +166,10 @@ def attach(folders: list[str]) -> None:
         Path(folder, "cgroup.procs").write_text("0")
 
 
-def remove(folders: list[str], within_s: float = 5.0) -> None:
-    """Kill every task left in the job cgroups and remove them."""
+def remove(folders: list[str], within_s: float = 5.0) -> bool:
+    """Kill every task left in the job cgroups and remove them. False if one
+    is still there after `within_s` (a task stuck in the kernel): the next
+    reservation of the slot tries again, and makes no cgroup if it fails."""
     deadline = time.monotonic() + within_s
     for folder in map(Path, folders):
         while folder.is_dir():
@@ -176,8 +178,9 @@ def remove(folders: list[str], within_s: float = 5.0) -> None:
                 folder.rmdir()
             except OSError:  # EBUSY while its last tasks exit
                 if time.monotonic() > deadline:
-                    raise
+                    return False
                 time.sleep(0.02)
+    return True
 
 
 def _kill_all(folder: Path) -> None:

@@ -11,14 +11,21 @@ enabled or disabled) and the server-extension config (`jupyter server
 extension list`), so a doctor that says OK means the browser gets the
 nbgrader Validate button. Asking in-process rather than running those two
 commands keeps the doctor to a few seconds.
+
+With --instructor it also reports the grader's sandbox as measured by a
+probe in a real jail (autograder.grading.protections): namespaces and uid,
+the job cgroup or its fallback, the folder and tmpfs caps, the keyring
+filter; a protection this host does not give is a WARN saying what is missing.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import importlib.metadata
+import json
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -330,6 +337,25 @@ def check_root(euid: int | None) -> Result | None:
                       "(started by hand, `jupyter lab` needs it too)")
 
 
+# -- the grader's sandbox ------------------------------------------------------------
+
+def check_sandbox() -> list[Result]:
+    """Which of the jail's protections run here (instructors: `grade` runs
+    every submission in it), measured by a probe in a real jail
+    (autograder.grading.protections), in its own process: the doctor
+    itself imports nothing of the grader."""
+    if sys.platform != "linux":
+        return [fail("sandbox", f"grading needs Linux (this is {sys.platform}): the jail uses its namespaces",
+                     "grade on a Linux machine or container, as root for the full protection")]
+    try:
+        done = subprocess.run([sys.executable, "-m", "autograder.grading.protections"], capture_output=True,
+                              text=True, timeout=120)
+        entries = json.loads(done.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as err:
+        return [fail("sandbox", f"the protections probe did not run: {err}", "see docs/security.md")]
+    return [Result(e["status"], e["name"], e["detail"], e["fix"]) for e in entries]
+
+
 # -- the learner's saved answers --------------------------------------------------
 
 def check_saved_answers(folder: Path, passed: dict[str, list[str]]) -> Result:
@@ -360,6 +386,8 @@ def run_checks(instructor: bool = False) -> list[Result]:
     results.append(check_memory(available_memory_bytes()))
     results.extend(check_jupyter_extensions(instructor))
     results.append(check_alembic(instructor))
+    if instructor:
+        results.extend(check_sandbox())
     folder = mylm_manifest.default_dir()
     results.append(check_saved_answers(folder, mylm_manifest.passed_by_notebook(folder)))
     root = check_root(os.geteuid() if hasattr(os, "geteuid") else None)
@@ -385,7 +413,8 @@ def report(results: Iterable[Result], write: Callable[[str], None] = print) -> i
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instructor", action="store_true",
-                        help="also require what instructors need: the formgrader and the gradebook tools")
+                        help="also require what instructors need: the formgrader and the gradebook tools; "
+                             "and report which of the grader's sandbox protections run on this machine")
 
 
 def main(args: argparse.Namespace | None = None) -> int:

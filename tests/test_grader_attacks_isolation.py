@@ -34,7 +34,7 @@ import pytest
 from autograder import course
 from autograder.authoring import specimens
 from autograder.grading.gradebook import DATA_ENV_VAR
-from autograder.grading.jail import Jail, Limits, live_process_uid, processes_of_uid
+from autograder.grading.jail import Jail, Limits, in_fork, live_process_uid, processes_of_uid
 from tests.grader_batch import jailed_survivors, recording_jails, shared_batch
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root "
@@ -413,6 +413,207 @@ def test_a_command_ended_by_a_signal_ends_the_jail_with_128_plus_it():
     one as a shell does; a kernel manager sees the kernel gone either way."""
     done = _run_jailed("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
     assert done.returncode == 128 + signal.SIGTERM, (done.returncode, done.stderr)
+
+
+# ---------------------------------------------------------------------------
+# issue 28: kernel keyrings, and totals for the whole job
+
+KEYCTL_READ, KEY_SPEC_USER_KEYRING = 11, -4
+ADD_KEY, REQUEST_KEY, KEYCTL = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}.get(os.uname().machine,
+                                                                                             (None,) * 3)
+known_machine = pytest.mark.skipif(ADD_KEY is None, reason="the keyring system call numbers of this machine "
+                                                           "are not in the test")
+
+# Tries each keyring call, as a job passing data to a later one would.
+KEYRING_USER = """
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+def outcome(result):
+    return "allowed" if result >= 0 else os.strerror(ctypes.get_errno())
+tried = {{"add_key": outcome(libc.syscall({add_key}, b"user", b"tl-{token}", b"captured test cell", 17, -4)),
+         "request_key": outcome(libc.syscall({request_key}, b"user", b"tl-{token}", None, 0)),
+         "keyctl": outcome(libc.syscall({keyctl}, 0, -4, 0))}}
+print("KEYS", json.dumps(tried))
+"""
+
+
+def _as_uid(uid: int, action) -> int:
+    """What action() returns (an int) when run as `uid`; -1 if it raised."""
+    return int(in_fork(action, uid) or -1)
+
+
+def _plant_key() -> int:
+    """What a job did where keyrings were open: a key in its uid's user
+    keyring that anyone may read (possessor all, user and other view+read).
+    Its serial, or a negative step number."""
+    libc = _libc()
+    # as a login session has it: a session keyring of its own with the user keyring linked in (so the key is
+    # possessed and its permissions may be set)
+    if libc.syscall(KEYCTL, 1, None) < 0 or libc.syscall(KEYCTL, 8, KEY_SPEC_USER_KEYRING, -3) < 0:
+        return -3
+    serial = libc.syscall(ADD_KEY, b"user", f"tl-{TOKEN}".encode(), b"captured test cell", 18, KEY_SPEC_USER_KEYRING)
+    if serial < 0:
+        return -4
+    if libc.syscall(KEYCTL, 5, serial, 0x3F030303) < 0:  # KEYCTL_SETPERM
+        return -5
+    return serial
+
+
+def _read_key(serial: int) -> int:
+    """0 when the key `serial` can be read (by this process's uid)."""
+    buf = ctypes.create_string_buffer(64)
+    return 0 if _libc().syscall(KEYCTL, KEYCTL_READ, serial, buf, 64) >= 0 else 1
+
+
+@root_only
+@known_machine
+def test_a_job_cannot_use_kernel_keyrings():
+    """Keys belong to a uid, not to a namespace, and jail uids are reused:
+    a key was a channel to a later job (and to a kernel's own recheck child)."""
+    done = _run_jailed(KEYRING_USER.format(add_key=ADD_KEY, request_key=REQUEST_KEY, keyctl=KEYCTL, token=TOKEN))
+    assert done.returncode == 0, done.stderr
+    tried = _line(done.stdout, "KEYS")
+    assert tried == {k: "Operation not permitted" for k in ("add_key", "request_key", "keyctl")}, tried
+    assert "[jail]" not in done.stderr, done.stderr
+    # the control: outside the jail the same calls are not refused
+    assert _libc().syscall(KEYCTL, 0, KEY_SPEC_USER_KEYRING, 0) >= 0
+
+
+@root_only
+@known_machine
+def test_a_key_left_under_a_jail_uid_is_gone_after_release():
+    """Where a key got in anyway (a host without the filter), releasing the
+    jail clears its uid's keyrings: another uid cannot read it after."""
+    reader = 4_000_000 + int(TOKEN[:4], 16)  # a uid nothing else runs under
+    with Jail.reserve(Limits(memory_mb=1024, cpu_s=60)) as jail:
+        serial = _as_uid(jail.uid, _plant_key)
+        assert serial > 0, f"could not plant a key (step {serial})"
+        readable_before = _as_uid(reader, lambda: _read_key(serial)) == 0
+    readable_after = _as_uid(reader, lambda: _read_key(serial)) == 0
+    assert readable_before, "the planted key was not readable by another uid: the test proves nothing"
+    assert not readable_after, f"key {serial} of uid {jail.uid} outlived the job and is readable by another uid"
+
+
+BOMB = """
+import os, time
+children, error = [], ""
+try:
+    while len(children) < 5000:
+        pid = os.fork()
+        if pid == 0:
+            end = time.monotonic() + {spin_s}
+            while time.monotonic() < end:
+                pass
+            os._exit(0)
+        children.append(pid)
+except OSError as err:
+    error = f"{{type(err).__name__}}: {{err}}"
+print("BOMB", len(children), error, flush=True)
+"""
+
+
+@root_only
+def test_a_fork_bomb_is_capped_and_leaves_nothing():
+    """Spinning children until fork fails, left spinning when the job's
+    command exits: their number stays under the job's task cap, the job
+    ends with the error fork raised, and no process or cgroup is left.
+    (Their CPU share, the job cgroup's cpu limit, is not measured: on a
+    shared two-core machine the load of others decides it.)"""
+    limits = Limits(memory_mb=1024, cpu_s=60, nproc=48, cpus=1.0)
+    with _probe_jail(BOMB.format(spin_s=60), limits) as (jail, cmd, env):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd="/")
+        cgroups = list(jail.cgroup.folders)
+    left, uid = processes_of_uid(jail.uid), jail.uid
+    assert done.returncode == 0, done.stderr
+    line = next(l for l in done.stdout.splitlines() if l.startswith("BOMB "))
+    _, count, error = line.split(" ", 2)
+    assert 0 < int(count) < limits.nproc, line
+    assert "Resource temporarily unavailable" in error, line
+    assert not left and not any(Path(f).exists() for f in cgroups), f"uid {uid} left {left}, cgroups {cgroups}"
+
+
+# Several processes, each under the address-space limit, that together hold
+# more than it: each touches its block, then waits until all have.
+HOARD = """
+import os, select, signal, sys
+n, block_mb = 3, {block_mb}
+ready_r, ready_w = os.pipe()
+go_r, go_w = os.pipe()
+children = []
+for _ in range(n):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(block_mb << 20)
+        block[::4096] = b"x" * len(range(0, len(block), 4096))  # touch every page
+        os.write(ready_w, b"!")
+        os.read(go_r, 1)
+        os._exit(0)
+    children.append(pid)
+held = 0
+while held < n and select.select([ready_r], [], [], 20)[0]:  # a killed child never reports
+    held += len(os.read(ready_r, n))
+""" + """
+os.write(go_w, b"x" * n)
+statuses = [os.waitpid(pid, 0)[1] for pid in children]
+print("HOARD", sum(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL for s in statuses), flush=True)
+"""
+
+
+@root_only
+def test_processes_of_one_job_together_hold_no_more_than_its_memory():
+    """3 children of 400 MB each under a 1024 MB job: today each fits its
+    own RLIMIT_AS and all three hold their blocks (1.2 GB); with the job's
+    cgroup at least one is killed."""
+    limits = Limits(memory_mb=1024, cpu_s=60)
+    with _probe_jail(HOARD.format(block_mb=400), limits) as (jail, cmd, env):
+        if "memory" not in jail.cgroup.controllers:
+            pytest.skip(f"this host gives no job cgroup with a memory limit: {jail.cgroup.describe()}")
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd="/")
+        out, err = done.stdout, done.stderr
+    killed = next((int(l.split()[1]) for l in out.splitlines() if l.startswith("HOARD ")), None)
+    assert killed is not None and killed >= 1, f"all three blocks were held together: {out} {err}"
+
+
+FILLER = """
+import json, os
+def fill(folder, prefix, mb):
+    written = 0
+    try:
+        for i in range(mb // 32):
+            with open(os.path.join(folder, f"{{prefix}}{{i}}"), "wb") as fh:
+                for _ in range(32):
+                    fh.write(b"x" * (1 << 20))
+                    written += 1
+        return [written, "no error"]
+    except OSError as err:
+        return [written, err.strerror]
+out = {{"folder": fill(".", "big", {folder_mb}), "tmp": fill("/tmp", "a", {scratch_mb} // 2 + 32),
+        "shm": fill("/dev/shm", "b", {scratch_mb} // 2 + 32)}}
+print("FILLED", json.dumps(out))
+"""
+
+
+@root_only
+def test_a_job_cannot_fill_its_folder_or_its_tmpfs_past_the_caps():
+    """More than the cap into the job's folder (host disk, today) and into
+    /tmp plus /dev/shm (256 MB of RAM each, today): each write past the cap
+    fails with ENOSPC, and nothing reaches the host's disk."""
+    limits = Limits(memory_mb=1024, cpu_s=60)
+    with _probe_jail(FILLER.format(folder_mb=limits.folder_mb + 64, scratch_mb=limits.scratch_mb), limits) \
+            as (jail, cmd, env):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd="/")
+        on_disk = os.statvfs(jail.base).f_blocks * os.statvfs(jail.base).f_frsize
+    assert done.returncode == 0, done.stderr
+    filled = _line(done.stdout, "FILLED")
+    assert filled["folder"][1] == "No space left on device" and filled["folder"][0] <= limits.folder_mb, filled
+    together = filled["tmp"][0] + filled["shm"][0]
+    assert "No space left on device" in (filled["tmp"][1], filled["shm"][1]) and together <= limits.scratch_mb, filled
+    assert on_disk == limits.folder_mb * 1024 * 1024, "the job's folder is not its own capped tmpfs"
+    assert not jail_folder_left(jail), "the job's folder outlived its release"
+
+
+def jail_folder_left(jail: Jail) -> bool:
+    return Path(jail.base).exists() or any(jail.base in line for line in open("/proc/self/mountinfo"))
 
 
 # ---------------------------------------------------------------------------

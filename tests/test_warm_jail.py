@@ -40,8 +40,14 @@ SHADOW = f"shadow_{TOKEN}"  # a module in the job's work folder; `python -I` mus
 
 # Runs in the job; writes what it finds to probe.json in its work folder.
 PROBE = """
-import json, os, resource, socket, sys
-facts = {{"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
+import ctypes, json, os, resource, socket, sys
+add_key = {{"x86_64": 248, "aarch64": 217}}.get(os.uname().machine)
+libc = ctypes.CDLL(None, use_errno=True)
+facts = {{"add_key": None if add_key is None else
+                    libc.syscall(add_key, b"user", b"tl", b"x", 1, -4) >= 0 or os.strerror(ctypes.get_errno()),
+          "cgroup": open("/proc/self/cgroup").read(),
+          "tmp_mb": os.statvfs("/tmp").f_blocks * os.statvfs("/tmp").f_frsize // (1024 * 1024),
+"uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
           "ns": {{k: os.readlink(f"/proc/self/ns/{{k}}") for k in ("pid", "mnt", "net")}},
           "warm": "autograder.grading.warm_jail" in sys.modules,
           "trusted_modules": [m for m in ("autograder.grading.grade", "autograder.grading.gradebook",
@@ -151,6 +157,10 @@ def _assert_jailed(facts: dict, jail: Jail) -> None:
     assert facts["rlimit_as"] == [MEMORY_MB * 1024 * 1024] * 2
     assert facts["status_owner"] == jail.uid, "the job is not dumpable: its /proc files are not its own"
     assert facts["server_socket"] != "connected"
+    # issue 28: no keyrings, the job's own cgroup, a capped scratch tmpfs
+    assert facts["add_key"] in (None, "Operation not permitted"), facts["add_key"]
+    assert jail.cgroup.kind == "none" or f"tinylm-jail-{jail.uid}" in facts["cgroup"], facts["cgroup"]
+    assert facts["tmp_mb"] == jail.limits.scratch_mb
 
 
 def _cold_sys_path() -> list[str]:

@@ -15,8 +15,17 @@ reads its settings from the TINYLM_JAIL environment variable (JSON, made by
    job's own processes, and switches to an unprivileged uid reserved for this
    one job; when not root it tries an unprivileged user namespace for the
    same, and says what it could not do;
-3. sets resource limits (address space, CPU seconds, processes, file size);
+3. sets resource limits (address space, CPU seconds, processes, file size),
+   and denies the kernel keyring system calls (syscall_filter.py);
 4. execs COMMAND with a minimal environment (no database URL, no secrets).
+
+Totals for the whole job (job_cgroup.py, made by `Jail.reserve`): where the
+host lets the grader make cgroups, the job's processes share one cgroup
+with a memory, task and CPU limit. Everything the job can write is bounded
+too: as root its folder (work, home, run) is a tmpfs of `folder_mb` mounted
+on the host (the trusted side reads what the job leaves there), and its
+private /tmp, /var/tmp, /dev/shm and /dev/mqueue are folders of one tmpfs of
+`scratch_mb`; a write past either gets ENOSPC.
 
 With a PID namespace the process tree is
 
@@ -31,7 +40,7 @@ outside process dies (PR_SET_PDEATHSIG), so killing the process a kernel
 manager started ends the whole job. `Jail.release` also kills whatever still
 runs under the job's uid before the uid is reused.
 
-What it does not do: seccomp filtering, cgroups, or hiding the rest of the
+What it does not do: filter any other system call, or hide the rest of the
 file system (the student can read what an unprivileged user can read, e.g.
 the tinylm library, which notebooks import anyway).
 """
@@ -52,6 +61,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import job_cgroup
+from .syscall_filter import KEYCTL, deny_keyrings
+
 ENV_VAR = "TINYLM_JAIL"
 JAIL_BASE = Path(tempfile.gettempdir()) / "tinylm-jail"
 UID_FIRST, UID_COUNT = 61000, 1000
@@ -59,7 +71,10 @@ CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
 CLONE_NEWIPC, CLONE_NEWPID = 0x08000000, 0x20000000
 MS_REC, MS_PRIVATE, MS_BIND, MS_RDONLY = 0x4000, 0x40000, 0x1000, 0x1
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
+MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = 7, -4, -5
+SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")  # private to each job, one tmpfs together
 # What a kernel manager or the recheck sends the jail: passed on to COMMAND.
 FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 # Environment the jailed process may see; everything else (database URLs,
@@ -70,11 +85,14 @@ PASSED_ENV = ("PATH", "LANG", "LC_ALL", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "N
 
 @dataclass
 class Limits:
-    memory_mb: int = 4096        # address space; torch alone maps ~1.5 GB
+    memory_mb: int = 4096        # address space per process; with a job cgroup also the job's total memory
     cpu_s: int = 600             # CPU seconds for the whole process
-    nproc: int = 512             # tasks (threads count) for the jail uid
+    nproc: int = 512             # tasks (threads count) for the jail uid; with a job cgroup, for the job
     file_mb: int = 64            # largest file it may write
     wall_s: float = 300.0        # enforced by the parent, not here
+    cpus: float = 1.0            # CPU share of the whole job (with a job cgroup)
+    folder_mb: int = 256         # the job's folder: work, home, run (as root)
+    scratch_mb: int = 128        # its /tmp, /var/tmp, /dev/shm and /dev/mqueue together
 
 
 @dataclass
@@ -87,6 +105,8 @@ class Jail:
     uid: int | None = None
     base: str = ""
     notes: list[str] = field(default_factory=list)
+    cgroup: job_cgroup.JobCgroup = field(default_factory=lambda: job_cgroup.JobCgroup("none"))
+    folder_capped: bool = False
     _lock: object = None
 
     @classmethod
@@ -102,15 +122,23 @@ class Jail:
             except BlockingIOError:
                 fh.close()
                 continue
+            _reclaim(uid)  # what a holder of this slot that died left behind
             base = Path(tempfile.mkdtemp(prefix=f"{uid}-", dir=JAIL_BASE))
             jail = cls(limits, [str(p) for p in copy], [str(p) for p in hide], uid, str(base), _lock=fh)
+            if os.geteuid() == 0:
+                try:
+                    _mount_folder(base, uid, limits.folder_mb)
+                    jail.folder_capped = True
+                except OSError as err:
+                    jail.notes.append(f"job folder not capped ({err})")
+                os.chown(base, uid, uid)
+                os.chmod(base, 0o700)
+                jail.cgroup = job_cgroup.make(f"tinylm-jail-{uid}", limits.memory_mb * 1024 * 1024,
+                                              limits.nproc, limits.cpus)
             for sub in ("work", "run", "home"):
                 (base / sub).mkdir()
                 if os.geteuid() == 0:
                     os.chown(base / sub, uid, uid)
-            if os.geteuid() == 0:
-                os.chown(base, uid, uid)
-                os.chmod(base, 0o700)
             return jail
         raise RuntimeError(f"all {UID_COUNT} jail slots are busy (lock files in {JAIL_BASE})")
 
@@ -124,14 +152,18 @@ class Jail:
 
     def env(self) -> dict:
         data = {"limits": asdict(self.limits), "copy": self.copy, "hide": self.hide, "uid": self.uid,
-                "base": self.base, "expose": needed_paths()}
+                "base": self.base, "expose": needed_paths(), "cgroup": self.cgroup.folders}
         return {ENV_VAR: json.dumps(data)}
 
     def release(self) -> None:
         """Kill whatever the job left running under its uid (a second net: the
-        PID namespace already ends with its init), remove its folder."""
+        PID namespace already ends with its init) or in its cgroup, clear the
+        uid's keys, unmount and remove its folder."""
         if os.geteuid() == 0 and self.uid is not None:
             kill_uid(self.uid)
+            _unmount(Path(self.base))
+            job_cgroup.remove(self.cgroup.folders)
+            clear_keys(self.uid)
         shutil.rmtree(self.base, ignore_errors=True)
         if self._lock is not None:
             self._lock.close()
@@ -190,6 +222,72 @@ def kill_uid(uid: int, within_s: float = 5.0) -> int:
         time.sleep(0.02)
 
 
+def in_fork(action, uid: int | None = None) -> str:
+    """Run action() in a fork, switched to `uid` first when one is given
+    (root only): what it returned, as text; '' if it raised."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            os.write(write_end, str(action()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        text = answer.read()
+    os.waitpid(pid, 0)
+    return text
+
+
+def clear_keys(uid: int) -> None:
+    """Empty the user and user-session keyrings of `uid` (root only): keys
+    are per uid and outlive the job, and jail uids are reused. The jail
+    denies the keyring calls (syscall_filter); this is the net for a host
+    where that filter could not be installed. Done as the uid, in a fork,
+    since root has no rights on another uid's keyrings."""
+    def clear():
+        for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
+            _libc().syscall(KEYCTL, KEYCTL_CLEAR, keyring)
+    if KEYCTL is not None:
+        in_fork(clear, uid)
+
+
+def _mount_folder(base: Path, uid: int, size_mb: int) -> None:
+    """The job's folder becomes a tmpfs of `size_mb`, on the host: what the
+    job writes there never reaches the host's disk, and not past the cap."""
+    _call(_libc().mount, b"tmpfs", str(base).encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+          f"size={size_mb}m,mode=0700,uid={uid},gid={uid}".encode(), what=f"job folder {base}")
+
+
+def _folder_mounts(uid: int | None = None) -> list[Path]:
+    """The job folders mounted under JAIL_BASE (of slot `uid`, or all)."""
+    prefix = f"{JAIL_BASE}/{'' if uid is None else f'{uid}-'}"
+    with open("/proc/self/mountinfo") as fh:
+        points = [line.split()[4] for line in fh]
+    return [Path(p) for p in points if p.startswith(prefix)]
+
+
+def _unmount(folder: Path) -> None:
+    _libc().umount2(str(folder).encode(), MNT_DETACH)
+
+
+def _reclaim(uid: int) -> None:
+    """Before a slot is used: end its processes, unmount and remove its
+    folders and clear its keys, in case the grader that held it died."""
+    if os.geteuid() != 0:
+        return
+    kill_uid(uid)
+    for folder in _folder_mounts(uid):
+        _unmount(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    clear_keys(uid)
+
+
 # ---------------------------------------------------------------------------
 # inside the jail (runs as root until the uid switch)
 
@@ -229,9 +327,10 @@ def _closed_ancestor(path: Path) -> Path | None:
     return None
 
 
-def _cover(top: Path, keep: list[Path], stash: Path, libc, mode: str = "0755") -> None:
-    """Mount an empty, enterable tmpfs over `top`, with bind mounts of only
-    the `keep` paths below it put back in place."""
+def _cover(top: Path, keep: list[Path], stash: Path, libc, mode: str = "0755", source: Path | None = None) -> None:
+    """Mount an empty, enterable tmpfs over `top` (or bind the folder
+    `source` there), with bind mounts of only the `keep` paths below it put
+    back in place."""
     saved = []
     for p in keep:
         spot = stash / str(len(list(stash.iterdir())))
@@ -239,8 +338,12 @@ def _cover(top: Path, keep: list[Path], stash: Path, libc, mode: str = "0755") -
         _call(libc.mount, str(p).encode(), str(spot).encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None,
               what=f"keep {p}")
         saved.append((p, spot))
-    _call(libc.mount, b"tmpfs", str(top).encode(), b"tmpfs", ctypes.c_ulong(0), f"size=256m,mode={mode}".encode(),
-          what=f"cover {top}")
+    if source is None:  # holds only the folders of the bind mounts: too small to be a store
+        _call(libc.mount, b"tmpfs", str(top).encode(), b"tmpfs", ctypes.c_ulong(0), f"size=1m,mode={mode}".encode(),
+              what=f"cover {top}")
+    else:
+        _call(libc.mount, str(source).encode(), str(top).encode(), None, ctypes.c_ulong(MS_BIND), None,
+              what=f"cover {top}")
     for p, spot in saved:
         p.mkdir(parents=True, exist_ok=True)
         for d in [p, *p.parents]:
@@ -257,8 +360,9 @@ def _isolate_files(settings: dict, libc) -> None:
       under /root) becomes an empty tmpfs with only the needed paths bound
       back, so the jailed uid can run Python and sees nothing else there;
     - /tmp, /var/tmp, /dev/shm (and /dev/mqueue where it exists) become
-      private, empty tmpfs (the job's own folder bound back), so nothing
-      written there outlives the job or reaches another one;
+      private, empty folders of one tmpfs of `scratch_mb` (the job's own
+      folder bound back), so nothing written there outlives the job or
+      reaches another one, and all of it together stays under the cap;
     - /run becomes an empty tmpfs too, after the stash there was used: no
       lock files shared with other jobs (/run/lock) and no host sockets
       (/run/postgresql);
@@ -266,6 +370,8 @@ def _isolate_files(settings: dict, libc) -> None:
     base = Path(settings["base"])
     stash = base / "stash"
     stash.mkdir(exist_ok=True)
+    _drop_other_folders(base, libc)
+    scratch = _scratch(base, settings["limits"].get("scratch_mb", Limits.scratch_mb), libc)
     closed: dict[Path, list[Path]] = {}
     for p in map(Path, settings["expose"]):
         top = _closed_ancestor(p)
@@ -276,15 +382,39 @@ def _isolate_files(settings: dict, libc) -> None:
     # The job's folder, and the interpreter or course if they live under a
     # scratch folder (a clone in /tmp, say), stay visible; nothing else does.
     visible = [base, *map(Path, settings["expose"])]
-    for scratch in ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"):
-        if Path(scratch).is_dir() and not Path(scratch).is_symlink():
-            keep = [p for p in visible if p.is_relative_to(scratch)]
-            _cover(Path(scratch), keep, stash if not keep else _outside_stash(libc), libc, mode="1777")
+    for top in SCRATCH:
+        if Path(top).is_dir() and not Path(top).is_symlink():
+            keep = [p for p in visible if p.is_relative_to(top)]
+            _cover(Path(top), keep, stash if not keep else _outside_stash(libc), libc, mode="1777",
+                   source=scratch / top.strip("/").replace("/", "-"))
     # After /tmp: the job's stash (and the outside stash's bind mounts) are
     # reachable again, and the stash under /run is no longer needed.
     run = Path("/run").resolve()
     _cover(run, [p for p in visible if p.is_relative_to(run)], stash, libc)
     _hide(settings["hide"], libc)
+
+
+def _scratch(base: Path, size_mb: int, libc) -> Path:
+    """One tmpfs of `size_mb` (in this mount namespace only) with a folder
+    for each private scratch path, so that together they stay under it."""
+    scratch = base / "scratch"
+    scratch.mkdir(exist_ok=True)
+    _call(libc.mount, b"tmpfs", str(scratch).encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+          f"size={size_mb}m,mode=0755".encode(), what="scratch")
+    for top in SCRATCH:
+        folder = scratch / top.strip("/").replace("/", "-")
+        folder.mkdir()
+        os.chmod(folder, 0o1777)
+    return scratch
+
+
+def _drop_other_folders(base: Path, libc) -> None:
+    """This namespace got a copy of every other job's folder mount: detach
+    them (they are covered anyway), so that a job which ends frees its
+    tmpfs at once, not when every job started meanwhile has ended."""
+    for folder in _folder_mounts():
+        if folder != base and base not in folder.parents:
+            libc.umount2(str(folder).encode(), MNT_DETACH)
 
 
 STASH = Path("/run/tinylm-jail-stash")
@@ -449,9 +579,19 @@ def _exec(command: list[str], env: dict, settings: dict, notes: list[str], start
     autograder.grading.warm_jail's in-process start of an allow-listed module."""
     os.chdir(Path(settings["base"]) / "work")
     _limit(settings["limits"])
+    refused = deny_keyrings()
+    if refused:
+        notes.append(refused)
     for note in notes:
         print(f"[jail] {note}", file=sys.stderr)
     start(command[0], command, env)
+
+
+def _join_cgroup(settings: dict, notes: list[str]) -> None:
+    try:
+        job_cgroup.attach(settings.get("cgroup", []))
+    except OSError as err:
+        notes.append(f"not in its job cgroup ({err}): memory, tasks and CPU are bounded per process only")
 
 
 def _fork_retrying(within_s: float = 5.0) -> int:
@@ -474,6 +614,7 @@ def run(settings: dict, command: list[str], env: dict, start=os.execve) -> int:
     notes: list[str] = []
     entered = _enter_namespaces(settings, libc, notes)
     if not entered & CLONE_NEWPID:  # one process: isolate, drop rights and exec
+        _join_cgroup(settings, notes)
         _drop_rights(settings, _isolate(settings, entered, libc, notes), notes)
         _exec(command, env, settings, notes, start)
     alive_r, alive_w = os.pipe()
@@ -483,6 +624,7 @@ def run(settings: dict, command: list[str], env: dict, start=os.execve) -> int:
         return _wait_outside(init)
     os.close(alive_w)
     _die_with(alive_r, libc)
+    _join_cgroup(settings, notes)  # init first, so that every process of the job is in it
     _drop_rights(settings, _isolate(settings, entered, libc, notes), notes)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace of init by the job, no /proc/1 files it owns
     _die_with(alive_r, libc)

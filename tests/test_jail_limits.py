@@ -1,0 +1,169 @@
+"""The jail's job totals and keyring filter, piece by piece (issue 28).
+
+The attacks themselves (a fork bomb, processes that together hold more
+memory than the job may, a job filling its folder and its tmpfs, keys left
+for a later job) run through the real jail in
+tests/test_grader_attacks_isolation.py. Here: the seccomp program, checked
+by installing it and, for the other machine in its table, against
+libseccomp's own system call numbers; and the cgroup plans, against a
+fake cgroup file system for the v2 path (this project's CI machine has v1
+only, so the v2 path is tested only this way).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from autograder.grading import job_cgroup, syscall_filter
+from autograder.grading.jail import in_fork
+
+linux_x86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="runs the x86-64 filter")
+
+
+def _errno_of(number: int, *args) -> str:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return "ok" if libc.syscall(number, *args) >= 0 else errno.errorcode[ctypes.get_errno()]
+
+
+@linux_x86_64
+def test_the_filter_refuses_the_keyring_calls_and_nothing_else():
+    def filtered():
+        before = _errno_of(250, 0, -4, 0)  # keyctl(KEYCTL_GET_KEYRING_ID, @u)
+        refused = syscall_filter.deny_keyrings()
+        return " ".join([before, str(refused), _errno_of(248, b"user", b"tl", b"x", 1, -4),
+                         _errno_of(249, b"user", b"tl", None, 0), _errno_of(250, 0, -4, 0), _errno_of(39)])
+    assert in_fork(filtered).split() == ["ok", "None", "EPERM", "EPERM", "EPERM", "ok"]
+
+
+@linux_x86_64
+def test_the_filter_refuses_the_x32_abi_so_its_numbers_cannot_sidestep_it():
+    def x32_getpid():
+        syscall_filter.deny_keyrings()
+        return " ".join([_errno_of(39), _errno_of(39 | syscall_filter.X32_SYSCALL_BIT)])
+    assert in_fork(x32_getpid).split() == ["ok", "ENOSYS"]
+
+
+def test_an_unknown_machine_gets_no_filter_and_a_reason():
+    def unknown():
+        why = syscall_filter.deny_keyrings("riscv64")
+        return why + "|" + open("/proc/self/status").read().split("Seccomp:")[1].split()[0]
+    why, mode = in_fork(unknown).split("|")
+    assert "riscv64" in why and "not blocked" in why
+    assert mode == "0", "a filter was installed anyway"
+
+
+SCMP_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+
+@pytest.mark.parametrize("machine", sorted(syscall_filter.KEYRING_SYSCALLS))
+def test_the_numbers_are_libseccomps(machine):
+    """An independent table: libseccomp's resolver (libseccomp2 is on every
+    Debian with systemd or apt)."""
+    name = ctypes.util.find_library("seccomp")
+    if name is None:
+        pytest.skip("libseccomp is not installed")
+    lib = ctypes.CDLL(name)
+    lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
+    arch, _, numbers = syscall_filter.KEYRING_SYSCALLS[machine]
+    assert arch == SCMP_ARCH[machine]
+    assert numbers == tuple(lib.seccomp_syscall_resolve_name_arch(arch, n) for n in (b"add_key", b"request_key",
+                                                                                     b"keyctl"))
+
+
+def _run_bpf(program, arch: int, nr: int) -> int:
+    """A small classic-BPF interpreter for the four instructions the filter uses."""
+    data = {syscall_filter.OFFSET_NR: nr & 0xFFFFFFFF, syscall_filter.OFFSET_ARCH: arch}
+    acc, pc = 0, 0
+    while True:
+        code, jt, jf, k = program[pc]
+        if code == syscall_filter.BPF_LD_W_ABS:
+            acc, pc = data[k], pc + 1
+        elif code == syscall_filter.BPF_JEQ_K:
+            pc += 1 + (jt if acc == k else jf)
+        elif code == syscall_filter.BPF_JGE_K:
+            pc += 1 + (jt if acc >= k else jf)
+        elif code == syscall_filter.BPF_RET_K:
+            return k
+        else:
+            raise AssertionError(f"unexpected instruction {code:#x}")
+
+
+@pytest.mark.parametrize("machine", sorted(syscall_filter.KEYRING_SYSCALLS))
+def test_the_program_denies_exactly_the_three_calls_of_its_own_abi(machine):
+    arch, x32, numbers = syscall_filter.KEYRING_SYSCALLS[machine]
+    program = syscall_filter.keyring_filter(machine)
+    eperm, enosys = syscall_filter.RET_ERRNO | errno.EPERM, syscall_filter.RET_ERRNO | errno.ENOSYS
+    for nr in range(0, 600):
+        assert _run_bpf(program, arch, nr) == (eperm if nr in numbers else syscall_filter.RET_ALLOW), nr
+    assert _run_bpf(program, 0x40000003, numbers[0]) == enosys  # i386 / another ABI
+    x32_add_key = syscall_filter.X32_SYSCALL_BIT | numbers[0]
+    assert _run_bpf(program, arch, x32_add_key) == (enosys if x32 else syscall_filter.RET_ALLOW)
+
+
+# -- cgroups ------------------------------------------------------------------------------
+
+def _fake_v2(tmp_path: Path, enabled: str = "cpu memory pids") -> Path:
+    parent = tmp_path / "delegated"
+    parent.mkdir()
+    (parent / "cgroup.subtree_control").write_text(enabled + "\n")
+    return parent
+
+
+def test_a_delegated_v2_cgroup_gets_one_job_cgroup_with_every_limit(tmp_path):
+    parent = _fake_v2(tmp_path)
+    made = job_cgroup.make("tinylm-jail-61000", 512 << 20, 64, 0.5, host=([], {}),
+                           env={job_cgroup.ENV_VAR: str(parent)})
+    folder = parent / "tinylm-jail-61000"
+    assert (made.kind, made.folders, made.controllers) == ("v2", [str(folder)], ["memory", "pids", "cpu"])
+    assert {f: (folder / f).read_text() for f in ("memory.max", "pids.max", "cpu.max")} == \
+        {"memory.max": str(512 << 20), "pids.max": "64", "cpu.max": "50000 100000"}
+    assert not (folder / "memory.swap.max").exists(), "a file the kernel does not offer was invented"
+    job_cgroup.attach(made.folders)
+    assert (folder / "cgroup.procs").read_text() == "0"  # "the writing process", as the kernel reads it
+
+
+def test_a_v2_cgroup_without_the_memory_controller_is_not_used(tmp_path):
+    parent = _fake_v2(tmp_path, enabled="cpu")
+    where = job_cgroup.plan(host=([], {}), env={job_cgroup.ENV_VAR: str(parent)})
+    assert where.kind == "none"
+
+
+def test_the_graders_own_v2_cgroup_is_found_from_proc(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    mount = tmp_path / "cgroup2"
+    own = mount / "grader.service"
+    own.mkdir(parents=True)
+    (own / "cgroup.subtree_control").write_text("memory pids\n")
+    mountinfo = f"30 1 0:26 / {mount} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate"
+    host = (job_cgroup._mounts(mountinfo), job_cgroup._own_paths("0::/grader.service\n"))
+    where = job_cgroup.plan(host=host, env={})
+    assert (where.kind, where.folders, where.controllers) == ("v2", [str(own)], ["memory", "pids"])
+
+
+def test_v1_hierarchies_give_one_job_cgroup_per_controller(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    lines, own = [], []
+    for i, name in enumerate(("memory", "pids", "cpu,cpuacct", "freezer")):
+        point = tmp_path / name
+        (point / "grader").mkdir(parents=True)
+        lines.append(f"{40 + i} 1 0:{30 + i} / {point} rw - cgroup cgroup rw,{name}")
+        own.append(f"{i + 1}:{name}:/grader")
+    host = (job_cgroup._mounts("\n".join(lines)), job_cgroup._own_paths("\n".join(own)))
+    made = job_cgroup.make("tinylm-jail-61001", 256 << 20, 32, 1.0, host=host, env={})
+    assert made.kind == "v1" and sorted(made.controllers) == ["cpu", "memory", "pids"]
+    job = {c: Path(f) for c, f in zip(made.controllers, made.folders)}
+    assert job["memory"] == tmp_path / "memory" / "grader" / "tinylm-jail-61001"
+    assert (job["memory"] / "memory.limit_in_bytes").read_text() == str(256 << 20)
+    assert (job["pids"] / "pids.max").read_text() == "32"
+    assert (job["cpu"] / "cpu.cfs_quota_us").read_text() == "100000"
+
+
+def test_without_root_or_delegation_there_is_no_job_cgroup(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    where = job_cgroup.plan(env={})
+    assert where.kind == "none" and job_cgroup.ENV_VAR in where.why

@@ -290,3 +290,30 @@ def test_collect_rejects_a_zip_of_too_many_files_and_imports_the_others(tmp_path
         zf.writestr(f"crowd/{A}/{A}.ipynb", json.dumps(specimens.honest(A)))
     report = collect(archive, [A])
     assert ("crowd", A) not in report.unusable and rejection(crowd) is None
+
+
+# --- the recheck's filter of the learner's words, without grading -----------
+
+def test_only_library_messages_and_known_type_names_leave_the_recheck():
+    import torch
+
+    from autograder.checks.core import delegation_message, describe
+    from autograder.grading.recheck import (LEARNER_MESSAGE_WITHHELD, Opaque, known_type_name, learner_exception,
+                                            shown_path)
+    try:
+        torch.zeros(3, 4) @ torch.zeros(5, 6)
+    except RuntimeError as err:
+        shape_error = str(err)
+    kept = learner_exception("RuntimeError", shape_error, "embed")
+    assert (type(kept).__name__, str(kept)) == ("RuntimeError", shape_error)
+    for type_name, text in (("ValueError", PAYLOAD), (PAYLOAD_NAME, "x"), ("RuntimeError", shape_error + PAYLOAD),
+                            ("Delegation", PAYLOAD)):
+        withheld = learner_exception(type_name, text, "embed")
+        assert str(withheld) == LEARNER_MESSAGE_WITHHELD and PAYLOAD_NAME not in type(withheld).__name__
+    import tinylm
+    refusal = delegation_message("embed", tinylm.embed)
+    assert str(learner_exception("Delegation", refusal, "embed")) == refusal
+    assert known_type_name("RMSNorm", "Module") == "RMSNorm" and known_type_name(PAYLOAD_NAME, "Module") == "Module"
+    assert PAYLOAD_NAME not in repr(Opaque(PAYLOAD_NAME))
+    assert shown_path("__class__.double") == "'__class__.double'" and PAYLOAD_NAME not in shown_path(PAYLOAD_NAME)
+    assert PAYLOAD not in describe(PAYLOAD) and PAYLOAD not in describe({PAYLOAD: 1})

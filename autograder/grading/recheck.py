@@ -146,10 +146,34 @@ class Opaque:
     """Stands in, in the parent, for a learner object that is not plain data."""
 
     def __init__(self, type_name: str):
-        self.type_name = type_name
+        self.type_name = known_type_name(type_name, "object")
 
     def __repr__(self):
         return f"<{self.type_name} object from the learner's code>"
+
+
+def known_type_name(name, otherwise: str) -> str:
+    """A type name the learner's code sent, shown only where it names a type
+    of Python, torch, torch.nn or tinylm (a class of the learner's own is
+    `otherwise`): a free name could carry text out of the recheck."""
+    import builtins
+
+    import tinylm
+    import torch
+    if not (isinstance(name, str) and name.isidentifier()):
+        return otherwise
+    return name if any(isinstance(getattr(m, name, None), type) for m in (builtins, torch, torch.nn, tinylm)) \
+        else otherwise
+
+
+def shown_path(name) -> str:
+    """A dotted name the learner's code sent, quoted where each part names
+    an attribute of a tensor or a module, or an index (what a forged name is
+    made of); any other is free text, and not shown."""
+    import torch
+    parts = name.split(".") if isinstance(name, str) and len(name) <= 80 else None
+    known = set(dir(torch.Tensor)) | set(dir(torch.nn.Module))
+    return repr(name) if parts and all(p in known or p.isdigit() for p in parts) else "a name of its own"
 
 
 class NotRecheckable(BaseException):
@@ -188,7 +212,7 @@ def from_plain(tagged, child=None):
     if tag == "module":
         if child is None:
             raise NotRecheckable("a module where none can be called")
-        return remote_module(child, int(tagged[1]), str(tagged[2]), tagged[3])
+        return remote_module(child, int(tagged[1]), known_type_name(tagged[2], "Module"), tagged[3])
     if tag == "opaque":
         return Opaque(str(tagged[1]))
     raise TypeError(f"unexpected value tag {tag!r}")
@@ -552,8 +576,11 @@ class Child:
             obj = self.remote[int(index)]
             if op == "getattr":
                 if name not in REMOTE_NAMES:
+                    # the name is shown only if the check's object has it: any other is the learner's text
+                    shown = f".{name}" if isinstance(name, str) and name.isidentifier() and hasattr(obj, name) \
+                        else "an attribute it does not have"
                     self.unreachable = self.unreachable or (
-                        f"used .{name} of the check's {type(obj).__name__}, which the recheck does not allow "
+                        f"used {shown} of the check's {type(obj).__name__}, which the recheck does not allow "
                         f"(only {', '.join(sorted(REMOTE_NAMES))})")
                     raise AttributeError(f"the recheck lets the learner's code use only {', '.join(sorted(REMOTE_NAMES))} "
                                          f"of the check's model and cache, not .{name}")
@@ -635,7 +662,7 @@ def _mirror_modules(values: list, state: list, names: set[tuple[int, str]]) -> N
     made: dict[int, nn.Parameter] = {}
     for index, name, tag, tensor, rg in state:
         if (index, name) not in names:
-            raise ValueError(f"the learner's process sent state for {str(name)[:80]!r}, which is not a parameter "
+            raise ValueError(f"the learner's process sent state for {shown_path(name)}, which is not a parameter "
                              "of the check's module; refused")
         module = values[index]
         if type(tensor) is not torch.Tensor or type(tag) is not int:
@@ -796,7 +823,7 @@ def remote_module(child: Child, handle: int, type_name: str, params: list):
         if type(tensor) is not torch.Tensor:
             raise TypeError("not a plain tensor")
         if not _is_parameter_path(name):
-            raise ValueError(f"the learner's module sent the parameter name {str(name)[:80]!r}: a parameter name is "
+            raise ValueError(f"the learner's module sent the parameter name {shown_path(name)}: a parameter name is "
                              "a dotted path of identifiers without a leading underscore, or of indices; refused")
         made.setdefault(tag, nn.Parameter(tensor, requires_grad=bool(rg)))
         *path, leaf = name.split(".")

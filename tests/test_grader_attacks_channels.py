@@ -317,3 +317,15 @@ def test_only_library_messages_and_known_type_names_leave_the_recheck():
     assert PAYLOAD_NAME not in repr(Opaque(PAYLOAD_NAME))
     assert shown_path("__class__.double") == "'__class__.double'" and PAYLOAD_NAME not in shown_path(PAYLOAD_NAME)
     assert PAYLOAD not in describe(PAYLOAD) and PAYLOAD not in describe({PAYLOAD: 1})
+
+
+def test_nbgrader_log_is_kept_as_a_bounded_tail_that_says_it_was_cut(tmp_path):
+    from autograder.grading.grade import LOG_TAIL_BYTES, read_log_tail
+    log = tmp_path / "nbgrader.log"
+    with open(log, "wb") as fh:
+        for i in range(64):
+            fh.write(b"x" * 2**16 + b"\n")
+        fh.write(b"[ERROR] the last line\n")
+    text = read_log_tail(log)
+    assert len(text) < LOG_TAIL_BYTES + 200 and text.endswith("[ERROR] the last line\n")
+    assert text.startswith(f"[the grader kept the last {LOG_TAIL_BYTES} of {log.stat().st_size} bytes")

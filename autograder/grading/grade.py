@@ -150,16 +150,19 @@ class LogTail:
     def __init__(self):
         self.chunks: deque[bytes] = deque()
         self.kept = self.total = 0
+        self.lock = threading.Lock()  # a reader thread may still feed while the text is taken
 
     def feed(self, chunk: bytes) -> None:
-        self.chunks.append(chunk)
-        self.kept += len(chunk)
-        self.total += len(chunk)
-        while self.kept - len(self.chunks[0]) >= LOG_TAIL_BYTES:
-            self.kept -= len(self.chunks.popleft())
+        with self.lock:
+            self.chunks.append(chunk)
+            self.kept += len(chunk)
+            self.total += len(chunk)
+            while self.kept - len(self.chunks[0]) >= LOG_TAIL_BYTES:
+                self.kept -= len(self.chunks.popleft())
 
     def text(self) -> str:
-        data = b"".join(self.chunks)[-LOG_TAIL_BYTES:]
+        with self.lock:
+            data = b"".join(self.chunks)[-LOG_TAIL_BYTES:]
         cut = LOG_CUT.format(kept=len(data), total=self.total) if self.total > len(data) else ""
         return cut + data.decode(errors="replace")
 

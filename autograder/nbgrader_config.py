@@ -37,3 +37,7 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 
 # A check must never take long; a hung cell fails instead of blocking a class run.
 c.Execute.timeout = 120
+
+# The course's late policy (.course/deadlines.toml, see autograder/grading/deadlines.py)
+# also in nbgrader's own autograde, so its totals (score minus late penalty) are the course's.
+c.AssignLatePenalties.plugin_class = "autograder.grading.deadlines.LatePolicyPlugin"

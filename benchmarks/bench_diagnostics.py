@@ -18,7 +18,11 @@ Diagnosis lines are the lines of the failure message after its summary line
 exception in the learner's code, a wrong return type) the stop message
 itself counts too.
 
-    python benchmarks/bench_diagnostics.py [--notebooks 01 03] [-v] [--json]
+    python benchmarks/bench_diagnostics.py [--notebooks 01 03] [--set heldout] [-v] [--json]
+
+--set heldout runs the held-out mistakes of benchmarks/mutations/heldout.py
+(written without reading the checks) instead of the nbNN.py ones, and
+reports them on their own.
 
 Exits non-zero when anything is missed or named wrongly, or when the named
 rate is below 85%.
@@ -43,7 +47,7 @@ from autograder.authoring.build import source_cells  # noqa: E402
 from autograder.checks import CheckFailed  # noqa: E402
 from autograder.course import NOTEBOOK_SOURCES  # noqa: E402
 from autograder.notebook_format import nbg, visible_part  # noqa: E402
-from benchmarks.mutations import Mutation, all_mutations  # noqa: E402
+from benchmarks.mutations import SETS, Mutation  # noqa: E402
 
 NAMED_RATE_REQUIRED = 0.85
 SUMMARY = re.compile(r"^\S.* failed \d+ of \d+ checks")
@@ -128,10 +132,10 @@ def run_mutation(notebook: str, mutation: Mutation, cells) -> Outcome:
     return Outcome(notebook, mutation, classify(message, mutation.expect), message or "")
 
 
-def run(notebooks: list[str] | None = None) -> list[Outcome]:
+def run(notebooks: list[str] | None = None, mutation_set: str = "default") -> list[Outcome]:
     import os
     os.environ.setdefault("TINYLM_DEVICE", "cpu")
-    found = all_mutations()
+    found = SETS[mutation_set]()
     outcomes = []
     for nb in sorted(found):
         if notebooks and nb not in notebooks:
@@ -173,17 +177,20 @@ def main(argv=None) -> int:
     p.add_argument("--notebooks", nargs="*", help="notebook numbers, e.g. 01 03 (default: all)")
     p.add_argument("-v", "--verbose", action="store_true", help="each mutation's verdict and last message line")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--set", dest="mutation_set", choices=sorted(SETS), default="default",
+                   help="which mistakes: the nbNN.py modules (default) or the held-out set")
     args = p.parse_args(argv)
     start = time.perf_counter()
-    outcomes = run(args.notebooks)
+    outcomes = run(args.notebooks, args.mutation_set)
     text, figures = table(outcomes)
     if args.verbose:
         for o in outcomes:
             print(f"[{o.notebook} {o.mutation.cell}] {o.verdict:<13} {o.mutation.why}\n    -> {o.last_line}")
         print()
     if args.json:
-        print(json.dumps(figures | {"problems": problems(outcomes)}, indent=1))
+        print(json.dumps(figures | {"set": args.mutation_set, "problems": problems(outcomes)}, indent=1))
     else:
+        print(f"mutation set: {args.mutation_set}")
         print(text)
         print(f"({len(outcomes)} mutations in {time.perf_counter() - start:.1f} s)")
         for line in problems(outcomes):

@@ -183,3 +183,82 @@ def test_starting_lab_prints_no_warning(tmp_path):
     assert "Serving notebooks from local directory" in output and f"{os.sep}notebooks" in output, output
     assert "Jupyter Server" in output and "is running at" in output, output
     assert warning_lines(output) == [], output
+
+
+# -- a failing check in a notebook (issue 25) -------------------------------------------
+
+FAILING_CELLS = [
+    "import torch\nimport torch.nn.functional as F\nfrom autograder.checks import check_gqa_attention, check_rms_norm",
+    "def widen(k, n):\n    return k.expand(k.shape[0], k.shape[1] * n, *k.shape[2:])",
+    "def gqa_attention(q, k, v):\n    n = q.shape[1] // k.shape[1]\n"
+    "    return F.scaled_dot_product_attention(q, widen(k, n), widen(v, n), is_causal=True)",
+    "check_gqa_attention(gqa_attention)",
+    "def rms_norm(x, weight, eps=1e-6):\n    return weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True))",
+    "check_rms_norm(rms_norm)",
+]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failing_notebook() -> nbformat.NotebookNode:
+    """Two wrong answers, each followed by its check cell, marked as nbgrader test cells."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in FAILING_CELLS])
+    for cell in nb.cells:
+        if cell.source.startswith("check_"):
+            cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": 1,
+                                         "grade_id": cell.source.split("(")[0], "schema_version": 3}
+    return nb
+
+
+def shown(cell) -> tuple[str, str]:
+    """(what the cell printed, the error box as Jupyter draws it: its traceback entries joined)."""
+    printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    errors = [o for o in cell.outputs if o.output_type == "error"]
+    assert len(errors) == 1, cell.outputs
+    return printed, ANSI.sub("", "\n".join(errors[0].traceback))
+
+
+def assert_shows_the_diagnosis_only(nb) -> None:
+    gqa_printed, gqa_error = shown(nb.cells[3])
+    norm_printed, norm_error = shown(nb.cells[5])
+    for error in (gqa_error, norm_error):
+        assert "autograder/checks" not in error and "autograder" + os.sep not in error, error
+        assert "__tracebackhide__" not in error and "chk." not in error, error
+    # the table, then the diagnosis; the learner's own frames for the error their code raised
+    assert "gqa_attention:" in gqa_printed and "raised RuntimeError" in gqa_printed, gqa_printed
+    assert "enable_gqa" not in gqa_error, gqa_error  # the check's reference line, never the learner's
+    assert "in gqa_attention" in gqa_error and "in widen" in gqa_error and "k.expand(" in gqa_error, gqa_error
+    assert "raised RuntimeError inside your widen" in gqa_error and "Likely bug:" in gqa_error, gqa_error
+    assert "rms_norm:" in norm_printed and "FAIL" in norm_printed, norm_printed
+    assert norm_error.startswith("CheckFailed: rms_norm failed") and "Likely bug: eps is ignored" in norm_error, norm_error
+
+
+@pytest.mark.slow
+def test_a_failing_check_in_a_notebook_shows_the_table_and_the_diagnosis(tmp_path, monkeypatch):
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    nb = failing_notebook()
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   config=selfcheck.kernel_transport_config(tmp_path), resources={"metadata": {"path": str(tmp_path)}}
+                   ).execute()
+    assert_shows_the_diagnosis_only(nb)
+
+
+@pytest.mark.slow
+def test_under_nbgrader_a_failing_check_still_scores_zero_and_keeps_its_diagnosis(tmp_path, monkeypatch):
+    """The grader's own executor (CappedExecute: nbgrader's Execute, errors
+    shortened to their last entries) and nbgrader's scoring of a test cell."""
+    from nbgrader.utils import determine_grade
+
+    from autograder.grading.preprocessors import CappedExecute
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    nb = failing_notebook()
+    executor = CappedExecute(timeout=300, kernel_name="python3", config=selfcheck.kernel_transport_config(tmp_path))
+    nb, _ = executor.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert_shows_the_diagnosis_only(nb)
+    for cell in (nb.cells[3], nb.cells[5]):
+        assert determine_grade(cell) == (0, 1.0), cell.outputs
+        assert [o.ename for o in cell.outputs if o.output_type == "error"] == ["CheckFailed"]

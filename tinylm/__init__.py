@@ -23,6 +23,7 @@ from .tokenizer import ByteTokenizer
 from . import data
 from .data import Corpus, course_corpus, load_text
 from .evaluation import EvalResult, evaluate
-from .training import History, TrainConfig, Trainer, get_batch, load_model, lr_at, plot_history, train
+from .training import (History, TrainConfig, Trainer, TrainingDiverged, get_batch, load_model, lr_at,
+                       plot_history, train)
 # SmolLM2-135M-Instruct's real weights in this model (imports gguf/tokenizers only when used).
 from . import pretrained

@@ -173,6 +173,9 @@ def cmd_sample(args) -> int:
     if len(prompt) == 0:
         raise ValueError("--prompt must not be empty")
     room = model.config.max_seq_len - len(prompt)
+    if room < 1:
+        raise ValueError(f"--prompt is {len(prompt)} tokens (bytes) long, the model's max_seq_len is "
+                         f"{model.config.max_seq_len}: no room for a new token; shorten --prompt")
     n = room if args.max_new_tokens is None else args.max_new_tokens
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
     out = generate(model, prompt, n, temperature=args.temperature, top_k=args.top_k,
@@ -266,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 "experiment": cmd_experiment}
     try:
         return commands[args.command](args)
-    except (FileNotFoundError, ValueError, TypeError, PretrainedUnavailable) as err:
+    except (FileNotFoundError, ValueError, TypeError, FloatingPointError, PretrainedUnavailable) as err:
         # Bad paths and options: one clear line, not a traceback.
         print(f"python -m tinylm {args.command}: error: {err}", file=sys.stderr)
         return 2

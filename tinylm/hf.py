@@ -71,19 +71,29 @@ _CONFIG_FIELDS = {
 }
 
 
-def hf_llama_config(config: ModelConfig):
-    """The LlamaConfig describing the same architecture as `config`."""
+def hf_llama_config(config: ModelConfig, bos_token_id: int | None = None, eos_token_id: int | None = None):
+    """The LlamaConfig describing the same architecture as `config`.
+
+    The special token ids default to None, not LlamaConfig's 1 and 2: in
+    tinylm's byte vocabulary those are ordinary bytes, and transformers'
+    generate would stop at the first byte 0x02. Pass a real tokenizer's ids
+    (e.g. tinylm.pretrained.load_tokenizer().eos_id) for a model that has them."""
     transformers = _import_transformers()
+    for name, value in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id)):
+        if value is not None and not (isinstance(value, int) and 0 <= value < config.vocab_size):
+            raise ValueError(f"hf_llama_config: {name} must be a token id in [0, {config.vocab_size}) or None, got {value!r}.")
     fields = {theirs: getattr(config, ours) for ours, theirs in _CONFIG_FIELDS.items()}
     return transformers.LlamaConfig(**fields, head_dim=config.head_dim, rope_theta=config.rope_theta,
-                                    hidden_act="silu", attention_bias=False, mlp_bias=False)
+                                    hidden_act="silu", attention_bias=False, mlp_bias=False,
+                                    bos_token_id=bos_token_id, eos_token_id=eos_token_id, pad_token_id=None)
 
 
 @torch.no_grad()
-def to_hf_llama(model: Transformer):
-    """A `transformers.LlamaForCausalLM` holding exact copies of the weights."""
+def to_hf_llama(model: Transformer, bos_token_id: int | None = None, eos_token_id: int | None = None):
+    """A `transformers.LlamaForCausalLM` holding exact copies of the weights,
+    with no special token ids unless given (see hf_llama_config)."""
     transformers = _import_transformers()
-    hf = transformers.LlamaForCausalLM(hf_llama_config(model.config))
+    hf = transformers.LlamaForCausalLM(hf_llama_config(model.config, bos_token_id, eos_token_id))
     ours = model.state_dict()
     state = {theirs: ours[name] for name, theirs in _name_map(model.config).items()}
     missing, unexpected = hf.load_state_dict(state, strict=False)

@@ -61,7 +61,8 @@ class KVCache:
                 f"(expected (B, n_kv_heads, T, head_dim)); store keys before repeating them to the query heads."
             )
         if k.dtype != self.k.dtype:
-            raise TypeError(f"KVCache stores {self.k.dtype} but got k of dtype {k.dtype}; build the cache with dtype={k.dtype}.")
+            raise TypeError(f"KVCache stores {self.k.dtype} but got k of dtype {k.dtype}; build the cache with dtype={k.dtype} "
+                            f"(under torch.autocast that is torch.get_autocast_dtype(device_type)).")
         self.check_room(n_new)
         end = self.length + n_new
         k_layer, v_layer = self.k[layer], self.v[layer]  # (B, n_kv, max_seq_len, hd) views

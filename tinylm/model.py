@@ -14,7 +14,7 @@ from .kv_cache import KVCache
 from .mlp import SwiGLU
 from .norm import RMSNorm
 from .rope import rope_cache
-from .validation import check_token_ids, check_token_tensor
+from .validation import assert_token_ids_in_graph, check_token_ids, check_token_tensor
 
 
 class Block(nn.Module):
@@ -92,8 +92,10 @@ class Transformer(nn.Module):
         check_token_tensor(idx)
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (batch, seq), got {tuple(idx.shape)}; add a batch axis with idx[None].")
-        if not torch.compiler.is_compiling():  # reading the ids' range would break a compiled graph
-            check_token_ids(idx, self.config.vocab_size)  # (train(compile=True) checks the whole corpus once instead)
+        if torch.compiler.is_compiling():  # reading the ids' values on the host would break the graph
+            assert_token_ids_in_graph(idx, self.config.vocab_size)
+        else:
+            check_token_ids(idx, self.config.vocab_size)
         T = idx.shape[1]
         start_pos = 0
         if cache is not None:

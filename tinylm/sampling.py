@@ -5,10 +5,12 @@ Sampling from the raw logits and filtering afterwards changes nothing.
 """
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from .kv_cache import KVCache
-from .validation import check_float, check_token_ids
+from .validation import check_float, check_int, check_token_ids
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -23,8 +25,7 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the k largest logits on the last axis, set the rest to -inf.
     Entries tied with the k-th largest are kept too."""
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"top_k_filter: k must be a positive integer, got {k!r}.")
+    k = check_int(k, "top_k_filter: k", minimum=1)
     if k >= logits.shape[-1]:
         return logits
     kth_largest = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1)
@@ -34,8 +35,7 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
 def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     """Nucleus filter: keep the smallest set of most likely tokens whose
     probability sums to at least p, including the token that crosses p."""
-    if not 0 < p <= 1:
-        raise ValueError(f"top_p_filter: p must lie in (0, 1], got {p!r}.")
+    _check_top_p(p, "top_p_filter: p")
     if p == 1:
         return logits
     sorted_logits, order = logits.sort(dim=-1, descending=True)
@@ -55,9 +55,15 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     check_float(logits, "logits")
     if logits.dim() != 2:
         raise ValueError(f"sample_next: logits must be (batch, vocab), got {tuple(logits.shape)}; take logits[:, -1, :] of the model output.")
-    if temperature < 0:
-        raise ValueError(f"sample_next: temperature must be >= 0 (0 = greedy), got {temperature!r}.")
+    if isinstance(temperature, bool) or not temperature >= 0:
+        raise ValueError(f"sample_next: temperature must be a number >= 0 (0 = greedy), got {temperature!r}.")
+    # Checked even when greedy ignores them, so a typo fails on the first try, not when sampling is switched on.
+    if top_k is not None:
+        check_int(top_k, "sample_next: top_k", minimum=1)
+    if top_p is not None:
+        _check_top_p(top_p, "sample_next: top_p")
     if temperature == 0:
+        _check_samplable(logits)  # argmax of a NaN row is an arbitrary token: fail as sampling does
         return logits.argmax(dim=-1)
     logits = apply_temperature(logits.float(), temperature)
     if top_k is not None:
@@ -67,6 +73,11 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     _check_samplable(logits)
     probs = logits.softmax(dim=-1)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B,)
+
+
+def _check_top_p(p, name: str) -> None:
+    if not isinstance(p, numbers.Real) or isinstance(p, bool) or not 0 < p <= 1:
+        raise ValueError(f"{name} must be a number in (0, 1], got {p!r}; 1 keeps every token, None turns the filter off.")
 
 
 def _check_samplable(logits: torch.Tensor) -> None:
@@ -101,7 +112,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
 
     Runs in eval mode (dropout off: a train-mode model samples from a noisy
     distribution) and restores the previous mode afterwards."""
-    idx, unbatched = _checked_prompt(model, prompt, max_new_tokens, stop_token)
+    idx, unbatched, max_new_tokens = _checked_prompt(model, prompt, max_new_tokens, stop_token)
     pick = lambda logits: sample_next(logits, temperature, top_k, top_p, generator)  # noqa: E731
     new = list(_in_eval_mode(model, _steps(model, idx, max_new_tokens, use_cache, pick, stop_token)))
     idx = torch.cat([idx.to(next(model.parameters()).device)] + [t[:, None] for t in new], dim=1)  # (B, T + new)
@@ -116,7 +127,7 @@ def generate_stream(model, prompt: torch.Tensor, max_new_tokens: int, temperatur
     as soon as it is decoded, stop_token included; for printing as you go."""
     if prompt.dim() != 1:
         raise ValueError(f"generate_stream: prompt must be one sequence (T,), got shape {tuple(prompt.shape)}.")
-    idx, _ = _checked_prompt(model, prompt, max_new_tokens, stop_token)
+    idx, _, max_new_tokens = _checked_prompt(model, prompt, max_new_tokens, stop_token)
     pick = lambda logits: sample_next(logits, temperature, top_k, top_p, generator)  # noqa: E731
     for next_id in _in_eval_mode(model, _steps(model, idx, max_new_tokens, True, pick, stop_token)):
         yield int(next_id[0])
@@ -125,21 +136,26 @@ def generate_stream(model, prompt: torch.Tensor, max_new_tokens: int, temperatur
 def _checked_prompt(model, prompt: torch.Tensor, max_new_tokens: int, stop_token) -> tuple[torch.Tensor, bool]:
     config = model.config
     check_token_ids(prompt, config.vocab_size, "prompt")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"generate: max_new_tokens must be a non-negative integer, got {max_new_tokens!r}.")
-    if stop_token is not None and not (isinstance(stop_token, int) and 0 <= stop_token < config.vocab_size):
+    max_new_tokens = check_int(max_new_tokens, "generate: max_new_tokens")
+    if stop_token is not None and not (isinstance(stop_token, numbers.Integral) and not isinstance(stop_token, bool) and 0 <= stop_token < config.vocab_size):
         raise ValueError(f"generate: stop_token must be a token id in [0, {config.vocab_size}) or None, got {stop_token!r}.")
     unbatched = prompt.dim() == 1
     idx = prompt[None] if unbatched else prompt  # (B, T)
     if idx.dim() != 2 or idx.shape[1] == 0:
         raise ValueError(f"generate: prompt must be (T,) or (B, T) with T >= 1, got shape {tuple(prompt.shape)}.")
+    if idx.shape[1] > config.max_seq_len:
+        raise ValueError(
+            f"generate: the prompt holds {idx.shape[1]} tokens, more than the model's max_seq_len={config.max_seq_len}; "
+            f"shorten the prompt (keep its last tokens, e.g. prompt[..., -{config.max_seq_len // 2}:]) "
+            f"to leave room for max_new_tokens."
+        )
     total = idx.shape[1] + max_new_tokens
     if total > config.max_seq_len:
         raise ValueError(
             f"generate: prompt length {idx.shape[1]} + max_new_tokens {max_new_tokens} = {total} exceeds "
             f"max_seq_len={config.max_seq_len}; shorten the prompt or generate fewer tokens."
         )
-    return idx, unbatched
+    return idx, unbatched, max_new_tokens
 
 
 def _in_eval_mode(model, steps):
@@ -164,7 +180,7 @@ def _in_eval_mode(model, steps):
 def _steps(model, idx: torch.Tensor, max_new_tokens: int, use_cache: bool, pick, stop_token=None):
     """Yield the next ids (B,) one step at a time."""
     weight = next(model.parameters())
-    cache = KVCache(model.config, idx.shape[0], device=weight.device, dtype=weight.dtype) if use_cache else None
+    cache = KVCache(model.config, idx.shape[0], device=weight.device, dtype=_kv_dtype(weight)) if use_cache else None
     idx = idx.to(weight.device)
     step_input = idx  # prefill: the whole prompt in one pass
     stopped = torch.zeros(idx.shape[0], dtype=torch.bool, device=weight.device)
@@ -179,3 +195,12 @@ def _steps(model, idx: torch.Tensor, max_new_tokens: int, use_cache: bool, pick,
         yield next_id
         if stop_token is not None and bool(stopped.all()):
             return
+
+
+def _kv_dtype(weight: torch.Tensor) -> torch.dtype:
+    """The dtype the k/v projections produce: the weights' own, or, inside
+    torch.autocast (which casts every linear layer's output), autocast's."""
+    device_type = weight.device.type
+    if weight.dtype.is_floating_point and torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return weight.dtype

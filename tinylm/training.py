@@ -26,7 +26,7 @@ from torch import nn
 from .evaluation import check_data, evaluate
 from .validation import check_token_ids
 
-__all__ = ["TrainConfig", "History", "Trainer", "get_batch", "train", "lr_at",
+__all__ = ["TrainConfig", "History", "Trainer", "TrainingDiverged", "get_batch", "train", "lr_at",
            "plot_history", "load_model"]
 
 
@@ -141,8 +141,32 @@ def _fused_adamw_available(model: nn.Module) -> bool:
             and params[0].device.type in ("cuda", "mps", "cpu", "xpu"))
 
 
+def _unwrapped(model: nn.Module) -> nn.Module:
+    """The model inside a DistributedDataParallel / DataParallel wrapper (whose
+    state_dict names carry a `module.` prefix and which has no config), or the model."""
+    while isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+        model = model.module
+    return model
+
+
+def _refuse_float16(model: nn.Module) -> None:
+    half = [name for name, p in model.named_parameters() if p.dtype == torch.float16]
+    if half:
+        raise TypeError(
+            f"Trainer: the model's parameters are float16 ({half[0]}, ...); training them directly diverges to NaN "
+            f"within a few steps (AdamW's eps=1e-8 rounds to 0 in float16, small gradients underflow, and there is "
+            f"no loss scaling). Train in bfloat16 (model.to(torch.bfloat16)) or float32 instead.")
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss or the gradient norm of a step was NaN or infinite."""
+
+
 class Trainer:
-    """Holds a model, its optimizer and the batch sampler; advances one step at a time."""
+    """Holds a model, its optimizer and the batch sampler; advances one step at a time.
+
+    `model` may be wrapped in DistributedDataParallel: the wrapper runs the
+    steps, the module inside it is what checkpoints save and load."""
 
     def __init__(self, model: nn.Module, data: torch.Tensor, val_data: torch.Tensor | None = None,
                  config: TrainConfig | None = None, *, compile: bool = False, **overrides):
@@ -156,15 +180,17 @@ class Trainer:
             raise TypeError(f"unknown training option(s) {sorted(unknown)}; "
                             f"valid: {[f.name for f in dataclasses.fields(TrainConfig)]}")
         self.config = dataclasses.replace(config, **overrides)
-        max_len = getattr(getattr(model, "config", None), "max_seq_len", None)
+        _refuse_float16(model)
+        self.module = _unwrapped(model)
+        max_len = getattr(getattr(self.module, "config", None), "max_seq_len", None)
         if max_len is not None and self.config.seq_len > max_len:
             raise ValueError(f"seq_len={self.config.seq_len} exceeds the model's max_seq_len="
                              f"{max_len}; lower seq_len or build a longer model")
         self.model = model
         self.data = check_data(data, "data", self.config.seq_len + 1)
         self.val_data = None if val_data is None else check_data(val_data, "val_data")
-        vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
-        if vocab_size is not None:  # every id checked once here, not in each (compiled) step
+        vocab_size = getattr(getattr(self.module, "config", None), "vocab_size", None)
+        if vocab_size is not None:  # every id checked once, with a message naming it
             check_token_ids(self.data, vocab_size, "data")
         self.device = next(model.parameters()).device
         self.optimizer = torch.optim.AdamW(_param_groups(model, self.config.weight_decay),
@@ -198,8 +224,9 @@ class Trainer:
         else:
             norm = math.sqrt(sum(p.grad.pow(2).sum().item() for p in model.parameters()
                                  if p.grad is not None))
-        self.optimizer.step()
         loss_value = loss.item()  # .item() waits for the device: the timing is honest
+        self._check_finite(loss_value, norm, lr)  # before the update, so the weights stay usable
+        self.optimizer.step()
         self.elapsed += time.perf_counter() - t0
         self.step_count += 1
         h = self.history
@@ -210,13 +237,24 @@ class Trainer:
         h.time.append(self.elapsed)
         return loss_value
 
+    def _check_finite(self, loss: float, grad_norm: float, lr: float) -> None:
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            return
+        what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm} (loss {loss:.4f})"
+        dtype = next(self.module.parameters()).dtype
+        raise TrainingDiverged(
+            f"training diverged at step {self.step_count + 1}: {what}, at lr={lr:.3g}. The weights are those "
+            f"before this step (not updated). Likely causes: a learning rate too high (try lr={self.config.lr / 10:.3g}, "
+            f"or more warmup_steps), half precision overflowing (parameters are {dtype}; float32 or bfloat16 are "
+            f"safe), or weights that already hold NaN/inf (a diverged checkpoint).")
+
     def evaluate(self) -> float:
         """Validation loss (nats/token) on the first eval_tokens of val_data, recorded."""
         if self.val_data is None:
             raise ValueError("no val_data was given to the Trainer")
         n = self.config.eval_tokens
         data = self.val_data if n is None else self.val_data[: n + 1]
-        loss = evaluate(self.model, data, seq_len=self.config.seq_len).loss
+        loss = evaluate(self.module, data, seq_len=self.config.seq_len).loss
         self.history.val_step.append(self.step_count)
         self.history.val_loss.append(loss)
         self.history.val_time.append(self.elapsed)
@@ -261,8 +299,8 @@ class Trainer:
 
     def state_dict(self) -> dict:
         return {
-            "model": self.model.state_dict(),
-            "model_config": dataclasses.asdict(self.model.config) if hasattr(self.model, "config") else None,
+            "model": self.module.state_dict(),  # without a DDP wrapper's `module.` prefix
+            "model_config": dataclasses.asdict(self.module.config) if hasattr(self.module, "config") else None,
             "optimizer": self.optimizer.state_dict(),
             "train_config": dataclasses.asdict(self.config),
             "step": self.step_count,
@@ -273,7 +311,7 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        self.model.load_state_dict(state["model"])
+        self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.config = TrainConfig(**state["train_config"])
         self.step_count = state["step"]

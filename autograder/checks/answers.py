@@ -2,13 +2,21 @@
 
 When a check passes (autograder.checks.core.PASS_HOOKS), `record` finds the
 notebook cell that defined the checked function or class and writes that
-cell's code into `mylm/nbNN_name.py`, one module per notebook:
+cell's code into `mylm/nbNN_name.py`, one module per notebook, and the PASS
+line says so and from which notebook on the answer is used:
 
     mylm/
       __init__.py
-      manifest.json        which cells are saved, which of their names passed a check
+      manifest.json        per module: the saved cells, the names that passed a check, the names
+                           whose latest run failed, and the sha256 of the file the checks verified
       nb01_embeddings.py   a generated header (the imports the cells use), then the answer cells
       nb04_rope.py ...
+
+A later failing run of a saved answer (FAIL_HOOKS, `note_failure`) keeps the
+last passing copy, marks the name as failing since, and the failure says
+so; the next pass replaces the copy. A saved file that no longer matches
+its hash (edited by hand) is not used by the loader (learner_model.py),
+which says so in its yours/reference line.
 
 Where mylm/ lives: $TINYLM_MYLM if set, else next to the notebook folders
 (the parent of the kernel's working folder: notebooks/04_rope/ ->
@@ -32,8 +40,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .core import PASS_HOOKS
-from ..mylm_manifest import ENV, MANIFEST, load_manifest
+from .core import FAIL_HOOKS, PASS_HOOKS
+from ..mylm_manifest import ENV, MANIFEST, load_manifest, source_hash, used_from
 from ..mylm_manifest import passing as passing_in
 from ..notebook_format import defined_names
 
@@ -153,26 +161,75 @@ def save_cell(folder: Path, notebook: str, source: str, passed: list[str], names
     else:
         entry["cells"].append(new)
     entry["passed"] = sorted(set(entry["passed"]) | set(passed))
+    entry["failing"] = sorted(set(entry.get("failing", [])) - set(passed))
     body = "\n\n".join(c["source"] for c in entry["cells"])
     module = folder / f"{notebook}.py"
-    _write(module, header(notebook, entry["cells"], namespace) + "\n\n" + body)
+    text = header(notebook, entry["cells"], namespace) + "\n\n" + body
+    entry["sha256"] = source_hash(text)
+    _write(module, text)
     _write(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
     return module
 
 
-def record(subject: Callable) -> None:
-    """PASS_HOOKS entry: save the cell that defined `subject` (see the module docstring)."""
-    if os.environ.get("NBGRADER_EXECUTION") or _showing_a_pitfall():
-        return
+def mark_failing(folder: Path, notebook: str, name: str) -> bool:
+    """Note in the manifest that `name`'s latest check run failed; True when a
+    passing copy of it is saved (and so is kept)."""
+    manifest = load_manifest(folder)
+    entry = manifest.get(notebook)
+    if not entry or name not in entry.get("passed", []):
+        return False
+    if name not in entry.get("failing", []):
+        entry["failing"] = sorted(set(entry.get("failing", [])) | {name})
+        _write(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+    return True
+
+
+def _answer_cell(subject) -> tuple[str, str] | None:
+    """(cell pseudo-file, notebook module) when `subject` is an answer typed
+    into a notebook cell of a course notebook folder, outside grading and
+    outside a pitfall shown with show_check; None otherwise."""
+    if subject is None or os.environ.get("NBGRADER_EXECUTION") or _showing_a_pitfall():
+        return None
     filename, notebook = cell_file(subject), notebook_module()
-    if filename is None or notebook is None:
-        return
+    return None if filename is None or notebook is None else (filename, notebook)
+
+
+def _where_used(name: str) -> str:
+    first = used_from(name)
+    return f"used from notebook {first} on" if first else "no later notebook uses it"
+
+
+def record(subject: Callable) -> str | None:
+    """PASS_HOOKS entry: save the cell that defined `subject` (see the module
+    docstring); the note for the PASS line."""
+    found = _answer_cell(subject)
+    if found is None:
+        return None
+    filename, notebook = found
     source = "".join(linecache.getlines(filename))
     try:
         namespace = _function_of(subject).__globals__
         save_cell(mylm_dir(), notebook, source, [subject.__name__], namespace)
     except (OSError, SyntaxError, AttributeError) as err:  # saving must never fail the learner's check
-        print(f"(your answer was not saved to mylm/: {type(err).__name__}: {err})")
+        return f"your answer was not saved to mylm/: {type(err).__name__}: {err}"
+    return f"saved to mylm/{notebook}.py ({_where_used(subject.__name__)})"
+
+
+def note_failure(subject) -> str | None:
+    """FAIL_HOOKS entry: a failing run of an answer saved earlier keeps the
+    last passing copy; say so (the manifest marks it as failing since)."""
+    found = _answer_cell(subject)
+    if found is None:
+        return None
+    name, notebook = subject.__name__, found[1]
+    try:
+        kept = mark_failing(mylm_dir(), notebook, name)
+    except OSError:
+        return None
+    if not kept:
+        return None
+    return (f"your last passing {name} stays in mylm/{notebook}.py ({_where_used(name)}); "
+            f"it is replaced when this check passes again")
 
 
 def passing(folder: Path | None = None) -> dict[str, str]:
@@ -182,3 +239,5 @@ def passing(folder: Path | None = None) -> dict[str, str]:
 
 if record not in PASS_HOOKS:
     PASS_HOOKS.append(record)
+if note_failure not in FAIL_HOOKS:
+    FAIL_HOOKS.append(note_failure)

@@ -10,19 +10,32 @@ largest absolute difference and measured properties of the learner's own
 output (which axis sums to 1, a fitted scale factor, an identified
 activation). A failure ends with the most useful line: the diagnosis.
 
-Diagnoses come from three sources, best first:
-  * measurements of the learner's output (`chk.diagnose(...)`), phrased as
-    what the output is and how it differs from what it should be;
+A "Likely bug:" line names a cause, and only where the learner's own
+output (or error) shows it; every other observation is a "Measured:" line
+(`chk.measured(...)`). The sources of "Likely bug:", best first:
+  * measurements of the learner's output (`chk.diagnose(...)`, called only
+    in a branch whose condition measured that output), phrased as what the
+    output is and how it differs from what it should be;
   * known wrong variants (the same inputs pushed through a deliberately buggy
     formula), named only when a variant reproduces EVERY failing row it was
     offered for (a partial match never produces a name);
+  * the learner's error message (`chk.call(..., error_hints=[(regex, bug)])`),
+    named only when the regex matches what their code raised;
   * upstream attribution (`chk.upstream(...)`): a later exercise that fails
     only because an earlier answer it calls is wrong says so.
+A CheckFailed caught to add a cause gets it with `err.with_likely_bug(bug)`
+(keeps the learner's frames; a line already there is not repeated).
+
+What a failure shows: the table (printed), then the message. In a notebook
+the message renders without a traceback (CheckFailed._render_traceback_),
+and an error raised by the learner's code shows the learner's frames only.
+The raising call is the table's last row, and its "Called with" line and
+the sizes named from its error come from that same call (CallRecord).
 
 Usage inside a check function:
 
     chk = Check("rms_norm", expects="a tensor shaped like x")
-    got = chk.call(fn, x, w, eps)              # learner exceptions -> a short message
+    got = chk.call(fn, x, w, eps, row_label="float32")   # learner exceptions -> a short message
     chk.compare("float32", got, want, variants={"eps outside the sqrt": bad})
     chk.finish()                               # prints the table, raises on failure
 """
@@ -30,7 +43,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import io
+import linecache
 import re
 import sys
 import traceback
@@ -50,14 +65,37 @@ TOLERANCES = {
     torch.float16: (2e-3, 5e-3),
 }
 
-# Called with the learner's function or class (Check.subject) after a check
-# passed; a hook's error is reported in one line and never fails the check.
-PASS_HOOKS: list[Callable[[Callable], None]] = []
+# Called with the learner's function or class (Check.subject, None when the
+# check never called one) after a check passed / failed. A hook may return a
+# note: appended to the PASS line, or a "Saved:" line of the failure. A
+# hook's own error becomes a note and never fails (or passes) the check.
+PASS_HOOKS: list[Callable[[Any], str | None]] = []
+FAIL_HOOKS: list[Callable[[Any], str | None]] = []
 
 
 class CheckFailed(AssertionError):
     """Raised when a learner's function fails a check. An AssertionError, so
-    nbgrader scores the test cell zero and plain `assert` users understand it."""
+    nbgrader scores the test cell zero and plain `assert` users understand it.
+
+    In IPython (a notebook, nbgrader's kernel) it renders itself
+    (_render_traceback_): the check's diagnosis, preceded by the learner's
+    own frames when their code raised (learner_error), never the check's
+    frames or source. Plain Python and pytest show the usual traceback. A
+    line repeated in the message is kept once."""
+
+    def __init__(self, message: str = "", *, learner_error: BaseException | None = None):
+        super().__init__(unique_lines(str(message)))
+        self.learner_error = learner_error
+
+    def __reduce__(self):  # the learner's error holds frames, which do not pickle
+        return type(self), self.args
+
+    def with_likely_bug(self, bug: str) -> "CheckFailed":
+        """The same failure with one more 'Likely bug:' line (kept once)."""
+        return CheckFailed(f"{self}\n  Likely bug: {bug}", learner_error=self.learner_error)
+
+    def _render_traceback_(self) -> list[str]:
+        return render_failure(self)
 
 
 class Delegation(Exception):
@@ -79,6 +117,17 @@ def tol_for(dtype: torch.dtype) -> tuple[float, float]:
     return TOLERANCES.get(dtype, TOLERANCES[torch.float32])
 
 
+def shorten(text: str, width: int = 80) -> str:
+    """text on one line, cut at the last word or punctuation boundary that
+    fits in `width` characters, with an ellipsis when something was cut."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    boundary = max(cut.rfind(c) for c in " ,;:(")
+    return (cut[:boundary] if boundary > width // 2 else cut).rstrip(" ,;:(") + "…"
+
+
 def describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
@@ -86,7 +135,23 @@ def describe(value: Any) -> str:
         return f"a {type(value).__name__} of {len(value)} items"
     if isinstance(value, (str, bytes, dict)):  # never their text: in the recheck it is the learner's (issue 28)
         return f"a {type(value).__name__} of {len(value)} {'items' if isinstance(value, dict) else 'characters'}"
-    return f"{type(value).__name__} {value!r}"[:80]
+    if isinstance(value, torch.nn.Module):
+        return shorten(f"a {type(value).__name__} module: {value!r}")
+    return shorten(f"{type(value).__name__} {value!r}")
+
+
+def unique_lines(message: str) -> str:
+    """message with each repeated 'Measured:' / 'Likely bug:' line kept
+    once, where it first appears (several paths can reach one diagnosis)."""
+    seen, kept = set(), []
+    for line in message.splitlines():
+        key = line.strip()
+        if key.startswith(("Measured:", "Likely bug:", "Saved:")):
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def _max_abs_diff(got: torch.Tensor, want: torch.Tensor) -> float | None:
@@ -353,6 +418,43 @@ class Row:
 
 
 @dataclass
+class CallRecord:
+    """One call of the learner's function that raised: what it was given
+    and the error. Its table row, its "Called with" line and the sizes read
+    from its error all come from this one record."""
+    args: tuple
+    kwargs: dict
+    error: BaseException
+    row_label: str | None = None
+
+    def values(self) -> list:
+        return [*self.args, *self.kwargs.values()]
+
+    def label(self) -> str:
+        if self.row_label:
+            return self.row_label
+        shapes = [str(tuple(v.shape)) if isinstance(v, torch.Tensor) else type(v).__name__ for v in self.values()]
+        return shorten("inputs " + " ".join(shapes), 60)
+
+    def for_row(self) -> str:
+        return f" (the row `{self.row_label}`)" if self.row_label else ""
+
+    def called_with(self) -> str:
+        named = [f"{key}={describe(value)}" for key, value in self.kwargs.items()]
+        return ", ".join([describe(a) for a in self.args] + named)
+
+    def sizes(self) -> set[int]:
+        """Every axis size of this call's tensor inputs, and its int inputs."""
+        found: set[int] = set()
+        for value in self.values():
+            if isinstance(value, torch.Tensor):
+                found.update(int(d) for d in value.shape)
+            elif isinstance(value, int) and not isinstance(value, bool):
+                found.add(value)
+        return found
+
+
+@dataclass
 class Check:
     """Collects rows for one exercise, then prints and judges them."""
 
@@ -368,11 +470,18 @@ class Check:
     axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
 
     # -- calling the learner -------------------------------------------------
-    def call(self, fn: Callable, *args, on_error: Callable[[Exception], str | None] | None = None, **kwargs):
+    def call(self, fn: Callable, *args, on_error: Callable[[Exception], str | None] | None = None,
+             row_label: str | None = None, error_hints: tuple = (), **kwargs):
         """Call the learner's function; an exception becomes a short message
         naming the function and what was expected, and stops the check.
-        on_error(err) may return a diagnosis for this particular call (e.g.
-        'it fails only when start_pos > 0: ...')."""
+
+        The raising call gets its own table row (row_label, else its input
+        shapes), and the "Called with" line and the sizes named from its
+        error come from that same call. error_hints: (regex, likely bug)
+        pairs; a bug is named only when its regex matches the learner's
+        error message (the measured evidence). on_error(err) may return a
+        diagnosis for this particular call (e.g. 'it fails only when
+        start_pos > 0: ...')."""
         __tracebackhide__ = True
         if not callable(fn):
             self._stop(f"{self.fn_name} is {describe(fn)}, not a function. Run the cell that defines it first.")
@@ -389,15 +498,25 @@ class Check:
         except Exception as err:  # the learner's bug, reported in one line
             if type(err).__name__ == "Delegation":  # also the recheck's re-raised form
                 self._stop(_first_line(err))
-            where = _learner_line(err)
-            hint = on_error(err) if on_error is not None else None
-            if hint:
-                self.diagnose(hint)
-            sizes = self._name_sizes(str(err))
-            if sizes:
-                self.measured(sizes)
-            self._stop(f"{self.fn_name} raised {type(err).__name__}: {_first_line(err)}{where}\n"
-                       f"  Called with {', '.join(describe(a) for a in args)}; it should return {self.expects}.")
+            self._stop_on_error(CallRecord(args, kwargs, err, row_label), on_error, error_hints)
+
+    def _stop_on_error(self, record: "CallRecord", on_error, error_hints) -> None:
+        __tracebackhide__ = True
+        err = record.error
+        for pattern, bug in error_hints:
+            if re.search(pattern, str(err)):
+                self.diagnose(bug)
+        hint = on_error(err) if on_error is not None else None
+        if hint:
+            self.diagnose(hint)
+        sizes = self._name_sizes(str(err), record.sizes())
+        if sizes:
+            self.measured(sizes)
+        # The row is printed with this failure only: a check that catches it (a probe) keeps its own table.
+        row = Row(record.label(), False, note=f"raised {type(err).__name__}: see below")
+        self._stop(f"{self.fn_name} raised {type(err).__name__}{_learner_place(err)}: {_first_line(err)}\n"
+                   f"  Called with {record.called_with()}{record.for_row()}; it should return {self.expects}.",
+                   learner_error=err, extra_row=row)
 
     def probe(self, fn: Callable, *args, **kwargs):
         """Call the learner's function for a measurement: None when it raises
@@ -410,9 +529,10 @@ class Check:
         except Exception:
             return None
 
-    def _name_sizes(self, text: str) -> str | None:
+    def _name_sizes(self, text: str, call_sizes: set[int] | None = None) -> str | None:
         """'in that error 10 = d_ff, 6 = d_model' for the sizes a shape error
-        mentions that are the size of exactly one named axis (self.axes)."""
+        mentions that are the size of exactly one named axis (self.axes)
+        and, when call_sizes is given, a size of that call's own inputs."""
         if not self.axes:
             return None
         numbers = []
@@ -420,6 +540,8 @@ class Check:
                           [a or b for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)])
         for n in re.findall(r"(?<![\w.])(\d+)(?![\w.])", groups.replace("x", " ")):
             owners = [name for name, size in self.axes.items() if size == int(n)]
+            if call_sizes is not None and int(n) not in call_sizes:
+                continue
             if len(owners) == 1 and int(n) > 1 and f"{n} = {owners[0]}" not in numbers:
                 numbers.append(f"{n} = {owners[0]}")
         return f"in that error {', '.join(numbers)}" if numbers else None
@@ -434,12 +556,12 @@ class Check:
         self.diagnose(f"{what} is the right result scaled by {describe_factor(fit[0], named)}: drop that factor")
         return True
 
-    def _stop(self, message: str):
+    def _stop(self, message: str, learner_error: BaseException | None = None, extra_row: Row | None = None):
         __tracebackhide__ = True
         self.errors.append(message)
-        self._print_table()
+        self._print_table([*self.rows, extra_row] if extra_row else self.rows)
         hints = "".join(f"\n  {line}" for line in self._explanation())
-        raise CheckFailed(f"{self.fn_name}: {message}{hints}") from None
+        raise self._failure(f"{self.fn_name}: {message}{hints}", learner_error) from None
 
     # -- recording results ---------------------------------------------------
     def compare(self, name: str, got: Any, want: torch.Tensor, *, dtype: torch.dtype | None = None,
@@ -568,8 +690,8 @@ class Check:
         __tracebackhide__ = True
         self._print_table()
         if self.passed:
-            print(f"PASS {self.fn_name}: {len(self.rows)}/{len(self.rows)} checks")
-            self._run_pass_hooks()
+            notes = self._run_hooks(PASS_HOOKS)
+            print(f"PASS {self.fn_name}: {len(self.rows)}/{len(self.rows)} checks" + "".join(f"; {n}" for n in notes))
             return
         failed = [r.name for r in self.rows if not r.ok]
         lines = [f"{self.fn_name} failed {len(failed)} of {len(self.rows)} checks: {'; '.join(failed)}."]
@@ -580,24 +702,40 @@ class Check:
                 lines.append("  Compare your code with the formula in the exercise text; the rows above show "
                              "which inputs give a different result.")
         lines += [f"  {line}" for line in explanation]
-        raise CheckFailed("\n".join(lines))
+        raise self._failure("\n".join(lines))
 
-    def _run_pass_hooks(self) -> None:
-        for hook in PASS_HOOKS:
+    def _failure(self, message: str, learner_error: BaseException | None = None) -> CheckFailed:
+        """The CheckFailed to raise, with FAIL_HOOKS' notes as 'Saved:' lines after the first line."""
+        first, _, rest = message.partition("\n")
+        notes = "".join(f"\n  Saved: {n}" for n in self._run_hooks(FAIL_HOOKS))
+        return CheckFailed(first + notes + (f"\n{rest}" if rest else ""), learner_error=learner_error)
+
+    def _run_hooks(self, hooks: list) -> list[str]:
+        """Each hook's note (a hook returns a string or None) for self.subject."""
+        notes = []
+        for hook in hooks:
             try:
-                hook(self.subject)
+                note = hook(self.subject)
             except Exception as err:  # a helper's hook must never cost the learner the exercise
-                print(f"(note: {getattr(hook, '__name__', 'a hook')} after {self.fn_name} failed: "
-                      f"{type(err).__name__}: {_first_line(err)})")
+                note = (f"(note: {getattr(hook, '__name__', 'a hook')} after {self.fn_name} failed: "
+                        f"{type(err).__name__}: {_first_line(err)})")
+            if isinstance(note, str) and note:
+                notes.append(note)
+        return notes
 
-    def _print_table(self) -> None:
-        if not self.rows:
+    def _print_table(self, rows: list[Row] | None = None) -> None:
+        rows = self.rows if rows is None else rows
+        if not rows:
             return
-        width = max(len("check"), *(len(r.name) for r in self.rows))
+        width = max(len("check"), *(len(r.name) for r in rows))
+        # each column at least as wide as its widest cell, so a "(2, 3) != (2, 3, 5)" shape keeps the others aligned
+        columns = [(title, key, max(least, *(len(getattr(r, key) or "-") for r in rows)))
+                   for title, key, least in (("shape", "shape", 6), ("dtype", "dtype", 6), ("allclose", "close", 8),
+                                             ("max|diff|", "diff", 9))]
         print(f"{self.fn_name}:")
-        print(f"  {'check':<{width}}  {'shape':<6} {'dtype':<6} {'allclose':<8} {'max|diff|':<9}")
-        for r in self.rows:
-            line = f"  {r.name:<{width}}  {r.shape or '-':<6} {r.dtype or '-':<6} {r.close or '-':<8} {r.diff or '-':<9}"
+        print(f"  {'check':<{width}}  " + " ".join(f"{title:<{w}}" for title, _, w in columns))
+        for r in rows:
+            line = f"  {r.name:<{width}}  " + " ".join(f"{getattr(r, key) or '-':<{w}}" for _, key, w in columns)
             print(line + (f"  <- {r.note}" if r.note else ""))
 
 
@@ -620,18 +758,85 @@ def _first_line(err: Exception) -> str:
     return text[0][:200] if text else "(no message)"
 
 
-_LIBRARY_DIRS = tuple(str(Path(m.__file__).resolve().parent) for m in (torch,)) + (str(Path(__file__).resolve().parent.parent),)
+def _package_dir(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return str(Path(locations[0]).resolve()) if locations else None
 
 
-def _learner_line(err: Exception) -> str:
-    """' (line N: `code`)' for the innermost frame of the learner's code: the
-    deepest frame that is neither torch's nor the autograder's."""
-    for frame in reversed(traceback.extract_tb(err.__traceback__)):
-        path = frame.filename
-        if not path.startswith("<") and str(Path(path).resolve()).startswith(_LIBRARY_DIRS):
-            continue
-        return f" (line {frame.lineno}: `{(frame.line or '').strip()}`)" if frame.line else f" (line {frame.lineno})"
-    return ""
+# Code that is not the learner's: torch, the course's library (an answer may
+# call tinylm for another exercise) and the autograder (the checks).
+_LIBRARY_DIRS = tuple(d for d in (_package_dir("torch"), _package_dir("tinylm"), str(Path(__file__).resolve().parent.parent))
+                      if d)
+
+
+def _is_learners(filename: str) -> bool:
+    """True for a notebook cell or any file outside _LIBRARY_DIRS."""
+    return filename.startswith("<") or not str(Path(filename).resolve()).startswith(_LIBRARY_DIRS)
+
+
+def learner_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """The traceback chain of `tb` keeping only the learner's frames (see
+    _is_learners): the check's frames and torch's internals are dropped."""
+    kept = [t for t in _walk(tb) if _is_learners(t.tb_frame.f_code.co_filename)]
+    chain = None
+    for t in reversed(kept):
+        chain = types.TracebackType(chain, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return chain
+
+
+def _walk(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def _learner_place(err: BaseException) -> str:
+    """' inside your repeat_kv (line N: `code`)' for the innermost frame of
+    the learner's code, '' when none of the error's frames is theirs."""
+    frames = list(_walk(learner_frames(err.__traceback__)))
+    if not frames:
+        return ""
+    code = frames[-1].tb_frame.f_code
+    name = getattr(code, "co_qualname", code.co_name)
+    where = f" inside your {name}" if not name.startswith("<") else ""
+    lineno = frames[-1].tb_lineno
+    text = linecache.getline(code.co_filename, lineno).strip()
+    return f"{where} (line {lineno}: `{text}`)" if text else f"{where} (line {lineno})"
+
+
+def _format_frames(err: BaseException, tb: types.TracebackType) -> list[str]:
+    """The learner's frames as IPython prints them ("Cell In[2], line 3, in
+    f" with the cell's lines), or as plain Python does outside IPython."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    formatter = getattr(shell, "InteractiveTB", None)
+    if formatter is not None:
+        try:
+            saved = err.__cause__, err.__context__, err.__suppress_context__
+            err.__cause__ = err.__context__ = None  # only this error's frames, not what it was raised while handling
+            try:
+                return list(formatter.structured_traceback(type(err), err, tb, tb_offset=0))
+            finally:
+                err.__cause__, err.__context__, err.__suppress_context__ = saved
+        except Exception:  # noqa: BLE001: an IPython that formats differently falls back to plain frames
+            pass
+    return ["Traceback of the error in your code (most recent call last):\n" +
+            "".join(traceback.format_list(traceback.extract_tb(tb))).rstrip("\n"),
+            f"{type(err).__name__}: {_first_line(err)}"]
+
+
+def render_failure(err: CheckFailed) -> list[str]:
+    """What IPython shows for a CheckFailed (its _render_traceback_): the
+    learner's frames of the error their code raised, if any, then the
+    message. Few entries, the message last and whole: the grader keeps a
+    cell's last traceback entries only."""
+    lines: list[str] = []
+    learner = err.learner_error
+    tb = learner_frames(learner.__traceback__) if learner is not None else None
+    if tb is not None:
+        lines += _format_frames(learner, tb)
+    lines.append(f"\x1b[0;31mCheckFailed\x1b[0m: {err}")
+    return lines
 
 
 def show_check(check: Callable, fn: Callable, *args, **kwargs) -> None:

@@ -30,7 +30,7 @@ def call_with_hints(chk: Check, fn, *args, hints=(), **kwargs):
     except CheckFailed as err:
         for pattern, bug in hints:
             if re.search(pattern, str(err)):
-                raise CheckFailed(f"{err}\n  Likely bug: {bug}") from None
+                raise err.with_likely_bug(bug) from None
         raise
 
 
@@ -54,7 +54,7 @@ def finish_with_upstream(name: str, body, fn, references: dict, labels: dict) ->
         probe = Check(name)
         probe.errors.append("stopped")
         if probe.upstream(fn, references, lambda: _passes(body), labels):
-            raise CheckFailed(f"{err}\n  Likely bug: {probe.diagnoses[0]}") from None
+            raise err.with_likely_bug(probe.diagnoses[0]) from None
         raise
     if not chk.passed:
         chk.upstream(fn, references, lambda: _passes(body), labels)
@@ -77,12 +77,12 @@ def call_naming_cat_axis(chk: Check, fn, *args):
     except CheckFailed as err:
         m = re.search(r"except in dimension (-?\d+)", str(err))
         if m and m.group(1) not in ("2", "-2") and "concatenated along the wrong axis" not in str(err):
-            raise CheckFailed(f"{err}\n  Likely bug: KV cache concatenated along the wrong axis (dim={m.group(1)}); "
-                              "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)") from None
+            raise err.with_likely_bug(f"KV cache concatenated along the wrong axis (dim={m.group(1)}); "
+                                      "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)") from None
         if re.search(r"must match the size of tensor|shape of the mask|attn_mask", str(err)):
-            raise CheckFailed(f"{err}\n  Likely bug: the mask does not fit the scores (T_new, T_past + T_new): use "
-                              "causal_mask(T_new, T_past + T_new), where T_past = past_k.shape[2] is the number of "
-                              "cached positions") from None
+            raise err.with_likely_bug("the mask does not fit the scores (T_new, T_past + T_new): use "
+                                      "causal_mask(T_new, T_past + T_new), where T_past = past_k.shape[2] is the number of "
+                                      "cached positions") from None
         raise
 
 
@@ -403,8 +403,8 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
             got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache)
         except CheckFailed as err:
             if p > 0 and "KVCache is full" in str(err):
-                raise CheckFailed(f"{err}\n  Likely bug: cache not reset between prompts: the second prompt found "
-                                  "the first one's positions still in the cache; call cache.reset() before the prefill") from None
+                raise err.with_likely_bug("cache not reset between prompts: the second prompt found "
+                                          "the first one's positions still in the cache; call cache.reset() before the prefill") from None
             raise
         finally:
             log.close()

@@ -15,6 +15,11 @@ as many keys as queries (is_causal), which a KV cache breaks. The KV cache
 of the learner's decoder stores keys and values with notebook 06's
 cache_update.
 
+A saved module whose file was changed after its checks passed (its hash in
+the manifest differs) is not loaded: its pieces are tinylm's, and the
+report says why. A piece whose latest check run failed is the last passing
+version, and the report says that too.
+
 While grading (NBGRADER_EXECUTION set) the model is tinylm's, so each
 notebook is graded on its own exercises only.
 """
@@ -34,6 +39,7 @@ from torch import nn
 import tinylm
 
 from . import answers
+from .. import mylm_manifest
 
 # name -> (the piece it belongs to, the notebook whose answer defines it)
 FUNCTIONS = {
@@ -62,7 +68,10 @@ def _load(folder: Path) -> dict[str, types.ModuleType]:
     package.__path__ = [str(folder)]
     sys.modules["mylm"] = package
     modules = {}
+    edited = set(mylm_manifest.edited(folder))
     for path in sorted(folder.glob("nb[0-9][0-9]_*.py")):
+        if path.stem in edited:
+            continue  # not the code its checks verified: report() says so
         name = f"mylm.{path.stem}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -115,23 +124,39 @@ def _bind(modules: dict, choices: dict[str, Choice]) -> None:
                 setattr(module, name, choice.function)
 
 
-def report(choices: dict[str, Choice] | None, decoder: Choice) -> str:
-    """'embedding: yours (01) · RMSNorm: reference (finish 02 to use yours) · ...'."""
+def _reference(nb: str, edited: set[str]) -> str:
+    if nb in edited:
+        return f"reference (mylm/'s notebook-{nb} file was changed after its check passed: re-run its check in {nb})"
+    return f"reference (finish {nb} to use yours)"
+
+
+def _yours(nb: str, names: list[str], failing: set[str]) -> str:
+    stale = sorted(set(names) & failing)
+    if stale:
+        return f"yours ({nb}, the last version that passed; your latest {', '.join(stale)} failed its check)"
+    return f"yours ({nb})"
+
+
+def report(choices: dict[str, Choice] | None, decoder: Choice, edited: set[str] = frozenset(),
+           failing: set[str] = frozenset()) -> str:
+    """'embedding: yours (01) · RMSNorm: reference (finish 02 to use yours) · ...'.
+    edited: notebooks ('02') whose saved file was changed after its checks
+    passed; failing: saved names whose latest check run failed."""
     if choices is None:
         return decoder.source
-    pieces: dict[str, list[Choice]] = {}
+    pieces: dict[str, dict[str, Choice]] = {}
     for name, choice in choices.items():
-        pieces.setdefault(FUNCTIONS[name][0], []).append(choice)
+        pieces.setdefault(FUNCTIONS[name][0], {})[name] = choice
     parts = []
     for piece, chosen in pieces.items():
-        nb = chosen[0].notebook
-        if all(c.yours for c in chosen):
-            parts.append(f"{piece}: yours ({nb})")
-        elif any(c.yours for c in chosen):
+        nb = next(iter(chosen.values())).notebook
+        if all(c.yours for c in chosen.values()):
+            parts.append(f"{piece}: {_yours(nb, list(chosen), failing)}")
+        elif any(c.yours for c in chosen.values()):
             parts.append(f"{piece}: partly yours (finish {nb} to use all of yours)")
         else:
-            parts.append(f"{piece}: reference (finish {nb} to use yours)")
-    parts.append("decoder: yours (05)" if decoder.yours else "decoder: reference (finish 05 to use yours)")
+            parts.append(f"{piece}: {_reference(nb, edited)}")
+    parts.append(f"decoder: {_yours('05', [DECODER], failing)}" if decoder.yours else f"decoder: {_reference('05', edited)}")
     return " · ".join(parts)
 
 
@@ -150,11 +175,15 @@ def learner_model(config: tinylm.ModelConfig, device=None, *, quiet: bool = Fals
         decoder_cls = getattr(decoder_module, DECODER, None)
         if decoder_cls is not None:
             model = decoder_cls(config)
-            text = report(choices, Choice(decoder_cls, True, "05", decoder_module.__name__))
+            text = report(choices, Choice(decoder_cls, True, "05", decoder_module.__name__),
+                          {m[2:4] for m in mylm_manifest.edited(folder)}, mylm_manifest.failing_since(folder))
             model.learner_choices = choices
         else:
             model = tinylm.Transformer(config)
-            why = (f"no answers saved in {folder} yet" if not passing else "your decoder (05) is not saved yet")
+            edited = passing.get(DECODER) in mylm_manifest.edited(folder)
+            why = (f"no answers saved in {folder} yet" if not passing else
+                   f"mylm/{passing[DECODER]}.py was changed after its check passed (re-run the check in 05 to save "
+                   f"your decoder again)" if edited else "your decoder (05) is not saved yet")
             text = f"tinylm's model: {why}; every piece is the reference (finish 01-05 to build yours)"
     model.learner_report = text
     if not quiet:
@@ -222,8 +251,14 @@ def learner_function(name: str, fallback, *, quiet: bool = False):
     """The learner's saved, passing `name` (e.g. notebook 08's generate), else
     `fallback`; prints whose it is unless quiet. The reference while grading."""
     passing = {} if os.environ.get("NBGRADER_EXECUTION") else answers.passing()
-    module = _load(answers.mylm_dir()).get(passing[name]) if name in passing else None
+    folder = answers.mylm_dir()
+    module = _load(folder).get(passing[name]) if name in passing else None
     function = getattr(module, name, None)
     if not quiet:
-        print(f"{name}: yours ({passing[name][2:4]})" if function else f"{name}: reference ({fallback.__module__})")
+        if function:
+            print(f"{name}: {_yours(passing[name][2:4], [name], mylm_manifest.failing_since(folder))}")
+        elif name in passing and passing[name] in mylm_manifest.edited(folder):
+            print(f"{name}: {_reference(passing[name][2:4], {passing[name][2:4]})}; using {fallback.__module__}'s")
+        else:
+            print(f"{name}: reference ({fallback.__module__})")
     return function or fallback

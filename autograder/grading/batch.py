@@ -10,7 +10,7 @@ import contextlib
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from . import grade, gradebook
+from . import deadlines, grade, gradebook
 from .grade import Options
 from .submission import rejection
 
@@ -23,6 +23,9 @@ def grade_all(opts: Options) -> list[dict]:
         from .cluster import require_shared_gradebook
         require_shared_gradebook(opts.db_url)
     gradebook.ensure_assignments(opts.db_url, opts.assignments)
+    # A broken deadlines.toml stops the run before anything is graded; nbgrader's
+    # autograde gets the due dates, so its own late penalty (LatePolicyPlugin) applies.
+    deadlines.apply(opts.db_url, {})
     subs = grade.find_submissions(opts.assignments, opts.students)
     todo, results = [], []
     for sub in subs:
@@ -48,6 +51,7 @@ def grade_all(opts: Options) -> list[dict]:
     elif todo:
         results += _grade_here(todo, opts, bar)
     bar.close()
+    deadlines.annotate(opts.db_url, results)   # every run: a new extension or policy needs no regrade
     return sorted(results, key=lambda r: (r["assignment"], r["student"]))
 
 

@@ -4,6 +4,7 @@
   grade              autograde in parallel, sandboxed, rechecked, resumable
   feedback           HTML feedback per student, without hidden tests
   export             grades as CSV (per exercise, per notebook, total)
+  release-solutions  publish one solution notebook (no hidden tests) after its due date
   check NOTEBOOK     learner self-check in a fresh kernel
 """
 from __future__ import annotations
@@ -79,6 +80,16 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_release_solutions(args) -> int:
+    from .solutions import release_solutions
+    picked = _assignments([args.assignment])
+    if len(picked) != 1:
+        raise SystemExit(f"{args.assignment!r} names {len(picked)} assignments ({picked}): give one")
+    where = release_solutions(picked[0], force=args.force, exchange=args.exchange, out=args.out)
+    print(f"released the solutions of {picked[0]} to {where}")
+    return 0
+
+
 def cmd_check(args) -> int:
     from .selfcheck import main
     return main(args.notebook, args.cell_timeout)
@@ -137,6 +148,14 @@ def add_commands(sub) -> None:
     e.add_argument("--out", help="output folder (default: exports/ in the course data folder)")
     e.add_argument("--db-url", help=db_help)
     e.set_defaults(func=cmd_export)
+
+    r = sub.add_parser("release-solutions", help="publish one solution notebook (no hidden tests) after its due date")
+    r.add_argument("assignment", help="one assignment name or prefix, e.g. 01")
+    r.add_argument("--force", action="store_true", help="release even before the due date")
+    r.add_argument("--exchange", help="nbgrader's exchange folder (default: $TINYLM_HUB_EXCHANGE, set on the hub)")
+    r.add_argument("--out", help="write a folder here instead (default without an exchange: "
+                   "released_solutions/ in the course data folder)")
+    r.set_defaults(func=cmd_release_solutions)
 
     k = sub.add_parser("check", help="self-check one notebook in a fresh kernel")
     k.add_argument("notebook")

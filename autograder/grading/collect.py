@@ -22,6 +22,10 @@ reason left beside its folder for `grade` (submission.rejection). The
 report says, per student, what was found, what is missing and what is
 malformed (the same intake the grader uses); every learner-controlled
 string in it is printed escaped (see submission.printable).
+
+Each submission's time is recorded for the late policy, with where it came
+from (nbgrader's timestamp.txt, the zip entries' times, the files'
+modification times): see deadlines.py; the report lists them.
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .. import course
-from . import gradebook
+from . import deadlines, gradebook
 from .submission import (MAX_NOTEBOOK_BYTES, MAX_SUBMISSION_FILES, inspect_submission, printable, rejection_note,
                          too_many_files)
 
@@ -59,6 +63,8 @@ class Report:
     max_collection_bytes: int = MAX_COLLECTION_BYTES
     copied: dict[tuple[str, str], int] = field(default_factory=dict)          # bytes written per submission
     files: dict[tuple[str, str], int] = field(default_factory=dict)           # files offered per submission
+    times: dict = field(default_factory=dict)      # (student, assignment) -> (latest file time, its source)
+    timezone: str = "UTC"                          # how to read zip entries' local times (deadlines.toml)
 
     def add(self, student: str, assignment: str, name: str) -> None:
         self.found.setdefault((student, assignment), []).append(name)
@@ -173,6 +179,7 @@ def collect_folder(src: Path, assignments: list[str], report: Report, fresh: set
                 report.refused.append(f"{sdir.name}/{rel}: refused, {err}")
                 continue
             report.add(sdir.name, assignment, str(rel))
+            deadlines.note_time(report.times, (sdir.name, assignment), deadlines.file_time(entry))
 
 
 def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, id_pattern: str,
@@ -223,6 +230,7 @@ def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, i
                                       "the other entries were")
                 continue
             report.add(student, assignment, name)
+            deadlines.note_time(report.times, (student, assignment), deadlines.zip_entry_time(info, report.timezone))
 
 
 def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = DEFAULT_ID_PATTERN,
@@ -233,7 +241,8 @@ def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = D
     for name, value in (("max_submission_bytes", max_submission_bytes), ("max_collection_bytes", max_collection_bytes)):
         if value <= 0:
             raise ValueError(f"{name} must be a positive number of bytes, got {value}")
-    report, fresh = Report(max_submission_bytes=max_submission_bytes, max_collection_bytes=max_collection_bytes), set()
+    report, fresh = Report(max_submission_bytes=max_submission_bytes, max_collection_bytes=max_collection_bytes,
+                           timezone=deadlines.load().timezone), set()
     if not src.exists():
         raise SystemExit(f"{src}: no such folder or zip file")
     if src.is_dir():
@@ -243,6 +252,7 @@ def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = D
     else:
         raise SystemExit(f"{src}: neither a folder nor a zip file")
     _reject_crowded(report)
+    deadlines.record_times(report.found, report.times)
     for student, a in report.found:
         if (student, a) in report.unusable:
             continue
@@ -277,4 +287,5 @@ def format_report(report: Report, assignments: list[str]) -> str:
     for (s, a), problems in sorted(report.malformed.items()):
         lines += [f"  {printable(s)}/{printable(a)}: {printable(p)}" for p in problems]
     lines += [f"  refused: {printable(r)}" for r in report.refused]
+    lines += ["submission times:", *deadlines.report_lines(report.found)] if report.found else []
     return "\n".join(lines)

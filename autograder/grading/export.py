@@ -1,11 +1,14 @@
 """`python -m autograder export`: the gradebook as three CSV files.
 
   grades_per_exercise.csv  student, assignment, exercise, score, max_score
-  grades_per_notebook.csv  student, assignment, score, max_score, status
-  grades_total.csv         student, one column per assignment, total, max_total
+  grades_per_notebook.csv  student, assignment, score, max_score, status, submitted_at,
+                           time_source, late_by, penalty, final_score
+  grades_total.csv         student, one column per assignment (final scores), total, max_total
 
 Scores are the gradebook's (manual overrides from the recheck included). A
 student with no submission for an assignment gets 0 and status "missing".
+The late columns follow deadlines.toml as it is now (deadlines.py); the
+penalties are written into the gradebook too, so nbgrader's totals agree.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
-from . import gradebook
+from . import deadlines, gradebook
 
 
 def _write(path: Path, header: list[str], rows: list[list]) -> Path:
@@ -46,20 +49,26 @@ def export(url: str, out_dir: Path) -> list[Path]:
         assignments = sorted(a.name for a in gb.assignments)
         for a in gb.assignments:
             max_of[a.name] = max(max_of[a.name], float(a.max_score))
+    late = deadlines.apply(url, {key: score for key, (score, _) in per_nb.items()})
     notebooks, totals = [], []
     for s in students:
         line, total = [s], 0.0
         for a in assignments:
             score, mx = per_nb.get((s, a), (0.0, max_of[a]))
             status = "graded" if (s, a) in per_nb else "missing"
-            notebooks.append([s, a, _fmt(score), _fmt(mx), status])
-            line.append(_fmt(score))
-            total += score
+            fields = deadlines.late_fields(*late[(s, a)], score) if (s, a) in late else {}
+            final = fields.get("final_score", score)
+            notebooks.append([s, a, _fmt(score), _fmt(mx), status, fields.get("submitted_at", ""),
+                              fields.get("time_source", ""), fields.get("late_by", ""),
+                              _fmt(fields.get("penalty", 0.0)), _fmt(final)])
+            line.append(_fmt(final))
+            total += final
         totals.append(line + [_fmt(total), _fmt(sum(max_of[a] for a in assignments))])
     return [
         _write(out_dir / "grades_per_exercise.csv", ["student", "assignment", "exercise", "score", "max_score"],
                exercises),
-        _write(out_dir / "grades_per_notebook.csv", ["student", "assignment", "score", "max_score", "status"],
-               notebooks),
+        _write(out_dir / "grades_per_notebook.csv", ["student", "assignment", "score", "max_score", "status",
+                                                     "submitted_at", "time_source", "late_by", "penalty",
+                                                     "final_score"], notebooks),
         _write(out_dir / "grades_total.csv", ["student", *assignments, "total", "max_total"], totals),
     ]

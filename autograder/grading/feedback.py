@@ -38,7 +38,7 @@ import nbformat
 import nh3
 
 from .. import course
-from . import gradebook
+from . import deadlines, gradebook
 from ..notebook_format import HIDDEN_BLOCK, is_check, nbg, visible_part
 
 PAGE_CSS = """
@@ -115,9 +115,12 @@ def summary_html(result: dict, hidden: set[str]) -> str:
     notes = result.get("problems", []) + result.get("flags", [])
     notes_html = ("<p><strong>Notes from the grader</strong></p><ul>"
                   + "".join(f"<li>{_message(n, hidden)}</li>" for n in notes) + "</ul>") if notes else ""
+    late = result.get("late") or {}
+    late_html = (f'<br><strong>Late:</strong> {html.escape(late["text"])}; penalty {late["penalty"]:g}, '
+                 f'score after it {late["final_score"]:g} / {result["max_score"]:g}') if late.get("late_by") else ""
     return (f'<div class="grader-banner"><h1>Feedback: {html.escape(result["assignment"])}</h1>'
             f'<p><strong>Student:</strong> {html.escape(result["student"])}<br>'
-            f'<strong>Score:</strong> {result["score"]:g} / {result["max_score"]:g}</p>'
+            f'<strong>Score:</strong> {result["score"]:g} / {result["max_score"]:g}{late_html}</p>'
             '<table class="grader-summary"><tr><th>exercise</th><th>score</th><th>out of</th>'
             f'<th>independent recheck</th></tr>{rows}</table>{notes_html}'
             f'<p><em>{html.escape(OUTPUTS_NOTE)}</em></p></div>')
@@ -159,7 +162,10 @@ def render(result: dict, hidden: set[str]) -> str:
 def write_feedback(results: list[dict]) -> list[Path]:
     written = []
     hidden = {a: hidden_test_lines(a) for a in {r["assignment"] for r in results}}  # one read per notebook
+    rules = deadlines.load()
     for r in results:
+        late = deadlines.lateness(r["student"], r["assignment"], rules)
+        r = {**r, "late": {**deadlines.late_fields(late, late.penalty(r["score"]), r["score"]), "text": late.describe()}}
         dest = gradebook.folder("feedback") / r["student"] / r["assignment"] / f"{r['assignment']}.html"
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(render(r, hidden[r["assignment"]]), encoding="utf-8")

@@ -408,7 +408,9 @@ def summary(results: list[dict]) -> str:
     or an ANSI escape in one cannot overwrite another row on the terminal."""
     rows = [("student", "assignment", "score", "status", "notes")]
     for r in results:
-        notes = printable("; ".join(r.get("problems", []) + r.get("flags", [])))
+        late = r.get("late") or {}
+        late_note = [f"late by {late['late_by']}, penalty {late['penalty']:g}"] if late.get("late_by") else []
+        notes = printable("; ".join(late_note + r.get("problems", []) + r.get("flags", [])))
         rows.append((printable(r["student"]), printable(r["assignment"]), f"{r['score']:g}/{r['max_score']:g}",
                      printable(r["status"]), notes[:110] + ("..." if len(notes) > 110 else "")))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]

@@ -122,3 +122,27 @@ def table(url: str) -> list[dict]:
                         rows.append({"student": sub.student.id, "assignment": assignment.name, "cell": g.name,
                                      "score": float(g.score), "max_score": float(g.max_score)})
     return rows
+
+
+def record_lateness(url: str, due: dict, late: dict) -> None:
+    """Write the course's due dates (assignment -> aware UTC) and, per graded
+    (student, assignment), (submitted_at, extension, penalty) into the
+    gradebook: nbgrader then counts the same seconds late and subtracts the
+    same penalty in its totals (it stores naive UTC)."""
+    from nbgrader.api import MissingEntry
+
+    def naive(when):
+        return when.replace(tzinfo=None) if when is not None else None
+
+    with open_gradebook(url) as gb:
+        for a in gb.assignments:
+            a.duedate = naive(due.get(a.name))
+        for (student, assignment), (submitted_at, extension, penalty) in late.items():
+            try:
+                sub = gb.find_submission(assignment, student)
+            except MissingEntry:
+                continue
+            sub.timestamp, sub.extension = naive(submitted_at), extension
+            for nb in sub.notebooks:
+                nb.late_submission_penalty = penalty or None
+        gb.db.commit()

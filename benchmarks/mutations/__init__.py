@@ -1,6 +1,8 @@
 """Beginner mistakes as substitutions on the solution cells, one module per
 notebook (nbNN.py, each with a MUTATIONS list), run by
-benchmarks/bench_diagnostics.py against the exercise's visible check."""
+benchmarks/bench_diagnostics.py against the exercise's visible check.
+heldout.py is a separate set ({notebook: mutations}), written without
+reading the checks, run only when asked for (`--set heldout`)."""
 from __future__ import annotations
 
 import importlib
@@ -37,3 +39,13 @@ def all_mutations() -> dict[str, list[Mutation]]:
         if info.name.startswith("nb") and info.name[2:].isdigit():
             found[info.name[2:]] = list(importlib.import_module(f"{__name__}.{info.name}").MUTATIONS)
     return found
+
+
+def heldout_mutations() -> dict[str, list[Mutation]]:
+    """{notebook number: its held-out mutations} (benchmarks/mutations/heldout.py)."""
+    from .heldout import MUTATIONS
+
+    return {nb: list(found) for nb, found in sorted(MUTATIONS.items())}
+
+
+SETS = {"default": all_mutations, "heldout": heldout_mutations}

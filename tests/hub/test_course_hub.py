@@ -9,6 +9,9 @@ and submits; the instructor collects from the formgrader, grades with
 `python -m autograder grade` (as root, as docs/instructors.md says),
 writes the feedback and releases it from the formgrader; each student
 fetches the feedback and reads their score, student 2 the named bug.
+Past the due date the instructor runs `release-solutions` in a terminal
+(through the exchange) and a student fetches the solution notebook with
+nbgrader: no hidden test in it.
 
 Screenshots of every step: artifacts/hub/<run>/ (the path is printed).
 Run time: 2 min 54 s and 4 min 25 s in two runs on 2 cores shared with
@@ -25,6 +28,8 @@ import subprocess
 import sys
 
 import pytest
+
+from autograder.notebook_format import HIDDEN_BLOCK, read
 
 from ..browser.lab import CELLS, NotebookPage, answers, cell_count
 from ..browser.test_learner import RIGHT_LOOKUP, SHIFT_DIAGNOSIS, WRONG_LOOKUP
@@ -274,3 +279,20 @@ def the_class_runs(hub, instructor, students, points, right, wrong):
         assert re.search(rf"Score:\s*{score:g}\s*/\s*{max_score:g}", text), f"{person.user.name}'s feedback:\n{text[:2000]}"
     assert SHIFT_DIAGNOSIS not in texts[0], "student 1's feedback names a bug they did not make"
     assert SHIFT_DIAGNOSIS in texts[1], f"student 2's feedback does not name the bug:\n{texts[1][:3000]}"
+
+    # 7. Past the due date, the instructor releases the solutions through the exchange (a terminal on
+    #    the hub); a student fetches them with nbgrader: the answers, no hidden test.
+    deadlines_file = hub.course / ".course" / "deadlines.toml"
+    deadlines_file.write_text(f"[due]\n{NB} = 2026-01-01T00:00:00Z\n")
+    os.chown(deadlines_file, hub.instructor.uid, -1)
+    released = hub.as_user(hub.instructor, str(hub.bin / "python"), "-m", "autograder", "release-solutions", NB,
+                           cwd=hub.course).stdout
+    assert f"outbound/{NB}_solution" in released, released
+    student = hub.students[0]
+    hub.as_user(student, str(hub.bin / "python"), "-m", "nbgrader", "fetch_assignment", f"{NB}_solution",
+                "--course", "tinylm")
+    fetched = (student.home / f"{NB}_solution" / f"{NB}.ipynb").read_text()
+    hidden = [line.strip() for c in read(ROOT / "solutions" / NB / f"{NB}.ipynb").cells
+              for block in HIDDEN_BLOCK.findall(c.source) for line in block.splitlines() if len(line.strip()) >= 12]
+    assert hidden and not [line for line in hidden if line in fetched], "a hidden test reached the students"
+    assert "BEGIN SOLUTION" not in fetched and RIGHT_LOOKUP in fetched

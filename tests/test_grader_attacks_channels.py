@@ -282,7 +282,8 @@ def test_collect_rejects_a_zip_of_too_many_files_and_imports_the_others(tmp_path
     crowd = gradebook.folder("submitted") / "crowd" / A
     assert ("crowd", A) in report.unusable and ("calm", A) not in report.unusable, text
     assert f"holds {CROWD + 1} files" in text and f"limit of {MAX_SUBMISSION_FILES}" in text, text
-    assert not any(crowd.iterdir()), "a rejected submission's files were kept"
+    # only the submission's time (deadlines.py) is kept
+    assert {p.name for p in crowd.iterdir()} <= {"timestamp.txt"}, "a rejected submission's files were kept"
     assert "holds" in rejection(crowd) and rejection_note(crowd).is_file()
     assert (gradebook.folder("submitted") / "calm" / A / f"{A}.ipynb").is_file()
     # collected again with few files, the submission is taken and the old rejection forgotten

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from . import deadlines, grade, gradebook
 from .grade import Options
+from .submission import rejection
 
 __all__ = ["Options", "grade_all"]
 
@@ -37,6 +38,13 @@ def grade_all(opts: Options) -> list[dict]:
     print(f"{len(subs)} submissions, {len(subs) - len(todo)} already graded, {len(todo)} to grade "
           f"{where} (gradebook {gradebook.redacted(opts.db_url)})")
     bar = _progress(len(todo), opts.progress)
+    # Rejected whole at intake (too many files): graded here, in a moment,
+    # so no engine copies them anywhere (grade_one rejects them as well).
+    crowded = [sub for sub in todo if rejection(sub.folder)]
+    todo = [sub for sub in todo if sub not in crowded]
+    for sub in crowded:
+        results.append(grade._safe_grade_one(sub, opts))
+        bar.update(1)
     if opts.scheduler:
         from .cluster import grade_on_cluster
         results += grade_on_cluster(todo, opts, lambda _result: bar.update(1))

@@ -16,7 +16,9 @@ are counted as they are copied (a zip entry's declared size can lie): a
 submission over `max_submission_bytes` or a collection over
 `max_collection_bytes` stops taking files, and says which limit and how to
 raise it, so a small zip that expands to gigabytes fills no disk. A corrupt
-zip entry is reported and the entries after it are still imported. The
+zip entry is reported and the entries after it are still imported. A
+submission of more than MAX_SUBMISSION_FILES files is rejected whole, the
+reason left beside its folder for `grade` (submission.rejection). The
 report says, per student, what was found, what is missing and what is
 malformed (the same intake the grader uses); every learner-controlled
 string in it is printed escaped (see submission.printable).
@@ -37,7 +39,8 @@ from pathlib import Path, PurePosixPath
 
 from .. import course
 from . import deadlines, gradebook
-from .submission import MAX_NOTEBOOK_BYTES, inspect_submission, printable
+from .submission import (MAX_NOTEBOOK_BYTES, MAX_SUBMISSION_FILES, inspect_submission, printable, rejection_note,
+                         too_many_files)
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_ID_PATTERN = r"^(?P<student>[^_/]+)_"
@@ -59,6 +62,7 @@ class Report:
     max_submission_bytes: int = MAX_SUBMISSION_BYTES
     max_collection_bytes: int = MAX_COLLECTION_BYTES
     copied: dict[tuple[str, str], int] = field(default_factory=dict)          # bytes written per submission
+    files: dict[tuple[str, str], int] = field(default_factory=dict)           # files offered per submission
     times: dict = field(default_factory=dict)      # (student, assignment) -> (latest file time, its source)
     timezone: str = "UTC"                          # how to read zip entries' local times (deadlines.toml)
 
@@ -80,6 +84,7 @@ def _start(student: str, assignment: str, report: Report, fresh: set) -> Path:
     if (student, assignment) not in fresh:
         shutil.rmtree(dest, ignore_errors=True)
         (gradebook.folder("submitted") / student / f".{assignment}.original.ipynb").unlink(missing_ok=True)
+        rejection_note(dest).unlink(missing_ok=True)
         dest.mkdir(parents=True)
         fresh.add((student, assignment))
     return dest
@@ -87,6 +92,25 @@ def _start(student: str, assignment: str, report: Report, fresh: set) -> Path:
 
 class OverLimit(Exception):
     pass
+
+
+def _over_file_cap(key: tuple[str, str], report: Report) -> bool:
+    """Count one more file offered for the submission; True past the cap
+    (the submission is then rejected whole, by _reject_crowded)."""
+    report.files[key] = report.files.get(key, 0) + 1
+    return report.files[key] > MAX_SUBMISSION_FILES
+
+
+def _reject_crowded(report: Report) -> None:
+    for key, count in report.files.items():
+        if count > MAX_SUBMISSION_FILES:
+            dest = gradebook.folder("submitted") / key[0] / key[1]
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+            rejection_note(dest).write_text(too_many_files(count))
+            report.found.setdefault(key, [])
+            report.malformed[key] = [too_many_files(count)]
+            report.unusable.add(key)
 
 
 def _copy_capped(fin, dest: Path, key: tuple[str, str], report: Report) -> None:
@@ -145,6 +169,8 @@ def collect_folder(src: Path, assignments: list[str], report: Report, fresh: set
             if entry.stat().st_size > MAX_FILE_BYTES:
                 report.refused.append(f"{sdir.name}/{rel}: over {MAX_FILE_BYTES // 2**20} MB")
                 continue
+            if _over_file_cap((sdir.name, assignment), report):
+                continue
             dest = _start(sdir.name, assignment, report, fresh) / _target_name(assignment, rel.name)
             try:
                 with open(entry, "rb") as fin:
@@ -190,6 +216,8 @@ def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, i
             if assignment is None:
                 report.refused.append(f"{name}: cannot tell the assignment (name it, or pass --assignment)")
                 continue
+            if _over_file_cap((student, assignment), report):
+                continue
             dest = _start(student, assignment, report, fresh) / _target_name(assignment, path.name)
             try:
                 with zf.open(info) as fin:
@@ -223,8 +251,11 @@ def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = D
         collect_zip(src, assignments, report, fresh, id_pattern, assignment)
     else:
         raise SystemExit(f"{src}: neither a folder nor a zip file")
+    _reject_crowded(report)
     deadlines.record_times(report.found, report.times)
     for student, a in report.found:
+        if (student, a) in report.unusable:
+            continue
         try:
             intake = inspect_submission(gradebook.folder("submitted") / student / a / f"{a}.ipynb",
                                         course.release_notebook(a))

@@ -19,7 +19,10 @@ shows, and why:
   of the Ammonia sanitiser; nbconvert's own SanitizeHTML uses bleach, which
   is deprecated): no script, style, event-handler attribute, class, id,
   image or javascript: URL survives, so learner text cannot run code or
-  dress itself up as the grader's banner.
+  dress itself up as the grader's banner. Each is shown in a frame marked
+  "From your notebook", its headings demoted to bold paragraphs: a
+  heading "Score: 8 / 8" in the notebook would otherwise look like the
+  grader's own (issue 28). Only the grader's banner has headings.
 * Every message from the result file is dropped if it quotes a line of the
   hidden tests (defence in depth: the trusted side should never put one
   there), and the whole page body goes through nh3 once more.
@@ -27,6 +30,7 @@ shows, and why:
 from __future__ import annotations
 
 import html
+import re
 import shutil
 from pathlib import Path
 
@@ -47,6 +51,9 @@ table.grader-summary td, table.grader-summary th { border: 1px solid #bbb; paddi
 .verdict { border: 1px solid #335; background: #f4f4fb; padding: 0.3rem 0.6rem; margin-top: 0.3rem; }
 .verdict-pass { border-color: #272; }
 .verdict-fail { border-color: #a22; }
+.learner-markdown { border: 1px dashed #999; background: #fafafa; padding: 0.2rem 0.8rem; }
+.learner-label { font-size: 0.75rem; color: #666; text-transform: uppercase; letter-spacing: 0.05em; }
+.learner-heading { font-weight: bold; }
 """
 OUTPUTS_NOTE = ("Outputs of the grading run are not shown: code in a notebook can print anything there, "
                 "including text that is not its own. Run your notebook in Jupyter to see your outputs; "
@@ -55,6 +62,8 @@ OUTPUTS_NOTE = ("Outputs of the grading run are not shown: code in a notebook ca
 # of a fake score is still a fake score) and image maps.
 MARKDOWN_TAGS = set(nh3.ALLOWED_TAGS) - {"img", "map", "area"}
 WITHHELD = "(message withheld: it quoted the grader's hidden test code)"
+LEARNER_LABEL = "From your notebook"
+HEADING_TAG = re.compile(r"<(/?)h[1-6]>")
 
 
 def hidden_test_lines(assignment: str) -> set[str]:
@@ -73,8 +82,13 @@ def _message(text: str, hidden: set[str]) -> str:
 
 
 def _clean_markdown(source: str) -> str:
+    """A learner's markdown cell as safe HTML, its headings demoted (after
+    nh3, which left every tag bare of attributes) and framed as the learner's."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
-    return nh3.clean(markdown2html_mistune(source), tags=MARKDOWN_TAGS, attributes={"a": {"href", "title"}})
+    clean = nh3.clean(markdown2html_mistune(source), tags=MARKDOWN_TAGS, attributes={"a": {"href", "title"}})
+    demoted = HEADING_TAG.sub(lambda m: "</p>" if m.group(1) else '<p class="learner-heading">', clean)
+    return (f'<div class="learner-markdown"><div class="learner-label">{html.escape(LEARNER_LABEL)}</div>'
+            f"{demoted}</div>")
 
 
 def _code(source: str) -> str:

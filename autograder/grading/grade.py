@@ -2,9 +2,16 @@
 
 One submission at a time per worker, each in its own processes:
 
-  intake      read the notebook; a malformed one gets a message and zero
+  intake      count the files (over MAX_SUBMISSION_FILES: rejected), read the
+              notebook; a malformed one gets a message and zero
+  hold        the gradebook holds zero for the submission while it is graded
+              (nbgrader stores the kernel's scores, which the code being
+              graded may have bent: a grading that stops before reconcile
+              leaves zero, never them)
   nbgrader    `nbgrader autograde` for this one student, its kernel started
-              through autograder.grading.jail (own uid, folder, limits, no network)
+              through autograder.grading.jail (own uid, folder, limits, no
+              network), with its stdout and stderr on /dev/null: nothing the
+              learner's code writes reaches the log the grader reads
   recheck     autograder.grading.recheck runs the hidden and visible checks again in
               a trusted process against the answer cells run in a jail
   reconcile   a cell keeps its kernel score only if the recheck passes it;
@@ -22,7 +29,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +41,7 @@ from .jail import Jail, Limits
 from .preprocessors import autograde_preprocessors
 from .recheck import recheck_submission
 from .sandbox import KERNEL_NAME, hidden_paths, kernelspec_dir
-from .submission import inspect_submission, printable, write_repaired
+from .submission import inspect_submission, printable, rejection, write_repaired
 
 @dataclass
 class Options:
@@ -99,10 +108,17 @@ def released_data(assignment: str) -> list[Path]:
     return [p for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink() and p.suffix != ".ipynb"]
 
 
+def timing_file(sub: Submission) -> Path:
+    """Where nbgrader's CappedExecute writes its timing marks: the grader's
+    data folder, which no jailed process sees (sandbox.hidden_paths)."""
+    return gradebook.folder("timing") / sub.assignment / f"{sub.student}.json"
+
+
 def nbgrader_args(sub: Submission, opts: Options, jail: Jail) -> list[str]:
     """The `nbgrader autograde` arguments for one submission (the CLI's, and
     the warm worker's AutogradeApp.initialize)."""
     args = ["autograde", sub.assignment, "--student", sub.student, "--force",
+            f"--CappedExecute.timing_file={timing_file(sub)}",
             f"--CourseDirectory.db_url={opts.db_url}",
             *(f"--CourseDirectory.{kind}_directory={gradebook.folder(kind)}" for kind in ("submitted", "autograded")),
             f"--Execute.kernel_name={KERNEL_NAME}", f"--Execute.timeout={opts.cell_timeout}",
@@ -122,18 +138,62 @@ def nbgrader_env_for(jail: Jail) -> dict:
     return env
 
 
+# The most of nbgrader's log the grader keeps (its end, where the errors are):
+# the log is nbgrader's own, but nothing that reads it may grow without bound.
+LOG_TAIL_BYTES = 256 * 1024
+LOG_CUT = "[the grader kept the last {kept} of {total} bytes of nbgrader's log]\n"
+
+
+class LogTail:
+    """The last LOG_TAIL_BYTES of what is fed, however much that is."""
+
+    def __init__(self):
+        self.chunks: deque[bytes] = deque()
+        self.kept = self.total = 0
+        self.lock = threading.Lock()  # a reader thread may still feed while the text is taken
+
+    def feed(self, chunk: bytes) -> None:
+        with self.lock:
+            self.chunks.append(chunk)
+            self.kept += len(chunk)
+            self.total += len(chunk)
+            while self.kept - len(self.chunks[0]) >= LOG_TAIL_BYTES:
+                self.kept -= len(self.chunks.popleft())
+
+    def text(self) -> str:
+        with self.lock:
+            data = b"".join(self.chunks)[-LOG_TAIL_BYTES:]
+        cut = LOG_CUT.format(kept=len(data), total=self.total) if self.total > len(data) else ""
+        return cut + data.decode(errors="replace")
+
+
+def read_log_tail(path: Path) -> str:
+    """A log file's LogTail, read in chunks."""
+    tail = LogTail()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            tail.feed(chunk)
+    return tail.text()
+
+
 def _run_nbgrader(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]:
     args = [sys.executable, "-m", "nbgrader", *nbgrader_args(sub, opts, jail)]
     env = nbgrader_env_for(jail)
     proc = subprocess.Popen(args, cwd=course.AUTOGRADER_DIR, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    tail = LogTail()
+    reader = threading.Thread(target=lambda: [tail.feed(c) for c in iter(lambda: proc.stdout.read1(1 << 20), b"")],
+                              daemon=True)
+    reader.start()
     try:
-        out, _ = proc.communicate(timeout=opts.limits.wall_s)
-        return proc.returncode, out
+        code = proc.wait(timeout=opts.limits.wall_s)
+        stopped = ""
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return -1, (out or "") + f"\nstopped after the {opts.limits.wall_s:.0f} s per-submission limit"
+        code, stopped = -1, f"\nstopped after the {opts.limits.wall_s:.0f} s per-submission limit"
+        proc.wait()
+    reader.join(timeout=5)  # a survivor holding the pipe must not hold grading too
+    return code, tail.text() + stopped
 
 
 def _nbgrader_error(log: str) -> str:
@@ -159,7 +219,7 @@ def grade_one(sub: Submission, opts: Options, run_nbgrader=None, run_recheck=Non
     worker (autograder.grading.warm_pool) passes in-process ones."""
     start = time.perf_counter()
     result = {"student": sub.student, "assignment": sub.assignment, "flags": [], "cells": {}, "status": "graded",
-              "problems": _drop_symlinks(sub.folder), "timing": dict.fromkeys(STAGES, 0.0)}
+              "problems": [], "timing": dict.fromkeys(STAGES, 0.0)}
     kernel = _kernel_scores(sub, opts, result, run_nbgrader or _run_nbgrader)
     recheck = {} if opts.recheck else None
     if opts.recheck and kernel:
@@ -182,20 +242,27 @@ def grade_one(sub: Submission, opts: Options, run_nbgrader=None, run_recheck=Non
     return result
 
 
-def _nbgrader_timing(log: str, spawned: float, ended: float, timing: dict) -> None:
-    """Split nbgrader's time by the marks CappedExecute logs: start (process,
-    imports, copying, gradebook setup), kernel start (until the kernel
-    answered), the cells, and what follows (saving grades to the database)."""
-    from .preprocessors import TIMING_MARK
-    marks = [json.loads(line.split(TIMING_MARK, 1)[1]) for line in log.splitlines() if TIMING_MARK in line]
-    if not marks:
+def _nbgrader_timing(sub: Submission, spawned: float, ended: float, timing: dict) -> None:
+    """Split nbgrader's time by the marks CappedExecute wrote to
+    timing_file(sub): start (process, imports, copying, gradebook setup),
+    kernel start (until the kernel answered), the cells, and what follows
+    (saving grades to the database). Marks that are missing or not in
+    order leave it all under start: the timing is never worth a grade."""
+    path = timing_file(sub)
+    try:
+        marks = json.loads(path.read_text())
+        points = [float(marks[k]) for k in ("execute_start", "first_cell", "execute_end")]
+    except (OSError, ValueError, TypeError, KeyError):
+        points = []
+    path.unlink(missing_ok=True)
+    if not points or points != sorted(points) or not spawned <= points[0] <= points[-1] <= ended:
         timing["nbgrader_start"] += ended - spawned
         return
-    first, last = marks[0], marks[-1]
-    timing["nbgrader_start"] += first["execute_start"] - spawned
-    timing["kernel_start"] += first["first_cell"] - first["execute_start"]
-    timing["cells"] += last["execute_end"] - first["first_cell"]
-    timing["database"] += ended - last["execute_end"]
+    began, first_cell, last = points
+    timing["nbgrader_start"] += began - spawned
+    timing["kernel_start"] += first_cell - began
+    timing["cells"] += last - first_cell
+    timing["database"] += ended - last
 
 
 def _recheck_timing(marks: dict | None, began: float, ended: float, timing: dict) -> None:
@@ -212,6 +279,13 @@ def _kernel_scores(sub: Submission, opts: Options, result: dict, run_nbgrader) -
     """Intake, then nbgrader in the jail: {cell: (score, max)}; {} when the
     notebook is malformed or nbgrader could not grade it (said in result)."""
     began = time.perf_counter()
+    rejected = rejection(sub.folder)
+    if rejected:
+        result.update(status="rejected", digest="rejected")  # no notebook digest: a re-run looks again
+        result["problems"].append(rejected)
+        result["timing"]["intake"] += time.perf_counter() - began
+        return {}
+    result["problems"] += _drop_symlinks(sub.folder)
     original = _original_path(sub)
     intake = inspect_submission(original if original.is_file() else sub.notebook,
                                 course.release_notebook(sub.assignment))
@@ -226,11 +300,17 @@ def _kernel_scores(sub: Submission, opts: Options, result: dict, run_nbgrader) -
             original.write_bytes(sub.notebook.read_bytes())  # keep what the student sent
         write_repaired(intake, sub.notebook)
     result["timing"]["intake"] += time.perf_counter() - began
+    began = time.perf_counter()
+    gradebook.override(opts.db_url, sub.assignment, sub.student, dict.fromkeys(_max_scores(sub.assignment), 0.0),
+                       hold=True)
+    result["timing"]["database"] += time.perf_counter() - began
+    timing_file(sub).parent.mkdir(parents=True, exist_ok=True)
+    timing_file(sub).unlink(missing_ok=True)
     spawned = time.time()
     with Jail.reserve(opts.limits, copy=[sub.notebook, *released_data(sub.assignment)],
                       hide=hidden_paths(opts.db_url)) as jail:
         code, log = run_nbgrader(sub, opts, jail)
-    _nbgrader_timing(log, spawned, time.time(), result["timing"])
+    _nbgrader_timing(sub, spawned, time.time(), result["timing"])
     if code != 0:
         result["status"] = "error"
         result["problems"].append(f"the notebook could not be graded: {_nbgrader_error(log)}")
@@ -311,11 +391,15 @@ def _safe_grade_one(sub: Submission, opts: Options) -> dict:
         return error_row(sub, f"{type(err).__name__}: {err}")
 
 
+ERROR_ROW_NOTE = "not graded; the gradebook holds 0 for it (or its last completed grade), re-run to retry"
+
+
 def error_row(sub: Submission, why: str) -> dict:
-    """The result of a submission the grader itself failed on (nothing recorded)."""
+    """The result of a submission the grader itself failed on (no result
+    file; grade_one held its gradebook entry at zero before nbgrader ran)."""
     return {"student": sub.student, "assignment": sub.assignment, "status": "error", "score": 0.0,
             "max_score": sum(_max_scores(sub.assignment).values()), "flags": [], "cells": {},
-            "problems": [f"grader error ({why}); nothing was recorded, re-run to retry"]}
+            "problems": [f"grader error ({why}); {ERROR_ROW_NOTE}"]}
 
 
 def summary(results: list[dict]) -> str:

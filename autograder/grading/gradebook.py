@@ -93,18 +93,21 @@ def cell_scores(url: str, assignment: str, student: str) -> dict[str, tuple[floa
         return {g.name: (float(g.auto_score or 0), float(g.max_score)) for g in nb.grades}
 
 
-def override(url: str, assignment: str, student: str, scores: dict[str, float]) -> None:
+def override(url: str, assignment: str, student: str, scores: dict[str, float], hold: bool = False) -> None:
     """Make the gradebook hold exactly `scores`: a manual score (which takes
     precedence in nbgrader) where it differs from the auto score, none where
-    they agree. Creates the submission when nbgrader could not grade it."""
+    they agree. Creates the submission when nbgrader could not grade it.
+    hold: a manual score on every cell, equal or not; nbgrader's autograde
+    keeps manual scores, so they stand while it writes the kernel's."""
     with open_gradebook(url) as gb:
         gb.update_or_create_student(student)
         sub = gb.update_or_create_submission(assignment, student)
         nb = next(n for n in sub.notebooks if n.name == assignment)
         for grade in nb.grades:
             if grade.name in scores:
-                same = grade.auto_score is not None and float(grade.auto_score) == scores[grade.name]
+                same = not hold and grade.auto_score is not None and float(grade.auto_score) == scores[grade.name]
                 grade.manual_score = None if same else scores[grade.name]
+                grade.needs_manual_grade = False  # the verdict is the grader's (flags in the result say why)
         gb.db.commit()
 
 

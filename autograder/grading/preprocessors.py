@@ -8,6 +8,12 @@ more run after it.
   arrive; errors are always kept (shortened), since the verdict needs them.
   One message is still received whole before it is dropped: a single print
   of N bytes costs the grader about N bytes for that moment.
+  It also starts the kernel with its own stdout and stderr on /dev/null:
+  the kernel would otherwise inherit nbgrader's, the grader's log, where
+  an os.write(1, ...) in a cell could forge lines the grader reads (issue
+  28) and, unbounded, grow the process that reads them (cell output
+  travels over the kernel's messages, not those descriptors). Its timing
+  marks go to `timing_file`, a file of the grader's outside the jail.
 
 - StderrIsNotFailure: stock nbgrader scores a test cell zero when anything
   reached stderr, so a correct answer that triggers a library warning loses
@@ -20,12 +26,13 @@ more run after it.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import nbformat
 
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer
+from traitlets import Integer, Unicode
 
 DROPPED = "\n... output truncated by the grader: the cell printed more than its {cap}-byte limit ...\n"
 TRUNCATED = "\n... output truncated by the grader: {n} bytes over the {cap}-byte limit ...\n"
@@ -39,11 +46,9 @@ def _error_kept_short(out):
     return out
 
 
-TIMING_MARK = "tinylm-timing "
-
-
 class CappedExecute(Execute):
     max_output_bytes = Integer(64 * 1024, help="bytes of output kept per cell while it runs").tag(config=True)
+    timing_file = Unicode("", help="where the timing marks are written (none if empty)").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -51,15 +56,21 @@ class CappedExecute(Execute):
         self._first_cell: float | None = None
 
     def preprocess(self, nb, resources=None, km=None):
-        """Logs when execution began, when the kernel answered (its first
-        cell starts) and when the last cell ended, as epoch seconds, for
-        grade's per-stage timing (the log is the grader's, never the learner's)."""
+        """Writes to timing_file when execution began, when the kernel
+        answered (its first cell starts) and when the last cell ended, as
+        epoch seconds, for grade's per-stage timing."""
         began = time.time()
         try:
             return super().preprocess(nb, resources, km)
         finally:
-            self.log.info(TIMING_MARK + json.dumps({"execute_start": began, "first_cell": self._first_cell or began,
-                                                    "execute_end": time.time()}))
+            if self.timing_file:
+                with open(self.timing_file, "w") as fh:
+                    json.dump({"execute_start": began, "first_cell": self._first_cell or began,
+                               "execute_end": time.time()}, fh)
+
+    def setup_kernel(self, **kwargs):
+        kwargs.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return super().setup_kernel(**kwargs)
 
     def preprocess_cell(self, cell, resources, index):
         if self._first_cell is None:

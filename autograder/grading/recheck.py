@@ -60,6 +60,7 @@ import io
 import json
 import os
 import pickle
+import re
 import select
 import struct
 import subprocess
@@ -145,10 +146,34 @@ class Opaque:
     """Stands in, in the parent, for a learner object that is not plain data."""
 
     def __init__(self, type_name: str):
-        self.type_name = type_name
+        self.type_name = known_type_name(type_name, "object")
 
     def __repr__(self):
         return f"<{self.type_name} object from the learner's code>"
+
+
+def known_type_name(name, otherwise: str) -> str:
+    """A type name the learner's code sent, shown only where it names a type
+    of Python, torch, torch.nn or tinylm (a class of the learner's own is
+    `otherwise`): a free name could carry text out of the recheck."""
+    import builtins
+
+    import tinylm
+    import torch
+    if not (isinstance(name, str) and name.isidentifier()):
+        return otherwise
+    return name if any(isinstance(getattr(m, name, None), type) for m in (builtins, torch, torch.nn, tinylm)) \
+        else otherwise
+
+
+def shown_path(name) -> str:
+    """A dotted name the learner's code sent, quoted where each part names
+    an attribute of a tensor or a module, or an index (what a forged name is
+    made of); any other is free text, and not shown."""
+    import torch
+    parts = name.split(".") if isinstance(name, str) and len(name) <= 80 else None
+    known = set(dir(torch.Tensor)) | set(dir(torch.nn.Module))
+    return repr(name) if parts and all(p in known or p.isdigit() for p in parts) else "a name of its own"
 
 
 class NotRecheckable(BaseException):
@@ -187,7 +212,7 @@ def from_plain(tagged, child=None):
     if tag == "module":
         if child is None:
             raise NotRecheckable("a module where none can be called")
-        return remote_module(child, int(tagged[1]), str(tagged[2]), tagged[3])
+        return remote_module(child, int(tagged[1]), known_type_name(tagged[2], "Module"), tagged[3])
     if tag == "opaque":
         return Opaque(str(tagged[1]))
     raise TypeError(f"unexpected value tag {tag!r}")
@@ -551,8 +576,11 @@ class Child:
             obj = self.remote[int(index)]
             if op == "getattr":
                 if name not in REMOTE_NAMES:
+                    # the name is shown only if the check's object has it: any other is the learner's text
+                    shown = f".{name}" if isinstance(name, str) and name.isidentifier() and hasattr(obj, name) \
+                        else "an attribute it does not have"
                     self.unreachable = self.unreachable or (
-                        f"used .{name} of the check's {type(obj).__name__}, which the recheck does not allow "
+                        f"used {shown} of the check's {type(obj).__name__}, which the recheck does not allow "
                         f"(only {', '.join(sorted(REMOTE_NAMES))})")
                     raise AttributeError(f"the recheck lets the learner's code use only {', '.join(sorted(REMOTE_NAMES))} "
                                          f"of the check's model and cache, not .{name}")
@@ -634,7 +662,7 @@ def _mirror_modules(values: list, state: list, names: set[tuple[int, str]]) -> N
     made: dict[int, nn.Parameter] = {}
     for index, name, tag, tensor, rg in state:
         if (index, name) not in names:
-            raise ValueError(f"the learner's process sent state for {str(name)[:80]!r}, which is not a parameter "
+            raise ValueError(f"the learner's process sent state for {shown_path(name)}, which is not a parameter "
                              "of the check's module; refused")
         module = values[index]
         if type(tensor) is not torch.Tensor or type(tag) is not int:
@@ -681,6 +709,59 @@ def _load_optimizer_states(values: list, states: list) -> None:
         optimizer.load_state_dict(state)
 
 
+# What the learner's code raised in the child is the learner's text, and the
+# child may have been handed anything the notebook kernel read (a hidden
+# test's source, through a side channel): issue 28 found base64 of it in a
+# feedback page. So its message leaves the recheck only when it is one of
+# the library's own messages below, whose only free parts are numbers (the
+# checks' hints read them: a shape error names the axes); any other is
+# replaced by LEARNER_MESSAGE_WITHHELD, and the type shown is a builtin
+# exception's name or "Exception".
+_NUM = r"-?\d{1,7}"
+_SIZES = rf"\[(?:{_NUM}(?:, {_NUM}){{0,7}})?\]"
+LIBRARY_MESSAGES = tuple(re.compile(p) for p in (
+    rf"(?:RuntimeError: )?mat1 and mat2 shapes cannot be multiplied \({_NUM}x{_NUM} and {_NUM}x{_NUM}\)",
+    rf"(?:RuntimeError: )?The size of tensor a \({_NUM}\) must match the size of tensor b \({_NUM}\) at "
+    rf"non-singleton dimension {_NUM}",
+    rf"(?:RuntimeError: )?Sizes of tensors must match except in dimension {_NUM}\. Expected size {_NUM} but got "
+    rf"size {_NUM} for tensor number {_NUM} in the list\.",
+    rf"(?:RuntimeError: )?shape '{_SIZES}' is invalid for input of size {_NUM}",
+    rf"(?:RuntimeError: )?The expanded size of the tensor \({_NUM}\) must match the existing size \({_NUM}\) at "
+    rf"non-singleton dimension {_NUM}\.  Target sizes: {_SIZES}\.  Tensor sizes: {_SIZES}",
+    rf"(?:IndexError: )?index {_NUM} is out of bounds for dimension {_NUM} with size {_NUM}",
+    rf"(?:IndexError: )?Dimension out of range \(expected to be in range of \[{_NUM}, {_NUM}\], but got {_NUM}\)",
+    rf"(?:ValueError: )?KVCache is full: it holds {_NUM} of max_seq_len={_NUM} positions and cannot take {_NUM} "
+    r"more\. Call cache\.reset\(\) for a new prompt, or generate fewer tokens\.",
+))
+LEARNER_MESSAGE_WITHHELD = ("(its message is not carried into the grader's verdict; run the cell in your "
+                            "notebook to read it)")
+
+
+def learner_exception(type_name, text, exercise: str | None) -> Exception:
+    """The exception the trusted side raises for one the learner's code
+    raised in the child: NotImplementedError as such (the checks say "not
+    implemented yet"), the course's own refusal of delegation (Delegation)
+    where its text is the one the grader itself writes for `exercise`, any
+    other as its builtin type (else Exception) with a library message of
+    LIBRARY_MESSAGES, or LEARNER_MESSAGE_WITHHELD."""
+    import builtins
+
+    import tinylm
+
+    from ..checks.core import delegation_message
+    text = text if isinstance(text, str) else ""
+    if type_name == "NotImplementedError":
+        return NotImplementedError()
+    if type_name == "Delegation" and exercise:
+        original = getattr(tinylm, exercise, None)
+        if original is not None and text == delegation_message(exercise, original):
+            return type("Delegation", (Exception,), {})(text)
+    known = getattr(builtins, type_name, None) if isinstance(type_name, str) and type_name.isidentifier() else None
+    shown = type_name if isinstance(known, type) and issubclass(known, Exception) else "Exception"
+    library = len(text) <= 500 and any(p.fullmatch(text) for p in LIBRARY_MESSAGES)
+    return type(shown, (Exception,), {})(text if library else LEARNER_MESSAGE_WITHHELD)
+
+
 def _call_child(child: Child, head: tuple, args, kwargs, owner=None):
     """Send one call, re-raise the learner's exception by name, or return
     the plain result with module (and optimizer) arguments mirrored.
@@ -698,10 +779,7 @@ def _call_child(child: Child, head: tuple, args, kwargs, owner=None):
     extra = (torch.get_rng_state(), _grads(values)) if head[0] == "call" else ()
     answer = child.request((*head, *encoded, *extra))
     if answer[0] == "raise":
-        _, type_name, text = answer
-        if type_name == "NotImplementedError":
-            raise NotImplementedError(text)
-        raise type(str(type_name), (Exception,), {})(text)
+        raise learner_exception(answer[1], answer[2], head[1] if head[0] == "call" else None)
     _mirror_modules(values, answer[2], names)
     if head[0] == "call":
         _load_optimizer_states(values, answer[3])
@@ -745,7 +823,7 @@ def remote_module(child: Child, handle: int, type_name: str, params: list):
         if type(tensor) is not torch.Tensor:
             raise TypeError("not a plain tensor")
         if not _is_parameter_path(name):
-            raise ValueError(f"the learner's module sent the parameter name {str(name)[:80]!r}: a parameter name is "
+            raise ValueError(f"the learner's module sent the parameter name {shown_path(name)}: a parameter name is "
                              "a dotted path of identifiers without a leading underscore, or of indices; refused")
         made.setdefault(tag, nn.Parameter(tensor, requires_grad=bool(rg)))
         *path, leaf = name.split(".")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,34 @@ import nbformat
 from ..notebook_format import nbg, read
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
+# Files (and folders) a submission may hold: nbgrader copies each one, so ten
+# thousand tiny files (10 KB in all, under every byte cap) held a worker for
+# 592 of its 600 s (issue 28). A notebook, the mylm/ answers and a few data
+# files are far fewer.
+MAX_SUBMISSION_FILES = 200
+
+
+def too_many_files(count: int) -> str:
+    """The reason a submission of `count` files is rejected."""
+    return (f"the submission holds {count} files and folders, over the limit of {MAX_SUBMISSION_FILES} per "
+            "submission: it was rejected, not graded (send the notebook and its few data files only)")
+
+
+def rejection_note(folder: Path) -> Path:
+    """Where collect records why it rejected the submission in `folder`
+    (beside it, so nbgrader never copies it)."""
+    return folder.parent / f".{folder.name}.rejected.txt"
+
+
+def rejection(folder: Path) -> str | None:
+    """Why the submission in `folder` is not graded at all, or None: collect
+    rejected it, or it holds more than MAX_SUBMISSION_FILES entries (counted
+    without following links)."""
+    note = rejection_note(folder)
+    if note.is_file() and not note.is_symlink():
+        return note.read_text(errors="replace")[:500]
+    count = sum(len(dirs) + len(files) for _, dirs, files in os.walk(folder))
+    return too_many_files(count) if count > MAX_SUBMISSION_FILES else None
 
 
 @dataclass

@@ -40,8 +40,9 @@ and whose assignments are registered (gradebook.ensure_assignments).
 
 A worker that dies mid-submission is replaced and the submission retried
 once; a second loss, or a worker that does not answer within its backstop,
-gives an error row (status "error", nothing recorded), never a hang. A bug in
-the grader inside a worker gives the same error row as grade._safe_grade_one.
+gives an error row (status "error", its gradebook entry at zero), never a
+hang. A bug in the grader inside a worker gives the same error row as
+grade._safe_grade_one.
 
 This module is the pool's side (it imports nothing of grade, which uses it);
 the worker's side, which runs grade.grade_one, is autograder.grading.warm_worker.
@@ -197,7 +198,8 @@ class WarmPool:
         except WorkerLost:
             return {"student": submission.student, "assignment": submission.assignment, "status": "error",
                     "score": 0.0, "max_score": 0.0, "flags": [], "cells": {},
-                    "problems": [f"grader error ({why}); nothing was recorded, re-run to retry"]}
+                    "problems": [f"grader error ({why}); not graded; the gradebook holds 0 for it (or its last "
+                                 "completed grade), re-run to retry"]}
 
     def close(self) -> None:
         """Stop every worker (waiting for none of them to finish a submission

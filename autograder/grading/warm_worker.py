@@ -116,7 +116,7 @@ def run_nbgrader_in_fork(sub, opts, jail) -> tuple[int, str]:
     """grade._run_nbgrader's contract ((exit code, log)), with nbgrader's
     app run in a fork of this warm process instead of a new interpreter."""
     from .. import course
-    from .grade import nbgrader_args, nbgrader_env_for
+    from .grade import nbgrader_args, nbgrader_env_for, read_log_tail
     log = Path(tempfile.mkstemp(prefix="nbgrader-", suffix=".log", dir=jail.base)[1])
     read_fd, write_fd = os.pipe()
     pid = _fork_child(session=False)
@@ -143,7 +143,7 @@ def run_nbgrader_in_fork(sub, opts, jail) -> tuple[int, str]:
             os._exit(code)
     os.close(write_fd)
     reply, status = _wait_child(pid, read_fd, time.monotonic() + opts.limits.wall_s)
-    text = log.read_text(errors="replace")
+    text = read_log_tail(log)
     log.unlink()
     if reply is None:
         return -1, text + f"\nstopped after the {opts.limits.wall_s:.0f} s per-submission limit"

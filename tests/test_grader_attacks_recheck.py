@@ -151,6 +151,16 @@ def test_a_learners_module_with_forged_names_is_refused():
     assert [n for n, _ in made.named_parameters()] == ["blocks.0.norm.weight"]
 
 
+def test_a_learners_module_names_do_not_reach_a_checks_message():
+    """Parameter names are free identifiers: a kernel could spell text it saw
+    with them, and a failing check describes the module it was given."""
+    from autograder.checks.core import describe
+    from autograder.grading.recheck import remote_module
+    made = remote_module(None, 1, "Transformer", [("hidden_test_said_seq_is_7.weight", 1, torch.ones(2), True)])
+    assert "hidden_test" not in describe(made) and "hidden_test" not in repr(made)
+    assert "Transformer" in describe(made)
+
+
 def test_an_optimizer_state_must_match_the_checks_optimizer():
     from autograder.grading.recheck import _load_optimizer_states
     model = nn.Linear(2, 2)

@@ -816,6 +816,12 @@ def remote_module(child: Child, handle: int, type_name: str, params: list):
                 raise NotRecheckable(f"the check uses `.{name}` of the learner's {type_name}, which the recheck "
                                      "cannot reach outside the sandbox") from None
 
+        def __repr__(self):
+            # Its submodule and parameter names are the learner's free text:
+            # a check's message that describes the module must not carry them.
+            count = sum(p.numel() for p in self.parameters())
+            return f"{type_name}(built in the learner's process, {count} parameters)"
+
     RemoteModule.__name__ = RemoteModule.__qualname__ = type_name
     module = RemoteModule()
     made: dict[int, nn.Parameter] = {}

@@ -21,7 +21,7 @@ from ..attention import repeat_kv
 from ..config import ModelConfig
 from ..model import Transformer
 from ..rope import apply_rope
-from ..training import History, TrainConfig, Trainer
+from ..training import History, TrainConfig, Trainer, TrainingDiverged
 
 __all__ = ["SMALL_MODEL", "SMALL_TRAIN", "small_model", "Arm", "Curves", "train_side_by_side", "attention_entropy",
            "entropy_vs_head_dim", "loss_per_position", "kv_bytes_per_token"]
@@ -86,11 +86,12 @@ def train_side_by_side(arms: dict[str, Arm], corpus, config: TrainConfig, seed: 
         c = trainer.config
         bar = tqdm(total=c.steps, desc=label, unit="step", disable=not progress, dynamic_ncols=True)
         while not trainer.done:
-            loss = trainer.step()
-            bar.update(1)
-            if not math.isfinite(loss):
-                curves.diverged_at[label] = trainer.step_count
+            try:
+                trainer.step()
+            except TrainingDiverged:  # a diverging arm is a result of the experiment, not an error
+                curves.diverged_at[label] = trainer.step_count + 1
                 break
+            bar.update(1)
             if trainer.done or (c.eval_every and trainer.step_count % c.eval_every == 0):
                 trainer.evaluate()
                 bar.set_postfix(val=f"{trainer.history.val_loss[-1]:.3f}", refresh=False)

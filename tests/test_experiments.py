@@ -150,7 +150,7 @@ def test_a_diverging_arm_stops_and_is_reported(corpus):
     assert "huge lr" in curves.diverged_at  # an lr of 1000 blows up within six steps (seeded)
     # Trainer refuses the diverging step (TrainingDiverged): the history holds the steps before it.
     assert len(curves.histories["huge lr"].train_loss) == curves.diverged_at["huge lr"] - 1
-        assert math.isnan(curves.final_val()["huge lr"]) and "diverged" in curves.summary()
+    assert math.isnan(curves.final_val()["huge lr"]) and "diverged" in curves.summary()
 
 
 def _losses(result):

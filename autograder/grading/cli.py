@@ -4,6 +4,7 @@
   grade              autograde in parallel, sandboxed, rechecked, resumable
   feedback           HTML feedback per student, without hidden tests
   export             grades as CSV (per exercise, per notebook, total)
+  report             the class report for the instructor (HTML, CSV, JSON)
   check NOTEBOOK     learner self-check in a fresh kernel
 """
 from __future__ import annotations
@@ -79,6 +80,17 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from .report import RiskRule, build_report, load, write_report
+    from .submission import printable
+    url = gradebook.db_url(args.db_url)
+    data = load(url, _assignments(args.assignments) if args.assignments else None)
+    report = build_report(data, RiskRule(missing=args.at_risk_missing, below_percent=args.at_risk_below))
+    for path in write_report(report, Path(args.out or gradebook.folder("reports")), url):
+        print(f"wrote {printable(path)}")
+    return 0
+
+
 def cmd_check(args) -> int:
     from .selfcheck import main
     return main(args.notebook, args.cell_timeout)
@@ -137,6 +149,16 @@ def add_commands(sub) -> None:
     e.add_argument("--out", help="output folder (default: exports/ in the course data folder)")
     e.add_argument("--db-url", help=db_help)
     e.set_defaults(func=cmd_export)
+
+    r = sub.add_parser("report", help="the class report (instructor only): HTML, CSV and JSON")
+    r.add_argument("assignments", nargs="*", help="assignment names or prefixes (default: all in the gradebook)")
+    r.add_argument("--out", help="output folder (default: reports/ in the course data folder)")
+    r.add_argument("--db-url", help=db_help)
+    r.add_argument("--at-risk-missing", type=int, default=2, metavar="N",
+                   help="at risk when missing at least N notebooks (default %(default)s)")
+    r.add_argument("--at-risk-below", type=float, default=50.0, metavar="PERCENT",
+                   help="at risk when the average score is below PERCENT (default %(default)g)")
+    r.set_defaults(func=cmd_report)
 
     k = sub.add_parser("check", help="self-check one notebook in a fresh kernel")
     k.add_argument("notebook")

@@ -125,9 +125,18 @@ def _why_failed(result: dict | None, exercise: str) -> list[Mistake]:
     return [Mistake(f"failed without a diagnosis (recheck: {cell.get('recheck', 'absent')})", False)]
 
 
-def _load_result(student: str, assignment: str) -> dict | None:
-    from .grade import Submission, load_result
-    return load_result(Submission(student, assignment))
+def result_files() -> Callable[[str, str], dict | None]:
+    """(student, assignment) -> the result `grade` wrote, or None. The
+    folder is resolved once (grade.Submission.result_file resolves it per
+    call, a second for a class of 500)."""
+    folder = gradebook.folder("results")
+
+    def read(student: str, assignment: str) -> dict | None:
+        try:
+            return json.loads((folder / assignment / f"{student}.json").read_text())  # grade.Submission.result_file
+        except (OSError, ValueError):
+            return None
+    return read
 
 
 def _course_order(assignments: list[str]) -> list[str]:
@@ -152,8 +161,10 @@ class ClassData:
 
 
 def load(url: str, assignments: list[str] | None = None, late: LateLookup | None = None,
-         results: Callable[[str, str], dict | None] = _load_result) -> ClassData:
-    """The class from the gradebook at `url` and the result files."""
+         results: Callable[[str, str], dict | None] | None = None) -> ClassData:
+    """The class from the gradebook at `url` and the result files
+    (`results`: a lookup like result_files(), the default)."""
+    results = results or result_files()
     students, cells, grades = gradebook.class_grades(url)
     by_assignment: dict[str, dict[str, float]] = defaultdict(dict)
     for a, exercise, points in cells:
@@ -298,8 +309,7 @@ def _csv_value(value) -> str | float | int:
     return value
 
 
-def write_csv(path: Path, rows: list[dict]) -> Path:
-    header = list(rows[0]) if rows else []
+def write_csv(path: Path, rows: list[dict], header: list[str]) -> Path:
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(header)
@@ -307,14 +317,30 @@ def write_csv(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-TABLES = ("notebooks", "score_distribution", "exercises", "mistakes", "at_risk", "students")
+# The columns of each table, in the order the CSV files have them; with a
+# lateness lookup, LATE_COLUMNS are added.
+COLUMNS = {
+    "notebooks": ["assignment", "max_score", "students", "submitted", "missing", "not_graded", "flagged",
+                  "full_marks", "zero", "mean_percent", "median_percent", "min_percent", "max_percent"],
+    "score_distribution": ["assignment", "band", "students"],
+    "exercises": ["rank", "assignment", "exercise", "points", "submitted", "passed", "failed", "pass_rate",
+                  "top_mistake", "top_mistake_students"],
+    "mistakes": ["assignment", "exercise", "mistake", "named", "wordings", "students_count", "students"],
+    "at_risk": ["student", "submitted", "missing", "average_percent", "reasons", "missing_notebooks"],
+    "students": ["student", "assignment", "status", "score", "max_score", "percent", "failed"],
+}
+LATE_COLUMNS = {"notebooks": ["late"], "at_risk": ["late"], "students": ["submitted_at", "late_by"]}
+
+
+def columns(table: str, with_late: bool) -> list[str]:
+    return COLUMNS[table] + (LATE_COLUMNS.get(table, []) if with_late else [])
 
 
 def write_report(report: dict, out_dir: Path, gradebook_url: str = "") -> list[Path]:
     """class_report.html, class_report.json and one CSV per table."""
     from .report_html import render
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [write_csv(out_dir / f"{name}.csv", report[name]) for name in TABLES]
+    paths = [write_csv(out_dir / f"{name}.csv", report[name], columns(name, report["with_late"])) for name in COLUMNS]
     json_path = out_dir / "class_report.json"
     json_path.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
     html_path = out_dir / "class_report.html"

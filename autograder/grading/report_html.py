@@ -62,7 +62,7 @@ def _table(header: list[str], rows: list[list[str]], numeric: set[int] = frozens
 
 def _png(fig) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=72, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=72)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -87,7 +87,7 @@ def figure_notebooks(report: dict) -> Picture:
     for row in report["students"]:
         if row["percent"] is not None:
             percents[row["assignment"]].append(row["percent"])
-    fig = Figure(figsize=(10, 3.2))
+    fig = Figure(figsize=(10, 3.2), layout="constrained")
     left, right = fig.subplots(1, 2)
     left.bar(names, [n["submitted"] for n in nbs], color=PASS, label="submitted")
     left.bar(names, [n["missing"] for n in nbs], bottom=[n["submitted"] for n in nbs], color=GONE, label="missing")
@@ -99,32 +99,11 @@ def figure_notebooks(report: dict) -> Picture:
     return _figure(fig, "submissions and scores per notebook")
 
 
-def figure_bands(report: dict) -> Picture:
-    """One histogram of the score bands per notebook."""
-    from matplotlib.figure import Figure
-    by_nb = defaultdict(list)
-    for row in report["score_distribution"]:
-        by_nb[row["assignment"]].append(row)
-    cols = min(5, max(1, len(by_nb)))
-    rows = -(-len(by_nb) // cols) or 1
-    fig = Figure(figsize=(2.2 * cols, 1.8 * rows), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
-    for ax, (a, bands) in zip(axes.flat, by_nb.items()):
-        ax.bar(range(len(bands)), [b["students"] for b in bands], color=PASS)
-        ax.set_title(a, fontsize=9)
-        ax.set_xticks([0, 5, 10], ["0%", "50%", "100%"], fontsize=7)
-        ax.tick_params(axis="y", labelsize=7)
-    for ax in list(axes.flat)[len(by_nb):]:
-        ax.set_visible(False)
-    fig.supylabel("students", fontsize=8)
-    return _figure(fig, "score distribution per notebook")
-
-
 def figure_stuck(report: dict) -> Picture:
     """The exercises that stopped most students."""
     from matplotlib.figure import Figure
     top = [r for r in report["exercises"] if r["failed"]][:15][::-1]
-    fig = Figure(figsize=(9, 0.3 * len(top) + 1))
+    fig = Figure(figsize=(9, 0.3 * len(top) + 1), layout="constrained")
     ax = fig.subplots()
     ax.barh([f"{r['assignment']} / {r['exercise']}" for r in top], [r["failed"] for r in top], color=FAIL)
     ax.set(title="Exercises by students stopped (submitted, not passed)", xlabel="students")
@@ -142,7 +121,7 @@ def figure_class(report: dict) -> Picture:
     for row in report["students"]:
         grid[row["student"]][order.index(row["assignment"])] = np.nan if row["percent"] is None else row["percent"]
     values = np.array(sorted(grid.values(), key=lambda r: np.nan_to_num(r).mean())) if grid else np.zeros((0, 0))
-    fig = Figure(figsize=(6, min(8, 1.5 + 0.02 * len(values))))
+    fig = Figure(figsize=(6, min(8, 1.5 + 0.02 * len(values))), layout="constrained")
     ax = fig.subplots()
     cmap = ListedColormap(["#c0504d", "#e8a33d", "#f2dc5d", "#9bc26b", "#4c8c4a"]).with_extremes(bad=GONE)
     image = ax.imshow(np.ma.masked_invalid(values), aspect="auto", cmap=cmap, vmin=0, vmax=100,
@@ -294,7 +273,7 @@ def render(report: dict, gradebook_label: str = "") -> str:
                         "<code>python -m autograder grade</code> first.</p>"]
     else:
         parts = [head + section_glance(report) + section_notebooks(report), figure_notebooks(report),
-                 section_bands(report), figure_bands(report), section_stuck(report)]
+                 section_bands(report), section_stuck(report)]
         if any(r["failed"] for r in report["exercises"]):
             parts.append(figure_stuck(report))
         parts += [section_mistakes(report) + section_risk(report, anchors) + STUDENTS_INTRO, figure_class(report),

@@ -1,6 +1,6 @@
 """How long the class report takes for a large class (issue 27).
 
-Builds a synthetic graded class (autograder/authoring/synthetic_class.py:
+Builds a synthetic graded class (autograder/grading/synthetic_class.py:
 the course's ten notebooks and their exercises, N students who differ in
 skill, some of whom stop part-way, a known mistake per failed exercise)
 straight into a fresh SQLite gradebook (or --db-url, e.g. an empty
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
 
-from autograder.authoring import synthetic_class  # noqa: E402
+from autograder.grading import synthetic_class  # noqa: E402
 from autograder.grading import gradebook, report  # noqa: E402
 
 

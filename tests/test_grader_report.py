@@ -1,6 +1,6 @@
 """The class report (issue 27): `python -m autograder report`.
 
-Synthetic classes (autograder/authoring/synthetic_class.py) go into a real
+Synthetic classes (autograder/grading/synthetic_class.py) go into a real
 nbgrader gradebook and result files; every count the report gives is
 computed again here, straight from the synthetic class's ground truth
 (who submitted what, which exercise failed with which mistake), never from
@@ -20,7 +20,7 @@ import pytest
 
 from autograder import course
 from autograder.authoring import specimens
-from autograder.authoring import synthetic_class as sc
+from autograder.grading import synthetic_class as sc
 from autograder.grading import gradebook, report
 from tests.grader_batch import course_data, shared_batch
 from tests.test_grader_postgres import pg_database  # noqa: F401 (a fixture)

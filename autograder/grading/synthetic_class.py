@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import course
+from . import gradebook
 
 NOT_ATTEMPTED = "<not attempted>"
 UNNAMED = "<no named mistake>"
@@ -129,7 +130,6 @@ def write_class(klass: SyntheticClass, url: str, data_dir: Path) -> None:
     from nbgrader.api import Grade, Student, SubmittedAssignment, SubmittedNotebook
     from sqlalchemy import insert
 
-    from ..grading import gradebook
     with gradebook.open_gradebook(url) as gb:
         ids, cells = {}, {}
         for a, exercises in klass.structure.items():

@@ -121,6 +121,10 @@ feedback: $(DEV_STAMP)  ## HTML feedback per student in .course/feedback/
 export: $(DEV_STAMP)  ## grades as CSV in .course/exports/
 	$(NBG_ENV) $(BIN)/python -m autograder export $(if $(DB),--db-url $(DB))
 
+.PHONY: report
+report: $(DEV_STAMP)  ## class report for the instructor (HTML, CSV, JSON) in .course/reports/ [A=01_embeddings] [DB=...]
+	$(NBG_ENV) $(BIN)/python -m autograder report $(A) $(if $(DB),--db-url $(DB))
+
 self-check: $(STAMP)  ## learner self-check: make self-check NB=notebooks/01_embeddings/01_embeddings.ipynb
 	$(NBG_ENV) $(BIN)/python -m autograder check $(NB)
 

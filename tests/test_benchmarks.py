@@ -49,3 +49,10 @@ def test_pretrained_benchmark_prints_speed_next_to_its_bound():
     for row in ("first conversion", "load from the cache", "tokens/s", "bound", "decoding / bound", "peak RSS"):
         assert row in out
 
+
+
+@pytest.mark.slow
+def test_report_benchmark_times_every_stage():
+    out = run_benchmark("bench_report.py", "--students", "20", "--repeats", "1")
+    for row in ("read gradebook + results", "compute tables", "HTML + CSV + JSON", "python -m autograder report"):
+        assert row in out

@@ -115,6 +115,19 @@ def test_no_file_means_nothing_is_late(data):
     assert late.due is None and not late.late and late.penalty(8.0) == 0
 
 
+def test_the_class_reports_lookup_gives_each_submissions_lateness(data):
+    assert deadlines.lateness_lookup() is None  # no file: the report gets no late columns
+    _rules(data)
+    for student, when in (("ann", "2026-12-12 10:59:00.000000 UTC"), ("bob", "2026-12-10 22:00:00.000000 UTC")):
+        folder = data / "submitted" / student / A
+        folder.mkdir(parents=True)
+        (folder / deadlines.TIMESTAMP_FILE).write_text(when)
+    late = deadlines.lateness_lookup()
+    assert late("ann", A) == {"submitted_at": "2026-12-12T10:59:00+00:00", "late_by": "1 d 12 h"}  # due 22:59 UTC
+    assert late("bob", A)["late_by"] == ""  # 59 min early
+    assert late("eve", A) == {"submitted_at": "", "late_by": ""}  # never submitted
+
+
 # -- times recorded at collect, with their source --
 
 def _ut_field(when: dt.datetime) -> bytes:

@@ -5,6 +5,7 @@
   feedback           HTML feedback per student, without hidden tests
   export             grades as CSV (per exercise, per notebook, total)
   release-solutions  publish one solution notebook (no hidden tests) after its due date
+  report             the class report for the instructor (HTML, CSV, JSON)
   check NOTEBOOK     learner self-check in a fresh kernel
 """
 from __future__ import annotations
@@ -87,6 +88,17 @@ def cmd_release_solutions(args) -> int:
         raise SystemExit(f"{args.assignment!r} names {len(picked)} assignments ({picked}): give one")
     where = release_solutions(picked[0], force=args.force, exchange=args.exchange, out=args.out)
     print(f"released the solutions of {picked[0]} to {where}")
+
+
+def cmd_report(args) -> int:
+    from .deadlines import lateness_lookup
+    from .report import RiskRule, build_report, load, write_report
+    from .submission import printable
+    url = gradebook.db_url(args.db_url)
+    data = load(url, _assignments(args.assignments) if args.assignments else None, late=lateness_lookup())
+    report = build_report(data, RiskRule(missing=args.at_risk_missing, below_percent=args.at_risk_below))
+    for path in write_report(report, Path(args.out or gradebook.folder("reports")), url):
+        print(f"wrote {printable(path)}")
     return 0
 
 
@@ -156,6 +168,16 @@ def add_commands(sub) -> None:
     r.add_argument("--out", help="write a folder here instead (default without an exchange: "
                    "released_solutions/ in the course data folder)")
     r.set_defaults(func=cmd_release_solutions)
+
+    r = sub.add_parser("report", help="the class report (instructor only): HTML, CSV and JSON")
+    r.add_argument("assignments", nargs="*", help="assignment names or prefixes (default: all in the gradebook)")
+    r.add_argument("--out", help="output folder (default: reports/ in the course data folder)")
+    r.add_argument("--db-url", help=db_help)
+    r.add_argument("--at-risk-missing", type=int, default=2, metavar="N",
+                   help="at risk when missing at least N notebooks (default %(default)s)")
+    r.add_argument("--at-risk-below", type=float, default=50.0, metavar="PERCENT",
+                   help="at risk when the average score is below PERCENT (default %(default)g)")
+    r.set_defaults(func=cmd_report)
 
     k = sub.add_parser("check", help="self-check one notebook in a fresh kernel")
     k.add_argument("notebook")

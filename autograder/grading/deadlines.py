@@ -335,6 +335,19 @@ def lateness(student: str, assignment: str, deadlines: Deadlines | None = None) 
     return Lateness(student, assignment, due, extension, submitted_at, source, max(0.0, late), deadlines.policy)
 
 
+def lateness_lookup(deadlines: Deadlines | None = None):
+    """`(student, assignment) -> {"submitted_at", "late_by"}` for the class
+    report, or None when the course has no due dates (nothing is late)."""
+    deadlines = deadlines or load()
+    if not deadlines.due:
+        return None
+
+    def late(student: str, assignment: str) -> dict:
+        found = lateness(student, assignment, deadlines)
+        return {"submitted_at": found.submitted_at.isoformat() if found.submitted_at else "", "late_by": found.late_by}
+    return late
+
+
 def when_text(when: dt.datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 

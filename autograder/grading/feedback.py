@@ -142,17 +142,24 @@ def cells_html(nb: nbformat.NotebookNode, result: dict, hidden: set[str]) -> str
     return "\n".join(parts)
 
 
+PAGE_ATTRIBUTES = {"*": {"class"}, "a": {"href", "title"}}
+
+
+def sanitized(body: str, attributes: dict[str, set[str]] = PAGE_ATTRIBUTES) -> str:
+    """The second pass over a page made of escaped parts: whatever slipped
+    through the per-part escaping, no script, style or event handler
+    survives (class is kept for the page's own CSS; learner markdown lost
+    its classes in _clean_markdown). The class report uses it too."""
+    return nh3.clean(body, tags=MARKDOWN_TAGS, attributes=attributes)
+
+
 def render(result: dict, hidden: set[str]) -> str:
     """One student's page; `hidden`: hidden_test_lines of their assignment."""
     from pygments.formatters import HtmlFormatter
 
     path = gradebook.folder("autograded") / result["student"] / result["assignment"] / f"{result['assignment']}.ipynb"
     nb = nbformat.read(str(path), as_version=4) if path.is_file() else nbformat.v4.new_notebook()
-    body = summary_html(result, hidden) + cells_html(nb, result, hidden)
-    # The second pass: whatever slipped through the per-part escaping, no
-    # script, style or event handler leaves this function (class is kept
-    # for the page's own CSS; learner markdown lost its classes above).
-    body = nh3.clean(body, tags=MARKDOWN_TAGS, attributes={"*": {"class"}, "a": {"href", "title"}})
+    body = sanitized(summary_html(result, hidden) + cells_html(nb, result, hidden))
     css = PAGE_CSS + HtmlFormatter().get_style_defs(".highlight")
     return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Feedback: '
             f'{html.escape(result["assignment"])} ({html.escape(result["student"])})</title>'

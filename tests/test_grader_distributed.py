@@ -35,11 +35,13 @@ A = "01_embeddings"
 pytestmark = pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")
 
 
-@pytest.fixture
-def cluster(tmp_path):
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One cluster for the module's tests, started (and its warm workers
+    warmed) once: the kill test, which kills worker0, comes last in the file."""
     pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install '.[cluster]')")
     from autograder.grading.cluster import LocalGradingCluster
-    with LocalGradingCluster(tmp_path / "cluster", workers=2) as c:
+    with LocalGradingCluster(tmp_path_factory.mktemp("cluster"), workers=2) as c:
         yield c
 
 

@@ -174,7 +174,8 @@ def test_a_killed_worker_loses_nothing(cluster, pg_database, tmp_path):
     with gradebook.open_gradebook(pg_database) as gb:
         rows = [(s.student.id, s.assignment.name) for a in gb.assignments for s in a.submissions]
     assert sorted(rows) == [("ann", A), ("bob", A), ("cat", A)]
-    per_notebook = csvs["grades_per_notebook.csv"].splitlines()[1:]
+    # the export's first five columns (later ones, such as lateness, are not this test's)
+    per_notebook = [",".join(line.split(",")[:5]) for line in csvs["grades_per_notebook.csv"].splitlines()[1:]]
     assert sorted(per_notebook) == sorted(f"{s},{A},{r['score']:g},{r['max_score']:g},graded"
                                           for s, r in results.items())
     assert not killed["survivors"], "the killed worker's grading (nbgrader, jail, recheck) kept running"

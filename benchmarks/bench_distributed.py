@@ -1,7 +1,14 @@
-"""Grading throughput on a Dask cluster: submissions per minute, in all and per worker.
+"""Grading throughput on a Dask cluster, cold vs warm: submissions per minute, in all and per worker.
 
     python benchmarks/bench_distributed.py [--workers 1 2] [--submissions 4] [--assignment 01_embeddings]
                                            [--db-url ADMIN_URL] [--scheduler ADDRESS]
+
+Each worker count is measured twice in the same run, side by side: cold
+(Options.warm False: every submission starts its own `nbgrader autograde`
+and recheck processes, importing nbgrader and torch afresh) and warm (the
+default: each worker's grading child grades through a warm worker of
+grading/warm_pool.py, started at its first task, so its start is in the
+time). The last column is warm's rate over cold's.
 
 Without --scheduler, each row starts a `dask scheduler` and N `dask worker`
 processes on this machine (one thread each, each with its own course data
@@ -49,7 +56,8 @@ def scratch_database(admin_url: str):
         admin.close()
 
 
-def run(assignment: str, n: int, workers: int, admin_url: str, scheduler: str | None) -> tuple[int, float]:
+def run(assignment: str, n: int, workers: int, admin_url: str, scheduler: str | None,
+        warm: bool) -> tuple[int, float]:
     """(workers that graded, seconds) for n honest submissions."""
     with tempfile.TemporaryDirectory(prefix="tinylm-bench-dask-") as tmp, scratch_database(admin_url) as db:
         client_data = Path(tmp) / "client"
@@ -65,7 +73,8 @@ def run(assignment: str, n: int, workers: int, admin_url: str, scheduler: str | 
                 with Client(address, timeout="30s") as client:
                     workers = len(client.nthreads())
             start = time.perf_counter()
-            results = grade_all(Options(assignments=[assignment], progress=False, db_url=db, scheduler=address))
+            results = grade_all(Options(assignments=[assignment], progress=False, db_url=db, scheduler=address,
+                                         warm=warm))
             elapsed = time.perf_counter() - start
         bad = [r for r in results if r["score"] != r["max_score"]]
         if bad:
@@ -85,11 +94,16 @@ def main() -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     print(f"Dask grading throughput: {args.submissions} honest submissions of {args.assignment}, "
           f"{os.cpu_count()} cores here, recheck on, PostgreSQL gradebook")
-    print(f"{'workers':>7}  {'seconds':>8}  {'subs/min':>8}  {'per worker':>10}")
+    print(f"{'workers':>7}  {'engine':>6}  {'seconds':>8}  {'subs/min':>8}  {'per worker':>10}  {'warm/cold':>9}")
     for w in dict.fromkeys([0] if args.scheduler else args.workers):
-        workers, elapsed = run(args.assignment, args.submissions, w, args.db_url, args.scheduler)
-        rate = args.submissions / elapsed * 60
-        print(f"{workers:>7}  {elapsed:>8.1f}  {rate:>8.2f}  {rate / workers:>10.2f}", flush=True)
+        rates = {}
+        for engine in ("cold", "warm"):
+            workers, elapsed = run(args.assignment, args.submissions, w, args.db_url, args.scheduler,
+                                   warm=engine == "warm")
+            rates[engine] = args.submissions / elapsed * 60
+            ratio = f"{rates['warm'] / rates['cold']:.2f}x" if engine == "warm" else ""
+            print(f"{workers:>7}  {engine:>6}  {elapsed:>8.1f}  {rates[engine]:>8.2f}  "
+                  f"{rates[engine] / workers:>10.2f}  {ratio:>9}", flush=True)
     return 0
 
 

@@ -12,10 +12,14 @@ with the hidden tests, its release notebook and data files). On the worker:
      ($TINYLM_COURSE_DATA of the worker, else .course/ of its checkout), as
      `collect` would have left them;
   3. the worker thread's grading child (a process started once per worker
-     thread and kept between tasks) runs grade.grade_one there: the same
-     intake, jailed `nbgrader autograde --force`, trusted recheck and
-     reconcile as a single-machine run, writing the shared PostgreSQL
-     gradebook;
+     thread and kept between tasks) grades it there: the same intake,
+     jailed `nbgrader autograde --force`, trusted recheck and reconcile as
+     a single-machine run, writing the shared PostgreSQL gradebook. With
+     Options.warm (the default, as on one machine) the child grades through
+     a warm worker of its own (grading/warm_pool.py, started at its first
+     warm task and kept), so nbgrader and torch are imported once per
+     worker thread, not once per submission; with warm False it runs
+     grade.grade_one's cold processes;
   4. it returns the result dict and the autograded folder's files, and
      removes its copies. The client writes results/ and autograded/ in its
      own data folder, so `feedback` and `export` work as after a local run.
@@ -26,7 +30,8 @@ worker started must stop writing to the gradebook. The child is a
 subprocess (no fork of the worker), a child subreaper, and reads its
 requests from a pipe of the worker: when the pipe closes (the worker ended
 or died, also in the middle of a grading), the child kills everything it
-started (nbgrader, jails, recheck) and exits. A task is idempotent: nbgrader autograde --force for that one
+started (its warm worker and that worker's forks, nbgrader, jails,
+recheck) and exits. A task is idempotent: nbgrader autograde --force for that one
 student replaces the submission's grades, and gradebook.override then sets
 exactly the final scores; the gradebook keeps one submission row per
 student and assignment (nbgrader's unique constraint).
@@ -172,7 +177,7 @@ def _receive(stream) -> bytes | None:
 
 
 def grade_in_child(sub, opts) -> dict:
-    """grade._safe_grade_one(sub, opts) in this thread's grading child, which
+    """Grade sub in this thread's grading child (warm or cold, per opts.warm), which
     stops, with everything it started, if this process dies (see the module's
     docstring). Its stderr is the worker's (its log)."""
     proc = getattr(_thread_child, "proc", None)
@@ -192,19 +197,43 @@ def grade_in_child(sub, opts) -> dict:
     return pickle.loads(reply)
 
 
+class _ChildGrader:
+    """How the grading child grades: through one warm worker, started at
+    the first warm request and kept (a Dask worker thread sends one task at
+    a time), or cold (Options.warm False)."""
+
+    def __init__(self):
+        self.pool = None
+
+    def grade(self, sub, opts) -> dict:
+        from .grade import _safe_grade_one
+        if not getattr(opts, "warm", True):
+            return _safe_grade_one(sub, opts)
+        if self.pool is None:
+            from .warm_pool import WarmPool
+            self.pool = WarmPool(workers=1)
+        return self.pool.grade(sub, opts)
+
+
 def _child_main() -> None:
     """Grade the submissions the worker thread sends, one at a time, until
     its pipe closes. The pipe is read by a watching thread: at its end (the
     worker ended or died, also in the middle of a grading) everything this
-    child started is killed at once and the child exits."""
+    child started is killed at once and the child exits, without waiting
+    on anything. A warm worker killed under a grading makes WarmPool retry
+    that grading in a fresh worker: one started after the last sweep finds
+    its requests' pipe closed when this child exits, and ends without
+    grading (warm_worker abandons a grading fork as soon as that pipe
+    closes)."""
     import ctypes
     import queue
-    from .grade import Submission, _safe_grade_one
+    from .grade import Submission
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of nbgrader and the jails stay our descendants
     requests, replies = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints go to stderr, never into the replies
     inbox: queue.Queue = queue.Queue()
+    grader = _ChildGrader()
 
     def watch_parent():
         while (message := _receive(requests)) is not None:
@@ -217,7 +246,7 @@ def _child_main() -> None:
     threading.Thread(target=watch_parent, daemon=True).start()
     while True:
         student, assignment, opts = pickle.loads(inbox.get())
-        _send(replies, pickle.dumps(_safe_grade_one(Submission(student, assignment), opts)))
+        _send(replies, pickle.dumps(grader.grade(Submission(student, assignment), opts)))
 
 
 def _kill_descendants(within_s: float = 10.0) -> None:

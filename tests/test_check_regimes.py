@@ -300,3 +300,30 @@ def test_the_one_hot_width_is_named_only_from_an_error_that_shows_it():
         with pytest.raises(CheckFailed) as err:
             check_embed(unrelated_index_error)
     assert "one-hot" not in str(err.value)
+
+
+def test_the_09_and_10_agreements_are_checks():
+    sources = _sources()
+    assert 'check_model_agrees("reloaded model gives identical logits"' in sources["09"]
+    for label in ("tinylm.evaluate agrees", "batch size 5 instead of 16 gives the same loss"):
+        assert f'require_agreement("{label}"' in sources["10"]
+    assert 'check_model_agrees("LlamaForCausalLM gives the same logits"' in sources["10"]
+    assert not re.search(r"^\s*print\(.*(agrees|same logits|identical logits)", sources["09"] + sources["10"], re.M)
+
+
+def test_a_state_dict_round_trip_sees_weights_outside_the_state_dict():
+    from torch import nn
+
+    from autograder.checks.learner_model import reload_gives_same_logits
+
+    class Hidden(nn.Module):
+        def __init__(self, register):
+            super().__init__()
+            self.parts = nn.ModuleList([nn.Linear(4, 4)]) if register else [nn.Linear(4, 4)]
+
+        def forward(self, x):
+            return self.parts[0](x)
+
+    x = torch.randn(2, 4)
+    assert reload_gives_same_logits(Hidden(True), x)
+    assert not reload_gives_same_logits(Hidden(False), x)

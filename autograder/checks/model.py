@@ -226,11 +226,11 @@ def _shared_modules(module: nn.Module, reference: nn.Module) -> str | None:
     while len(parts_a) > 1 and len(parts_b) > 1 and parts_a[-1] == parts_b[-1]:  # drop the common tail
         parts_a, parts_b = parts_a[:-1], parts_b[:-1]
     first, second = ".".join(parts_a), ".".join(parts_b)
-    return (f"`{first}` and `{second}` are the same module (measured: {len(extra)} of their parameters are shared, "
-            f"one tensor under two names, e.g. {a} is {b}): a module listed or assigned twice is one set of "
-            "weights, so both places compute the same thing and training moves them together; build a separate "
-            "module for each (a new Block(config) per layer, nn.ModuleList(Block(config) for _ in range(n_layers)); "
-            "a new RMSNorm for each norm)")
+    n = len(extra)
+    return (f"`{first}` and `{second}` are the same module (measured: {n} parameter tensor{'s' if n > 1 else ''} "
+            f"shared under two names, e.g. {a} is {b}): a module listed or assigned twice is one set of weights, so "
+            "both places compute the same thing and training moves them together; build a separate module for each "
+            "place (nn.ModuleList(Block(config) for _ in range(n_layers)) builds n_layers different blocks)")
 
 
 def _modules_out_of_sight(module: nn.Module, missing: list[str]) -> str | None:

@@ -169,3 +169,161 @@ def test_04_says_the_new_key_is_rotated_too_and_03_says_where_the_mask_lives():
     assert "only the new query is rotated" not in _sources()["04"]
     assert "new key" in _sources()["04"]
     assert ".to(q.device)" in _sources()["03"].split("## 4. Attention with the mask")[1].split("# %%")[0]
+
+
+# -- the held-out set's classes (benchmarks/mutations/heldout.py), each with a mistake of the class that is not
+#    the held-out one: the check must name it from a measurement
+from benchmarks.mutations import Mutation  # noqa: E402
+
+
+def _named(notebook: str, mutation: Mutation) -> str:
+    outcome = bench_diagnostics.run_mutation(notebook, mutation, bench_diagnostics.notebook_cells(notebook))
+    assert outcome.verdict == "named", f"{outcome.verdict}: {outcome.message}"
+    return outcome.message
+
+
+CLASS_MISTAKES = [
+    ("05", Mutation("Transformer", "self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))",
+                    "only = Block(config)\n        self.blocks = nn.ModuleList(only for _ in range(config.n_layers))",
+                    ("the same module",), "one Block object listed n_layers times by a generator")),
+    ("05", Mutation("Transformer", "self.v_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)",
+                    "self.v_proj = self.k_proj", ("the same module",), "one Linear for the keys and the values")),
+    ("05", Mutation("Transformer", "x = block(x, self.rope_cos, self.rope_sin, cache, i)",
+                    "x = block(x, self.rope_cos, self.rope_sin, cache, 0)",
+                    ("cache slots",), "every block gets layer index 0")),
+    ("05", Mutation("Transformer", "y = causal_attention(q, k, v)",
+                    "y = causal_attention(q, k, v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1))",
+                    ("keys are not repeated",), "values repeated to the query heads, keys not")),
+    ("05", Mutation("Transformer", "y = causal_attention(q, k, v)",
+                    "n_rep = self.n_heads // self.n_kv_heads\n        "
+                    "y = causal_attention(q, torch.cat([k] * n_rep, dim=1), torch.cat([v] * n_rep, dim=1))",
+                    ("tiling",), "kv heads tiled with torch.cat")),
+    ("06", Mutation("generate_greedy", "idx, step_input = prompt, prompt", "idx, step_input = prompt, prompt[:, -2:]",
+                    ("prefill the whole prompt",), "prefills with the last two prompt tokens")),
+    ("06", Mutation("attention_step", "tinylm.causal_mask(T, start + T).to(x.device)",
+                    "torch.where(tinylm.causal_mask(T, start + T), 1.0, 0.0).to(x.device)",
+                    ("0/1 floats",), "a 0/1 float mask built with torch.where")),
+    ("07", Mutation("gqa_step", "repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep)", "k_all, repeat_kv(v_all, n_rep)",
+                    ("keys are not repeated",), "values repeated, keys not")),
+    ("02", Mutation("RMSNorm", "return rms_norm(x, self.weight, self.eps)",
+                    "return rms_norm(x, self.weight.float(), self.eps)",
+                    ("torch.float32, expected torch.bfloat16",), "the gain upcast: a bf16 module returns float32")),
+]
+
+
+@pytest.mark.parametrize("notebook, mutation", CLASS_MISTAKES, ids=[f"{nb}-{m.why[:40]}" for nb, m in CLASS_MISTAKES])
+def test_a_mistake_of_a_held_out_class_is_named(notebook, mutation):
+    _named(notebook, mutation)
+
+
+def test_shared_parts_are_measured_and_a_tied_head_is_not_sharing():
+    from torch import nn
+
+    from autograder.checks.model import _shared_modules
+
+    class Pair(nn.Module):
+        def __init__(self, share):
+            super().__init__()
+            self.first = nn.Linear(3, 3)
+            self.second = self.first if share else nn.Linear(3, 3)
+
+    assert "`first` and `second` are the same module" in _shared_modules(Pair(True), Pair(False))
+    assert _shared_modules(Pair(True), Pair(True)) is None  # shared in the reference too (a tied head): fine
+    assert _shared_modules(Pair(False), Pair(False)) is None
+
+
+def test_the_attention_spy_names_the_unrepeated_one_and_restores_sdpa():
+    import torch.nn.functional as F
+
+    from autograder.checks.spies import attention_heads, unrepeated_bug
+
+    q, kv = torch.zeros(1, 4, 3, 2), torch.zeros(1, 2, 3, 2)
+
+    def keys_only(q, k, v):
+        return F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v)
+    original = F.scaled_dot_product_attention
+    heads = attention_heads(keys_only, lambda: keys_only(q, kv, kv))
+    assert heads == (4, 4, 2) and "values are not repeated" in unrepeated_bug(heads)
+    assert F.scaled_dot_product_attention is original
+    assert unrepeated_bug((4, 2, 2)) is None and unrepeated_bug(None) is None
+
+
+def test_temperature_after_the_filters_is_not_blamed_on_the_crossing_token():
+    from autograder.checks import check_sample_next
+    from autograder.checks.sampling import ref_top_k, ref_top_p
+
+    def filters_then_temperature(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        if temperature == 0:
+            return logits.argmax(-1)
+        z = ref_top_k(logits, top_k) if top_k is not None else logits
+        z = ref_top_p(z, top_p) if top_p is not None else z
+        return torch.multinomial((z / temperature).softmax(-1), 1, generator=generator).squeeze(-1)
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(CheckFailed) as err:
+        check_sample_next(filters_then_temperature)
+    assert "after top-k/top-p filtering" in str(err.value) and "crossing" not in str(err.value)
+
+
+def test_half_precision_nll_fails_against_the_float64_reference():
+    import torch.nn.functional as F
+
+    from autograder.checks import check_nll_sum_and_count
+
+    def in_half(logits, targets, ignore_index=-100):  # log-softmax and the sum both in the logits' dtype
+        logp = logits.log_softmax(-1).gather(-1, targets.clamp_min(0)[..., None])[..., 0]
+        keep = targets != ignore_index
+        return float(-(logp * keep).sum()), int(keep.sum())
+
+    def in_float(logits, targets, ignore_index=-100):
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=ignore_index, reduction="sum")
+        return nll.item(), int((targets != ignore_index).sum())
+    with contextlib.redirect_stdout(io.StringIO()):
+        check_nll_sum_and_count(in_float)
+        with pytest.raises(CheckFailed, match="bfloat16 logits"):
+            check_nll_sum_and_count(in_half)
+
+
+def test_the_one_hot_width_is_named_only_from_an_error_that_shows_it():
+    import torch.nn.functional as F
+
+    from autograder.checks import check_embed
+
+    def default_width(ids, weight):
+        return F.one_hot(ids).to(weight.dtype) @ weight
+
+    def unrelated_index_error(ids, weight):
+        if int(ids.max()) < weight.shape[0] - 1:
+            raise IndexError("list index out of range")
+        return weight[ids]
+    with contextlib.redirect_stdout(io.StringIO()):
+        with pytest.raises(CheckFailed, match="one-hot width came from the ids"):
+            check_embed(default_width)
+        with pytest.raises(CheckFailed) as err:
+            check_embed(unrelated_index_error)
+    assert "one-hot" not in str(err.value)
+
+
+def test_the_09_and_10_agreements_are_checks():
+    sources = _sources()
+    assert 'check_model_agrees("reloaded model gives identical logits"' in sources["09"]
+    for label in ("tinylm.evaluate agrees", "batch size 5 instead of 16 gives the same loss"):
+        assert f'require_agreement("{label}"' in sources["10"]
+    assert 'check_model_agrees("LlamaForCausalLM gives the same logits"' in sources["10"]
+    assert not re.search(r"^\s*print\(.*(agrees|same logits|identical logits)", sources["09"] + sources["10"], re.M)
+
+
+def test_a_state_dict_round_trip_sees_weights_outside_the_state_dict():
+    from torch import nn
+
+    from autograder.checks.learner_model import reload_gives_same_logits
+
+    class Hidden(nn.Module):
+        def __init__(self, register):
+            super().__init__()
+            self.parts = nn.ModuleList([nn.Linear(4, 4)]) if register else [nn.Linear(4, 4)]
+
+        def forward(self, x):
+            return self.parts[0](x)
+
+    x = torch.randn(2, 4)
+    assert reload_gives_same_logits(Hidden(True), x)
+    assert not reload_gives_same_logits(Hidden(False), x)

@@ -389,7 +389,7 @@ def test_a_fitted_softmax_temperature_is_reported_with_numbers():
         return s.softmax(dim=-1) @ v
 
     last = _last_line(checks.check_causal_attention, attention)
-    assert "scaled by 1/2.45 = 1/sqrt(kv_len)" in last and "expected 1/sqrt(head_dim)" in last
+    assert "scaled by 1/2.65 = 1/sqrt(kv_len) = 1/sqrt(7)" in last  # the first table row: T=7 and "expected 1/sqrt(head_dim)" in last
 
 
 def test_a_gain_stored_as_a_plain_tensor_is_not_called_initialised_wrongly():

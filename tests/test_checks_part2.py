@@ -89,7 +89,8 @@ CORRECT = [
     (checks.check_lr_schedule, (lambda s, w, t, hi, lo: tinylm.lr_at(s, tinylm.TrainConfig(
         steps=t, warmup_steps=w, lr=hi, min_lr=lo)),)),
     (checks.check_nll_sum_and_count, (lambda lg, t, ig=-100: (
-        F.cross_entropy(lg.flatten(0, 1), t.flatten(), ignore_index=ig, reduction="sum").item(), int((t != ig).sum())),)),
+        F.cross_entropy(lg.flatten(0, 1).float(), t.flatten(), ignore_index=ig, reduction="sum").item(),
+        int((t != ig).sum())),)),  # .float(): half-precision logits are summed in float32
     (checks.check_train_step, (_train_step,)),
     (checks.check_evaluate, (_evaluate,)),
     (checks.check_bigram_nll, (_bigram,)),

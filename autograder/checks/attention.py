@@ -202,14 +202,15 @@ AXIS_NAMES = ("batch", "heads", "queries", "keys")
 
 
 def explain_attention_weights(chk: Check, attention, seed: int = 5, batch: int = 2, heads: int = 3, seq: int = 6,
-                              head_dim: int = 4) -> None:
+                              head_dim: int = 4, dtype=torch.float32) -> None:
     """Read the learner's attention weights directly: with v = identity
     (v[j] = e_j), output row i IS query i's weights over the keys. Then
     measure the axis they sum to 1 over, weight on future keys, the
-    diagonal, and the softmax temperature fitted against q·kᵀ."""
-    q = randn(batch, heads, seq, head_dim, seed=seed)
-    k = randn(batch, heads, seq, head_dim, seed=seed + 1) * 1.5
-    eye = torch.eye(seq).expand(batch, heads, seq, seq).contiguous()       # (B, H, Tk, Tk)
+    diagonal, and the softmax temperature fitted against q·kᵀ. q and k are
+    those of attention_cases(seed, ...)'s first case, so a check passing its
+    own sizes measures the inputs of its table's first row."""
+    _, q, k, _ = next(attention_cases(seed, batch, heads, seq, head_dim, dtype))
+    eye = torch.eye(seq, dtype=dtype).expand(batch, heads, seq, seq).contiguous()  # (B, H, Tk, Tk)
     w = chk.probe(attention, q, k, eye)
     if not (isinstance(w, torch.Tensor) and w.shape == (batch, heads, seq, seq)):
         return
@@ -302,7 +303,7 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
     chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim, "q_len": seq - 3}
 
     def explain(err=None):
-        explain_attention_weights(chk, causal_attention)
+        explain_attention_weights(chk, causal_attention, seed, batch, heads, seq, head_dim, dtype)  # row 1's inputs
         return None
 
     for label, q, k, v in attention_cases(seed, batch, heads, seq, head_dim, dtype):

@@ -35,11 +35,11 @@ def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_
     }):
         _explain_lookup(chk, got, ids, weight, want)
     # A single sequence without batch axis must work too: lookup is elementwise.
-    one = chk.call(fn, ids[0], weight, on_error=_width_hint(ids[0], vocab))
+    one = chk.call(fn, ids[0], weight, error_hints=_width_hints(ids[0], vocab))
     chk.compare(f"ids {tuple(ids[0].shape)} (no batch axis)", one, want[0])
     # Ids that never reach the last row: the result still has vocab-wide meaning.
     low = ids % (vocab // 2)
-    chk.compare(f"ids all below {vocab // 2}", chk.call(fn, low, weight, on_error=_width_hint(low, vocab)),
+    chk.compare(f"ids all below {vocab // 2}", chk.call(fn, low, weight, error_hints=_width_hints(low, vocab)),
                 F.embedding(low, weight))
     if dtype != torch.float64:  # the result keeps weight's dtype (the hidden tests use float64)
         w64 = weight.double()
@@ -54,14 +54,18 @@ def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_
     chk.finish()
 
 
-def _width_hint(ids: torch.Tensor, vocab: int):
-    """For a call that fails only on ids missing the last token (the full ids worked)."""
+def _width_hints(ids: torch.Tensor, vocab: int) -> list:
+    """error_hints for a call on ids missing the last token (the full ids
+    worked): named only when the learner's error is a shape mismatch that
+    mentions the width max(ids) + 1, which is F.one_hot's default."""
     top = int(ids.max())
     if top >= vocab - 1:
-        return None
-    return lambda err: (f"it fails when the largest id in ids is {top} < vocab - 1 = {vocab - 1}: the one-hot width "
-                        f"came from the ids (F.one_hot's default is max(ids) + 1 = {top + 1}), not from the vocabulary; "
-                        "pass num_classes=weight.shape[0]")
+        return []
+    width = rf"(?=[\s\S]*(?<!\d){top + 1}(?!\d))"
+    return [(width + r"[\s\S]*(cannot be multiplied|must match|size mismatch|shape)",
+             f"it fails when the largest id in ids is {top} < vocab - 1 = {vocab - 1}, and your error names the width "
+             f"{top + 1}: the one-hot width came from the ids (F.one_hot's default is max(ids) + 1 = {top + 1}), not "
+             "from the vocabulary; pass num_classes=weight.shape[0]")]
 
 
 def _explain_lookup(chk: Check, got, ids: torch.Tensor, weight: torch.Tensor, want: torch.Tensor) -> None:

@@ -17,6 +17,7 @@ from .attention import ref_mask
 from .contracts import call_keeping_inputs
 from .core import Check, CheckFailed, describe, randn, seeded
 from .rope import ref_angles, ref_rotate
+from .spies import attention_heads, unrepeated_bug
 
 
 # --------------------------------------------------------------------------
@@ -102,7 +103,8 @@ def call_naming_cat_axis(chk: Check, fn, *args):
                                       "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)") from None
         fact = head_mismatch_fact(str(err))
         if fact:
-            raise err.with_line(fact) from None
+            bug = unrepeated_bug(attention_heads(fn, lambda: fn(*args)))
+            raise (err.with_likely_bug(bug) if bug else err.with_line(fact)) from None
         if re.search(r"must match the size of tensor|shape of the mask|attn_mask", str(err)):
             raise err.with_likely_bug("the mask does not fit the scores (T_new, T_past + T_new): use "
                                       "causal_mask(T_new, T_past + T_new), where T_past = past_k.shape[2] is the number of "
@@ -286,6 +288,8 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
                 lambda: merge(_attend(q_new, K, V)),
             "mask inverted: in F.scaled_dot_product_attention a boolean mask is True where a query MAY attend":
                 lambda: merge(_attend(q_new, K, V, ~mask)),
+            "the mask is 0/1 floats, not bool: SDPA adds a float mask to the scores (+1 where allowed, nothing "
+            "masked); pass the bool mask itself (True = may attend)": lambda: merge(_attend(q_new, K, V, mask.to(q_new.dtype))),
             "the cached keys are ignored: attention runs over the new tokens only; attend over k_all, v_all":
                 lambda: merge(_attend(q_new, k_all[:, :, start:end], v_all[:, :, start:end], ref_mask(n, n))),
             "heads merged without transposing back: (B, nh, T, hd) -> y.transpose(1, 2).reshape(B, T, d)":
@@ -458,6 +462,10 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
             chk.rows[-1].note = f"first diverging step: {where}"
             chk.measured(f"prompt {p + 1}: the first token that differs from greedy full recompute: {where}")
             measure_length(chk, got, T, max_new_tokens, batch)
+            if log.calls and log.calls[0]["cache_len"] == 0 and log.calls[0]["len"] not in (None, T):
+                chk.diagnose(f"the prefill fed {log.calls[0]['len']} of the prompt's {T} tokens (measured: the first "
+                             f"forward call): prefill the whole prompt in one pass, model(prompt, cache=cache), so "
+                             "every prompt token is in the cache before decoding")
             if p > 0 and log.calls and log.calls[0]["cache_len"]:
                 chk.diagnose(f"cache not reset between prompts: prompt {p + 1} started with "
                              f"{log.calls[0]['cache_len']} stale positions in the cache; call cache.reset() first")

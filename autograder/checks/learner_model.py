@@ -26,6 +26,7 @@ notebook is graded on its own exercises only.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import inspect
 import io
@@ -284,6 +285,37 @@ def cached_matches_full(model: nn.Module, ids: torch.Tensor, atol: float = 1e-4)
         model(ids[:, :-1], cache=cache)                           # prefill T - 1 positions
         step = model(ids[:, -1:], cache=cache)[:, -1]             # decode the last one from the cache
     return bool(torch.allclose(full, step, atol=atol))
+
+
+def reload_gives_same_logits(model: nn.Module, x: torch.Tensor) -> bool:
+    """A checkpoint round trip: model's state_dict through torch.save and
+    torch.load(weights_only=True) into a copy whose parameters were first
+    overwritten with noise (as a fresh build's would be); both give the same
+    eval-mode logits on x only if the state_dict holds every weight forward uses."""
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in _every_parameter(twin, set()):
+            p.normal_()
+    twin.load_state_dict(torch.load(buffer, map_location="cpu", weights_only=True))
+    with torch.no_grad():
+        return torch.equal(model.eval()(x), twin.eval()(x))
+
+
+def _every_parameter(module: nn.Module, seen: set):
+    """module's parameters, also those of modules kept in plain lists, tuples
+    or dicts (which nn.Module does not register, so state_dict misses them)."""
+    if id(module) in seen:
+        return
+    seen.add(id(module))
+    yield from module.parameters(recurse=False)
+    for value in [*module._modules.values(), *vars(module).values()]:
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if isinstance(item, nn.Module):
+                yield from _every_parameter(item, seen)
 
 
 def _owner_pieces(model: nn.Module) -> list[str]:

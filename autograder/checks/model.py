@@ -19,6 +19,8 @@ from torch import nn
 import tinylm
 
 from .core import Check, randn
+from .kv_cache import TILED
+from .spies import attention_heads, unrepeated_bug
 
 
 # -- an independent reference, from a state dict ------------------------------
@@ -40,7 +42,8 @@ def _ref_rms(x, weight, eps):
     return weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
-def _ref_attention(state: dict, prefix: str, x, config, cos, sin):
+def _ref_attention(state: dict, prefix: str, x, config, cos, sin, tile=False):
+    """tile=True: the kv heads repeated by x.repeat (query head h reads kv head h % n_kv), a known bug."""
     B, T, _ = x.shape
     H, K, hd = config.n_heads, config.n_kv_heads, config.head_dim
 
@@ -50,7 +53,10 @@ def _ref_attention(state: dict, prefix: str, x, config, cos, sin):
     q = _ref_rotate(heads("q_proj", H), cos[:T], sin[:T])
     k = _ref_rotate(heads("k_proj", K), cos[:T], sin[:T])
     v = heads("v_proj", K)
-    k, v = k.repeat_interleave(H // K, dim=1), v.repeat_interleave(H // K, dim=1)  # (B, H, T, hd)
+    if tile:
+        k, v = k.repeat(1, H // K, 1, 1), v.repeat(1, H // K, 1, 1)
+    else:
+        k, v = k.repeat_interleave(H // K, dim=1), v.repeat_interleave(H // K, dim=1)  # (B, H, T, hd)
     y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                      # (B, H, T, hd)
     return F.linear(y.transpose(1, 2).reshape(B, T, H * hd), state[f"{prefix}o_proj.weight"])
 
@@ -146,8 +152,10 @@ class PrefilledCache:
     def __init__(self, k: list, v: list, length: int, max_seq_len: int):
         self.k, self.v, self.length, self.max_seq_len = list(k), list(v), length, max_seq_len
         self.batch_size = k[0].shape[0]
+        self.layers_updated: list[int] = []  # stays empty in the grader's recheck, where the call runs elsewhere
 
     def update(self, layer: int, k, v):
+        self.layers_updated.append(layer)
         self.k[layer] = torch.cat((self.k[layer], k), dim=2)  # (B, n_kv, length + T, hd)
         self.v[layer] = torch.cat((self.v[layer], v), dim=2)
         return self.k[layer], self.v[layer]
@@ -190,8 +198,39 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
                        diagnosis="a projection has the wrong shape: nn.Linear(in_features, out_features) stores "
                                  "weight as [out, in]; k_proj and v_proj have n_kv_heads · head_dim outputs"):
         return None
+    shared = _shared_modules(module, reference)
+    if not chk.require("each part has its own parameters", shared is None, shared or "",
+                       diagnosis=shared):
+        return None
     module.load_state_dict(reference.state_dict())
     return module.eval()
+
+
+def _sharing(module: nn.Module) -> list[list[str]]:
+    """Groups of state_dict names that are one tensor (e.g. a tied head)."""
+    groups: dict[tuple, list[str]] = {}
+    for name, t in module.state_dict(keep_vars=True).items():
+        groups.setdefault((t.data_ptr(), tuple(t.shape)), []).append(name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _shared_modules(module: nn.Module, reference: nn.Module) -> str | None:
+    """When two parts of the learner's module are one object (measured: their
+    parameters are the same tensors, which the reference's are not), name them."""
+    tied = {frozenset(g) for g in _sharing(reference)}
+    extra = [g for g in _sharing(module) if frozenset(g) not in tied]
+    if not extra:
+        return None
+    a, b = extra[0][:2]
+    parts_a, parts_b = a.split("."), b.split(".")
+    while len(parts_a) > 1 and len(parts_b) > 1 and parts_a[-1] == parts_b[-1]:  # drop the common tail
+        parts_a, parts_b = parts_a[:-1], parts_b[:-1]
+    first, second = ".".join(parts_a), ".".join(parts_b)
+    n = len(extra)
+    return (f"`{first}` and `{second}` are the same module (measured: {n} parameter tensor{'s' if n > 1 else ''} "
+            f"shared under two names, e.g. {a} is {b}): a module listed or assigned twice is one set of weights, so "
+            "both places compute the same thing and training moves them together; build a separate module for each "
+            "place (nn.ModuleList(Block(config) for _ in range(n_layers)) builds n_layers different blocks)")
 
 
 def _modules_out_of_sight(module: nn.Module, missing: list[str]) -> str | None:
@@ -303,12 +342,17 @@ def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch
         return
     cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
     x = randn(batch, seq, d_model, seed=seed)
+    if on_error is not None:  # measured first: which of k and v reaches attention unrepeated
+        hint = on_error
+        on_error = lambda err: unrepeated_bug(attention_heads(module, lambda: module(x, cos, sin))) or hint(err)  # noqa: E731
     with torch.no_grad():
         got = chk.call(module, x, cos, sin, on_error=on_error)
     ref_cos, ref_sin = _ref_rope_tables(config.head_dim, seq, config.rope_theta)
     no_rope = dict(cos=torch.ones_like(ref_cos), sin=torch.zeros_like(ref_sin))
     variants = {"RoPE missing: rotate q and k with apply_rope before attention":
                 lambda: _ref_attention(state, "", x, config, **no_rope)}
+    if config.n_kv_heads < config.n_heads:
+        variants[TILED] = lambda: _ref_attention(state, "", x, config, ref_cos, ref_sin, tile=True)
     if config.n_kv_heads == config.n_heads:
         variants["heads split wrongly: view(B, T, n_heads, head_dim).transpose(1, 2), not view(B, n_heads, T, "
                  "head_dim)"] = lambda: _split_wrong(state, x, config, ref_cos, ref_sin)
@@ -442,6 +486,13 @@ def _decode_steps(chk: Check, module, state, idx, config, label, on_error=None) 
         with torch.no_grad():
             got = chk.call(module, idx[:, start:end], cache=cache, on_error=on_error or _cached_hint)
         chunk = idx[:, start:end]
+        slots = cache.layers_updated
+        if slots and slots != list(range(config.n_layers)):
+            chk.diagnose(f"the blocks write the cache slots {slots}, expected one per layer "
+                         f"{list(range(config.n_layers))} (measured: the layer index of each cache.update): layers "
+                         "sharing the same cache slot read each other's keys; pass each block its layer index, "
+                         "for i, block in enumerate(self.blocks): x = block(x, cos, sin, cache, i), and each block "
+                         "passes layer_idx on to self.attn")
         chk.compare(f"{label}: {end - start} new at start_pos={start}", got, full_logits[:, start:end], variants={
             "the blocks never get the cache: pass cache and the layer index to every block, block(x, cos, sin, "
             "cache, i)": lambda: _ref_stages(state, chunk, config)[-1][1],

@@ -1,6 +1,8 @@
 """Checks for notebook 02: RMSNorm (function and module) and LayerNorm."""
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -225,6 +227,11 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
             chk.compare(label, got, _ref_rms_norm(inputs, w, eps), variants=_rms_variants(inputs, w, eps) | {
                 "eps ignored: the module must pass its own eps (self.eps) to the norm":
                     lambda: _ref_rms_norm(inputs, w, 1e-6)})
+        # A half-precision model (module.to(bfloat16)) must stay in that dtype: the residual stream it feeds is bf16.
+        half = copy.deepcopy(module).to(torch.bfloat16)
+        x_half = x.to(torch.bfloat16)
+        chk.compare("bfloat16 module and input: dtype kept", chk.call(half, x_half),
+                    _ref_rms_norm(x_half, w.to(torch.bfloat16), eps))
         chk.upstream(module.forward, {"rms_norm": _ref_rms_norm},
                      rerun=lambda: _close(module(x), _ref_rms_norm(x, w, eps), 1e-5, 1e-4),
                      labels={"rms_norm": "exercise 1"})

@@ -71,7 +71,24 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
         if ig == ignore_index:
             _require_number(chk, "the NLL sum", out[0], float, "return nll.item()")
             _require_number(chk, "the count", out[1], int, "return int(count)")
+    _half_logits_row(chk, nll_sum_and_count, logits, targets, ig)
     chk.finish()
+
+
+def _half_logits_row(chk: Check, nll_sum_and_count, logits, targets, ignore_index) -> None:
+    """bfloat16 logits (what a half-precision model returns): the sum must be
+    as exact as float32 arithmetic on those logits allows (float64 reference)."""
+    __tracebackhide__ = True
+    half = logits.to(torch.bfloat16)
+    out = chk.call(nll_sum_and_count, half, targets, ignore_index)
+    total = _as_float_tensor(out[0]) if isinstance(out, (tuple, list)) and len(out) == 2 else None
+    flat, tgt = half.flatten(0, 1), targets.flatten()
+    want = F.cross_entropy(flat.double(), tgt, ignore_index=ignore_index, reduction="sum")
+    chk.compare("bfloat16 logits: NLL sum (float64 reference)", total if total is not None else out, want,
+                atol=1e-3, rtol=1e-5, variants={
+                    "the NLL is summed in the logits' own half precision (bfloat16 keeps ~3 digits, so the sum is "
+                    "off): upcast first, logits.float(), then cross_entropy":
+                    lambda: F.cross_entropy(flat, tgt, ignore_index=ignore_index, reduction="sum").double()})
 
 
 # ---------------------------------------------------------------- evaluate

@@ -255,13 +255,15 @@ def _distribution_variants(row, T, k, p):
         "top-p ignored": (lambda: ref_distribution(row, T, k, None)) if has_p else None,
         "top-p applied before top-k: the order is temperature, top-k, top-p":
             (lambda: ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)) if has_k and has_p else None,
-        "temperature applied after the top-k/top-p filters: the nucleus must be taken from the tempered "
+        "temperature applied after top-k/top-p filtering: the nucleus must be taken from the tempered "
         "distribution; divide the logits by T first, then filter": filtered_then_tempered if has_p else None,
     }
     return out
 
 
-SETTINGS = ((1.0, None, None), (0.5, None, None), (2.0, 4, None), (2.0, None, 0.7), (1.4, 5, 0.8))
+# (0.5, top_p) next to (2.0, top_p): a temperature below and above 1 moves the nucleus in opposite directions, so
+# "temperature after the filters" and "top-p drops the crossing token" (which agree at T=2) give different draws.
+SETTINGS = ((1.0, None, None), (0.5, None, None), (2.0, 4, None), (2.0, None, 0.7), (0.5, None, 0.8), (1.4, 5, 0.8))
 
 
 def ref_sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):

@@ -50,7 +50,7 @@ from tinylm.presets import (NB09_MODEL, NB09_SHORT_STEPS, NB09_SHORT_VAL_LOSS, N
                             NB09_TEXT_STEPS, NB09_TIME_LIMIT, NB09_TRAIN)
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step, show_check
-from autograder.checks.learner_model import learner_function, learner_model
+from autograder.checks.learner_model import check_model_agrees, learner_function, learner_model, reload_gives_same_logits
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -377,7 +377,10 @@ restored.load_state_dict(state["model"])
 x = VAL[: tc.seq_len][None].long().to(DEVICE)  # (1, T): one validation window
 with torch.no_grad():
     same = torch.equal(model.eval()(x), restored.eval()(x))
-print(f"saved {CKPT.name} ({CKPT.stat().st_size / 2**20:.1f} MiB); reloaded model gives identical logits: {same}")
+print(f"saved {CKPT.name} ({CKPT.stat().st_size / 2**20:.1f} MiB)")
+# A failure names the piece of your model whose weights the state_dict misses (each swapped for tinylm's in turn).
+check_model_agrees("reloaded model gives identical logits",
+                   lambda m: same if m is model else reload_gives_same_logits(m, x), model)
 
 # %% [markdown]
 # ### Samples

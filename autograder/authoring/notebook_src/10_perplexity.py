@@ -41,7 +41,7 @@ import tinylm
 from tinylm.presets import NB09_MODEL, NB09_TRAIN
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import check_bigram_nll, check_evaluate, check_nll_sum_and_count, show_check
-from autograder.checks.learner_model import learner_function, learner_model
+from autograder.checks.learner_model import check_model_agrees, learner_function, learner_model, require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -223,8 +223,12 @@ theirs = tinylm.evaluate(model, val, seq_len=T)
 other_batching = evaluate(model, windows(val, T, 5))
 print(f"yours: loss {mine['loss']:.4f} nats/byte, perplexity {mine['perplexity']:.3f}, "
       f"{mine['bits_per_byte']:.3f} bits/byte")
-print("tinylm.evaluate agrees:", math.isclose(mine["loss"], theirs.loss, rel_tol=1e-4),
-      "| batch size 5 instead of 16 gives the same loss:", math.isclose(mine["loss"], other_batching["loss"], rel_tol=1e-5))
+require_agreement("tinylm.evaluate agrees", math.isclose(mine["loss"], theirs.loss, rel_tol=1e-4),
+                  "your evaluate (exercise 3 above) scores these windows differently from tinylm.evaluate: rerun its check")
+require_agreement("batch size 5 instead of 16 gives the same loss",
+                  math.isclose(mine["loss"], other_batching["loss"], rel_tol=1e-5),
+                  "your evaluate (exercise 3 above) depends on how the windows are batched: weight each batch by its "
+                  "token count (sum the NLL, divide once); rerun its check")
 
 # %% [markdown]
 # ### Where the model stands
@@ -366,11 +370,12 @@ try:
 except ImportError:
     print("transformers is not installed: skipping the Hugging Face comparison (pip install transformers).")
 else:
-    hf = tinylm.to_hf_llama(model.cpu())
     ids = tok.encode("The fox, who finds a lamp, hides it.")[None]  # (1, T)
-    with torch.no_grad():
-        diff = (hf(ids).logits - model(ids)).abs().max().item()
-    print("LlamaForCausalLM gives the same logits:", diff < 1e-4)
+
+    def hf_agrees(m):
+        with torch.no_grad():
+            return (tinylm.to_hf_llama(m.cpu())(ids).logits - m(ids)).abs().max().item() < 1e-4
+    check_model_agrees("LlamaForCausalLM gives the same logits", hf_agrees, model)  # a failure names the piece
     model.to(DEVICE)
 
 # %% [markdown]

@@ -1,0 +1,63 @@
+"""What the learner's code hands to attention: the head counts of q, k and v
+at the first attention call, seen by briefly standing in for the attention
+functions their code calls by name (and torch's SDPA). Used after a head-axis
+error to say WHICH of k and v was left unrepeated, from a measurement."""
+from __future__ import annotations
+
+import contextlib
+import io
+
+import torch
+import torch.nn.functional as F
+
+from .core import _globals_of
+
+ATTENTION_NAMES = ("causal_attention", "gqa_attention", "scaled_dot_product_attention")
+
+
+class _Seen(Exception):
+    """Raised by the stand-in once it has recorded the first call."""
+
+
+def attention_heads(fn, call) -> tuple[int, int, int] | None:
+    """(q heads, k heads, v heads) of the first attention call made while
+    `call()` runs the learner's `fn` (a function, class or module); None when
+    no attention call was seen before it raised or returned. The learner's
+    globals and F's attribute are restored afterwards."""
+    seen: list = []
+
+    def stand_in(q, k, v, *args, **kwargs):
+        seen.append(tuple(t.shape[-3] if isinstance(t, torch.Tensor) and t.dim() >= 3 else None for t in (q, k, v)))
+        raise _Seen
+
+    spaces = _globals_of(fn)
+    saved = [(g, n, g[n]) for g in spaces for n in ATTENTION_NAMES if n in g and callable(g[n])]
+    original_sdpa = F.scaled_dot_product_attention
+    try:
+        for g, n, _ in saved:
+            g[n] = stand_in
+        F.scaled_dot_product_attention = stand_in
+        with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+            call()
+    except Exception:  # _Seen, or the learner's own error before attention: only `seen` matters
+        pass
+    finally:
+        F.scaled_dot_product_attention = original_sdpa
+        for g, n, value in saved:
+            g[n] = value
+    return seen[0] if seen and None not in seen[0] else None
+
+
+def unrepeated_bug(heads: tuple[int, int, int] | None) -> str | None:
+    """A 'Likely bug' text when exactly one of k and v reached attention with
+    the query heads and the other with fewer."""
+    if heads is None:
+        return None
+    q, k, v = heads
+    if q == k > v:
+        return (f"the values are not repeated to the query heads (measured: attention got k with {k} heads, v with "
+                f"{v}): repeat v like k, repeat_kv(v, n_rep) / v.repeat_interleave(n_rep, dim=1)")
+    if q == v > k:
+        return (f"the keys are not repeated to the query heads (measured: attention got v with {v} heads, k with "
+                f"{k}): repeat k like v, repeat_kv(k, n_rep) / k.repeat_interleave(n_rep, dim=1)")
+    return None

@@ -16,8 +16,12 @@ import bench_diagnostics  # noqa: E402
 # About two seconds in all: not marked slow, so `make test-fast` runs it too.
 
 
-def test_every_mutation_is_caught_and_none_is_named_wrongly():
-    outcomes = bench_diagnostics.run()
+@pytest.mark.parametrize("mutation_set", ["default", "heldout"])
+def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
+    """heldout: mistakes written without reading the checks (first measured
+    at 16 of 28 named; the classes they exposed are fixed, so from now on
+    they guard against those classes coming back)."""
+    outcomes = bench_diagnostics.run(mutation_set=mutation_set)
     assert outcomes, "no mutations found in benchmarks/mutations"
     offenders = bench_diagnostics.problems(outcomes)
     assert not offenders, "\n".join(offenders)

@@ -88,6 +88,7 @@ def cmd_release_solutions(args) -> int:
         raise SystemExit(f"{args.assignment!r} names {len(picked)} assignments ({picked}): give one")
     where = release_solutions(picked[0], force=args.force, exchange=args.exchange, out=args.out)
     print(f"released the solutions of {picked[0]} to {where}")
+    return 0
 
 
 def cmd_report(args) -> int:

@@ -48,7 +48,7 @@ def test_learner_fills_in_the_answers_runs_all_and_every_check_passes(page, lear
     assert all(re.fullmatch(r"\[\d+\]:", p) for p in prompts), f"not every code cell ran: {prompts}"
     for (index, source), a in zip(CHECKS, ANSWERS):
         out = nb.output(index)
-        assert re.search(rf"^PASS {a.function}: (\d+)/\1 checks$", out, re.M), \
+        assert re.search(rf"^PASS {a.function}: (\d+)/\1 checks(; saved to mylm/\S+ \(.+\))?$", out, re.M), \
             f"check cell {index} ({source.splitlines()[0]}) did not pass:\n{out}"
         assert "FAIL" not in out, out
     nb.cell(CHECKS[0][0]).scroll_into_view_if_needed()

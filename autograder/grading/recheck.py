@@ -431,7 +431,10 @@ def _load_parameters(module, state) -> None:
     with torch.no_grad():
         for name, tensor in state:
             if name in params and params[name].shape == tensor.shape:
-                params[name].copy_(tensor)
+                if params[name].dtype == tensor.dtype:
+                    params[name].copy_(tensor)
+                else:  # the check converted the module (e.g. .to(torch.bfloat16)): so does its copy here
+                    params[name].data = tensor.to(params[name].device)
 
 
 def _gradient_reach(result, candidates) -> list:

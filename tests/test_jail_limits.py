@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading import job_cgroup, syscall_filter
+from autograder.grading import jail, job_cgroup, syscall_filter
 from autograder.grading.jail import in_fork
 
 linux_x86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="runs the x86-64 filter")
@@ -167,3 +167,39 @@ def test_without_root_or_delegation_there_is_no_job_cgroup(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     where = job_cgroup.plan(env={})
     assert where.kind == "none" and job_cgroup.ENV_VAR in where.why
+
+
+class _FlakyUnshare:
+    """A libc whose unshare refuses with the given errnos, in order, then succeeds."""
+
+    def __init__(self, *refusals: int):
+        self.refusals, self.calls = list(refusals), []
+
+    def unshare(self, flags: int) -> int:
+        self.calls.append(flags)
+        if self.refusals:
+            ctypes.set_errno(self.refusals.pop(0))
+            return -1
+        return 0
+
+
+STRONG, WEAK = 0x7, 0x3
+
+
+def test_a_moment_short_of_memory_does_not_give_a_weaker_jail():
+    """ENOMEM/EAGAIN are retried on the strongest set (its PID namespace is
+    what ends a job's daemons); a refusal that will not change is not."""
+    libc = _FlakyUnshare(errno.ENOMEM, errno.EAGAIN)
+    assert jail._unshare([STRONG, WEAK], libc) == STRONG
+    assert libc.calls == [STRONG, STRONG, STRONG]
+
+    libc = _FlakyUnshare(errno.EPERM)
+    assert jail._unshare([STRONG, WEAK], libc) == WEAK
+    assert libc.calls == [STRONG, WEAK] and jail._UNSHARE_ERRORS == [errno.EPERM]
+
+
+def test_a_lasting_shortage_falls_back_and_keeps_the_reason():
+    libc = _FlakyUnshare(*[errno.ENOMEM] * 1000)
+    assert jail._unshare([STRONG, WEAK], libc, within_s=0.05) == 0
+    assert jail._UNSHARE_ERRORS == [errno.ENOMEM, errno.ENOMEM]
+    assert set(libc.calls) == {STRONG, WEAK}

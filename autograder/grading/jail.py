@@ -47,6 +47,7 @@ the tinylm library, which notebooks import anyway).
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import json
 import math
@@ -55,6 +56,7 @@ import resource
 import select
 import shutil
 import signal
+import struct
 import sys
 import tempfile
 import time
@@ -73,7 +75,8 @@ MS_REC, MS_PRIVATE, MS_BIND, MS_RDONLY = 0x4000, 0x40000, 0x1000, 0x1
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
-KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = 7, -4, -5
+KEYCTL_GET_KEYRING_ID, KEYCTL_DESCRIBE, KEYCTL_CLEAR, KEYCTL_READ = 0, 6, 7, 11
+KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -4, -5
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")  # private to each job, one tmpfs together
 # What a kernel manager or the recheck sends the jail: passed on to COMMAND.
 FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
@@ -244,17 +247,42 @@ def in_fork(action, uid: int | None = None) -> str:
     return text
 
 
-def clear_keys(uid: int) -> None:
+def clear_keys(uid: int, within_s: float = 2.0) -> None:
     """Empty the user and user-session keyrings of `uid` (root only): keys
     are per uid and outlive the job, and jail uids are reused. The jail
     denies the keyring calls (syscall_filter); this is the net for a host
     where that filter could not be installed. Done as the uid, in a fork,
-    since root has no rights on another uid's keyrings."""
+    since root has no rights on another uid's keyrings. Returns once the
+    keys that were linked there are gone: the kernel drops an unlinked key
+    only after an RCU grace period, and until then another uid may still
+    read it."""
     def clear():
+        own = {_libc().syscall(KEYCTL, KEYCTL_GET_KEYRING_ID, k, 0) for k in (KEY_SPEC_USER_KEYRING,
+                                                                              KEY_SPEC_USER_SESSION_KEYRING)}
+        linked = [serial for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING)
+                  for serial in _keyring_contents(keyring) if serial not in own]  # the session one links the user one
         for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
             _libc().syscall(KEYCTL, KEYCTL_CLEAR, keyring)
+        deadline = time.monotonic() + within_s
+        while any(map(_key_exists, linked)) and time.monotonic() < deadline:
+            time.sleep(0.005)
     if KEYCTL is not None:
         in_fork(clear, uid)
+
+
+def _keyring_contents(keyring: int) -> list[int]:
+    """The serials linked in `keyring` (KEYCTL_READ on a keyring lists them)."""
+    buf = ctypes.create_string_buffer(4 * 1024)
+    size = _libc().syscall(KEYCTL, KEYCTL_READ, keyring, buf, len(buf))
+    return list(struct.unpack_from(f"{min(max(size, 0), len(buf)) // 4}i", buf.raw))
+
+
+def _key_exists(serial: int) -> bool:
+    """A key is still there if describing it fails for any reason but 'no such key'."""
+    libc = _libc()
+    if libc.syscall(KEYCTL, KEYCTL_DESCRIBE, serial, None, 0) >= 0:
+        return True
+    return ctypes.get_errno() not in (errno.ENOKEY, errno.EKEYREVOKED, errno.EKEYEXPIRED)
 
 
 def _mount_folder(base: Path, uid: int, size_mb: int) -> None:
@@ -449,12 +477,31 @@ def _limit(limits: dict) -> None:
         resource.setrlimit(res, (value, value))
 
 
-def _unshare(flag_sets: list[int], libc) -> int:
-    """Enter the first set of namespaces the kernel allows; 0 if none."""
+# Errors after which the same unshare may well succeed a moment later (a
+# host short of memory for a moment): retried before a weaker set is tried,
+# so a busy host does not quietly get a weaker jail. (ENOSPC is not among
+# them: it is also what a namespace limit of 0 answers, every time.)
+TRANSIENT_UNSHARE_ERRORS = {errno.ENOMEM, errno.EAGAIN, errno.EBUSY, errno.EINTR}
+
+
+def _unshare(flag_sets: list[int], libc, within_s: float = 2.0) -> int:
+    """Enter the first set of namespaces the kernel allows; 0 if none. The
+    error of each set refused is kept in _UNSHARE_ERRORS, for the notes."""
+    _UNSHARE_ERRORS.clear()
     for flags in flag_sets:
-        if libc.unshare(flags) == 0:
-            return flags
+        deadline = time.monotonic() + within_s
+        while True:
+            if libc.unshare(flags) == 0:
+                return flags
+            err = ctypes.get_errno()
+            if err not in TRANSIENT_UNSHARE_ERRORS or time.monotonic() > deadline:
+                _UNSHARE_ERRORS.append(err)
+                break
+            time.sleep(0.02)
     return 0
+
+
+_UNSHARE_ERRORS: list[int] = []
 
 
 def _enter_namespaces(settings: dict, libc, notes: list[str]) -> int:
@@ -468,15 +515,14 @@ def _enter_namespaces(settings: dict, libc, notes: list[str]) -> int:
             os.chown(f, uid, uid)
         entered = _unshare([private | CLONE_NEWIPC | CLONE_NEWPID, private], libc)
         if not entered:
-            err = ctypes.get_errno()
-            notes.append(f"no namespaces (unshare: {os.strerror(err)}): network and hidden paths not isolated")
+            notes.append(f"no namespaces (unshare: {os.strerror(_UNSHARE_ERRORS[-1])}): network and hidden paths "
+                         "not isolated")
     else:
         real_uid, real_gid = os.getuid(), os.getgid()
         entered = _unshare([CLONE_NEWUSER | private | CLONE_NEWIPC | CLONE_NEWPID, CLONE_NEWUSER | private], libc)
         if not entered:
-            err = ctypes.get_errno()
-            notes.append(f"not root and no user namespace (unshare: {os.strerror(err)}): runs with your rights, "
-                         "network open, nothing hidden")
+            notes.append(f"not root and no user namespace (unshare: {os.strerror(_UNSHARE_ERRORS[-1])}): runs with "
+                         "your rights, network open, nothing hidden")
             return 0
         try:
             Path("/proc/self/setgroups").write_text("deny")
@@ -487,8 +533,9 @@ def _enter_namespaces(settings: dict, libc, notes: list[str]) -> int:
                          "may be readable")
             return entered & ~CLONE_NEWNS
     if entered and not entered & CLONE_NEWPID:
-        notes.append("no PID or IPC namespace: other processes' command lines are visible, shared memory and "
-                     "message queues are shared, and daemons are killed only by uid when the job ends")
+        notes.append(f"no PID or IPC namespace (unshare: {os.strerror(_UNSHARE_ERRORS[0])}): other processes' "
+                     "command lines are visible, shared memory and message queues are shared, and daemons are "
+                     "killed only by uid when the job ends")
     return entered
 
 

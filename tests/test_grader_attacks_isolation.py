@@ -34,7 +34,7 @@ import pytest
 from autograder import course
 from autograder.authoring import specimens
 from autograder.grading.gradebook import DATA_ENV_VAR
-from autograder.grading.jail import Jail, Limits, in_fork, live_process_uid, processes_of_uid
+from autograder.grading.jail import Jail, Limits, in_fork, live_process_uid, process_status, processes_of_uid
 from tests.grader_batch import jailed_survivors, recording_jails, shared_batch
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root "
@@ -141,12 +141,8 @@ def _hoppers() -> list[int]:
 def _process_facts(pid: int) -> dict:
     """What /proc says of a survivor: its state, parent and PIDs in each
     namespace (one PID means it never was in the job's namespace)."""
-    try:
-        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                      if ":" in line)
-    except OSError:
-        return {"gone": True}
-    return {k: fields[k].strip() for k in ("State", "PPid", "NSpid", "Uid") if k in fields}
+    fields = process_status(pid)
+    return {k: fields[k] for k in ("State", "PPid", "NSpid", "Uid") if k in fields} if fields else {"gone": True}
 
 
 def _kill_hoppers() -> None:

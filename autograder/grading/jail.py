@@ -77,6 +77,7 @@ MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 KEYCTL_GET_KEYRING_ID, KEYCTL_DESCRIBE, KEYCTL_CLEAR, KEYCTL_READ = 0, 6, 7, 11
 KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -4, -5
+UID_KEYRINGS = (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING)  # a uid's own, outliving its processes
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")  # private to each job, one tmpfs together
 # What a kernel manager or the recheck sends the jail: passed on to COMMAND.
 FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
@@ -187,16 +188,25 @@ def needed_paths() -> list[str]:
     return sorted(paths)
 
 
+def process_status(pid: int | str) -> dict[str, str]:
+    """The fields of /proc/PID/status (State, PPid, Uid, NSpid, ...), values
+    stripped; empty if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return {name: value.strip() for name, value in (line.split(":", 1) for line in fh if ":" in line)}
+    except OSError:  # it exited while we looked (ESRCH, ENOENT)
+        return {}
+
+
 def live_process_uid(pid: str) -> int | None:
     """The real uid of a live process; None if it is gone (or a zombie, which
     runs nothing and goes when its parent reaps it)."""
+    fields = process_status(pid)
+    if fields.get("State", "").split()[:1] == ["Z"]:
+        return None
     try:
-        with open(f"/proc/{pid}/status") as fh:
-            fields = dict(line.split(":", 1) for line in fh if ":" in line)
-        if fields.get("State", "").split()[:1] == ["Z"]:
-            return None
         return int(fields["Uid"].split()[0])
-    except (OSError, KeyError, ValueError, IndexError):  # it exited while we looked (ESRCH, ENOENT)
+    except (KeyError, ValueError, IndexError):
         return None
 
 
@@ -257,12 +267,12 @@ def clear_keys(uid: int, within_s: float = 2.0) -> None:
     only after an RCU grace period, and until then another uid may still
     read it."""
     def clear():
-        own = {_libc().syscall(KEYCTL, KEYCTL_GET_KEYRING_ID, k, 0) for k in (KEY_SPEC_USER_KEYRING,
-                                                                              KEY_SPEC_USER_SESSION_KEYRING)}
-        linked = [serial for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING)
+        libc = _libc()
+        own = {libc.syscall(KEYCTL, KEYCTL_GET_KEYRING_ID, keyring, 0) for keyring in UID_KEYRINGS}
+        linked = [serial for keyring in UID_KEYRINGS
                   for serial in _keyring_contents(keyring) if serial not in own]  # the session one links the user one
-        for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
-            _libc().syscall(KEYCTL, KEYCTL_CLEAR, keyring)
+        for keyring in UID_KEYRINGS:
+            libc.syscall(KEYCTL, KEYCTL_CLEAR, keyring)
         deadline = time.monotonic() + within_s
         while any(map(_key_exists, linked)) and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -484,24 +494,21 @@ def _limit(limits: dict) -> None:
 TRANSIENT_UNSHARE_ERRORS = {errno.ENOMEM, errno.EAGAIN, errno.EBUSY, errno.EINTR}
 
 
-def _unshare(flag_sets: list[int], libc, within_s: float = 2.0) -> int:
-    """Enter the first set of namespaces the kernel allows; 0 if none. The
-    error of each set refused is kept in _UNSHARE_ERRORS, for the notes."""
-    _UNSHARE_ERRORS.clear()
+def _unshare(flag_sets: list[int], libc, within_s: float = 2.0) -> tuple[int, list[int]]:
+    """Enter the first set of namespaces the kernel allows (0 if none), and
+    the errno that refused each set before it, for the notes."""
+    refusals: list[int] = []
     for flags in flag_sets:
         deadline = time.monotonic() + within_s
         while True:
             if libc.unshare(flags) == 0:
-                return flags
+                return flags, refusals
             err = ctypes.get_errno()
             if err not in TRANSIENT_UNSHARE_ERRORS or time.monotonic() > deadline:
-                _UNSHARE_ERRORS.append(err)
+                refusals.append(err)
                 break
             time.sleep(0.02)
-    return 0
-
-
-_UNSHARE_ERRORS: list[int] = []
+    return 0, refusals
 
 
 def _enter_namespaces(settings: dict, libc, notes: list[str]) -> int:
@@ -513,15 +520,16 @@ def _enter_namespaces(settings: dict, libc, notes: list[str]) -> int:
     if os.geteuid() == 0:
         for f in workdir.iterdir():
             os.chown(f, uid, uid)
-        entered = _unshare([private | CLONE_NEWIPC | CLONE_NEWPID, private], libc)
+        entered, refusals = _unshare([private | CLONE_NEWIPC | CLONE_NEWPID, private], libc)
         if not entered:
-            notes.append(f"no namespaces (unshare: {os.strerror(_UNSHARE_ERRORS[-1])}): network and hidden paths "
+            notes.append(f"no namespaces (unshare: {os.strerror(refusals[-1])}): network and hidden paths "
                          "not isolated")
     else:
         real_uid, real_gid = os.getuid(), os.getgid()
-        entered = _unshare([CLONE_NEWUSER | private | CLONE_NEWIPC | CLONE_NEWPID, CLONE_NEWUSER | private], libc)
+        entered, refusals = _unshare([CLONE_NEWUSER | private | CLONE_NEWIPC | CLONE_NEWPID, CLONE_NEWUSER | private],
+                                      libc)
         if not entered:
-            notes.append(f"not root and no user namespace (unshare: {os.strerror(_UNSHARE_ERRORS[-1])}): runs with "
+            notes.append(f"not root and no user namespace (unshare: {os.strerror(refusals[-1])}): runs with "
                          "your rights, network open, nothing hidden")
             return 0
         try:
@@ -533,7 +541,7 @@ def _enter_namespaces(settings: dict, libc, notes: list[str]) -> int:
                          "may be readable")
             return entered & ~CLONE_NEWNS
     if entered and not entered & CLONE_NEWPID:
-        notes.append(f"no PID or IPC namespace (unshare: {os.strerror(_UNSHARE_ERRORS[0])}): other processes' "
+        notes.append(f"no PID or IPC namespace (unshare: {os.strerror(refusals[0])}): other processes' "
                      "command lines are visible, shared memory and message queues are shared, and daemons are "
                      "killed only by uid when the job ends")
     return entered

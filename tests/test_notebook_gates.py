@@ -10,6 +10,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -151,33 +152,37 @@ def test_run_time_is_stated(assignment):
     assert 0 < stated_run_time(read(course.source_notebook(assignment))) <= limit
 
 
-def _validator(**kw):
+def _validator(socket_dir: Path, **kw):
+    """nbgrader's Validator, its kernels on Unix sockets in socket_dir: on
+    TCP a port picked free can be taken by another process on a shared
+    machine before the kernel binds it ("Address already in use")."""
     from nbgrader.validator import Validator
-    from traitlets.config import Config
 
-    cfg = Config()
+    from autograder.grading.selfcheck import kernel_transport_config
+
+    cfg = kernel_transport_config(socket_dir)
     cfg.Execute.timeout = 300
     return Validator(config=cfg, **kw)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_solutions_pass_nbgrader_validate(assignment):
+def test_solutions_pass_nbgrader_validate(assignment, tmp_path):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    results = _validator().validate(str(course.source_notebook(assignment)))
+    results = _validator(tmp_path).validate(str(course.source_notebook(assignment)))
     assert results == {}, f"{assignment}: solution fails validation:\n" + "\n".join(
         f.get("raw_error", "")[:800] for f in results.get("failed", []))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_untouched_release_fails_every_graded_cell(assignment):
+def test_untouched_release_fails_every_graded_cell(assignment, tmp_path):
     """A learner who submits the stubs scores zero: every test cell fails."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     release = course.release_notebook(assignment)
     graded = {c.source.strip() for c in read(release).cells if is_check(c)}
     assert graded
-    failed = _validator(ignore_checksums=True).validate(str(release)).get("failed", [])
+    failed = _validator(tmp_path, ignore_checksums=True).validate(str(release)).get("failed", [])
     assert {f["source"] for f in failed} == graded, f"{assignment}: some graded cells pass on the untouched stubs"
     # Equal sets mean `nbgrader validate --invert` finds no passing cell: a
     # graded cell either scores full marks (passed) or less (failed).

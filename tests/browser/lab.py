@@ -236,14 +236,20 @@ class NotebookPage:
         self.page.keyboard.press("Escape")
 
     def save(self, path: Path, timeout: float = 30) -> None:
-        """Ctrl+S, then wait until the server has rewritten `path` on disk."""
+        """Ctrl+S, then wait until the server has rewritten `path` on disk.
+        Jupyter's "atomic" save copies a backup aside, then truncates and
+        rewrites the file in place, and removes the backup last: a new mtime
+        alone can mean an empty or half-written file."""
+        from jupyter_server.services.contents.fileio import path_to_intermediate
+
+        backup = Path(path_to_intermediate(str(path)))
         before = path.stat().st_mtime_ns
         self.page.keyboard.press("Control+s")
         deadline = time.monotonic() + timeout
-        while path.stat().st_mtime_ns == before:
+        while path.stat().st_mtime_ns == before or backup.exists():
             if time.monotonic() > deadline:
                 raise AssertionError(f"Ctrl+S did not save {path.name} within {timeout:.0f} s")
-            time.sleep(0.2)  # Jupyter writes atomically: a new mtime means the whole file is there
+            time.sleep(0.2)
 
     def prompt(self, index: int) -> str:
         return self.cell(index).locator(".jp-InputPrompt").inner_text().strip()

@@ -345,3 +345,11 @@ def test_a_comparison_needs_every_seed_on_one_side():
 def test_largest_rise_is_the_climb_above_the_best_so_far():
     assert E.largest_rise([5.0, 3.0, 2.0, 4.5, 1.0, 1.5], after=2) == pytest.approx(2.5)
     assert E.largest_rise([5.0, 3.0, 2.0, 1.0], after=1) == 0.0
+
+
+def test_the_moe_plot_has_one_whole_tick_per_expert():
+    import matplotlib
+    matplotlib.use("Agg")
+    result = E.MoEResult(curves=E.Curves({}, {}, {}), expert_share=[[0.7, 0.2, 0.05, 0.05], [0.25] * 4])
+    _, right = E.plot_moe(result)
+    assert [t.get_text() for t in right.get_xticklabels()] == ["0", "1", "2", "3"]

@@ -27,14 +27,21 @@ from typing import Callable, Iterator
 
 import torch
 
-__all__ = ["STATED_MACHINE", "SLOW_FACTOR", "REPORT_EVERY_S", "use_threads", "choose", "paced", "PacedRun",
-           "Pacer", "duration"]
+__all__ = ["STATED_MACHINE", "SLOW_FACTOR", "REPORT_EVERY_S", "STATED_S", "use_threads", "per_call", "choose", "paced",
+           "PacedRun", "Pacer", "duration"]
 
 STATED_MACHINE = "an idle 2-core machine with one thread"
 SLOW_FACTOR = 3.0        # the full work is replaced by the shorter variant beyond this many times its stated time
 REPORT_EVERY_S = 30.0    # the longest silence while a paced cell runs
 PROBE_STEPS = 3          # timed training steps of each model in the slice (after one untimed step)
 ALWAYS_FULL = False      # True: a slow machine still runs the full work (after saying how long it will take)
+# Seconds each notebook's experiment cell takes at its full size (all its
+# seeds) on STATED_MACHINE: `benchmarks/bench_notebook_cells.py` measures
+# them (run it on an idle machine and copy its wall column here). These are
+# its CPU seconds on a loaded 2-core machine with one thread, rounded up: a
+# stand-in for the idle wall time until that run.
+STATED_S = {"norms": 30, "attention_scale": 10, "positions": 22, "block_order": 20, "mlp": 10, "moe": 12,
+            "kv_heads": 28, "training_choices": 22}
 FULL_HINT = "to run the full one anyway: tinylm.experiments.pacing.ALWAYS_FULL = True, then rerun this cell"
 
 
@@ -62,6 +69,15 @@ def use_threads(threads: int | None = None, *, say: Callable[[str], None] = prin
     say(f"torch computes with {threads} CPU thread{'s' if threads > 1 else ''} ({cores} cores here); the times this "
         f"notebook states are for {STATED_MACHINE} (set TINYLM_THREADS before starting Jupyter to change it)")
     return threads
+
+
+def per_call(fn: Callable[[], object], repeats: int = 1, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds per call of fn over `repeats` calls: a timed slice (call fn once before, untimed,
+    where its first call pays for allocations)."""
+    start = clock()
+    for _ in range(repeats):
+        fn()
+    return (clock() - start) / repeats
 
 
 def choose(full: int, short: int, expected_full_s: float, stated_s: float, *, what: str, unit: str = "steps",
@@ -106,15 +122,10 @@ class Pacer:
         c = trainer.config
         try:
             trainer.step()                                       # allocations and first-call costs: not timed
-            start = self.clock()
-            for _ in range(PROBE_STEPS):
-                trainer.step()
-            per_step = (self.clock() - start) / PROBE_STEPS
+            per_step = per_call(trainer.step, PROBE_STEPS, self.clock)
         except TrainingDiverged:
             return                                               # the run reports it; its time is what the others say
-        start = self.clock()
-        trainer.evaluate()
-        per_eval = self.clock() - start
+        per_eval = per_call(trainer.evaluate, 1, self.clock)
         self.measured_s += per_step * PROBE_STEPS + per_eval
         self.steps_s += c.steps * per_step
         self.evals_s += evaluations(c.steps, c.eval_every) * per_eval

@@ -57,7 +57,7 @@ class Comparison:
             return f"{self.a} {lower} {self.b} {every} ({quantity}: {numbers})"
         if self.result == "higher":
             return f"{self.a} {higher} {self.b} {every} ({quantity}: {numbers})"
-        return (f"{self.a} and {self.b} are not told apart by {seeds} seeds: their {quantity}s overlap ({numbers})")
+        return f"{self.a} and {self.b} are not told apart by {seeds} seeds: their ranges of {quantity} overlap ({numbers})"
 
 
 def compare(values: dict[str, list[float]], a: str, b: str) -> Comparison:

@@ -389,7 +389,6 @@ else:
         print(f"{tokens:>6,} tokens: GQA {tokens * gqa_bytes / 2**20:8,.0f} MiB, MHA {tokens * mha_bytes / 2**20:8,.0f} MiB "
               f"(the float32 weights: {weights / 2**20:,.0f} MiB)")
 
-
 # %% [markdown]
 # **Your decoding against tinylm's, on real weights.** The checks above decoded small random models. Here your
 # `generate_greedy`, with your decoder and your cache where their checks passed, continues a batch of two prompts on
@@ -421,6 +420,7 @@ if not why:
                       "their checks passed: the first difference above says where; rerun exercise 3's check with "
                       "two prompts of different content in one batch")
 
+
 # %% [markdown]
 # **The speed the cache buys, at real size.** The time of one greedy step at position $T$, with your cache (one new
 # token) and without it (all $T + 1$ tokens again), each the median of a few runs with the range of the middle ones,
@@ -441,28 +441,31 @@ def after_prefill(cache, T):
     return restore
 
 
-def real_step_timings(model, T, repeats):
-    """(cached, recomputed): each the (median, spread) ms of one greedy step at position T over `repeats` runs."""
+def real_steps(model, T):
+    """(one cached step, one recomputation) at position T of the real model, as functions to time; the prefill of
+    T positions is done here, not timed."""
     ids = torch.randint(model.config.vocab_size, (1, T + 1), device=DEVICE)
     cache = learner_cache(model, batch_size=1)
-    with torch.no_grad():
-        model(ids[:, :T], cache=cache)                                    # prefill, not timed
-        restore = after_prefill(cache, T)
+    model(ids[:, :T], cache=cache)
+    restore = after_prefill(cache, T)
 
-        def cached_step():
-            restore()                                                     # the same position every repeat
-            model(ids[:, T:], cache=cache)
-        return timed_ms(cached_step, repeats), timed_ms(lambda: model(ids), repeats)
+    def cached_step():
+        restore()                                                         # the same position every repeat
+        model(ids[:, T:], cache=cache)
+    return cached_step, lambda: model(ids)
 
 
 if not why:
+    from tinylm.experiments.pacing import choose, per_call
+
     lengths = [16, 64, 128, 256]
-    slice_ms = [real_step_timings(real, T, 1) for T in lengths]          # one run of each: the slice that is timed
-    per_run_s = sum(c[0] + r[0] for c, r in slice_ms) / 1e3
-    repeats = tinylm.experiments.choose(5, 3, per_run_s * (5 + 1), stated_s=10, unit="runs per point",
-                                        what="timing SmolLM2's steps at 4 positions, cached and recomputed",
-                                        short_note="the medians are noisier, and the verdict below says so if they are")
-    cached_ms, recomputed_ms = zip(*(real_step_timings(real, T, repeats) for T in lengths))
+    with torch.no_grad():
+        steps = [real_steps(real, T) for T in lengths]
+        per_run_s = sum(per_call(cached) + per_call(recompute) for cached, recompute in steps)  # the timed slice
+        repeats = choose(5, 3, per_run_s * (5 + 1), stated_s=10, unit="runs per point",
+                         what="timing SmolLM2's steps at 4 positions, cached and recomputed",
+                         short_note="the medians are noisier, and the verdict below says so if they are")
+        cached_ms, recomputed_ms = zip(*((timed_ms(c, repeats), timed_ms(r, repeats)) for c, r in steps))
     print(f"{'position T':>10} {'cached ms':>10} {'recompute ms':>13} {'speed-up':>9}  (median of {repeats}, range of "
           "the middle runs)")
     for T, (a, da), (b, db) in zip(lengths, cached_ms, recomputed_ms):

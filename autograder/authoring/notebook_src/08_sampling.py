@@ -307,7 +307,7 @@ else:
 if not why:
     rows = [bpe.chat_ids(q) for q in ("Write one sentence about the sea.", "Name three primary colors.")]
     batch = torch.tensor([row[:min(map(len, rows))] for row in rows], device=DEVICE)      # (2, T)
-    with torch.no_grad():
+    with torch.inference_mode():
         logits = real(batch).float()                                                      # (2, T, V)
     del real
     flat = logits.flatten(0, 1)                                                           # (2T, V): every position

@@ -191,7 +191,7 @@ model = learner_model(cfg, DEVICE)  # your decoder, as in notebook 09
 # **stand-in** is trained instead: `tinylm.train` for a fixed number of steps (300; 20 when graded) with the
 # notebook-09 recipe, so it is the same model every time. It is not your training run, and the cell says so. (It
 # times a few steps first; on a machine where the 300 steps would take more than three times their stated time, it
-# trains an announced 100.)
+# trains an announced third of them.)
 
 # %%
 corpus = tinylm.course_corpus()

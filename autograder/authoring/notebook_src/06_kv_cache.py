@@ -462,7 +462,7 @@ if not why:
     with torch.no_grad():
         steps = [real_steps(real, T) for T in lengths]
         per_run_s = sum(per_call(cached) + per_call(recompute) for cached, recompute in steps)  # the timed slice
-        repeats = choose(5, 3, per_run_s * (5 + 1), stated_s=10, unit="runs per point",
+        repeats = choose(5, 3, per_run_s * (5 + 1), stated_s=15, unit="runs per point",
                          what="timing SmolLM2's steps at 4 positions, cached and recomputed",
                          short_note="the medians are noisier, and the verdict below says so if they are")
         cached_ms, recomputed_ms = zip(*((timed_ms(c, repeats), timed_ms(r, repeats)) for c, r in steps))

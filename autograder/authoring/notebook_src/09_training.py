@@ -398,7 +398,7 @@ for seed in range(3):
 # a web application this notebook does not use). Set `TEXT_FILE` to the path of any UTF-8 text file to train on your
 # own text instead. `tinylm.data.load_text` keeps the last 10% as validation.
 #
-# The run is short (a fixed `NB09_TEXT_STEPS` steps, about 20 s on an idle 2-core laptop), so read the result
+# The run is short (a fixed `NB09_TEXT_STEPS` steps, about 45 s on an idle 2-core laptop), so read the result
 # against the baselines on the same validation bytes: a unigram (byte frequencies) and a bigram (next byte given the previous one), both fit on the training part.
 
 # %%
@@ -431,7 +431,7 @@ else:
     text_model = learner_model(cfg, DEVICE, quiet=True)  # a fresh copy of your model
     text_val = text.val[: (16 if GRADING else 64) * tc.seq_len + 1]
     text_steps = choose_steps(text_model, text.train, text_val, 10 if GRADING else NB09_TEXT_STEPS,
-                              NB09_TEXT_STEPS // 4, 20.0, "the unigram's, still above the bigram's",
+                              NB09_TEXT_STEPS // 4, 45.0, "the unigram's, still above the bigram's",
                               "the run on this text")
     text_history, _ = train_model(text_model, text.train, text_val, text_steps)
     base = {"unigram": tinylm.data.unigram_nll(text.train, text_val),

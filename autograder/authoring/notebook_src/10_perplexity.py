@@ -206,7 +206,7 @@ else:
     full = 20 if GRADING else 300
     probe = tinylm.Trainer(copy.deepcopy(model), corpus.train, corpus.val, replace(NB09_TRAIN, steps=full))
     probe.step()                                  # the first step pays for allocations: not timed
-    STAND_IN_STEPS = choose(full, full if GRADING else full // 3, full * per_call(probe.step, 3), stated_s=20,
+    STAND_IN_STEPS = choose(full, full if GRADING else full // 3, full * per_call(probe.step, 3), stated_s=35,
                             what="training a stand-in",
                             short_note="the stand-in's losses below end higher")
     del probe

@@ -28,8 +28,11 @@ CELLS = {"norms": (0, 1), "attention_scale": (0, 1), "positions": (0, 1), "block
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("cells", nargs="*", choices=[[], *CELLS], default=[], metavar="CELL", help=f"some of {', '.join(CELLS)}")
+    p.add_argument("cells", nargs="*", metavar="CELL", help=f"some of {', '.join(CELLS)} (default: all)")
     args = p.parse_args()
+    unknown = [c for c in args.cells if c not in CELLS]
+    if unknown:
+        p.error(f"unknown cell {', '.join(unknown)}: choose from {', '.join(CELLS)}")
     torch.set_num_threads(1)
     corpus = tinylm.course_corpus()
     print(f"{'cell':<18} {'seeds':>5} {'wall s':>8} {'CPU s':>8} {'stated s':>9}")

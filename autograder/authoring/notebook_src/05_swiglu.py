@@ -560,8 +560,8 @@ if GRADING:
     print("experiment skipped while grading")
 else:
     corpus = tinylm.course_corpus()
-    order = run_and_compare(experiments.block_order, "2 models of 4 blocks at peak learning rate 3e-2",
-                            [("pre-norm", "post-norm")], "4 blocks at a high learning rate: pre-norm vs post-norm")
+    run_and_compare(experiments.block_order, "2 models of 4 blocks at peak learning rate 3e-2",
+                    [("pre-norm", "post-norm")], "4 blocks at a high learning rate: pre-norm vs post-norm")
 
 # %% [markdown]
 # **Reading the output.** Where pre-norm ends lower in both seeds and nothing diverged, what the run shows is slower
@@ -578,8 +578,8 @@ else:
 if GRADING:
     print("experiment skipped while grading")
 else:
-    gated = run_and_compare(experiments.mlp, "2 models of 2 blocks (SwiGLU, GELU MLP)", [("SwiGLU", "GELU MLP")],
-                            "SwiGLU vs GELU MLP, same number of weights")
+    run_and_compare(experiments.mlp, "2 models of 2 blocks (SwiGLU, GELU MLP)", [("SwiGLU", "GELU MLP")],
+                    "SwiGLU vs GELU MLP, same number of weights")
 
 # %% [markdown]
 # **Reading the output.** At the same number of weights, the verdict line says whether the SwiGLU model ends lower

@@ -9,8 +9,6 @@ tokens, mistakes a one-prompt test would not see.
 Without SmolLM2's weights these tests skip, unless TINYLM_REQUIRE_PRETRAINED=1 (CI)."""
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 
 import pytest
@@ -18,11 +16,13 @@ import torch
 
 from autograder import course
 from autograder.authoring.gates import exercise_namespace
-from autograder.checks import CheckFailed, pitfalls
+from autograder.checks import pitfalls
 from autograder.checks.learner_model import learner_cache, require_agreement
 from autograder.checks.real_model import load_into, skipped_init
 from autograder.notebook_format import read
 from tinylm import pretrained
+
+from .helpers import run_cell as run
 
 pytestmark = pytest.mark.slow
 
@@ -39,17 +39,6 @@ def weights():
 def cell(assignment: str, text: str) -> str:
     [source] = [c.source for c in read(course.source_notebook(assignment)).cells if c.cell_type == "code" and text in c.source]
     return source
-
-
-def run(source: str, ns: dict) -> str:
-    """What the cell prints, and the CheckFailed it raises, if any."""
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(source, "<cell>", "exec"), ns)
-    except CheckFailed as err:
-        return out.getvalue() + f"CheckFailed: {err}"
-    return out.getvalue()
 
 
 def with_real_weights(ns: dict, decoder_class) -> dict:

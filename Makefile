@@ -54,8 +54,10 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Lab starts inside notebooks/: nbgrader's Validate and Assignment List read
 # their config from the server's working folder (notebooks/nbgrader_config.py).
+# notebooks/ also goes on JUPYTER_CONFIG_PATH, for its jupyter_server_config.py:
+# kernels on Unix sockets, as the grader runs them, not on TCP.
 lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
-	cd notebooks && "$(abspath $(BIN))/jupyter" lab $(ROOT_ARGS) $(LAB_ARGS)
+	cd notebooks && JUPYTER_CONFIG_PATH="$(CURDIR)/notebooks$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" "$(abspath $(BIN))/jupyter" lab $(ROOT_ARGS) $(LAB_ARGS)
 
 # The grader tests run in a pass of their own: each graded batch already uses
 # parallel workers, and their "no jailed process survives" check must not see
@@ -134,8 +136,9 @@ bench-autograde: $(DEV_STAMP)  ## autograding throughput: cold and warm engines,
 # --- the front door (issue 26) ---
 .PHONY: docs docs-serve figures
 
-docs: $(DEV_STAMP)  ## the documentation site (README, docs/, the release notebooks) into site/, strict: a broken link fails
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+# Not --quiet: it drops warnings before strict mode counts them, and the build passes.
+docs: $(DEV_STAMP)  ## the documentation site (README, docs/, the release notebooks) into site/; any warning fails it
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 docs-serve: $(DEV_STAMP)  ## the documentation site on http://127.0.0.1:8000, rebuilt on every change
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve

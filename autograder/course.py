@@ -13,7 +13,7 @@ ROOT = AUTOGRADER_DIR.parent
 SOURCE_DIR = ROOT / "solutions"
 RELEASE_DIR = ROOT / "notebooks"
 # files of the release folder that the course ships and nbgrader does not generate
-RELEASE_COURSE_FILES = {Path("nbgrader_config.py")}
+RELEASE_COURSE_FILES = {Path("nbgrader_config.py"), Path("jupyter_server_config.py")}
 COURSE_DATA = ROOT / ".course"
 NOTEBOOK_SOURCES = AUTOGRADER_DIR / "authoring" / "notebook_src"
 

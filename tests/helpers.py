@@ -23,3 +23,20 @@ def assert_stub_gets_not_implemented_message(check, n_functions: int) -> None:
         check(*[stub] * n_functions)
     assert "not implemented yet" in str(err.value)
     assert isinstance(err.value, AssertionError)
+
+
+def run_cell(source: str, ns: dict) -> str:
+    """What a notebook cell prints when run in namespace ns; a cell that is a
+    check raises CheckFailed on a mismatch, whose message counts too."""
+    import contextlib
+    import io
+
+    from autograder.checks import CheckFailed
+
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(source, "<cell>", "exec"), ns)
+    except CheckFailed as err:
+        return out.getvalue() + f"CheckFailed: {err}"
+    return out.getvalue()

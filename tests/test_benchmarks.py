@@ -56,3 +56,11 @@ def test_report_benchmark_times_every_stage():
     out = run_benchmark("bench_report.py", "--students", "20", "--repeats", "1")
     for row in ("read gradebook + results", "compute tables", "HTML + CSV + JSON", "python -m autograder report"):
         assert row in out
+
+
+@pytest.mark.slow
+def test_notebook_cells_benchmark_times_a_cell_with_all_its_seeds():
+    out = run_benchmark("bench_notebook_cells.py", "mlp")
+    assert "wall s" in out and "CPU s" in out and "stated s" in out
+    [row] = [line.split() for line in out.splitlines() if line.startswith("mlp ")]
+    assert row[1] == "2" and float(row[2]) > 0  # two seeds, as the notebook runs them

@@ -5,6 +5,7 @@ release notebooks only."""
 from __future__ import annotations
 
 import html
+import os
 import re
 import shutil
 import subprocess
@@ -90,16 +91,64 @@ def test_the_site_reads_only_release_notebooks():
     assert all(course.SOURCE_DIR not in p.parents for p in hooks.release_notebooks())
 
 
+NOTEBOOK_PAGE = ('<h1 id="05-swiglu">05 · SwiGLU<a class="anchor-link" href="#05-swiglu">¶</a></h1>'
+                 '<h3 id="exercise-1-swiglu">Exercise 1: <code>swiglu</code><a class="anchor-link" '
+                 'href="#exercise-1-swiglu">¶</a></h3><h2 id="2-the-83-rule">2. The 8/3 rule</h2>')
+
+
+def test_a_notebook_pages_contents_keep_the_code_of_its_headings_and_point_at_their_ids():
+    hooks = pytest.importorskip("autograder.authoring.docs_hooks", reason="the docs extra (mkdocs) is not installed")
+    [title] = hooks.toc_tokens(NOTEBOOK_PAGE)
+    assert (title["id"], title["name"]) == ("05-swiglu", "05 · SwiGLU")
+    assert [(t["level"], t["id"], t["name"]) for t in title["children"]] == [
+        (3, "exercise-1-swiglu", "Exercise 1: swiglu"), (2, "2-the-83-rule", "2. The 8/3 rule")]
+
+
+def test_an_in_page_link_without_a_target_fails_the_build(caplog):
+    """mkdocs-jupyter's own contents linked "Exercise 1: `swiglu`" as #exercise-1: the hook warns (strict: an error)."""
+    hooks = pytest.importorskip("autograder.authoring.docs_hooks", reason="the docs extra (mkdocs) is not installed")
+    assert hooks.links_without_target(NOTEBOOK_PAGE) == []
+    planted = NOTEBOOK_PAGE + '<a href="#exercise-1">Exercise 1: </a><a name="kept"></a><a href="#kept">k</a>'
+    assert hooks.links_without_target(planted) == ["exercise-1"]
+    page = type("Page", (), {"file": type("File", (), {"src_uri": "notebooks/05_swiglu/05_swiglu.ipynb"})()})()
+    with caplog.at_level("WARNING", logger="mkdocs"):
+        hooks.on_post_page(planted, page, config=None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "notebooks/05_swiglu/05_swiglu.ipynb: the in-page link #exercise-1 has no element with that id"]
+
+
+def test_make_docs_fails_on_a_warning():
+    """mkdocs --quiet drops warnings before --strict counts them: `make docs` had passed with six broken links."""
+    recipe = re.search(r"^docs:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert "mkdocs build --strict" in recipe and not re.search(r"\s(-q|--quiet)\b", recipe), recipe
+
+
+def test_the_site_serves_its_own_mathjax():
+    hooks = pytest.importorskip("autograder.authoring.docs_hooks", reason="the docs extra (mkdocs) is not installed")
+    files = hooks.mathjax_files()
+    assert {"assets/mathjax/MathJax.js", "assets/mathjax/config/TeX-AMS-MML_HTMLorMML-full.js"} <= set(files)
+    assert not any("/localization/" in f or "/a11y/" in f for f in files)
+    config = (ROOT / "docs" / "assets" / "javascripts" / "mathjax-config.js").read_text()
+    assert '"TeX-AMS-MML_HTMLorMML-full.js"' in config
+    site = (ROOT / "mkdocs.yml").read_text()
+    assert "- assets/javascripts/mathjax-config.js\n  - assets/mathjax/MathJax.js" in site, "config first, then MathJax"
+
+
 MKDOCS = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
+
+
+def build_site(site: Path) -> None:
+    """`make docs` (strict: a warning fails it) into the folder `site`."""
+    proc = subprocess.run([MKDOCS, "build", "--strict", "--site-dir", str(site)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(MKDOCS is None, reason="mkdocs is not installed (the docs extra)")
 def test_the_site_builds_in_strict_mode_with_every_page(tmp_path):
     site = tmp_path / "site"
-    proc = subprocess.run([MKDOCS, "build", "--strict", "--site-dir", str(site)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    build_site(site)
     pages = [site / "index.html", *(site / p.stem / "index.html" for p in DOCUMENTS[1:])]
     assert [p for p in pages if not p.is_file()] == []
     assert "Two commands" in (site / "index.html").read_text()

@@ -231,3 +231,125 @@ def test_training_choices_share_the_baseline_run(corpus, monkeypatch):
     assert list(result.clipping.histories) == ["clip at 1", "no clipping"]
     with pytest.raises(ValueError, match="lr="):
         E.training_choices(corpus, steps=2, lrs=(1e-3,), lr=3e-2)
+
+
+# --- pacing: a slow machine is said, never hidden (tested with fake clocks, never with real timing) ---
+
+class FakeClock:
+    """A clock that moves `per_call` seconds every time it is read: a machine on which everything takes long."""
+
+    def __init__(self, per_call: float):
+        self.now, self.per_call = 0.0, per_call
+
+    def __call__(self) -> float:
+        self.now += self.per_call
+        return self.now
+
+
+def tiny_experiment(corpus, steps=None, seed=0):
+    """An experiment as the catalog's are: arms through train_side_by_side, sized in steps."""
+    tc = E.with_steps(dataclasses.replace(E.SMALL_TRAIN, steps=12, batch_size=2, seq_len=16, eval_every=4,
+                                          warmup_steps=2, eval_tokens=256), steps)
+    arms = {name: E.Arm(lambda: tinylm.Transformer(tinylm.ModelConfig(**TINY))) for name in ("a", "b")}
+    return E.train_side_by_side(arms, corpus, tc, seed)
+
+
+def test_a_slow_machine_gets_the_announced_shorter_variant(corpus):
+    said = []
+    run = E.paced(tiny_experiment, corpus, steps=12, short_steps=4, seeds=(0, 1), stated_s=20,
+                  what="tiny", clock=FakeClock(60.0), say=said.append)
+    assert run.short and run.steps == 4 and run.full_steps == 12 and len(run.results) == 2
+    assert all(h.step == [1, 2, 3, 4] for curves in run.results for h in curves.histories.values())
+    assert run.ran == "2 seeds x 4 steps (the shorter variant; the full run is 12 steps)"
+    announcement = next(line for line in said if "would take" in line)
+    assert "more than 3 times the about 20 s on an idle 2-core machine" in announcement
+    assert "Running the shorter variant instead: 4 steps" in announcement and "ALWAYS_FULL" in announcement
+    # every read of this clock is a minute later: the run says where it is at every step
+    progress = [line for line in said if line.strip().startswith("...")]
+    assert progress and "step 1 of 4" in progress[0] and "seed 0" in progress[0]
+    assert said[-1].startswith("tiny: done in")
+
+
+def test_a_fast_machine_runs_the_full_work_and_says_what_it_expects(corpus):
+    said = []
+    run = E.paced(tiny_experiment, corpus, steps=12, short_steps=4, stated_s=20, what="tiny",
+                  clock=FakeClock(1e-4), say=said.append)
+    assert not run.short and run.steps == 12 and run.ran == "seed 0 x 12 steps"
+    assert [h.step[-1] for h in run.results[0].histories.values()] == [12, 12]
+    assert any(line.startswith("tiny: 12 steps per model, expected to take about 0 s") for line in said), said
+    assert not any(line.strip().startswith("...") for line in said)  # nothing to report in a run this short
+
+
+def test_the_estimate_extrapolates_the_timed_slice():
+    """On a clock that moves 1 s per read, each timed slice reads as one second: PROBE_STEPS steps and one evaluation."""
+    said = []
+    clock = FakeClock(1.0)
+    probe = E.pacing.Pacer(clock, said.append, probing=True)
+
+    class Trainer:  # only what probe() uses
+        config = dataclasses.replace(E.SMALL_TRAIN, steps=150, eval_every=50)
+        step = evaluate = staticmethod(lambda: None)
+    probe.probe(Trainer())
+    assert probe.steps_s == pytest.approx(150 / E.pacing.PROBE_STEPS) and probe.evals_s == 3.0
+
+
+def test_the_evaluations_counted_are_those_train_side_by_side_makes(corpus):
+    for steps, every in ((12, 4), (10, 4), (5, 0)):
+        tc = dataclasses.replace(E.SMALL_TRAIN, steps=steps, batch_size=2, seq_len=16, eval_every=every, warmup_steps=1,
+                                 eval_tokens=256)
+        curves = E.train_side_by_side({"a": E.Arm(lambda: tinylm.Transformer(tinylm.ModelConfig(**TINY)))}, corpus, tc)
+        assert len(curves.histories["a"].val_loss) == E.pacing.evaluations(steps, every), (steps, every)
+
+
+def test_choose_keeps_the_full_work_within_three_times_its_stated_time(monkeypatch):
+    said = []
+    assert E.choose(600, 300, 59.0, 20.0, what="run", say=said.append) == 600
+    assert E.choose(600, 300, 61.0, 20.0, what="run", say=said.append) == 300
+    assert "the full 600 steps would take about 61 s" in said[-1] and "300 steps, about 30 s" in said[-1]
+    assert E.choose(20, 300, 500.0, 20.0, what="graded run", say=said.append) == 20  # a short variant never lengthens
+    monkeypatch.setattr(E.pacing, "ALWAYS_FULL", True)
+    assert E.choose(600, 300, 500.0, 20.0, what="run", say=said.append) == 600
+    assert "about 8.3 min on this machine" in said[-1]
+
+
+def test_use_threads_sets_and_says_them(monkeypatch):
+    before = torch.get_num_threads()
+    said = []
+    try:
+        monkeypatch.delenv("TINYLM_THREADS", raising=False)
+        assert E.use_threads(say=said.append) == 1 and torch.get_num_threads() == 1
+        assert said[-1].startswith("torch computes with 1 CPU thread (") and "TINYLM_THREADS" in said[-1]
+        monkeypatch.setenv("TINYLM_THREADS", "2")
+        assert E.use_threads(say=said.append) == 2 and torch.get_num_threads() == 2
+        monkeypatch.setenv("TINYLM_THREADS", "two")
+        with pytest.raises(ValueError, match="TINYLM_THREADS"):
+            E.use_threads(say=said.append)
+    finally:
+        torch.set_num_threads(before)
+
+
+# --- verdicts: a claim only where the numbers support it ---
+
+def test_a_comparison_needs_every_seed_on_one_side():
+    finals = {"a": [0.50, 0.52], "b": [0.55, 0.60], "c": [0.51, 0.58], "d": [math.inf, 0.9]}
+    assert E.compare(finals, "a", "b").result == "lower" and E.compare(finals, "b", "a").result == "higher"
+    assert E.compare(finals, "a", "c").result == "unresolved"  # c's first seed lies inside a's range
+    assert E.compare(finals, "d", "b").result == "higher"       # a diverged run is worse than any loss
+    assert E.lowest(finals) is None and E.lowest({k: finals[k] for k in "abd"}) == "a"
+    assert E.compare(finals, "a", "b").sentence() == ("a ends lower than b in every seed, the seeds' ranges apart "
+                                                      "(final validation loss: a 0.500 and 0.520, b 0.550 and 0.600)")
+    assert "not told apart by 2 seeds" in E.compare(finals, "a", "c").sentence()
+    assert E.values_text([math.inf, 0.9]) == "diverged and 0.900"
+
+
+def test_largest_rise_is_the_climb_above_the_best_so_far():
+    assert E.largest_rise([5.0, 3.0, 2.0, 4.5, 1.0, 1.5], after=2) == pytest.approx(2.5)
+    assert E.largest_rise([5.0, 3.0, 2.0, 1.0], after=1) == 0.0
+
+
+def test_the_moe_plot_has_one_whole_tick_per_expert():
+    import matplotlib
+    matplotlib.use("Agg")
+    result = E.MoEResult(curves=E.Curves({}, {}, {}), expert_share=[[0.7, 0.2, 0.05, 0.05], [0.25] * 4])
+    _, right = E.plot_moe(result)
+    assert [t.get_text() for t in right.get_xticklabels()] == ["0", "1", "2", "3"]

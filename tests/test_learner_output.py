@@ -159,30 +159,94 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_starting_lab_prints_no_warning(tmp_path):
-    """`make lab`'s own command, until the server says it is running: no
-    "No nbgrader_config.py file found" (notebooks/ carries the config nbgrader
-    looks for in the server's working folder), no other warning."""
-    command = makes_lab_command(BIN.parent) + f" --no-browser --port {free_port()} --ServerApp.token=test"
+def run_lab_and_a_kernel(command: str, runtime: Path, extra_env: dict | None = None) -> str:
+    """Start `command` (a Lab server on a free port, token "test"), wait until it
+    runs, start a kernel through its REST API as opening a notebook does, wait
+    until the kernel answers, stop everything: what the server and kernel printed."""
+    import json
+    import threading
+    import time
+    import urllib.error
+    import urllib.request
+
+    from jupyter_client import BlockingKernelClient
+
+    command += f" --no-browser --port {free_port()} --IdentityProvider.token=test"
     env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+               JUPYTER_RUNTIME_DIR=str(runtime), **(extra_env or {}))
+    env.pop("JUPYTER_CONFIG_PATH", None) if extra_env is None else None
     proc = subprocess.Popen(command, shell=True, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lines = []
-    try:
+    lines, running = [], threading.Event()
+
+    def read() -> None:
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
             if "Use Control-C to stop this server" in line:
+                running.set()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def api(path: str, method: str = "GET") -> dict:
+        # the port the server says it took: another process may have taken ours first (it then tries the next)
+        [served] = {m.group(1) for line in lines for m in [re.search(r"http://127\.0\.0\.1:(\d+)/", line)] if m}
+        request = urllib.request.Request(f"http://127.0.0.1:{served}/api/{path}", method=method,
+                                         headers={"Authorization": "token test"}, data=b"{}" if method == "POST" else None)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"{}")
+    try:
+        assert running.wait(180), "\n".join(lines)
+        deadline = time.monotonic() + 60
+        while True:  # the server prints that it runs a moment before it accepts connections
+            try:
+                api("status")
                 break
+            except urllib.error.URLError:
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+        kernel = api("kernels", "POST")
+        client = BlockingKernelClient(connection_file=str(runtime / f"kernel-{kernel['id']}.json"))
+        client.load_connection_file()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=120)  # over the kernel's own transport, whichever it is
+        finally:
+            client.stop_channels()
+        time.sleep(2)  # the kernel prints its start-up warnings before it answers; a margin for the pipe
+    except Exception as err:
+        raise AssertionError(f"{type(err).__name__}: {err}\n" + "\n".join(lines)) from err
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=60)
-    output = "\n".join(lines)
+        reader.join(timeout=30)
+    return "\n".join(lines)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_starting_lab_and_a_kernel_prints_no_warning(tmp_path):
+    """`make lab`'s own command, until the server runs and a kernel started
+    through it answers: no "No nbgrader_config.py file found" (notebooks/
+    carries the config nbgrader looks for in the server's working folder), no
+    "Kernel is running over TCP without encryption" (notebooks/'s
+    jupyter_server_config.py puts kernels on Unix sockets), no other warning."""
+    output = run_lab_and_a_kernel(makes_lab_command(BIN.parent), tmp_path / "runtime")
     assert "Serving notebooks from local directory" in output and f"{os.sep}notebooks" in output, output
     assert "Jupyter Server" in output and "is running at" in output, output
+    assert "Kernel started" in output, output
     assert warning_lines(output) == [], output
+    assert list((tmp_path / "runtime").glob("kernel-*")) == [], "the kernel's sockets outlived it"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_lab_without_the_course_config_warns_of_tcp(tmp_path):
+    """The control: the same Lab without notebooks/ on JUPYTER_CONFIG_PATH
+    starts its kernel on TCP, and the check above sees the warning."""
+    command = makes_lab_command(BIN.parent).replace("JUPYTER_CONFIG_PATH=", "IGNORED_CONFIG_PATH=")
+    output = run_lab_and_a_kernel(command, tmp_path / "runtime")
+    assert "Kernel started" in output, output
+    assert any(TCP_WARNING in line for line in warning_lines(output)), output
 
 
 # -- a failing check in a notebook (issue 25) -------------------------------------------

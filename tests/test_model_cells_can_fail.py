@@ -8,15 +8,14 @@ place (it must print False). Notebook 04's cell printed True even for
 apply_rope."""
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pytest
 
 from autograder import course
-from autograder.checks import CheckFailed, pitfalls
+from autograder.checks import pitfalls
 from autograder.notebook_format import read
 from autograder.authoring.gates import exercise_namespace
+
+from .helpers import run_cell as _run
 
 # (assignment, text the cell prints, the learner's name, a wrong function for it)
 CELLS = [
@@ -34,17 +33,6 @@ def _cell(assignment: str, printed: str) -> str:
              if c.cell_type == "code" and printed in c.source]
     assert len(cells) == 1, f"{assignment}: {len(cells)} cells print {printed!r}"
     return cells[0]
-
-
-def _run(source: str, ns: dict) -> str:
-    """What the cell prints; a cell that is a check (issue 25) raises CheckFailed on False, whose message counts too."""
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(source, "<cell>", "exec"), ns)
-    except CheckFailed as err:
-        return out.getvalue() + f"CheckFailed: {err}"
-    return out.getvalue()
 
 
 @pytest.mark.parametrize("assignment, printed, name, wrong", CELLS, ids=[f"{c[0]}:{c[2]}" for c in CELLS])

@@ -37,7 +37,8 @@ NB09_STEPS = 600
 NB09_SHORT_STEPS = 300
 NB09_SHORT_VAL_LOSS = 0.56
 NB09_SHORT_VAL_LOSS_SEEDS = (0.56, 1.19)  # lowest and highest measured over two models x two seeds (0, 1)
-# The notebook's second run, on Shakespeare: about 20 s on an idle 2-core machine.
+# The notebook's second run, on Shakespeare: about 45 s on an idle 2-core machine (600 steps of the
+# first run took 64 s there).
 NB09_TEXT_STEPS = 400
 
 PRESETS = {

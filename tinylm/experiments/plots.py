@@ -91,6 +91,8 @@ def plot_moe(result, axes=None):
     for layer, shares in enumerate(result.expert_share):
         right.bar([e + layer * width for e in range(n)], shares, width, label=f"layer {layer}")
     right.axhline(1 / n, c="k", ls="--", lw=1, label="perfect balance")
+    # one tick per expert, under the middle of its group of bars (matplotlib's default ticks fall at 0.5, 1.5, ...)
+    right.set_xticks([e + (len(result.expert_share) - 1) * width / 2 for e in range(n)], [str(e) for e in range(n)])
     right.set_xlabel("expert"), right.set_ylabel("share of routed tokens"), right.set_title("load balance")
     right.legend()
     return left, right

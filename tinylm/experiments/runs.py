@@ -22,6 +22,7 @@ from ..config import ModelConfig
 from ..model import Transformer
 from ..rope import apply_rope
 from ..training import History, TrainConfig, Trainer, TrainingDiverged
+from . import pacing
 
 __all__ = ["SMALL_MODEL", "SMALL_TRAIN", "small_model", "Arm", "Curves", "train_side_by_side", "attention_entropy",
            "entropy_vs_head_dim", "loss_per_position", "kv_bytes_per_token"]
@@ -78,19 +79,25 @@ def train_side_by_side(arms: dict[str, Arm], corpus, config: TrainConfig, seed: 
     whose training loss is not finite stops there (and is reported)."""
     from tqdm.auto import tqdm
 
+    pacer = pacing.active()  # inside experiments.paced: a timed slice only, or progress lines
     curves = Curves({}, {}, {})
     for label, arm in arms.items():
         torch.manual_seed(seed)
         model = arm.build()
         trainer = Trainer(model, corpus.train, corpus.val, arm.train or config, seed=seed)
         c = trainer.config
+        probing = pacer is not None and pacer.probing
+        if probing:
+            pacer.probe(trainer)
         bar = tqdm(total=c.steps, desc=label, unit="step", disable=not progress, dynamic_ncols=True)
-        while not trainer.done:
+        while not probing and not trainer.done:
             try:
                 trainer.step()
             except TrainingDiverged:  # a diverging arm is a result of the experiment, not an error
                 curves.diverged_at[label] = trainer.step_count + 1
                 break
+            if pacer is not None:
+                pacer.tick(label, trainer.step_count, c.steps)
             bar.update(1)
             if trainer.done or (c.eval_every and trainer.step_count % c.eval_every == 0):
                 trainer.evaluate()

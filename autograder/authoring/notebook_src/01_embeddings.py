@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tinylm
+import tinylm.experiments
 from autograder.checks import pitfalls
 from autograder.checks import check_embed, check_one_hot_embed, check_tie_weights, check_tied_logits, show_check
 
@@ -46,6 +47,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. From text to ids: bytes

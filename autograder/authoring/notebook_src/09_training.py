@@ -24,10 +24,11 @@
 # **Since notebook 08:** you can sample from any model; so far the models were random. `tinylm.course_corpus()`
 # is the course's text: short stories from a grammar whose exact entropy is known (notebook 10 uses it).
 #
-# **Run time:** about 200 s on 2 CPU cores with one thread on an idle machine (`pytest --nbval-lax`, kernel start
+# **Run time:** about 200 s on an idle 2-core machine with one thread (`pytest --nbval-lax`, kernel start
 # included): about 80 s of it the 600-step training run, 65 s the run on Shakespeare, most of the rest the
-# experiment of section 11. Where the training run would take more than three times its minute, the notebook says
-# so before it starts and runs a shorter, announced schedule.
+# experiment of section 11. The notebook computes with one thread on purpose (the setup cell says so). Each long
+# cell (the two training runs, the experiment) first says how long it expects to take here, and where that is
+# more than three times its stated time, runs a shorter, announced schedule instead.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import copy
@@ -46,6 +47,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import tinylm
+import tinylm.experiments
 from tinylm.presets import (NB09_MODEL, NB09_SHORT_STEPS, NB09_SHORT_VAL_LOSS, NB09_SHORT_VAL_LOSS_SEEDS, NB09_STEPS,
                             NB09_TEXT_STEPS, NB09_TIME_LIMIT, NB09_TRAIN)
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
@@ -58,6 +60,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
+tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. What the model learns from
@@ -260,6 +263,8 @@ torch.manual_seed(0)
 model = learner_model(cfg, DEVICE)  # your notebook-05 decoder with your functions, where their checks passed
 
 # %%
+from tinylm.experiments.pacing import choose, per_call  # the course's pacing: a timed slice, then the choice, said
+
 tc = NB09_TRAIN
 STEPS = 20 if GRADING else NB09_STEPS  # fixed: every machine runs the same schedule (a short one when graded)
 N_EVALS = 6                          # validation points along the run, the last at the final step
@@ -276,13 +281,6 @@ def val_loss(model, val_data):
     return tinylm.evaluate(model, val_data, seq_len=tc.seq_len).loss  # eval mode + no_grad inside
 
 
-def seconds(fn, repeats):
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
-
-
 def expected_seconds(model, train_data, val_data, steps):
     """Time a few steps and one evaluation on a copy of the model: the run's expected length, in seconds."""
     probe = copy.deepcopy(model)  # the real run starts from the untouched initialisation
@@ -293,22 +291,14 @@ def expected_seconds(model, train_data, val_data, steps):
         return train_step(probe, probe_opt, x, y)
 
     probe_step()                                  # the first step pays for allocations: not timed
-    return steps * seconds(probe_step, 5) + N_EVALS * seconds(lambda: val_loss(probe, val_data), 1)
+    return steps * per_call(probe_step, 5) + N_EVALS * per_call(lambda: val_loss(probe, val_data))
 
 
-def choose_steps(model, train_data, val_data, steps, short_steps, stated_s, short_loss):
+def choose_steps(model, train_data, val_data, steps, short_steps, stated_s, short_loss, what):
     """`steps`, unless this machine would take more than three times the stated time: then the announced
     `short_steps`. Either way the choice and its expected time are printed before the run starts."""
-    expected = expected_seconds(model, train_data, val_data, steps)
-    if GRADING or expected <= 3 * stated_s:
-        print(f"{steps} steps; expected time on this machine: about {expected:.0f} s")
-        return steps
-    short = expected * short_steps / steps
-    print(f"The {steps}-step run would take about {expected:.0f} s here, more than three times the {stated_s:.0f} s "
-          f"it takes on an idle 2-core laptop. Running the shorter schedule of {short_steps} steps instead (about "
-          f"{short:.0f} s); expect a final validation loss near {short_loss}, higher than the full run's. "
-          f"To run the full schedule anyway, set STEPS = {steps} and short_steps = {steps}.")
-    return short_steps
+    return choose(steps, short_steps, expected_seconds(model, train_data, val_data, steps), stated_s, what=what,
+                  short_note=f"expect a final validation loss near {short_loss}, higher than the full run's")
 
 
 def train_model(model, train_data, val_data, total, seed=0):
@@ -340,7 +330,8 @@ def train_model(model, train_data, val_data, total, seed=0):
 VAL = corpus.val[: (16 if GRADING else 64) * tc.seq_len + 1]  # 64 windows of 256 bytes (16 when graded)
 low, high = NB09_SHORT_VAL_LOSS_SEEDS  # how much the short run's end depends on the initialisation
 total = choose_steps(model, corpus.train, VAL, STEPS, NB09_SHORT_STEPS, NB09_TIME_LIMIT,
-                     f"{NB09_SHORT_VAL_LOSS} nats/byte (other initialisations measured between {low} and {high})")
+                     f"{NB09_SHORT_VAL_LOSS} nats/byte (other initialisations measured between {low} and {high})",
+                     "the training run")
 history, optimizer = train_model(model, corpus.train, VAL, total)
 final = history["val_loss"][-1]
 print(f"final validation loss {final:.3f} nats/byte; floor of the corpus {corpus.floor:.3f}, "
@@ -407,7 +398,7 @@ for seed in range(3):
 # a web application this notebook does not use). Set `TEXT_FILE` to the path of any UTF-8 text file to train on your
 # own text instead. `tinylm.data.load_text` keeps the last 10% as validation.
 #
-# The run is short (a fixed `NB09_TEXT_STEPS` steps, about 20 s on an idle 2-core laptop), so read the result
+# The run is short (a fixed `NB09_TEXT_STEPS` steps, about 45 s on an idle 2-core laptop), so read the result
 # against the baselines on the same validation bytes: a unigram (byte frequencies) and a bigram (next byte given the previous one), both fit on the training part.
 
 # %%
@@ -440,7 +431,8 @@ else:
     text_model = learner_model(cfg, DEVICE, quiet=True)  # a fresh copy of your model
     text_val = text.val[: (16 if GRADING else 64) * tc.seq_len + 1]
     text_steps = choose_steps(text_model, text.train, text_val, 10 if GRADING else NB09_TEXT_STEPS,
-                              NB09_TEXT_STEPS // 4, 20.0, "the unigram's, still above the bigram's")
+                              NB09_TEXT_STEPS // 4, 45.0, "the unigram's, still above the bigram's",
+                              "the run on this text")
     text_history, _ = train_model(text_model, text.train, text_val, text_steps)
     base = {"unigram": tinylm.data.unigram_nll(text.train, text_val),
             "bigram": tinylm.data.bigram_nll(text.train, text_val)}
@@ -503,7 +495,8 @@ show_check(check_lm_loss, pitfalls.lm_loss_per_sequence)
 # - **warmup or not**, and **clipping or not**, both at the sweep's second largest learning rate, where
 #   instability is most likely to show; the sweep's run at that rate is the baseline of both, trained once.
 #
-# `python -m tinylm experiment training_choices --steps 1000` reruns it longer.
+# The cell times a few steps of each run first and says how long it will take here (a shorter, announced variant on
+# a slow machine). `python -m tinylm experiment training_choices --steps 1000` reruns it longer.
 
 # %%
 from tinylm import experiments
@@ -511,12 +504,17 @@ from tinylm import experiments
 if GRADING:
     print("experiment skipped while grading")
 else:
-    choices = experiments.training_choices(corpus, build=lambda config: learner_model(config, quiet=True))
+    run = experiments.paced(experiments.training_choices, corpus, short_steps=50,
+                            stated_s=experiments.pacing.STATED_S["training_choices"],
+                            what="7 runs of your model (5 learning rates, no warmup, no clipping)",
+                            build=lambda config: learner_model(config, quiet=True))
+    choices = run.results[0]
+    print(f"what ran: {run.ran}")
     print("learning-rate sweep:\n" + choices.sweep.curves.summary())
     print("warmup:\n" + choices.warmup.summary())
     print("clipping:\n" + choices.clipping.summary())
     clipped = next(iter(choices.clipping.histories.values())).grad_norm  # gradient norms before clipping
-    print(f"each run: {experiments.SMALL_TRAIN.steps} steps of {experiments.SMALL_TRAIN.batch_size} windows of "
+    print(f"each run: {run.steps} steps of {experiments.SMALL_TRAIN.batch_size} windows of "
           f"{experiments.SMALL_TRAIN.seq_len} bytes; the clip at 1 shortened {sum(g > 1 for g in clipped)} of "
           f"{len(clipped)} steps of the baseline")
     finals = choices.sweep.final_val
@@ -532,16 +530,15 @@ else:
     plt.show()
 
 # %% [markdown]
-# **What the output shows** (one seed, short runs of a 2-layer model; the last lines of the output are the
-# verdicts). The sweep's ends are its clearest part: both the smallest and the largest rate end above the best one,
-# which lies in between, so the broad U of the classic picture is there. Between neighbours the curve need not be
-# smooth at this scale (the output says whether the losses fall and rise in order): one seed of a short run moves by
-# more than the difference between neighbouring rates, so read the sweep for its ends and its best region, not for
-# the exact best rate. At the high rate, the verdict lines say whether warmup and clipping helped this run. With
-# tinylm's own decoder in place of yours (same sizes), a run made while writing this notebook had both end *higher*
-# than the baseline: at this scale the sign of their effect depends on the model and the seed, so a run this small
-# does not settle either claim. Both exist for the rare early blow-up of large, deep models trained for long; the
-# run of section 7 keeps both, as `tinylm.train` does by default.
+# **Reading the output** (one seed, short runs of a 2-layer model; the last lines of the output are the verdicts,
+# computed from the numbers above them). Read the sweep for its ends first: where both the smallest and the largest
+# rate end above the best one, the broad U of the classic picture is there. Between neighbours the curve need not
+# be smooth at this scale (the output says whether the losses fall and rise in order): one seed of a short run can
+# move by more than the difference between neighbouring rates, so read the sweep for its ends and its best region,
+# not for the exact best rate. At the high rate, the verdict lines say whether warmup and clipping helped this run;
+# with one seed, a difference in either direction is this run's, not a law (`python -m tinylm experiment
+# training_choices --seed 1` reruns it from another seed). Both exist for the rare early blow-up of large, deep
+# models trained for long; the run of section 7 keeps both, as `tinylm.train` does by default.
 
 # %% [markdown]
 # ## Summary

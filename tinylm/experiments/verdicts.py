@@ -1,0 +1,82 @@
+"""Conclusions an experiment's own numbers support, worded from them.
+
+A notebook prints a claim only where its output backs it. Across seeds, one
+arm counts as ending below another only when every seed's value lies below
+every seed's value of the other (the seeds' ranges do not overlap);
+otherwise the sentence says that this run does not tell them apart, and
+gives the numbers either way.
+
+    finals = final_losses([curves_seed0, curves_seed1])   # label -> one value per seed
+    print(compare(finals, "RMSNorm", "LayerNorm").sentence())
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["Comparison", "compare", "final_losses", "lowest", "largest_rise", "values_text"]
+
+
+def values_text(values: list[float]) -> str:
+    """'0.612 and 0.634' ('diverged' for an arm whose loss became inf or nan)."""
+    words = ["diverged" if not math.isfinite(v) else f"{v:.3f}" for v in values]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def final_losses(curves_per_seed: list) -> dict[str, list[float]]:
+    """label -> the final validation loss of each seed's run (inf where it diverged: worse than any loss)."""
+    out: dict[str, list[float]] = {}
+    for curves in curves_per_seed:
+        for label, loss in curves.final_val().items():
+            out.setdefault(label, []).append(loss if math.isfinite(loss) else math.inf)
+    return out
+
+
+@dataclass
+class Comparison:
+    a: str
+    b: str
+    a_values: list[float]
+    b_values: list[float]
+
+    @property
+    def result(self) -> str:
+        """'lower' or 'higher' (a against b, in every seed, the ranges apart), else 'unresolved'."""
+        if max(self.a_values) < min(self.b_values):
+            return "lower"
+        if min(self.a_values) > max(self.b_values):
+            return "higher"
+        return "unresolved"
+
+    def sentence(self, quantity: str = "final validation loss", lower: str = "ends lower than",
+                 higher: str = "ends higher than") -> str:
+        seeds = len(self.a_values)
+        numbers = f"{self.a} {values_text(self.a_values)}, {self.b} {values_text(self.b_values)}"
+        every = "in every seed, the seeds' ranges apart" if seeds > 1 else "in this one run"
+        if self.result == "lower":
+            return f"{self.a} {lower} {self.b} {every} ({quantity}: {numbers})"
+        if self.result == "higher":
+            return f"{self.a} {higher} {self.b} {every} ({quantity}: {numbers})"
+        return f"{self.a} and {self.b} are not told apart by {seeds} seeds: their ranges of {quantity} overlap ({numbers})"
+
+
+def compare(values: dict[str, list[float]], a: str, b: str) -> Comparison:
+    return Comparison(a, b, values[a], values[b])
+
+
+def lowest(values: dict[str, list[float]]) -> str | None:
+    """The label whose every seed lies below every seed of every other label, or None."""
+    for label in values:
+        if all(compare(values, label, other).result == "lower" for other in values if other != label):
+            return label
+    return None
+
+
+def largest_rise(losses: list[float], after: int) -> float:
+    """How far the loss climbs back above its lowest value so far, at most, after step `after`:
+    0 for a loss that never rises again."""
+    best, rise = min(losses[:after + 1]), 0.0
+    for loss in losses[after + 1:]:
+        rise = max(rise, loss - best)
+        best = min(best, loss)
+    return rise

@@ -56,3 +56,9 @@ def test_report_benchmark_times_every_stage():
     out = run_benchmark("bench_report.py", "--students", "20", "--repeats", "1")
     for row in ("read gradebook + results", "compute tables", "HTML + CSV + JSON", "python -m autograder report"):
         assert row in out
+
+
+@pytest.mark.slow
+def test_notebook_cells_benchmark_lists_the_cells_it_was_asked_for():
+    out = run_benchmark("bench_notebook_cells.py", "01", "--min", "1000", "--grep", "tie_weights(")
+    assert out.startswith("01_embeddings: ") and "code cells" in out and "check_tie_weights(tie_weights)" in out

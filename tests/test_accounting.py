@@ -252,7 +252,9 @@ def test_an_integral_float_is_read_as_a_count(capsys):
 def test_verdicts():
     assert measure.against_prediction(10.0, (10.5, 1.0)) == "agrees within the spread of the repeats"
     assert measure.against_prediction(10.0, (25.0, 1.0)) == "measured 2.5x the prediction"
-    assert measure.against_prediction(10.0, (3.0, 3.5)).startswith(measure.TOO_NOISY)
+    assert measure.against_prediction(10.0, (3.0, 3.5)).startswith(measure.TOO_NOISY)      # spread > median
+    assert measure.against_prediction(10.0, (14.0, 5.0)).startswith(measure.TOO_NOISY)     # wide, hides the gap
+    assert measure.against_prediction(10.0, (30.0, 5.0)) == "measured 3x the prediction"   # stands out of it
     assert measure.clearly_more((1.0, 0.1), (2.0, 0.1)) and not measure.clearly_more((1.0, 0.6), (2.0, 0.6))
 
 

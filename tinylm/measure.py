@@ -82,12 +82,14 @@ def copy_bandwidth(device=None, megabytes: int = 64, repeats: int = 7) -> tuple[
 
 
 def against_prediction(predicted: float, measured: tuple[float, float], unit: str = "") -> str:
-    """The verdict on a prediction held against a (median, spread) measurement: TOO_NOISY when the spread is
-    as large as the measurement itself, 'agrees' when the prediction lies within the spread, otherwise how many
-    times the prediction the measurement is."""
+    """The verdict on a prediction held against a (median, spread) measurement: how many times the prediction
+    the measurement is, when the difference stands out from the spread; 'agrees' when the prediction lies within
+    a narrow spread (a quarter of the median at most); otherwise TOO_NOISY: the spread is as large as the
+    measurement, or as large as a difference it cannot resolve."""
     median, spread = measured
-    if spread >= median:
+    within = abs(median - predicted) <= spread
+    if spread >= median or (within and spread > median / 4):
         return f"{TOO_NOISY} (the repeats spread over {spread:.3g}{unit} around {median:.3g}{unit})"
-    if abs(median - predicted) <= spread:
+    if within:
         return "agrees within the spread of the repeats"
     return f"measured {median / predicted:.2g}x the prediction"

@@ -260,6 +260,7 @@ finally:
 require_agreement("your attention inside tinylm gives the fused path's logits", same,
                   "your causal_attention (and the causal_mask it calls) changes tinylm's logits: rerun their checks above")
 
+
 # %% [markdown]
 # ### What the layer costs: FLOPs
 #

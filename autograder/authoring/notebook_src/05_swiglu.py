@@ -400,6 +400,7 @@ check_decoder(Transformer, seed=97, d_model=48, n_layers=3, n_heads=6, seq=9, ba
 mine = learner_model(tinylm.ModelConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=64))
 print(type(mine).__module__, type(mine).__name__)
 
+
 # %% [markdown]
 # ### Counting your model's parameters
 #

@@ -214,6 +214,7 @@ fused = fused.to(DEVICE)
 print("cached == uncached:", torch.equal(tinylm.generate(fused, prompt, 30, temperature=0),
                                          tinylm.generate(fused, prompt, 30, temperature=0, use_cache=False)))
 
+
 # %% [markdown]
 # ### What a decoding step reads, and the speed that allows
 #

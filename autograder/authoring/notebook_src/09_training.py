@@ -400,6 +400,7 @@ for seed in range(3):
                           generator=torch.Generator(device=DEVICE).manual_seed(seed))
     print(repr(tok.decode(out[0])), "\n")
 
+
 # %% [markdown]
 # ### What the run cost: FLOPs, time and memory
 #

@@ -34,8 +34,8 @@ def cell_seconds(cell) -> float | None:
     return (parse(end) - parse(start)).total_seconds()
 
 
-def time_cells(name: str, grading: bool) -> list[tuple[float, str]]:
-    """[(seconds, the cell's first line)] for every code cell of one notebook."""
+def time_cells(name: str, grading: bool) -> tuple[str, list[tuple[float, str, str]]]:
+    """The notebook's full name, and [(seconds, the cell's first line, its source)] for each of its code cells."""
     from nbclient import NotebookClient
 
     [src] = source_files([name])
@@ -54,7 +54,7 @@ def time_cells(name: str, grading: bool) -> list[tuple[float, str]]:
         if seconds is not None:
             first = next((line for line in cell.source.splitlines() if line.strip() and not line.startswith("#")), "")
             rows.append((seconds, first[:90], cell.source))
-    return rows
+    return src.stem, rows
 
 
 def main(argv=None) -> int:
@@ -65,8 +65,8 @@ def main(argv=None) -> int:
     p.add_argument("--grading", action="store_true", help="run with NBGRADER_EXECUTION set, as nbgrader does")
     args = p.parse_args(argv)
     for name in args.names:
-        rows = time_cells(name, args.grading)
-        print(f"{name}: {sum(s for s, _, _ in rows):.1f} s in {len(rows)} code cells"
+        stem, rows = time_cells(name, args.grading)
+        print(f"{stem}: {sum(s for s, _, _ in rows):.1f} s in {len(rows)} code cells"
               f"{' (as graded)' if args.grading else ''}; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
         for seconds, first, source in sorted(rows, reverse=True):
             if seconds >= args.min or any(g in source for g in args.grep):

@@ -1,50 +1,78 @@
-"""The long experiment cells of the notebooks, each at its full size (all its
-seeds), timed on this machine: the seconds a cell states for the stated
-machine (tinylm.experiments.pacing.STATED_S) come from this table, run on an
-idle 2-core machine.
+"""Wall time of each cell of a notebook, run as the build runs it (a fresh
+kernel, from the notebook's folder): which cells a notebook's stated run time
+is spent on.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_notebook_cells.py            # every cell
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_notebook_cells.py norms mlp  # some
+    OMP_NUM_THREADS=1 python benchmarks/bench_notebook_cells.py 07
+    OMP_NUM_THREADS=1 python benchmarks/bench_notebook_cells.py 03 05 06 07 09 --grep flop --grep bytes_per
+    OMP_NUM_THREADS=1 python benchmarks/bench_notebook_cells.py 09 --grading      # as nbgrader runs it
 
-Wall seconds are what a learner waits; CPU seconds (this process, one
-thread) are what a loaded machine inflates least. Both include building the
-models and the measurements after training, as the cell does.
+The notebook is built from its source in autograder/authoring/notebook_src/
+(not the committed solution), executed with nbclient, and each code cell's
+time is read from nbclient's own timestamps (from the kernel's "busy" to its
+reply). Printed: the total, then every cell above --min seconds and every
+cell whose source contains a --grep text, slowest first. Nothing is written.
+A machine busy with other jobs inflates every figure: measure on an idle one.
 """
 from __future__ import annotations
 
 import argparse
-import time
+import os
+import sys
+from datetime import datetime
 
-import torch
-
-import tinylm
-from tinylm import experiments
-from tinylm.experiments import pacing
-
-# experiment -> the seeds its notebook cell runs
-CELLS = {"norms": (0, 1), "attention_scale": (0, 1), "positions": (0, 1), "block_order": (0, 1), "mlp": (0, 1),
-         "moe": (0, 1), "kv_heads": (0, 1), "training_choices": (0,)}
+from autograder.authoring.build import new_notebook, source_cells, source_files
+from autograder.course import SOURCE_DIR
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("cells", nargs="*", metavar="CELL", help=f"some of {', '.join(CELLS)} (default: all)")
-    args = p.parse_args()
-    unknown = [c for c in args.cells if c not in CELLS]
-    if unknown:
-        p.error(f"unknown cell {', '.join(unknown)}: choose from {', '.join(CELLS)}")
-    torch.set_num_threads(1)
-    corpus = tinylm.course_corpus()
-    print(f"{'cell':<18} {'seeds':>5} {'wall s':>8} {'CPU s':>8} {'stated s':>9}")
-    for name in args.cells or CELLS:
-        run, _ = experiments.EXPERIMENTS[name]
-        wall, cpu = time.perf_counter(), time.process_time()
-        for seed in CELLS[name]:
-            run(corpus, seed=seed)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        print(f"{name:<18} {len(CELLS[name]):>5} {wall:8.1f} {cpu:8.1f} {pacing.STATED_S.get(name, float('nan')):9.0f}",
-              flush=True)
+def cell_seconds(cell) -> float | None:
+    """Seconds between the kernel starting the cell and its reply, from nbclient's timestamps."""
+    stamps = cell.metadata.get("execution", {})
+    start, end = stamps.get("iopub.status.busy"), stamps.get("shell.execute_reply")
+    if not (start and end):
+        return None
+    parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
+    return (parse(end) - parse(start)).total_seconds()
+
+
+def time_cells(name: str, grading: bool) -> tuple[str, list[tuple[float, str, str]]]:
+    """The notebook's full name, and [(seconds, the cell's first line, its source)] for each of its code cells."""
+    from nbclient import NotebookClient
+
+    [src] = source_files([name])
+    nb = new_notebook(source_cells(src))
+    if grading:
+        os.environ["NBGRADER_EXECUTION"] = "autograde"  # the kernel inherits it: heavy cells shrink
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=True,
+                       resources={"metadata": {"path": str(SOURCE_DIR / src.stem)}}).execute()
+    finally:
+        if grading:
+            os.environ.pop("NBGRADER_EXECUTION", None)
+    rows = []
+    for cell in nb.cells:
+        seconds = cell_seconds(cell) if cell.cell_type == "code" else None
+        if seconds is not None:
+            first = next((line for line in cell.source.splitlines() if line.strip() and not line.startswith("#")), "")
+            rows.append((seconds, first[:90], cell.source))
+    return src.stem, rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="+", help="notebook prefixes, e.g. 03 07_gqa")
+    p.add_argument("--grep", action="append", default=[], help="always list the cells whose source contains this")
+    p.add_argument("--min", type=float, default=1.0, help="list cells that take at least this many seconds")
+    p.add_argument("--grading", action="store_true", help="run with NBGRADER_EXECUTION set, as nbgrader does")
+    args = p.parse_args(argv)
+    for name in args.names:
+        stem, rows = time_cells(name, args.grading)
+        print(f"{stem}: {sum(s for s, _, _ in rows):.1f} s in {len(rows)} code cells"
+              f"{' (as graded)' if args.grading else ''}; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+        for seconds, first, source in sorted(rows, reverse=True):
+            if seconds >= args.min or any(g in source for g in args.grep):
+                print(f"  {seconds:6.2f} s  {first}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -59,8 +59,14 @@ def test_report_benchmark_times_every_stage():
 
 
 @pytest.mark.slow
-def test_notebook_cells_benchmark_times_a_cell_with_all_its_seeds():
-    out = run_benchmark("bench_notebook_cells.py", "mlp")
+def test_experiments_benchmark_times_a_cell_with_all_its_seeds():
+    out = run_benchmark("bench_experiments.py", "mlp")
     assert "wall s" in out and "CPU s" in out and "stated s" in out
     [row] = [line.split() for line in out.splitlines() if line.startswith("mlp ")]
     assert row[1] == "2" and float(row[2]) > 0  # two seeds, as the notebook runs them
+
+
+@pytest.mark.slow
+def test_notebook_cells_benchmark_lists_the_cells_it_was_asked_for():
+    out = run_benchmark("bench_notebook_cells.py", "01", "--min", "1000", "--grep", "tie_weights(")
+    assert out.startswith("01_embeddings: ") and "code cells" in out and "check_tie_weights(tie_weights)" in out

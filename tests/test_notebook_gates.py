@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course
+from autograder import checks, course
 from autograder.authoring.build import new_notebook, source_cells
 from autograder.authoring.gates import (
     NUMBERS_BLOCK, exercises, is_tied, leaked_lines, output_text, readable_functions, solution_lines,
@@ -22,6 +22,9 @@ from autograder.authoring.gates import (
 )
 from autograder.notebook_format import MARKERS, is_answer, is_check, nbg, read
 
+from .helpers import ACCOUNTING_CHECK_MODULE
+
+ACCOUNTING_CHECKS = {n for n in dir(checks) if n.startswith("check_") and getattr(checks, n).__module__ == ACCOUNTING_CHECK_MODULE}
 PART_1 = ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu")
 ASSIGNMENTS = course.assignments()
 
@@ -121,7 +124,11 @@ def test_grade_ids_unique_across_the_course():
 def test_every_answer_is_followed_by_its_check(assignment):
     nb = read(course.source_notebook(assignment))
     exs = exercises(nb)
-    assert 2 <= len(exs) <= 4, f"{assignment}: {len(exs)} exercises; the spine asks for 2-4"
+    # 2-4 exercises on the component, and at most one accounting exercise (what it costs, autograder/checks/accounting.py)
+    accounting = [ex for ex in exs if ex.check is not None and ex.check.source.split("(")[0] in ACCOUNTING_CHECKS]
+    assert 2 <= len(exs) - len(accounting) <= 4 and len(accounting) <= 1, \
+        f"{assignment}: {len(exs) - len(accounting)} exercises and {len(accounting)} of accounting; the spine asks " \
+        "for 2-4, and at most one of accounting"
     for ex in exs:
         assert ex.check is not None, f"{assignment}: answer cell {ex.grade_id} is not followed by a graded check cell"
         names = ex.defines

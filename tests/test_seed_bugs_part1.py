@@ -115,6 +115,25 @@ BUGS = [
      "the head is not tied"),
     ("05_swiglu", "Transformer", "return tied_logits(self.norm(x), self.lm_head.weight)",
      "return tied_logits(x, self.lm_head.weight)", "the first stage that differs is final norm"),
+    # the accounting exercises of 03 and 05: what the layer and the model cost
+    ("03_causal_attention", "attention_flops", "projection = 2 * B * T * d * d", "projection = B * T * d * d",
+     "the factor 2 of a multiply-add"),
+    ("03_causal_attention", "attention_flops", "per_head = 2 * T * T * head_dim", "per_head = 2 * T * head_dim",
+     "counted without T"),
+    ("03_causal_attention", "attention_flops", "per_head = 2 * T * T * head_dim", "per_head = T * T * head_dim",
+     "halved for the causal mask"),
+    ("03_causal_attention", "attention_flops", '"scores": B * n_heads * per_head, "mix": B * n_heads * per_head',
+     '"scores": 0, "mix": 0', "the attention matmuls are missing"),
+    ("05_swiglu", "param_counts", '"lm_head": 0 if config.tie_embeddings else config.vocab_size * d',
+     '"lm_head": config.vocab_size * d', "the tied head counted twice"),
+    ("05_swiglu", "param_counts", "k_and_v = 2 * d * config.n_kv_heads * hd", "k_and_v = 2 * d * config.n_heads * hd",
+     "k_proj and v_proj sized like q_proj"),
+    ("05_swiglu", "param_counts", '"mlp": L * 3 * d * config.d_ff', '"mlp": L * 2 * d * config.d_ff',
+     "SwiGLU's third matrix forgotten"),
+    ("05_swiglu", "param_counts", '"attention": L * (q_and_o + k_and_v)',
+     '"attention": L * (q_and_o + k_and_v + 2 * config.n_heads * hd + 2 * config.n_kv_heads * hd)',
+     "biases that do not exist"),
+    ("05_swiglu", "param_counts", '"norms": (2 * L + 1) * d', '"norms": 2 * L * d', "the final norm"),
 ]
 
 

@@ -109,6 +109,25 @@ BUGS = [
      "normalised over the whole table"),
     ("10_perplexity", "bigram_nll", "counts.sum(dim=1, keepdim=True)", "counts.sum(dim=0, keepdim=True)", "direction swapped"),
     ("10_perplexity", "bigram_nll", "-probs.log()", "-probs.log2()", "log base 2"),
+    # the accounting exercises of 06, 07 and 09: what serving and training cost
+    ("06_kv_cache", "kv_cache_bytes", "per_position = 2 * config.n_layers", "per_position = config.n_layers",
+     "K and V both"),
+    ("06_kv_cache", "kv_cache_bytes", "config.n_kv_heads * config.head_dim", "config.n_heads * config.head_dim",
+     "n_heads instead of n_kv_heads"),
+    ("06_kv_cache", "kv_cache_bytes", "* dtype.itemsize", "* 4", "the dtype is ignored (4 bytes assumed)"),
+    ("06_kv_cache", "kv_cache_bytes", "per_position * seq_len * batch_size", "per_position * seq_len",
+     "the batch is ignored"),
+    ("07_gqa", "decode_bytes_per_token", "(1 if config.tie_embeddings else 2)", "2", "the tied head counted twice"),
+    ("07_gqa", "decode_bytes_per_token", "kv_cache = 2 * L * config.n_kv_heads", "kv_cache = 2 * L * config.n_heads",
+     "n_heads instead of n_kv_heads"),
+    ("07_gqa", "decode_bytes_per_token", "kv_cache = 2 * L", "kv_cache = L", "K and V both"),
+    ("09_training", "train_step_costs", '"flops": 6 * matmul_weights * tokens + 3 * attention_matmuls',
+     '"flops": 2 * matmul_weights * tokens + attention_matmuls', "the forward pass only"),
+    ("09_training", "train_step_costs", " + 3 * attention_matmuls", "", "the attention matmuls are missing"),
+    ("09_training", "train_step_costs", '"adam_moments": 2 * 4 * n_params', '"adam_moments": 4 * n_params',
+     "one moment only"),
+    ("09_training", "train_step_costs", "(0 if config.tie_embeddings else V * d)", "V * d",
+     "the tied head counted twice"),
 ]
 
 

@@ -8,7 +8,8 @@ from .config import ModelConfig
 from .training import TrainConfig
 
 __all__ = ["NB06_MODEL", "NB09_MODEL", "NB09_TRAIN", "NB09_TIME_LIMIT", "NB09_STEPS", "NB09_SHORT_STEPS",
-           "NB09_SHORT_VAL_LOSS", "NB09_SHORT_VAL_LOSS_SEEDS", "NB09_TEXT_STEPS", "PRESETS"]
+           "NB09_SHORT_VAL_LOSS", "NB09_SHORT_VAL_LOSS_SEEDS", "NB09_TEXT_STEPS", "PRESETS", "SMOLLM2_135M",
+           "LLAMA3_8B", "PUBLISHED"]
 
 # Notebook 06 (KV cache): room for a 16-token prompt plus 1024 new tokens,
 # the longest generation the KV-cache benchmark measures.
@@ -40,6 +41,18 @@ NB09_SHORT_VAL_LOSS_SEEDS = (0.56, 1.19)  # lowest and highest measured over two
 # The notebook's second run, on Shakespeare: about 45 s on an idle 2-core machine (600 steps of the
 # first run took 64 s there).
 NB09_TEXT_STEPS = 400
+
+# Published models, as their Hugging Face config.json files state them (hidden_size, intermediate_size,
+# num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size, rope_theta, rms_norm_eps,
+# tie_word_embeddings, max_position_embeddings). The accounting exercises count their parameters, FLOPs and
+# cache bytes without weights: a model built from one of these on the meta device holds shapes only.
+# SmolLM2-135M is the model tinylm.pretrained loads (its GGUF metadata gives the same sizes, checked by
+# tests/test_accounting.py); Meta's model card calls Llama 3 8B "8B".
+SMOLLM2_135M = ModelConfig(vocab_size=49152, d_model=576, n_layers=30, n_heads=9, n_kv_heads=3, d_ff=1536,
+                           max_seq_len=8192, rope_theta=100000.0, norm_eps=1e-5, tie_embeddings=True)
+LLAMA3_8B = ModelConfig(vocab_size=128256, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336,
+                        max_seq_len=8192, rope_theta=500000.0, norm_eps=1e-5, tie_embeddings=False)
+PUBLISHED = {"SmolLM2-135M": SMOLLM2_135M, "Llama-3-8B": LLAMA3_8B}
 
 PRESETS = {
     "nb09": (NB09_MODEL, NB09_TRAIN),

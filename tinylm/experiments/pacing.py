@@ -36,7 +36,7 @@ REPORT_EVERY_S = 30.0    # the longest silence while a paced cell runs
 PROBE_STEPS = 3          # timed training steps of each model in the slice (after one untimed step)
 ALWAYS_FULL = False      # True: a slow machine still runs the full work (after saying how long it will take)
 # Seconds each notebook's experiment cell takes at its full size (all its
-# seeds) on STATED_MACHINE: `benchmarks/bench_notebook_cells.py` measures
+# seeds) on STATED_MACHINE: `benchmarks/bench_experiments.py` measures
 # them (run it on an idle machine and copy its wall column here). These are
 # its CPU seconds on a loaded 2-core machine with one thread, rounded up: a
 # stand-in for the idle wall time until that run.

@@ -14,7 +14,8 @@
 # 1. `causal_mask(q_len, kv_len)`: which query may look at which key;
 # 2. `split_heads` / `merge_heads`: the reshapes between `(B, T, d_model)` and `(B, heads, T, head_dim)`;
 # 3. `causal_attention(q, k, v)`: scaled dot-product attention with the mask, softmax written out;
-# 4. `self_attention(x, w_q, w_k, w_v, w_o, n_heads)`: the whole multi-head layer.
+# 4. `self_attention(x, w_q, w_k, w_v, w_o, n_heads)`: the whole multi-head layer;
+# 5. `attention_flops(batch, seq_len, d_model, n_heads)`: what that layer costs, in FLOPs, held against a measurement.
 #
 # **Since notebook 02:** the input of attention is a normalised hidden state `h = rms_norm(x)` of shape
 # `(B, T, d_model)`. Notebook 04 will add positions (RoPE) to queries and keys; here there is no position
@@ -37,8 +38,8 @@ import torch.nn.functional as F
 import tinylm
 import tinylm.experiments
 from autograder.checks import pitfalls
-from autograder.checks import (check_causal_attention, check_causal_mask, check_self_attention, check_split_merge,
-                               show_check)
+from autograder.checks import (check_attention_flops, check_causal_attention, check_causal_mask, check_self_attention,
+                               check_split_merge, show_check)
 from autograder.checks.learner_model import require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -262,6 +263,89 @@ finally:
     tinylm.attention.causal_attention = original
 require_agreement("your attention inside tinylm gives the fused path's logits", same,
                   "your causal_attention (and the causal_mask it calls) changes tinylm's logits: rerun their checks above")
+
+
+# %% [markdown]
+# ### What the layer costs: FLOPs
+#
+# Arithmetic is counted in **FLOPs** (floating-point operations). A matmul of an `(m, n)` matrix by an `(n, p)` one
+# computes $m \cdot p$ dot products of $n$ terms: $m n p$ multiplications and as many additions, so
+# $2\,m n p$ FLOPs; a batched matmul does that once per batch entry. The layer above has four kinds of matmuls:
+#
+# | key | matmul | shapes | grows with |
+# |---|---|---|---|
+# | `qkv_proj` | $q, k, v = h W^\top$ | three `(B·T, d) @ (d, d)` | $T$ |
+# | `scores` | $q k^\top$, every head | `(T, d_h) @ (d_h, T)`, $B \cdot H$ times | $T^2$ |
+# | `mix` | weights $\cdot\, v$, every head | `(T, T) @ (T, d_h)`, $B \cdot H$ times | $T^2$ |
+# | `out_proj` | $y W_o^\top$ | `(B·T, d) @ (d, d)` | $T$ |
+#
+# **The convention** is what `torch.utils.flop_counter.FlopCounterMode` counts when the matmuls are written out, as in
+# your `causal_attention`: the whole $T \times T$ of the scores and of the mix, the masked half included (the matmul
+# computes it; the mask then throws it away). The mask, the scale and the softmax are not counted: each does a few
+# operations per number, not $d_h$ of them. (On the CPU, the counter counts nothing at all inside the fused
+# `F.scaled_dot_product_attention`, one more reason to fix the convention on the written-out form.)
+#
+# ### Exercise: `attention_flops`
+#
+# Return a dict with the four keys of the table, each the FLOPs of one forward pass of the layer (an int), for a batch
+# of `batch` sequences of `seq_len` tokens, width `d_model` and `n_heads` heads. Compute it from the sizes; the check
+# measures your formula against `FlopCounterMode` running the layer on tensors of those sizes, up to $T$ = 16384.
+
+# %% nbgrader={"grade": false, "grade_id": "attention_flops", "locked": false, "schema_version": 3, "solution": true}
+def attention_flops(batch: int, seq_len: int, d_model: int, n_heads: int) -> dict:
+    """FLOPs of each matmul of one causal multi-head attention layer: {"qkv_proj", "scores", "mix", "out_proj"}."""
+    ### BEGIN SOLUTION
+    B, T, d = batch, seq_len, d_model
+    head_dim = d // n_heads
+    projection = 2 * B * T * d * d              # (B·T, d) @ (d, d): 2 FLOPs per multiply-add
+    per_head = 2 * T * T * head_dim             # (T, hd) @ (hd, T) for the scores; (T, T) @ (T, hd) for the mix
+    return {"qkv_proj": 3 * projection, "scores": B * n_heads * per_head, "mix": B * n_heads * per_head,
+            "out_proj": projection}
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "check_attention_flops", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check_attention_flops(attention_flops)
+### BEGIN HIDDEN TESTS
+check_attention_flops(attention_flops, cases=((5, 7, 24, 3), (2, 300, 128, 8), (1, 4096, 2048, 16)))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Your prediction against this machine
+#
+# A FLOP count becomes a time once you know how many FLOPs per second the machine does. The cell measures that
+# (a 512 × 512 float32 matmul, repeated), predicts the time of your `self_attention` on one sequence of width 256
+# from your `attention_flops`, then times it, and counts its FLOPs with `FlopCounterMode` as the check did. Every
+# timing is the median of seven runs; a verdict says **too noisy to tell** when the runs spread as much as the value.
+
+# %%
+from torch.utils.flop_counter import FlopCounterMode
+
+from tinylm import measure
+
+peak = measure.matmul_throughput(DEVICE)
+print(f"this machine: {peak[0] / 1e9:.1f} GFLOP/s on a 512 x 512 float32 matmul (median of 7, spread "
+      f"{peak[1] / 1e9:.1f})")
+width, heads = 256, 4
+weights_qkvo = [torch.randn(width, width, device=DEVICE) / 16 for _ in range(4)]
+print(f"{'T':>5} {'your FLOPs':>14} {'counted':>14} {'predicted ms':>13} {'measured ms':>12}  verdict")
+for T in ([128, 512] if GRADING else [128, 512, 1024]):
+    h = torch.randn(1, T, width, device=DEVICE)
+    yours = sum(attention_flops(1, T, width, heads).values())
+    with FlopCounterMode(display=False) as counter:
+        self_attention(h, *weights_qkvo, heads)
+    with torch.no_grad():
+        ms = measure.timed_ms(lambda: self_attention(h, *weights_qkvo, heads), device=DEVICE)
+    predicted_ms = 1e3 * yours / peak[0]
+    print(f"{T:>5} {yours:>14,} {counter.get_total_flops():>14,} {predicted_ms:>13.2f} {ms[0]:>12.2f}  "
+          f"{measure.against_prediction(predicted_ms, ms, ' ms')}")
+
+# %% [markdown]
+# Read the two columns of FLOPs first: your formula and the counter agree on your own layer. The time is another
+# matter. The prediction assumes every FLOP runs at the speed of one large matmul; the measured time also pays for
+# the work the count leaves out (the mask, the scale and the softmax touch all $B \cdot H \cdot T^2$ scores, and moving
+# them through memory takes longer than the arithmetic), and for matmuls too small to reach the large one's speed.
+# So a measured time above the prediction is expected; by how much is what the verdict column says on this machine.
 
 # %% [markdown]
 # ## 6. Pitfalls

@@ -16,7 +16,8 @@
 # 2. `swiglu_hidden(d_model, multiple)`: its hidden size, by the 8/3 rule;
 # 3. `pre_norm_block(x, attn, mlp, attn_norm, mlp_norm)`: the pre-norm residual block;
 # 4. `Attention`, `Block` and `Transformer`: the whole decoder as `nn.Module`s, with tinylm's parameter names, so
-#    the same weights load into yours and into `tinylm.Transformer`.
+#    the same weights load into yours and into `tinylm.Transformer`;
+# 5. `param_counts(config)`: its parameters per component, predicted from the config and held against the models.
 #
 # The modules are **your model**: notebooks 06–10 generate with it, train it and convert it to Hugging Face.
 #
@@ -43,8 +44,8 @@ import tinylm
 import tinylm.experiments
 from tinylm import apply_rope, causal_attention, embed, rms_norm, rope_cache, tied_logits
 from autograder.checks import pitfalls
-from autograder.checks import (check_attention_module, check_block, check_decoder, check_pre_norm_block, check_swiglu,
-                               check_swiglu_hidden, show_check)
+from autograder.checks import (check_attention_module, check_block, check_decoder, check_param_counts, check_pre_norm_block,
+                               check_swiglu, check_swiglu_hidden, show_check)
 from autograder.checks.learner_model import learner_model, require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -402,6 +403,125 @@ check_decoder(Transformer, seed=97, d_model=48, n_layers=3, n_heads=6, seq=9, ba
 # %%
 mine = learner_model(tinylm.ModelConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=64))
 print(type(mine).__module__, type(mine).__name__)
+
+
+# %% [markdown]
+# ### Counting your model's parameters
+#
+# How big is the model you just wrote? Every weight is a matrix or a vector of sizes the config fixes, so the count
+# is a formula in the config, and you can write it down without building anything:
+#
+# | component | what it holds |
+# |---|---|
+# | `embedding` | `tok_emb`: one row of `d_model` numbers per vocabulary entry |
+# | `attention` | per block: `q_proj` and `o_proj` between `d_model` and `n_heads · head_dim`; `k_proj` and `v_proj` from `d_model` to `n_kv_heads · head_dim`; no biases |
+# | `mlp` | per block: SwiGLU's three matrices between `d_model` and `d_ff`; no biases |
+# | `norms` | one gain vector of `d_model` per `RMSNorm`: two per block and the final one |
+# | `lm_head` | tied: nothing of its own (it *is* the embedding's Parameter, which `parameters()` yields once); untied: its own `vocab_size × d_model` matrix |
+#
+# ### Exercise 5: `param_counts`
+#
+# Return a dict with the five keys of the table, each the number of parameters of that component summed over all
+# blocks (an int). The check builds tinylm's `Transformer` for several configs on PyTorch's **meta device** (tensors
+# with a shape and no memory: Llama 3 8B costs nothing) and holds your counts against `p.numel()` of its parameters,
+# component by component, so a wrong count names the component and the mistake.
+
+# %% nbgrader={"grade": false, "grade_id": "param_counts", "locked": false, "schema_version": 3, "solution": true}
+def param_counts(config: tinylm.ModelConfig) -> dict:
+    """Parameters per component of the decoder: {"embedding", "attention", "mlp", "norms", "lm_head"}."""
+    ### BEGIN SOLUTION
+    d, L, hd = config.d_model, config.n_layers, config.head_dim
+    q_and_o = 2 * d * config.n_heads * hd       # q_proj: d -> n_heads·hd, o_proj back
+    k_and_v = 2 * d * config.n_kv_heads * hd    # k_proj and v_proj: d -> n_kv_heads·hd each
+    return {"embedding": config.vocab_size * d,
+            "attention": L * (q_and_o + k_and_v),
+            "mlp": L * 3 * d * config.d_ff,     # gate_proj, up_proj, down_proj
+            "norms": (2 * L + 1) * d,           # attn_norm and mlp_norm per block, then the final norm
+            "lm_head": 0 if config.tie_embeddings else config.vocab_size * d}  # tied: the embedding's Parameter
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "check_param_counts", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check_param_counts(param_counts)
+### BEGIN HIDDEN TESTS
+from autograder.checks.accounting import PARAM_CASES
+check_param_counts(param_counts, cases=(
+    ("d_model 40, MQA, untied head", tinylm.ModelConfig(vocab_size=97, d_model=40, n_layers=5, n_heads=4, n_kv_heads=1,
+                                                        tie_embeddings=False)),
+    ("d_model 96, GQA 12/3, tied head", tinylm.ModelConfig(vocab_size=512, d_model=96, n_layers=7, n_heads=12,
+                                                           n_kv_heads=3, d_ff=200)),
+    PARAM_CASES[-1]))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Your prediction next to three measurements: your own `Transformer` of exercise 4 (its `named_parameters()`), and two
+# published models built on the meta device from their Hugging Face configs (`tinylm.presets.SMOLLM2_135M`, the model
+# below, and `LLAMA3_8B`), the last also built as transformers' own `LlamaForCausalLM`. Meta's model card calls
+# Llama 3 8B "8B"; the count says exactly how many.
+
+# %%
+from autograder.checks.accounting import COMPONENTS, measure_parameters, meta_model
+from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
+
+small = tinylm.ModelConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=64)
+rows = [("your Transformer, d_model 64", small, measure_parameters(Transformer(small))),
+        ("SmolLM2-135M (tinylm, meta)", SMOLLM2_135M, measure_parameters(meta_model(SMOLLM2_135M))),
+        ("Llama-3-8B (tinylm, meta)", LLAMA3_8B, measure_parameters(meta_model(LLAMA3_8B)))]
+print(f"{'':30} {'':>9}" + "".join(f"{k:>15}" for k in COMPONENTS) + f"{'total':>16}")
+for name, config, measured in rows:
+    predicted = param_counts(config)
+    for label, counts in (("predicted", predicted), ("measured", measured)):
+        print(f"{name if label == 'predicted' else '':30} {label:>9}" + "".join(f"{counts.get(k, 0):>15,}" for k in COMPONENTS)
+              + f"{sum(counts.values()):>16,}")
+try:
+    from transformers import LlamaForCausalLM
+except ImportError:
+    print("transformers is not installed: skipping its Llama-3-8B (pip install transformers)")
+else:
+    with torch.device("meta"):
+        hf_llama = LlamaForCausalLM(tinylm.hf_llama_config(LLAMA3_8B))
+    print(f"transformers' LlamaForCausalLM from the same config: {hf_llama.num_parameters():,} parameters; "
+          f"the model card: 8B")
+    del hf_llama
+
+# %% [markdown]
+# ### Where the FLOPs go as the context grows
+#
+# A matmul with a weight matrix costs 2 FLOPs per weight per token, so a block's projections and MLP cost twice their
+# parameters per token, whatever the length. Attention's two matmuls of notebook 03 ($QK^\top$ and weights · $V$) cost
+# $4 \cdot T \cdot n_\text{heads} \cdot d_\text{head}$ per token: they grow with the context. The cell predicts, per block of
+# SmolLM2-135M, the share of attention in the block's FLOPs from your `param_counts` and that rule, and measures it
+# with `FlopCounterMode` on one block run on the meta device, from 256 to 16k tokens.
+
+# %%
+from autograder.checks.accounting import block_flops
+
+config = SMOLLM2_135M
+per_block = {k: v // config.n_layers for k, v in param_counts(config).items()}
+lengths = [256, 512, 1024, 2048, 4096, 8192, 16384]
+predicted_share, measured_share = [], []
+print(f"{'T':>6} {'attention share, predicted':>27} {'measured':>9}")
+for T in lengths:
+    attention = 2 * per_block["attention"] + 4 * T * config.n_heads * config.head_dim  # per token
+    mlp = 2 * per_block["mlp"]
+    counted = block_flops(config, T)
+    predicted_share.append(attention / (attention + mlp))
+    measured_share.append(counted["attention"] / (counted["attention"] + counted["mlp"]))
+    print(f"{T:>6} {predicted_share[-1]:>27.1%} {measured_share[-1]:>9.1%}")
+fig, ax = plt.subplots(figsize=(6.5, 2.8))
+ax.semilogx(lengths, predicted_share, "o-", base=2, label="predicted from your param_counts")
+ax.semilogx(lengths, measured_share, "x", base=2, ms=9, label="counted (FlopCounterMode)")
+ax.axhline(0.5, ls=":", c="grey")
+ax.set_xlabel("tokens in the context, T"), ax.set_ylabel("attention's share of a block's FLOPs"), ax.legend()
+ax.set_title("SmolLM2-135M: attention against the MLP, per block")
+plt.show()
+
+# %% [markdown]
+# Prediction and count agree at every length (the two columns of the table). At a few hundred tokens a SmolLM2 block
+# spends most of its FLOPs in the MLP and the projections, and the $T^2$ terms are a small part of the total, which is why
+# "FLOPs ≈ 2 × parameters per token" is a fair first estimate of a forward pass at short contexts. As $T$ grows the
+# $T^2$ terms take over: the share crosses one half (the dotted line) between 1024 and 2048 tokens, and at 16384
+# tokens attention is most of the block's work. Long contexts are paid for in attention.
 
 # %% [markdown]
 # ### Your model, real weights

@@ -11,10 +11,11 @@
 #
 # **What you build.** The memory that makes decoding fast. You will write
 #
-# 1. `cache_update(past_k, past_v, k, v)`: append the new keys and values along the sequence axis;
-# 2. `attention_step(x, attn, cos, sin, past_k, past_v)`: attention for a few *new* tokens that reads every cached
+# 1. `kv_cache_bytes(config, seq_len, batch_size, dtype)`: what the cache costs in memory, for any model and dtype;
+# 2. `cache_update(past_k, past_v, k, v)`: append the new keys and values along the sequence axis;
+# 3. `attention_step(x, attn, cos, sin, past_k, past_v)`: attention for a few *new* tokens that reads every cached
 #    key, with RoPE positions offset by the cache length and a mask aligned for the new tokens;
-# 3. `generate_greedy(model, prompt, max_new_tokens, cache)`: prefill once, then decode one token per step.
+# 4. `generate_greedy(model, prompt, max_new_tokens, cache)`: prefill once, then decode one token per step.
 #
 # **Since notebook 05:** you have the whole model, `tinylm.Transformer`: embedding, blocks of RMSNorm, RoPE attention
 # and SwiGLU, final norm, tied head. Its forward pass already accepts `cache=`; here you build what goes on inside.
@@ -35,9 +36,11 @@ import torch.nn.functional as F
 
 import tinylm
 import tinylm.experiments
+from tinylm.measure import clearly_more, timed_ms  # (median, spread) of repeated timings; a difference beyond both spreads
 from tinylm.presets import NB06_MODEL
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
-from autograder.checks import check_attention_step, check_cache_update, check_generate_greedy, show_check
+from autograder.checks import (check_attention_step, check_cache_update, check_generate_greedy, check_kv_cache_bytes,
+                               show_check)
 from autograder.checks.learner_model import (cached_matches_full, check_model_agrees, learner_cache, learner_model,
                                               require_agreement)
 
@@ -81,16 +84,45 @@ tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prin
 #
 # $$\text{cache bytes} = 2 \cdot n_\text{layers} \cdot B \cdot n_\text{kv heads} \cdot d_\text{head} \cdot T \cdot \text{bytes per number}$$
 #
-# (2 for K and V). The plot shows it for this course's model and for a 7B-parameter Llama-2-sized model.
+# (2 for K and V).
+#
+# ### Exercise: `kv_cache_bytes`
+#
+# Write that formula for any model: `config` gives `n_layers`, `n_kv_heads` and `head_dim`, and `dtype` the bytes per
+# number (`dtype.itemsize`: 4 for `torch.float32`, 2 for `torch.bfloat16` and `torch.float16`). The check holds your
+# bytes against the `nbytes` of the key and value tensors of a `tinylm.KVCache` holding exactly `seq_len` positions,
+# allocated on PyTorch's meta device (sizes without memory), for five models and dtypes up to Llama 3 8B at 65,536
+# tokens.
+
+# %% nbgrader={"grade": false, "grade_id": "kv_cache_bytes", "locked": false, "schema_version": 3, "solution": true}
+def kv_cache_bytes(config, seq_len, batch_size=1, dtype=torch.float32):
+    """Bytes of the keys and values of every layer for seq_len positions of batch_size sequences, as an int."""
+    ### BEGIN SOLUTION
+    per_position = 2 * config.n_layers * config.n_kv_heads * config.head_dim  # K and V, in every block
+    return per_position * seq_len * batch_size * dtype.itemsize
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "check_kv_cache_bytes", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check_kv_cache_bytes(kv_cache_bytes)
+### BEGIN HIDDEN TESTS
+check_kv_cache_bytes(kv_cache_bytes, cases=(
+    ("d_model 96, GQA 12/4, float64, batch 7", (tinylm.ModelConfig(d_model=96, n_layers=6, n_heads=12, n_kv_heads=4),
+                                                300, 7, torch.float64)),
+    ("d_model 32, MQA, bfloat16, batch 2", (tinylm.ModelConfig(d_model=32, n_layers=9, n_heads=8, n_kv_heads=1),
+                                            4096, 2, torch.bfloat16))))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The plot shows your formula for this course's model and for a 7B-parameter Llama-2-sized model.
 
 # %%
-def cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, bytes_per_number, batch=1):
-    return 2 * n_layers * batch * n_kv_heads * head_dim * seq_len * bytes_per_number
-
+llama2_7b = tinylm.ModelConfig(vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, d_ff=11008, max_seq_len=4096)
 lengths = torch.arange(0, 4097, 256)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3))
-axes[0].plot(lengths, [cache_bytes(2, 4, 16, t, 4) / 2**20 for t in lengths.tolist()], label="notebook model (2 layers, d=64), fp32")
-axes[1].plot(lengths, [cache_bytes(32, 32, 128, t, 2) / 2**30 for t in lengths.tolist()], c="C1", label="Llama-2-7B (32 layers, d=4096), fp16")
+axes[0].plot(lengths, [kv_cache_bytes(NB06_MODEL, t) / 2**20 for t in lengths.tolist()], label="notebook model (2 layers, d=64), fp32")
+axes[1].plot(lengths, [kv_cache_bytes(llama2_7b, t, dtype=torch.float16) / 2**30 for t in lengths.tolist()], c="C1",
+             label="Llama-2-7B (32 layers, d=4096), fp16")
 axes[0].set_ylabel("MiB"), axes[1].set_ylabel("GiB")
 for ax in axes:
     ax.set_xlabel("cached positions T (batch 1)"), ax.legend(loc="upper left")
@@ -99,13 +131,34 @@ plt.show()
 
 # %% [markdown]
 # `tinylm.KVCache` preallocates this memory once: `k` and `v` of shape `[n_layers, B, n_kv, max_seq_len, hd]`.
-# The formula and the allocation agree:
+# Your formula and the allocation agree:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 cfg = NB06_MODEL  # the course's notebook-06 model: d_model 64, 2 layers, 4 heads, room for 1040 positions
 cache = tinylm.KVCache(cfg, batch_size=2)
-print("KVCache.nbytes():", cache.nbytes(), "| formula:", cache_bytes(2, 4, 16, 1040, 4, batch=2))
+print("KVCache.nbytes():", cache.nbytes(), "| your kv_cache_bytes:", kv_cache_bytes(cfg, cfg.max_seq_len, batch_size=2))
+
+# %% [markdown]
+# At real sizes, in bfloat16 (two bytes a number, how large models are served), at 2,048 tokens and at 65,536:
+# your prediction next to the bytes of the tensors a cache of that length holds (allocated on the meta device, so
+# Llama 3 8B's 8 GiB cost nothing here). SmolLM2-135M and Llama 3 8B share key/value heads among query heads (GQA,
+# notebook 07); the MHA column is what the same model would cache with one key/value head per query head.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from dataclasses import replace
+
+from autograder.checks.accounting import kv_cache_nbytes
+from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
+
+print(f"{'model':<14} {'tokens':>7} {'yours (MiB)':>12} {'cache holds (MiB)':>18} {'with MHA (MiB)':>15}")
+for name, config in (("notebook 06", cfg), ("SmolLM2-135M", SMOLLM2_135M), ("Llama-3-8B", LLAMA3_8B)):
+    for tokens in (2048, 65536):
+        yours = kv_cache_bytes(config, tokens, 1, torch.bfloat16)
+        held = kv_cache_nbytes(config, tokens, 1, torch.bfloat16)
+        mha = kv_cache_bytes(replace(config, n_kv_heads=config.n_heads), tokens, 1, torch.bfloat16)
+        print(f"{name:<14} {tokens:>7,} {yours / 2**20:>12,.1f} {held / 2**20:>18,.1f} {mha / 2**20:>15,.1f}")
 
 
 # %% [markdown]
@@ -242,31 +295,11 @@ check_generate_greedy(generate_greedy, seed=31, batch=3, prompts=(2, 7, 4), max_
 # $T + 1$ tokens again). The expectation: without the cache a step costs more the longer the text; with it, the step
 # stays nearly flat (only the attention over the cached keys grows, a small part of a step at these lengths).
 # Timings are noisy, more so on a shared machine: every point is the median of seven runs, the bars show the range
-# of the middle five, and the cell says whether the differences stand out from that range or are **too noisy to
-# tell**. The work
+# of the middle five (`tinylm.measure.timed_ms`), and the cell says whether the differences stand out from that range
+# or are **too noisy to tell**. The work
 # is fixed (four positions, at most 257 tokens), so the cell takes seconds, not minutes, on a slow machine too.
 
 # %%
-def timed_ms(run, repeats=7):
-    """(median, spread) of run()'s wall time over `repeats` runs, in ms; the spread is the range of the middle
-    runs (the fastest and the slowest left out), so one run disturbed by another program does not decide."""
-    run()                                                         # warm-up, not timed
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        if DEVICE.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(1e3 * (time.perf_counter() - start))
-    times.sort()
-    return times[len(times) // 2], times[-2] - times[1]
-
-
-def clearly_more(small, large):
-    """True when the (median, spread) `large` exceeds `small` by more than both spreads together."""
-    return large[0] - small[0] > small[1] + large[1]
-
-
 def step_timing(model, T, use_cache):
     """(median, spread) ms of one decoding step at position T; the prefill is not timed."""
     ids = torch.randint(256, (1, T + 1), device=DEVICE)

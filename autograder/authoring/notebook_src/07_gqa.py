@@ -15,7 +15,9 @@
 # 1. `repeat_kv(x, n_rep)`: give each query head its key/value head;
 # 2. `gqa_attention(q, k, v)`: causal attention with fewer key/value heads than query heads;
 # 3. `gqa_step(x, attn, cos, sin, past_k, past_v)`: the cached step of notebook 06, now storing only the
-#    key/value heads.
+#    key/value heads;
+# 4. `decode_bytes_per_token(config, context_len, dtype)`: what one decoding step reads from memory, and so the
+#    speed a machine's memory allows, held against your decoder's measured speed.
 #
 # **Since notebook 06:** decoding keeps a cache of `2 · n_layers · n_kv_heads · d_head · T` numbers per sequence.
 # Until now `n_kv_heads == n_heads`. GQA makes `n_kv_heads` a free parameter: `n_heads` (MHA) and 1 (MQA) are
@@ -37,7 +39,8 @@ import torch.nn.functional as F
 import tinylm
 import tinylm.experiments
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
-from autograder.checks import check_gqa_attention, check_gqa_step, check_repeat_kv, show_check
+from autograder.checks import (check_decode_bytes_per_token, check_gqa_attention, check_gqa_step, check_repeat_kv,
+                               show_check)
 from autograder.checks.learner_model import require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -214,6 +217,134 @@ prompt = tinylm.ByteTokenizer().encode("GQA")[None].to(DEVICE)  # (1, T)
 fused = fused.to(DEVICE)
 print("cached == uncached:", torch.equal(tinylm.generate(fused, prompt, 30, temperature=0),
                                          tinylm.generate(fused, prompt, 30, temperature=0, use_cache=False)))
+
+
+# %% [markdown]
+# ### What a decoding step reads, and the speed that allows
+#
+# A decoding step does little arithmetic: one token through the model. But it has to read the whole model from
+# memory, every weight once, and the keys and values of every cached position in every block. On most machines
+# reading memory is slower than the arithmetic on what is read, so the bytes set a speed limit:
+#
+# $$\text{tokens per second} \;\le\; \frac{\text{memory bandwidth (bytes/s)}}{\text{bytes read per token}}$$
+#
+# The weights' share is the same at every position; the cache's grows with the context, and that is the part GQA
+# shrinks by `n_heads / n_kv_heads`.
+#
+# ### Exercise: `decode_bytes_per_token`
+#
+# Return `{"weights": ..., "kv_cache": ...}`, the bytes one decoding step reads at position `context_len` (with
+# `context_len` positions already cached), as ints, for numbers of `dtype`: `weights`, every parameter of the model
+# once (the whole decoder of notebook 05, a tied head being the embedding's own matrix; by this convention the
+# embedding counts whole, although a lookup reads one row of it), and `kv_cache`, the keys and values of the
+# `context_len` cached positions in every block. The check measures the `nbytes` of tinylm's parameters in that dtype
+# and of a `tinylm.KVCache` of that length, on the meta device.
+
+# %% nbgrader={"grade": false, "grade_id": "decode_bytes_per_token", "locked": false, "schema_version": 3, "solution": true}
+def decode_bytes_per_token(config, context_len, dtype=torch.bfloat16):
+    """Bytes one decoding step reads: {"weights": every parameter once, "kv_cache": K and V of context_len positions}."""
+    ### BEGIN SOLUTION
+    d, L, hd, size = config.d_model, config.n_layers, config.head_dim, dtype.itemsize
+    attention = 2 * d * config.n_heads * hd + 2 * d * config.n_kv_heads * hd  # q, o; k, v with n_kv heads
+    per_block = attention + 3 * d * config.d_ff + 2 * d                       # SwiGLU's three matrices, two norms
+    matrices = config.vocab_size * d * (1 if config.tie_embeddings else 2)    # a tied head is the embedding
+    weights = (matrices + L * per_block + d) * size                           # + the final norm
+    kv_cache = 2 * L * config.n_kv_heads * hd * context_len * size            # K and V, every block
+    return {"weights": weights, "kv_cache": kv_cache}
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "check_decode_bytes_per_token", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check_decode_bytes_per_token(decode_bytes_per_token)
+### BEGIN HIDDEN TESTS
+check_decode_bytes_per_token(decode_bytes_per_token, cases=(
+    ("d_model 40, MQA, untied, float16, context 33",
+     (tinylm.ModelConfig(vocab_size=70, d_model=40, n_layers=3, n_heads=4, n_kv_heads=1, tie_embeddings=False), 33,
+      torch.float16)),
+    ("d_model 96, GQA 12/4, tied, float64, context 500",
+     (tinylm.ModelConfig(d_model=96, n_layers=7, n_heads=12, n_kv_heads=4, d_ff=160), 500, torch.float64))))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Now hold the bound against this machine. The cell measures the memory bandwidth (copying 64 MiB, repeated), then
+# times single decoding steps of a float32 model (`d_model` 256, 4 blocks, MHA) at positions 64 and 1024: at the
+# second its cache is a large part of what a step reads (the table prints both parts). Each timing is the median of
+# seven steps.
+
+# %%
+from tinylm import measure
+
+bandwidth = measure.copy_bandwidth(DEVICE)
+print(f"memory bandwidth: {bandwidth[0] / 1e9:.1f} GB/s (copying 64 MiB, median of 7, spread {bandwidth[1] / 1e9:.1f})")
+torch.manual_seed(0)
+decoder = tinylm.Transformer(tinylm.ModelConfig(d_model=256, n_layers=4, n_heads=8, max_seq_len=1025)).to(DEVICE).eval()
+ids = torch.randint(256, (1, 1025), device=DEVICE)
+print(f"{'position':>8} {'weights MiB':>12} {'cache MiB':>10} {'bound tokens/s':>15} {'measured':>9}  verdict")
+for position in (64, 1024):
+    reads = decode_bytes_per_token(decoder.config, position, torch.float32)
+    bound = bandwidth[0] / sum(reads.values())
+    cache = tinylm.KVCache(decoder.config, 1, device=DEVICE)
+    with torch.no_grad():
+        decoder(ids[:, :position], cache=cache)  # prefill, not timed
+        ms = measure.timed_ms(lambda: (setattr(cache, "length", position), decoder(ids[:, position:position + 1], cache=cache)),
+                              device=DEVICE)
+    tokens_per_s = measure.rate(1, ms)
+    print(f"{position:>8} {reads['weights'] / 2**20:>12.1f} {reads['kv_cache'] / 2**20:>10.1f} {bound:>15,.0f} "
+          f"{tokens_per_s[0]:>9,.0f}  {measure.against_prediction(bound, tokens_per_s, ' tokens/s')}")
+
+# %% [markdown]
+# The bound is a ceiling, not a forecast: a measured speed below it is expected, and the verdict column says how far
+# below. At this size a step is dozens of small operations, each paying a fixed cost in Python and in launching it,
+# on top of the bytes; weights this small may also stay in the processor's caches, which are faster than the main
+# memory the copy measured. The bound describes large models, whose steps are mostly reading: SmolLM2 below, or
+# Llama 3 8B, whose step reads gigabytes.
+
+# %%
+from tinylm import pretrained
+from autograder.checks.real_model import pretrained_learner_model
+
+why = "skipped while grading" if GRADING else pretrained.why_unavailable()  # None: the weights are installed
+if why:
+    print(f"real weights: {why}")
+else:
+    real, _ = pretrained_learner_model(DEVICE)  # your decoder with SmolLM2's weights (float32)
+    position = 256
+    reads = decode_bytes_per_token(real.config, position, torch.float32)
+    bound = bandwidth[0] / sum(reads.values())
+    ids = torch.randint(real.config.vocab_size, (1, position + 1), device=DEVICE)
+    cache = tinylm.KVCache(real.config, 1, device=DEVICE)
+    with torch.no_grad():
+        real(ids[:, :position], cache=cache)  # prefill, not timed
+        ms = measure.timed_ms(lambda: (setattr(cache, "length", position), real(ids[:, position:], cache=cache)),
+                              repeats=5, device=DEVICE)
+    tokens_per_s = measure.rate(1, ms)
+    print(f"{pretrained.PRETRAINED_NAME} at position {position}: reads {reads['weights'] / 2**20:,.0f} MiB of weights "
+          f"and {reads['kv_cache'] / 2**20:.1f} MiB of cache per token; bound {bound:.1f} tokens/s, your decoder "
+          f"{tokens_per_s[0]:.1f} tokens/s: {measure.against_prediction(bound, tokens_per_s, ' tokens/s')}")
+    del real, cache
+
+# %% [markdown]
+# At Llama 3 8B's size the cache decides. In bfloat16 its weights are about 15 GiB, read at every step; the table
+# predicts the bytes per token and the bound on this machine's bandwidth for MHA (32 kv heads), the published GQA
+# (8) and MQA (1), at 8,192 and 65,536 tokens of context. (A prediction only: the model is not run here.)
+
+# %%
+from dataclasses import replace
+
+from tinylm.presets import LLAMA3_8B
+
+print(f"{'n_kv_heads':>10} {'context':>8} {'weights GiB':>12} {'cache GiB':>10} {'bound tokens/s':>15}")
+for n_kv in (32, 8, 1):
+    for context in (8192, 65536):
+        reads = decode_bytes_per_token(replace(LLAMA3_8B, n_kv_heads=n_kv), context, torch.bfloat16)
+        print(f"{n_kv:>10} {context:>8,} {reads['weights'] / 2**30:>12.1f} {reads['kv_cache'] / 2**30:>10.2f} "
+              f"{bandwidth[0] / sum(reads.values()):>15.2f}")
+
+# %% [markdown]
+# At 65,536 tokens an MHA cache is larger than the weights and a step reads both, so the bound falls well below what
+# the weights alone allow. The published 8 kv heads cut the cache fourfold, which at that length roughly doubles the
+# bound (compare the two rows at 65,536); MQA's single kv head makes the cache small next to the weights at any
+# length here. This is the serving cost GQA was made for; the experiment below asks what it costs in quality.
 
 # %% [markdown]
 # ## 5. Pitfalls

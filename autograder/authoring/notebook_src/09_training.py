@@ -15,7 +15,8 @@
 # 1. `get_batch(data, batch_size, seq_len, generator)`: random windows of the corpus, with labels shifted by one;
 # 2. `lm_loss(logits, targets)`: next-token cross-entropy over flattened logits, padding ignored;
 # 3. `lr_schedule(step, warmup_steps, total_steps, max_lr, min_lr)`: linear warmup, then cosine decay;
-# 4. `train_step(model, optimizer, x, y, grad_clip)`: one AdamW step with gradient clipping, in train mode.
+# 4. `train_step(model, optimizer, x, y, grad_clip)`: one AdamW step with gradient clipping, in train mode;
+# 5. `train_step_costs(config, batch_size, seq_len)`: what a step costs in FLOPs and memory, held against the run.
 #
 # Then you use them: check the initial loss, overfit one batch, and train for about a minute on the corpus, with a
 # progress bar, a loss curve, a checkpoint, and samples that read like the corpus; then a second, shorter run on
@@ -38,7 +39,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -51,7 +52,8 @@ import tinylm.experiments
 from tinylm.presets import (NB09_MODEL, NB09_SHORT_STEPS, NB09_SHORT_VAL_LOSS, NB09_SHORT_VAL_LOSS_SEEDS, NB09_STEPS,
                             NB09_TEXT_STEPS, NB09_TIME_LIMIT, NB09_TRAIN)
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
-from autograder.checks import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step, show_check
+from autograder.checks import (check_get_batch, check_lm_loss, check_lr_schedule, check_train_step, check_train_step_costs,
+                               show_check)
 from autograder.checks.learner_model import check_model_agrees, learner_function, learner_model, reload_gives_same_logits
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -388,6 +390,134 @@ for seed in range(3):
     out = generate(model, tok.encode("Once upon a time")[None].to(DEVICE), 150, temperature=0.8, top_k=20,
                           generator=torch.Generator(device=DEVICE).manual_seed(seed))
     print(repr(tok.decode(out[0])), "\n")
+
+
+# %% [markdown]
+# ### What the run cost: FLOPs, time and memory
+#
+# **FLOPs.** Every weight matrix multiplies each token once in the forward pass: 2 FLOPs per weight per token
+# (notebook 03). The backward pass does two matmuls for each of those, one for the gradient of the matmul's input and
+# one for its weight's, so a training step costs **6 FLOPs per weight per token**, the "6N" of scaling-law papers.
+# Two corrections make it exact for this model: $N$ counts the weights that multiply in a matmul, which leaves out
+# the RMSNorm gains (elementwise) and the embedding lookup (it copies rows; a tied head *is* a matmul with that
+# matrix, counted once); and attention's own matmuls, $QK^\top$ and weights · $V$, add $4 \cdot T \cdot
+# n_\text{heads} \cdot d_\text{head}$ per token and block forward (the whole $T \times T$, as in notebook 03), three
+# times that with the backward. The elementwise work (norms, softmax, the loss) is not counted.
+#
+# **Memory.** Between steps, training keeps the parameters, one gradient per parameter, and AdamW's two moment
+# estimates per parameter (`exp_avg` and `exp_avg_sq`), all float32 here: 4 bytes each. The activations saved for
+# the backward pass come on top, during the step.
+#
+# ### Exercise: `train_step_costs`
+#
+# Return `{"flops", "weights", "grads", "adam_moments"}` for one step on a batch of `batch_size` windows of `seq_len`
+# tokens: the FLOPs of the forward and backward pass, and the bytes of the parameters, the gradients and the two
+# moments (ints). The check counts the FLOPs of a real forward and backward pass of tinylm's model with
+# `FlopCounterMode` (attention written out) and measures the bytes of the tensors that exist after an AdamW step,
+# on the meta device, up to SmolLM2-135M's size.
+
+# %% nbgrader={"grade": false, "grade_id": "train_step_costs", "locked": false, "schema_version": 3, "solution": true}
+def train_step_costs(config, batch_size, seq_len):
+    """One training step: {"flops": forward + backward matmul FLOPs, "weights", "grads", "adam_moments": bytes}."""
+    ### BEGIN SOLUTION
+    d, L, hd, V = config.d_model, config.n_layers, config.head_dim, config.vocab_size
+    attention = 2 * d * config.n_heads * hd + 2 * d * config.n_kv_heads * hd  # q, o; k, v
+    per_block = attention + 3 * d * config.d_ff                                # weights that multiply
+    head = V * d                                                              # the head's matmul; the lookup is none
+    matmul_weights = L * per_block + head
+    tokens = batch_size * seq_len
+    attention_matmuls = 4 * seq_len * config.n_heads * hd * L * tokens        # QKᵀ and weights @ V, full T x T
+    n_params = matmul_weights + (2 * L + 1) * d + (0 if config.tie_embeddings else V * d)  # + gains, untied embedding
+    return {"flops": 6 * matmul_weights * tokens + 3 * attention_matmuls,     # backward = 2 x forward
+            "weights": 4 * n_params, "grads": 4 * n_params, "adam_moments": 2 * 4 * n_params}
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "check_train_step_costs", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check_train_step_costs(train_step_costs)
+### BEGIN HIDDEN TESTS
+check_train_step_costs(train_step_costs, cases=(
+    ("d_model 40, MQA, untied, batch 5, seq 17",
+     (tinylm.ModelConfig(vocab_size=70, d_model=40, n_layers=3, n_heads=4, n_kv_heads=1, tie_embeddings=False), 5, 17)),
+    ("d_model 96, GQA 12/4, tied, batch 2, seq 300",
+     (tinylm.ModelConfig(d_model=96, n_layers=2, n_heads=12, n_kv_heads=4, d_ff=160), 2, 300))))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Now the run of section 7, predicted and measured. The cell counts the FLOPs of one step of your model with
+# `FlopCounterMode` (its attention written out, the convention above), measures this machine's matmul throughput,
+# times steps of a copy of your model on one batch (the median of seven), and reads the memory off the model and the
+# optimizer the run left behind. The **MFU** (model FLOPs utilisation) is the share of the machine's matmul
+# throughput the step achieves: your predicted FLOPs per step divided by the measured step time, over the peak.
+
+# %%
+from autograder.checks.accounting import saved_activation_bytes, train_step_flops, training_state_nbytes
+from tinylm import measure
+
+predicted = train_step_costs(cfg, tc.batch_size, tc.seq_len)
+written_out = learner_model(replace(cfg, attn_impl="reference"), DEVICE, quiet=True)
+counted = train_step_flops(written_out, tc.batch_size, tc.seq_len)
+peak = measure.matmul_throughput(DEVICE)
+probe, x_probe = copy.deepcopy(model), get_batch(corpus.train, tc.batch_size, tc.seq_len, torch.Generator().manual_seed(2))
+probe_opt = make_optimizer(probe)
+step_ms = measure.timed_ms(lambda: train_step(probe, probe_opt, *(t.to(DEVICE) for t in x_probe)), device=DEVICE)
+predicted_ms = 1e3 * predicted["flops"] / peak[0]
+print(f"FLOPs per step: yours {predicted['flops']:,}, counted {counted:,}; per token "
+      f"{predicted['flops'] / (tc.batch_size * tc.seq_len):,.0f}")
+print(f"matmul throughput {peak[0] / 1e9:.1f} GFLOP/s: predicted step {predicted_ms:.1f} ms, measured {step_ms[0]:.1f} ms "
+      f"({measure.against_prediction(predicted_ms, step_ms, ' ms')})")
+print(f"MFU of this run's step: {predicted['flops'] / (step_ms[0] / 1e3) / peak[0]:.1%}")
+state = training_state_nbytes(model, optimizer)  # the run's own model and AdamW, after its last step
+print(f"{'':>13} {'yours (KiB)':>12} {'measured (KiB)':>15}")
+for key in ("weights", "grads", "adam_moments"):
+    print(f"{key:>13} {predicted[key] / 2**10:>12,.1f} {state[key] / 2**10:>15,.1f}")
+del probe, probe_opt, written_out
+
+# %% [markdown]
+# The FLOPs and the bytes agree exactly: counting them is arithmetic on the config. The time is another matter. The
+# prediction assumes every FLOP runs at the speed of one large matmul; a real step also pays for what the count
+# leaves out (the elementwise work of the norms, the softmax and the loss, AdamW's update of every parameter, Python
+# between the operations) and runs matmuls smaller than the one the peak was measured on. So the step takes longer
+# than predicted (the verdict says by how much, or that the timings are too noisy to tell), and the MFU is the share
+# of the machine's matmul speed the run turns into model FLOPs; large training runs on accelerators report a few
+# tens of percent.
+#
+# **Activations.** During the step, autograd keeps tensors for the backward pass. The cell counts the bytes it saves
+# in one forward pass (`torch.autograd.graph.saved_tensors_hooks`, each storage once, parameters left out) for a few
+# batch sizes and lengths, for tinylm's model of this config with its fused attention (`attn_impl="sdpa"`) and with
+# attention written out (`"reference"`, as your `causal_attention`).
+
+# %%
+fused_model = tinylm.Transformer(cfg).to(DEVICE)
+explicit_model = tinylm.Transformer(replace(cfg, attn_impl="reference")).to(DEVICE)
+print(f"{'batch':>5} {'seq':>5} {'fused: MiB':>11} {'bytes per token':>16} {'written out: MiB':>17} {'bytes per token':>16}")
+for B, T in ((8, 256), (4, 256), (8, 128), (8, 64)):
+    ids = torch.randint(256, (B, T), device=DEVICE)
+    fused_bytes = saved_activation_bytes(fused_model, ids)
+    explicit_bytes = saved_activation_bytes(explicit_model, ids)
+    print(f"{B:>5} {T:>5} {fused_bytes / 2**20:>11.2f} {fused_bytes / (B * T):>16,.0f} "
+          f"{explicit_bytes / 2**20:>17.2f} {explicit_bytes / (B * T):>16,.0f}")
+del fused_model, explicit_model
+if DEVICE.type == "cuda":  # the allocator's peak during a step, against the state and the activations of your model
+    probe = copy.deepcopy(model)
+    probe_opt, batch = make_optimizer(probe), [t.to(DEVICE) for t in x_probe]
+    train_step(probe, probe_opt, *batch)  # the first step creates AdamW's moments
+    torch.cuda.reset_peak_memory_stats()
+    train_step(probe, probe_opt, *batch)
+    expected = sum(predicted[k] for k in ("weights", "grads", "adam_moments")) + saved_activation_bytes(probe, batch[0])
+    print(f"peak during a step: {torch.cuda.max_memory_allocated() / 2**20:.1f} MiB allocated; state (yours) and "
+          f"activations (counted) {expected / 2**20:.1f} MiB")
+    del probe, probe_opt
+else:
+    print("peak memory during a step: the CUDA allocator measures it on a GPU; on the CPU the tables above are the "
+          "measurement")
+
+# %% [markdown]
+# With the fused attention, the saved bytes per token stay nearly constant: activations grow as $B \cdot T$, a fixed
+# number of `d_model`-sized (and `vocab_size`-sized, for the logits) vectors per token and block. With attention
+# written out, autograd also keeps each head's $T \times T$ weights, so the bytes per token grow with $T$: activations
+# of order $B \cdot n_\text{heads} \cdot T^2$ per block. Not keeping them (recomputing them in the backward pass) is
+# what fused attention kernels buy, and why long contexts train at all.
 
 # %% [markdown]
 # ## 9. Real text: Shakespeare

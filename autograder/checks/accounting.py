@@ -1,0 +1,639 @@
+"""Checks for the accounting exercises: what the model costs, predicted by
+the learner from its config, held against a measurement of a built model.
+
+Every reference is a measurement, never a formula: parameters are
+`p.numel()` of tinylm's Transformer built on the meta device (shapes only, no
+memory, so Llama 3 8B costs nothing); FLOPs are what
+torch.utils.flop_counter.FlopCounterMode counts while the computation runs on
+the meta device, with attention's matmuls written out (QKᵀ over the full
+T × T, the masked half included: that is what the matmul computes, and what
+the counter counts); bytes are `nbytes` of the tensors a KV cache allocates,
+or of the parameters, gradients and AdamW moments after an optimizer step
+(on the meta device too; tests/test_accounting.py holds each measurement to
+an independent one: transformers' Llama, its cache, a real step).
+
+A learner's value is compared exactly. Where it is wrong, the check measures
+how: the ratio or the difference to the measurement, per component, named
+in the config's terms ("attention: 2·n_layers·d_model·(n_heads − n_kv_heads)·
+head_dim too many"), and a known mistake is named only when it explains
+every failing case of that component.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+from typing import Any, Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+import tinylm
+from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
+
+from .core import Check, Row, describe, python_number_problem
+
+# ---------------------------------------------------------------------------
+# measurements (also used by the notebooks' prediction-against-measurement cells)
+
+COMPONENTS = ("embedding", "attention", "mlp", "norms", "lm_head")
+
+
+def component_of(name: str) -> str:
+    """The component a tinylm parameter name belongs to (`blocks.3.attn.k_proj.weight` -> attention)."""
+    if name.startswith("tok_emb."):
+        return "embedding"
+    if name.startswith("lm_head."):
+        return "lm_head"
+    if ".attn." in name:
+        return "attention"
+    if ".mlp." in name:
+        return "mlp"
+    if len(name.split(".")) > 1 and "norm" in name.split(".")[-2]:
+        return "norms"
+    return "other"
+
+
+def measure_parameters(model: torch.nn.Module) -> dict[str, int]:
+    """{component: p.numel() summed} over model.named_parameters(), which
+    yields a shared (tied) Parameter once, under its first name (tok_emb).
+    Parameters of no known component (a name tinylm does not use) are
+    counted under "other", present only when there are some."""
+    counts = dict.fromkeys(COMPONENTS, 0)
+    for name, p in model.named_parameters():
+        part = component_of(name)
+        counts[part] = counts.get(part, 0) + p.numel()
+    return counts
+
+
+def config_parameters(config: tinylm.ModelConfig) -> dict[str, int]:
+    """measure_parameters of tinylm's model for `config`, built on the meta device (measured once per config)."""
+    return dict(_config_parameters(config))
+
+
+@functools.lru_cache(maxsize=64)
+def _config_parameters(config: tinylm.ModelConfig) -> tuple:
+    return tuple(measure_parameters(meta_model(config)).items())
+
+
+def meta_model(config: tinylm.ModelConfig, **changes) -> tinylm.Transformer:
+    """tinylm's Transformer for `config` on the meta device: every parameter
+    has its shape and dtype, none has memory or values."""
+    config = dataclasses.replace(config, **changes) if changes else config
+    with torch.device("meta"):
+        model = tinylm.Transformer(config)
+    model._checked_ids = lambda idx, cache: idx  # the id check reads values, which meta tensors do not have
+    return model
+
+
+def flop_counter():
+    """A silent torch.utils.flop_counter.FlopCounterMode, imported when first
+    needed: importing it with this module would cost every notebook's setup ~0.2 s."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    return FlopCounterMode(display=False)
+
+
+def flop_count(run: Callable[[], Any]) -> int:
+    """The FLOPs FlopCounterMode counts while run() executes."""
+    with flop_counter() as counter:
+        run()
+    return int(counter.get_total_flops())
+
+
+def kv_cache_nbytes(config: tinylm.ModelConfig, seq_len: int, batch_size: int = 1,
+                    dtype: torch.dtype = torch.float32) -> int:
+    """nbytes of the K and V tensors of a tinylm.KVCache that holds exactly
+    seq_len positions (allocated on the meta device: sizes only)."""
+    cache = tinylm.KVCache(dataclasses.replace(config, max_seq_len=seq_len), batch_size, device="meta", dtype=dtype)
+    return cache.k.nbytes + cache.v.nbytes
+
+
+def train_step_flops(model: torch.nn.Module, batch_size: int, seq_len: int) -> int:
+    """FLOPs of one forward and backward pass of a next-token loss on random
+    ids, as FlopCounterMode counts them (on the model's own device)."""
+    device = next(model.parameters()).device
+    ids = torch.zeros(batch_size, seq_len, dtype=torch.long, device=device)
+
+    def step():
+        logits = model(ids)
+        F.cross_entropy(logits.flatten(0, 1), ids.flatten()).backward()
+
+    flops = flop_count(step)
+    model.zero_grad(set_to_none=True)
+    return flops
+
+
+def block_flops(config: tinylm.ModelConfig, seq_len: int, batch_size: int = 1) -> dict[str, int]:
+    """FlopCounterMode's count of one block's forward pass, split into its
+    attention and its MLP (attention written out, on the meta device)."""
+    config = dataclasses.replace(config, attn_impl="reference", max_seq_len=seq_len)
+    with torch.device("meta"):
+        block = tinylm.Block(config)
+        cos, sin = tinylm.rope_cache(config.head_dim, seq_len, config.rope_theta)
+    x = torch.empty(batch_size, seq_len, config.d_model, device="meta")
+    with flop_counter() as counter:
+        block(x, cos, sin)
+    counts = counter.get_flop_counts()
+    return {"attention": int(sum(counts.get("Block.attn", {}).values())),
+            "mlp": int(sum(counts.get("Block.mlp", {}).values()))}
+
+
+def saved_activation_bytes(model: torch.nn.Module, ids: torch.Tensor) -> int:
+    """Bytes of the tensors autograd saves for the backward pass during one
+    forward pass of `model` on `ids` (torch.autograd.graph.saved_tensors_hooks):
+    each storage counted once, the parameters left out (they exist anyway)."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in params:
+            storages[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(ids)
+    return sum(storages.values())
+
+
+def training_state_nbytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """Bytes of what training keeps between steps: the parameters, their
+    gradients and AdamW's two moments (exp_avg, exp_avg_sq; its step counters
+    are left out), measured on the tensors that exist."""
+    params = list(model.parameters())
+    moments = sum(t.nbytes for p in params for key, t in optimizer.state.get(p, {}).items()
+                  if key in ("exp_avg", "exp_avg_sq"))
+    return {"weights": sum(p.nbytes for p in params),
+            "grads": sum(p.grad.nbytes for p in params if p.grad is not None),
+            "adam_moments": moments}
+
+
+def after_one_adamw_step(config: tinylm.ModelConfig, batch_size: int = 2, seq_len: int = 8) -> dict[str, int]:
+    """training_state_nbytes of tinylm's model for `config` after one AdamW
+    step, all on the meta device (the tensors exist with their sizes)."""
+    model = meta_model(config, max_seq_len=max(seq_len, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
+    ids = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
+    F.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+    optimizer.step()
+    return training_state_nbytes(model, optimizer)
+
+
+# ---------------------------------------------------------------------------
+# naming what a wrong count measures
+
+
+def _near(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.5)
+
+
+def explanations(got: int, want: int, ratios: Mapping[str, float], diffs: Mapping[str, int]) -> set[str]:
+    """The named mistakes that reproduce `got` exactly: a ratio got/want, a
+    difference got - want, or two of them together."""
+    found = set()
+    for bug, r in ratios.items():
+        if r != 1 and _near(got, want * r):
+            found.add(bug)
+    for bug, d in diffs.items():
+        if d and _near(got - want, d):
+            found.add(bug)
+    if not found:
+        for (a, ra), (b, rb) in itertools.combinations(ratios.items(), 2):
+            if ra != 1 and rb != 1 and ra * rb != 1 and _near(got, want * ra * rb):
+                found.add(f"{a}; and {b}")
+        for (a, da), (b, db) in itertools.combinations(diffs.items(), 2):
+            if da and db and da + db and _near(got - want, da + db):
+                found.add(f"{a}; and {b}")
+        for (a, ra), (b, db) in itertools.product(ratios.items(), diffs.items()):
+            if ra != 1 and db and _near(got, want * ra + db):
+                found.add(f"{a}; and {b}")
+    return found
+
+
+class Findings:
+    """Per component, the mistakes that explain each failing case; a mistake
+    is named only when it explains every failing case of its component."""
+
+    def __init__(self):
+        self.per_key: dict[str, list[set[str]]] = {}
+        self.first_wrong: dict[str, str] = {}  # key -> a Measured line about its first failing case
+
+    def add(self, key: str, found: set[str]) -> None:
+        self.per_key.setdefault(key, []).append(found)
+
+    def name(self, chk: Check) -> set[str]:
+        """Diagnose the named mistakes; returns the keys they explain."""
+        keys_of: dict[str, list[str]] = {}
+        for key, sets in self.per_key.items():
+            for bug in sorted(set.intersection(*sets)):
+                keys_of.setdefault(bug, []).append(key)
+        for bug, keys in keys_of.items():
+            named = ", ".join(keys[:-1]) + f" and {keys[-1]}" if len(keys) > 1 else keys[0]
+            chk.diagnose(f"{named}: {bug}" if named else bug)
+        return {key for keys in keys_of.values() for key in keys}
+
+
+def _ratio(got: int, want: int) -> str:
+    """'0.5x the measured value' style: how far got is from the measurement, as a factor."""
+    if want == 0:
+        return "the built model has none"
+    return "none counted" if got == 0 else f"{got / want:.4g}x the measured value"
+
+
+def _read_int(chk: Check, fn_name: str, where: str, value: Any) -> int | None:
+    """value when it is a Python int (a count); otherwise a diagnosis and None.
+    A float with an integral value (2 * ... / 1 in Python 3) is read as its int."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    problem = python_number_problem(value, int)
+    if problem is None:
+        return value
+    chk.diagnose(f"{fn_name} returned {problem} for {where}: return a Python int (int(...)); counts and bytes "
+                 f"are whole numbers")
+    return None
+
+
+def _read_dict(chk: Check, fn_name: str, where: str, value: Any, keys: tuple[str, ...]) -> dict[str, int] | None:
+    """The learner's {key: int} for one case, or None (with a diagnosis) when
+    it is not a dict with exactly `keys`."""
+    if not isinstance(value, dict):
+        hint = " (a missing `return`?)" if value is None else ""
+        chk.diagnose(f"{fn_name} returned {describe(value)}{hint}; it should return a dict with the keys "
+                     f"{', '.join(repr(k) for k in keys)}")
+        return None
+    missing, extra = [k for k in keys if k not in value], [k for k in value if k not in keys]
+    if missing or extra:
+        chk.diagnose(f"{fn_name} returned a dict with the keys {sorted(map(str, value))}; it should have exactly "
+                     f"{', '.join(repr(k) for k in keys)}" + (f" (missing: {', '.join(map(repr, missing))})" if missing else ""))
+        return None
+    read = {k: _read_int(chk, fn_name, f"{where}, key {k!r}", value[k]) for k in keys}
+    return None if any(v is None for v in read.values()) else read
+
+
+def _case_row(chk: Check, label: str, got: dict[str, int] | None, want: dict[str, int]) -> list[str]:
+    """One table row per case; returns the keys whose values are wrong."""
+    if got is None:
+        chk.rows.append(Row(label, False, close="FAIL", note="not a dict of ints with the expected keys"))
+        return []
+    wrong = [k for k in want if got[k] != want[k]]
+    note = "; ".join(f"{k}: {_ratio(got[k], want[k])}" for k in wrong)
+    chk.rows.append(Row(label, not wrong, close="FAIL" if wrong else "ok", note=note))
+    return wrong
+
+
+def _finish(chk: Check, findings: Findings) -> None:
+    """Name the mistakes that explain every failing case, say per wrong
+    component in which case it first differs, print, and judge."""
+    if not chk.passed:
+        explained = findings.name(chk)
+        for key, line in findings.first_wrong.items():
+            if key not in explained:
+                chk.measured(line)
+    chk.finish()
+
+
+def _run_cases(chk: Check, fn, cases, keys, build_want, explain, call_args) -> Findings:
+    """The shared loop of the dict-valued checks: call, read, compare, explain."""
+    findings = Findings()
+    for label, case in cases:
+        want = build_want(case)
+        value = chk.call(fn, *call_args(case), row_label=label)
+        got = _read_dict(chk, chk.fn_name, label, value, keys)
+        for key in _case_row(chk, label, got, want):
+            findings.add(key, explain(case, key, got[key], want[key]))
+            findings.first_wrong.setdefault(key, f"{key} for {label}: yours is {got[key]:,}, {got[key] - want[key]:+,} "
+                                                 f"from the measurement ({_ratio(got[key], want[key])})")
+    return findings
+
+
+# ---------------------------------------------------------------------------
+# 03: the FLOPs of one multi-head causal attention layer
+
+ATTENTION_FLOP_KEYS = ("qkv_proj", "scores", "mix", "out_proj")
+
+
+def measured_attention_flops(batch: int, seq_len: int, d_model: int, n_heads: int) -> dict[str, int]:
+    """FlopCounterMode's count of each matmul of a causal multi-head attention
+    layer, written out and run on meta tensors of the given sizes."""
+    hd = d_model // n_heads
+    meta = dict(device="meta")
+    x, w = torch.empty(batch, seq_len, d_model, **meta), torch.empty(d_model, d_model, **meta)
+    q = k = v = torch.empty(batch, n_heads, seq_len, hd, **meta)
+    weights = torch.empty(batch, n_heads, seq_len, seq_len, **meta)
+    y = torch.empty(batch, seq_len, d_model, **meta)
+    return {"qkv_proj": flop_count(lambda: [F.linear(x, w) for _ in range(3)]),
+            "scores": flop_count(lambda: q @ k.transpose(-2, -1)),
+            "mix": flop_count(lambda: weights @ v),
+            "out_proj": flop_count(lambda: F.linear(y, w))}
+
+
+ATTENTION_FLOP_CASES = ((2, 16, 64, 4), (3, 40, 48, 6), (1, 2048, 576, 9), (1, 16384, 4096, 32))
+
+
+MULTIPLY_ADD = ("the factor 2 of a multiply-add is missing: an (m, n) @ (n, p) matmul does m·n·p multiplications "
+                "and as many additions, 2·m·n·p FLOPs")
+CAUSAL_HALF = ("halved for the causal mask: the matmul computes the whole T × T (the masked half is computed, then "
+               "discarded), and that is what is counted here")
+
+
+def check_attention_flops(attention_flops, *, cases: tuple = ATTENTION_FLOP_CASES) -> None:
+    """attention_flops(batch, seq_len, d_model, n_heads) -> {"qkv_proj",
+    "scores", "mix", "out_proj"}: the FLOPs of each matmul of one causal
+    multi-head attention layer, against FlopCounterMode on the written-out
+    layer (the full T × T of QKᵀ and of weights @ V)."""
+    __tracebackhide__ = True
+    chk = Check("attention_flops", expects="a dict {'qkv_proj', 'scores', 'mix', 'out_proj'} of ints")
+
+    def explain(case, key, got, want):
+        B, T, d, H = case
+        ratios = {MULTIPLY_ADD: 0.5,
+                  "counted twice over (4 FLOPs per multiply-add?): 2·m·n·p for an (m, n) @ (n, p) matmul": 2.0,
+                  "the batch is missing: every sequence of the batch is computed": 1 / B}
+        diffs = {}
+        if key in ("scores", "mix"):
+            product = "q @ kᵀ multiplies (T, head_dim) by (head_dim, T)" if key == "scores" else \
+                "the (T, T) weights multiply v, (T, head_dim)"
+            ratios.update({f"counted without T: per head, {product}, so it grows with T², not T": 1 / T,
+                           CAUSAL_HALF: 0.5,
+                           "one head only: every head has its own T × T scores": 1 / H,
+                           "head_dim taken as d_model: each head works on head_dim = d_model / n_heads features": H})
+            diffs["the attention matmuls are missing: QKᵀ and the weights @ V are matmuls too, the terms that grow "
+                  "with T²"] = -want
+        else:
+            ratios["counted without T: every position is projected, a (B·T, d_model) @ (d_model, d_model) matmul"] = 1 / T
+            if key == "qkv_proj":
+                ratios["only one of q, k and v: each has its own (d_model, d_model) projection"] = 1 / 3
+                diffs["one of q, k and v is missing"] = -(2 * B * T * d * d)
+            else:
+                diffs["the output projection is missing"] = -want
+        return explanations(got, want, ratios, diffs)
+
+    labelled = [(f"B={B}, T={T}, d_model={d}, n_heads={H}", (B, T, d, H)) for B, T, d, H in cases]
+    findings = _run_cases(chk, attention_flops, labelled, ATTENTION_FLOP_KEYS, lambda c: measured_attention_flops(*c),
+                          explain, lambda c: c)
+    # Half the count is the missing multiply-add factor when the projections are halved too, the causal mask when
+    # only the attention matmuls are.
+    halved = {k for k, sets in findings.per_key.items() if any(MULTIPLY_ADD in s for s in sets)}
+    drop = CAUSAL_HALF if halved & {"qkv_proj", "out_proj"} else MULTIPLY_ADD
+    for key in ("scores", "mix"):
+        for found in findings.per_key.get(key, []):
+            found.discard(drop)
+    _finish(chk, findings)
+
+
+# ---------------------------------------------------------------------------
+# 05: the parameters of the whole decoder, per component
+
+PARAM_CASES = (
+    ("d_model 64, MHA, tied head", tinylm.ModelConfig(vocab_size=256, d_model=64, n_layers=2, n_heads=4)),
+    ("d_model 48, GQA, untied head", tinylm.ModelConfig(vocab_size=300, d_model=48, n_layers=3, n_heads=6,
+                                                        n_kv_heads=2, d_ff=100, tie_embeddings=False)),
+    ("SmolLM2-135M", SMOLLM2_135M),
+    ("Llama-3-8B", LLAMA3_8B),
+)
+
+
+def parameter_mistakes(c: tinylm.ModelConfig, key: str) -> tuple[dict[str, float], dict[str, int]]:
+    """(ratios, differences) of the known wrong counts of component `key` for config c."""
+    L, d, V, hd, H, kv, ff = c.n_layers, c.d_model, c.vocab_size, c.head_dim, c.n_heads, c.n_kv_heads, c.d_ff
+    ratios = {"counted for one block only: every one of the n_layers blocks has its own": 1 / L} \
+        if key in ("attention", "mlp") else {}
+    diffs: dict[str, int] = {}
+    if key == "embedding":
+        diffs["the tied head counted inside the embedding: it is the same Parameter, count it once"] = V * d \
+            if c.tie_embeddings else 0
+    elif key == "lm_head":
+        if c.tie_embeddings:
+            diffs["the tied head counted twice: lm_head.weight is tok_emb.weight, one Parameter (count it under "
+                  "embedding, and 0 here)"] = V * d
+        else:
+            diffs["the untied head is missing: with tie_embeddings=False, lm_head holds its own vocab_size × "
+                  "d_model matrix"] = -V * d
+        diffs["a bias that does not exist: the head is nn.Linear(..., bias=False)"] = V
+    elif key == "attention":
+        diffs.update({
+            "k_proj and v_proj sized like q_proj: they map d_model to n_kv_heads·head_dim, so "
+            "2·n_layers·d_model·(n_heads − n_kv_heads)·head_dim too many": 2 * L * d * (H - kv) * hd,
+            "biases that do not exist: Llama's projections are nn.Linear(..., bias=False)": L * (H * hd + 2 * kv * hd + d),
+            "biases on q, k and v that do not exist (bias=False)": L * (H + 2 * kv) * hd,
+            "the output projection o_proj is missing (n_heads·head_dim -> d_model)": -L * H * hd * d,
+            "k_proj or v_proj is missing: both map d_model to n_kv_heads·head_dim": -L * kv * hd * d,
+        })
+    elif key == "mlp":
+        diffs.update({
+            "SwiGLU's third matrix forgotten: gate_proj, up_proj and down_proj, 3·d_model·d_ff per block":
+                -L * d * ff,
+            "biases that do not exist: the three projections are nn.Linear(..., bias=False)": L * (2 * ff + d),
+            "the hidden size is 4·d_model (a GELU MLP's), not config.d_ff": 3 * L * d * (4 * d - ff),
+            "the hidden size is 8/3·d_model unrounded, not config.d_ff": 3 * L * d * (8 * d // 3 - ff),
+            "the hidden size computed from d_model (the 8/3 rule) instead of read from config.d_ff, which a "
+            "published model sets itself": 3 * L * d * (tinylm.default_d_ff(d) - ff),
+        })
+    elif key == "norms":
+        diffs.update({
+            "the final norm (before the head) is missing: d_model more": -d,
+            "one norm per block: each block has two, attn_norm and mlp_norm": -L * d,
+            "the norms' gains are missing: 2 per block and the final one, d_model each": -(2 * L + 1) * d,
+            "biases in the norms: RMSNorm has a gain only (no bias, unlike LayerNorm)": (2 * L + 1) * d,
+            "the norms of one block only: every block has its two, then the final one": -2 * (L - 1) * d,
+        })
+    return ratios, diffs
+
+
+def check_param_counts(param_counts, *, cases: tuple = PARAM_CASES) -> None:
+    """param_counts(config) -> {"embedding", "attention", "mlp", "norms",
+    "lm_head"}: the parameters of tinylm's decoder per component, summed over
+    all blocks, against p.numel() of tinylm.Transformer(config) built on the
+    meta device (a tied head is one Parameter, counted under embedding)."""
+    __tracebackhide__ = True
+    chk = Check("param_counts", expects="a dict {'embedding', 'attention', 'mlp', 'norms', 'lm_head'} of ints")
+
+    def explain(config, key, got, want):
+        return explanations(got, want, *parameter_mistakes(config, key))
+
+    findings = _run_cases(chk, param_counts, cases, COMPONENTS, config_parameters, explain,
+                          lambda c: (c,))
+    _finish(chk, findings)
+
+
+# ---------------------------------------------------------------------------
+# 06: the KV cache in bytes
+
+KV_CACHE_CASES = (
+    ("d_model 64, 3 layers, MHA, float32, batch 5, 1040 positions",
+     (tinylm.ModelConfig(d_model=64, n_layers=3, n_heads=4), 1040, 5, torch.float32)),
+    ("d_model 48, GQA 6/2, bfloat16, batch 3, 100 positions",
+     (tinylm.ModelConfig(d_model=48, n_layers=3, n_heads=6, n_kv_heads=2), 100, 3, torch.bfloat16)),
+    ("d_model 40, MQA, float16, 77 positions", (tinylm.ModelConfig(d_model=40, n_layers=5, n_heads=4, n_kv_heads=1),
+                                                77, 1, torch.float16)),
+    ("SmolLM2-135M, bfloat16, 2048 positions", (SMOLLM2_135M, 2048, 1, torch.bfloat16)),
+    ("Llama-3-8B, bfloat16, 65536 positions", (LLAMA3_8B, 65536, 1, torch.bfloat16)),
+)
+
+
+def kv_mistakes(config: tinylm.ModelConfig, batch_size: int, dtype: torch.dtype) -> dict[str, float]:
+    """The known wrong KV-cache sizes, as ratios to the right one."""
+    size = torch.empty((), dtype=dtype).element_size()
+    return {
+        "K and V both: the cache keeps a key and a value vector per position": 0.5,
+        "per layer: every block keeps its own keys and values (n_layers of them)": 1 / config.n_layers,
+        "n_heads instead of n_kv_heads: the cache stores the key/value heads only": config.n_heads / config.n_kv_heads,
+        "numbers, not bytes: multiply by the bytes per element, dtype.itemsize": 1 / size,
+        "the dtype is ignored (4 bytes assumed): the bytes per element are dtype.itemsize": 4 / size,
+        "the dtype is ignored (2 bytes assumed): the bytes per element are dtype.itemsize": 2 / size,
+        "the batch is ignored: every sequence of the batch has its own cache": 1 / batch_size,
+    }
+
+
+def check_kv_cache_bytes(kv_cache_bytes, *, cases: tuple = KV_CACHE_CASES) -> None:
+    """kv_cache_bytes(config, seq_len, batch_size, dtype) -> int: the bytes of
+    the keys and values of every layer for seq_len positions, against the
+    nbytes of the tensors of a tinylm.KVCache holding exactly that many."""
+    __tracebackhide__ = True
+    chk = Check("kv_cache_bytes", expects="an int, the bytes of the cache")
+    findings = Findings()
+    for label, (config, seq_len, batch_size, dtype) in cases:
+        want = kv_cache_nbytes(config, seq_len, batch_size, dtype)
+        got = _read_int(chk, "kv_cache_bytes", label,
+                        chk.call(kv_cache_bytes, config, seq_len, batch_size, dtype, row_label=label))
+        ok = got == want
+        chk.rows.append(Row(label, ok, close="ok" if ok else "FAIL", note="" if ok or got is None else _ratio(got, want)))
+        if got is not None and not ok:
+            findings.add("", explanations(got, want, kv_mistakes(config, batch_size, dtype), {}))
+            findings.first_wrong.setdefault("", f"for {label}: yours is {got:,} bytes, {_ratio(got, want)}")
+    _finish(chk, findings)
+
+
+# ---------------------------------------------------------------------------
+# 07: what one decoding step reads from memory
+
+DECODE_KEYS = ("weights", "kv_cache")
+DECODE_CASES = (
+    ("d_model 64, MHA, tied, float32, context 200", (tinylm.ModelConfig(d_model=64, n_layers=3, n_heads=4), 200,
+                                                     torch.float32)),
+    ("d_model 48, GQA 6/2, untied, bfloat16, context 100",
+     (tinylm.ModelConfig(vocab_size=300, d_model=48, n_layers=5, n_heads=6, n_kv_heads=2, tie_embeddings=False), 100,
+      torch.bfloat16)),
+    ("SmolLM2-135M, float32, context 1000", (SMOLLM2_135M, 1000, torch.float32)),
+    ("Llama-3-8B, bfloat16, context 8192", (LLAMA3_8B, 8192, torch.bfloat16)),
+)
+
+
+def decode_reads(config: tinylm.ModelConfig, context_len: int, dtype: torch.dtype) -> dict[str, int]:
+    """The bytes a decoding step reads, measured: every parameter of tinylm's
+    model in `dtype` once (parameters() yields a tied head once), and the K and
+    V tensors of a cache holding context_len positions."""
+    params = config_parameters(config)
+    size = torch.empty((), dtype=dtype).element_size()
+    return {"weights": sum(params.values()) * size, "kv_cache": kv_cache_nbytes(config, context_len, 1, dtype)}
+
+
+def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECODE_CASES) -> None:
+    """decode_bytes_per_token(config, context_len, dtype) -> {"weights",
+    "kv_cache"}: the bytes one decoding step reads (every weight once, and the
+    keys and values of the context_len cached positions), against the nbytes
+    of tinylm's parameters in that dtype and of a KVCache of that length."""
+    __tracebackhide__ = True
+    chk = Check("decode_bytes_per_token", expects="a dict {'weights', 'kv_cache'} of ints (bytes)")
+
+    def explain(case, key, got, want):
+        config, context_len, dtype = case
+        size = torch.empty((), dtype=dtype).element_size()
+        if key == "kv_cache":
+            ratios = kv_mistakes(config, 1, dtype)
+            ratios.pop("the batch is ignored: every sequence of the batch has its own cache")
+            ratios["context_len + 1 positions: the cache holds the context_len positions before the new token"] = \
+                (context_len + 1) / context_len
+            return explanations(got, want, ratios, {})
+        V, d = config.vocab_size, config.d_model
+        ratios = {"numbers, not bytes: multiply by the bytes per element, dtype.itemsize": 1 / size,
+                  "the dtype is ignored (4 bytes assumed): the bytes per element are dtype.itemsize": 4 / size,
+                  "the dtype is ignored (2 bytes assumed): the bytes per element are dtype.itemsize": 2 / size}
+        diffs = {"the tied head counted twice: it is the embedding's own matrix, read once": V * d * size
+                 if config.tie_embeddings else 0,
+                 "a vocab_size × d_model matrix is missing: an untied model has two, the head (read at every step) "
+                 "and the embedding (a lookup reads one row of it, but the convention here counts every weight once)":
+                     -V * d * size if not config.tie_embeddings else 0,
+                 "the norms' gains are missing (2 per block and the final one)": -(2 * config.n_layers + 1) * d * size}
+        return explanations(got, want, ratios, diffs)
+
+    findings = _run_cases(chk, decode_bytes_per_token, cases, DECODE_KEYS, lambda c: decode_reads(*c), explain,
+                          lambda c: c)
+    _finish(chk, findings)
+
+
+# ---------------------------------------------------------------------------
+# 09: what one training step costs
+
+TRAIN_KEYS = ("flops", "weights", "grads", "adam_moments")
+TRAIN_CASES = (
+    ("d_model 64, tied, batch 8, seq 256", (tinylm.ModelConfig(d_model=64, n_layers=2, n_heads=4), 8, 256)),
+    ("d_model 48, GQA 6/2, untied, batch 3, seq 40",
+     (tinylm.ModelConfig(vocab_size=300, d_model=48, n_layers=3, n_heads=6, n_kv_heads=2, tie_embeddings=False), 3, 40)),
+    ("SmolLM2-135M, batch 4, seq 2048", (SMOLLM2_135M, 4, 2048)),
+)
+
+
+def measured_train_step(config: tinylm.ModelConfig, batch_size: int, seq_len: int) -> dict[str, int]:
+    """FLOPs of one forward and backward pass of tinylm's model with attention
+    written out (attn_impl="reference"), and the bytes of the parameters,
+    gradients and AdamW moments after one step, all on the meta device
+    (measured once per config, batch size and length)."""
+    return dict(_measured_train_step(config, batch_size, seq_len))
+
+
+@functools.lru_cache(maxsize=32)
+def _measured_train_step(config: tinylm.ModelConfig, batch_size: int, seq_len: int) -> tuple:
+    flops = train_step_flops(meta_model(config, attn_impl="reference", max_seq_len=seq_len), batch_size, seq_len)
+    return tuple({"flops": flops, **after_one_adamw_step(config)}.items())
+
+
+def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, key: str):
+    """(ratios, differences) of the known wrong values of `key`."""
+    L, d, V, T, B = config.n_layers, config.d_model, config.vocab_size, seq_len, batch_size
+    attention = 12 * L * B * T * T * config.n_heads * config.head_dim  # forward 4·…, backward twice that
+    norms = (2 * L + 1) * d
+    if key == "flops":
+        ratios = {"the forward pass only: the backward pass costs twice the forward (per matmul, one matmul for the "
+                  "gradient of its input and one for its weight's)": 1 / 3,
+                  "the backward pass counted once: it does two matmuls for every matmul of the forward": 2 / 3,
+                  "the factor 2 of a multiply-add is missing: an (m, n) @ (n, p) matmul is 2·m·n·p FLOPs": 0.5}
+        diffs = {"6·N·B·T with N every parameter: the norm gains multiply elementwise and the embedding lookup "
+                 "copies rows, neither is a matmul (a tied head is, once)":
+                     6 * B * T * (norms + (0 if config.tie_embeddings else V * d)),
+                 "the attention matmuls are missing: QKᵀ and weights @ V, 12·n_layers·B·T²·n_heads·head_dim with "
+                 "their backward": -attention,
+                 "attention counted without T: its matmuls grow with T², not T": -attention + attention // T,
+                 "attention halved for the causal mask: the matmuls compute the whole T × T": -attention // 2,
+                 "the embedding lookup counted as a matmul: it copies rows, 0 FLOPs (the tied head is the one "
+                 "matmul with that matrix)": 6 * B * T * V * d,
+                 "the head's matmul is missing: (B·T, d_model) @ (d_model, vocab_size), with its backward":
+                     -6 * B * T * V * d,
+                 "the norms' gains counted as matmul weights: they multiply elementwise": 6 * B * T * norms}
+        return ratios, diffs
+    ratios = {"parameters, not bytes: each float32 number is 4 bytes": 1 / 4}
+    diffs = {"the tied head counted twice: tok_emb and lm_head share one Parameter": 4 * V * d
+             if config.tie_embeddings else 0,
+             "the untied head is missing": -4 * V * d if not config.tie_embeddings else 0}
+    if key == "adam_moments":
+        ratios["one moment only: AdamW keeps two per parameter, exp_avg and exp_avg_sq"] = 0.5
+        diffs = {k: 2 * v for k, v in diffs.items()}
+    return ratios, diffs
+
+
+def check_train_step_costs(train_step_costs, *, cases: tuple = TRAIN_CASES) -> None:
+    """train_step_costs(config, batch_size, seq_len) -> {"flops", "weights",
+    "grads", "adam_moments"}: the matmul FLOPs of one forward and backward
+    pass, and the bytes (float32) of the parameters, their gradients and
+    AdamW's two moments, against FlopCounterMode on tinylm's model with
+    attention written out and the tensors that exist after an AdamW step."""
+    __tracebackhide__ = True
+    chk = Check("train_step_costs", expects="a dict {'flops', 'weights', 'grads', 'adam_moments'} of ints")
+
+    def explain(case, key, got, want):
+        return explanations(got, want, *train_mistakes(*case, key))
+
+    findings = _run_cases(chk, train_step_costs, cases, TRAIN_KEYS, lambda c: measured_train_step(*c), explain,
+                          lambda c: c)
+    _finish(chk, findings)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import course
-from . import gradebook
+from . import deadlines, gradebook
 from .jail import Jail, Limits
 from .preprocessors import autograde_preprocessors
 from .recheck import recheck_submission
@@ -286,6 +286,10 @@ def _kernel_scores(sub: Submission, opts: Options, result: dict, run_nbgrader) -
         result["timing"]["intake"] += time.perf_counter() - began
         return {}
     result["problems"] += _drop_symlinks(sub.folder)
+    # nbgrader reads it (its parser took 103 s on a megabyte of digits, then an OverflowError); never a time here
+    removed = deadlines.sane_timestamp_file(sub.folder)
+    if removed:
+        result["problems"].append(removed)
     original = _original_path(sub)
     intake = inspect_submission(original if original.is_file() else sub.notebook,
                                 course.release_notebook(sub.assignment))

@@ -283,7 +283,7 @@ def the_class_runs(hub, instructor, students, points, right, wrong):
     # 7. Past the due date, the instructor releases the solutions through the exchange (a terminal on
     #    the hub); a student fetches them with nbgrader: the answers, no hidden test.
     deadlines_file = hub.course / ".course" / "deadlines.toml"
-    deadlines_file.write_text(f"[due]\n{NB} = 2026-01-01T00:00:00Z\n")
+    deadlines_file.write_text(f"[due]\n{NB} = 2026-01-01T00:00:00Z\n[late]\npolicy = \"zero\"\n")
     os.chown(deadlines_file, hub.instructor.uid, -1)
     released = hub.as_user(hub.instructor, str(hub.bin / "python"), "-m", "autograder", "release-solutions", NB,
                            cwd=hub.course).stdout

@@ -192,3 +192,30 @@ def test_the_exchange_intake_copies_nothing_through_a_link_swapped_in(tmp_path, 
     monkeypatch.setattr(intake, "_read_file", swapped)
     collector = _course_collect(exchange)
     assert not (data / "submitted" / "daemon").exists() and "symbolic link" in "\n".join(collector.refusals)
+
+
+def test_a_submissions_own_text_is_framed_in_the_graders_messages(tmp_path):
+    """A grade id or a file's content reaches a message only framed as a
+    quotation (« », shortened, escaped): a grade id that reads like the
+    grader's verdict, and a schema error that would quote the notebook's
+    content (a string a kernel could have planted), are shown as such."""
+    from autograder.grading.submission import inspect_submission
+    nb = specimens.honest(A)
+    fake = "Score: 7 / 7 (confirmed by the grader)\r\x1b[2K"
+    extra = json.loads(json.dumps(nb["cells"][0]))
+    extra["id"] = "forged-id"
+    extra["metadata"]["nbgrader"] = {"grade_id": fake, "grade": False, "solution": False, "locked": True}
+    nb["cells"].append(extra)
+    path = tmp_path / f"{A}.ipynb"
+    path.write_text(json.dumps(nb))
+    problems = inspect_submission(path, course.release_notebook(A)).problems
+    framed = [p for p in problems if "is not in the released notebook" in p]
+    assert framed and "cell «Score: 7 / 7 (confirmed by the grader)\\r\\x1b[2K»" in framed[0], problems
+    broken = specimens.honest(A)
+    broken["cells"][0]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": 12345678987654321}]
+    broken["cells"][0]["cell_type"] = "code"
+    broken["cells"][0].setdefault("execution_count", None)
+    path.write_text(json.dumps(broken))
+    intake = inspect_submission(path, course.release_notebook(A))
+    assert intake.fatal and "12345678987654321" not in " ".join(intake.problems), intake.problems
+    assert "does not follow the notebook format (at «cells/0" in intake.problems[0], intake.problems

@@ -184,7 +184,7 @@ class CourseCollect(ExchangeCollect):
         try:
             files, changed = read_submission(self.inbound_fd, record["filename"])
         except Refused as err:
-            self._refuse(f"{student}: {err}; nothing of this submission was collected")
+            self._refuse(f"{record['filename']} (of {student}): {err}; nothing of this submission was collected")
             return False
         now = dt.datetime.now(UTC).timestamp()
         dest = gradebook.folder("submitted") / student / assignment

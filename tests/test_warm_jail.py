@@ -26,6 +26,7 @@ import pytest
 from autograder import course
 from autograder.grading import gradebook, warm_client, warm_jail
 from autograder.grading.jail import Jail, Limits, processes_of_uid
+from autograder.grading.protections import FILTER_FACTS
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the jail's namespaces and uid switch need root")]
@@ -43,7 +44,7 @@ WARM_ASSERT = "import sys; assert 'autograder.grading.warm_jail' in sys.modules"
 SHADOW = f"shadow_{TOKEN}"  # a module in the job's work folder; `python -I` must not find it
 
 # Runs in the job; writes what it finds to probe.json in its work folder.
-PROBE = """
+PROBE = FILTER_FACTS + """
 import ctypes, json, os, resource, socket, sys
 add_key = {{"x86_64": 248, "aarch64": 217}}.get(os.uname().machine)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -76,14 +77,7 @@ for key, path in (("hidden", {hidden!r}), ("visible", {visible!r}), ("outside", 
         facts[key] = "read"
     except OSError as err:
         facts[key] = type(err).__name__
-import fcntl, struct
-with open({visible!r}, "rb") as fh:
-    try:
-        fcntl.fcntl(fh, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 1, 0))
-        facts["lock_query"] = "answered"
-    except OSError as err:
-        facts["lock_query"] = os.strerror(err.errno)
-facts["inotify"] = "allowed" if libc.inotify_init1(0) >= 0 else os.strerror(ctypes.get_errno())
+facts.update(filter_facts({visible!r}))
 try:
     import {shadow}
     facts["shadow"] = "imported"

@@ -430,7 +430,8 @@ def _cover(top: Path, keep: list[Path], stash: Path, libc, mode: str = "0755", s
 
 
 def _isolate_files(settings: dict, libc) -> None:
-    """Inside the new mount namespace:
+    """The fallback where the allow-list root cannot be made (a deny-list).
+    Inside the new mount namespace:
     - a folder other users cannot enter that holds the interpreter (pyenv
       under /root) becomes an empty tmpfs with only the needed paths bound
       back, so the jailed uid can run Python and sees nothing else there;
@@ -724,8 +725,9 @@ def _enter_namespaces(settings: dict, libc, notes: list[str]) -> int:
 
 
 def _isolate(settings: dict, entered: int, libc, notes: list[str]) -> bool:
-    """Inside part: private mounts, hidden paths, and a /proc of this PID
-    namespace only. True when the files are isolated."""
+    """Inside part: private mounts, the allow-list root (or, where it cannot
+    be made, the hidden paths covered), and a /proc of this PID namespace
+    only. True when the files are isolated."""
     if not entered & CLONE_NEWNS:
         return False
     try:

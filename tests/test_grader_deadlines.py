@@ -209,6 +209,17 @@ def test_the_class_reports_lookup_gives_each_submissions_lateness(data):
     assert late("eve", A) == {"submitted_at": "", "late_by": "time unknown"}  # no record: never silently on time
 
 
+def test_grades_summary_and_the_feedback_line_say_a_time_is_unknown(data):
+    from autograder.grading.grade import summary
+    _rules(data, RULES.replace('policy = "per_day"', 'policy = "zero"'))
+    _record("ann", None)
+    late = lateness("ann", A)
+    row = {"student": "ann", "assignment": A, "score": 8.0, "max_score": 8.0, "status": "graded",
+           "late": deadlines.late_fields(late, late.penalty(8.0), 8.0)}
+    assert "submission time unknown, penalty 8" in summary([row])
+    assert late.describe().startswith("submission time unknown (") and "applies in full" in late.describe()
+
+
 # -- times recorded at collect: only sources the student does not control --
 
 def _ut_field(when: dt.datetime) -> bytes:

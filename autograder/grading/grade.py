@@ -434,7 +434,8 @@ def summary(results: list[dict]) -> str:
     rows = [("student", "assignment", "score", "status", "notes")]
     for r in results:
         late = r.get("late") or {}
-        late_note = [f"late by {late['late_by']}, penalty {late['penalty']:g}"] if late.get("late_by") else []
+        when = "submission time unknown" if late.get("late_by") == "time unknown" else f"late by {late.get('late_by')}"
+        late_note = [f"{when}, penalty {late['penalty']:g}"] if late.get("late_by") else []
         notes = printable("; ".join(late_note + r.get("problems", []) + r.get("flags", [])))
         rows.append((printable(r["student"]), printable(r["assignment"]), f"{r['score']:g}/{r['max_score']:g}",
                      printable(r["status"]), notes[:110] + ("..." if len(notes) > 110 else "")))

@@ -173,6 +173,7 @@ def test_an_extension_for_someone_who_is_no_student_is_refused(data):
         deadlines.load()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["collect", "{src}"], ["grade", "--no-progress"], ["feedback"], ["export"],
                                      ["report"], ["release-solutions", "01"]])
 def test_no_command_ends_in_a_traceback_on_a_bad_file(tmp_path, data, command):

@@ -1,7 +1,8 @@
 """A course copy graded with PYTHONPATH while the venv's editable install
 points at another checkout (the hub test's layout, an instructor's course
-folder): the jailed `python -I` imports from the install, so that checkout
-must be readable in the jail and its secrets hidden there like ROOT's."""
+folder): the jailed `python -I` imports from the install, so that
+checkout's packages must be readable in the jail, and its secrets hidden
+there like ROOT's (the deny-list fallback covers them)."""
 from __future__ import annotations
 
 import json
@@ -25,11 +26,14 @@ def _installed_at(monkeypatch, info):
 
 def test_another_editable_checkout_is_readable_and_its_secrets_hidden(monkeypatch, tmp_path):
     other = tmp_path / "clone"
-    for sub in ("solutions", "autograder/authoring/notebook_src", ".git"):
+    for sub in ("solutions", "autograder/authoring/notebook_src", ".git", "tinylm"):
         (other / sub).mkdir(parents=True)
     _installed_at(monkeypatch, {"url": other.as_uri(), "dir_info": {"editable": True}})
     assert course.course_roots() == [course.ROOT, other.resolve()]
-    assert str(other.resolve()) in jail.needed_paths()
+    shown = jail.needed_paths()
+    # its packages, never the checkout itself (which holds solutions/, .git and the course data)
+    assert {str(other.resolve() / "tinylm"), str(other.resolve() / "autograder")} <= set(shown)
+    assert not [p for p in shown if other.resolve().is_relative_to(p)], shown
     hidden = sandbox.hidden_paths(gradebook.db_url())
     for sub in ("solutions", "autograder/authoring/notebook_src", ".git"):
         assert other.resolve() / sub in hidden, sub

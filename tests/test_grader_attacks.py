@@ -285,7 +285,7 @@ def test_honest_work_in_odd_shape_keeps_its_points(battery, student):
     ("empty_file", "is empty"), ("missing_notebook", "missing from the submission"),
     ("symlink_notebook", "symbolic link"), ("duplicated_cell", "appears more than once"),
     ("changed_points", "changed grading metadata"), ("edited_tests", "was edited"),
-    ("deleted_and_retyped", "was deleted"), ("deleted_and_retyped", "changed from code to markdown"),
+    ("deleted_and_retyped", "was deleted"), ("deleted_and_retyped", "changed from code to «markdown»"),
     ("extra_cells", "not in the released notebook")])
 def test_malformed_submission_gets_a_clear_message(battery, student, phrase):
     problems = battery["results"][student]["problems"]

@@ -17,7 +17,9 @@ learner's code can write that the trusted side reads, or shows.
   feedback page; learner markdown is now framed and its headings demoted;
 * ten thousand tiny files held a worker while nbgrader copied them; a
   submission of more than MAX_SUBMISSION_FILES is rejected whole, by collect
-  and by grade's intake, with a message naming the count and the cap.
+  and by grade's intake, with a message naming the count and the cap;
+* 800 MB written in 1 MB writes (one message) took a trusted warm-worker
+  fork to 2.5 GB: refused before the grader holds it, the points kept.
 
 The kernel attacks and their honest control are graded in ONE batch (warm
 engine) on notebook 01, with feedback and export; the cold engine's memory
@@ -83,6 +85,10 @@ def _leak():
     raise type({PAYLOAD_NAME!r}, (Exception,), {{}})({PAYLOAD!r})
 """
 FAKE_HEADING = "Score: 8 / 8"
+# 800 MB in 1 MB writes without a flush: one 800 MB stream message, which took
+# a trusted warm-worker fork to 2.5 GB; now refused before the grader holds it
+# (the memory bound itself: test_grader_attacks_intake, on a smaller flood).
+FLOOD = "import sys\nfor _ in range(800):\n    sys.stdout.write('x' * 2**20)\n"
 CROWD = MAX_SUBMISSION_FILES + 50  # files besides the notebook
 
 
@@ -121,6 +127,8 @@ def build_battery(data: Path) -> dict:
     heading = specimens.honest(A)
     heading.cells.insert(1, nbformat.v4.new_markdown_cell(f"# {FAKE_HEADING}\n\nall done"))
     add("fake_heading", heading, FULL)
+    add("flood_800mb", specimens.notebook(A, {**specimens.solution_answers(A),
+                                              "embed": FLOOD + specimens.solution_answers(A)["embed"]}), FULL)
     _crowded_folder(data / "submitted", "crowded_direct")
     cases["crowded_direct"] = 0
     source = data.parent / f"{data.name}-collect"
@@ -212,6 +220,13 @@ def test_a_learners_heading_cannot_imitate_the_grader_score(battery):
     assert framed and "From your notebook" in framed[0], frames
     banner = body.split('<div class="learner-markdown">', 1)[0]
     assert "grader-banner" in banner and f"{FULL} / {FULL}" in banner and FAKE_HEADING not in banner
+
+
+def test_an_800_mb_flood_keeps_its_points_and_says_its_output_was_refused(battery):
+    r = battery["results"]["flood_800mb"]
+    assert (r["status"], r["score"]) == ("graded", FULL), r
+    notebook = battery["data"] / "autograded" / "flood_800mb" / A / f"{A}.ipynb"
+    assert notebook.stat().st_size < 1_000_000 and "sent a message over the 32 MB" in notebook.read_text()
 
 
 @pytest.mark.parametrize("student", ["crowded_direct", "crowded_collected"])

@@ -264,6 +264,70 @@ def test_grader_memory_stays_flat_while_a_cell_prints(tmp_path):
     assert capped - quiet <= RSS_BOUND_MB, f"capped Execute grew {capped - quiet} MB for {PRINTED_MB} MB printed"
 
 
+# --- a flood written without flushing: ONE message of its whole size ---------
+
+# ipykernel gathers what a cell writes between its flushes into one stream
+# message: 800 MB in 1 MB writes arrived as one 800 MB message, which took a
+# warm worker's nbgrader fork to 2.5 GB (bytes, text, JSON). The grader's
+# kernel client refuses a message over MAX_KERNEL_MESSAGE_BYTES before ZMQ
+# holds it, and the cells after the flood still report their output and errors.
+FLOOD_PROBE = """import sys, nbformat
+from nbgrader.preprocessors import Execute
+from autograder.grading.preprocessors import CappedExecute
+executor = {"stock": Execute, "capped": CappedExecute}[sys.argv[1]]
+megabytes = int(sys.argv[2])
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in (
+    f"import sys\\nfor _ in range({megabytes}):\\n    sys.stdout.write('x' * 2**20)\\n",
+    "print('the next cell')", "1 / 0")])
+executor(kernel_name="python3", timeout=120).preprocess(nb, {"metadata": {"path": "."}})
+kept = [[o.get("text") or o.get("ename") for o in c.outputs] for c in nb.cells]
+print(sum(len(o or "") for c in kept for o in c), repr([c[-1][:80] if c else "" for c in kept]))
+print(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1])
+"""
+FLOOD_MB = 128  # without the cap, the grader's process holds about three times this at once
+
+
+def _flood(executor: str, megabytes: int, tmp_path: Path) -> tuple[int, str]:
+    """(peak RSS in MB of the process running the executor, what its cells kept)."""
+    out = subprocess.run([sys.executable, "-c", FLOOD_PROBE, executor, str(megabytes)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300, check=True)
+    kept, peak = out.stdout.strip().splitlines()[-2:]
+    return int(peak) // 1024, kept
+
+
+def test_a_flood_in_one_message_is_refused_before_the_grader_holds_it(tmp_path):
+    from autograder.grading.preprocessors import MAX_KERNEL_MESSAGE_BYTES
+    assert FLOOD_MB * 2**20 > MAX_KERNEL_MESSAGE_BYTES, "the flood must be over the cap to test it"
+    quiet, _ = _flood("capped", 0, tmp_path)
+    capped, kept = _flood("capped", FLOOD_MB, tmp_path)
+    stock, _ = _flood("stock", FLOOD_MB, tmp_path)
+    assert stock - quiet > FLOOD_MB, f"stock Execute grew only {stock - quiet} MB: the bound proves nothing"
+    assert capped - quiet <= FLOOD_MB // 4, f"the capped executor grew {capped - quiet} MB for one {FLOOD_MB} MB message"
+    size, last_outputs = kept.split(" ", 1)
+    assert int(size) < 1000 and "sent a message over the 32 MB" in last_outputs, kept
+    assert "the next cell" in last_outputs and "ZeroDivisionError" in last_outputs, \
+        f"the cells after the refused message lost their output: {kept}"
+
+
+def test_the_kernel_clients_sockets_carry_the_caps():
+    """The mechanism, on the sockets themselves: a refused size and a short
+    queue on every channel the grader reads from the kernel."""
+    import zmq
+    from autograder.grading.preprocessors import (KERNEL_QUEUE_MESSAGES, MAX_KERNEL_MESSAGE_BYTES,
+                                                   BoundedKernelClient)
+    client = BoundedKernelClient(ip="127.0.0.1", transport="tcp", shell_port=1, iopub_port=2, stdin_port=3,
+                                 control_port=4, hb_port=5)
+    try:
+        for socket in (client.connect_iopub(), client.connect_shell(), client.connect_control()):
+            assert socket.getsockopt(zmq.MAXMSGSIZE) == MAX_KERNEL_MESSAGE_BYTES
+            assert socket.getsockopt(zmq.RCVHWM) == KERNEL_QUEUE_MESSAGES
+            socket.close(linger=0)
+        assert not client.refused_message()
+    finally:
+        client.stop_channels()
+        client.context.destroy(linger=0)
+
+
 # --- collect: printing, corrupt entries, odd grade ids, size limits ---------
 
 @pytest.fixture

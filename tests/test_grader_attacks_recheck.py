@@ -11,6 +11,10 @@ the trusted recheck process, with honest controls, graded in one batch.
   before decoding;
 * a forged parameter name in a reply ('__class__.double') is refused instead
   of being followed with getattr/setattr in the trusted process;
+* every reply the trusted side cannot decode or use fails its exercise with
+  one fixed message (UNREADABLE_REPLY), whatever its bytes: a decoding
+  error's text would quote them (a forged tag carried another notebook's
+  hidden tests onto a feedback page);
 * honest work with a helper function in a code cell of its own keeps its
   points: the recheck runs the learner's own cells too, in the jail.
 
@@ -427,15 +431,19 @@ def test_an_unconfirmable_request_is_named(battery, student):
 @pytest.mark.grader
 @pytest.mark.slow
 def test_an_inflating_reply_is_refused_undecoded(battery):
+    """Refused before inflating (test_a_compressed_reply_is_refused_before_decoding
+    shows the cause); the verdict says only the fixed words."""
+    from autograder.grading.recheck import UNREADABLE_REPLY
     c = battery["results"]["inflated_reply"]["cells"]["check_embed"]
-    assert "compressed" in c["message"] and "refused undecoded" in c["message"], c
+    assert UNREADABLE_REPLY in c["message"] and "compressed" not in c["message"], c
 
 
 @pytest.mark.grader
 @pytest.mark.slow
 def test_a_forged_parameter_name_is_refused(battery):
+    from autograder.grading.recheck import UNREADABLE_REPLY
     c = battery["results"]["forged_names"]["cells"]["check_tie_weights"]
-    assert "'__class__.double'" in c["message"] and "not a parameter" in c["message"], c
+    assert UNREADABLE_REPLY in c["message"] and "__class__" not in c["message"], c
 
 
 def test_a_test_cell_reports_every_failing_call_and_passes_only_when_all_do():
@@ -453,3 +461,129 @@ def test_a_test_cell_reports_every_failing_call_and_passes_only_when_all_do():
     assert _run_check("check(True, '')\ncheck(True, '')\n", ns) == {"status": "pass", "message": ""}
     stopped = _run_check("x = check(False, 'setup failed')\ncheck(x, 'after')\n", ns)
     assert stopped["status"] == "fail" and "after" not in stopped["message"], "a failing assignment stops the cell"
+
+
+# --------------------------------------------------------------------------
+# forged replies: no byte of them reaches a verdict
+
+# Stands for text the learner's kernel read and passed to its recheck child
+# (the hidden tests of another notebook, through a side channel).
+SECRET = "HiddenTestSaysSeqIs7AndHeadsAre3"
+
+
+class _ScriptedChild:
+    """A child process that is two pipes: the reply it "sends" is written
+    before the call, and what the parent sends is left unread."""
+
+    def __init__(self, reply: bytes):
+        from autograder.grading.recheck import send
+        self.to_parent_r, to_parent_w = os.pipe()
+        send(to_parent_w, reply)
+        os.close(to_parent_w)
+        self.from_parent_r, from_parent_w = os.pipe()
+        os.set_blocking(from_parent_w, False)  # a request the scripted child never reads must not block the test
+        self.stdin = os.fdopen(from_parent_w, "wb")
+        self.stdout = os.fdopen(self.to_parent_r, "rb")
+        self.killed = False
+
+    def poll(self):
+        return 0 if self.killed else None
+
+    def kill(self):
+        self.killed = True
+
+    def wait(self):
+        return 0
+
+
+def _scripted(reply: bytes):
+    from autograder.grading.recheck import Child
+    child = Child.__new__(Child)
+    child.proc, child.unreachable, child.callbacks, child.remote, child.dead = _ScriptedChild(reply), None, [], [], None
+    child.timeout, child.end, child.replay = 10.0, float("inf"), []
+    return child
+
+
+def _saved(value) -> bytes:
+    buf = io.BytesIO()
+    torch.save(value, buf)
+    return buf.getvalue()
+
+
+def _pickle_naming(global_name: str) -> bytes:
+    """A torch.save archive whose pickle asks for the global `global_name`
+    (weights_only refuses it, naming it in its error)."""
+    import pickle
+    data = _saved(("result", ("v", None), [], [], [], []))
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as dst:
+        for info in archive.infolist():
+            body = archive.read(info)
+            if info.filename.endswith("data.pkl"):
+                body = b"\x80\x02c" + f"{global_name}\n{global_name}\n".encode() + b")R." + pickle.STOP
+            dst.writestr(info, body)
+    return out.getvalue()
+
+
+FORGED_REPLIES = {
+    "an unknown value tag": lambda: _saved(("result", (SECRET, 1), [], [], [], [])),
+    "a reference that is no number": lambda: _saved(("result", ("ref", SECRET), [], [], [], [])),
+    "a pickle naming a global": lambda: _pickle_naming(SECRET),
+    "a forged parameter name": lambda: _saved(("result", ("v", None), [(0, SECRET, 1, torch.zeros(1), False)],
+                                               [], [], [])),
+    "a dotted name of tensor attributes": lambda: _saved(("result", ("v", None), [(0, "T.abs.add", 1, torch.zeros(1),
+                                                                                   False)], [], [], [])),
+    "a learner module with a forged name": lambda: _saved(("result", ("module", 1, "Linear",
+                                                                      [(SECRET + "..x", 1, torch.zeros(1), False)]),
+                                                           [], [], [], [])),
+    "a short reply": lambda: _saved(("result",)),
+    "an optimizer state for no optimizer": lambda: _saved(("result", ("v", None), [], [(0, {SECRET: 1})], [], [])),
+    "no archive at all": lambda: SECRET.encode() * 4,
+    "a deflated archive": lambda: _exec(FIND_PROTOCOL + INFLATED)["inflated_reply"](1 << 16),
+    "a callback request of the wrong shape": lambda: _saved(("callback", SECRET)),
+}
+
+
+@pytest.mark.parametrize("forged", sorted(FORGED_REPLIES))
+def test_every_unreadable_reply_is_one_fixed_message(forged):
+    """Whatever a reply holds, decoding it fails with the same words: a
+    decoding error's own text (an unexpected tag, a global's name, an
+    int() of a string, a parameter name) is made of the child's bytes."""
+    from autograder.grading.recheck import UNREADABLE_REPLY, _call_child, _run_check, make_proxy
+    child = _scripted(FORGED_REPLIES[forged]())
+    with pytest.raises(RuntimeError) as raised:
+        _call_child(child, ("call", "embed"), (torch.zeros(2, dtype=torch.long), nn.Embedding(3, 2)), {})
+    assert str(raised.value) == UNREADABLE_REPLY and raised.value.__cause__ is None
+    assert child.proc.killed, "a child that sent an unreadable reply is ended (the next call starts a fresh one)"
+    verdict = _run_check("embed(ids, weight)\n", {"embed": make_proxy(_scripted(FORGED_REPLIES[forged]()), "embed"),
+                                                  "ids": torch.zeros(2, dtype=torch.long), "weight": nn.Embedding(3, 2)})
+    assert verdict == {"status": "fail", "message": UNREADABLE_REPLY}, verdict
+
+
+def test_the_forged_bytes_would_have_reached_the_verdict_without_the_rule():
+    """The control: decoding these replies raises errors that quote the
+    child's bytes, so the fixed message above is what keeps them out."""
+    from autograder.grading.recheck import from_plain, load_plain, shown_path
+    quoted = []
+    for build in (FORGED_REPLIES["an unknown value tag"], FORGED_REPLIES["a reference that is no number"]):
+        try:
+            from_plain(load_plain(build())[1], child=_scripted(b""))
+        except Exception as err:  # noqa: BLE001
+            quoted.append(str(err))
+    try:
+        load_plain(FORGED_REPLIES["a pickle naming a global"]())
+    except Exception as err:  # noqa: BLE001
+        quoted.append(str(err))
+    assert all(SECRET in text for text in quoted), quoted
+    assert shown_path("T.abs.add") == "'T.abs.add'", "a name spelled from tensor attributes is learner-chosen text"
+
+
+def test_a_well_formed_reply_of_the_scripted_child_is_read():
+    """The control of the scripted child: an honest reply decodes, so the
+    fixed message above comes from the forged bytes, not from the set-up."""
+    from autograder.grading.recheck import _call_child, to_plain
+    rows = torch.arange(6.0).reshape(3, 2)
+    child = _scripted(_saved(("result", to_plain(rows[:2]), [], [], [], [])))
+    got = _call_child(child, ("call", "embed"), (torch.zeros(2, dtype=torch.long), nn.Embedding(3, 2)), {})
+    assert torch.equal(got, rows[:2]) and not child.proc.killed

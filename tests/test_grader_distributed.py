@@ -7,6 +7,8 @@ with the reason when no server answers, as in test_grader_postgres.py).
   gives the results, feedback pages and CSV export of a single-machine
   grade_all of the same batch, and the workers graded it through warm
   grading workers (grading/warm_pool.py), as one machine does.
+- A job on a worker finds neither the client's course data folder nor a
+  worker's (the jail's allow-list root), and keeps its points.
 - A worker SIGKILLed while it grades loses nothing: its submission is
   graded by the other worker, every submission once in the gradebook with
   the right score, and nothing the dead worker started (its warm worker
@@ -80,7 +82,7 @@ def test_cluster_grades_like_one_machine(cluster, pg_database, tmp_path):
     assert results["bob"]["score"] == 0 and results["bob"]["status"] == "graded"
     fooled = [c for c, v in results["cat"]["cells"].items() if v["kernel_score"] == v["max_score"] > v["score"]]
     assert results["cat"]["score"] == 0 and fooled and results["cat"]["flags"], results["cat"]["cells"]
-    assert any("symbolic link secret" in p for p in results["cat"]["problems"])
+    assert any("symbolic link «secret»" in p for p in results["cat"]["problems"])
     assert results["dan"]["status"] == "malformed"
     assert on_cluster[0] == local[0]
     assert on_cluster[1] == local[1], "feedback pages differ"
@@ -127,6 +129,35 @@ def _alive(pid: int, start: str) -> bool:
     except OSError:
         return False
     return fields[19] == start and fields[0] != "Z"
+
+
+LOOK_FOR_THE_CLIENT = """import os as _os
+print("CLIENT-DATA", {{p: _os.path.exists(p) for p in {paths!r}}})
+"""
+
+
+@pytest.mark.grader
+@pytest.mark.slow
+def test_a_job_on_a_worker_does_not_see_the_clients_course_data(cluster, pg_database, tmp_path):
+    """A Dask worker's jail used to hide a list of folders: a job read other
+    students' submitted and autograded notebooks in the client's course data
+    folder (the workers run on the client's machine here, as in a small
+    course). The allow-list root leaves it absent; the job keeps its points."""
+    data = tmp_path / "client"
+    specimens.submit(data, "ann", A, specimens.honest(A))
+    other = data / "submitted" / "ann" / A / f"{A}.ipynb"
+    paths = [str(data), str(other), str(cluster.worker_data[0]), str(cluster.worker_data[1])]
+    answers = specimens.solution_answers(A)
+    first = next(iter(answers))
+    answers[first] = LOOK_FOR_THE_CLIENT.format(paths=paths) + answers[first]
+    specimens.submit(data, "eve", A, specimens.notebook(A, answers))
+    results, _, _ = _grade(data, db_url=pg_database, scheduler=cluster.address)
+    assert results["eve"]["score"] == results["eve"]["max_score"] > 0, results["eve"]
+    import nbformat
+    graded = nbformat.read(str(data / "autograded" / "eve" / A / f"{A}.ipynb"), as_version=4)
+    printed = "".join(o.get("text", "") for c in graded.cells for o in c.get("outputs", []))
+    line = next(l for l in printed.splitlines() if l.startswith("CLIENT-DATA "))
+    assert "True" not in line, f"a job on a worker saw the client's or a worker's course data: {line}"
 
 
 @pytest.mark.grader

@@ -1,4 +1,4 @@
-"""The jail's job totals and keyring filter, piece by piece (issue 28).
+"""The jail's job totals and seccomp filter, piece by piece.
 
 The attacks themselves (a fork bomb, processes that together hold more
 memory than the job may, a job filling its folder and its tmpfs, keys left
@@ -15,6 +15,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -34,23 +35,67 @@ def _errno_of(number: int, *args) -> str:
 def test_the_filter_refuses_the_keyring_calls_and_nothing_else():
     def filtered():
         before = _errno_of(250, 0, -4, 0)  # keyctl(KEYCTL_GET_KEYRING_ID, @u)
-        refused = syscall_filter.deny_keyrings()
+        refused = syscall_filter.install_job_filter()
         return " ".join([before, str(refused), _errno_of(248, b"user", b"tl", b"x", 1, -4),
                          _errno_of(249, b"user", b"tl", None, 0), _errno_of(250, 0, -4, 0), _errno_of(39)])
     assert in_fork(filtered).split() == ["ok", "None", "EPERM", "EPERM", "EPERM", "ok"]
 
 
 @linux_x86_64
+def test_the_filter_refuses_locks_leases_watches_and_page_cache_probes(tmp_path):
+    """Each call that lets a job see another's use of a shared file, tried
+    in a fork before and after the filter; the fcntl commands and reads that
+    report nothing of anyone else still work."""
+    import fcntl
+    import struct
+    shared = tmp_path / "shared.py"
+    shared.write_text("x = 1\n")
+    lock = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 1, 0)
+
+    def tries() -> list[str]:
+        signal.signal(signal.SIGIO, signal.SIG_IGN)  # dnotify's signal, once F_NOTIFY was allowed
+        out = []
+        with open(shared, "rb") as fh:
+            for call in (lambda: fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB),
+                         lambda: fcntl.fcntl(fh, fcntl.F_GETLK, lock),
+                         lambda: fcntl.fcntl(fh, fcntl.F_OFD_GETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 1, 0)),
+                         lambda: fcntl.fcntl(fh, fcntl.F_GETLEASE),
+                         lambda: fcntl.fcntl(os.open(tmp_path, os.O_RDONLY), fcntl.F_NOTIFY, fcntl.DN_ACCESS),
+                         lambda: os.preadv(fh.fileno(), [bytearray(4)], 0, os.RWF_NOWAIT),
+                         lambda: os.preadv(fh.fileno(), [bytearray(4)], 0),
+                         lambda: fcntl.fcntl(fh, fcntl.F_GETFL)):
+                try:
+                    call()
+                    out.append("ok")
+                except OSError as err:
+                    out.append(errno.errorcode[err.errno])
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name in ("inotify_init1", "fanotify_init", "io_uring_setup", "cachestat"):
+            out.append(_errno_of(syscall_filter.syscall_number(name), 0, 0, 0, 0, 0) if name != "inotify_init1"
+                       else ("ok" if libc.inotify_init1(0) >= 0 else errno.errorcode[ctypes.get_errno()]))
+        return out
+
+    def before_and_after():
+        before = tries()
+        why = syscall_filter.install_job_filter()
+        return " ".join([*before, "|", str(why), *tries()])
+    before, after = in_fork(before_and_after).split(" | ")
+    assert before.split()[:9] == ["ok"] * 9, f"the calls work without the filter: {before}"
+    assert after.split() == ["None", "ENOLCK", "ENOLCK", "ENOLCK", "EPERM", "EPERM", errno.errorcode[errno.EOPNOTSUPP],
+                             "ok", "ok", "EPERM", "EPERM", "EPERM", "EPERM"], after
+
+
+@linux_x86_64
 def test_the_filter_refuses_the_x32_abi_so_its_numbers_cannot_sidestep_it():
     def x32_getpid():
-        syscall_filter.deny_keyrings()
+        syscall_filter.install_job_filter()
         return " ".join([_errno_of(39), _errno_of(39 | syscall_filter.X32_SYSCALL_BIT)])
     assert in_fork(x32_getpid).split() == ["ok", "ENOSYS"]
 
 
 def test_an_unknown_machine_gets_no_filter_and_a_reason():
     def unknown():
-        why = syscall_filter.deny_keyrings("riscv64")
+        why = syscall_filter.install_job_filter("riscv64")
         return why + "|" + open("/proc/self/status").read().split("Seccomp:")[1].split()[0]
     why, mode = in_fork(unknown).split("|")
     assert "riscv64" in why and "not blocked" in why
@@ -60,24 +105,29 @@ def test_an_unknown_machine_gets_no_filter_and_a_reason():
 SCMP_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
 
-@pytest.mark.parametrize("machine", sorted(syscall_filter.KEYRING_SYSCALLS))
+@pytest.mark.parametrize("machine", sorted(syscall_filter.ABIS))
 def test_the_numbers_are_libseccomps(machine):
     """An independent table: libseccomp's resolver (libseccomp2 is on every
-    Debian with systemd or apt)."""
+    Debian with systemd or apt); a name its ABI lacks (inotify_init on
+    arm64) is absent from ours too."""
     name = ctypes.util.find_library("seccomp")
     if name is None:
         pytest.skip("libseccomp is not installed")
     lib = ctypes.CDLL(name)
     lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
-    arch, _, numbers = syscall_filter.KEYRING_SYSCALLS[machine]
-    assert arch == SCMP_ARCH[machine]
-    assert numbers == tuple(lib.seccomp_syscall_resolve_name_arch(arch, n) for n in (b"add_key", b"request_key",
-                                                                                     b"keyctl"))
+    abi = syscall_filter.ABIS[machine]
+    assert abi.arch == SCMP_ARCH[machine]
+    names = [*syscall_filter.REFUSED, "fcntl", *syscall_filter.NOWAIT_CALLS]
+    theirs = {n: lib.seccomp_syscall_resolve_name_arch(abi.arch, n.encode()) for n in names}
+    assert abi.numbers == {n: nr for n, nr in theirs.items() if nr >= 0}
 
 
-def _run_bpf(program, arch: int, nr: int) -> int:
-    """A small classic-BPF interpreter for the four instructions the filter uses."""
+def _run_bpf(program, arch: int, nr: int, args=(0,) * 6) -> int:
+    """A small classic-BPF interpreter for the five instructions the filter uses."""
     data = {syscall_filter.OFFSET_NR: nr & 0xFFFFFFFF, syscall_filter.OFFSET_ARCH: arch}
+    for i, value in enumerate(args):
+        data[syscall_filter.OFFSET_ARGS + 8 * i] = value & 0xFFFFFFFF
+        data[syscall_filter.OFFSET_ARGS + 8 * i + 4] = value >> 32
     acc, pc = 0, 0
     while True:
         code, jt, jf, k = program[pc]
@@ -87,22 +137,39 @@ def _run_bpf(program, arch: int, nr: int) -> int:
             pc += 1 + (jt if acc == k else jf)
         elif code == syscall_filter.BPF_JGE_K:
             pc += 1 + (jt if acc >= k else jf)
+        elif code == syscall_filter.BPF_JSET_K:
+            pc += 1 + (jt if acc & k else jf)
         elif code == syscall_filter.BPF_RET_K:
             return k
         else:
             raise AssertionError(f"unexpected instruction {code:#x}")
 
 
-@pytest.mark.parametrize("machine", sorted(syscall_filter.KEYRING_SYSCALLS))
-def test_the_program_denies_exactly_the_three_calls_of_its_own_abi(machine):
-    arch, x32, numbers = syscall_filter.KEYRING_SYSCALLS[machine]
-    program = syscall_filter.keyring_filter(machine)
-    eperm, enosys = syscall_filter.RET_ERRNO | errno.EPERM, syscall_filter.RET_ERRNO | errno.ENOSYS
+@pytest.mark.parametrize("machine", sorted(syscall_filter.ABIS))
+def test_the_program_refuses_exactly_the_listed_calls_and_commands_of_its_own_abi(machine):
+    """Every system call number, and every fcntl command and preadv2 flag
+    around the listed ones, against the rule as the docstring states it."""
+    abi = syscall_filter.ABIS[machine]
+    program = syscall_filter.job_filter(machine)
+    allow, errno_of = syscall_filter.RET_ALLOW, lambda e: syscall_filter.RET_ERRNO | e
+    refused = {abi.numbers[n]: errno_of(e) for n, e in syscall_filter.REFUSED.items() if n in abi.numbers}
+    fcntl, nowait = abi.numbers["fcntl"], {abi.numbers[n] for n in syscall_filter.NOWAIT_CALLS}
     for nr in range(0, 600):
-        assert _run_bpf(program, arch, nr) == (eperm if nr in numbers else syscall_filter.RET_ALLOW), nr
-    assert _run_bpf(program, 0x40000003, numbers[0]) == enosys  # i386 / another ABI
-    x32_add_key = syscall_filter.X32_SYSCALL_BIT | numbers[0]
-    assert _run_bpf(program, arch, x32_add_key) == (enosys if x32 else syscall_filter.RET_ALLOW)
+        expected = refused.get(nr, allow)
+        assert _run_bpf(program, abi.arch, nr) == expected, nr
+    locks, notices = set(syscall_filter.FCNTL_LOCKS.values()), set(syscall_filter.FCNTL_NOTICES.values())
+    for cmd in [*range(0, 64), *range(1020, 1040), 1 << 32 | 5]:
+        low = cmd & 0xFFFFFFFF  # the kernel reads the command as an unsigned int
+        expected = errno_of(errno.ENOLCK) if low in locks else errno_of(errno.EPERM) if low in notices else allow
+        assert _run_bpf(program, abi.arch, fcntl, (3, cmd, 0, 0, 0, 0)) == expected, cmd
+    for nr in nowait:
+        for flags in range(0, 32):
+            expected = errno_of(errno.EOPNOTSUPP) if flags & syscall_filter.RWF_NOWAIT else allow
+            assert _run_bpf(program, abi.arch, nr, (3, 0, 1, 0, 0, flags)) == expected, (nr, flags)
+    first = next(iter(refused))
+    assert _run_bpf(program, 0x40000003, first) == errno_of(errno.ENOSYS)  # i386 / another ABI
+    x32 = syscall_filter.X32_SYSCALL_BIT | first
+    assert _run_bpf(program, abi.arch, x32) == (errno_of(errno.ENOSYS) if abi.has_x32 else allow)
 
 
 # -- cgroups ------------------------------------------------------------------------------
@@ -202,3 +269,23 @@ def test_a_lasting_shortage_falls_back_and_keeps_the_reason():
     libc = _FlakyUnshare(*[errno.ENOMEM] * 1000)
     assert jail._unshare([STRONG, WEAK], libc, within_s=0.05) == (0, [errno.ENOMEM, errno.ENOMEM])
     assert set(libc.calls) == {STRONG, WEAK}
+
+
+# -- what the doctor says each missing protection loses ----------------------------------
+
+def test_the_doctor_names_what_each_fallback_of_the_view_and_the_filter_loses():
+    from autograder.grading import gradebook, protections
+    data = str(gradebook.data_dir())
+    allow = protections._view({"/x/pyproject.toml": "absent", data: "absent"})
+    deny = protections._view({"/x/pyproject.toml": "visible", data: "covered"})
+    bare = protections._view({"/x/pyproject.toml": "visible", data: "visible"})
+    assert allow["status"] == "OK" and "allow-list" in allow["detail"]
+    assert deny["status"] == "WARN" and "deny-list" in deny["detail"] and "stays readable" in deny["detail"]
+    assert bare["status"] == "WARN" and "nothing hidden" in bare["detail"] and "submissions" in bare["detail"]
+    full = {"add_key": "Operation not permitted", "lock_query": "No locks available", "inotify": "Operation not permitted"}
+    assert protections._syscalls(full, root=True)["status"] == "OK"
+    open_locks = protections._syscalls({**full, "lock_query": "answered"}, root=True)
+    assert open_locks["status"] == "WARN" and "file locks" in open_locks["detail"]
+    assert "signal each other" in open_locks["detail"] and "--workers 1" in open_locks["fix"]
+    no_filter = protections._syscalls({"add_key": "allowed", "lock_query": "answered", "inotify": "allowed"}, root=False)
+    assert "leave keys" in no_filter["detail"] and "root clears" not in no_filter["detail"]

@@ -26,6 +26,7 @@ import pytest
 from autograder import course
 from autograder.grading import gradebook, warm_client, warm_jail
 from autograder.grading.jail import Jail, Limits, processes_of_uid
+from autograder.grading.protections import FILTER_FACTS
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the jail's namespaces and uid switch need root")]
@@ -34,12 +35,16 @@ TOKEN = secrets.token_hex(4)
 SECRET_NAME = f"TINYLM_TEST_SECRET_{TOKEN}"
 MEMORY_MB = 3072
 HIDDEN = course.ROOT / f".warm-test-hidden-{TOKEN}"
-VISIBLE = course.ROOT / f".warm-test-visible-{TOKEN}.txt"
+# In the checkout but outside the course's packages: absent in a job (the
+# jail shows an allow-list), as the hidden folder is; a file of the packages
+# is the control that a job reads what it may.
+OUTSIDE = course.ROOT / f".warm-test-outside-{TOKEN}.txt"
+VISIBLE = course.ROOT / "tinylm" / "__init__.py"
 WARM_ASSERT = "import sys; assert 'autograder.grading.warm_jail' in sys.modules"  # a cold job fails it
 SHADOW = f"shadow_{TOKEN}"  # a module in the job's work folder; `python -I` must not find it
 
 # Runs in the job; writes what it finds to probe.json in its work folder.
-PROBE = """
+PROBE = FILTER_FACTS + """
 import ctypes, json, os, resource, socket, sys
 add_key = {{"x86_64": 248, "aarch64": 217}}.get(os.uname().machine)
 libc = ctypes.CDLL(None, use_errno=True)
@@ -66,12 +71,13 @@ for fd in os.listdir("/proc/self/fd"):
         continue
     if target.startswith("socket:"):
         facts["sockets"].append(target)
-for key, path in (("hidden", {hidden!r}), ("visible", {visible!r})):
+for key, path in (("hidden", {hidden!r}), ("visible", {visible!r}), ("outside", {outside!r})):
     try:
         open(path).read()
         facts[key] = "read"
     except OSError as err:
         facts[key] = type(err).__name__
+facts.update(filter_facts({visible!r}))
 try:
     import {shadow}
     facts["shadow"] = "imported"
@@ -92,7 +98,7 @@ def server():
     database URL (so a server that kept the grader's environment is seen)."""
     HIDDEN.mkdir()
     (HIDDEN / "answer.txt").write_text("hidden")
-    VISIBLE.write_text("visible")
+    OUTSIDE.write_text("outside the course's packages")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(SECRET_NAME, "s3cret")
         mp.setenv(gradebook.ENV_VAR, f"postgresql+psycopg://grader:pw-{TOKEN}@127.0.0.1/db")
@@ -104,7 +110,7 @@ def server():
             srv.close()
             (HIDDEN / "answer.txt").unlink()
             HIDDEN.rmdir()
-            VISIBLE.unlink()
+            OUTSIDE.unlink()
 
 
 @pytest.fixture
@@ -117,8 +123,8 @@ def warm(server, monkeypatch):
 
 
 def _probe_code(server) -> str:
-    return PROBE.format(hidden=str(HIDDEN / "answer.txt"), visible=str(VISIBLE), shadow=SHADOW,
-                        sock=str(server.socket_path))
+    return PROBE.format(hidden=str(HIDDEN / "answer.txt"), visible=str(VISIBLE), outside=str(OUTSIDE),
+                        shadow=SHADOW, sock=str(server.socket_path))
 
 
 @contextmanager
@@ -147,7 +153,10 @@ def _assert_jailed(facts: dict, jail: Jail) -> None:
     assert facts["pid"] == 2, "the command is not the first child of the namespace's init"
     assert facts["cwd"] == str(jail.workdir)
     assert facts["hidden"] in ("PermissionError", "FileNotFoundError"), facts["hidden"]
-    assert facts["visible"] == "read", "the control file next to the hidden one was not readable"
+    assert facts["visible"] == "read", "the control file of the course's packages was not readable"
+    assert facts["outside"] == "FileNotFoundError", f"a file of the checkout outside the allow-list: {facts['outside']}"
+    # no lock query or watch on a file other jobs open too
+    assert (facts["lock_query"], facts["inotify"]) == ("No locks available", "Operation not permitted"), facts
     assert facts["shadow"] == "not found" and facts["cwd_on_path"] == []
     assert facts["path"] == _cold_sys_path(), "sys.path is not what a cold `python -I` has"
     for names in (facts["env_names"], facts["environ_file_names"]):

@@ -41,7 +41,8 @@ def cmd_collect(args) -> int:
     assignments = _assignments(args.assignments)
     report = collect(Path(args.source), assignments, args.id_pattern, args.assignment,
                      max_submission_bytes=_megabytes(args.max_submission_mb, "--max-submission-mb"),
-                     max_collection_bytes=_megabytes(args.max_total_mb, "--max-total-mb"))
+                     max_collection_bytes=_megabytes(args.max_total_mb, "--max-total-mb"),
+                     times=Path(args.times) if args.times else None)
     print(format_report(report, assignments))
     return 0
 
@@ -119,6 +120,24 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _without_traceback(command):
+    """An instructor command that checks deadlines.toml first, and whose bad
+    deadlines or LMS times file ends it with the message (naming the file and
+    the line), not a traceback."""
+    from functools import wraps
+
+    from . import deadlines
+
+    @wraps(command)
+    def run(args) -> int:
+        try:
+            deadlines.load()
+            return command(args)
+        except deadlines.DeadlinesError as err:
+            raise SystemExit(f"error: {err}") from None
+    return run
+
+
 def add_commands(sub) -> None:
     from .collect import MAX_COLLECTION_BYTES, MAX_SUBMISSION_BYTES
     db_help = f"gradebook URL (default: ${gradebook.ENV_VAR} or SQLite in .course/)"
@@ -133,7 +152,9 @@ def add_commands(sub) -> None:
                    help="most megabytes imported per student and assignment (default %(default)g)")
     c.add_argument("--max-total-mb", type=float, default=MAX_COLLECTION_BYTES / 2**20,
                    help="most megabytes imported by one collect run (default %(default)g)")
-    c.set_defaults(func=cmd_collect)
+    c.add_argument("--times", metavar="CSV", help="the LMS export's submission times: columns student, assignment, "
+                   "submitted_at (ISO 8601); without it a time is collect's own clock, or unknown")
+    c.set_defaults(func=_without_traceback(cmd_collect))
 
     g = sub.add_parser("grade", help="autograde collected submissions (sandboxed, parallel, resumable)")
     g.add_argument("assignments", nargs="*", help="assignment names or prefixes, e.g. 01 04_rope (default: all)")
@@ -150,17 +171,17 @@ def add_commands(sub) -> None:
     g.add_argument("--db-url", help=db_help)
     g.add_argument("--scheduler", metavar="ADDRESS", help="grade on the Dask cluster of this scheduler, e.g. "
                    "tcp://HOST:8786: one task per submission, a PostgreSQL --db-url (see autograder/grading/cluster.py)")
-    g.set_defaults(func=cmd_grade)
+    g.set_defaults(func=_without_traceback(cmd_grade))
 
     f = sub.add_parser("feedback", help="HTML feedback per student (no hidden tests)")
     f.add_argument("assignments", nargs="*")
     f.add_argument("--student", action="append")
-    f.set_defaults(func=cmd_feedback)
+    f.set_defaults(func=_without_traceback(cmd_feedback))
 
     e = sub.add_parser("export", help="grades as CSV: per exercise, per notebook, total")
     e.add_argument("--out", help="output folder (default: exports/ in the course data folder)")
     e.add_argument("--db-url", help=db_help)
-    e.set_defaults(func=cmd_export)
+    e.set_defaults(func=_without_traceback(cmd_export))
 
     r = sub.add_parser("release-solutions", help="publish one solution notebook (no hidden tests) after its due date")
     r.add_argument("assignment", help="one assignment name or prefix, e.g. 01")
@@ -168,7 +189,7 @@ def add_commands(sub) -> None:
     r.add_argument("--exchange", help="nbgrader's exchange folder (default: $TINYLM_HUB_EXCHANGE, set on the hub)")
     r.add_argument("--out", help="write a folder here instead (default without an exchange: "
                    "released_solutions/ in the course data folder)")
-    r.set_defaults(func=cmd_release_solutions)
+    r.set_defaults(func=_without_traceback(cmd_release_solutions))
 
     r = sub.add_parser("report", help="the class report (instructor only): HTML, CSV and JSON")
     r.add_argument("assignments", nargs="*", help="assignment names or prefixes (default: all in the gradebook)")
@@ -178,7 +199,7 @@ def add_commands(sub) -> None:
                    help="at risk when missing at least N notebooks (default %(default)s)")
     r.add_argument("--at-risk-below", type=float, default=50.0, metavar="PERCENT",
                    help="at risk when the average score is below PERCENT (default %(default)g)")
-    r.set_defaults(func=cmd_report)
+    r.set_defaults(func=_without_traceback(cmd_report))
 
     k = sub.add_parser("check", help="self-check one notebook in a fresh kernel")
     k.add_argument("notebook")

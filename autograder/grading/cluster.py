@@ -124,7 +124,7 @@ def _one_component(name: str, what: str) -> str:
 def grade_task(task: dict) -> dict:
     """Runs on a Dask worker: grade one submission in this worker's own
     course data folder. Returns {"result": ..., "autograded": {path: bytes}}."""
-    from .grade import Submission, _original_path
+    from .grade import Submission, _original_path, nbgrader_log_file
     student = _one_component(task["student"], "student")
     assignment = _one_component(task["assignment"], "assignment")
     where = f"worker {os.uname().nodename}:{os.getpid()} (checkout {course.ROOT}, data {gradebook.data_dir()})"
@@ -142,11 +142,14 @@ def grade_task(task: dict) -> dict:
         if task["original"] is not None:
             _original_path(sub).write_bytes(task["original"])
         result = grade_in_child(sub, task["options"])
-        return {"result": result, "autograded": folder_files(autograded)}
+        log = nbgrader_log_file(sub)
+        return {"result": result, "autograded": folder_files(autograded),
+                "nbgrader_log": log.read_text(errors="replace") if log.is_file() else None}
     finally:  # the worker keeps no student's files between tasks
         shutil.rmtree(sub.folder, ignore_errors=True)
         _original_path(sub).unlink(missing_ok=True)
         sub.result_file.unlink(missing_ok=True)
+        nbgrader_log_file(sub).unlink(missing_ok=True)
         shutil.rmtree(autograded, ignore_errors=True)
         for student_folder in (sub.folder.parent, autograded.parent):
             try:
@@ -307,7 +310,7 @@ def grade_on_cluster(subs: list, opts, on_result) -> list[dict]:
     autograded folder locally as it arrives, then call on_result(result)."""
     from distributed import as_completed
 
-    from .grade import _drop_symlinks, _write_result
+    from .grade import _drop_symlinks, _write_result, nbgrader_log_file
     require_shared_gradebook(opts.db_url)
     if not subs:
         return []
@@ -354,6 +357,8 @@ def grade_on_cluster(subs: list, opts, on_result) -> list[dict]:
                                     out["autograded"])
                     if "digest" in result:  # graded (not a grader error row): record it as grade_one does
                         _write_result(sub, result)
+                    if out.get("nbgrader_log") is not None:  # kept for the instructor, as on one machine
+                        nbgrader_log_file(sub).write_text(out["nbgrader_log"])
                 future.release()
                 results.append(result)
                 on_result(result)

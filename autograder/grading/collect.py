@@ -23,9 +23,13 @@ report says, per student, what was found, what is missing and what is
 malformed (the same intake the grader uses); every learner-controlled
 string in it is printed escaped (see submission.printable).
 
-Each submission's time is recorded for the late policy, with where it came
-from (nbgrader's timestamp.txt, the zip entries' times, the files'
-modification times): see deadlines.py; the report lists them.
+Each submission's time is recorded for the late policy only from a source
+the student does not control (deadlines.py): the LMS export's own record
+(`--times FILE`), or collect's own clock (when it first saw this very
+notebook); never a timestamp.txt, a zip entry's time or a file's modification
+time, which the student sets. Anything else is "time unknown", and the report
+says so. A timestamp.txt in the submission is kept only when it is a short,
+readable time (nbgrader reads it), else removed and reported.
 """
 from __future__ import annotations
 
@@ -63,8 +67,7 @@ class Report:
     max_collection_bytes: int = MAX_COLLECTION_BYTES
     copied: dict[tuple[str, str], int] = field(default_factory=dict)          # bytes written per submission
     files: dict[tuple[str, str], int] = field(default_factory=dict)           # files offered per submission
-    times: dict = field(default_factory=dict)      # (student, assignment) -> (latest file time, its source)
-    timezone: str = "UTC"                          # how to read zip entries' local times (deadlines.toml)
+    times: dict = field(default_factory=dict)      # (student, assignment) -> the LMS export's time (--times)
 
     def add(self, student: str, assignment: str, name: str) -> None:
         self.found.setdefault((student, assignment), []).append(name)
@@ -179,7 +182,6 @@ def collect_folder(src: Path, assignments: list[str], report: Report, fresh: set
                 report.refused.append(f"{sdir.name}/{rel}: refused, {err}")
                 continue
             report.add(sdir.name, assignment, str(rel))
-            deadlines.note_time(report.times, (sdir.name, assignment), deadlines.file_time(entry))
 
 
 def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, id_pattern: str,
@@ -191,58 +193,65 @@ def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, i
         raise SystemExit(f"{src}: the zip file cannot be read ({type(err).__name__}: {err}); download it again")
     with zf:
         for info in zf.infolist():
-            name = info.filename
-            path = PurePosixPath(name)
-            if path.is_absolute() or ".." in path.parts:
-                report.refused.append(f"{name}: path leaves the archive, refused")
-                continue
-            if info.is_dir() or any(p.startswith(".") or p == "__MACOSX" for p in path.parts):
-                continue
-            if stat.S_ISLNK(info.external_attr >> 16):
-                report.refused.append(f"{name}: symbolic link refused")
-                continue
-            if info.file_size > MAX_FILE_BYTES:
-                report.refused.append(f"{name}: over {MAX_FILE_BYTES // 2**20} MB")
-                continue
-            if len(path.parts) >= 3 and path.parts[1] in assignments:   # <student>/<assignment>/file
-                student, assignment = path.parts[0], path.parts[1]
-            else:
-                m = pattern.search(path.parts[0])
-                student = m.group("student") if m else None
-                assignment = _assignment_in(path.name, assignments, forced)
-            if not student or not SAFE_ID.match(student):
-                report.refused.append(f"{name}: no safe student id found with pattern {id_pattern!r}")
-                continue
-            if assignment is None:
-                report.refused.append(f"{name}: cannot tell the assignment (name it, or pass --assignment)")
-                continue
-            if _over_file_cap((student, assignment), report):
-                continue
-            dest = _start(student, assignment, report, fresh) / _target_name(assignment, path.name)
             try:
-                with zf.open(info) as fin:
-                    _copy_capped(fin, dest, (student, assignment), report)
+                _collect_entry(zf, info, assignments, report, fresh, pattern, id_pattern, forced)
             except OverLimit as err:
-                report.refused.append(f"{name}: refused, {err}")
-                continue
+                report.refused.append(f"{info.filename}: refused, {err}")
             except BAD_ENTRY_ERRORS as err:
-                report.refused.append(f"{name}: corrupt zip entry ({type(err).__name__}: {err}); not imported, "
-                                      "the other entries were")
-                continue
-            report.add(student, assignment, name)
-            deadlines.note_time(report.times, (student, assignment), deadlines.zip_entry_time(info, report.timezone))
+                report.refused.append(f"{info.filename}: corrupt zip entry ({type(err).__name__}: {err}); not "
+                                      "imported, the other entries were")
+
+
+def _collect_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, assignments: list[str], report: Report, fresh: set,
+                   pattern: re.Pattern, id_pattern: str, forced: str | None) -> None:
+    """One entry of an LMS zip: refused and reported, skipped, or imported.
+    What a corrupt entry raises (BAD_ENTRY_ERRORS) is the caller's to report."""
+    name = info.filename
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts:
+        report.refused.append(f"{name}: path leaves the archive, refused")
+        return
+    if info.is_dir() or any(p.startswith(".") or p == "__MACOSX" for p in path.parts):
+        return
+    if stat.S_ISLNK(info.external_attr >> 16):
+        report.refused.append(f"{name}: symbolic link refused")
+        return
+    if info.file_size > MAX_FILE_BYTES:
+        report.refused.append(f"{name}: over {MAX_FILE_BYTES // 2**20} MB")
+        return
+    if len(path.parts) >= 3 and path.parts[1] in assignments:   # <student>/<assignment>/file
+        student, assignment = path.parts[0], path.parts[1]
+    else:
+        m = pattern.search(path.parts[0])
+        student = m.group("student") if m else None
+        assignment = _assignment_in(path.name, assignments, forced)
+    if not student or not SAFE_ID.match(student):
+        report.refused.append(f"{name}: no safe student id found with pattern {id_pattern!r}")
+        return
+    if assignment is None:
+        report.refused.append(f"{name}: cannot tell the assignment (name it, or pass --assignment)")
+        return
+    if _over_file_cap((student, assignment), report):
+        return
+    dest = _start(student, assignment, report, fresh) / _target_name(assignment, path.name)
+    with zf.open(info) as fin:
+        _copy_capped(fin, dest, (student, assignment), report)
+    report.add(student, assignment, name)
 
 
 def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = DEFAULT_ID_PATTERN,
             assignment: str | None = None, max_submission_bytes: int = MAX_SUBMISSION_BYTES,
-            max_collection_bytes: int = MAX_COLLECTION_BYTES) -> Report:
+            max_collection_bytes: int = MAX_COLLECTION_BYTES, times: Path | None = None) -> Report:
+    """Import SOURCE; `times`: the LMS export's CSV of submission times
+    (deadlines.read_lms_times), the only time a folder or zip can carry."""
     src = Path(src)
     assignments = assignments or course.assignments()
     for name, value in (("max_submission_bytes", max_submission_bytes), ("max_collection_bytes", max_collection_bytes)):
         if value <= 0:
             raise ValueError(f"{name} must be a positive number of bytes, got {value}")
+    deadlines.load()   # a bad deadlines file stops collect before anything is imported
     report, fresh = Report(max_submission_bytes=max_submission_bytes, max_collection_bytes=max_collection_bytes,
-                           timezone=deadlines.load().timezone), set()
+                           times=deadlines.read_lms_times(times, assignments, assignment) if times else {}), set()
     if not src.exists():
         raise SystemExit(f"{src}: no such folder or zip file")
     if src.is_dir():
@@ -252,7 +261,7 @@ def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = D
     else:
         raise SystemExit(f"{src}: neither a folder nor a zip file")
     _reject_crowded(report)
-    deadlines.record_times(report.found, report.times)
+    _record_times(report)
     for student, a in report.found:
         if (student, a) in report.unusable:
             continue
@@ -265,10 +274,26 @@ def collect(src: Path, assignments: list[str] | None = None, id_pattern: str = D
             report.unusable.add((student, a))
             continue
         if intake.problems:
-            report.malformed[(student, a)] = intake.problems
+            report.malformed.setdefault((student, a), []).extend(intake.problems)
         if intake.fatal:
             report.unusable.add((student, a))
     return report
+
+
+def _record_times(report: Report) -> None:
+    """Each submission's time from the LMS's record when given, else collect's
+    own clock (first seen); a timestamp.txt that came with it is never a
+    time, and kept only when nbgrader can read it."""
+    from .submission import digest
+    for student, a in report.found:
+        folder = gradebook.folder("submitted") / student / a
+        removed = deadlines.sane_timestamp_file(folder)
+        if removed:
+            report.malformed.setdefault((student, a), []).append(removed)
+        when = report.times.get((student, a))
+        deadlines.record_time(student, a, digest(folder / f"{a}.ipynb"), when,
+                              deadlines.SOURCE_LMS if when else "",
+                              "" if when or not report.times else "not in the LMS's times file")
 
 
 def format_report(report: Report, assignments: list[str]) -> str:

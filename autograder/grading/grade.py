@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,12 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import course
-from . import gradebook
+from . import deadlines, gradebook
 from .jail import Jail, Limits
 from .preprocessors import autograde_preprocessors
 from .recheck import recheck_submission
 from .sandbox import KERNEL_NAME, hidden_paths, kernelspec_dir
-from .submission import inspect_submission, printable, rejection, write_repaired
+from .submission import inspect_submission, printable, quoted, rejection, write_repaired
 
 @dataclass
 class Options:
@@ -196,14 +197,32 @@ def _run_nbgrader(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]
     return code, tail.text() + stopped
 
 
+# Why nbgrader could not grade a notebook, in the grader's own words: nbgrader's
+# log can quote what the kernel sent (an output that broke the notebook format,
+# a cell's source), and the learner's code writes what the kernel sends. The
+# log itself is kept for the instructor beside the result (nbgrader_log_file).
+NBGRADER_FAILURES = (
+    (("DeadKernelError", "Kernel died"), "the notebook's kernel died (a crash, os._exit, or its memory limit)"),
+    (("CellTimeoutError",), "a cell ran past the per-cell time limit"),
+)
+WALL_LIMIT = re.compile(r"stopped after the (\d{1,7}) s per-submission limit")
+
+
 def _nbgrader_error(log: str) -> str:
-    """The most useful line of a failed nbgrader run."""
-    lines = [l for l in log.splitlines() if "[ERROR]" in l or "Error" in l or "limit" in l]
-    for key in ("DeadKernelError", "Kernel died", "per-submission limit", "CellTimeoutError"):
-        for l in lines:
-            if key in l:
-                return l.strip()[-300:]
-    return (lines[-1] if lines else log.strip().splitlines()[-1] if log.strip() else "no output").strip()[-300:]
+    """The grader's own words for a failed nbgrader run (never a line of its log)."""
+    limit = WALL_LIMIT.findall(log[-4096:])
+    if limit:
+        return f"stopped after the {limit[-1]} s per-submission limit"
+    for keys, words in NBGRADER_FAILURES:
+        if any(key in log for key in keys):
+            return words
+    return "nbgrader could not run it (its log is kept for the instructor)"
+
+
+def nbgrader_log_file(sub: Submission) -> Path:
+    """Where the log of a failed nbgrader run is kept: beside the result, which
+    only the instructor reads (feedback shows neither)."""
+    return sub.result_file.with_suffix(".nbgrader.log")
 
 
 # Stages of grade_one, in order, as result["timing"] reports them (seconds;
@@ -286,6 +305,10 @@ def _kernel_scores(sub: Submission, opts: Options, result: dict, run_nbgrader) -
         result["timing"]["intake"] += time.perf_counter() - began
         return {}
     result["problems"] += _drop_symlinks(sub.folder)
+    # nbgrader reads it (its parser took 103 s on a megabyte of digits, then an OverflowError); never a time here
+    removed = deadlines.sane_timestamp_file(sub.folder)
+    if removed:
+        result["problems"].append(removed)
     original = _original_path(sub)
     intake = inspect_submission(original if original.is_file() else sub.notebook,
                                 course.release_notebook(sub.assignment))
@@ -314,6 +337,8 @@ def _kernel_scores(sub: Submission, opts: Options, result: dict, run_nbgrader) -
     if code != 0:
         result["status"] = "error"
         result["problems"].append(f"the notebook could not be graded: {_nbgrader_error(log)}")
+        nbgrader_log_file(sub).parent.mkdir(parents=True, exist_ok=True)
+        nbgrader_log_file(sub).write_text(log)
         return {}
     began = time.perf_counter()
     scores = gradebook.cell_scores(opts.db_url, sub.assignment, sub.student)
@@ -360,7 +385,7 @@ def _drop_symlinks(folder: Path) -> list[str]:
     for p in sorted(folder.rglob("*")) if folder.is_dir() else []:
         if p.is_symlink():
             p.unlink()
-            problems.append(f"symbolic link {p.name} removed from the submission (links are never followed)")
+            problems.append(f"symbolic link {quoted(p.name)} removed from the submission (links are never followed)")
     return problems
 
 
@@ -409,7 +434,8 @@ def summary(results: list[dict]) -> str:
     rows = [("student", "assignment", "score", "status", "notes")]
     for r in results:
         late = r.get("late") or {}
-        late_note = [f"late by {late['late_by']}, penalty {late['penalty']:g}"] if late.get("late_by") else []
+        when = "submission time unknown" if late.get("late_by") == "time unknown" else f"late by {late.get('late_by')}"
+        late_note = [f"{when}, penalty {late['penalty']:g}"] if late.get("late_by") else []
         notes = printable("; ".join(late_note + r.get("problems", []) + r.get("flags", [])))
         rows.append((printable(r["student"]), printable(r["assignment"]), f"{r['score']:g}/{r['max_score']:g}",
                      printable(r["status"]), notes[:110] + ("..." if len(notes) > 110 else "")))

@@ -7,16 +7,23 @@ reads its settings from the TINYLM_JAIL environment variable (JSON, made by
 
 1. makes a fresh working folder holding copies of only the allowed files (the
    student's notebook and the released data files; symlinks refused);
-2. when root: enters new mount, network, IPC and PID namespaces, mounts an
-   empty tmpfs over every hidden path (solutions/, the course data folder with
-   the gradebook and all submissions, .git, notebook sources), gives the job a
-   private /tmp, /var/tmp, /dev/shm and /run (so no file, lock or socket there
-   is shared with the host or another job), mounts a /proc that shows only the
-   job's own processes, and switches to an unprivileged uid reserved for this
-   one job; when not root it tries an unprivileged user namespace for the
-   same, and says what it could not do;
+2. when root: enters new mount, network, IPC and PID namespaces and pivots
+   into a root of its own that holds only what the job may use (an
+   allow-list, `_enter_allowed_root`): the system folders, the interpreter,
+   the virtual environment and the course's packages, read-only; the job's
+   own folder; a private /tmp, /var/tmp, /dev/shm; a /proc that shows only
+   the job's processes. Everything else of the machine (other jobs' folders,
+   the course data folder with the gradebook and all submissions, solutions/
+   and .git of the checkout, home folders) is not there at all. It then
+   switches to an unprivileged uid reserved for this one job. When not root
+   it tries an unprivileged user namespace for the same, and says what it
+   could not do. Where the allow-list root cannot be made, it falls back to
+   covering the hidden paths with empty tmpfs mounts (_isolate_files) and
+   says so;
 3. sets resource limits (address space, CPU seconds, processes, file size),
-   and denies the kernel keyring system calls (syscall_filter.py);
+   and installs the seccomp filter (syscall_filter.py: no kernel keyrings,
+   no file locks, leases or watches, which would signal between jobs through
+   the files they share read-only);
 4. execs COMMAND with a minimal environment (no database URL, no secrets).
 
 Totals for the whole job (job_cgroup.py, made by `Jail.reserve`): where the
@@ -40,9 +47,10 @@ outside process dies (PR_SET_PDEATHSIG), so killing the process a kernel
 manager started ends the whole job. `Jail.release` also kills whatever still
 runs under the job's uid before the uid is reused.
 
-What it does not do: filter any other system call, or hide the rest of the
-file system (the student can read what an unprivileged user can read, e.g.
-the tinylm library, which notebooks import anyway).
+What it does not isolate (docs/security.md says it in full): the files it
+shows read-only are the same files for every job (the filter refuses the
+calls that would signal through them), and time and load: CPU, memory and
+the page cache are shared, so a job can sense another's load.
 """
 from __future__ import annotations
 
@@ -64,7 +72,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import job_cgroup
-from .syscall_filter import KEYCTL, deny_keyrings
+from .syscall_filter import KEYCTL, install_job_filter
 
 ENV_VAR = "TINYLM_JAIL"
 JAIL_BASE = Path(tempfile.gettempdir()) / "tinylm-jail"
@@ -180,12 +188,41 @@ class Jail:
         self.release()
 
 
+# The course's packages, the only part of a checkout a job may read (a
+# checkout also holds solutions/, the course data folder and .git).
+COURSE_PACKAGES = ("tinylm", "autograder")
+
+
 def needed_paths() -> list[str]:
-    """What the jailed Python must be able to read: its interpreter and
-    standard library, the virtual environment, and the course code."""
+    """What the jailed Python must be able to read, and all it may read of
+    the machine beyond the system folders (SYSTEM_PATHS): its interpreter and
+    standard library, the virtual environment, every other folder its
+    `python -I` path names (a .pth file's), and the course's packages in each
+    checkout it imports from, never a whole checkout."""
     from ..course import course_roots
-    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), *map(str, course_roots())}
+    roots = [Path(r).resolve() for r in course_roots()]
+    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), sys.prefix}
+    for entry in _isolated_path():
+        real = Path(os.path.realpath(entry))
+        # a checkout on the path (an old-style editable install), or a folder above one: its packages only
+        if real.exists() and not any(root == real or root.is_relative_to(real) for root in roots):
+            paths.add(str(real))
+    paths |= {str(root / name) for root in roots for name in COURSE_PACKAGES if (root / name).is_dir()}
     return sorted(paths)
+
+
+_ISOLATED_PATH: list[str] = []
+
+
+def _isolated_path() -> list[str]:
+    """sys.path of `python -I` with this interpreter (what a jailed process
+    imports from), asked once per process."""
+    if not _ISOLATED_PATH:
+        import subprocess
+        done = subprocess.run([sys.executable, "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
+                              capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")})
+        _ISOLATED_PATH.extend(p for p in json.loads(done.stdout or "[]") if os.path.isabs(p))
+    return list(_ISOLATED_PATH)
 
 
 def process_status(pid: int | str) -> dict[str, str]:
@@ -393,7 +430,8 @@ def _cover(top: Path, keep: list[Path], stash: Path, libc, mode: str = "0755", s
 
 
 def _isolate_files(settings: dict, libc) -> None:
-    """Inside the new mount namespace:
+    """The fallback where the allow-list root cannot be made (a deny-list).
+    Inside the new mount namespace:
     - a folder other users cannot enter that holds the interpreter (pyenv
       under /root) becomes an empty tmpfs with only the needed paths bound
       back, so the jailed uid can run Python and sees nothing else there;
@@ -430,6 +468,145 @@ def _isolate_files(settings: dict, libc) -> None:
     run = Path("/run").resolve()
     _cover(run, [p for p in visible if p.is_relative_to(run)], stash, libc)
     _hide(settings["hide"], libc)
+
+
+# The allow-list root. Besides the paths of settings["expose"] (needed_paths)
+# a job sees these system folders read-only, where they exist (a symbolic
+# link, as /lib -> usr/lib on a merged-/usr system, is made again):
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu")
+# of /etc only what the dynamic linker, time and fonts read; passwd, group and
+# hosts are written for the job (the host's name its users, on a hub the class)
+ETC_SHARED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "fonts")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+MS_REMOUNT = 0x20
+ST_FLAGS_KEPT = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
+                 os.ST_NOATIME: 0x400, os.ST_NODIRATIME: 0x800, os.ST_RELATIME: 1 << 21}
+SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE = 442, -100, 0x8000   # 442 on x86-64 and arm64 alike
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
+
+
+def _enter_allowed_root(settings: dict, own_pid_namespace: bool, libc) -> None:
+    """Make the job's root a fresh, read-only tmpfs that holds only what it
+    may use, and pivot into it (inside the new mount namespace):
+    - read-only: SYSTEM_PATHS, ETC_SHARED, the devices of DEVICES, and the
+      paths of settings["expose"] (interpreter, venv, course packages), with
+      every hidden path inside them covered (notebook sources);
+    - its own: the job's folder (work, home, run), and /tmp, /var/tmp,
+      /dev/shm, /dev/mqueue as folders of one tmpfs of `scratch_mb`;
+    - a /proc of its PID namespace (the host's without one), an empty /run,
+      and /etc/passwd, group and hosts naming only root and the job's uid.
+    Everything else of the machine (other jobs' folders, the course data
+    folder wherever it is, home folders, /srv, /opt, /var, solutions/ and
+    .git of the checkout) is absent, not covered: nothing to list or stat.
+    Raises OSError when a step is refused (the caller falls back to
+    _isolate_files, which covers the hidden paths only)."""
+    base = Path(settings["base"])
+    root = base / "root"
+    root.mkdir(exist_ok=True)
+    _call(libc.mount, b"tmpfs", str(root).encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+          b"size=1m,mode=0755", what="the job's root")
+    scratch = _scratch(base, settings["limits"].get("scratch_mb", Limits.scratch_mb), libc)
+    read_only = sorted({*SYSTEM_PATHS, *(f"/etc/{name}" for name in ETC_SHARED), *settings["expose"]},
+                       key=lambda p: (len(Path(p).parts), p))
+    own = {top: scratch / top.strip("/").replace("/", "-") for top in SCRATCH}
+    placed: list[Path] = []          # read-only binds made so far (their insides are visible already)
+    for path in sorted([*read_only, *own, str(base)], key=lambda p: (len(Path(p).parts), p)):
+        where = Path(path)
+        if path in own:
+            _bind(own[path], root, where, libc, recursive=False)
+        elif path == str(base):   # not recursive: its own mounts (this root, the scratch) stay out
+            _bind(base, root, where, libc, recursive=False)
+        elif not os.path.lexists(where) or any(where.is_relative_to(p) for p in placed):
+            continue
+        elif where.is_symlink() and where.parent == Path("/"):
+            os.symlink(os.readlink(where), root / where.relative_to("/"))
+        else:
+            _bind(where, root, where, libc, recursive=True)
+            placed.append(where)
+    for hidden in map(Path, settings["hide"]):   # inside what is shown (the course packages' notebook sources)
+        if any(hidden.is_relative_to(p) for p in placed) and hidden.is_dir():
+            _call(libc.mount, b"tmpfs", str(root / hidden.relative_to("/")).encode(), b"tmpfs",
+                  ctypes.c_ulong(MS_RDONLY), b"size=4k,mode=0", what=f"hide {hidden}")
+    for path in placed:
+        _read_only(root / path.relative_to("/"), libc)
+    _devices(root, libc)
+    _job_etc(root, settings["uid"])
+    (root / "run").mkdir(exist_ok=True)
+    (root / "proc").mkdir(exist_ok=True)
+    if own_pid_namespace:
+        _call(libc.mount, b"proc", str(root / "proc").encode(), b"proc",
+              ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None, what="mount /proc")
+    else:
+        _bind(Path("/proc"), root, Path("/proc"), libc, recursive=True)
+    # pivot_root(".", "."): the old root is stacked on the new one, then detached
+    os.chdir(root)
+    if libc.syscall(SYS_PIVOT_ROOT, b".", b".") != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"pivot_root: {os.strerror(err)}")
+    _call(libc.umount2, b".", MNT_DETACH, what="detach the old root")
+    os.chdir("/")
+    _call(libc.mount, None, b"/", None, ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV),
+          None, what="read-only root")
+
+
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, -1)
+
+
+def _bind(source: Path, root: Path, where: Path, libc, recursive: bool) -> None:
+    """Bind `source` at `where` inside `root`, making the file or folder to
+    mount on (and its parents, enterable)."""
+    target = root / where.relative_to("/")
+    for parent in reversed(target.parents):
+        if parent.is_relative_to(root) and not parent.exists():
+            parent.mkdir()
+            os.chmod(parent, 0o755)
+    if source.is_dir():
+        target.mkdir(exist_ok=True)
+    elif not target.exists():
+        target.touch()
+    flags = MS_BIND | (MS_REC if recursive else 0)
+    _call(libc.mount, str(source).encode(), str(target).encode(), None, ctypes.c_ulong(flags), None,
+          what=f"show {where}")
+
+
+def _read_only(target: Path, libc) -> None:
+    """Make a bind mount (and every mount below it) read-only, keeping the
+    flags the mount already had: in a user namespace they are locked, and a
+    remount that drops one is refused."""
+    class MountAttr(ctypes.Structure):
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64), ("propagation", ctypes.c_uint64),
+                    ("userns_fd", ctypes.c_uint64)]
+    attr = MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, 0)
+    if libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, str(target).encode(), AT_RECURSIVE, ctypes.byref(attr),
+                    ctypes.sizeof(attr)) == 0:
+        return
+    kept = sum(flag for st, flag in ST_FLAGS_KEPT.items() if os.statvfs(target).f_flag & st)  # an older kernel
+    _call(libc.mount, None, str(target).encode(), None,
+          ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept), None,
+          what=f"read-only {target}")
+
+
+def _devices(root: Path, libc) -> None:
+    """/dev of the job: the harmless devices bound from the host, the usual
+    links into /proc/self/fd; /dev/shm and /dev/mqueue are scratch folders."""
+    dev = root / "dev"
+    dev.mkdir(exist_ok=True)
+    for name in DEVICES:
+        if Path(f"/dev/{name}").exists():
+            _bind(Path(f"/dev/{name}"), root, Path(f"/dev/{name}"), libc, recursive=False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        if not (dev / name).exists():
+            os.symlink(target, dev / name)
+
+
+def _job_etc(root: Path, uid: int) -> None:
+    etc = root / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "passwd").write_text(f"root:x:0:0:root:/root:/bin/false\njob:x:{uid}:{uid}:graded job:/nonexistent:"
+                                "/bin/false\n")
+    (etc / "group").write_text(f"root:x:0:\njob:x:{uid}:\n")
+    (etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
 
 
 def _scratch(base: Path, size_mb: int, libc) -> Path:
@@ -548,12 +725,23 @@ def _enter_namespaces(settings: dict, libc, notes: list[str]) -> int:
 
 
 def _isolate(settings: dict, entered: int, libc, notes: list[str]) -> bool:
-    """Inside part: private mounts, hidden paths, and a /proc of this PID
-    namespace only. True when the files are isolated."""
+    """Inside part: private mounts, the allow-list root (or, where it cannot
+    be made, the hidden paths covered), and a /proc of this PID namespace
+    only. True when the files are isolated."""
     if not entered & CLONE_NEWNS:
         return False
     try:
         _call(libc.mount, b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None, what="private mounts")
+    except OSError as err:
+        notes.append(f"no file isolation ({err}): hidden paths (solutions, gradebook) may be readable")
+        return False
+    try:
+        _enter_allowed_root(settings, bool(entered & CLONE_NEWPID), libc)
+        return True
+    except OSError as err:
+        notes.append(f"no allow-list root ({err}): only the hidden paths (solutions, course data, gradebook, .git) "
+                     "are covered; other folders of the machine stay readable")
+    try:
         _isolate_files(settings, libc)
     except OSError as err:
         notes.append(f"no file isolation ({err}): hidden paths (solutions, gradebook) may be readable")
@@ -634,7 +822,7 @@ def _exec(command: list[str], env: dict, settings: dict, notes: list[str], start
     autograder.grading.warm_jail's in-process start of an allow-listed module."""
     os.chdir(Path(settings["base"]) / "work")
     _limit(settings["limits"])
-    refused = deny_keyrings()
+    refused = install_job_filter()
     if refused:
         notes.append(refused)
     for note in notes:

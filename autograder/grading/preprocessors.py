@@ -6,8 +6,16 @@ more run after it.
   trusted nbgrader process hold all of it (peak 2.4 GB). This one stops
   keeping a cell's output once it passed `max_output_bytes`, as the messages
   arrive; errors are always kept (shortened), since the verdict needs them.
-  One message is still received whole before it is dropped: a single print
-  of N bytes costs the grader about N bytes for that moment.
+  What the trusted side holds of a kernel's messages at any moment is
+  bounded too (BoundedKernelClient): ZMQ refuses a message over
+  MAX_KERNEL_MESSAGE_BYTES before holding it (the kernel's 800 MB of
+  unflushed writes arrive as ONE message, which took a warm worker's fork to
+  2.5 GB), and queues at most KERNEL_QUEUE_MESSAGES for the grader; the rest
+  waits in the kernel, whose memory is the job's. A refused message cuts the
+  IOPub connection (ZMQ does not reconnect after a protocol error): the cell
+  gets a note that its output was dropped, and the connection is made again
+  before the next cell. A cell's error still reaches the verdict: nbgrader
+  takes it from the execute reply when its output was lost.
   It also starts the kernel with its own stdout and stderr on /dev/null:
   the kernel would otherwise inherit nbgrader's, the grader's log, where
   an os.write(1, ...) in a cell could forge lines the grader reads (issue
@@ -30,12 +38,79 @@ import subprocess
 import time
 
 import nbformat
-
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer, Unicode
+from traitlets import Bool, Integer, Unicode
 
 DROPPED = "\n... output truncated by the grader: the cell printed more than its {cap}-byte limit ...\n"
 TRUNCATED = "\n... output truncated by the grader: {n} bytes over the {cap}-byte limit ...\n"
+REFUSED = ("\n... output truncated by the grader: the cell sent a message over the {mb} MB the grader takes "
+           "at once ...\n")
+# The most the trusted side holds of one kernel's messages: one message of
+# MAX_KERNEL_MESSAGE_BYTES being decoded (about three times its size, as
+# bytes, text and JSON) and KERNEL_QUEUE_MESSAGES queued, about 400 MB above
+# the process's own size, whatever the kernel sends. An honest cell's
+# message (a plot, a table) is far smaller.
+MAX_KERNEL_MESSAGE_BYTES = 32 * 2**20
+KERNEL_QUEUE_MESSAGES = 8
+
+
+class BoundedKernelClient(AsyncKernelClient):
+    """The kernel client of CappedExecute: every socket it opens refuses a
+    message over MAX_KERNEL_MESSAGE_BYTES (ZMQ drops the connection before
+    allocating it) and queues at most KERNEL_QUEUE_MESSAGES (what a kernel
+    sends faster than the grader reads waits in the kernel's process). The
+    IOPub socket is watched for the drop, so the cell can say so and the
+    connection can be made again (refused_message, reconnect_iopub)."""
+
+    def _context_default(self) -> zmq.Context:
+        context = super()._context_default()
+        context.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE_BYTES)
+        context.setsockopt(zmq.RCVHWM, KERNEL_QUEUE_MESSAGES)
+        return context
+
+    def connect_iopub(self, identity: bytes | None = None) -> zmq.Socket:
+        socket = super().connect_iopub(identity)
+        address = f"inproc://tinylm-iopub-{id(socket)}"
+        socket.monitor(address, zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        # a plain socket (not asyncio), polled between cells; made by the context, which closes it at the end
+        self._iopub_watch = self.context.socket(zmq.PAIR, socket_class=zmq.Socket)
+        self._iopub_watch.connect(address)
+        return socket
+
+    def _watched(self, timeout_ms: int = 0) -> set[int]:
+        """The IOPub socket's events since the last call."""
+        from zmq.utils.monitor import parse_monitor_message
+        watch, events = getattr(self, "_iopub_watch", None), set()
+        while watch is not None and watch.poll(timeout_ms):
+            events.add(parse_monitor_message(watch.recv_multipart())["event"])
+            timeout_ms = 0
+        return events
+
+    def refused_message(self) -> bool:
+        """Whether the IOPub connection was dropped since the last call (the
+        kernel sent a message over the limit)."""
+        return zmq.EVENT_DISCONNECTED in self._watched()
+
+    def reconnect_iopub(self, within_s: float = 5.0) -> None:
+        """A new IOPub socket (and watch) in place of the dropped one; returns
+        once it is connected, so the next cell's output is not sent to nobody."""
+        old, self._iopub_channel = self._iopub_channel, None
+        if old is not None:
+            old.close()
+        self._iopub_watch.close(linger=0)
+        self.iopub_channel.start()
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline and zmq.EVENT_HANDSHAKE_SUCCEEDED not in self._watched(100):
+            pass
+        time.sleep(0.05)  # the subscription travels right behind the handshake
+
+    def stop_channels(self) -> None:
+        watch = getattr(self, "_iopub_watch", None)
+        if watch is not None:
+            watch.close(linger=0)
+        super().stop_channels()
 
 
 def _error_kept_short(out):
@@ -49,6 +124,10 @@ def _error_kept_short(out):
 class CappedExecute(Execute):
     max_output_bytes = Integer(64 * 1024, help="bytes of output kept per cell while it runs").tag(config=True)
     timing_file = Unicode("", help="where the timing marks are written (none if empty)").tag(config=True)
+    # nbgrader stops the whole notebook when a cell's output never ends; a
+    # cell whose output was refused (BoundedKernelClient) loses its output, not
+    # the notebook: its error, if any, comes from the execute reply.
+    raise_on_iopub_timeout = Bool(False).tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -72,10 +151,20 @@ class CappedExecute(Execute):
         kwargs.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return super().setup_kernel(**kwargs)
 
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        km.client_factory = BoundedKernelClient
+        return km
+
     def preprocess_cell(self, cell, resources, index):
         if self._first_cell is None:
             self._first_cell = time.time()
-        return super().preprocess_cell(cell, resources, index)
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        if isinstance(self.kc, BoundedKernelClient) and self.kc.refused_message():
+            cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=REFUSED.format(
+                mb=MAX_KERNEL_MESSAGE_BYTES // 2**20)))
+            self.kc.reconnect_iopub()
+        return cell, resources
 
     def output(self, outs, msg, display_id, cell_index):
         if msg["msg_type"] == "error":

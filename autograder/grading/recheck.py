@@ -229,6 +229,37 @@ class RefusedReply(ValueError):
     """A reply from the learner's process that is not decoded (or not used)."""
 
 
+# What a verdict says of any reply the trusted side could not decode or use,
+# whatever was wrong with it: the text of a decoding error is made of the
+# child's bytes (a tag, a pickle's global name, a key, a parameter name, a
+# size), and a kernel that passed hidden tests to its recheck child would
+# read them back on the feedback page.
+UNREADABLE_REPLY = "the learner's process sent a reply the grader could not read"
+PROCESS_ENDED = "the learner's process ended before it answered"
+
+
+class UnreadableReply(RuntimeError):
+    """Raised in place of any error met while decoding a child's reply; its
+    message is always UNREADABLE_REPLY."""
+
+    def __init__(self):
+        super().__init__(UNREADABLE_REPLY)
+
+
+@contextlib.contextmanager
+def reading_reply(child=None):
+    """Decode a reply from the learner's process inside this: an exception
+    (not NotRecheckable, a BaseException with the trusted side's own words)
+    becomes UnreadableReply, and the child is ended, so the next call starts
+    a fresh one."""
+    try:
+        yield
+    except Exception:  # noqa: BLE001: the error's text would be made of the child's bytes
+        if child is not None:
+            child.kill("its reply could not be read")
+        raise UnreadableReply() from None
+
+
 def load_plain(data: bytes, limit: int | None = None):
     """torch.load(weights_only=True) of a reply, once its zip archive's
     central directory shows that decoding it takes at most `limit` bytes
@@ -543,12 +574,12 @@ class Child:
         except TimeoutError:
             self.kill(f"no answer within {self.timeout:.0f} s")
             raise TimeoutError(f"the learner's code did not finish within {self.timeout:.0f} s") from None
-        except RefusedReply as err:
-            self.kill(f"its reply was refused: {err}")
-            raise RuntimeError(f"the learner's process sent a reply the recheck {err}") from None
-        except (EOFError, BrokenPipeError, OSError, ValueError, pickle.UnpicklingError) as err:
-            self.kill(f"it ended or sent garbage: {type(err).__name__}")
-            raise RuntimeError(f"the learner's process crashed or exited ({type(err).__name__}: {err})") from None
+        except (EOFError, BrokenPipeError, ConnectionError):
+            self.kill("it ended")
+            raise RuntimeError(PROCESS_ENDED) from None
+        except Exception:  # noqa: BLE001: whatever decoding the child's bytes raised, its text is theirs
+            self.kill("its reply could not be read")
+            raise UnreadableReply() from None
 
     def _serve_callback(self, message) -> None:
         _, index, args, kwargs = message
@@ -781,17 +812,21 @@ def _call_child(child: Child, head: tuple, args, kwargs, owner=None):
     encoded = (_encode_args(child, args, by_ref), {k: _encode_args(child, v, by_ref) for k, v in kwargs.items()})
     extra = (torch.get_rng_state(), _grads(values)) if head[0] == "call" else ()
     answer = child.request((*head, *encoded, *extra))
-    if answer[0] == "raise":
-        raise learner_exception(answer[1], answer[2], head[1] if head[0] == "call" else None)
-    _mirror_modules(values, answer[2], names)
-    if head[0] == "call":
-        _load_optimizer_states(values, answer[3])
-        _set_grads(values, answer[4])
-        reached = [values[i] for i in answer[5] if isinstance(i, int) and 0 <= i < len(values)]
-    else:  # a module's forward: the reached keys are its parameter names
-        params = dict(owner.named_parameters(remove_duplicate=False)) if owner is not None else {}
-        reached = [params[n] for n in answer[3] if n in params]
-    result = from_plain(answer[1], child)
+    with reading_reply(child):
+        raised = learner_exception(answer[1], answer[2], head[1] if head[0] == "call" else None) \
+            if answer[0] == "raise" else None
+        if raised is None:
+            _mirror_modules(values, answer[2], names)
+            if head[0] == "call":
+                _load_optimizer_states(values, answer[3])
+                _set_grads(values, answer[4])
+                reached = [values[i] for i in answer[5] if isinstance(i, int) and 0 <= i < len(values)]
+            else:  # a module's forward: the reached keys are its parameter names
+                params = dict(owner.named_parameters(remove_duplicate=False)) if owner is not None else {}
+                reached = [params[n] for n in answer[3] if n in params]
+            result = from_plain(answer[1], child)
+    if raised is not None:
+        raise raised
     if isinstance(result, torch.Tensor):
         result.recheck_gradient_reaches = reached  # read by checks.core.gradient_reaches
     return result

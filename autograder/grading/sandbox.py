@@ -19,6 +19,11 @@ KERNEL_STARTUP = ("import sys, os, warnings; "
                   "sys.path[:] = [p for p in sys.path if p not in ('', '.', os.getcwd())]; "
                   "warnings.showwarning = lambda m, c, f, l, file=None, line=None: print(f'{c.__name__}: {m}')")
 
+# The kernel's command history stays in memory: its SQLite file needs file
+# locks, which the jail's seccomp filter refuses (syscall_filter.py), and a
+# graded run has no use for a history that outlives it.
+KERNEL_ARGS = ("--HistoryManager.hist_file=:memory:",)
+
 
 def kernelspec_dir() -> Path:
     """A JUPYTER_PATH folder holding the sandbox kernel's spec."""
@@ -26,7 +31,7 @@ def kernelspec_dir() -> Path:
     spec = root / "kernels" / KERNEL_NAME
     spec.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "autograder.grading.jail", "--", sys.executable, "-I", "-m", "ipykernel_launcher",
-            "-f", "{connection_file}", f"--IPKernelApp.exec_lines={KERNEL_STARTUP}"]
+            "-f", "{connection_file}", f"--IPKernelApp.exec_lines={KERNEL_STARTUP}", *KERNEL_ARGS]
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "tinylm sandbox",
                                                   "language": "python"}))
     return root

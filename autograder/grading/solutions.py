@@ -15,8 +15,10 @@ It goes out as a new assignment NN_name_solution:
 * otherwise as a folder (`--out DIR`, default .course/released_solutions/)
   to upload to the LMS.
 
-Before the last due date of the assignment (extensions included, from
-deadlines.toml) it refuses, unless --force.
+Until the last moment a late submission can still earn points (the last due
+date with extensions, plus what the late policy leaves: nothing under
+"zero", the cut-off, the days until the per-day penalty takes everything;
+never under "none" without a cut-off) it refuses, unless --force.
 """
 from __future__ import annotations
 
@@ -56,17 +58,25 @@ def solution_notebook(assignment: str) -> nbformat.NotebookNode:
 
 
 def refusal(assignment: str, now: dt.datetime, rules: deadlines.Deadlines) -> str | None:
-    """Why the solutions of `assignment` may not go out at `now`, or None."""
+    """Why the solutions of `assignment` may not go out at `now`, or None:
+    not while a late submission can still earn points, under the late policy
+    and every extension (Deadlines.last_scoring_moment)."""
     last = rules.last_due(assignment)
     if last is None:
         return (f"{assignment} has no due date in {deadlines.deadlines_path()}: set [due] {assignment}, "
                 "or pass --force")
-    if now < last:
+    moment = rules.last_scoring_moment(assignment)
+    if moment is None:
+        return (f"late work of {assignment} earns points at any time under the late policy "
+                f"({rules.policy.describe()}): set [late] cutoff_days in {deadlines.deadlines_path()}, or pass --force")
+    if now <= moment:
         base = rules.due.get(assignment)
         extended = sorted(s for s, a in rules.extensions if a == assignment and rules.due_for(s, a)[0] == last)
         who = f" ({', '.join(extended)}: extension)" if extended and last != base else ""
-        return (f"{assignment} is due until {deadlines.when_text(last)}{who}, "
-                f"{deadlines.duration_text((last - now).total_seconds())} from now: wait, or pass --force")
+        late = "" if moment == last else \
+            f"; late work earns points until {deadlines.when_text(moment)} ({rules.policy.describe()})"
+        return (f"{assignment} is due until {deadlines.when_text(last)}{who}{late}, "
+                f"{deadlines.duration_text((moment - now).total_seconds())} from now: wait, or pass --force")
     return None
 
 

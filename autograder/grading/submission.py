@@ -12,7 +12,8 @@ originals (with hidden tests) by grade id and never aborts on them; graded
 cells whose flags or points were changed get the released metadata back.
 
 `printable` is the one escape for learner-controlled strings that the
-grader prints on a terminal (collect's report, grade's summary).
+grader prints on a terminal (collect's report, grade's summary); `quoted`
+frames one inside a grader's message (intake problems, on feedback pages too).
 """
 from __future__ import annotations
 
@@ -83,6 +84,15 @@ def printable(text) -> str:
                    for ch in str(text))
 
 
+def quoted(text, limit: int = 60) -> str:
+    """A string taken from a submission (a grade id, a file name) inside one
+    of the grader's messages: framed in « », shortened, control characters
+    escaped, so that on a page or a terminal it reads as a quotation of the
+    learner's, never as the grader's own words (the pages escape it too)."""
+    text = printable(text)
+    return "«" + (text[:limit] + "…" if len(text) > limit else text) + "»"
+
+
 def digest(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file() else "missing"
 
@@ -108,13 +118,15 @@ def inspect_submission(path: Path, release_path: Path) -> Intake:
                            "editor or truncated: download it again from Jupyter")
     if not isinstance(raw, dict) or raw.get("nbformat") != 4 or not isinstance(raw.get("cells"), list):
         version = raw.get("nbformat") if isinstance(raw, dict) else None
-        return intake.fail(f"{path.name} is not an nbformat 4 notebook (nbformat={version!r}); "
+        return intake.fail(f"{path.name} is not an nbformat 4 notebook (nbformat={quoted(repr(version), 20)}); "
                            "submit the .ipynb file of the released notebook")
     try:
         nb = nbformat.reads(json.dumps(raw), as_version=4)
         nbformat.validate(nb)
     except Exception as err:  # nbformat raises several types on schema errors
-        return intake.fail(f"{path.name} does not follow the notebook format ({str(err).splitlines()[0][:200]})")
+        # where, not what: the schema error's text quotes the notebook's own content
+        where = "/".join(map(str, getattr(err, "absolute_path", None) or [])) or "the notebook"
+        return intake.fail(f"{path.name} does not follow the notebook format (at {quoted(where)})")
     if not nb.cells:
         return intake.fail(f"{path.name} has no cells")
     intake.notebook = nb
@@ -142,31 +154,33 @@ def _compare_structure(nb, release, intake: Intake) -> None:
         seen[gid] = seen.get(gid, 0) + 1
         orig = originals.get(gid)
         if orig is None:
-            intake.problems.append(f"cell '{gid}' is not in the released notebook; its grading metadata was ignored")
+            intake.problems.append(f"cell {quoted(gid)} is not in the released notebook; its grading metadata was "
+                                   "ignored")
             cell.metadata.pop("nbgrader")
             continue
         if seen[gid] > 1:
-            intake.problems.append(f"cell '{gid}' appears more than once; only the first copy is graded")
+            intake.problems.append(f"cell {quoted(gid)} appears more than once; only the first copy is graded")
             cell.metadata.pop("nbgrader")
             continue
         if cell.cell_type != orig.cell_type:
-            intake.problems.append(f"cell '{gid}' was changed from {orig.cell_type} to {cell.cell_type}; "
+            intake.problems.append(f"cell {quoted(gid)} was changed from {orig.cell_type} to "
+                                   f"{quoted(cell.cell_type, 20)}; "
                                    "the original is restored for grading")
         om = nbg(orig)
         if meta.get("points") != om.get("points") or any(bool(meta.get(k)) != bool(om.get(k))
                                                          for k in ("grade", "solution", "locked")):
-            intake.problems.append(f"cell '{gid}' has changed grading metadata (points/flags); "
+            intake.problems.append(f"cell {quoted(gid)} has changed grading metadata (points/flags); "
                                    "the original is restored for grading")
             # Restored here, not left to nbgrader: with a test cell's flags
             # switched off nbgrader stops on "Inconsistent checksums" and the
             # whole notebook scores zero.
             cell.metadata["nbgrader"] = copy.deepcopy(om)
         if om.get("locked") and cell.source != orig.source:
-            intake.problems.append(f"read-only cell '{gid}' was edited; the original is restored for grading")
+            intake.problems.append(f"read-only cell {quoted(gid)} was edited; the original is restored for grading")
     for gid, orig in originals.items():
         if gid not in seen:
             what = "answer" if nbg(orig).get("solution") else "test" if nbg(orig).get("grade") else "read-only"
-            intake.problems.append(f"{what} cell '{gid}' was deleted; "
+            intake.problems.append(f"{what} cell {quoted(gid)} was deleted; "
                                    + ("the original is put back and graded" if what != "answer"
                                       else "its exercise cannot earn points"))
 

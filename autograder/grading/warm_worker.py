@@ -49,6 +49,8 @@ def _preload() -> None:
     import importlib
     for name in PRELOAD:
         importlib.import_module(name)
+    from .jail import needed_paths
+    needed_paths()  # asks `python -I` for its path once here, not once per grading fork
 
 
 def _fork_child(session: bool) -> int:

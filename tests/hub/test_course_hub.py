@@ -5,7 +5,11 @@ an instructor and two students, driven in Chromium.
 The instructor releases notebook 01 from the formgrader; each student logs
 in, fetches it from the Assignments tab, types the answers (student 1 the
 reference answers, student 2 with embed's ids shifted by one), validates
-and submits; the instructor collects from the formgrader, grades with
+and submits; student 2 then tries the exchange's three attacks (a submission
+whose notebook links to the reference solution, one that links to student
+1's submission, a folder named after student 1 holding a blank notebook);
+the instructor collects from the formgrader (the course's intake refuses
+the three and reports them, and nobody's points change), grades with
 `python -m autograder grade` (as root, as docs/instructors.md says),
 writes the feedback and releases it from the formgrader; each student
 fetches the feedback and reads their score, student 2 the named bug.
@@ -215,6 +219,23 @@ def student_reads_feedback(person: Person) -> str:
     return text
 
 
+def exchange_attacks(hub: CourseHub, honest: User, attacker: User) -> list[str]:
+    """The attacker's three folders in the exchange's inbound, made as that
+    user, each newer than every real submission: their names."""
+    inbound = hub.exchange / "tinylm" / "inbound"
+    theirs = next(inbound.glob(f"{honest.name}+{NB}+*"))
+    stamp = "2099-01-01 00:00:00.000000 UTC"
+    attacks = {f"{attacker.name}+{NB}+{stamp}+linkref": hub.course / "solutions" / NB / f"{NB}.ipynb",
+               f"{attacker.name}+{NB}+{stamp}+linkpeer": theirs / f"{NB}.ipynb",
+               f"{honest.name}+{NB}+{stamp}+impostor": None}
+    blank = hub.course / "notebooks" / NB / f"{NB}.ipynb"
+    for name, target in attacks.items():
+        folder = inbound / name
+        make = f"cp {blank!s} '{folder}/{NB}.ipynb'" if target is None else f"ln -s '{target}' '{folder}/{NB}.ipynb'"
+        hub.as_user(attacker, "bash", "-c", f"mkdir '{folder}' && {make}")
+    return list(attacks)
+
+
 def test_a_class_on_the_hub_releases_submits_grades_and_returns_feedback(browser, hub):
     points = _points()
     embed = next(a for a in ANSWERS if a.function == "embed")
@@ -252,10 +273,22 @@ def the_class_runs(hub, instructor, students, points, right, wrong):
     assert "check_embed(embed)" in reports[1] and SHIFT_DIAGNOSIS in reports[1], \
         f"Validate did not name student 2's bug:\n{reports[1]}"
 
-    # 3. The instructor collects from the formgrader: nbgrader's layout is the grader's.
-    instructor.formgrader_action("collect", f"Successfully collected submissions of '{NB}'")
+    # 2b. Student 2 attacks the exchange, as nbgrader's own Collect allowed: newer folders in inbound
+    #     (writable by every student) that link to the reference solution and to student 1's submission,
+    #     and one named after student 1.
+    attacks = exchange_attacks(hub, *hub.students)
+
+    # 3. The instructor collects from the formgrader: nbgrader's layout is the grader's, through the
+    #    course's intake, which refuses the three attacks and reports them.
+    collected = instructor.formgrader_action("collect", f"Successfully collected submissions of '{NB}'")
     submitted = hub.course / ".course" / "submitted"
-    assert sorted(p.name for p in submitted.iterdir()) == sorted(s.name for s in hub.students)
+    assert sorted(p.name for p in submitted.iterdir() if p.is_dir()) == sorted(s.name for s in hub.students)
+    refused = (hub.course / ".course" / "exchange-intake.log").read_text()
+    for name in attacks:
+        assert name in refused, f"the attack {name} was not refused and reported:\n{refused}\n{collected}"
+    reference = (hub.course / "solutions" / NB / f"{NB}.ipynb").read_bytes()
+    for student in hub.students:
+        assert (submitted / student.name / NB / f"{NB}.ipynb").read_bytes() != reference
 
     # 4. Grading and feedback pages with the course's grader, as root in the course folder.
     env = {"PATH": f"{sys.prefix}/bin:/usr/bin:/bin", "PYTHONPATH": str(hub.course), "OMP_NUM_THREADS": "1"}
@@ -283,7 +316,7 @@ def the_class_runs(hub, instructor, students, points, right, wrong):
     # 7. Past the due date, the instructor releases the solutions through the exchange (a terminal on
     #    the hub); a student fetches them with nbgrader: the answers, no hidden test.
     deadlines_file = hub.course / ".course" / "deadlines.toml"
-    deadlines_file.write_text(f"[due]\n{NB} = 2026-01-01T00:00:00Z\n")
+    deadlines_file.write_text(f"[due]\n{NB} = 2026-01-01T00:00:00Z\n[late]\npolicy = \"zero\"\n")
     os.chown(deadlines_file, hub.instructor.uid, -1)
     released = hub.as_user(hub.instructor, str(hub.bin / "python"), "-m", "autograder", "release-solutions", NB,
                            cwd=hub.course).stdout

@@ -14,7 +14,9 @@ check cell. Outcome:
                  mutation changed: a line of the mutated cell that holds part
                  of the replacement text (or of the appended `extra`); a
                  located pair of lines (a step missing between them, a value
-                 used in another's place) counts when either is
+                 used in another's place) counts when either is, or, for a
+                 step missing between two lines at most SPAN apart, a line
+                 between them
   located wrongly it points at a line the mutation did not change
   named wrongly  it failed with a "Likely bug:" line, but no diagnosis
                  contains an expected keyword: it blames a specific other bug
@@ -151,10 +153,20 @@ def classify(message: str | None, expect: tuple[str, ...], diagnosis: dict | Non
     return "unnamed"
 
 
+SPAN = 4  # the most lines a located pair "a step is missing between line a and line b" may span to count as a place
+
+
 def on_changed_line(located: dict, changed: tuple[str, set[int]]) -> bool:
-    """The located line, or the second line of a located pair (a step missing
-    between two lines, a value used in another's place), is a changed one."""
-    return located.get("file") == changed[0] and (located.get("line") in changed[1] or located.get("also") in changed[1])
+    """The located line, or the second line of a located pair, is a changed
+    one; for a step missing between two lines (kinds "missing", "output"),
+    a changed line between them counts too when they are at most SPAN apart."""
+    if located.get("file") != changed[0]:
+        return False
+    line, also = located.get("line"), located.get("also")
+    lines = {line, also}
+    if also and located.get("kind") in ("missing", "output") and abs(also - line) <= SPAN:
+        lines |= set(range(min(line, also), max(line, also) + 1))
+    return bool(lines & changed[1])
 
 
 def changed_lines(mutation: Mutation, source: str) -> set[int]:

@@ -89,7 +89,9 @@ class Contract:
     dtypes besides float32 the exercise promises (floating arguments are cast,
     the result must have the new dtype, or `result_dtype(dtype)`); cast: the
     arguments cast (default every floating tensor); views: arguments also
-    passed as non-contiguous views; grad: arguments a gradient must reach;
+    passed as non-contiguous views; grad: arguments a gradient must reach
+    from the result (a single tensor: the grader's recheck measures that
+    one in the learner's process);
     same(got, want) -> bool: the comparison (default: same dtype and shape,
     close within the dtype's tolerance)."""
     exercise: str
@@ -106,6 +108,7 @@ class Contract:
     result_dtype: Callable[[torch.dtype], torch.dtype] | None = None
     tolerance: Callable[[torch.dtype], tuple[float, float]] | None = None
     params: tuple = ()   # (argument name, another value): each parameter at a non-default value, one at a time
+    locate: bool = True  # False where the reference's steps are not the learner's (a sampler judged on a sure draw)
 
 
 @dataclass
@@ -234,7 +237,8 @@ def run_contract(chk: Check, fn: Callable, contract: Contract) -> None:
         if cases is None:
             cases = list(contract.cases())
         return cases
-    chk.locate_with(lambda: locate_cases(fn, contract, visible()))
+    if contract.locate:
+        chk.locate_with(lambda: locate_cases(fn, contract, visible()))
     if not chk.passed or not callable(fn):
         return
     try:
@@ -374,15 +378,15 @@ def _detached(value):
 
 def _locate_regime(fn, contract: Contract, regime: Regime, args, kwargs, error, got, want):
     """The learner's line for a failing regime; None when it cannot be told."""
+    if not contract.locate:
+        return None
     try:
         if error is not None:
             return trace.locate_error(error)
-        ctx = torch.enable_grad() if regime.grad else contextlib.nullcontext()
-        with ctx, refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
-            mine = trace.record(lambda *a, **k: guarded_call(fn, a, k), args, kwargs, learner=True, subject=fn)
-            if regime.grad:
-                return trace.locate_grad_cut(mine)
-            theirs = trace.record(contract.reference, args, kwargs, learner=False)
+        with torch.enable_grad() if regime.grad else contextlib.nullcontext():
+            mine, theirs = traces(fn, contract, args, kwargs)
+        if regime.grad:
+            return trace.locate_grad_cut(mine)
         found = trace.locate(mine, theirs)
         if found is None and regime.dtype is not None:
             found = trace.locate_dtype(mine, regime.dtype)
@@ -391,14 +395,36 @@ def _locate_regime(fn, contract: Contract, regime: Regime, args, kwargs, error, 
         return None
 
 
+def fresh(value):
+    """A copy of the tensors in `value` (same strides, same requires_grad), so
+    the learner's side cannot change what the reference's side reads."""
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().clone()
+        return copy.requires_grad_(True) if value.requires_grad and copy.is_floating_point() else copy
+    if isinstance(value, tuple):
+        return tuple(fresh(v) for v in value)
+    if isinstance(value, list):
+        return [fresh(v) for v in value]
+    if isinstance(value, dict):
+        return {k: fresh(v) for k, v in value.items()}
+    return value
+
+
+def traces(fn, contract: Contract, args: tuple, kwargs: dict):
+    """(the learner's trace, the reference's) on copies of the same inputs."""
+    with refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
+        theirs = trace.record(contract.reference, fresh(args), fresh(kwargs), learner=False)
+        mine = trace.record(lambda *a, **k: guarded_call(fn, a, k), fresh(args), fresh(kwargs), learner=True,
+                            subject=fn)
+    return mine, theirs
+
+
 def locate_cases(fn, contract: Contract, cases: list):
     """The learner's first wrong line on the first visible case that shows one."""
     for case in cases:
         _, named, kwargs = _split(contract, case)
         args = _positional(contract, named)
-        with refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
-            mine = trace.record(lambda *a, **k: guarded_call(fn, a, k), args, kwargs, learner=True, subject=fn)
-            theirs = trace.record(contract.reference, args, kwargs, learner=False)
+        mine, theirs = traces(fn, contract, args, kwargs)
         if theirs.error is not None:
             continue
         found = trace.locate_error(mine.error) if mine.error is not None else trace.locate(mine, theirs)

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .attention import ref_mask
-from .contracts import call_keeping_inputs
+from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from .core import Check, CheckFailed, describe, randn, seeded
 from .rope import ref_angles, ref_rotate
 from .spies import attention_heads, unrepeated_bug
@@ -163,6 +163,7 @@ def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: in
             })
             if not ok:
                 measure_growth(chk, f"{name}_all", got, old, fresh)
+    run_contract(chk, cache_update, CACHE_UPDATE)
     chk.finish()
 
 
@@ -480,3 +481,20 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         chk.require(f"prompt {p + 1}: prefill once, then one token per step with the cache", uses_cache or len(log.calls) < 2,
                     "see the likely bug below", diagnosis=None if uses_cache else why)
     chk.finish()
+
+
+# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def cache_update_steps(past_k, past_v, k, v):
+    return torch.cat((past_k, k), dim=2), torch.cat((past_v, v), dim=2)
+
+
+def _cache_update_cases():
+    p = defaults(check_cache_update)
+    b, h, hd, seed, dtype = p["batch"], p["heads"], p["head_dim"], p["seed"], p["dtype"]
+    past_k, past_v = (randn(b, h, p["past"], hd, seed=seed + i, dtype=dtype) for i in (0, 1))
+    k, v = (randn(b, h, 1, hd, seed=seed + 10 + i, dtype=dtype) for i in (0, 1))
+    return [("cached + 1 new", (past_k, past_v, k, v), {})]
+
+
+CACHE_UPDATE = Contract("cache_update", cache_update_steps, _cache_update_cases, names=("past_k", "past_v", "k", "v"),
+                        batch=("past_k", "past_v", "k", "v"), views=("k", "v", "past_k"))

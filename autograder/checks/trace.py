@@ -16,7 +16,9 @@ layout changes a reference also makes: the same dtype, the same numbers
 after a permutation of the reference's axes and merging adjacent ones (so
 `flatten(0, 1)` of a (B, T, V) tensor and `transpose(1, 2)` match, while a
 `view` that splits an axis matches only what the reference split the same
-way: `view(B, T, hd, H)` where the reference has (B, T, H, hd) does not). A
+way: `view(B, T, hd, H)` where the reference has (B, T, H, hd) does not; a
+split the reference never makes, an expand before a reshape, matches the
+value it merges back into in its own axis order). A
 value is *good* when it is matched, when a later value computed from it is
 matched (another right route to the same result), or when it was made from
 no tensor at all (a constant). The frontier is the set of calls the output
@@ -323,24 +325,31 @@ class Values:
             self.by_numel.setdefault(d.numel(), []).append((d, d.double().flatten().sort().values, owner))
 
     def owners(self, value: torch.Tensor) -> list[Owner]:
-        """Every reference value equal to `value` up to layout, by owner."""
+        """Every reference value equal to `value` up to layout, by owner: a
+        value with the reference's axes permuted and some merged; or, where
+        the reference never splits that value into as many axes, a finer
+        split of it (a learner's expand before a reshape)."""
         if value.numel() == 0 or value.is_complex():
             return []
         v = value.double()
         rel = _tolerance(value.dtype) if value.is_floating_point() else 0.0
         sorted_v = v.flatten().sort().values
-        return [owner for ref, ref_sorted, owner in self.by_numel.get(value.numel(), [])
-                if ref.dtype == value.dtype and _close(sorted_v, ref_sorted, rel) and _same_up_to_layout(v, ref.double(), rel)]
+        same = [(ref, owner) for ref, ref_sorted, owner in self.by_numel.get(value.numel(), [])
+                if ref.dtype == value.dtype and _close(sorted_v, ref_sorted, rel)]
+        coarser = [owner for ref, owner in same if _same_up_to_layout(v, ref.double(), rel)]
+        if coarser or any(_axes(ref.shape) == _axes(value.shape) for ref, _ in same):
+            return coarser  # the reference has this split: a different one is a different value
+        return [owner for ref, owner in same if _same_up_to_layout(ref.double(), v, rel, permute=False)]
 
 
-def _same_up_to_layout(v: torch.Tensor, ref: torch.Tensor, rel: float) -> bool:
-    """v equals ref with ref's axes permuted and adjacent ones merged."""
+def _same_up_to_layout(v: torch.Tensor, ref: torch.Tensor, rel: float, permute: bool = True) -> bool:
+    """v equals ref with ref's axes permuted (if `permute`) and adjacent ones merged."""
     if tuple(v.shape) == tuple(ref.shape) and _close(v, ref, rel):
         return True
     r = ref.reshape([n for n in ref.shape if n != 1]) if ref.dim() else ref
     if r.dim() > 6:
         return False
-    for perm in itertools.permutations(range(r.dim())):
+    for perm in itertools.permutations(range(r.dim())) if permute else [tuple(range(r.dim()))]:
         if _merges(tuple(r.shape[p] for p in perm), tuple(v.shape)) and _close(r.permute(perm).reshape(v.shape), v, rel):
             return True
     return False
@@ -351,7 +360,8 @@ KIND_WORDS = {
     "missing": "a step is missing between these lines: the value made here reaches a later line without it",
     "role": "a value is used in another's place: the value made here is not the one the reference uses there",
     "layout": "the value made here reaches the later line with its axes split or ordered differently",
-    "output": "it returns a value the reference has only before its last steps (a step after it is missing)",
+    "output": "your result is this value, which the reference has only before its last steps (a step after it is "
+              "missing)",
     "grad": "the gradient stops here",
     "raises": "it raises here",
     "dtype": "a dtype is fixed here",
@@ -518,14 +528,17 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
 
 def _returned_early(learner: Trace, op: Op, matched: list[bool], final_ref: list) -> Located | None:
     """Every value is one the reference computes, yet the output is wrong:
-    the output is an earlier step's value; the place is the return line."""
+    the output is an earlier step's value, made at `op`'s line; the steps
+    after it are missing between that line and the return line."""
     if not matched[op.index] or op.factory:
         return None
-    file, line, function = learner.returned or (op.file, op.line, op.function)
     facts = [f"yours: {_describe_value(op.outputs[0])}"]
     if final_ref:
         facts.append(f"the reference goes on to {_describe_value(final_ref[0])}")
-    return Located(file, line, function, source_line(file, line), facts, kind="output")
+    returned = learner.returned
+    also = returned[1] if returned and returned[0] == op.file and returned[1] != op.line else None
+    return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="output",
+                   also=also, also_code=source_line(op.file, also) if also else "")
 
 
 def _input_owners(op: Op, ops: list[Op], found: list) -> list[set]:

@@ -316,8 +316,16 @@ def _judge(contract: Contract, regime: Regime, got, want, error, args, named, ba
         return {"note": f"raised {type(error).__name__}", "facts": [], "bugs": [], "error": error}
     if regime.grad:
         values_ok = _same(contract, _detached(got), _detached(want), regime.dtype)
+        wrong = _wrong_gradients(got, want, named, regime.grad) if values_ok else []  # before _reached frees the graph
         reached = _reached(got, named, regime.grad)
         unreached = [n for n in regime.grad if n not in reached]
+        wrong = [] if unreached else wrong
+        if wrong:
+            what = " and ".join(f"`{n}`" for n in wrong)
+            return {"note": f"gradient of {', '.join(wrong)} differs", "facts": [
+                f"the gradient your result gives {what} differs from the reference's (measured with a backward pass): "
+                "a branch of the computation is cut from autograd (`.detach()`, `.data`, `.item()`, "
+                "torch.no_grad()) while its values stay right"], "bugs": []}
         if not unreached and values_ok:
             return None
         if unreached:
@@ -366,6 +374,33 @@ def _reached(got, named: dict, names: tuple[str, ...]) -> list[str]:
         return reached_by_gradient(got, [(n, named[n]) for n in names])
     except RuntimeError:  # no graph at all
         return []
+
+
+def _wrong_gradients(got, want, named: dict, names: tuple[str, ...]) -> list[str]:
+    """The arguments whose gradient (of a fixed random weighting of the
+    result) differs between the learner's result and the reference's; none
+    in the grader's recheck, whose results carry no graph (reach is measured
+    there instead)."""
+    if (not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor) or got.shape != want.shape
+            or getattr(got, "recheck_gradient_reaches", None) is not None or not got.requires_grad):
+        return []
+    weights = torch.randn(got.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    leaves = [named[n] for n in names]
+    try:
+        mine = torch.autograd.grad((got.double() * weights.to(got.device)).sum(), leaves, allow_unused=True,
+                                   retain_graph=True)
+        theirs = torch.autograd.grad((want.double() * weights.to(want.device)).sum(), leaves, allow_unused=True,
+                                     retain_graph=True)
+    except RuntimeError:
+        return []
+    wrong = []
+    for n, g, w in zip(names, mine, theirs):
+        if w is None:
+            continue
+        atol, rtol = tol_for(named[n].dtype)
+        if g is None or not _close(g, w, 10 * atol, 10 * rtol):
+            wrong.append(n)
+    return wrong
 
 
 def _detached(value):
@@ -417,6 +452,15 @@ def traces(fn, contract: Contract, args: tuple, kwargs: dict):
         mine = trace.record(lambda *a, **k: guarded_call(fn, a, k), fresh(args), fresh(kwargs), learner=True,
                             subject=fn)
     return mine, theirs
+
+
+def locate_call(fn, reference: Callable, args: tuple, kwargs: dict | None = None, exercise: str = ""):
+    """The learner's first wrong line when fn(*args) and reference(*args) differ (None if it cannot be told)."""
+    kwargs = kwargs or {}
+    mine, theirs = traces(fn, Contract(exercise, reference, list, ()), args, kwargs)
+    if theirs.error is not None:
+        return None
+    return trace.locate_error(mine.error) if mine.error is not None else trace.locate(mine, theirs)
 
 
 def locate_cases(fn, contract: Contract, cases: list):

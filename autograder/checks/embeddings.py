@@ -40,7 +40,7 @@ def _lookup_contract(name: str, steps, check) -> Contract:
         ids, weight = _lookup_cases(p["seed"], p["batch"], p["seq"], p["vocab"], p["d_model"], p["dtype"])
         return [(f"ids {tuple(ids.shape)}", (ids, weight), {})]
     return Contract(name, steps, cases, names=("ids", "weight"), batch=("ids",), leading=("ids",), cast=("weight",),
-                    views=("weight",), grad=("weight",))
+                    views=("ids", "weight"), grad=("weight",))
 
 
 def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_model: int, dtype) -> None:

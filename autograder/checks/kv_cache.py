@@ -480,6 +480,12 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
                    "positions are stored twice; decode steps must pass only the newest token, shape (B, 1)")
         chk.require(f"prompt {p + 1}: prefill once, then one token per step with the cache", uses_cache or len(log.calls) < 2,
                     "see the likely bug below", diagnosis=None if uses_cache else why)
+        with_grad = sum(c["grad"] for c in log.calls)
+        chk.require(f"prompt {p + 1}: no autograd graph (torch.no_grad)", not with_grad,
+                    f"{with_grad} of {len(log.calls)} forward calls ran with gradients on",
+                    diagnosis=f"the model runs with gradients on while decoding (measured: {with_grad} of "
+                              f"{len(log.calls)} forward calls had torch.is_grad_enabled()): every step keeps its "
+                              "graph, so memory grows with each token; wrap the loop in `with torch.no_grad():`")
     chk.finish()
 
 

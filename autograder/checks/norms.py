@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .contracts import Contract, call_keeping_inputs, defaults, run_contract
+from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
 from .core import Check, _close, gradient_reaches, parameter_problems, randn, tol_for
 
 
@@ -259,7 +259,24 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
                         "a backward pass leaves weight.grad empty: the gain would never train",
                         diagnosis="no gradient reaches self.weight: forward uses it through .data or .detach() (or "
                                   "not at all), so training would never change the gain; use self.weight itself")
+    chk.locate_with(lambda: _locate_rms_module(RMSNorm))
     chk.finish()
+
+
+def _locate_rms_module(RMSNorm):
+    """The learner's first wrong line in RMSNorm's forward, on the visible
+    check's module size and seed, with inputs small enough that eps matters."""
+    p = defaults(check_rms_norm_module)
+    eps = 1e-3
+    module = RMSNorm(p["dim"], eps)
+    gain = getattr(module, "weight", None)
+    if not isinstance(gain, torch.Tensor) or tuple(gain.shape) != (p["dim"],):
+        return None
+    with torch.no_grad():
+        gain.copy_(1 + 0.5 * randn(p["dim"], seed=p["seed"] + 1))
+    w = gain.detach().clone()
+    x = randn(2, 3, p["dim"], seed=p["seed"]) * 1e-2
+    return locate_call(module, lambda inp: rms_norm_steps(inp, w, eps), (x,), exercise="RMSNorm")
 
 
 def layer_norm_steps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:

@@ -24,9 +24,13 @@ matched (another right route to the same result), or when it was made from
 no tensor at all (a constant). The frontier is the set of calls the output
 depends on that are not good although everything they read is.
 
-The place, from the first call of the frontier (all of it on one line, else
-nothing is said): when the reference makes a call of the same kind from the
-same values, that call's own line (a wrong axis, a wrong constant); when the
+The place, from the first call of the frontier: a call the reference makes
+too, from the same values, with another result, is wrong for sure (a wrong
+axis, a wrong constant), and when such calls sit on one line, that line is
+the place (unless that line reads `self.` attributes: the wrong number may
+have been set in the module's __init__, and nothing is said); otherwise the frontier must sit on one line (a call the reference
+never makes may be another right route that a later mistake spoiled), else
+nothing is said. For that call: when the
 reference's call of that kind reads a different value (a step was skipped,
 or a value is used in another's role, keys for values), the line that made
 the learner's value; a value the reference only reaches after a cast the
@@ -44,6 +48,7 @@ from __future__ import annotations
 import itertools
 import linecache
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -497,16 +502,28 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
         if any(owner in final for owners in found[max(out_ops)] for owner in owners):
             return None  # the right values in another shape: the table's shape column says it
         return _returned_early(learner, ops[max(out_ops)], matched, final_ref)
-    if len({(ops[i].file, ops[i].line) for i in frontier}) != 1:
+    blames = {i: _blame(ops[i], ops, found, reference) for i in frontier}
+    # A call that the reference makes too, from the same values, with another result, is wrong for sure; a call
+    # the reference never makes may be another right route whose result only a later mistake spoiled.
+    sure = [i for i in frontier if blames[i] is not None and blames[i][3] == "value" and blames[i][2] is not None
+            and _same_kind(ops[i], blames[i][2])]
+    if len({(ops[i].file, ops[i].line) for i in sure}) == 1:
+        chosen = sure[0]
+    elif len({(ops[i].file, ops[i].line) for i in frontier}) == 1:
+        chosen = frontier[0]
+    else:
         return None
-    first = ops[frontier[0]]
+    first = ops[chosen]
     made = [ops[j] for j in first.inputs if j >= 0 and ops[j].factory and not matched[j]]
     if any((m.file, m.line) != (first.file, first.line) for m in made):
         return None  # a constant the reference never has, read on another line: either line may be wrong
-    blame = _blame(first, ops, found, reference)
+    blame = blames[chosen]
     if blame is None:
         return None
     blamed, also, counterpart, how = blame
+    if how == "value" and counterpart is not None and _same_kind(first, counterpart) and \
+            re.search(r"\bself\.[A-Za-z_]", source_line(first.file, first.line)):
+        return None  # same values in, another result: a number that may come from the module's __init__
     facts = [f"yours: {first.name}{_reduced_axis(first)} gives {_describe_value(first.outputs[0])}"]
     if counterpart is not None:
         facts.append(f"the reference's {counterpart.name}{_reduced_axis(counterpart)} gives "
@@ -539,6 +556,10 @@ def _returned_early(learner: Trace, op: Op, matched: list[bool], final_ref: list
     also = returned[1] if returned and returned[0] == op.file and returned[1] != op.line else None
     return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="output",
                    also=also, also_code=source_line(op.file, also) if also else "")
+
+
+def _same_kind(op: Op, ref_op: Op) -> bool:
+    return _base(op.name) == _base(ref_op.name)
 
 
 def _input_owners(op: Op, ops: list[Op], found: list) -> list[set]:

@@ -416,10 +416,12 @@ def _locate_regime(fn, contract: Contract, regime: Regime, args, kwargs, error, 
     if not contract.locate:
         return None
     try:
-        if error is not None:
+        if error is not None and trace.locate_error(error) is not None:
             return trace.locate_error(error)
         with torch.enable_grad() if regime.grad else contextlib.nullcontext():
             mine, theirs = traces(fn, contract, args, kwargs)
+        if mine.error is not None:
+            return trace.locate_raise(mine)
         if regime.grad:
             return trace.locate_grad_cut(mine)
         found = trace.locate(mine, theirs)
@@ -449,8 +451,7 @@ def traces(fn, contract: Contract, args: tuple, kwargs: dict):
     """(the learner's trace, the reference's) on copies of the same inputs."""
     with refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
         theirs = trace.record(contract.reference, fresh(args), fresh(kwargs), learner=False)
-        mine = trace.record(lambda *a, **k: guarded_call(fn, a, k), fresh(args), fresh(kwargs), learner=True,
-                            subject=fn)
+        mine = trace.record_learner(fn, fresh(args), fresh(kwargs), call=lambda *a, **k: guarded_call(fn, a, k))
     return mine, theirs
 
 
@@ -460,7 +461,7 @@ def locate_call(fn, reference: Callable, args: tuple, kwargs: dict | None = None
     mine, theirs = traces(fn, Contract(exercise, reference, list, ()), args, kwargs)
     if theirs.error is not None:
         return None
-    return trace.locate_error(mine.error) if mine.error is not None else trace.locate(mine, theirs)
+    return trace.locate_raise(mine) if mine.error is not None else trace.locate(mine, theirs)
 
 
 def locate_cases(fn, contract: Contract, cases: list):
@@ -471,7 +472,7 @@ def locate_cases(fn, contract: Contract, cases: list):
         mine, theirs = traces(fn, contract, args, kwargs)
         if theirs.error is not None:
             continue
-        found = trace.locate_error(mine.error) if mine.error is not None else trace.locate(mine, theirs)
+        found = trace.locate_raise(mine) if mine.error is not None else trace.locate(mine, theirs)
         if found is not None:
             return found
     return None

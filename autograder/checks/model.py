@@ -614,8 +614,11 @@ class _Visible:
         c = self.config
         self.cos, self.sin = tinylm.rope_cache(c.head_dim, c.max_seq_len, c.rope_theta)
 
+    def args(self, inp) -> tuple:
+        return (inp,) if self.kind == "Transformer" else (inp, self.cos, self.sin)
+
     def call(self, module, inp):
-        return module(inp) if self.kind == "Transformer" else module(inp, self.cos, self.sin)
+        return module(*self.args(inp))
 
     def expected(self, inp, explicit: bool = False):
         c = self.config
@@ -690,8 +693,13 @@ def _module_outcome(cls, kind: str) -> dict:
         rows.append({"name": f"regime: {name}", "ok": found is None, "close": "ok" if found is None else "FAIL",
                      "note": "" if found is None else found["note"]})
         if found is not None:
-            if norms:
-                found["facts"] = found.get("facts", []) + _norm_eps_facts(norms, visible.config.norm_eps)
+            wrong_eps = _norm_eps_facts(norms, visible.config.norm_eps) if norms else []
+            if wrong_eps and not found.get("bugs"):
+                found["bugs"] = [f"{'; '.join(wrong_eps)} (measured from each norm's input and output): "
+                                 "`config.norm_eps` does not reach it; build every RMSNorm with "
+                                 "RMSNorm(config.d_model, config.norm_eps)"]
+            elif wrong_eps:
+                found["facts"] = found.get("facts", []) + wrong_eps
             # A config field is read where the module is built: the forward's values cannot show that line.
             located = None if name.startswith("config.") and error is None else _locate_module(mod, visible, x, error, grad)
             found.update(name=name, text=f"right {passes}, {'raises' if error else 'wrong'} {fails}", located=located)
@@ -787,7 +795,7 @@ def _locate_module(module, visible: "_Visible", x, error, grad):
         if error is not None:
             return trace.locate_error(error)
         with torch.enable_grad() if grad else torch.no_grad():
-            mine = trace.record(lambda inp: visible.call(module, inp), (x,), learner=True, subject=module)
+            mine = trace.record_learner(module, visible.args(x), call=lambda *a: guarded_call(module, a))
             if grad:
                 return trace.locate_grad_cut(mine)
             theirs = trace.record(lambda inp: visible.expected(inp, explicit=True), (x,), learner=False)

@@ -231,6 +231,7 @@ class Trace:
     alive: list
     returned: tuple[str, int, str] | None = None
     slot: dict = field(default_factory=dict)
+    raised: tuple[str, int, str] | None = None   # where the learner's code raised (file, line, function)
 
 
 def home_code(fn) -> tuple[frozenset, Any]:
@@ -277,6 +278,74 @@ def record(fn: Callable, args: tuple, kwargs: dict | None = None, *, learner: bo
             sys.setprofile(previous)
     return Trace(rec.ops, rec.producer, result, error, inputs, rec.truncated, rec.alive + inputs + [result],
                  returned[-1] if returned else None, rec.slot)
+
+
+def record_learner(fn, args: tuple, kwargs: dict | None = None, *, call=None) -> Trace:
+    """The learner's side of a trace: fn(*args, **kwargs) recorded here, or,
+    when fn stands for code that runs in the grader's jailed process (it has
+    `recheck_trace`), recorded there and sent back as plain data. call: what
+    to run here instead of fn itself (a wrapper that limits time and output)."""
+    kwargs = kwargs or {}
+    remote = getattr(fn, "recheck_trace", None)
+    if callable(remote):
+        found = remote(args, kwargs)
+        if isinstance(found, Trace):
+            return found
+        return Trace([], {}, None, None, [], True, [])
+    return record(call or fn, args, kwargs, learner=True, subject=fn)
+
+
+def plain_trace(t: Trace) -> dict:
+    """A trace as plain data (str, int, float, bool, tensors, lists, dicts):
+    what the grader's jailed process sends back (see from_plain_trace)."""
+    outputs = _tensors(t.result)
+    return {"ops": [[op.name[:60], op.file[:200], op.line, op.function[:120], list(op.inputs), list(op.slots),
+                     list(op.outputs), {k: v for k, v in op.kwargs.items() if isinstance(v, (int, float, bool))
+                                        or (isinstance(v, tuple) and all(isinstance(n, int) for n in v))},
+                     [list(sh) for sh in op.input_shapes], op.grad_in, op.number_out, op.factory, op.grad_out]
+                    for op in t.ops[:MAX_OPS]],
+            "result": list(outputs),
+            "owners": [[t.producer.get(id(o), -1), t.slot.get(id(o), 0)] for o in outputs],
+            "returned": list(t.returned) if t.returned else None,
+            "truncated": bool(t.truncated), "error": type(t.error).__name__ if t.error is not None else None,
+            "raised": _raise_place(t.error)}
+
+
+def _raise_place(err) -> list | None:
+    found = locate_error(err) if err is not None else None
+    return [found.file, found.line, found.function] if found is not None else None
+
+
+def from_plain_trace(data, files: set[str]) -> Trace:
+    """The Trace a jailed process sent (plain_trace), checked field by field.
+    Only lines of `files` (the submission's own cells, whose text the grader
+    holds) are kept as places; a malformed trace is an incomplete one."""
+    try:
+        ops = []
+        for i, row in enumerate(data["ops"][:MAX_OPS]):
+            name, file, line, function, inputs, slots, outputs, kwargs, shapes, gin, num, fac, gout = row
+            known = isinstance(file, str) and file in files and type(line) is int
+            ints = [j for j in inputs if type(j) is int and j < i]  # an earlier op, a call input (<= -2) or a leaf
+            if len(ints) != len(inputs) or not all(isinstance(o, torch.Tensor) for o in outputs):
+                raise ValueError("malformed op")
+            ops.append(Op(i, str(name)[:60], file if known else "", line if known else 0, str(function)[:120] if known
+                          else "", ints, list(outputs), [int(k) for k in slots if type(k) is int],
+                          {str(k): v for k, v in dict(kwargs).items()}, [tuple(int(n) for n in sh) for sh in shapes],
+                          bool(gin), bool(num), bool(fac), bool(gout)))
+        result = [t for t in data["result"] if isinstance(t, torch.Tensor)]
+        producer = {id(t): int(o[0]) for t, o in zip(result, data["owners"]) if type(o[0]) is int and o[0] < len(ops)}
+        slot = {id(t): int(o[1]) for t, o in zip(result, data["owners"]) if type(o[1]) is int}
+        returned = data.get("returned")
+        returned = (returned[0], returned[1], str(returned[2])) if (isinstance(returned, list) and len(returned) == 3
+                                                                     and returned[0] in files and type(returned[1]) is int) else None
+        error = Exception(str(data["error"])[:80]) if data.get("error") else None
+        raised = data.get("raised")
+        raised = (raised[0], raised[1], str(raised[2])[:120]) if (isinstance(raised, list) and len(raised) == 3
+                                                                   and raised[0] in files and type(raised[1]) is int) else None
+        return Trace(ops, producer, tuple(result) if len(result) != 1 else result[0], error, [], bool(data["truncated"]),
+                     list(result), returned, slot, raised)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return Trace([], {}, None, None, [], True, [])
 
 
 # -- comparing values up to layout -------------------------------------------------
@@ -521,6 +590,8 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
     if blame is None:
         return None
     blamed, also, counterpart, how = blame
+    if not blamed.file:
+        return None  # a line of code whose text is not at hand (the grader keeps only the submission's cells)
     if how == "value" and counterpart is not None and _same_kind(first, counterpart) and \
             re.search(r"\bself\.[A-Za-z_]", source_line(first.file, first.line)):
         return None  # same values in, another result: a number that may come from the module's __init__
@@ -679,6 +750,19 @@ def locate_grad_cut(learner: Trace) -> Located | None:
     what = "turns it into Python numbers" if op.number_out else "returns a tensor without a gradient"
     return Located(op.file, op.line, op.function, source_line(op.file, op.line),
                    [f"{op.name} reads a tensor that requires grad and {what}"], kind="grad")
+
+
+def locate_raise(learner: Trace) -> Located | None:
+    """Where the traced call raised: from the error's own frames, or, for a
+    trace made in the grader's jailed process, from the place it sent."""
+    if learner.error is None:
+        return None
+    found = locate_error(learner.error)
+    if found is None and learner.raised is not None:
+        file, line, function = learner.raised
+        kind = str(learner.error) if type(learner.error) is Exception else type(learner.error).__name__  # a sent type name
+        found = Located(file, line, function, source_line(file, line), [kind], kind="raises")
+    return found
 
 
 def locate_error(err: BaseException | None) -> Located | None:

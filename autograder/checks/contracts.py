@@ -276,7 +276,14 @@ def _call(fn, contract: Contract, args: tuple, kwargs: dict):
 
 
 def _run_grid(chk: Check, fn: Callable, contract: Contract, cases: list) -> dict:
-    """{"rows": [row fields], "failed": {...} or None}: the regimes in order, up to the first that fails."""
+    """{"rows": [row fields], "failed": {...} or None}: the regimes in order, up to the first that fails.
+
+    Regimes that compose are first tried together, in one call (a batch of
+    one in float64 with gradients; the non-contiguous views in half
+    precision): a right answer
+    passes a group at once; when it fails, each regime is tried alone, so the
+    failure names the regime that shows it (or, when none does alone, the
+    combination)."""
     if not cases:
         return {"rows": []}
     label, named, kwargs = _split(contract, cases[0])
@@ -284,29 +291,64 @@ def _run_grid(chk: Check, fn: Callable, contract: Contract, cases: list) -> dict
     base = None
     if contract.params:
         base, _ = _call(fn, contract, _positional(contract, named), kwargs)
-    for regime in regimes(contract, named):
-        try:
-            changed_args = regime.transform(dict(named))
-            args = _positional(contract, changed_args)
-            ctx = torch.enable_grad() if regime.grad else contextlib.nullcontext()
-            with ctx:
-                want = contract.reference(*args, **kwargs)
-        except Exception:  # noqa: BLE001: a regime the reference itself cannot run is not the learner's
+    grid = regimes(contract, named)
+    # Groups whose regimes cannot hide each other's failures (a batch of one would let a `.view` of a
+    # non-contiguous tensor work: views go in a group of their own).
+    groups = [[r for r in grid if r.name == "batch of 1" or r.dtype == torch.float64 or r.grad],
+              [r for r in grid if r.name.startswith("non-contiguous") or r.dtype in (torch.bfloat16, torch.float16)]]
+    for together in (g for g in groups if len(g) > 1):
+        combined = _combined(together)
+        if _try(fn, contract, combined, named, kwargs, base) is None:
+            rows += [{"name": f"regime: {r.name}", "ok": True, "close": "ok", "note": ""} for r in together]
+            grid = [r for r in grid if r not in together]
+        else:
+            grid = [*grid, combined]  # each alone first, in the grid's order; the combination if none fails alone
+    for regime in grid:
+        outcome = _try(fn, contract, regime, named, kwargs, base)
+        if outcome == "skip":
             continue
-        copies = [(n, v, v.detach().clone()) for n, v in changed_args.items() if isinstance(v, torch.Tensor)]
-        with torch.enable_grad() if regime.grad else contextlib.nullcontext():
-            got, error = _call(fn, contract, args, kwargs)
-        changed = [n for n, v, copy in copies if v.shape == copy.shape and _changed(copy, v.detach())]
-        found = _judge(contract, regime, got, want, error, args, changed_args, base)
-        rows.append({"name": f"regime: {regime.name}", "ok": found is None, "close": "ok" if found is None else "FAIL",
-                     "note": "" if found is None else found["note"]})
-        if found is not None:
-            found["name"] = regime.name
-            found["text"] = f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}"
-            found["changed"] = changed
-            found["located"] = _locate_regime(fn, contract, regime, args, kwargs, error, got, want)
-            return {"rows": rows, "failed": found}
+        rows.append({"name": f"regime: {regime.name}", "ok": outcome is None, "close": "ok" if outcome is None else "FAIL",
+                     "note": "" if outcome is None else outcome["note"]})
+        if outcome is not None:
+            return {"rows": rows, "failed": outcome}
     return {"rows": rows}
+
+
+def _combined(together: list[Regime]) -> Regime:
+    """The composable regimes applied one after the other, as one regime."""
+    def transform(a: dict) -> dict:
+        for r in together:
+            a = r.transform(a)
+        return a
+    names = ", ".join(r.name for r in together)
+    dtype = next((r.dtype for r in together if r.dtype is not None), None)
+    grad = next((r.grad for r in together if r.grad), ())
+    return Regime(f"together: {names}", "in each of them alone", f"with all of them at once ({names})", transform,
+                  dtype=dtype, grad=grad)
+
+
+def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base):
+    """None when the learner's function passes `regime`, "skip" when the
+    reference cannot run it, else the failure {"note", "facts", "bugs", ...}."""
+    try:
+        changed_args = regime.transform(dict(named))
+        args = _positional(contract, changed_args)
+        with torch.enable_grad() if regime.grad else contextlib.nullcontext():
+            want = contract.reference(*args, **kwargs)
+    except Exception:  # noqa: BLE001: a regime the reference itself cannot run is not the learner's
+        return "skip"
+    copies = [(n, v, v.detach().clone()) for n, v in changed_args.items() if isinstance(v, torch.Tensor)]
+    with torch.enable_grad() if regime.grad else contextlib.nullcontext():
+        got, error = _call(fn, contract, args, kwargs)
+    changed = [n for n, v, copy in copies if v.shape == copy.shape and _changed(copy, v.detach())]
+    found = _judge(contract, regime, got, want, error, args, changed_args, base)
+    if found is None:
+        return None
+    found["name"] = regime.name
+    found["text"] = f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}"
+    found["changed"] = changed
+    found["located"] = _locate_regime(fn, contract, regime, args, kwargs, error, got, want)
+    return found
 
 
 def _judge(contract: Contract, regime: Regime, got, want, error, args, named, base=None) -> dict | None:
@@ -316,10 +358,13 @@ def _judge(contract: Contract, regime: Regime, got, want, error, args, named, ba
         return {"note": f"raised {type(error).__name__}", "facts": [], "bugs": [], "error": error}
     if regime.grad:
         values_ok = _same(contract, _detached(got), _detached(want), regime.dtype)
-        wrong = _wrong_gradients(got, want, named, regime.grad) if values_ok else []  # before _reached frees the graph
-        reached = _reached(got, named, regime.grad)
+        local = _gradients(got, want, named, regime.grad)
+        if local is None:  # the grader's recheck: the learner's process measured the reach
+            reached, wrong = _reached(got, named, regime.grad), []
+        else:
+            reached, wrong = local
         unreached = [n for n in regime.grad if n not in reached]
-        wrong = [] if unreached else wrong
+        wrong = [] if unreached or not values_ok else wrong
         if wrong:
             what = " and ".join(f"`{n}`" for n in wrong)
             return {"note": f"gradient of {', '.join(wrong)} differs", "facts": [
@@ -376,31 +421,34 @@ def _reached(got, named: dict, names: tuple[str, ...]) -> list[str]:
         return []
 
 
-def _wrong_gradients(got, want, named: dict, names: tuple[str, ...]) -> list[str]:
-    """The arguments whose gradient (of a fixed random weighting of the
-    result) differs between the learner's result and the reference's; none
-    in the grader's recheck, whose results carry no graph (reach is measured
-    there instead)."""
-    if (not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor) or got.shape != want.shape
-            or getattr(got, "recheck_gradient_reaches", None) is not None or not got.requires_grad):
-        return []
-    weights = torch.randn(got.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+def _gradients(got, want, named: dict, names: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
+    """(the arguments a backward pass from the learner's result reaches, those
+    whose gradient, of a fixed random weighting of the result, differs from
+    the reference's), from one backward pass each; None in the grader's
+    recheck, whose results carry no graph (the reach comes measured)."""
+    if not isinstance(got, torch.Tensor) or getattr(got, "recheck_gradient_reaches", None) is not None:
+        return None
+    if not got.requires_grad:
+        return [], []
     leaves = [named[n] for n in names]
+    weights = torch.randn(got.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(got.device)
     try:
-        mine = torch.autograd.grad((got.double() * weights.to(got.device)).sum(), leaves, allow_unused=True,
-                                   retain_graph=True)
-        theirs = torch.autograd.grad((want.double() * weights.to(want.device)).sum(), leaves, allow_unused=True,
-                                     retain_graph=True)
+        mine = torch.autograd.grad((got.double() * weights).sum(), leaves, allow_unused=True)
     except RuntimeError:
-        return []
+        return [], []
+    reached = [n for n, g in zip(names, mine) if g is not None and bool(g.abs().sum() > 0)]
+    if not isinstance(want, torch.Tensor) or want.shape != got.shape or not want.requires_grad:
+        return reached, []
+    try:
+        theirs = torch.autograd.grad((want.double() * weights.to(want.device)).sum(), leaves, allow_unused=True)
+    except RuntimeError:
+        return reached, []
     wrong = []
     for n, g, w in zip(names, mine, theirs):
-        if w is None:
-            continue
         atol, rtol = tol_for(named[n].dtype)
-        if g is None or not _close(g, w, 10 * atol, 10 * rtol):
+        if w is not None and (g is None or not _close(g, w, 10 * atol, 10 * rtol)):
             wrong.append(n)
-    return wrong
+    return reached, wrong
 
 
 def _detached(value):

@@ -118,6 +118,7 @@ def check_swiglu_hidden(swiglu_hidden, *, d_models: tuple = (48, 64, 100, 4096),
         chk.require(f"d_model={d}, multiple={m}", ok, f"got {got!r}" + ("" if problem is None else " (not an int)"))
     for bug in (set.intersection(*explained) if explained else set()):
         chk.diagnose(bug)
+    run_contract(chk, swiglu_hidden, SWIGLU_HIDDEN)
     chk.finish()
 
 
@@ -268,3 +269,18 @@ SWIGLU = Contract("swiglu", swiglu_steps, _swiglu_cases, names=("x", "w_gate", "
 PRE_NORM_BLOCK = Contract("pre_norm_block", pre_norm_block_steps, _block_cases,
                           names=("x", "attn", "mlp", "attn_norm", "mlp_norm"), batch=("x",), views=("x",), grad=("x",),
                           dtypes=())
+
+
+def swiglu_hidden_steps(d_model: int, multiple: int = 32) -> int:
+    width = 8 * d_model / 3
+    groups = math.ceil(width / multiple)
+    return multiple * groups
+
+
+def _hidden_cases():
+    p = defaults(check_swiglu_hidden)
+    return [(f"d_model={d}", (d, p["multiple"]), {}) for d in p["d_models"]]
+
+
+SWIGLU_HIDDEN = Contract("swiglu_hidden", swiglu_hidden_steps, _hidden_cases, names=("d_model", "multiple"), dtypes=(),
+                         numbers=True)

@@ -735,6 +735,121 @@ def _same_as(t: torch.Tensor, ref: torch.Tensor) -> bool:
             and _close(t.double(), ref.double(), _tolerance(t.dtype)))
 
 
+# -- Python numbers: what each line of the learner's code assigns ------------------------
+def _numbers(value, depth: int = 0) -> list[float]:
+    """The numbers in a value: ints and floats (not bools), one-element tensors, and those inside tuples,
+    lists and dicts."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        return [float(value.detach().cpu().double())]
+    if depth < 2 and isinstance(value, (tuple, list)):
+        return [n for v in value[:16] for n in _numbers(v, depth + 1)]
+    if depth < 2 and isinstance(value, dict):
+        return [n for v in list(value.values())[:16] for n in _numbers(v, depth + 1)]
+    return []
+
+
+@dataclass
+class Lines:
+    """What one call assigned, line by line: [(file, line, function, numbers)] in order, the last entry the
+    value it returned (at its return line)."""
+    steps: list[tuple[str, int, str, list[float]]]
+    result: Any
+    error: BaseException | None
+
+
+def record_lines(fn: Callable, args: tuple, kwargs: dict | None = None, *, subject=None, learner: bool = True,
+                 limit: int = 5000) -> Lines:
+    """Run fn under sys.settrace, keeping the numbers each line of the
+    checked code (the files of `subject`'s code; every frame of fn for the
+    reference) binds to its local names, and the number it returns."""
+    from .core import LearnerTimeout
+    kwargs = kwargs or {}
+    files = home_code(subject if subject is not None else fn)[0] if learner else None
+    steps: list = []
+    seen: dict[int, dict] = {}
+
+    def local(frame, event, arg):
+        if len(steps) > limit:
+            return None
+        key = id(frame)
+        if event in ("line", "return"):
+            before = seen.get(key, {})
+            now = {k: v for k, v in frame.f_locals.items() if not k.startswith("__")}
+            fresh = [n for k, v in now.items() if k not in before or before[k] is not v for n in _numbers(v)]
+            if fresh and key in _last:
+                steps.append((frame.f_code.co_filename, _last[key], _qualname(frame.f_code), fresh))
+            seen[key] = dict(now)
+            _last[key] = frame.f_lineno
+            if event == "return":
+                steps.append((frame.f_code.co_filename, frame.f_lineno, _qualname(frame.f_code), _numbers(arg)))
+        return local
+
+    _last: dict[int, int] = {}
+
+    def calls(frame, event, arg):
+        if event != "call":
+            return None
+        if files is None or frame.f_code.co_filename in files:
+            return local
+        return None
+    previous = sys.gettrace()
+    result, error = None, None
+    sys.settrace(calls)
+    try:
+        result = fn(*args, **kwargs)
+    except (Exception, LearnerTimeout) as err:  # noqa: BLE001: kept as an observation
+        error = err
+    finally:
+        sys.settrace(previous)
+    return Lines(steps, result, error)
+
+
+def _qualname(code) -> str:
+    return getattr(code, "co_qualname", code.co_name)
+
+
+def locate_numbers(learner: list[Lines], reference: list[Lines], rel: float = 1e-9) -> Located | None:
+    """For Python-number answers: over the calls whose result differs from
+    the reference's, the first line that binds a number the reference never
+    has in that call; the same line in every such call, and a line whose
+    numbers are wrong in most of the calls it runs in (a line right for most
+    inputs computes well: the branch that led to it is the suspect, and
+    nothing is said), or nothing is said."""
+    places = set()
+    runs: dict[tuple, int] = {}
+    wrong: dict[tuple, int] = {}
+    for mine, theirs in zip(learner, reference):
+        if mine.error is not None or theirs.error is not None:
+            continue
+        want = _numbers(theirs.result)
+        known = [n for step in theirs.steps for n in step[3]] + want
+        first = None
+        for file, line, function, numbers in mine.steps:
+            bad = any(not any(math.isclose(n, k, rel_tol=rel, abs_tol=1e-12) for k in known) for n in numbers)
+            runs[file, line] = runs.get((file, line), 0) + 1
+            wrong[file, line] = wrong.get((file, line), 0) + bad
+            if bad and first is None:
+                first = (file, line, function)
+        got = _numbers(mine.result)
+        if len(got) == len(want) and all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-12) for g, w in zip(got, want)):
+            continue
+        if first is None:
+            return None
+        places.add(first)
+    if len(places) != 1:
+        return None
+    file, line, function = places.pop()
+    if 2 * wrong[file, line] <= runs[file, line]:
+        return None
+    return Located(file, line, function, source_line(file, line),
+                   [f"the numbers your code makes here are ones the reference never has, in {wrong[file, line]} of "
+                    f"the {runs[file, line]} calls that run this line"], kind="value")
+
+
 def locate_grad_cut(learner: Trace) -> Located | None:
     """The line where the learner's code leaves autograd: a call that reads
     a tensor requiring grad and returns floating values that do not (detach,

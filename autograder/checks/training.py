@@ -193,6 +193,7 @@ def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr:
         "warmup runs one step too long (step <= warmup_steps): warmup covers steps 0 .. warmup_steps - 1":
             curve(lambda s: max_lr * (s + 1) / warmup if s <= warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
     })
+    run_contract(chk, lr_schedule, LR_SCHEDULE)
     chk.finish()
 
 
@@ -346,3 +347,12 @@ def _lm_loss_cases():
 
 LM_LOSS = Contract("lm_loss", lm_loss_steps, _lm_loss_cases, names=("logits", "targets"), batch=("logits", "targets"),
                    views=("logits", "targets"), cast=("logits",), grad=("logits",))
+
+
+def _lr_cases():
+    p = defaults(check_lr_schedule)
+    return [(f"step {s}", (s, p["warmup"], p["total"], p["max_lr"], p["min_lr"]), {}) for s in range(p["total"])]
+
+
+LR_SCHEDULE = Contract("lr_schedule", ref_lr, _lr_cases, names=("step", "warmup_steps", "total_steps", "max_lr", "min_lr"),
+                       dtypes=(), numbers=True)

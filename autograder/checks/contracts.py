@@ -240,7 +240,7 @@ def run_contract(chk: Check, fn: Callable, contract: Contract) -> None:
         return cases
     if contract.locate:
         chk.locate_with(lambda: locate_cases(fn, contract, visible()))
-    if not chk.passed or not callable(fn):
+    if not chk.passed or not callable(fn) or not _declares_regimes(contract):
         return
     try:
         done = _DONE.setdefault(fn, {})
@@ -263,6 +263,13 @@ def run_contract(chk: Check, fn: Callable, contract: Contract) -> None:
         chk.located = failed.get("located")
         if failed.get("changed"):
             record_inputs(chk, failed["changed"])
+
+
+def _declares_regimes(contract: Contract) -> bool:
+    """False for a contract that only gives the locator its reference (no regime could apply)."""
+    cuda = torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu"
+    return bool(contract.batch or contract.leading or contract.views or contract.grad or contract.dtypes
+                or contract.params or cuda)
 
 
 def _call(fn, contract: Contract, args: tuple, kwargs: dict):

@@ -229,6 +229,7 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
     train, val = _markov_bytes(n_train, seed), _markov_bytes(n_val, seed + 1)
     for a in (alpha, alpha / 5):
         _bigram_row(chk, bigram_nll, train, val, a, f"{n_train} train bytes, {n_val} val bytes, alpha={a:g}")
+    run_contract(chk, bigram_nll, BIGRAM_NLL)
     chk.finish()
 
 
@@ -299,3 +300,28 @@ def _same_sum_and_count(got, want) -> bool:
 NLL_SUM_AND_COUNT = Contract("nll_sum_and_count", nll_steps, _nll_cases, names=("logits", "targets", "ignore_index"),
                              batch=("logits", "targets"), views=("logits", "targets"), cast=("logits",),
                              same=_same_sum_and_count, locate=False)
+
+
+def bigram_steps(train: torch.Tensor, val: torch.Tensor, alpha: float = 0.5) -> float:
+    train, val = train.long(), val.long()
+    pairs = train[:-1] * 256 + train[1:]                                       # prev * 256 + next
+    counts = torch.bincount(pairs, minlength=256 * 256).view(256, 256).double()  # [prev, next]
+    probs = (counts + alpha) / (counts.sum(dim=1, keepdim=True) + 256 * alpha)   # each row sums to 1
+    logp = probs.log()
+    return -logp[val[:-1], val[1:]].mean().item()
+
+
+def _bigram_cases():
+    p = defaults(check_bigram_nll)
+    return [("bytes", (_markov_bytes(p["n_train"], p["seed"]), _markov_bytes(p["n_val"], p["seed"] + 1), p["alpha"]), {})]
+
+
+def _same_number(got, want) -> bool:
+    try:
+        return math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=1e-9)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
+BIGRAM_NLL = Contract("bigram_nll", bigram_steps, _bigram_cases, names=("train", "val", "alpha"), dtypes=(),
+                      same=_same_number)

@@ -543,8 +543,8 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
     the place cannot be told."""
     if learner.truncated or reference.truncated or not learner.ops:
         return None
-    final_ref = [t.detach().cpu() for t in _tensors(reference.result)]
-    outputs = _tensors(learner.result)
+    final_ref = [t.detach().cpu() for t in _tensors(reference.result)] or _number_source(reference)
+    outputs = _tensors(learner.result) or _number_source(learner)
     if outputs and len(outputs) == len(final_ref) and all(_same_as(t.detach().cpu(), r) for t, r in zip(outputs, final_ref)):
         return None
     values = Values(reference)
@@ -558,6 +558,8 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
             if i >= 0:
                 children.setdefault(i, []).append(op.index)
     out_ops = sorted({learner.producer[id(t)] for t in outputs if learner.producer.get(id(t), -1) >= 0})
+    if not out_ops and outputs and not _tensors(learner.result):  # a number read with .item(): from its tensor's op
+        out_ops = [op.index for op in learner.ops if any(o is outputs[0] for o in op.outputs)]
     if not out_ops:
         return None
     ancestors = _ancestors(ops, out_ops)
@@ -612,6 +614,18 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
     return Located(blamed.file, blamed.line, blamed.function, source_line(blamed.file, blamed.line), facts,
                    kind=how, also=second.line if second else None,
                    also_code=source_line(second.file, second.line) if second else "")
+
+
+def _number_source(t: Trace) -> list:
+    """For a call that returns a Python number made by .item(): the tensor it
+    was read from (kept alive in the trace), standing for the result."""
+    if not isinstance(t.result, (int, float)) or isinstance(t.result, bool):
+        return []
+    items = [op for op in t.ops if op.number_out and op.name == "item" and op.inputs]
+    if not items or items[-1].inputs[0] < 0:
+        return []
+    source = t.ops[items[-1].inputs[0]]
+    return [source.outputs[items[-1].slots[0] if items[-1].slots else 0]] if source.outputs else []
 
 
 def _returned_early(learner: Trace, op: Op, matched: list[bool], final_ref: list) -> Located | None:

@@ -33,7 +33,8 @@ never makes may be another right route that a later mistake spoiled), else
 nothing is said. For that call: when the
 reference's call of that kind reads a different value (a step was skipped,
 or a value is used in another's role, keys for values), the line that made
-the learner's value; a value the reference only reaches after a cast the
+the learner's value (for another layout of the same value, the learner's
+last reshape or transpose of it); a value the reference only reaches after a cast the
 learner skipped has no line of its own, and nothing is said. When every
 value is good but the output is wrong, the learner returned an earlier
 step's value: the place is the function's return line.
@@ -690,7 +691,7 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace):
     lagging = any(p is not None for p in paths)
     layout_only = lagging and all(reference.ops[i].name in _LAYOUT for p in paths if p is not None for i in p)
     j = first.inputs[k]
-    while j >= 0 and ops[j].name in _LAYOUT and ops[j].inputs:
+    while not layout_only and j >= 0 and ops[j].name in _LAYOUT and ops[j].inputs:
         j = ops[j].inputs[0]                # back through reshapes and transposes to the call that made the value
     if j < 0:
         # an input of the call: used in another's place (the using line is the place), or used before steps

@@ -112,3 +112,44 @@ def test_the_self_check_reads_the_logged_fields(tmp_path, monkeypatch):
     row = selfcheck.Row("check_rms_norm", 3.0, False, str(err), logged[str(err)], lines)
     table = selfcheck.format_rows([row])
     assert f"Likely bug: {err.diagnosis.likely_bugs[-1]}" in table and "Where: line" in table
+
+
+def test_a_trace_from_the_jailed_process_names_only_the_submissions_lines():
+    from autograder.checks import trace
+    t = torch.ones(3)
+    op = ["mul", "<answer rms_norm>", 4, "rms_norm", [-2], [0], [t], {"dim": -1}, [[3]], False, False, False, False]
+    forged = ["add", "/etc/passwd", 1, "x", [0], [0], [t], {}, [[3]], False, False, False, False]
+    data = {"ops": [op, forged], "result": [t], "owners": [[1, 0]], "returned": ["<answer rms_norm>", 5, "rms_norm"],
+            "truncated": False, "error": None, "raised": None}
+    got = trace.from_plain_trace(data, {"<answer rms_norm>"})
+    assert (got.ops[0].file, got.ops[0].line) == ("<answer rms_norm>", 4)
+    assert (got.ops[1].file, got.ops[1].line) == ("", 0), "a file the grader does not hold is no place"
+    assert got.returned == ("<answer rms_norm>", 5, "rms_norm") and not got.truncated
+    bad = trace.from_plain_trace({"ops": [["mul", "f", 1, "g", [5], [0], [t], {}, [[3]], 0, 0, 0, 0]]}, set())
+    assert bad.truncated and not bad.ops, "an op reading a later op is a malformed trace"
+
+
+@pytest.mark.grader
+@pytest.mark.slow
+def test_the_recheck_locates_the_line_in_the_jailed_process(tmp_path):
+    """A wrong rms_norm submitted for notebook 02: the trusted recheck traces it
+    in the jailed child and names the submitted line, read from the submission."""
+    import nbformat
+
+    from autograder import course
+    from autograder.grading.recheck import recheck_notebook
+    from autograder.grading.sandbox import jail_for_recheck
+    from autograder.notebook_format import nbg
+    assignment = "02_rmsnorm"
+    nb = nbformat.read(str(course.source_notebook(assignment)), as_version=4)
+    for cell in nb.cells:
+        if nbg(cell).get("grade_id") == "rms_norm" and nbg(cell).get("solution"):
+            cell.source = cell.source.replace("x32.pow(2).mean(dim=-1, keepdim=True)", "x32.abs().mean(dim=-1, keepdim=True)")
+    path = tmp_path / f"{assignment}.ipynb"
+    nbformat.write(nb, str(path))
+    with jail_for_recheck() as jail:
+        verdicts = recheck_notebook(assignment, str(path), 60, jail, 240)
+    first = verdicts["check_rms_norm"]["diagnoses"][0]
+    assert verdicts["check_rms_norm"]["status"] == "fail"
+    assert first["located"]["file"] == "<answer rms_norm>" and "x32.abs().mean" in first["located"]["code"]
+    assert "x32.abs()" not in verdicts["check_rms_norm"]["message"], "the learner's line travels only as a field"

@@ -247,7 +247,7 @@ class _CappedOutput(io.TextIOBase):
         return len(text)
 
     def flush(self) -> None:
-        self.target.flush()
+        pass  # the real stream flushes on its own schedule (a notebook's would split the cell's output otherwise)
 
 
 def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None):

@@ -73,8 +73,6 @@ def record_inputs(chk: Check, changed: list[str]) -> None:
 
 
 # -- the regime grid ------------------------------------------------------------------
-Case = tuple  # (label, args tuple, kwargs dict)
-
 
 @dataclass(frozen=True)
 class Contract:
@@ -242,27 +240,37 @@ def run_contract(chk: Check, fn: Callable, contract: Contract) -> None:
         chk.locate_with(lambda: locate_cases(fn, contract, visible()))
     if not chk.passed or not callable(fn) or not _declares_regimes(contract):
         return
+    apply_outcome(chk, remembered(fn, contract.exercise, lambda: _run_grid(chk, fn, contract, visible())))
+
+
+def remembered(subject, key: str, run: Callable[[], dict]) -> dict:
+    """The regime outcome of `subject` (a learner's function or class) for
+    `key`: run once, then remembered while the object lives."""
     try:
-        done = _DONE.setdefault(fn, {})
+        done = _DONE.setdefault(subject, {})
     except TypeError:  # not weakly referenceable: run every time
         done = {}
-    key = contract.exercise
-    if key in done:
-        outcome = done[key]
-    else:
-        outcome = done[key] = _run_grid(chk, fn, contract, visible())
+    if key not in done:
+        done[key] = run()
+    return done[key]
+
+
+def apply_outcome(chk: Check, outcome: dict) -> None:
+    """A regime grid's rows into the check's table, and its failure, if any,
+    as the check's regime, facts, likely bugs, located line and changed inputs."""
     for row in outcome["rows"]:
         chk.rows.append(Row(**row))
-    if outcome.get("failed"):
-        failed = outcome["failed"]
-        chk.regime = {"name": failed["name"], "text": failed["text"]}
-        for fact in failed.get("facts", []):
-            chk.measured(fact)
-        for bug in failed.get("bugs", []):
-            chk.diagnose(bug)
-        chk.located = failed.get("located")
-        if failed.get("changed"):
-            record_inputs(chk, failed["changed"])
+    failed = outcome.get("failed")
+    if not failed:
+        return
+    chk.regime = {"name": failed["name"], "text": failed["text"]}
+    for fact in failed.get("facts", []):
+        chk.measured(fact)
+    for bug in failed.get("bugs", []):
+        chk.diagnose(bug)
+    chk.located = failed.get("located")
+    if failed.get("changed"):
+        record_inputs(chk, failed["changed"])
 
 
 def _declares_regimes(contract: Contract) -> bool:

@@ -19,8 +19,8 @@ from torch import nn
 import tinylm
 
 from . import trace
-from .contracts import _DONE, defaults, noncontiguous
-from .core import Check, Row, guarded_call, reached_by_gradient, randn
+from .contracts import apply_outcome, defaults, noncontiguous, remembered
+from .core import Check, guarded_call, reached_by_gradient, randn
 from .kv_cache import TILED
 from .spies import attention_heads, unrepeated_bug
 
@@ -816,21 +816,7 @@ def module_contract(chk: Check, cls, kind: str) -> None:
     chk.locate_with(locate_visible)
     if not chk.passed or not callable(cls):
         return
-    try:
-        done = _DONE.setdefault(cls, {})
-    except TypeError:
-        done = {}
-    if kind not in done:
+    def run() -> dict:
         with torch.random.fork_rng():
-            done[kind] = _module_outcome(cls, kind)
-    outcome = done[kind]
-    for row in outcome["rows"]:
-        chk.rows.append(Row(**row))
-    failed = outcome.get("failed")
-    if failed:
-        chk.regime = {"name": failed["name"], "text": failed["text"]}
-        for fact in failed.get("facts", []):
-            chk.measured(fact)
-        for bug in failed.get("bugs", []):
-            chk.diagnose(bug)
-        chk.located = failed.get("located")
+            return _module_outcome(cls, kind)
+    apply_outcome(chk, remembered(cls, kind, run))

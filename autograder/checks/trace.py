@@ -27,8 +27,9 @@ depends on that are not good although everything they read is.
 The place, from the first call of the frontier: a call the reference makes
 too, from the same values, with another result, is wrong for sure (a wrong
 axis, a wrong constant), and when such calls sit on one line, that line is
-the place (unless that line reads `self.` attributes: the wrong number may
-have been set in the module's __init__, and nothing is said); otherwise the frontier must sit on one line (a call the reference
+the place (unless that line reads `self.` attributes and writes no number
+itself: the wrong number may have been set in the module's __init__, and
+nothing is said); otherwise the frontier must sit on one line (a call the reference
 never makes may be another right route that a later mistake spoiled), else
 nothing is said. For that call: when the
 reference's call of that kind reads a different value (a step was skipped,
@@ -574,7 +575,9 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
         if any(owner in final for owners in found[max(out_ops)] for owner in owners):
             return None  # the right values in another shape: the table's shape column says it
         return _returned_early(learner, ops[max(out_ops)], matched, final_ref)
-    blames = {i: _blame(ops[i], ops, found, reference) for i in frontier}
+    # The learner's call inputs, by the reference values they equal (the two sides' inputs need not line up).
+    given = [{(-2 - k, 0)} | set(values.owners(t.detach().cpu())) for k, t in enumerate(learner.inputs)]
+    blames = {i: _blame(ops[i], ops, found, reference, given) for i in frontier}
     # A call that the reference makes too, from the same values, with another result, is wrong for sure; a call
     # the reference never makes may be another right route whose result only a later mistake spoiled.
     sure = [i for i in frontier if blames[i] is not None and blames[i][3] == "value" and blames[i][2] is not None
@@ -595,9 +598,10 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
     blamed, also, counterpart, how = blame
     if not blamed.file:
         return None  # a line of code whose text is not at hand (the grader keeps only the submission's cells)
+    code = source_line(first.file, first.line)
     if how == "value" and counterpart is not None and _same_kind(first, counterpart) and \
-            re.search(r"\bself\.[A-Za-z_]", source_line(first.file, first.line)):
-        return None  # same values in, another result: a number that may come from the module's __init__
+            re.search(r"\bself\.[A-Za-z_]", code) and not re.search(r"(?<![\w.])\d", code):
+        return None  # same values in, another result, no number on the line: it may come from the module's __init__
     facts = [f"yours: {first.name}{_reduced_axis(first)} gives {_describe_value(first.outputs[0])}"]
     if counterpart is not None:
         facts.append(f"the reference's {counterpart.name}{_reduced_axis(counterpart)} gives "
@@ -648,12 +652,13 @@ def _same_kind(op: Op, ref_op: Op) -> bool:
     return _base(op.name) == _base(ref_op.name)
 
 
-def _input_owners(op: Op, ops: list[Op], found: list) -> list[set]:
-    """For each tensor `op` read: the reference owners its value matches."""
+def _input_owners(op: Op, ops: list[Op], found: list, given: list[set] | None = None) -> list[set]:
+    """For each tensor `op` read: the reference owners its value matches
+    (given: those of the call's inputs)."""
     owned = []
     for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs)):
         if j <= -2:
-            owned.append({(j, 0)})
+            owned.append(given[-2 - j] if given and -2 - j < len(given) else {(j, 0)})
         elif j >= 0 and slot < len(found[j]):
             owned.append(set(found[j][slot]))
         else:
@@ -661,14 +666,14 @@ def _input_owners(op: Op, ops: list[Op], found: list) -> list[set]:
     return owned
 
 
-def _blame(first: Op, ops: list[Op], found: list, reference: Trace):
+def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: list[set] | None = None):
     """(op to blame, a second op or None, the reference's call of the same
     kind, how) for the frontier op `first`, or None when no line can be
     told (see the module docstring). how: "value" (the call itself gives
     another result), "missing" (it reads a value the reference only uses
     after more steps: they are missing between the two lines), "role" (it
     reads a value the reference uses elsewhere)."""
-    owned = _input_owners(first, ops, found)
+    owned = _input_owners(first, ops, found, given)
     kind = _base(first.name)
     candidates = [r for r in reference.ops if _base(r.name) == kind and len(r.inputs) == len(first.inputs)]
     if not candidates:
@@ -680,7 +685,11 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace):
         slots = r.slots or [0] * len(r.inputs)
         return (r.inputs[k], slots[k]) in owned[k] and _axes(r.input_shapes[k]) == _axes(first.input_shapes[k])
 
-    best = max(candidates, key=lambda r: sum(same_input(r, k) for k in range(len(r.inputs))))
+    def agreement(r: Op) -> float:  # an input in the very same shape counts more than one in another axis order
+        return sum(same_input(r, k) * (1.0 if tuple(r.input_shapes[k]) == tuple(first.input_shapes[k]) else 0.5)
+                   for k in range(len(r.inputs)))
+
+    best = max(candidates, key=agreement)
     slots = best.slots or [0] * len(best.inputs)
     differing = [k for k in range(len(best.inputs)) if not same_input(best, k)]
     if not differing:
@@ -934,7 +943,3 @@ def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
     return Located(op.file, op.line, op.function, source_line(op.file, op.line),
                    [f"{op.name} makes a new {got} tensor here, whatever the inputs' dtype "
                     f"({str(want).removeprefix('torch.')}); pass dtype=... (and device=...) of an input"], kind="dtype")
-
-
-def describe_number(x: float) -> str:
-    return f"{x:.3g}" if math.isfinite(x) else str(x)

@@ -1046,7 +1046,7 @@ def _run_check(source: str, ns: dict) -> dict:
             if not isinstance(node, ast.Expr):
                 break
     if not failures:
-        return {"status": "pass", "message": "", "diagnoses": []}
+        return {"status": "pass", "message": ""}
     return {"status": "fail", "message": "\n\n".join(failures)[:3000], "diagnoses": diagnoses}
 
 

@@ -6,23 +6,41 @@ notebook's setup cell and every other answer cell (solutions) run in a fresh
 namespace, then the mutated cell, then the visible part of that exercise's
 check cell. Outcome:
 
-  missed        the check passed
-  named         it failed and a diagnosis line contains one of the mutation's
-                expected keywords (case-insensitive)
-  named wrongly it failed with a "Likely bug:" line, but no diagnosis line
-                contains an expected keyword: it blames a specific other bug
-  unnamed       it failed without any diagnosis
+  missed         the check passed
+  named          it failed and a diagnosis contains one of the mutation's
+                 expected keywords (case-insensitive)
+  located        not named, but the failure points at the learner's line
+                 (CheckFailed.diagnosis.located) and that line is one the
+                 mutation changed: a line of the mutated cell that holds part
+                 of the replacement text (or of the appended `extra`); a
+                 located pair of lines (a step missing between them, a value
+                 used in another's place) counts when either is, or, for a
+                 step missing between two lines at most SPAN apart, a line
+                 between them
+  located wrongly it points at a line the mutation did not change
+  named wrongly  it failed with a "Likely bug:" line, but no diagnosis
+                 contains an expected keyword: it blames a specific other bug
+  unnamed        it failed without any diagnosis
 
-Diagnosis lines are the lines of the failure message after its summary line
-("X failed N of M checks: ..."); for a failure that stops the check (an
-exception in the learner's code, a wrong return type) the stop message
-itself counts too.
+The diagnosis is read from the failure's fields (CheckFailed.diagnosis: the
+likely bugs, measured facts, the regime and, for a failure that stops the
+check, its stop line) with the learner's quoted code left out, never from
+the located line's code; a failure without fields falls back to the lines of
+its message after the summary ("X failed N of M checks: ..."). Any located
+line shown, whatever the verdict, must be one the mutation changed: a wrong
+pointer is counted ("wrong line") and is a problem.
 
-    python benchmarks/bench_diagnostics.py [--notebooks 01 03] [--set heldout] [-v] [--json]
+    python benchmarks/bench_diagnostics.py [--notebooks 01 03] [--set NAME] [-v] [--json]
 
---set heldout runs the held-out mistakes of benchmarks/mutations/heldout.py
-(written without reading the checks) instead of the nbNN.py ones, and
-reports them on their own.
+--set NAME runs the further set benchmarks/mutations/NAME.py (e.g. heldout:
+written without reading the checks) instead of the nbNN.py ones, and reports
+it on its own, with the rates among its mistakes that are in none of the
+other sets ("unlisted"). A new set is a new module there, no code change.
+
+"right line" counts the failures, whatever their verdict, that show a
+located line the mutation changed; "wrong line" those that show another
+as the place of the bug (the line an error was raised at is shown as such,
+not as the bug's place, and counts only when it is a changed line).
 
 Rows in parentheses, e.g. "(issue-25)", count again the mutations written
 after the checks they test (Mutation.added), so the named rate on mistakes
@@ -37,6 +55,7 @@ import argparse
 import contextlib
 import io
 import json
+import linecache
 import re
 import sys
 import time
@@ -51,18 +70,23 @@ from autograder.authoring.build import source_cells  # noqa: E402
 from autograder.checks import CheckFailed  # noqa: E402
 from autograder.course import NOTEBOOK_SOURCES  # noqa: E402
 from autograder.notebook_format import nbg, visible_part  # noqa: E402
-from benchmarks.mutations import SETS, Mutation  # noqa: E402
+from benchmarks.mutations import SETS, Mutation, set_names  # noqa: E402
 
 NAMED_RATE_REQUIRED = 0.85
 SUMMARY = re.compile(r"^\S.* failed \d+ of \d+ checks")
+VERDICTS = ("named", "located", "located wrongly", "named wrongly", "unnamed", "missed")
+QUOTED = re.compile(r"\(line \d+: `[^`]*`\)")  # the learner's own line, as core._learner_place quotes it
 
 
 @dataclass
 class Outcome:
     notebook: str
     mutation: Mutation
-    verdict: str  # missed | named | named wrongly | unnamed
+    verdict: str  # one of VERDICTS
     message: str
+    diagnosis: dict | None = None
+    wrong_line: bool = False  # a located line was shown that the mutation did not change
+    right_line: bool = False  # a located line was shown and the mutation changed it (whatever the verdict)
 
     @property
     def last_line(self) -> str:
@@ -95,18 +119,77 @@ def diagnosis_lines(message: str) -> list[str]:
     lines = [l.strip() for l in message.strip().splitlines() if l.strip()]
     if lines and SUMMARY.match(lines[0]):
         lines = lines[1:]
+    return [l for l in lines if not l.startswith("Where:")]  # the learner's own code, not a diagnosis
+
+
+def field_texts(diagnosis: dict) -> tuple[list[str], list[str]]:
+    """(texts that may name the bug, the likely bugs) of a diagnosis's
+    fields; the learner's own line, quoted where their code raised, is left out."""
+    texts = list(diagnosis.get("likely_bugs") or []) + list(diagnosis.get("facts") or [])
+    regime = diagnosis.get("regime") or {}
+    texts += [regime.get("text") or ""]
+    texts += [diagnosis.get("stop") or ""]
+    return [QUOTED.sub("", t) for t in texts if t], list(diagnosis.get("likely_bugs") or [])
+
+
+def classify(message: str | None, expect: tuple[str, ...], diagnosis: dict | None = None,
+             changed: tuple[str, set[int]] | None = None) -> str:
+    """The verdict (VERDICTS) of one failure; changed = (cell file, the
+    line numbers the mutation changed there)."""
+    if message is None:
+        return "missed"
+    if diagnosis is not None:
+        texts, bugs = field_texts(diagnosis)
+    else:
+        texts = diagnosis_lines(message)
+        bugs = [l for l in texts if l.startswith("Likely bug:")]
+    if any(k.lower() in t.lower() for t in texts for k in expect):
+        return "named"
+    located = (diagnosis or {}).get("located")
+    if located and changed is not None and (located.get("kind") != "raises" or on_changed_line(located, changed)):
+        return "located" if on_changed_line(located, changed) else "located wrongly"
+    if bugs:
+        return "named wrongly"
+    return "unnamed"
+
+
+SPAN = 4  # the most lines a located pair "a step is missing between line a and line b" may span to count as a place
+
+
+def on_changed_line(located: dict, changed: tuple[str, set[int]]) -> bool:
+    """The located line, or the second line of a located pair, is a changed
+    one; for a step missing between two lines (kinds "missing", "output"),
+    a changed line between them counts too when they are at most SPAN apart."""
+    if located.get("file") != changed[0]:
+        return False
+    line, also = located.get("line"), located.get("also")
+    lines = {line, also}
+    if also and located.get("kind") in ("missing", "output") and abs(also - line) <= SPAN:
+        lines |= set(range(min(line, also), max(line, also) + 1))
+    return bool(lines & changed[1])
+
+
+def changed_lines(mutation: Mutation, source: str) -> set[int]:
+    """The 1-based lines of the mutated cell that hold the replacement text
+    (for an empty replacement, the line it was cut from) or `extra`."""
+    start = source.index(mutation.old)
+    mutated = mutation.apply(source)
+    first = source.count("\n", 0, start) + 1
+    lines = set(range(first, first + max(mutation.new.count("\n"), 0) + 1))
+    if mutation.extra:
+        begins = len(source.replace(mutation.old, mutation.new)) + 2  # apply() appends "\n\n" + extra
+        lines |= set(range(mutated.count("\n", 0, begins) + 1, mutated.count("\n") + 2))
     return lines
 
 
-def classify(message: str | None, expect: tuple[str, ...]) -> str:
-    if message is None:
-        return "missed"
-    lines = diagnosis_lines(message)
-    if any(k.lower() in l.lower() for l in lines for k in expect):
-        return "named"
-    if any(l.startswith("Likely bug:") for l in lines):
-        return "named wrongly"
-    return "unnamed"
+def cell_file(notebook: str, gid: str) -> str:
+    return f"<{notebook}:{gid}>"
+
+
+def _compile(source: str, filename: str):
+    """compile() with the source kept for tracebacks and located lines, as IPython keeps a cell's."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return compile(source, filename, "exec")
 
 
 def run_mutation(notebook: str, mutation: Mutation, cells) -> Outcome:
@@ -116,24 +199,31 @@ def run_mutation(notebook: str, mutation: Mutation, cells) -> Outcome:
     if mutation.cell not in checks:
         raise ValueError(f"notebook {notebook}: answer cell {mutation.cell!r} has no check cell after it")
     mutated = mutation.apply(answers[mutation.cell])
+    changed = (cell_file(notebook, mutation.cell), changed_lines(mutation, answers[mutation.cell]))
     ns: dict = {"__name__": f"bench_{notebook}"}
-    message = None
+    message, diagnosis = None, None
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for src in setup:
-            exec(compile(src, f"<{notebook}:setup>", "exec"), ns)
+            exec(_compile(src, f"<{notebook}:setup>"), ns)
         for gid, src in answers.items():  # notebook order: a later answer may use an earlier one
             code = mutated if gid == mutation.cell else src
             try:
-                exec(compile(code, f"<{notebook}:{gid}>", "exec"), ns)
+                exec(_compile(code, cell_file(notebook, gid)), ns)
             except Exception as err:  # a mutation that breaks its own cell at definition time
                 message = f"the cell {gid} raised {type(err).__name__}: {err}"
         if message is None:
             try:
-                exec(compile(checks[mutation.cell], f"<{notebook}:check {mutation.cell}>", "exec"), ns)
+                exec(_compile(checks[mutation.cell], f"<{notebook}:check {mutation.cell}>"), ns)
             except CheckFailed as err:
                 message = str(err)
-    return Outcome(notebook, mutation, classify(message, mutation.expect), message or "")
+                diagnosis = err.diagnosis.to_dict() if err.diagnosis is not None else None
+    verdict = classify(message, mutation.expect, diagnosis, changed)
+    located = (diagnosis or {}).get("located")
+    claims = bool(located) and located.get("kind") != "raises"  # "it raises here" is a fact, not a claim of the bug's line
+    return Outcome(notebook, mutation, verdict, message or "", diagnosis,
+                   wrong_line=claims and not on_changed_line(located, changed),
+                   right_line=bool(located) and on_changed_line(located, changed))
 
 
 def run(notebooks: list[str] | None = None, mutation_set: str = "default") -> list[Outcome]:
@@ -149,38 +239,58 @@ def run(notebooks: list[str] | None = None, mutation_set: str = "default") -> li
     return outcomes
 
 
-def table(outcomes: list[Outcome]) -> tuple[str, dict]:
-    columns = ("mutations", "caught", "named", "named wrongly", "unnamed", "missed")
-    per_nb: dict[str, dict[str, int]] = {}
+def listed(sets: list[str], exclude: str) -> set[tuple]:
+    """(notebook, cell, old, new) of every mutation of the named sets but `exclude`."""
+    return {(nb, m.cell, m.old, m.new) for name in sets if name != exclude for nb, ms in SETS[name]().items() for m in ms}
+
+
+def _count(outcomes: list[Outcome]) -> dict[str, int]:
+    row = dict.fromkeys(("mutations", "caught", *VERDICTS, "right line", "wrong line"), 0)
     for o in outcomes:
-        row = per_nb.setdefault(o.notebook, dict.fromkeys(columns, 0))
         row["mutations"] += 1
         row["caught"] += o.verdict != "missed"
         row[o.verdict] += 1
-    total = {c: sum(r[c] for r in per_nb.values()) for c in columns}
-    # Mutations written after the checks they test (Mutation.added, e.g. "issue-25"), counted again on their own:
-    # the rate on mistakes the checks were not first tuned on.
-    added: dict[str, dict[str, int]] = {}
-    for o in outcomes:
-        if o.mutation.added:
-            row = added.setdefault(o.mutation.added, dict.fromkeys(columns, 0))
-            row["mutations"] += 1
-            row["caught"] += o.verdict != "missed"
-            row[o.verdict] += 1
-    header = f"{'notebook':<9}" + "".join(f"{c:>15}" for c in columns) + f"{'named %':>10}"
+        row["right line"] += o.right_line
+        row["wrong line"] += o.wrong_line
+    return row
+
+
+def _rate(r: dict) -> float:
+    return 100 * (r["named"] + r["located"]) / r["mutations"] if r["mutations"] else 0.0
+
+
+def table(outcomes: list[Outcome], unlisted: set[tuple] | None = None) -> tuple[str, dict]:
+    """The per-notebook table; rows in parentheses count a subset again:
+    "(issue-25)" the mutations written after the checks they test
+    (Mutation.added), "(unlisted)" those in none of the other sets."""
+    per_nb = {nb: _count([o for o in outcomes if o.notebook == nb]) for nb in sorted({o.notebook for o in outcomes})}
+    total = _count(outcomes)
+    added = {tag: _count([o for o in outcomes if o.mutation.added == tag])
+             for tag in sorted({o.mutation.added for o in outcomes if o.mutation.added})}
+    extra = [(f"({tag})", r) for tag, r in added.items()]
+    if unlisted is not None:
+        extra.append(("(unlisted)", _count([o for o in outcomes if (o.notebook, o.mutation.cell, o.mutation.old,
+                                                                   o.mutation.new) in unlisted])))
+    columns = ("mutations", *VERDICTS, "right line", "wrong line")
+    header = f"{'notebook':<12}" + "".join(f"{c:>16}" for c in columns) + f"{'named+located':>15}"
     lines = [header]
-    for name, r in [*per_nb.items(), ("total", total), *((f"({tag})", r) for tag, r in added.items())]:
-        rate = 100 * r["named"] / r["mutations"] if r["mutations"] else 0.0
-        lines.append(f"{name:<9}" + "".join(f"{r[c]:>15}" for c in columns) + f"{rate:>9.1f}%")
-    return "\n".join(lines), {"notebooks": per_nb, "total": total, "added": added}
+    for name, r in [*per_nb.items(), ("total", total), *extra]:
+        lines.append(f"{name:<12}" + "".join(f"{r[c]:>16}" for c in columns) + f"{_rate(r):>14.1f}%")
+    figures = {"notebooks": per_nb, "total": total, "added": added}
+    if unlisted is not None:
+        figures["unlisted"] = dict(extra)["(unlisted)"]
+    return "\n".join(lines), figures
 
 
 def problems(outcomes: list[Outcome]) -> list[str]:
     bad = [f"{o.notebook} {o.mutation.cell}: {o.verdict}: {o.mutation.why} -> {o.last_line}"
-           for o in outcomes if o.verdict in ("missed", "named wrongly")]
-    named = sum(o.verdict == "named" for o in outcomes)
-    if outcomes and named / len(outcomes) < NAMED_RATE_REQUIRED:
-        bad.append(f"named rate {named}/{len(outcomes)} = {named / len(outcomes):.1%} is below "
+           for o in outcomes if o.verdict in ("missed", "named wrongly", "located wrongly")]
+    bad += [f"{o.notebook} {o.mutation.cell}: shows a line the mistake did not change "
+            f"({o.diagnosis['located']['line']}): {o.mutation.why}" for o in outcomes
+            if o.wrong_line and o.verdict != "located wrongly"]
+    found = sum(o.verdict in ("named", "located") for o in outcomes)
+    if outcomes and found / len(outcomes) < NAMED_RATE_REQUIRED:
+        bad.append(f"named or located {found}/{len(outcomes)} = {found / len(outcomes):.1%} is below "
                    f"{NAMED_RATE_REQUIRED:.0%}")
     return bad
 
@@ -190,15 +300,22 @@ def main(argv=None) -> int:
     p.add_argument("--notebooks", nargs="*", help="notebook numbers, e.g. 01 03 (default: all)")
     p.add_argument("-v", "--verbose", action="store_true", help="each mutation's verdict and last message line")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    p.add_argument("--set", dest="mutation_set", choices=sorted(SETS), default="default",
-                   help="which mistakes: the nbNN.py modules (default) or the held-out set")
+    p.add_argument("--set", dest="mutation_set", choices=set_names(), default="default",
+                   help="which mistakes: the nbNN.py modules (default) or a further set in benchmarks/mutations")
     args = p.parse_args(argv)
     start = time.perf_counter()
     outcomes = run(args.notebooks, args.mutation_set)
-    text, figures = table(outcomes)
+    unlisted = None
+    if args.mutation_set != "default":
+        others = listed(set_names(), args.mutation_set)
+        unlisted = {(o.notebook, o.mutation.cell, o.mutation.old, o.mutation.new) for o in outcomes} - others
+    text, figures = table(outcomes, unlisted)
     if args.verbose:
         for o in outcomes:
-            print(f"[{o.notebook} {o.mutation.cell}] {o.verdict:<13} {o.mutation.why}\n    -> {o.last_line}")
+            where = (o.diagnosis or {}).get("located")
+            shown = (f"\n    at line {where['line']}: {where['code']}" + (f" | line {where['also']}" if where.get("also") else "")
+                     + f" [{where.get('kind')}]") if where else ""
+            print(f"[{o.notebook} {o.mutation.cell}] {o.verdict:<15} {o.mutation.why}\n    -> {o.last_line}{shown}")
         print()
     if args.json:
         print(json.dumps(figures | {"set": args.mutation_set, "problems": problems(outcomes)}, indent=1))

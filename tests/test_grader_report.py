@@ -104,6 +104,39 @@ def test_mistakes_in_real_recheck_messages():
     assert report.mistakes_in("") == []
 
 
+def test_rewording_the_messages_changes_no_report(known, tmp_path):
+    """The report reads the diagnosis fields the recheck stores, not the
+    message text: the same class with every message reworded (no "Likely
+    bug:" line left, other sentences) gives the same tables."""
+    klass, url, data = known
+    other = tmp_path / "reworded"
+    other_url = f"sqlite:///{other / 'gradebook.db'}"
+    other.mkdir()
+
+    def reworded(exercise: str, mistake: str) -> str:
+        return f"Your {exercise} is not right yet. Probable cause => {mistake[::-1]}\n\n(see the notebook)"
+    with course_data(other):
+        sc.write_class(klass, other_url, other, message=reworded)
+    first, second = make_report(url, data), make_report(other_url, other)
+    for table in ("notebooks", "exercises", "mistakes", "students", "at_risk"):
+        assert first[table] == second[table], table
+    assert any(m["named"] for m in second["mistakes"]), "the named mistakes are read from the fields"
+
+
+def test_a_diagnosis_without_a_named_bug_is_described_by_its_fields():
+    regime = {"exercise": "rms_norm", "kind": "failed", "rows": ["a", "regime: float64"],
+              "failed_rows": ["regime: float64"], "regime": {"name": "float64", "text": "right in float32, wrong in "
+                                                                                        "float64"}, "likely_bugs": []}
+    raised = {"exercise": "embed", "kind": "raised", "error": "RuntimeError", "likely_bugs": [],
+              "stop": "embed raised RuntimeError inside your embed (line 3: `x.view(-1)`): view size is not compatible"}
+    stub = {"exercise": "embed", "kind": "not implemented", "likely_bugs": []}
+    named = {"exercise": "f", "likely_bugs": ["the second best", "the most useful"], "regime": regime["regime"]}
+    assert report.mistakes_from([regime]) == [report.Mistake("rms_norm: right in float32, wrong in float64", False)]
+    assert report.mistakes_from([raised, raised]) == [report.Mistake("embed raised RuntimeError", False)]
+    assert report.mistakes_from([stub]) == [report.Mistake(report.NOT_ATTEMPTED, True)]
+    assert report.mistakes_from([named]) == [report.Mistake("the most useful", True)]
+
+
 def test_counts_of_a_known_class_are_exact(known):
     klass, url, data = known
     got = make_report(url, data)

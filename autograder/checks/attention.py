@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .contracts import call_keeping_inputs
+from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from .core import Check, _close, describe_factor, fit_scale, randn, tol_for
 
 
@@ -45,6 +45,7 @@ def check_causal_mask(causal_mask, *, cases: tuple = ((5, 5), (3, 7), (1, 6))) -
         })
         if not chk.rows[-1].ok and not chk.rows[-1].note:  # no known bug reproduced this case: measure it
             _explain_mask(chk, got, q_len, kv_len)
+    run_contract(chk, causal_mask, CAUSAL_MASK)
     chk.finish()
 
 
@@ -125,6 +126,10 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
     })
     roundtrip = chk.call(merge_heads, chk.call(split_heads, x, n_heads))
     chk.compare("merge(split(x)) == x", roundtrip, x)
+    chk.fn_name = "split_heads"
+    run_contract(chk, split_heads, SPLIT_HEADS)
+    chk.fn_name = "merge_heads"
+    run_contract(chk, merge_heads, MERGE_HEADS)
     chk.fn_name = "split_heads / merge_heads"
     chk.finish()
 
@@ -333,6 +338,7 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
                  labels={"causal_mask": "exercise 1"})
     if not chk.passed and not chk.likely_bugs():
         explain()
+    run_contract(chk, causal_attention, CAUSAL_ATTENTION)
     chk.finish()
 
 
@@ -394,4 +400,80 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
         "causal_attention": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=ref_mask(q.shape[-2], k.shape[-2])),
     }, rerun=lambda: _close(self_attention(x, w_q, w_k, w_v, w_o, n_heads), want, *tol_for(dtype)),
         labels={"split_heads": "exercise 2", "merge_heads": "exercise 2", "causal_attention": "exercise 3"})
+    run_contract(chk, self_attention, SELF_ATTENTION)
     chk.finish()
+
+
+# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def causal_mask_steps(q_len: int, kv_len: int | None = None) -> torch.Tensor:
+    kv_len = q_len if kv_len is None else kv_len
+    position = torch.arange(q_len)[:, None] + (kv_len - q_len)   # (q_len, 1): where each query sits
+    key = torch.arange(kv_len)[None, :]                           # (1, kv_len)
+    return key <= position
+
+
+def split_heads_steps(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    B, T, d = x.shape
+    return x.reshape(B, T, n_heads, d // n_heads).transpose(1, 2)  # (B, H, T, hd)
+
+
+def merge_heads_steps(y: torch.Tensor) -> torch.Tensor:
+    B, H, T, hd = y.shape
+    return y.transpose(1, 2).reshape(B, T, H * hd)
+
+
+def attention_steps(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal attention written out: scores, scale, mask, softmax over the keys, weighted values."""
+    scores = q @ k.transpose(-2, -1)                              # (..., Tq, Tk)
+    scores = scores / math.sqrt(q.shape[-1])
+    allowed = causal_mask_steps(q.shape[-2], k.shape[-2]).to(q.device)
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ v
+
+
+def self_attention_steps(x, w_q, w_k, w_v, w_o, n_heads: int) -> torch.Tensor:
+    q, k, v = (split_heads_steps(F.linear(x, w), n_heads) for w in (w_q, w_k, w_v))
+    return F.linear(merge_heads_steps(attention_steps(q, k, v)), w_o)
+
+
+def _mask_cases():
+    return [(f"q_len={q}, kv_len={kv}", (q, kv), {}) for q, kv in defaults(check_causal_mask)["cases"]]
+
+
+def _split_cases():
+    p = defaults(check_split_merge)
+    x = randn(p["batch"], p["seq"], p["n_heads"] * p["head_dim"], seed=p["seed"])
+    return [("split", (x, p["n_heads"]), {})]
+
+
+def _merge_cases():
+    p = defaults(check_split_merge)
+    return [("merge", (randn(p["batch"], p["n_heads"], p["seq"], p["head_dim"], seed=p["seed"] + 1),), {})]
+
+
+def _attention_contract_cases():
+    p = defaults(check_causal_attention)
+    return [(label, (q, k, v), {}) for label, q, k, v in
+            attention_cases(p["seed"], p["batch"], p["heads"], p["seq"], p["head_dim"], p["dtype"])]
+
+
+def _self_attention_cases():
+    p = defaults(check_self_attention)
+    d = p["n_heads"] * p["head_dim"]
+    x = randn(p["batch"], p["seq"], d, seed=p["seed"], dtype=p["dtype"])
+    weights = tuple(randn(d, d, seed=p["seed"] + i, dtype=p["dtype"]) / math.sqrt(d) for i in range(1, 5))
+    return [("self-attention", (x, *weights, p["n_heads"]), {})]
+
+
+CAUSAL_MASK = Contract("causal_mask", causal_mask_steps, _mask_cases, names=("q_len", "kv_len"), dtypes=())
+# Pure layout and plain matrix products: float64 shows a fixed dtype as well as bfloat16 would, at a third of the cost.
+SPLIT_HEADS = Contract("split_heads", split_heads_steps, _split_cases, names=("x", "n_heads"), batch=("x",),
+                       views=("x",), grad=("x",), dtypes=(torch.float64,))
+MERGE_HEADS = Contract("merge_heads", merge_heads_steps, _merge_cases, names=("y",), batch=("y",), views=("y",),
+                       grad=("y",), dtypes=(torch.float64,))
+CAUSAL_ATTENTION = Contract("causal_attention", attention_steps, _attention_contract_cases, names=("q", "k", "v"),
+                            batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"))
+SELF_ATTENTION = Contract("self_attention", self_attention_steps, _self_attention_cases,
+                          names=("x", "w_q", "w_k", "w_v", "w_o", "n_heads"), batch=("x",), views=("x",),
+                          grad=("x", "w_q", "w_k", "w_v", "w_o"), dtypes=(torch.float64,))

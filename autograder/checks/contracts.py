@@ -1,17 +1,39 @@
-"""Two promises every tensor exercise's text makes, checked the same way
-everywhere: the function leaves its inputs as they were (no `x -= mean`,
-no `masked_fill_` on the caller's logits), and the result keeps the
-input's dtype (a float16 or bfloat16 case where the exercise casts).
+"""What every exercise promises, checked the same way everywhere.
+
+Two promises hold for every tensor exercise: the function leaves its inputs
+as they were (no `x -= mean`, no `masked_fill_` on the caller's logits), and
+its result keeps the inputs' dtype. Beyond them, each exercise declares its
+contract once (a Contract): the dtypes it promises, which arguments carry a
+batch axis (so a batch of one must work) or take extra leading axes, which
+may arrive as non-contiguous views (as a caller's transpose or slice gives
+them), which a gradient must reach, and a step-by-step reference. Besides
+its table rows, a check then runs that grid of regimes (run_contract) on its
+visible inputs against the reference, one regime at a time, and a failure
+names the regime in words a learner can act on ("right in float32, wrong in
+float64", "right for batch 2, wrong for batch 1"), plus the learner's line
+where the first wrong value is made (trace.locate).
 
     got = call_keeping_inputs(chk, rms_norm, x, weight, eps, names=("x", "weight"))
+    ...
+    run_contract(chk, rms_norm, RMS_NORM)
 
 A changed input is measured (the argument's values differ after the call
 from a copy taken before it), so it is named as the bug it is."""
 from __future__ import annotations
 
+import contextlib
+import inspect
+import io
+import os
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
 import torch
 
-from .core import Check, Row
+from . import trace
+from .core import (Check, LearnerTimeout, Row, _close, describe, guarded_call, reached_by_gradient, refuse_delegation,
+                   tol_for)
 
 INPUTS_ROW = "inputs unchanged"
 
@@ -48,3 +70,492 @@ def record_inputs(chk: Check, changed: list[str]) -> None:
                  "an in-place operation (`x -= ...`, `x *= ...`, `masked_fill_`, `.div_`, or `.float()` on a tensor "
                  "that already is float32, which returns x itself) writes into the caller's tensor; compute a new "
                  "tensor instead (`x = x - ...`, `masked_fill`)")
+
+
+# -- the regime grid ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Contract:
+    """One exercise's promises. `reference(*args, **kwargs)` computes the
+    right result step by step from torch built-ins (independent of tinylm);
+    `cases()` gives the visible check's own inputs, [(label, args, kwargs)],
+    built from its default parameters (never a hidden test's), the first of
+    which the regimes start from; `names` names the positional arguments.
+
+    batch: arguments whose axis 0 is the batch (a batch of one must work);
+    leading: arguments that take extra leading axes, together; dtypes: the
+    dtypes besides float32 the exercise promises (floating arguments are cast,
+    the result must have the new dtype, or `result_dtype(dtype)`); cast: the
+    arguments cast (default every floating tensor); views: arguments also
+    passed as non-contiguous views; grad: arguments a gradient must reach
+    from the result (a single tensor: the grader's recheck measures that
+    one in the learner's process);
+    same(got, want) -> bool: the comparison (default: same dtype and shape,
+    close within the dtype's tolerance)."""
+    exercise: str
+    reference: Callable
+    cases: Callable[[], list]
+    names: tuple[str, ...]
+    batch: tuple[str, ...] = ()
+    leading: tuple[str, ...] = ()
+    dtypes: tuple = (torch.float64, torch.bfloat16)
+    cast: tuple[str, ...] | None = None
+    views: tuple[str, ...] = ()
+    grad: tuple[str, ...] = ()
+    same: Callable[[Any, Any], bool] | None = None
+    result_dtype: Callable[[torch.dtype], torch.dtype] | None = None
+    tolerance: Callable[[torch.dtype], tuple[float, float]] | None = None
+    params: tuple = ()   # (argument name, another value): each parameter at a non-default value, one at a time
+    locate: bool = True  # False where the reference's steps are not the learner's (a sampler judged on a sure draw)
+    numbers: bool = False  # the answer is Python numbers: locate by the numbers each line binds (trace.record_lines)
+
+
+@dataclass
+class Regime:
+    name: str                          # the row's name: "float64", "batch of 1", ...
+    passes: str                        # what is right: "in float32", "for batch 2"
+    fails: str                         # the regime: "in float64", "for batch 1"
+    transform: Callable[[dict], dict]  # argument name -> value, changed for this regime
+    dtype: torch.dtype | None = None   # the dtype the result must have, when the regime sets one
+    grad: tuple[str, ...] = ()         # arguments a gradient must reach in this regime
+    device: str | None = None
+    param: str | None = None           # the parameter this regime changes
+
+
+def defaults(check: Callable) -> dict:
+    """A check function's default keyword parameters: its visible call."""
+    return {n: p.default for n, p in inspect.signature(check).parameters.items() if p.default is not inspect.Parameter.empty}
+
+
+def _floating(v) -> bool:
+    return isinstance(v, torch.Tensor) and v.is_floating_point()
+
+
+def noncontiguous(t: torch.Tensor) -> torch.Tensor:
+    """The same values as a non-contiguous view: a transposed copy turned
+    back (as a caller's transpose(1, 2) gives), or every other element of a
+    wider tensor for one axis (as a caller's slice gives)."""
+    if t.dim() >= 2 and t.shape[-1] > 1 and t.shape[-2] > 1:
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    wide = torch.stack((t, t), dim=-1)
+    return wide[..., 0]
+
+
+def _batch_size(args: dict, names: tuple[str, ...]) -> int | None:
+    sizes = {int(args[n].shape[0]) for n in names if isinstance(args.get(n), torch.Tensor) and args[n].dim()}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def regimes(contract: Contract, args: dict) -> list[Regime]:
+    """The grid for these visible inputs, in the order they are tried."""
+    cast = contract.cast if contract.cast is not None else tuple(n for n, v in args.items() if _floating(v))
+    base_dtype = next((args[n].dtype for n in cast if _floating(args.get(n))), torch.float32)
+    grid: list[Regime] = []
+    batch = _batch_size(args, contract.batch)
+    if batch is not None and batch > 1:
+        grid.append(Regime("batch of 1", f"for batch {batch}", "for batch 1",
+                           lambda a: {**a, **{n: a[n][:1].clone() for n in contract.batch if isinstance(a.get(n), torch.Tensor)}}))
+    for name in contract.views:
+        if isinstance(args.get(name), torch.Tensor) and args[name].numel() > 1:
+            grid.append(Regime(f"non-contiguous {name}", f"for a contiguous `{name}`",
+                               f"for `{name}` as a non-contiguous view (what a caller's transpose or slice passes; "
+                               f"`.view` fails on it where `.reshape` works)",
+                               lambda a, name=name: {**a, name: noncontiguous(a[name])}))
+    if contract.leading:
+        shapes = ", ".join(f"{n} {tuple(args[n].shape)}" for n in contract.leading if isinstance(args.get(n), torch.Tensor))
+        grid.append(Regime("extra leading axis", f"for {shapes}", "with one more leading axis in front",
+                           lambda a: {**a, **{n: torch.stack((a[n], a[n].flip(0))) for n in contract.leading
+                                              if isinstance(a.get(n), torch.Tensor)}}))
+    for dtype in contract.dtypes:
+        if dtype == base_dtype:
+            continue
+        want = contract.result_dtype(dtype) if contract.result_dtype else dtype
+        grid.append(Regime(str(dtype).removeprefix("torch."), f"in {str(base_dtype).removeprefix('torch.')}",
+                           f"in {str(dtype).removeprefix('torch.')}",
+                           lambda a, dtype=dtype: {**a, **{n: a[n].to(dtype) for n in cast if _floating(a.get(n))}},
+                           dtype=want))
+    for name, value in contract.params:
+        if name in args and not (isinstance(args[name], torch.Tensor) or args[name] == value):
+            grid.append(Regime(f"{name}={value!r}", f"for {name}={args[name]!r}", f"for {name}={value!r}",
+                               lambda a, name=name, value=value: {**a, name: value}, param=name))
+    grads = tuple(n for n in contract.grad if _floating(args.get(n)))
+    if grads:
+        grid.append(Regime("gradient reaches " + ", ".join(grads), "for the values", "with gradients",
+                           lambda a: {**a, **{n: a[n].detach().clone().requires_grad_(True) for n in grads}}, grad=grads))
+    if torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu":
+        grid.append(Regime("cuda", "on the CPU", "on cuda",
+                           lambda a: {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in a.items()},
+                           device="cuda"))
+    return grid
+
+
+def _split(contract: Contract, case) -> tuple[str, dict, dict]:
+    label, args, kwargs = case
+    named = dict(zip(contract.names, args))
+    return label, named, dict(kwargs)
+
+
+def _positional(contract: Contract, named: dict) -> tuple:
+    return tuple(named[n] for n in contract.names if n in named)
+
+
+def _same(contract: Contract, got, want, dtype: torch.dtype | None) -> bool:
+    if contract.same is not None:
+        return bool(contract.same(got, want))
+    if isinstance(want, (tuple, list)):
+        return (isinstance(got, (tuple, list)) and len(got) == len(want)
+                and all(_same(contract, g, w, dtype) for g, w in zip(got, want)))
+    if not isinstance(want, torch.Tensor):
+        return got == want
+    if not isinstance(got, torch.Tensor) or got.dtype != want.dtype or got.device != want.device:
+        return False
+    atol, rtol = (contract.tolerance or tol_for)(want.dtype)
+    return _close(got, want, atol, rtol)
+
+
+def _result_dtype(value) -> torch.dtype | None:
+    tensors = trace._tensors(value)
+    return tensors[0].dtype if tensors else None
+
+
+# A function whose regimes have been run, and what they found: the hidden
+# tests call the same check again with other parameters, and the grid, built
+# from the visible inputs, would only repeat itself.
+_DONE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def run_contract(chk: Check, fn: Callable, contract: Contract) -> None:
+    """Run the exercise's regime grid on its visible inputs (once the table
+    rows pass; a regime after a failure would only repeat it) and register
+    the locator of the learner's first wrong line for a failure."""
+    __tracebackhide__ = True
+    cases = None
+
+    def visible():
+        nonlocal cases
+        if cases is None:
+            cases = list(contract.cases())
+        return cases
+    if contract.locate:
+        chk.locate_with(lambda: locate_cases(fn, contract, visible()))
+    if not chk.passed or not callable(fn) or not _declares_regimes(contract):
+        return
+    apply_outcome(chk, remembered(fn, contract.exercise, lambda: _run_grid(chk, fn, contract, visible())))
+
+
+def remembered(subject, key: str, run: Callable[[], dict]) -> dict:
+    """The regime outcome of `subject` (a learner's function or class) for
+    `key`: run once, then remembered while the object lives."""
+    try:
+        done = _DONE.setdefault(subject, {})
+    except TypeError:  # not weakly referenceable: run every time
+        done = {}
+    if key not in done:
+        done[key] = run()
+    return done[key]
+
+
+def apply_outcome(chk: Check, outcome: dict) -> None:
+    """A regime grid's rows into the check's table, and its failure, if any,
+    as the check's regime, facts, likely bugs, located line and changed inputs."""
+    for row in outcome["rows"]:
+        chk.rows.append(Row(**row))
+    failed = outcome.get("failed")
+    if not failed:
+        return
+    chk.regime = {"name": failed["name"], "text": failed["text"]}
+    for fact in failed.get("facts", []):
+        chk.measured(fact)
+    for bug in failed.get("bugs", []):
+        chk.diagnose(bug)
+    chk.located = failed.get("located")
+    if failed.get("changed"):
+        record_inputs(chk, failed["changed"])
+
+
+def _declares_regimes(contract: Contract) -> bool:
+    """False for a contract that only gives the locator its reference (no regime could apply)."""
+    cuda = torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu"
+    return bool(contract.batch or contract.leading or contract.views or contract.grad or contract.dtypes
+                or contract.params or cuda)
+
+
+def _call(fn, contract: Contract, args: tuple, kwargs: dict):
+    """(result, error) of one learner call in a regime; printing silenced."""
+    with refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            return guarded_call(fn, args, kwargs), None
+        except (Exception, LearnerTimeout) as err:  # noqa: BLE001: a regime that raises is a finding
+            if type(err).__name__ == "Delegation":
+                raise
+            return None, err
+
+
+def _run_grid(chk: Check, fn: Callable, contract: Contract, cases: list) -> dict:
+    """{"rows": [row fields], "failed": {...} or None}: the regimes in order, up to the first that fails.
+
+    Regimes that compose are first tried together, in one call (a batch of
+    one in float64 with gradients; the non-contiguous views in half
+    precision): a right answer
+    passes a group at once; when it fails, each regime is tried alone, so the
+    failure names the regime that shows it (or, when none does alone, the
+    combination)."""
+    if not cases:
+        return {"rows": []}
+    label, named, kwargs = _split(contract, cases[0])
+    rows: list[dict] = []
+    base = None
+    if contract.params:
+        base, _ = _call(fn, contract, _positional(contract, named), kwargs)
+    grid = regimes(contract, named)
+    # Groups whose regimes cannot hide each other's failures (a batch of one would let a `.view` of a
+    # non-contiguous tensor work: views go in a group of their own).
+    groups = [[r for r in grid if r.name == "batch of 1" or r.dtype == torch.float64 or r.grad],
+              [r for r in grid if r.name.startswith("non-contiguous") or r.dtype in (torch.bfloat16, torch.float16)]]
+    for together in (g for g in groups if len(g) > 1):
+        combined = _combined(together)
+        if _try(fn, contract, combined, named, kwargs, base) is None:
+            rows += [{"name": f"regime: {r.name}", "ok": True, "close": "ok", "note": ""} for r in together]
+            grid = [r for r in grid if r not in together]
+        else:
+            grid = [*grid, combined]  # each alone first, in the grid's order; the combination if none fails alone
+    for regime in grid:
+        outcome = _try(fn, contract, regime, named, kwargs, base)
+        if outcome == "skip":
+            continue
+        rows.append({"name": f"regime: {regime.name}", "ok": outcome is None, "close": "ok" if outcome is None else "FAIL",
+                     "note": "" if outcome is None else outcome["note"]})
+        if outcome is not None:
+            return {"rows": rows, "failed": outcome}
+    return {"rows": rows}
+
+
+def _combined(together: list[Regime]) -> Regime:
+    """The composable regimes applied one after the other, as one regime."""
+    def transform(a: dict) -> dict:
+        for r in together:
+            a = r.transform(a)
+        return a
+    names = ", ".join(r.name for r in together)
+    dtype = next((r.dtype for r in together if r.dtype is not None), None)
+    grad = next((r.grad for r in together if r.grad), ())
+    return Regime(f"together: {names}", "in each of them alone", f"with all of them at once ({names})", transform,
+                  dtype=dtype, grad=grad)
+
+
+def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base):
+    """None when the learner's function passes `regime`, "skip" when the
+    reference cannot run it, else the failure {"note", "facts", "bugs", ...}."""
+    try:
+        changed_args = regime.transform(dict(named))
+        args = _positional(contract, changed_args)
+        with torch.enable_grad() if regime.grad else contextlib.nullcontext():
+            want = contract.reference(*args, **kwargs)
+    except Exception:  # noqa: BLE001: a regime the reference itself cannot run is not the learner's
+        return "skip"
+    copies = [(n, v, v.detach().clone()) for n, v in changed_args.items() if isinstance(v, torch.Tensor)]
+    with torch.enable_grad() if regime.grad else contextlib.nullcontext():
+        got, error = _call(fn, contract, args, kwargs)
+    changed = [n for n, v, copy in copies if v.shape == copy.shape and _changed(copy, v.detach())]
+    found = _judge(contract, regime, got, want, error, args, changed_args, base)
+    if found is None:
+        return None
+    found["name"] = regime.name
+    found["text"] = f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}"
+    found["changed"] = changed
+    found["located"] = _locate_regime(fn, contract, regime, args, kwargs, error, got, want)
+    return found
+
+
+def _judge(contract: Contract, regime: Regime, got, want, error, args, named, base=None) -> dict | None:
+    """None when the regime passes, else {"note", "facts", "bugs"}; base:
+    the learner's result on the unchanged inputs (for a parameter regime)."""
+    if error is not None:
+        return {"note": f"raised {type(error).__name__}", "facts": [], "bugs": [], "error": error}
+    if regime.grad:
+        values_ok = _same(contract, _detached(got), _detached(want), regime.dtype)
+        local = _gradients(got, want, named, regime.grad)
+        if local is None:  # the grader's recheck: the learner's process measured the reach
+            reached, wrong = _reached(got, named, regime.grad), []
+        else:
+            reached, wrong = local
+        unreached = [n for n in regime.grad if n not in reached]
+        wrong = [] if unreached or not values_ok else wrong
+        if wrong:
+            what = " and ".join(f"`{n}`" for n in wrong)
+            return {"note": f"gradient of {', '.join(wrong)} differs", "facts": [
+                f"the gradient your result gives {what} differs from the reference's (measured with a backward pass): "
+                "a branch of the computation is cut from autograd (`.detach()`, `.data`, `.item()`, "
+                "torch.no_grad()) while its values stay right"], "bugs": []}
+        if not unreached and values_ok:
+            return None
+        if unreached:
+            what = " and ".join(f"`{n}`" for n in unreached)
+            return {"note": f"no gradient reaches {', '.join(unreached)}", "facts": [],
+                    "bugs": [f"no gradient reaches {what} (measured: a backward pass from your result leaves its .grad "
+                             "empty): something cuts the graph, e.g. `.detach()`, `.data`, `.item()`/`.tolist()`, a "
+                             "new tensor built with torch.tensor(...), or work under torch.no_grad(); training could "
+                             "never change it"]}
+        return {"note": "values differ with gradients on", "facts": [], "bugs": []}
+    if _same(contract, got, want, regime.dtype):
+        return None
+    facts, bugs = [], []
+    got_dtype, want_dtype = _result_dtype(got), _result_dtype(want)
+    if regime.dtype is not None and got_dtype is not None and want_dtype is not None and got_dtype != want_dtype:
+        bugs.append(f"your result is {str(got_dtype).removeprefix('torch.')} for "
+                    f"{str(regime.dtype).removeprefix('torch.')} inputs: it must keep the inputs' dtype (cast back "
+                    "with .to(x.dtype) where your code changes it)")
+        return {"note": f"result {got_dtype} != {want_dtype}", "facts": facts, "bugs": bugs}
+    if regime.device and isinstance(got, torch.Tensor) and got.device.type != regime.device:
+        bugs.append(f"your result is on {got.device} for {regime.device} inputs: create every new tensor on the "
+                    "inputs' device (device=x.device)")
+        return {"note": f"result on {got.device}", "facts": facts, "bugs": bugs}
+    if regime.param and base is not None and _same(contract, got, base, regime.dtype):
+        bugs.append(f"`{regime.param}` has no effect on your {contract.exercise} (measured: {regime.passes.removeprefix('for ')} "
+                    f"and {regime.fails.removeprefix('for ')} give the same result): use the argument, not a fixed value")
+        return {"note": f"{regime.param} ignored", "facts": facts, "bugs": bugs}
+    g, w = trace._tensors(got), trace._tensors(want)
+    if g and w and tuple(g[0].shape) != tuple(w[0].shape):
+        facts.append(f"{regime.fails} your result has shape {tuple(g[0].shape)}, expected {tuple(w[0].shape)}")
+        return {"note": f"shape {tuple(g[0].shape)} != {tuple(w[0].shape)}", "facts": facts, "bugs": bugs}
+    if not g and w:
+        facts.append(f"{regime.fails} your function returned {describe(got)}")
+    return {"note": "values differ", "facts": facts, "bugs": bugs}
+
+
+def _reached(got, named: dict, names: tuple[str, ...]) -> list[str]:
+    """The argument names a backward pass from `got` reaches (in the grader's
+    recheck the learner's process has answered, see core.gradient_reaches)."""
+    if not isinstance(got, torch.Tensor):
+        return []
+    remote = getattr(got, "recheck_gradient_reaches", None)
+    if remote is not None:
+        return [n for n in names if any(t is named[n] for t in remote)]
+    try:
+        return reached_by_gradient(got, [(n, named[n]) for n in names])
+    except RuntimeError:  # no graph at all
+        return []
+
+
+def _gradients(got, want, named: dict, names: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
+    """(the arguments a backward pass from the learner's result reaches, those
+    whose gradient, of a fixed random weighting of the result, differs from
+    the reference's), from one backward pass each; None in the grader's
+    recheck, whose results carry no graph (the reach comes measured)."""
+    if not isinstance(got, torch.Tensor) or getattr(got, "recheck_gradient_reaches", None) is not None:
+        return None
+    if not got.requires_grad:
+        return [], []
+    leaves = [named[n] for n in names]
+    weights = torch.randn(got.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(got.device)
+    try:
+        mine = torch.autograd.grad((got.double() * weights).sum(), leaves, allow_unused=True)
+    except RuntimeError:
+        return [], []
+    reached = [n for n, g in zip(names, mine) if g is not None and bool(g.abs().sum() > 0)]
+    if not isinstance(want, torch.Tensor) or want.shape != got.shape or not want.requires_grad:
+        return reached, []
+    try:
+        theirs = torch.autograd.grad((want.double() * weights.to(want.device)).sum(), leaves, allow_unused=True)
+    except RuntimeError:
+        return reached, []
+    wrong = []
+    for n, g, w in zip(names, mine, theirs):
+        atol, rtol = tol_for(named[n].dtype)
+        if w is not None and (g is None or not _close(g, w, 10 * atol, 10 * rtol)):
+            wrong.append(n)
+    return reached, wrong
+
+
+def _detached(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detached(v) for v in value)
+    return value
+
+
+def _locate_regime(fn, contract: Contract, regime: Regime, args, kwargs, error, got, want):
+    """The learner's line for a failing regime; None when it cannot be told."""
+    if not contract.locate:
+        return None
+    try:
+        if error is not None and trace.locate_error(error) is not None:
+            return trace.locate_error(error)
+        with torch.enable_grad() if regime.grad else contextlib.nullcontext():
+            mine, theirs = traces(fn, contract, args, kwargs)
+        if mine.error is not None:
+            return trace.locate_raise(mine)
+        if regime.grad:
+            return trace.locate_grad_cut(mine)
+        found = trace.locate(mine, theirs)
+        if found is None and regime.dtype is not None:
+            found = trace.locate_dtype(mine, regime.dtype)
+        return found
+    except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
+        return None
+
+
+def fresh(value):
+    """A copy of the tensors in `value` (same strides, same requires_grad), so
+    the learner's side cannot change what the reference's side reads."""
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().clone()
+        return copy.requires_grad_(True) if value.requires_grad and copy.is_floating_point() else copy
+    if isinstance(value, tuple):
+        return tuple(fresh(v) for v in value)
+    if isinstance(value, list):
+        return [fresh(v) for v in value]
+    if isinstance(value, dict):
+        return {k: fresh(v) for k, v in value.items()}
+    return value
+
+
+def traces(fn, contract: Contract, args: tuple, kwargs: dict):
+    """(the learner's trace, the reference's) on copies of the same inputs."""
+    with refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
+        theirs = trace.record(contract.reference, fresh(args), fresh(kwargs), learner=False)
+        mine = trace.record_learner(fn, fresh(args), fresh(kwargs), call=lambda *a, **k: guarded_call(fn, a, k))
+    return mine, theirs
+
+
+def locate_call(fn, reference: Callable, args: tuple, kwargs: dict | None = None, exercise: str = ""):
+    """The learner's first wrong line when fn(*args) and reference(*args) differ (None if it cannot be told)."""
+    kwargs = kwargs or {}
+    mine, theirs = traces(fn, Contract(exercise, reference, list, ()), args, kwargs)
+    if theirs.error is not None:
+        return None
+    return trace.locate_raise(mine) if mine.error is not None else trace.locate(mine, theirs)
+
+
+def locate_cases(fn, contract: Contract, cases: list):
+    """The learner's first wrong line on the first visible case that shows one."""
+    if contract.numbers:
+        return _locate_numbers(fn, contract, cases)
+    for case in cases:
+        _, named, kwargs = _split(contract, case)
+        args = _positional(contract, named)
+        mine, theirs = traces(fn, contract, args, kwargs)
+        if theirs.error is not None:
+            continue
+        found = trace.locate_raise(mine) if mine.error is not None else trace.locate(mine, theirs)
+        if found is not None:
+            return found
+    return None
+
+
+def _locate_numbers(fn, contract: Contract, cases: list):
+    """The first line binding a number the reference never has, over every visible case."""
+    if getattr(fn, "recheck_trace", None) is not None:
+        return None  # the grader's recheck traces tensors in the learner's process, not Python numbers
+    mine, theirs = [], []
+    for case in cases:
+        _, named, kwargs = _split(contract, case)
+        args = _positional(contract, named)
+        with refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
+            theirs.append(trace.record_lines(contract.reference, args, kwargs, learner=False))
+            mine.append(trace.record_lines(lambda *a, **k: guarded_call(fn, a, k), args, kwargs, subject=fn))
+    errors = [m.error for m in mine if m.error is not None]
+    if errors:
+        return trace.locate_error(errors[0])
+    return trace.locate_numbers(mine, theirs)

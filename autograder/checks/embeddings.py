@@ -7,6 +7,7 @@ from torch import nn
 
 import math
 
+from .contracts import Contract, defaults, run_contract
 from .core import Check, gradient_reaches, randn
 
 
@@ -19,6 +20,27 @@ def _lookup_cases(seed: int, batch: int, seq: int, vocab: int, d_model: int, dty
     ids = _ids(batch, seq, vocab, seed + 1)
     ids[0, 0], ids[-1, -1] = 0, vocab - 1  # the first and last rows of the table must be reachable
     return ids, weight
+
+
+def embed_steps(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The lookup as one row of weight per id: (..., ) ids -> (..., d)."""
+    rows = weight.index_select(0, ids.reshape(-1))            # (n, d)
+    return rows.reshape(*ids.shape, weight.shape[-1])
+
+
+def one_hot_steps(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The same numbers as a product: one_hot(ids) (..., V) @ weight (V, d)."""
+    one_hot = F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype)
+    return one_hot @ weight
+
+
+def _lookup_contract(name: str, steps, check) -> Contract:
+    def cases():
+        p = defaults(check)
+        ids, weight = _lookup_cases(p["seed"], p["batch"], p["seq"], p["vocab"], p["d_model"], p["dtype"])
+        return [(f"ids {tuple(ids.shape)}", (ids, weight), {})]
+    return Contract(name, steps, cases, names=("ids", "weight"), batch=("ids",), leading=("ids",), cast=("weight",),
+                    views=("ids", "weight"), grad=("weight",))
 
 
 def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_model: int, dtype) -> None:
@@ -51,6 +73,7 @@ def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_
                     "the output is detached from weight, so the embedding could never be trained",
                     diagnosis="the result does not depend on weight through autograd (a .detach(), .data or a "
                               "new tensor built from .tolist() cuts the gradient)")
+    run_contract(chk, fn, CONTRACTS[name])
     chk.finish()
 
 
@@ -101,6 +124,17 @@ def check_one_hot_embed(one_hot_embed, *, seed: int = 1, batch: int = 3, seq: in
     _check_lookup("one_hot_embed", one_hot_embed, seed, batch, seq, vocab, d_model, dtype)
 
 
+def tied_logits_steps(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return x @ weight.T  # (..., d) @ (d, V)
+
+
+def _tied_cases():
+    p = defaults(check_tied_logits)
+    return [(f"vocab {v}", (randn(p["batch"], p["seq"], p["d_model"], seed=p["seed"] + 1, dtype=p["dtype"]) * 1,
+                            randn(v, p["d_model"], seed=p["seed"], dtype=p["dtype"])), {})
+            for v in (p["d_model"], p["vocab"])]
+
+
 def check_tied_logits(tied_logits, *, seed: int = 2, batch: int = 2, seq: int = 3, vocab: int = 9,
                       d_model: int = 5, dtype=torch.float32) -> None:
     """tied_logits(x, weight) = x @ weight.T, checked with einsum, plus a
@@ -123,6 +157,7 @@ def check_tied_logits(tied_logits, *, seed: int = 2, batch: int = 2, seq: int = 
         })
         chk.explain_scale("the logits", got, want, {"1/sqrt(d_model)": 1 / math.sqrt(d_model),
                                                     "sqrt(d_model)": math.sqrt(d_model)})
+    run_contract(chk, tied_logits, TIED_LOGITS)
     chk.finish()
 
 
@@ -172,3 +207,9 @@ def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:
                 "will drift apart during training and the model holds vocab x d_model parameters twice; "
                 "assign the Parameter itself: lm_head.weight = tok_emb.weight")
     return "lm_head.weight was not replaced by the embedding's Parameter: assign lm_head.weight = tok_emb.weight"
+
+
+CONTRACTS = {"embed": _lookup_contract("embed", embed_steps, check_embed),
+             "one_hot_embed": _lookup_contract("one_hot_embed", one_hot_steps, check_one_hot_embed)}
+TIED_LOGITS = Contract("tied_logits", tied_logits_steps, _tied_cases, names=("x", "weight"), batch=("x",),
+                       leading=("x",), views=("x", "weight"), grad=("x", "weight"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .contracts import Contract, defaults, run_contract
 from .core import Check, CheckFailed, randn
 from .kv_cache import TILED, call_with_hints, head_mismatch_fact, check_attention_step, finish_with_upstream, ref_repeat_kv
 
@@ -57,6 +58,7 @@ def check_repeat_kv(repeat_kv, *, seed: int = 0, batch: int = 2, n_kv: int = 3, 
                              f"is repeated n_rep times, n_kv * n_rep = {n_kv * n_rep} heads")
             elif read is not None and None not in read:
                 _name_mapping(chk, read, n_kv, n_rep, "output head")
+    run_contract(chk, repeat_kv, REPEAT_KV)
     chk.finish()
 
 
@@ -118,6 +120,7 @@ def _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim, kv_h
             read = _probe_reads(gqa_attention, chk, q, n_kv)
             if read is not None:
                 _name_mapping(chk, read, n_kv, rep, "query head")
+    run_contract(chk, gqa_attention, GQA_ATTENTION)
     return chk
 
 
@@ -145,3 +148,35 @@ def check_gqa_step(gqa_step, **kw) -> None:
     kw.setdefault("n_kv_heads", 2)
     kw.setdefault("head_dim", 6)
     check_attention_step(gqa_step, fn_name="gqa_step", **kw)
+
+
+# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def repeat_kv_steps(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    return x.repeat_interleave(n_rep, dim=1)   # head h of the result is kv head h // n_rep
+
+
+def gqa_attention_steps(q, k, v):
+    from .attention import attention_steps
+    n_rep = q.shape[1] // k.shape[1]
+    return attention_steps(q, repeat_kv_steps(k, n_rep), repeat_kv_steps(v, n_rep))
+
+
+def _repeat_kv_cases():
+    p = defaults(check_repeat_kv)
+    x = randn(p["batch"], p["n_kv"], p["seq"], p["head_dim"], seed=p["seed"], dtype=p["dtype"])
+    return [(f"n_rep={r}", (x, r), {}) for r in p["n_reps"] if r > 1]
+
+
+def _gqa_cases():
+    p = defaults(check_gqa_attention)
+    q = randn(p["batch"], p["n_heads"], p["seq"], p["head_dim"], seed=p["seed"], dtype=p["dtype"])
+    n_kv = p["kv_heads"][0]
+    k = randn(p["batch"], n_kv, p["seq"], p["head_dim"], seed=p["seed"] + 1, dtype=p["dtype"]) * 1.5
+    v = randn(p["batch"], n_kv, p["seq"], p["head_dim"], seed=p["seed"] + 2, dtype=p["dtype"])
+    return [(f"{n_kv} kv heads", (q, k, v), {})]
+
+
+REPEAT_KV = Contract("repeat_kv", repeat_kv_steps, _repeat_kv_cases, names=("x", "n_rep"), batch=("x",), views=("x",),
+                     grad=("x",))
+GQA_ATTENTION = Contract("gqa_attention", gqa_attention_steps, _gqa_cases, names=("q", "k", "v"),
+                         batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"))

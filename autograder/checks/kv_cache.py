@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .attention import ref_mask
-from .contracts import call_keeping_inputs
+from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from .core import Check, CheckFailed, describe, randn, seeded
 from .rope import ref_angles, ref_rotate
 from .spies import attention_heads, unrepeated_bug
@@ -163,6 +163,7 @@ def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: in
             })
             if not ok:
                 measure_growth(chk, f"{name}_all", got, old, fresh)
+    run_contract(chk, cache_update, CACHE_UPDATE)
     chk.finish()
 
 
@@ -333,6 +334,7 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
         start = end
     if first_bad is not None:
         chk.measured(f"the first step that differs from a full recompute: {first_bad}")
+    run_contract(chk, attention_step, STEP_CONTRACTS[fn_name])
     return chk
 
 
@@ -479,4 +481,78 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
                    "positions are stored twice; decode steps must pass only the newest token, shape (B, 1)")
         chk.require(f"prompt {p + 1}: prefill once, then one token per step with the cache", uses_cache or len(log.calls) < 2,
                     "see the likely bug below", diagnosis=None if uses_cache else why)
+        with_grad = sum(c["grad"] for c in log.calls)
+        chk.require(f"prompt {p + 1}: no autograd graph (torch.no_grad)", not with_grad,
+                    f"{with_grad} of {len(log.calls)} forward calls ran with gradients on",
+                    diagnosis=f"the model runs with gradients on while decoding (measured: {with_grad} of "
+                              f"{len(log.calls)} forward calls had torch.is_grad_enabled()): every step keeps its "
+                              "graph, so memory grows with each token; wrap the loop in `with torch.no_grad():`")
     chk.finish()
+
+
+# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def cache_update_steps(past_k, past_v, k, v):
+    return torch.cat((past_k, k), dim=2), torch.cat((past_v, v), dim=2)
+
+
+def _cache_update_cases():
+    p = defaults(check_cache_update)
+    b, h, hd, seed, dtype = p["batch"], p["heads"], p["head_dim"], p["seed"], p["dtype"]
+    past_k, past_v = (randn(b, h, p["past"], hd, seed=seed + i, dtype=dtype) for i in (0, 1))
+    k, v = (randn(b, h, 1, hd, seed=seed + 10 + i, dtype=dtype) for i in (0, 1))
+    return [("cached + 1 new", (past_k, past_v, k, v), {})]
+
+
+CACHE_UPDATE = Contract("cache_update", cache_update_steps, _cache_update_cases, names=("past_k", "past_v", "k", "v"),
+                        batch=("past_k", "past_v", "k", "v"), views=("k", "v", "past_k"))
+
+
+def attention_step_steps(x, attn, cos, sin, past_k, past_v):
+    """One cached attention step written out: project, split heads, rotate
+    the new q and k from start = past length, append to the cache, attend
+    (kv heads repeated to the query heads, mask bottom-right), merge, o_proj."""
+    from .attention import attention_steps
+    from .gqa import repeat_kv_steps
+    from .rope import apply_rope_steps
+    B, T, _ = x.shape
+    start = past_k.shape[2]
+    H, K, hd = attn.n_heads, attn.n_kv_heads, attn.head_dim
+    q = F.linear(x, attn.q_proj.weight).view(B, T, H, hd).transpose(1, 2)
+    k = F.linear(x, attn.k_proj.weight).view(B, T, K, hd).transpose(1, 2)
+    v = F.linear(x, attn.v_proj.weight).view(B, T, K, hd).transpose(1, 2)
+    q, k = apply_rope_steps(q, cos, sin, start), apply_rope_steps(k, cos, sin, start)
+    k_all, v_all = torch.cat((past_k, k), dim=2), torch.cat((past_v, v), dim=2)
+    y = attention_steps(q, repeat_kv_steps(k_all, H // K), repeat_kv_steps(v_all, H // K))
+    y = y.transpose(1, 2).reshape(B, T, H * hd)
+    return F.linear(y, attn.o_proj.weight), k_all, v_all
+
+
+def _step_cases(check, **fixed):
+    """A decode step of the visible check's sequence: new tokens after its first chunk is cached."""
+    def cases():
+        p = {**defaults(check), **fixed}
+        n_heads, head_dim, seed, batch = p["n_heads"], p["head_dim"], p["seed"], p["batch"]
+        n_kv = n_heads if p.get("n_kv_heads") is None else p["n_kv_heads"]
+        d, total = n_heads * head_dim, sum(p["steps"])
+        attn = _seeded_attention(d, n_heads, n_kv, seed, p["dtype"])
+        x = randn(batch, total, d, seed=seed + 7, dtype=p["dtype"]) * 2
+        cos, sin = _tables(head_dim, total + 8, p["dtype"])
+        start = p["steps"][0]
+        sizes = {batch, n_heads, n_kv, head_dim}  # new tokens of a size of their own, so no two axes look alike
+        end = start + next((t for t in range(2, total - start + 1) if t not in sizes), 1)
+        with torch.no_grad():
+            past_k = ref_rotate(_heads(F.linear(x[:, :start], attn.k_proj.weight), n_kv))
+            past_v = _heads(F.linear(x[:, :start], attn.v_proj.weight), n_kv)
+        return [(f"{end - start} new after {start}", (x[:, start:end].clone(), attn, cos, sin, past_k, past_v), {})]
+    return cases
+
+
+def _step_contract(name: str, cases) -> Contract:
+    return Contract(name, attention_step_steps, cases, names=("x", "attn", "cos", "sin", "past_k", "past_v"),
+                    batch=("x", "past_k", "past_v"), views=("x",), dtypes=())
+
+
+STEP_CONTRACTS = {
+    "attention_step": _step_contract("attention_step", _step_cases(check_attention_step)),
+    "gqa_step": _step_contract("gqa_step", _step_cases(check_attention_step, batch=3, n_heads=4, n_kv_heads=2, head_dim=6)),
+}

@@ -390,8 +390,10 @@ def check_model_agrees(label: str, holds, model: nn.Module) -> None:
     ok = bool(holds(model))
     print(f"{label}: {ok}")
     if not ok:
-        from .core import CheckFailed
-        raise CheckFailed(f"{label}: False\n  Likely bug: {owner_of_failure(model, holds)}")
+        from .core import CheckFailed, Diagnosis
+        owner = owner_of_failure(model, holds)
+        raise CheckFailed(f"{label}: False\n  Likely bug: {owner}",
+                          diagnosis=Diagnosis(label, rows=[label], failed_rows=[label], likely_bugs=[owner]))
 
 
 def require_agreement(label: str, ok: bool, owner: str) -> None:
@@ -399,5 +401,6 @@ def require_agreement(label: str, ok: bool, owner: str) -> None:
     __tracebackhide__ = True
     print(f"{label}: {bool(ok)}")
     if not ok:
-        from .core import CheckFailed
-        raise CheckFailed(f"{label}: False\n  Likely bug: {owner}")
+        from .core import CheckFailed, Diagnosis
+        raise CheckFailed(f"{label}: False\n  Likely bug: {owner}",
+                          diagnosis=Diagnosis(label, rows=[label], failed_rows=[label], likely_bugs=[owner]))

@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .contracts import call_keeping_inputs
+from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from .core import Check, identify_activation, python_number_problem, randn
 
 
@@ -40,6 +40,7 @@ def check_swiglu(swiglu, *, seed: int = 0, batch: int = 2, seq: int = 3, d_model
     })
     if not chk.passed and not chk.named_variants():
         explain_swiglu(chk, swiglu, dtype)
+    run_contract(chk, swiglu, SWIGLU)
     chk.finish()
 
 
@@ -117,6 +118,7 @@ def check_swiglu_hidden(swiglu_hidden, *, d_models: tuple = (48, 64, 100, 4096),
         chk.require(f"d_model={d}, multiple={m}", ok, f"got {got!r}" + ("" if problem is None else " (not an int)"))
     for bug in (set.intersection(*explained) if explained else set()):
         chk.diagnose(bug)
+    run_contract(chk, swiglu_hidden, SWIGLU_HIDDEN)
     chk.finish()
 
 
@@ -168,6 +170,7 @@ def check_pre_norm_block(pre_norm_block, *, seed: int = 0, batch: int = 2, seq: 
     })
     if not chk.passed and not chk.named_variants():
         explain_block(chk, pre_norm_block, x, attn, mlp, n1, n2)
+    run_contract(chk, pre_norm_block, PRE_NORM_BLOCK)
     chk.finish()
 
 
@@ -230,3 +233,54 @@ def explain_block(chk: Check, pre_norm_block, x, attn, mlp, n1, n2) -> None:
     what = next((w for w, t in outputs.items() if close(out, t)), None)
     if what:
         chk.diagnose(f"the block returns {what}")
+
+
+# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def swiglu_steps(x, w_gate, w_up, w_down):
+    gate = x @ w_gate.T                 # (..., d_ff)
+    up = x @ w_up.T
+    hidden = F.silu(gate) * up
+    return hidden @ w_down.T            # (..., d)
+
+
+def pre_norm_block_steps(x, attn, mlp, attn_norm, mlp_norm):
+    h = x + attn(attn_norm(x))
+    return h + mlp(mlp_norm(h))
+
+
+def _swiglu_cases():
+    p = defaults(check_swiglu)
+    x = randn(p["batch"], p["seq"], p["d_model"], seed=p["seed"], dtype=p["dtype"])
+    w_gate = randn(p["d_ff"], p["d_model"], seed=p["seed"] + 1, dtype=p["dtype"])
+    w_up = randn(p["d_ff"], p["d_model"], seed=p["seed"] + 2, dtype=p["dtype"])
+    w_down = randn(p["d_model"], p["d_ff"], seed=p["seed"] + 3, dtype=p["dtype"]) / math.sqrt(p["d_ff"])
+    return [("swiglu", (x, w_gate, w_up, w_down), {})]
+
+
+def _block_cases():
+    p = defaults(check_pre_norm_block)
+    d, seed = p["d_model"], p["seed"]
+    x = randn(p["batch"], p["seq"], d, seed=seed) * 3 + 1
+    return [("block", (x, _branch(d, seed + 1), _branch(d, seed + 2), _norm(d, seed + 3), _norm(d, seed + 4)), {})]
+
+
+SWIGLU = Contract("swiglu", swiglu_steps, _swiglu_cases, names=("x", "w_gate", "w_up", "w_down"), batch=("x",),
+                  leading=("x",), views=("x",), grad=("x", "w_gate", "w_up", "w_down"), dtypes=(torch.float64,))
+PRE_NORM_BLOCK = Contract("pre_norm_block", pre_norm_block_steps, _block_cases,
+                          names=("x", "attn", "mlp", "attn_norm", "mlp_norm"), batch=("x",), views=("x",), grad=("x",),
+                          dtypes=())
+
+
+def swiglu_hidden_steps(d_model: int, multiple: int = 32) -> int:
+    width = 8 * d_model / 3
+    groups = math.ceil(width / multiple)
+    return multiple * groups
+
+
+def _hidden_cases():
+    p = defaults(check_swiglu_hidden)
+    return [(f"d_model={d}", (d, p["multiple"]), {}) for d in p["d_models"]]
+
+
+SWIGLU_HIDDEN = Contract("swiglu_hidden", swiglu_hidden_steps, _hidden_cases, names=("d_model", "multiple"), dtypes=(),
+                         numbers=True)

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .contracts import call_keeping_inputs
-from .core import Check, _close, gradient_reaches, parameter_problems, randn
+from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
+from .core import Check, _close, gradient_reaches, parameter_problems, randn, tol_for
 
 
 def _ref_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -134,6 +134,21 @@ def _explain_eps(chk: Check, rms_norm, tiny: torch.Tensor, ones: torch.Tensor) -
             chk.measured(f"with eps=1e-2 your effective eps (fitted from y = x / sqrt(mean(x²) + eps)) is {eps_eff:.3g}")
 
 
+def rms_norm_steps(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """RMSNorm written out step by step (Llama's order: statistic in float32,
+    cast back, then the gain): the intermediate values a right answer has."""
+    x32 = x.float()
+    mean_square = x32.pow(2).mean(dim=-1, keepdim=True)   # (..., 1)
+    inv_rms = torch.rsqrt(mean_square + eps)
+    return weight * (x32 * inv_rms).to(x.dtype)
+
+
+RMS_NORM = Contract(
+    "rms_norm", rms_norm_steps,
+    lambda: [(label, (x, w, eps), {}) for label, x, w, eps in rms_norm_cases(0, (2, 3, 5, 8), torch.float32)],
+    names=("x", "weight", "eps"), batch=("x",), leading=("x",), views=("x",), grad=("x", "weight"))
+
+
 def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtype=torch.float32) -> None:
     """rms_norm(x, weight, eps) against torch.nn.functional.rms_norm."""
     __tracebackhide__ = True
@@ -143,6 +158,7 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
         chk.compare(label, got, _ref_rms_norm(x, weight, eps), variants=_rms_variants(x, weight, eps))
     if not chk.passed and not chk.named_variants():
         explain_rms_norm(chk, rms_norm)
+    run_contract(chk, rms_norm, RMS_NORM)
     chk.finish()
 
 
@@ -162,6 +178,7 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     got = call_keeping_inputs(chk, layer_norm, x_h, w_h, b_h, eps, names=("x", "weight", "bias"))
     want = F.layer_norm(x_h.float(), (d,), w_h.float(), b_h.float(), eps).to(half)
     chk.compare(f"{half} keeps its dtype", got, want, atol=0.1, rtol=0.05)
+    run_contract(chk, layer_norm, LAYER_NORM)
     chk.finish()
 
 
@@ -242,4 +259,43 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
                         "a backward pass leaves weight.grad empty: the gain would never train",
                         diagnosis="no gradient reaches self.weight: forward uses it through .data or .detach() (or "
                                   "not at all), so training would never change the gain; use self.weight itself")
+    chk.locate_with(lambda: _locate_rms_module(RMSNorm))
     chk.finish()
+
+
+def _locate_rms_module(RMSNorm):
+    """The learner's first wrong line in RMSNorm's forward, on the visible
+    check's module size and seed, with inputs small enough that eps matters."""
+    p = defaults(check_rms_norm_module)
+    eps = 1e-3
+    module = RMSNorm(p["dim"], eps)
+    gain = getattr(module, "weight", None)
+    if not isinstance(gain, torch.Tensor) or tuple(gain.shape) != (p["dim"],):
+        return None
+    with torch.no_grad():
+        gain.copy_(1 + 0.5 * randn(p["dim"], seed=p["seed"] + 1))
+    w = gain.detach().clone()
+    x = randn(2, 3, p["dim"], seed=p["seed"]) * 1e-2
+    return locate_call(module, lambda inp: rms_norm_steps(inp, w, eps), (x,), exercise="RMSNorm")
+
+
+def layer_norm_steps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm written out: centre, biased variance, normalise, gain, bias."""
+    mean = x.mean(dim=-1, keepdim=True)
+    centred = x - mean
+    var = centred.pow(2).mean(dim=-1, keepdim=True)
+    normalised = centred * torch.rsqrt(var + eps)
+    return weight * normalised + bias
+
+
+def _layer_norm_cases():
+    p = defaults(check_layer_norm)
+    d = p["shape"][-1]
+    x = randn(*p["shape"], seed=p["seed"], dtype=p["dtype"]) * 2 + 3
+    weight, bias = 1 + 0.5 * randn(d, seed=p["seed"] + 1, dtype=p["dtype"]), randn(d, seed=p["seed"] + 2, dtype=p["dtype"])
+    return [("mean 3", (x, weight, bias, 1e-5), {})]
+
+
+LAYER_NORM = Contract("layer_norm", layer_norm_steps, _layer_norm_cases, names=("x", "weight", "bias", "eps"),
+                      batch=("x",), leading=("x",), views=("x",), grad=("x", "weight", "bias"),
+                      tolerance=lambda dtype: (0.1, 0.05) if dtype in (torch.bfloat16, torch.float16) else tol_for(dtype))

@@ -12,6 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .contracts import Contract, defaults, run_contract
 from .core import Check, describe, python_number_problem, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
@@ -72,6 +73,7 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
             _require_number(chk, "the NLL sum", out[0], float, "return nll.item()")
             _require_number(chk, "the count", out[1], int, "return int(count)")
     _half_logits_row(chk, nll_sum_and_count, logits, targets, ig)
+    run_contract(chk, nll_sum_and_count, NLL_SUM_AND_COUNT)
     chk.finish()
 
 
@@ -227,6 +229,7 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
     train, val = _markov_bytes(n_train, seed), _markov_bytes(n_val, seed + 1)
     for a in (alpha, alpha / 5):
         _bigram_row(chk, bigram_nll, train, val, a, f"{n_train} train bytes, {n_val} val bytes, alpha={a:g}")
+    run_contract(chk, bigram_nll, BIGRAM_NLL)
     chk.finish()
 
 
@@ -262,3 +265,63 @@ def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
             lambda: nll((counts + alpha) / (counts.sum(1, keepdim=True) + alpha)),
         "log base 2: NLL in nats uses the natural log": lambda: ref_bigram_nll(train, val, alpha) / math.log(2),
     })
+
+
+# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def nll_steps(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100):
+    flat = logits.flatten(0, 1).float()                          # (B*T, V)
+    tgt = targets.flatten()
+    keep = tgt != ignore_index
+    logp = flat.log_softmax(dim=-1)
+    picked = logp.gather(-1, tgt.masked_fill(~keep, 0)[:, None])[:, 0]
+    return float(-(picked * keep).sum()), int(keep.sum())
+
+
+def _nll_cases():
+    p = defaults(check_nll_sum_and_count)
+    b, t, v, ig = p["batch"], p["seq"], p["vocab"], p["ignore_index"]
+    logits = randn(b, t, v, seed=p["seed"]) * 2
+    targets = torch.randint(v, (b, t), generator=seeded(p["seed"] + 1 + ig % 7))
+    for row in range(b):
+        targets[row, t - 2 * row:] = ig
+    return [("padded", (logits, targets, ig), {})]
+
+
+def _same_sum_and_count(got, want) -> bool:
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        return False
+    try:
+        total, count = float(got[0]), int(got[1])
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return abs(total - want[0]) <= 1e-3 * max(1.0, abs(want[0])) and count == want[1]
+
+
+NLL_SUM_AND_COUNT = Contract("nll_sum_and_count", nll_steps, _nll_cases, names=("logits", "targets", "ignore_index"),
+                             batch=("logits", "targets"), views=("logits", "targets"), cast=("logits",),
+                             same=_same_sum_and_count, locate=False)
+
+
+def bigram_steps(train: torch.Tensor, val: torch.Tensor, alpha: float = 0.5) -> float:
+    train, val = train.long(), val.long()
+    pairs = train[:-1] * 256 + train[1:]                                       # prev * 256 + next
+    counts = torch.bincount(pairs, minlength=256 * 256).view(256, 256).double()  # [prev, next]
+    probs = (counts + alpha) / (counts.sum(dim=1, keepdim=True) + 256 * alpha)   # each row sums to 1
+    logp = probs.log()
+    return -logp[val[:-1], val[1:]].mean().item()
+
+
+def _bigram_cases():
+    p = defaults(check_bigram_nll)
+    return [("bytes", (_markov_bytes(p["n_train"], p["seed"]), _markov_bytes(p["n_val"], p["seed"] + 1), p["alpha"]), {})]
+
+
+def _same_number(got, want) -> bool:
+    try:
+        return math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=1e-9)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
+BIGRAM_NLL = Contract("bigram_nll", bigram_steps, _bigram_cases, names=("train", "val", "alpha"), dtypes=(),
+                      same=_same_number)

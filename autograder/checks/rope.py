@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import math
 
-from .contracts import call_keeping_inputs
+from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from .core import Check, _close, describe, randn
 
 
@@ -107,6 +107,7 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
                                f"theta={theta:g}; use the theta argument as the base, theta ** (...)") if same else None)
     if not chk.passed and not chk.likely_bugs():
         _explain_frequencies(chk, cos, sin, head_dim, theta)
+    run_contract(chk, rope_cache, ROPE_CACHE)
     chk.finish()
 
 
@@ -180,6 +181,7 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
         scores0, scores9 = rx0 @ ry0.transpose(-2, -1), rx9 @ ry9.transpose(-2, -1)  # (1, 1, T, T)
         chk.require("q·k depends on m - n only", torch.allclose(scores0, scores9, atol=1e-8),
                     "shifting every position by 9 changed the scores q(m)·k(n)")
+    run_contract(chk, apply_rope, APPLY_ROPE)
     chk.finish()
 
 
@@ -262,4 +264,58 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
                  rerun=lambda: all(_close(rotary_attention(q, k, v, cos, sin, s), attend(rot(q, s), rot(k, s), v),
                                           1e-5, 1e-4) for s in (0, start_pos)),
                  labels={"apply_rope": "exercise 2"})
+    run_contract(chk, rotary_attention, ROTARY_ATTENTION)
     chk.finish()
+
+
+# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def rope_cache_steps(head_dim: int, max_seq_len: int, theta: float = 10000.0):
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim   # 2i / hd
+    inv_freq = theta ** -exponents                                           # (hd/2,)
+    positions = torch.arange(max_seq_len, dtype=torch.float32)
+    angles = torch.outer(positions, inv_freq)                                  # (T, hd/2)
+    angles = torch.cat((angles, angles), dim=-1)                               # (T, hd)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope_steps(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
+    T = x.shape[-2]
+    c = cos[start_pos:start_pos + T].to(x.dtype)
+    s = sin[start_pos:start_pos + T].to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return x * c + rotated * s
+
+
+def rotary_attention_steps(q, k, v, cos, sin, start_pos: int = 0) -> torch.Tensor:
+    from .attention import attention_steps
+    return attention_steps(apply_rope_steps(q, cos, sin, start_pos), apply_rope_steps(k, cos, sin, start_pos), v)
+
+
+def _rope_cache_cases():
+    p = defaults(check_rope_cache)
+    return [("tables", (p["head_dim"], p["max_seq_len"], p["theta"]), {})]
+
+
+def _apply_rope_cases():
+    p = defaults(check_apply_rope)
+    cos, sin = ref_tables(p["head_dim"], p["seq"] + 16, p["theta"], _table_dtype(p["dtype"]))
+    return [(label, (x, cos, sin, s), {}) for label, x, s in
+            rope_cases(p["seed"], p["batch"], p["heads"], p["seq"], p["head_dim"], p["dtype"])]
+
+
+def _rotary_cases():
+    p = defaults(check_rotary_attention)
+    cos, sin = ref_tables(p["head_dim"], p["seq"] + p["start_pos"] + 4, p["theta"], _table_dtype(p["dtype"]))
+    q, k, v = (randn(p["batch"], p["heads"], p["seq"], p["head_dim"], seed=p["seed"] + i, dtype=p["dtype"]) * 2
+               for i in range(3))
+    return [(f"start_pos={s}", (q, k, v, cos, sin, s), {}) for s in (p["start_pos"], 0)]
+
+
+ROPE_CACHE = Contract("rope_cache", rope_cache_steps, _rope_cache_cases, names=("head_dim", "max_seq_len", "theta"),
+                      dtypes=())
+APPLY_ROPE = Contract("apply_rope", apply_rope_steps, _apply_rope_cases, names=("x", "cos", "sin", "start_pos"),
+                      batch=("x",), views=("x",), cast=("x",), grad=("x",))
+ROTARY_ATTENTION = Contract("rotary_attention", rotary_attention_steps, _rotary_cases,
+                            names=("q", "k", "v", "cos", "sin", "start_pos"), batch=("q", "k", "v"),
+                            views=("q", "k", "v"), cast=("q", "k", "v"), grad=("q", "k", "v"))

@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from .contracts import Contract, defaults, run_contract
 from .core import Check, describe, permutation_of, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
 
@@ -152,6 +153,7 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
         })
         if not ok:
             diagnose_filter(chk, got, xs, want, "top_k_filter", xs, k=k, label=label)
+    run_contract(chk, top_k_filter, TOP_K_FILTER)
     chk.finish()
 
 
@@ -188,6 +190,7 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
         if not chk.compare(label, got, want, variants=variants):
             diagnose_filter(chk, got, xs, want, "top_p_filter", xs, p=p, label=label)
             _measure_nucleus(chk, got, xs, p)
+    run_contract(chk, top_p_filter, TOP_P_FILTER)
     chk.finish()
 
 
@@ -357,6 +360,7 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
     chk.require("same generator seed, same draws", isinstance(a, torch.Tensor) and torch.equal(a, b),
                 "two calls with identically seeded generators gave different tokens",
                 diagnosis="the generator is not used: pass generator=generator to torch.multinomial")
+    run_contract(chk, sample_next, SAMPLE_NEXT)
     return chk
 
 
@@ -445,3 +449,53 @@ def check_generate(generate, *, seed: int = 3, batch: int = 2, prompt_len: int =
     __tracebackhide__ = True
     finish_with_upstream("generate", lambda: _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout),
                          generate, {"sample_next": ref_sample_next}, {"sample_next": "exercise 3"})
+
+
+# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def top_k_steps(logits: torch.Tensor, k: int) -> torch.Tensor:
+    kth = logits.sort(dim=-1, descending=True).values[..., k - 1:k]   # (..., 1): the k-th largest
+    return logits.masked_fill(logits < kth, NEG_INF)
+
+
+def top_p_steps(logits: torch.Tensor, p: float) -> torch.Tensor:
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(dim=-1)
+    before = probs.cumsum(dim=-1) - probs                  # mass of the strictly more likely tokens
+    drop_sorted = before >= p
+    drop = drop_sorted.scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, NEG_INF)
+
+
+def sure_draw(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """What sample_next must return when top_k=1 leaves one token per row: that token."""
+    return logits.argmax(dim=-1)
+
+
+def _top_k_cases():
+    p = defaults(check_top_k_filter)
+    return [(f"k={p['ks'][0]}", (_filter_cases(p["seed"], p["batch"], p["vocab"], p["dtype"]), p["ks"][0]), {})]
+
+
+def _top_p_cases():
+    p = defaults(check_top_p_filter)
+    return [(f"p={p['ps'][1]}", (randn(p["batch"], p["vocab"], seed=p["seed"], dtype=p["dtype"]) * 2, p["ps"][1]), {})]
+
+
+def _sure_draw_cases():
+    p = defaults(check_sample_next)
+    logits = randn(3, p["vocab"], seed=p["seed"] + 11, dtype=p["dtype"]) * 2
+    return [("top_k=1: one token left per row", (logits, 1.0, 1, None, None), {})]
+
+
+def _same_ids(got, want) -> bool:
+    return (isinstance(got, torch.Tensor) and not got.is_floating_point() and tuple(got.shape) == tuple(want.shape)
+            and bool(torch.equal(got.long().cpu(), want.long().cpu())))
+
+
+TOP_K_FILTER = Contract("top_k_filter", top_k_steps, _top_k_cases, names=("logits", "k"), batch=("logits",),
+                        leading=("logits",), views=("logits",), grad=("logits",))
+TOP_P_FILTER = Contract("top_p_filter", top_p_steps, _top_p_cases, names=("logits", "p"), batch=("logits",),
+                        leading=("logits",), views=("logits",), grad=("logits",), dtypes=(torch.float64,))
+SAMPLE_NEXT = Contract("sample_next", sure_draw, _sure_draw_cases,
+                       names=("logits", "temperature", "top_k", "top_p", "generator"), batch=("logits",),
+                       views=("logits",), same=_same_ids, locate=False)

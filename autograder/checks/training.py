@@ -12,6 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .contracts import Contract, defaults, run_contract
 from .core import Check, describe, python_number_problem, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
@@ -151,6 +152,7 @@ def check_lm_loss(lm_loss, *, seed: int = 0, batch: int = 3, seq: int = 5, vocab
                         "the loss does not depend on the logits through autograd",
                         diagnosis="the loss is detached from the logits (.detach(), .item() or torch.tensor(...) "
                                   "inside): return F.cross_entropy's result as it is, so that backward() reaches the model")
+    run_contract(chk, lm_loss, LM_LOSS)
     chk.finish()
 
 
@@ -191,6 +193,7 @@ def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr:
         "warmup runs one step too long (step <= warmup_steps): warmup covers steps 0 .. warmup_steps - 1":
             curve(lambda s: max_lr * (s + 1) / warmup if s <= warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
     })
+    run_contract(chk, lr_schedule, LR_SCHEDULE)
     chk.finish()
 
 
@@ -320,3 +323,36 @@ def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6,
     __tracebackhide__ = True
     finish_with_upstream("train_step", lambda: _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps),
                          train_step, {"lm_loss": ref_lm_loss}, {"lm_loss": "exercise 2"})
+
+
+# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def lm_loss_steps(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    flat = logits.flatten(0, 1)                                  # (B*T, V)
+    tgt = targets.flatten()                                      # (B*T,)
+    logp = flat.log_softmax(dim=-1)
+    keep = tgt != -100
+    picked = logp.gather(-1, tgt.clamp(min=0)[:, None])[:, 0]    # log p of each target
+    return -(picked * keep).sum() / keep.sum()
+
+
+def _lm_loss_cases():
+    p = defaults(check_lm_loss)
+    b, t, v = p["batch"], p["seq"], p["vocab"]
+    logits = randn(b, t, v, seed=p["seed"], dtype=p["dtype"]) * 2
+    targets = torch.randint(v, (b, t), generator=seeded(p["seed"]))
+    for row in range(b):
+        targets[row, t - row:] = -100
+    return [("with -100 padding", (logits, targets), {})]
+
+
+LM_LOSS = Contract("lm_loss", lm_loss_steps, _lm_loss_cases, names=("logits", "targets"), batch=("logits", "targets"),
+                   views=("logits", "targets"), cast=("logits",), grad=("logits",))
+
+
+def _lr_cases():
+    p = defaults(check_lr_schedule)
+    return [(f"step {s}", (s, p["warmup"], p["total"], p["max_lr"], p["min_lr"]), {}) for s in range(p["total"])]
+
+
+LR_SCHEDULE = Contract("lr_schedule", ref_lr, _lr_cases, names=("step", "warmup_steps", "total_steps", "max_lr", "min_lr"),
+                       dtypes=(), numbers=True)

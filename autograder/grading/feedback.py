@@ -8,7 +8,12 @@ shows, and why:
   recheck's flags, all from the result file the trusted side wrote
   (.course/results/<assignment>/<student>.json).
 * Test cells: their visible part only, and under each the trusted verdict
-  (score, recheck status, the recheck's diagnosis). Never their output.
+  (score, recheck status, the recheck's diagnosis). Never their output. The
+  diagnosis is read from the fields the recheck stored (CheckFailed.diagnosis:
+  the rows that failed, the regime, measured facts, likely bugs); the line of
+  the learner's code it located is their own text, shown escaped, cut to
+  LOCATED_CAP characters and framed "From your notebook" like their markdown.
+  A result file without fields shows the recheck's message.
 * Answer and other code cells: their source, never their output.
   Outputs of the grading run are written by the learner's code, which can
   read the test cell the kernel runs (an IPython pre_run_cell hook,
@@ -54,6 +59,7 @@ table.grader-summary td, table.grader-summary th { border: 1px solid #bbb; paddi
 .learner-markdown { border: 1px dashed #999; background: #fafafa; padding: 0.2rem 0.8rem; }
 .learner-label { font-size: 0.75rem; color: #666; text-transform: uppercase; letter-spacing: 0.05em; }
 .learner-heading { font-weight: bold; }
+.diagnosis { margin-top: 0.3rem; }
 """
 OUTPUTS_NOTE = ("Outputs of the grading run are not shown: code in a notebook can print anything there, "
                 "including text that is not its own. Run your notebook in Jupyter to see your outputs; "
@@ -104,9 +110,65 @@ def _verdict(cell_result: dict | None, hidden: set[str]) -> str:
     status = "pass" if cell_result["recheck"] == "pass" and cell_result["score"] == cell_result["max_score"] else "fail"
     text = (f"Score {cell_result['score']:g} / {cell_result['max_score']:g}; "
             f"independent recheck: {html.escape(str(cell_result['recheck']))}")
+    diagnoses = [d for d in cell_result.get("diagnoses") or [] if isinstance(d, dict)]
     message = cell_result.get("message") or ""
-    detail = f"<br>{_message(message, hidden)}" if message else ""
+    if diagnoses:
+        detail = "".join(_diagnosis_html(d, hidden) for d in diagnoses)
+    else:
+        detail = f"<br>{_message(message, hidden)}" if message else ""
     return f'<div class="verdict verdict-{status}">{text}{detail}</div>'
+
+
+LOCATED_CAP = 160
+
+
+def _quotes_hidden(texts: list[str], hidden: set[str]) -> bool:
+    return any(line in t for t in texts for line in hidden)
+
+
+def _diagnosis_html(d: dict, hidden: set[str]) -> str:
+    """One failing check call, from its fields: the check's own words escaped,
+    the located line framed as the learner's text."""
+    def strings(key) -> list[str]:
+        value = d.get(key)
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+    regime = d.get("regime") if isinstance(d.get("regime"), dict) else {}
+    located = d.get("located") if isinstance(d.get("located"), dict) else {}
+    words = [str(d.get("exercise") or ""), *strings("failed_rows"), str(regime.get("text") or ""), *strings("facts"),
+             *strings("likely_bugs"), str(d.get("stop") or ""), *[f for f in located.get("facts") or [] if isinstance(f, str)]]
+    if _quotes_hidden(words + [str(located.get("code") or ""), str(located.get("also_code") or "")], hidden):
+        return f'<div class="diagnosis">{html.escape(WITHHELD)}</div>'
+    failed, rows = strings("failed_rows"), strings("rows")
+    lines = []
+    if d.get("kind") == "failed" and failed:
+        lines.append(f"{html.escape(str(d.get('exercise')))} failed {len(failed)} of {len(rows)} checks: "
+                     f"{html.escape('; '.join(failed))}.")
+    elif d.get("stop"):
+        lines.append(html.escape(str(d["stop"])))
+    if regime.get("text"):
+        lines.append(f"Regime: {html.escape(str(regime['text']))}")
+    lines += [f"Measured: {html.escape(f)}" for f in strings("facts")]
+    lines += [f"Likely bug: {html.escape(b)}" for b in reversed(strings("likely_bugs"))]  # the most useful first here
+    body = "<br>".join(lines)
+    return f'<div class="diagnosis">{body}{_located_html(located)}</div>'
+
+
+def _located_html(located: dict) -> str:
+    """The learner's line a diagnosis points at: their text, escaped, capped, framed as theirs."""
+    if not located or type(located.get("line")) is not int or not located.get("code"):
+        return ""
+    def cut(text) -> str:
+        text = str(text)
+        return text if len(text) <= LOCATED_CAP else text[:LOCATED_CAP - 1] + "…"
+    shown = f"line {located['line']}: {cut(located['code'])}"
+    if type(located.get("also")) is int and located.get("also_code"):
+        shown += f"\nline {located['also']}: {cut(located['also_code'])}"
+    from ..checks.trace import KIND_WORDS
+    facts = [f for f in located.get("facts") or [] if isinstance(f, str)]
+    words = KIND_WORDS.get(str(located.get("kind")), "")
+    said = "<br>Where: " + html.escape("; ".join([w for w in [words, *facts] if w]))
+    return (f'{said}<div class="learner-markdown"><div class="learner-label">{html.escape(LEARNER_LABEL)}</div>'
+            f"<pre>{html.escape(shown)}</pre></div>")
 
 
 def summary_html(result: dict, hidden: set[str]) -> str:

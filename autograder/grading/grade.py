@@ -375,8 +375,17 @@ def _reconcile(kernel: dict, recheck: dict | None, max_scores: dict[str, float],
                                    "(kept at zero; look at the notebook's output)")
         final[cell] = score
         result["cells"][cell] = {"score": score, "max_score": max_score, "kernel_score": k_score,
-                                 "recheck": r["status"], "message": r.get("message", "")}
+                                 "recheck": r["status"], "message": r.get("message", ""),
+                                 "diagnoses": _diagnoses(r)}
     return final
+
+
+def _diagnoses(verdict: dict) -> list[dict]:
+    """The recheck's diagnoses of a cell (the fields feedback and the class
+    report read), each reduced to its known fields and capped again."""
+    from ..checks.core import capped_diagnosis
+    found = verdict.get("diagnoses")
+    return [capped_diagnosis(d) for d in found[:8] if isinstance(d, dict)] if isinstance(found, list) else []
 
 
 def _drop_symlinks(folder: Path) -> list[str]:

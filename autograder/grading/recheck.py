@@ -58,6 +58,7 @@ import ast
 import contextlib
 import io
 import json
+import linecache
 import os
 import pickle
 import re
@@ -431,6 +432,8 @@ def _child_main() -> int:
                 continue
             reached = _gradient_reach(result, module.named_parameters(remove_duplicate=False))
             reply("result", to_plain(result), _module_state([*args, *kwargs.values()]), reached)
+        elif kind in ("trace", "trace_method"):
+            reply("trace", to_plain(_child_trace(message, ns, unwrap)))
         elif kind == "call":
             _, name, args, kwargs, rng_state, grads = message
             args, kwargs = unwrap(args), {k: unwrap(v) for k, v in kwargs.items()}
@@ -449,6 +452,33 @@ def _child_main() -> int:
             values = [*args, *kwargs.values()]
             reached = _gradient_reach(result, enumerate(values))
             reply("result", to_plain(result), _module_state(values), _optimizer_states(values), _grads(values), reached)
+
+
+def _child_trace(message, ns: dict, unwrap) -> dict | None:
+    """Child side of a trace request: the learner's function (by name) or a
+    module it returned (by handle) run once more under the tracer
+    (checks.trace), its calls and values sent back as plain data; None when
+    it cannot run. The learner's source never travels: the parent holds the
+    submitted cells and reads the lines itself."""
+    from ..checks import trace as tracing
+    from ..checks.core import refuse_delegation
+    if message[0] == "trace":
+        _, name, args, kwargs = message
+        fn = ns.get(name)
+    else:
+        _, handle, state, args, kwargs = message
+        fn = _HANDLES.get(handle) if isinstance(handle, int) else None
+        name = type(fn).__name__
+        if fn is not None:
+            _load_parameters(fn, state)
+    if fn is None:
+        return None
+    args, kwargs = unwrap(args), {k: unwrap(v) for k, v in kwargs.items()}
+    try:
+        with refuse_delegation(name, fn):
+            return tracing.plain_trace(tracing.record(fn, args, kwargs, learner=True))
+    except BaseException:  # noqa: BLE001: a trace that cannot be made is no trace
+        return None
 
 
 def _parameters(module) -> list:
@@ -536,6 +566,7 @@ class Child:
         self.remote: list = []  # the check's objects the child holds RemoteObjects for
         self.unreachable: str | None = None  # what the learner's code asked that the recheck refused
         self.replay: list[tuple[str, str]] = []
+        self.files: set[str] = set()  # the labels of the submission's cells, whose lines a trace may name
         self._spawn()
 
     def _spawn(self) -> None:
@@ -832,6 +863,21 @@ def _call_child(child: Child, head: tuple, args, kwargs, owner=None):
     return result
 
 
+def _trace_request(child: Child, head: tuple, args, kwargs):
+    """Parent side of a trace (see _child_trace): the learner's calls and
+    values, rebuilt as a checks.trace.Trace whose places are lines of the
+    submission's own cells (child.files); an incomplete trace on any failure."""
+    from ..checks import trace as tracing
+    try:
+        encoded = (_encode_args(child, args), {k: _encode_args(child, v) for k, v in kwargs.items()})
+        answer = child.request((*head, *encoded))
+        data = from_plain(answer[1]) if answer[0] == "trace" else None
+    except (TimeoutError, RuntimeError, NotRecheckable, TypeError, ValueError):
+        data = None
+    return tracing.from_plain_trace(data, child.files) if isinstance(data, dict) else \
+        tracing.Trace([], {}, None, None, [], True, [])
+
+
 def remote_module(child: Child, handle: int, type_name: str, params: list):
     """An nn.Module in the parent standing for a module the learner's code
     built in the child: the same parameter names, values and sharing; calling
@@ -844,6 +890,11 @@ def remote_module(child: Child, handle: int, type_name: str, params: list):
         def forward(self, *args, **kwargs):
             state = [(n, p.detach().clone()) for n, p in self.named_parameters(remove_duplicate=False)]
             return _call_child(child, ("method", handle, state), args, kwargs, owner=self)
+
+        def recheck_trace(self, args, kwargs):
+            """The learner's forward traced in the child (checks.trace.record_learner)."""
+            state = [(n, p.detach().clone()) for n, p in self.named_parameters(remove_duplicate=False)]
+            return _trace_request(child, ("trace_method", handle, state), args, kwargs)
 
         def __getattr__(self, name):
             try:
@@ -893,6 +944,7 @@ def make_proxy(child: Child, name: str):
         return _call_child(child, ("call", name), args, kwargs)
 
     proxy.__name__ = proxy.__qualname__ = name
+    proxy.recheck_trace = lambda args, kwargs: _trace_request(child, ("trace", name), args, kwargs)
     return proxy
 
 
@@ -928,7 +980,8 @@ def _learner_cells(submitted, course_notebooks: list) -> dict[str | None, list[s
 
 def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHECK_TIMEOUT, jail=None,
                      total: float = 4 * RECHECK_TIMEOUT) -> dict:
-    """{grade cell id: {"status": "pass"|"fail"|"not rechecked", "message": str}}."""
+    """{grade cell id: {"status": "pass"|"fail"|"not rechecked", "message": str, "diagnoses": [dict]}}
+    (diagnoses: the failing check calls' CheckFailed.diagnosis, capped_diagnosis)."""
     from .. import course
     from ..notebook_format import defined_names, is_answer, is_check, nbg, read, setup_cells
 
@@ -944,11 +997,16 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
     except Exception:  # unreadable: every exercise fails, the intake said why
         answers, added = {}, {}
     setup = setup_cells(source)
+    from ..checks import core as checks_core
+    checks_core.CALL_TIME_LIMIT = None  # the learner's calls run in the child, under the Child's own time limits
     child = Child(jail, timeout, total)
     trusted: dict = {"__name__": "__recheck__"}
     results: dict = {}
 
     def run_in_child(label: str, text: str) -> None:
+        # The learner's own text, kept here for display only (a located line in a diagnosis): never executed here.
+        linecache.cache[label] = (len(text), None, text.splitlines(True), label)
+        child.files.add(label)
         try:
             child.run_cell(label, text)
         except (TimeoutError, RuntimeError):
@@ -990,13 +1048,19 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
     return results
 
 
+# A verdict carries at most this many diagnoses, one per failing check call.
+MAX_DIAGNOSES = 8
+
+
 def _run_check(source: str, ns: dict) -> dict:
     """Run a test cell statement by statement. A failing check call (an
     expression statement) does not stop the calls after it, so the verdict
     carries the diagnosis of every call, hidden ones included (feedback
     shows only what this trusted run observed); any failure fails the cell,
     and a failing statement of another kind stops it."""
+    from ..checks.core import capped_diagnosis
     failures: list[str] = []
+    diagnoses: list[dict] = []
     for node in ast.parse(source).body:
         code = compile(ast.Module(body=[node], type_ignores=[]), "<test cell>", "exec")
         try:
@@ -1005,14 +1069,20 @@ def _run_check(source: str, ns: dict) -> dict:
         except NotRecheckable as err:
             return {"status": "not rechecked", "message": str(err)}
         except Exception as err:  # noqa: BLE001: a failed check, in whatever form
-            text = (str(err).strip() or type(err).__name__)[:1000]
+            # The located line is the learner's own text: it travels as a field (framed as theirs on every
+            # page), not inside the check's message.
+            text = "\n".join(line for line in str(err).strip().splitlines() if not line.strip().startswith("Where:"))
+            text = (text or type(err).__name__)[:1000]
             if text not in failures:
                 failures.append(text)
+                found = getattr(err, "diagnosis", None)
+                if found is not None and len(diagnoses) < MAX_DIAGNOSES:
+                    diagnoses.append(capped_diagnosis(found.to_dict()))  # the fields feedback and the report read
             if not isinstance(node, ast.Expr):
                 break
     if not failures:
         return {"status": "pass", "message": ""}
-    return {"status": "fail", "message": "\n\n".join(failures)[:3000]}
+    return {"status": "fail", "message": "\n\n".join(failures)[:3000], "diagnoses": diagnoses}
 
 
 # The trusted process gets the jailed child's address-space limit, but never

@@ -14,10 +14,14 @@ and message per exercise), tables of:
 written as CSV and JSON, and as one self-contained HTML page
 (grading/report_html.py). An exercise is passed when the gradebook gives it
 its full points; it "stopped" a student who submitted its notebook and did
-not pass it. The diagnosis of a failed exercise is the check's named mistake
-(the last "Likely bug:" line of each failing check call in the recheck's
-message); a failure the check names no bug for is listed by the first
-sentence of what it said, marked unnamed.
+not pass it. The diagnosis of a failed exercise is read from the fields the
+recheck stored for each failing check call (CheckFailed.diagnosis, in the
+result file's "diagnoses"): its most useful likely bug, or "not attempted"
+for a stub; a failure the check names no bug for is listed, marked unnamed,
+by what the fields say of it (the regime it failed in, the error its code
+raised, or the rows that failed). Rewording a check's message changes no
+report. Result files written before the fields existed are read from their
+message text (the last "Likely bug:" line of each failing call).
 
 Lateness: pass `late(student, assignment) -> {"submitted_at": ..., "late_by":
 ...} or None` to build_report and every table that has a student's
@@ -113,11 +117,44 @@ def mistakes_in(message: str) -> list[Mistake]:
     return list(found.values())
 
 
+def mistake_of(diagnosis: Mapping) -> Mistake:
+    """The mistake one failing check call's fields name (see the module docstring)."""
+    exercise = str(diagnosis.get("exercise") or "the check")
+    bugs = [b for b in diagnosis.get("likely_bugs") or [] if isinstance(b, str) and b]
+    regime = diagnosis.get("regime") or {}
+    kind = diagnosis.get("kind")
+    if kind == "not implemented":
+        return Mistake(NOT_ATTEMPTED, True)
+    if bugs:
+        return Mistake(bugs[-1][:300], True)  # the check puts its most useful cause last
+    if isinstance(regime, Mapping) and regime.get("text"):
+        return Mistake(f"{exercise}: {regime['text']}"[:300], False)
+    if kind == "raised":
+        return Mistake(f"{exercise} raised {diagnosis.get('error') or 'an error'}"[:300], False)
+    rows = [r for r in diagnosis.get("rows") or [] if isinstance(r, str)]
+    failed = [r for r in diagnosis.get("failed_rows") or [] if isinstance(r, str)]
+    if failed:
+        return Mistake(f"{exercise} failed {len(failed)} of {len(rows)} checks: {'; '.join(failed)}."[:300], False)
+    return Mistake(_first_sentence(str(diagnosis.get("stop") or f"{exercise} failed")), False)
+
+
+def mistakes_from(diagnoses: list) -> list[Mistake]:
+    """The mistakes of a cell's diagnoses, the same mistake once."""
+    found: dict[str, Mistake] = {}
+    for diagnosis in diagnoses:
+        if isinstance(diagnosis, Mapping):
+            mistake = mistake_of(diagnosis)
+            found.setdefault(mistake.key, mistake)
+    return list(found.values())
+
+
 def _why_failed(result: dict | None, exercise: str) -> list[Mistake]:
     if result is None:
         return [Mistake(NO_RESULT, False)]
     cell = (result.get("cells") or {}).get(exercise) or {}
-    mistakes = mistakes_in(str(cell.get("message") or ""))
+    diagnoses = cell.get("diagnoses")
+    mistakes = mistakes_from(diagnoses) if isinstance(diagnoses, list) and diagnoses else \
+        mistakes_in(str(cell.get("message") or ""))
     if mistakes:
         return mistakes
     if result.get("status") != "graded":

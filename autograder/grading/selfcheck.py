@@ -2,16 +2,19 @@
 
 Runs the notebook top to bottom in a fresh kernel (from its own folder, as
 Jupyter would), then prints one row per graded exercise: points, PASS or
-FAIL, and the check's message. Only the visible checks exist in a learner's
+FAIL, the first line of the check's message and its diagnosis, read from
+the fields of the failure (the kernel's checks write them to a file named
+by TINYLM_DIAGNOSIS_LOG, one JSON object a line), not from its text. Only the visible checks exist in a learner's
 notebook, so a PASS here is necessary, not sufficient, for full marks.
 Exit status 0 when every exercise passes, 1 otherwise, 2 when the notebook
 cannot be run at all.
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -27,6 +30,8 @@ class Row:
     points: float
     passed: bool
     message: str
+    diagnosis: dict | None = None   # the failure's fields (checks.core.Diagnosis.to_dict), when the kernel logged them
+    lines: list[str] = field(default_factory=list)
 
 
 def _message(cell) -> str:
@@ -59,25 +64,75 @@ def kernel_transport_config(socket_dir: Path):
     return Config()
 
 
+def _logged(path: Path) -> dict[str, dict]:
+    """{failure message: its fields} from the kernel's diagnosis log."""
+    found = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return found
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("message"), str) and isinstance(entry.get("diagnosis"), dict):
+            found[entry["message"]] = entry["diagnosis"]
+    return found
+
+
+def diagnosis_lines(d: dict) -> list[str]:
+    """The lines a row shows under its message, from the failure's fields."""
+    lines = []
+    regime = d.get("regime") or {}
+    if regime.get("text"):
+        lines.append(f"Measured: {regime['text']}")
+    located = d.get("located") or {}
+    if located.get("line") and located.get("code"):
+        also = f" (and line {located['also']})" if located.get("also") else ""
+        lines.append(f"Where: line {located['line']}{also}: {located['code']}")
+    lines += [f"Likely bug: {b}" for b in d.get("likely_bugs") or []]
+    return lines
+
+
 def run(path: Path, timeout: int = 300) -> list[Row]:
     from nbclient import NotebookClient
 
+    from ..checks.core import DIAGNOSIS_LOG_ENV
+
     nb = nbformat.read(str(path), as_version=4)
     env_before = os.environ.pop("NBGRADER_EXECUTION", None)  # the learner's view: full-size cells
-    try:
-        with tempfile.TemporaryDirectory(prefix="tinylm-kernel-") as socket_dir:
+    log_before = os.environ.get(DIAGNOSIS_LOG_ENV)
+    with tempfile.TemporaryDirectory(prefix="tinylm-kernel-") as socket_dir:
+        log = Path(socket_dir) / "diagnoses.jsonl"
+        os.environ[DIAGNOSIS_LOG_ENV] = str(log)  # the kernel inherits it: its checks write their fields there
+        try:
             NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                            config=kernel_transport_config(Path(socket_dir)),
                            resources={"metadata": {"path": str(Path(path).resolve().parent)}}).execute()
-    finally:
-        if env_before is not None:
-            os.environ["NBGRADER_EXECUTION"] = env_before
+        finally:
+            if env_before is not None:
+                os.environ["NBGRADER_EXECUTION"] = env_before
+            if log_before is None:
+                os.environ.pop(DIAGNOSIS_LOG_ENV, None)
+            else:
+                os.environ[DIAGNOSIS_LOG_ENV] = log_before
+        logged = _logged(log)
     rows = []
     for cell in nb.cells:
         if is_check(cell):
             msg = _message(cell)
-            rows.append(Row(nbg(cell).get("grade_id", "?"), float(nbg(cell).get("points", 0)), not msg, msg))
+            fields = logged.get(_evalue(cell)) if msg else None
+            rows.append(Row(nbg(cell).get("grade_id", "?"), float(nbg(cell).get("points", 0)), not msg, msg, fields,
+                            diagnosis_lines(fields) if fields else []))
     return rows
+
+
+def _evalue(cell) -> str:
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            return str(out.get("evalue", ""))
+    return ""
 
 
 def format_rows(rows: list[Row]) -> str:
@@ -87,8 +142,9 @@ def format_rows(rows: list[Row]) -> str:
         first, *rest = r.message.splitlines() or [""]
         msg = first if len(first) <= MESSAGE_WIDTH else first[:MESSAGE_WIDTH - 3] + "..."
         lines.append(f"{r.exercise:<{width}}  {r.points:>6g}  {'PASS' if r.passed else 'FAIL':<6}  {msg}")
-        # the diagnosis is what a learner needs most: never cut it off
-        lines += [f"{'':<{width}}  {'':>6}  {'':<6}  {l.strip()}" for l in rest if "Likely bug" in l]
+        # the diagnosis is what a learner needs most: never cut it off (from the fields when the kernel logged them)
+        shown = r.lines if r.diagnosis is not None else [l.strip() for l in rest if "Likely bug" in l]
+        lines += [f"{'':<{width}}  {'':>6}  {'':<6}  {l}" for l in shown]
     got = sum(r.points for r in rows if r.passed)
     lines.append(f"visible checks: {got:g} / {sum(r.points for r in rows):g} points "
                  "(hidden tests run only when the instructor grades)")

@@ -101,30 +101,52 @@ def failure_message(exercise: str, mistake: str) -> str:
         one = (f"{fn}: {fn} is not implemented yet (it raised NotImplementedError). Replace the "
                f"`raise NotImplementedError()` line with your code; it should return a tensor.")
     elif mistake == UNNAMED:
-        one = f"{fn} failed 2 of 5 checks: float32; float64."
+        one = f"{fn} failed 2 of 5 checks: {'; '.join(ROWS[:2])}."
     else:
-        one = f"{fn} failed 1 of 4 checks: float32.\n  Measured: max |diff| 0.5\n  Likely bug: {mistake}"
+        one = f"{fn} failed 1 of {len(ROWS)} checks: {ROWS[0]}.\n  Measured: max |diff| 0.5\n  Likely bug: {mistake}"
     return f"{one}\n\n{one}"
 
 
-def result_of(student: str, assignment: str, cells: dict[str, float], answers: dict[str, str | None]) -> dict:
-    """One result file's content, as grade.grade_one writes it."""
+ROWS = ["float32", "float64", "bfloat16", "batch of 1", "gradient"]
+
+
+def failure_diagnosis(exercise: str, mistake: str) -> dict:
+    """The fields of the same failure (checks.core.Diagnosis.to_dict), as the
+    recheck stores them next to the message: what the report reads."""
+    fn = exercise.removeprefix("check_")
+    fields = {"exercise": fn, "kind": "failed", "rows": list(ROWS), "failed_rows": [], "regime": None,
+              "located": None, "variants": [], "likely_bugs": [], "facts": [], "error": None, "stop": None}
+    if mistake == NOT_ATTEMPTED:
+        return {**fields, "kind": "not implemented", "rows": [], "error": "NotImplementedError",
+                "stop": f"{fn} is not implemented yet (it raised NotImplementedError)."}
+    if mistake == UNNAMED:
+        return {**fields, "failed_rows": ROWS[:2]}
+    return {**fields, "failed_rows": ROWS[:1], "facts": ["max |diff| 0.5"], "likely_bugs": [mistake]}
+
+
+def result_of(student: str, assignment: str, cells: dict[str, float], answers: dict[str, str | None],
+              message=None) -> dict:
+    """One result file's content, as grade.grade_one writes it; message(exercise,
+    mistake) words the failures (default failure_message)."""
     out = {}
+    message = message or failure_message
     for ex, points in cells.items():
         mistake = answers[ex]
         score = points if mistake is None else 0.0
         out[ex] = {"score": score, "max_score": points, "kernel_score": score,
                    "recheck": "pass" if mistake is None else "fail",
-                   "message": "" if mistake is None else failure_message(ex, mistake)}
+                   "message": "" if mistake is None else message(ex, mistake),
+                   "diagnoses": [] if mistake is None else [failure_diagnosis(ex, mistake)] * 2}
     return {"student": student, "assignment": assignment, "flags": [], "cells": out, "status": "graded",
             "problems": [], "score": sum(c["score"] for c in out.values()),
             "max_score": sum(cells.values())}
 
 
-def write_class(klass: SyntheticClass, url: str, data_dir: Path) -> None:
+def write_class(klass: SyntheticClass, url: str, data_dir: Path, message=None) -> None:
     """The class into the gradebook at `url` and its result files into
-    data_dir/results/. The submissions go in as bulk inserts of plain rows
-    (nbgrader's objects one by one take half a minute for 500 students)."""
+    data_dir/results/ (message: as for result_of). The submissions go in as
+    bulk inserts of plain rows (nbgrader's objects one by one take half a
+    minute for 500 students)."""
     from uuid import uuid4
 
     from nbgrader.api import Grade, Student, SubmittedAssignment, SubmittedNotebook
@@ -155,4 +177,4 @@ def write_class(klass: SyntheticClass, url: str, data_dir: Path) -> None:
         for a, answers in done.items():
             path = Path(data_dir) / "results" / a / f"{student}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(result_of(student, a, klass.structure[a], answers)))
+            path.write_text(json.dumps(result_of(student, a, klass.structure[a], answers, message)))

@@ -1,8 +1,12 @@
 """Beginner mistakes as substitutions on the solution cells, one module per
 notebook (nbNN.py, each with a MUTATIONS list), run by
 benchmarks/bench_diagnostics.py against the exercise's visible check.
-heldout.py is a separate set ({notebook: mutations}), written without
-reading the checks, run only when asked for (`--set heldout`)."""
+
+Any other module here is a further set of its own, named after the module
+and run only when asked for (`--set NAME`), with MUTATIONS either a dict
+{notebook: [Mutation, ...]} or a list of (notebook, Mutation) pairs:
+heldout.py, written without reading the checks, is one. A new set needs no
+code change: drop NAME.py here."""
 from __future__ import annotations
 
 import importlib
@@ -45,11 +49,35 @@ def all_mutations() -> dict[str, list[Mutation]]:
     return found
 
 
+def set_mutations(name: str) -> dict[str, list[Mutation]]:
+    """{notebook number: mutations} of the set in module `name`."""
+    found = importlib.import_module(f"{__name__}.{name}").MUTATIONS
+    if isinstance(found, dict):
+        return {str(nb): list(ms) for nb, ms in sorted(found.items())}
+    grouped: dict[str, list[Mutation]] = {}
+    for nb, mutation in found:
+        grouped.setdefault(str(nb), []).append(mutation)
+    return dict(sorted(grouped.items()))
+
+
 def heldout_mutations() -> dict[str, list[Mutation]]:
     """{notebook number: its held-out mutations} (benchmarks/mutations/heldout.py)."""
-    from .heldout import MUTATIONS
-
-    return {nb: list(found) for nb, found in sorted(MUTATIONS.items())}
+    return set_mutations("heldout")
 
 
-SETS = {"default": all_mutations, "heldout": heldout_mutations}
+def set_names() -> list[str]:
+    """"default" and the name of every further set module found here."""
+    return ["default"] + sorted(info.name for info in pkgutil.iter_modules(__path__)
+                                if not (info.name.startswith("nb") and info.name[2:].isdigit()))
+
+
+class _Sets(dict):
+    """name -> loader; a further set module is found by its name on first use."""
+
+    def __missing__(self, name: str):
+        if name not in set_names():
+            raise KeyError(name)
+        return lambda: set_mutations(name)
+
+
+SETS = _Sets({"default": all_mutations, "heldout": heldout_mutations})

@@ -1,0 +1,945 @@
+"""Where a wrong answer goes wrong: the first line of the learner's code
+whose value the reference never computes.
+
+Both sides run once more on the same inputs under a recorder (a torch
+TorchFunctionMode) that keeps every tensor each torch call returns. A
+learner's call is attributed to a line of the exercise's own code: the
+innermost frame of the cell that defines the checked function (so a helper
+from another cell counts for the line that called it), else the innermost
+frame of any learner code (a notebook cell, or a file outside torch, tinylm
+and the autograder). A call inside nn.Linear or inside tinylm counts for the
+learner's line that made it. The reference's calls are all kept: its
+intermediate values are what a right answer passes through.
+
+A learner value is *matched* when some reference value equals it up to the
+layout changes a reference also makes: the same dtype, the same numbers
+after a permutation of the reference's axes and merging adjacent ones (so
+`flatten(0, 1)` of a (B, T, V) tensor and `transpose(1, 2)` match, while a
+`view` that splits an axis matches only what the reference split the same
+way: `view(B, T, hd, H)` where the reference has (B, T, H, hd) does not; a
+split the reference never makes, an expand before a reshape, matches the
+value it merges back into in its own axis order). A
+value is *good* when it is matched, when a later value computed from it is
+matched (another right route to the same result), or when it was made from
+no tensor at all (a constant). The frontier is the set of calls the output
+depends on that are not good although everything they read is.
+
+The place, from the first call of the frontier: a call the reference makes
+too, from the same values, with another result, is wrong for sure (a wrong
+axis, a wrong constant), and when such calls sit on one line, that line is
+the place (unless that line reads `self.` attributes and writes no number
+itself: the wrong number may have been set in the module's __init__, and
+nothing is said); otherwise the frontier must sit on one line (a call the reference
+never makes may be another right route that a later mistake spoiled), else
+nothing is said. For that call: when the
+reference's call of that kind reads a different value (a step was skipped,
+or a value is used in another's role, keys for values), the line that made
+the learner's value (for another layout of the same value, the learner's
+last reshape or transpose of it); a value the reference only reaches after a cast the
+learner skipped has no line of its own, and nothing is said. When every
+value is good but the output is wrong, the learner returned an earlier
+step's value: the place is the function's return line.
+
+What is said about the place: the learner's value and the reference's at
+that step (shape, dtype, the axis a reduction ran over, a few statistics),
+never the reference tensor itself. The recorder's own failures end in
+`None` (no place), never in an error of the learner's.
+"""
+from __future__ import annotations
+
+import itertools
+import linecache
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+# Bounds that keep a trace cheap: a check traces its small visible inputs,
+# so a trace past these is a runaway loop (nothing is located then).
+MAX_OPS = 4000
+MAX_ELEMENTS = 4_000_000
+MAX_CODE = 160  # characters of a located line kept (it is the learner's text)
+
+# Calls that read metadata or make no new value: never a place.
+_IGNORED = {"__get__", "size", "dim", "numel", "is_contiguous", "data_ptr", "element_size", "stride", "__len__",
+            "__repr__", "__format__", "__bool__", "__iter__", "__contains__", "is_floating_point", "is_complex",
+            "storage_offset", "get_device", "__hash__", "requires_grad_", "retain_grad", "register_hook",
+            "untyped_storage", "__reduce_ex__", "__deepcopy__", "_is_view", "has_names", "__index__", "__int__",
+            "__float__", "shape", "dtype", "device", "ndim", "is_cuda", "layout", "names", "grad_fn", "is_leaf",
+            "requires_grad", "grad", "_version", "nbytes", "itemsize", "__array__", "__array_priority__"}
+_LAYOUT = {"view", "reshape", "transpose", "permute", "flatten", "unflatten", "squeeze", "unsqueeze", "contiguous",
+           "expand", "expand_as", "view_as", "reshape_as", "t", "T", "mT", "movedim", "swapaxes", "swapdims",
+           "clone", "detach", "to", "float", "double", "half", "bfloat16", "type", "type_as", "cpu", "cuda"}
+_INPLACE_DUNDERS = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__ipow__",
+                    "__imod__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__"}
+
+
+def op_name(func) -> str:
+    owner = getattr(func, "__self__", None)  # a property's getter: Tensor.data.__get__ -> "data"
+    if getattr(func, "__name__", "") == "__get__" and owner is not None:
+        return getattr(owner, "__name__", "__get__")
+    return getattr(func, "__name__", None) or str(func)
+
+
+def _tensors(value, out: list | None = None, depth: int = 0) -> list:
+    out = [] if out is None else out
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif depth < 3 and isinstance(value, (list, tuple)):
+        for v in value:
+            _tensors(v, out, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for v in value.values():
+            _tensors(v, out, depth + 1)
+    return out
+
+
+def _snapshot(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to("cpu", copy=True)
+
+
+@dataclass
+class Op:
+    """One recorded torch call."""
+    index: int
+    name: str
+    file: str
+    line: int
+    function: str
+    inputs: list[int]                 # producing ops of its tensor arguments (-2 - k: call input k; -1: a leaf)
+    outputs: list[torch.Tensor]       # snapshots of the tensors it returned (or changed, in place)
+    slots: list[int] = field(default_factory=list)  # which of the producer's outputs each input is
+    kwargs: dict = field(default_factory=dict)  # its int/str/float keyword arguments (dim=..., keepdim=...)
+    input_shapes: list[tuple] = field(default_factory=list)
+    grad_in: bool = False             # a floating input required grad
+    number_out: bool = False          # returned a Python float or a list (item, tolist)
+    factory: bool = False             # read no tensor at all
+    grad_out: bool = False            # a tensor it returned requires grad
+
+
+class Recorder(TorchFunctionMode):
+    """Records torch calls. learner=True keeps only calls made (directly or
+    through library code) by the learner's code, attributed to its line."""
+
+    def __init__(self, learner: bool, is_learners: Callable[[str], bool], home: frozenset = frozenset()):
+        super().__init__()
+        self.learner = learner
+        self.is_learners = is_learners
+        self.home = home               # the files of the checked function's own code
+        self.ops: list[Op] = []
+        self.producer: dict[int, int] = {}
+        self.slot: dict[int, int] = {}
+        self.alive: list = []          # every tensor seen stays alive, so an id is never reused meanwhile
+        self.elements = 0
+        self.truncated = False
+        self._known: dict[str, bool] = {}
+
+    def _place(self) -> tuple[str, int, str] | None:
+        frame = sys._getframe(3)
+        first = None
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if name in self.home:
+                first = frame
+                break
+            mine = self._known.get(name)
+            if mine is None:
+                mine = self._known[name] = self.is_learners(name)
+            if mine and first is None:
+                first = frame
+                if not self.home:
+                    break
+            frame = frame.f_back
+        if first is None:
+            return None
+        code = first.f_code
+        return code.co_filename, first.f_lineno, getattr(code, "co_qualname", code.co_name)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not self.truncated:
+            try:
+                self._record(func, args, kwargs, out)
+            except Exception:  # noqa: BLE001: the recorder's own failure only costs the place
+                self.truncated = True
+        return out
+
+    def _record(self, func, args, kwargs, out) -> None:
+        name = op_name(func)
+        if name in _IGNORED:
+            return
+        place = ("", 0, "")
+        if self.learner:
+            found = self._place()
+            if found is None:
+                return
+            place = found
+        inputs = _tensors((args, kwargs))
+        outs = _tensors(out)
+        inplace = (name.endswith("_") and not name.startswith("_")) or name in _INPLACE_DUNDERS
+        if inplace and inputs:
+            outs = [inputs[0]]
+        if name in ("tolist", "item") or isinstance(out, (float, list)) and not outs:
+            number = isinstance(out, float) or isinstance(out, list)
+            if number and inputs:
+                self.ops.append(Op(len(self.ops), name, *place, [self.producer.get(id(t), -1) for t in inputs], [],
+                                   [self.slot.get(id(t), 0) for t in inputs],
+                                   grad_in=any(t.requires_grad for t in inputs), number_out=True))
+            return
+        if not outs or len(self.ops) >= MAX_OPS:
+            self.truncated = self.truncated or len(self.ops) >= MAX_OPS
+            return
+        self.elements += sum(t.numel() for t in outs)
+        if self.elements > MAX_ELEMENTS:
+            self.truncated = True
+            return
+        index = len(self.ops)
+        small = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, tuple)) and k != "out"}
+        if "dim" not in small:  # a positional dim: mean(x, -1) / x.mean(-1)
+            rest = args[1:] if args and isinstance(args[0], torch.Tensor) else args
+            if rest and isinstance(rest[0], (int, tuple)) and not isinstance(rest[0], bool) and name in _REDUCTIONS:
+                small["dim"] = rest[0]
+        op = Op(index, name, *place, [self.producer.get(id(t), -1) for t in inputs], [_snapshot(t) for t in outs],
+                [self.slot.get(id(t), 0) for t in inputs], small, [tuple(t.shape) for t in inputs],
+                grad_in=any(t.requires_grad and t.is_floating_point() for t in inputs),
+                factory=not inputs, grad_out=any(t.requires_grad for t in outs))
+        self.ops.append(op)
+        for k, t in enumerate(outs):
+            self.producer[id(t)] = index
+            self.slot[id(t)] = k
+        self.alive += inputs + outs
+
+
+_REDUCTIONS = {"mean", "sum", "amax", "amin", "max", "min", "softmax", "log_softmax", "norm", "var", "std", "prod",
+               "cumsum", "logsumexp", "argmax", "argmin", "any", "all", "topk", "sort", "count_nonzero", "median"}
+
+
+@dataclass
+class Trace:
+    """What one call computed: the recorded ops, the producer of each tensor
+    (by id, while the tensors in `alive` live), the call's result, and the
+    line its own code returned from (learner side)."""
+    ops: list[Op]
+    producer: dict[int, int]
+    result: Any
+    error: BaseException | None
+    inputs: list[torch.Tensor]
+    truncated: bool
+    alive: list
+    returned: tuple[str, int, str] | None = None
+    slot: dict = field(default_factory=dict)
+    raised: tuple[str, int, str] | None = None   # where the learner's code raised (file, line, function)
+
+
+def home_code(fn) -> tuple[frozenset, Any]:
+    """(the files of fn's own code, the code object whose return is the
+    call's return) for a function, a class's methods or a module's forward."""
+    target = getattr(fn, "__wrapped__", fn)
+    if isinstance(target, type) or isinstance(target, torch.nn.Module):
+        cls = target if isinstance(target, type) else type(target)
+        codes = [v.__code__ for v in vars(cls).values() if hasattr(v, "__code__")]
+        forward = getattr(cls, "forward", None)
+        return frozenset(c.co_filename for c in codes), getattr(forward, "__code__", None)
+    code = getattr(target, "__code__", None)
+    return (frozenset({code.co_filename}), code) if code is not None else (frozenset(), None)
+
+
+def record(fn: Callable, args: tuple, kwargs: dict | None = None, *, learner: bool,
+           is_learners: Callable[[str], bool] | None = None, subject=None) -> Trace:
+    """Run fn(*args, **kwargs) under the recorder (an error is kept, not
+    raised). subject: the learner's function or module fn calls (when fn is
+    a wrapper around it), whose own code gets the calls attributed."""
+    from .core import LearnerTimeout, _is_learners
+    kwargs = kwargs or {}
+    home, code = home_code(subject if subject is not None else fn) if learner else (frozenset(), None)
+    rec = Recorder(learner, is_learners or _is_learners, home)
+    inputs = _tensors((args, kwargs))
+    for k, t in enumerate(inputs):  # input k is owner -2 - k on both sides, so a step can be paired by what it reads
+        rec.producer.setdefault(id(t), -2 - k)
+    result, error = None, None
+    returned: list = []
+
+    def profile(frame, event, arg):
+        if event == "return" and frame.f_code is code:
+            returned.append((code.co_filename, frame.f_lineno, getattr(code, "co_qualname", code.co_name)))
+    previous = sys.getprofile()
+    try:
+        if code is not None:
+            sys.setprofile(profile)
+        with rec:
+            result = fn(*args, **kwargs)
+    except (Exception, LearnerTimeout) as err:  # noqa: BLE001: kept as an observation
+        error = err
+    finally:
+        if code is not None:
+            sys.setprofile(previous)
+    return Trace(rec.ops, rec.producer, result, error, inputs, rec.truncated, rec.alive + inputs + [result],
+                 returned[-1] if returned else None, rec.slot)
+
+
+def record_learner(fn, args: tuple, kwargs: dict | None = None, *, call=None) -> Trace:
+    """The learner's side of a trace: fn(*args, **kwargs) recorded here, or,
+    when fn stands for code that runs in the grader's jailed process (it has
+    `recheck_trace`), recorded there and sent back as plain data. call: what
+    to run here instead of fn itself (a wrapper that limits time and output)."""
+    kwargs = kwargs or {}
+    remote = getattr(fn, "recheck_trace", None)
+    if callable(remote):
+        found = remote(args, kwargs)
+        if isinstance(found, Trace):
+            return found
+        return Trace([], {}, None, None, [], True, [])
+    return record(call or fn, args, kwargs, learner=True, subject=fn)
+
+
+def plain_trace(t: Trace) -> dict:
+    """A trace as plain data (str, int, float, bool, tensors, lists, dicts):
+    what the grader's jailed process sends back (see from_plain_trace)."""
+    outputs = _tensors(t.result)
+    return {"ops": [[op.name[:60], op.file[:200], op.line, op.function[:120], list(op.inputs), list(op.slots),
+                     list(op.outputs), {k: v for k, v in op.kwargs.items() if isinstance(v, (int, float, bool))
+                                        or (isinstance(v, tuple) and all(isinstance(n, int) for n in v))},
+                     [list(sh) for sh in op.input_shapes], op.grad_in, op.number_out, op.factory, op.grad_out]
+                    for op in t.ops[:MAX_OPS]],
+            "result": list(outputs),
+            "owners": [[t.producer.get(id(o), -1), t.slot.get(id(o), 0)] for o in outputs],
+            "returned": list(t.returned) if t.returned else None,
+            "truncated": bool(t.truncated), "error": type(t.error).__name__ if t.error is not None else None,
+            "raised": _raise_place(t.error)}
+
+
+def _raise_place(err) -> list | None:
+    found = locate_error(err) if err is not None else None
+    return [found.file, found.line, found.function] if found is not None else None
+
+
+def from_plain_trace(data, files: set[str]) -> Trace:
+    """The Trace a jailed process sent (plain_trace), checked field by field.
+    Only lines of `files` (the submission's own cells, whose text the grader
+    holds) are kept as places; a malformed trace is an incomplete one."""
+    try:
+        ops = []
+        for i, row in enumerate(data["ops"][:MAX_OPS]):
+            name, file, line, function, inputs, slots, outputs, kwargs, shapes, gin, num, fac, gout = row
+            known = isinstance(file, str) and file in files and type(line) is int
+            ints = [j for j in inputs if type(j) is int and j < i]  # an earlier op, a call input (<= -2) or a leaf
+            if len(ints) != len(inputs) or not all(isinstance(o, torch.Tensor) for o in outputs):
+                raise ValueError("malformed op")
+            ops.append(Op(i, str(name)[:60], file if known else "", line if known else 0, str(function)[:120] if known
+                          else "", ints, list(outputs), [int(k) for k in slots if type(k) is int],
+                          {str(k): v for k, v in dict(kwargs).items()}, [tuple(int(n) for n in sh) for sh in shapes],
+                          bool(gin), bool(num), bool(fac), bool(gout)))
+        result = [t for t in data["result"] if isinstance(t, torch.Tensor)]
+        producer = {id(t): int(o[0]) for t, o in zip(result, data["owners"]) if type(o[0]) is int and o[0] < len(ops)}
+        slot = {id(t): int(o[1]) for t, o in zip(result, data["owners"]) if type(o[1]) is int}
+        returned = data.get("returned")
+        returned = (returned[0], returned[1], str(returned[2])) if (isinstance(returned, list) and len(returned) == 3
+                                                                     and returned[0] in files and type(returned[1]) is int) else None
+        error = Exception(str(data["error"])[:80]) if data.get("error") else None
+        raised = data.get("raised")
+        raised = (raised[0], raised[1], str(raised[2])[:120]) if (isinstance(raised, list) and len(raised) == 3
+                                                                   and raised[0] in files and type(raised[1]) is int) else None
+        return Trace(ops, producer, tuple(result) if len(result) != 1 else result[0], error, [], bool(data["truncated"]),
+                     list(result), returned, slot, raised)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return Trace([], {}, None, None, [], True, [])
+
+
+# -- comparing values up to layout -------------------------------------------------
+def _tolerance(dtype: torch.dtype) -> float:
+    return {torch.float64: 1e-5, torch.float32: 2e-4, torch.bfloat16: 3e-2, torch.float16: 5e-3}.get(dtype, 0.0)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, rel: float) -> bool:
+    """a, b float64 of the same shape: equal inf/nan pattern, finite parts within rel of b's scale."""
+    if rel == 0.0:
+        return bool(torch.equal(a, b))
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    if not torch.equal(fa, fb) or not torch.equal(a[~fa].nan_to_num(), b[~fb].nan_to_num()):
+        return False
+    if not fa.any():
+        return True
+    scale = float(b[fb].abs().max())
+    return bool(((a[fa] - b[fb]).abs() <= rel * scale + 1e-12 + rel * b[fb].abs()).all())
+
+
+def _merges(finer: tuple, coarser: tuple) -> bool:
+    """True when shape `coarser` is `finer` with some runs of adjacent axes
+    merged into one (size-1 axes ignored on both sides)."""
+    finer, coarser = [n for n in finer if n != 1], [n for n in coarser if n != 1]
+    i = 0
+    for target in coarser:
+        product = 1
+        while product < target and i < len(finer):
+            product *= finer[i]
+            i += 1
+        if product != target:
+            return False
+    return i == len(finer)
+
+
+Owner = tuple  # (op index, output slot); call input k is (-2 - k, 0)
+
+
+class Values:
+    """The reference's values (its inputs and each call's results), indexed
+    by size for matching."""
+
+    def __init__(self, reference: "Trace"):
+        self.by_numel: dict[int, list[tuple[torch.Tensor, torch.Tensor, Owner]]] = {}
+        items = [(t, (-2 - k, 0)) for k, t in enumerate(reference.inputs)]
+        items += [(t, (op.index, k)) for op in reference.ops for k, t in enumerate(op.outputs)]
+        for t, owner in items:
+            if t.numel() == 0 or t.is_complex():
+                continue
+            d = t.detach().cpu()
+            self.by_numel.setdefault(d.numel(), []).append((d, d.double().flatten().sort().values, owner))
+
+    def owners(self, value: torch.Tensor) -> list[Owner]:
+        """Every reference value equal to `value` up to layout, by owner: a
+        value with the reference's axes permuted and some merged; or, where
+        the reference never splits that value into as many axes, a finer
+        split of it (a learner's expand before a reshape)."""
+        if value.numel() == 0 or value.is_complex():
+            return []
+        v = value.double()
+        rel = _tolerance(value.dtype) if value.is_floating_point() else 0.0
+        sorted_v = v.flatten().sort().values
+        same = [(ref, owner) for ref, ref_sorted, owner in self.by_numel.get(value.numel(), [])
+                if ref.dtype == value.dtype and _close(sorted_v, ref_sorted, rel)]
+        coarser = [owner for ref, owner in same if _same_up_to_layout(v, ref.double(), rel)]
+        if coarser or any(_axes(ref.shape) == _axes(value.shape) for ref, _ in same):
+            return coarser  # the reference has this split: a different one is a different value
+        return [owner for ref, owner in same if _same_up_to_layout(ref.double(), v, rel, permute=False)]
+
+
+def _same_up_to_layout(v: torch.Tensor, ref: torch.Tensor, rel: float, permute: bool = True) -> bool:
+    """v equals ref with ref's axes permuted (if `permute`) and adjacent ones merged."""
+    if tuple(v.shape) == tuple(ref.shape) and _close(v, ref, rel):
+        return True
+    r = ref.reshape([n for n in ref.shape if n != 1]) if ref.dim() else ref
+    if r.dim() > 6:
+        return False
+    for perm in itertools.permutations(range(r.dim())) if permute else [tuple(range(r.dim()))]:
+        if _merges(tuple(r.shape[p] for p in perm), tuple(v.shape)) and _close(r.permute(perm).reshape(v.shape), v, rel):
+            return True
+    return False
+
+
+KIND_WORDS = {
+    "value": "the first line whose value the reference never computes",
+    "missing": "a step is missing between these lines: the value made here reaches a later line without it",
+    "role": "a value is used in another's place: the value made here is not the one the reference uses there",
+    "layout": "the value made here reaches the later line with its axes split or ordered differently",
+    "output": "your result is this value, which the reference has only before its last steps (a step after it is "
+              "missing)",
+    "grad": "the gradient stops here",
+    "raises": "it raises here",
+    "dtype": "a dtype is fixed here",
+}
+
+
+@dataclass
+class Located:
+    """The line of the learner's code where the first wrong value is made."""
+    file: str
+    line: int
+    function: str
+    code: str
+    facts: list[str]
+    kind: str = "value"   # a key of KIND_WORDS
+    also: int | None = None   # a second line of the same code (kind missing / role)
+    also_code: str = ""
+
+    def text(self) -> str:
+        where = f"line {self.line}" + (f" of your {self.function}" if self.function and not self.function.startswith("<")
+                                       else "")
+        facts = "; ".join(self.facts)
+        second = f" and line {self.also}, `{self.also_code}`" if self.also else ""
+        return (f"{where}, `{self.code}`{second}: {KIND_WORDS.get(self.kind, KIND_WORDS['value'])}"
+                + (f" ({facts})" if facts else ""))
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "function": self.function, "code": self.code,
+                "facts": list(self.facts), "kind": self.kind, "also": self.also, "also_code": self.also_code}
+
+
+def source_line(file: str, line: int) -> str:
+    text = linecache.getline(file, line).strip()
+    return text if len(text) <= MAX_CODE else text[:MAX_CODE - 1] + "…"
+
+
+def _stats(t: torch.Tensor) -> str:
+    if t.numel() == 0:
+        return "empty"
+    if not t.is_floating_point():
+        if t.dtype == torch.bool:
+            return f"{int(t.sum())} of {t.numel()} True"
+        return f"values {int(t.min())} to {int(t.max())}"
+    d = t.double()
+    finite = d[torch.isfinite(d)]
+    parts = []
+    if finite.numel() < d.numel():
+        parts.append(f"{d.numel() - finite.numel()} of {d.numel()} not finite")
+    if finite.numel():
+        parts.append(f"mean {float(finite.mean()):.3g}, range {float(finite.min()):.3g} to {float(finite.max()):.3g}")
+    return ", ".join(parts)
+
+
+def _describe_value(t: torch.Tensor) -> str:
+    return f"shape {tuple(t.shape)}, {str(t.dtype).removeprefix('torch.')}, {_stats(t)}"
+
+
+def _reduced_axis(op: Op) -> str:
+    """'over axis -1 (size 8)' for a reduction op, from its dim argument."""
+    dim = op.kwargs.get("dim")
+    if op.name not in _REDUCTIONS or dim is None or not op.input_shapes:
+        return ""
+    shape = op.input_shapes[0]
+    dims = dim if isinstance(dim, tuple) else (dim,)
+    try:
+        sizes = ", ".join(str(shape[d]) for d in dims)
+    except (IndexError, TypeError):
+        return ""
+    return f" over axis {dim if not isinstance(dim, tuple) else list(dim)} (size {sizes})"
+
+
+def _strong(t: torch.Tensor) -> bool:
+    """A match that shows a route is right: floating values, more than one
+    (a 0/1 mask or a single number equals a reference one by chance too often)."""
+    return t.numel() > 1 and t.is_floating_point()
+
+
+def _base(name: str) -> str:
+    """One name for the spellings of one operation: __rmul__, mul, multiply -> mul."""
+    name = name.strip("_")
+    name = name[1:] if name.startswith("r") and name[1:] in _ARITHMETIC else name
+    return _ALIASES.get(name, name)
+
+
+_ARITHMETIC = {"add", "sub", "mul", "truediv", "div", "matmul", "pow", "floordiv", "mod"}
+_ALIASES = {"truediv": "div", "true_divide": "div", "divide": "div", "multiply": "mul", "subtract": "sub",
+            "mm": "matmul", "bmm": "matmul", "linear": "matmul", "einsum": "matmul", "neg": "negative",
+            "greater_equal": "ge", "less_equal": "le", "greater": "gt", "less": "lt"}
+
+
+def _ancestors(ops: list[Op], roots) -> set[int]:
+    seen: set[int] = set()
+    stack = [i for i in roots if i >= 0]
+    while stack:
+        i = stack.pop()
+        if i not in seen:
+            seen.add(i)
+            stack += [j for j in ops[i].inputs if j >= 0]
+    return seen
+
+
+def locate(learner: Trace, reference: Trace) -> Located | None:
+    """The place of the first wrong value (see the module docstring); None
+    when a trace is incomplete, the output is right, nothing diverges, or
+    the place cannot be told."""
+    if learner.truncated or reference.truncated or not learner.ops:
+        return None
+    final_ref = [t.detach().cpu() for t in _tensors(reference.result)] or _number_source(reference)
+    outputs = _tensors(learner.result) or _number_source(learner)
+    if outputs and len(outputs) == len(final_ref) and all(_same_as(t.detach().cpu(), r) for t, r in zip(outputs, final_ref)):
+        return None
+    values = Values(reference)
+    ops = learner.ops
+    found = [[values.owners(t) for t in op.outputs] for op in ops]
+    matched = [any(found[i]) for i in range(len(ops))]
+    strong = [any(f and _strong(t) for f, t in zip(found[i], ops[i].outputs)) for i in range(len(ops))]
+    children: dict[int, list[int]] = {}
+    for op in ops:
+        for i in op.inputs:
+            if i >= 0:
+                children.setdefault(i, []).append(op.index)
+    out_ops = sorted({learner.producer[id(t)] for t in outputs if learner.producer.get(id(t), -1) >= 0})
+    if not out_ops and outputs and not _tensors(learner.result):  # a number read with .item(): from its tensor's op
+        out_ops = [op.index for op in learner.ops if any(o is outputs[0] for o in op.outputs)]
+    if not out_ops:
+        return None
+    ancestors = _ancestors(ops, out_ops)
+    leads_to_match = [False] * len(ops)
+    for op in reversed(ops):
+        leads_to_match[op.index] = any(strong[c] or leads_to_match[c] for c in children.get(op.index, []))
+    good = [matched[i] or leads_to_match[i] or ops[i].factory for i in range(len(ops))]
+    frontier = [i for i in sorted(ancestors) if not good[i] and all(j < 0 or good[j] for j in ops[i].inputs)]
+    if not frontier:
+        final = {(reference.producer.get(id(t), -1), reference.slot.get(id(t), 0)) for t in _tensors(reference.result)}
+        if any(owner in final for owners in found[max(out_ops)] for owner in owners):
+            return None  # the right values in another shape: the table's shape column says it
+        return _returned_early(learner, ops[max(out_ops)], matched, final_ref)
+    # The learner's call inputs, by the reference values they equal (the two sides' inputs need not line up).
+    given = [{(-2 - k, 0)} | set(values.owners(t.detach().cpu())) for k, t in enumerate(learner.inputs)]
+    blames = {i: _blame(ops[i], ops, found, reference, given) for i in frontier}
+    # A call that the reference makes too, from the same values, with another result, is wrong for sure; a call
+    # the reference never makes may be another right route whose result only a later mistake spoiled.
+    sure = [i for i in frontier if blames[i] is not None and blames[i][3] == "value" and blames[i][2] is not None
+            and _same_kind(ops[i], blames[i][2])]
+    if len({(ops[i].file, ops[i].line) for i in sure}) == 1:
+        chosen = sure[0]
+    elif len({(ops[i].file, ops[i].line) for i in frontier}) == 1:
+        chosen = frontier[0]
+    else:
+        return None
+    first = ops[chosen]
+    made = [ops[j] for j in first.inputs if j >= 0 and ops[j].factory and not matched[j]]
+    if any((m.file, m.line) != (first.file, first.line) for m in made):
+        return None  # a constant the reference never has, read on another line: either line may be wrong
+    blame = blames[chosen]
+    if blame is None:
+        return None
+    blamed, also, counterpart, how = blame
+    if not blamed.file:
+        return None  # a line of code whose text is not at hand (the grader keeps only the submission's cells)
+    code = source_line(first.file, first.line)
+    if how == "value" and counterpart is not None and _same_kind(first, counterpart) and \
+            re.search(r"\bself\.[A-Za-z_]", code) and not re.search(r"(?<![\w.])\d", code):
+        return None  # same values in, another result, no number on the line: it may come from the module's __init__
+    facts = [f"yours: {first.name}{_reduced_axis(first)} gives {_describe_value(first.outputs[0])}"]
+    if counterpart is not None:
+        facts.append(f"the reference's {counterpart.name}{_reduced_axis(counterpart)} gives "
+                     f"{_describe_value(counterpart.outputs[0])}")
+    if how == "layout":
+        facts.insert(0, f"the value line {blamed.line} makes reaches line {first.line} in another layout than the "
+                        f"reference's {counterpart.name} reads")
+    elif how == "missing":
+        facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {blamed.line} makes, "
+                        f"one or more steps later")
+    elif how == "role":
+        facts.insert(0, f"line {also.line if also is not None else first.line} uses the value line {blamed.line} makes "
+                        f"where the reference's {counterpart.name} reads another value")
+    second = also if also is not None and also.file == blamed.file and also.line != blamed.line else None
+    return Located(blamed.file, blamed.line, blamed.function, source_line(blamed.file, blamed.line), facts,
+                   kind=how, also=second.line if second else None,
+                   also_code=source_line(second.file, second.line) if second else "")
+
+
+def _number_source(t: Trace) -> list:
+    """For a call that returns a Python number made by .item(): the tensor it
+    was read from (kept alive in the trace), standing for the result."""
+    if not isinstance(t.result, (int, float)) or isinstance(t.result, bool):
+        return []
+    items = [op for op in t.ops if op.number_out and op.name == "item" and op.inputs]
+    if not items or items[-1].inputs[0] < 0:
+        return []
+    source = t.ops[items[-1].inputs[0]]
+    return [source.outputs[items[-1].slots[0] if items[-1].slots else 0]] if source.outputs else []
+
+
+def _returned_early(learner: Trace, op: Op, matched: list[bool], final_ref: list) -> Located | None:
+    """Every value is one the reference computes, yet the output is wrong:
+    the output is an earlier step's value, made at `op`'s line; the steps
+    after it are missing between that line and the return line."""
+    if not matched[op.index] or op.factory:
+        return None
+    facts = [f"yours: {_describe_value(op.outputs[0])}"]
+    if final_ref:
+        facts.append(f"the reference goes on to {_describe_value(final_ref[0])}")
+    returned = learner.returned
+    also = returned[1] if returned and returned[0] == op.file and returned[1] != op.line else None
+    return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="output",
+                   also=also, also_code=source_line(op.file, also) if also else "")
+
+
+def _same_kind(op: Op, ref_op: Op) -> bool:
+    return _base(op.name) == _base(ref_op.name)
+
+
+def _input_owners(op: Op, ops: list[Op], found: list, given: list[set] | None = None) -> list[set]:
+    """For each tensor `op` read: the reference owners its value matches
+    (given: those of the call's inputs)."""
+    owned = []
+    for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs)):
+        if j <= -2:
+            owned.append(given[-2 - j] if given and -2 - j < len(given) else {(j, 0)})
+        elif j >= 0 and slot < len(found[j]):
+            owned.append(set(found[j][slot]))
+        else:
+            owned.append(set())
+    return owned
+
+
+def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: list[set] | None = None):
+    """(op to blame, a second op or None, the reference's call of the same
+    kind, how) for the frontier op `first`, or None when no line can be
+    told (see the module docstring). how: "value" (the call itself gives
+    another result), "missing" (it reads a value the reference only uses
+    after more steps: they are missing between the two lines), "role" (it
+    reads a value the reference uses elsewhere)."""
+    owned = _input_owners(first, ops, found, given)
+    kind = _base(first.name)
+    candidates = [r for r in reference.ops if _base(r.name) == kind and len(r.inputs) == len(first.inputs)]
+    if not candidates:
+        if _cast_skipped(first, owned, reference):
+            return None  # the reference casts this input first: the missing step has no line of its own
+        return first, None, _reference_step(owned, reference), "value"
+
+    def same_input(r: Op, k: int) -> bool:
+        slots = r.slots or [0] * len(r.inputs)
+        return (r.inputs[k], slots[k]) in owned[k] and _axes(r.input_shapes[k]) == _axes(first.input_shapes[k])
+
+    def agreement(r: Op) -> float:  # an input in the very same shape counts more than one in another axis order
+        return sum(same_input(r, k) * (1.0 if tuple(r.input_shapes[k]) == tuple(first.input_shapes[k]) else 0.5)
+                   for k in range(len(r.inputs)))
+
+    best = max(candidates, key=agreement)
+    slots = best.slots or [0] * len(best.inputs)
+    differing = [k for k in range(len(best.inputs)) if not same_input(best, k)]
+    if not differing:
+        return first, None, best, "value"   # the same call on the same values, another result: its own arguments
+    k = differing[0]
+    wanted = (best.inputs[k], slots[k])
+    paths = [_path(reference, wanted, owner) for owner in owned[k]]
+    lagging = any(p is not None for p in paths)
+    layout_only = lagging and all(reference.ops[i].name in _LAYOUT for p in paths if p is not None for i in p)
+    j = first.inputs[k]
+    while not layout_only and j >= 0 and ops[j].name in _LAYOUT and ops[j].inputs:
+        j = ops[j].inputs[0]                # back through reshapes and transposes to the call that made the value
+    if j < 0:
+        # an input of the call: used in another's place (the using line is the place), or used before steps
+        # that have no line of the learner's (nothing can be told)
+        return None if lagging or not owned[k] else (first, None, best, "role")
+    return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _axes(shape: tuple) -> list[int]:
+    return sorted(n for n in shape if n != 1)
+
+
+def _path(reference: Trace, value: Owner, ancestor: Owner) -> list[int] | None:
+    """The reference's calls from `ancestor` to `value` (one path), or None
+    when `value` is not computed from `ancestor`."""
+    ops = reference.ops
+    stack, seen = [(value, [])], set()
+    while stack:
+        owner, path = stack.pop()
+        if owner == ancestor:
+            return path
+        i = owner[0]
+        if i < 0 or owner in seen:
+            continue
+        seen.add(owner)
+        stack += [((j, s), path + [i]) for j, s in zip(ops[i].inputs, ops[i].slots or [0] * len(ops[i].inputs))]
+    return None
+
+
+_CASTS = {"float", "double", "half", "bfloat16", "to", "type", "type_as"}
+
+
+def _cast_skipped(op: Op, owned: list[set], reference: Trace) -> bool:
+    """True when every reference call that reads what the learner's `op`
+    read is a dtype cast (and `op` is not): the learner skipped a cast."""
+    if op.name in _CASTS:
+        return False
+    owners = set().union(*owned) if owned else set()
+    readers = [r for r in reference.ops if any((j, s) in owners for j, s in zip(r.inputs, r.slots or [0] * len(r.inputs)))]
+    return bool(readers) and all(r.name in _CASTS for r in readers)
+
+
+def _reference_step(owned: list[set], reference: Trace) -> Op | None:
+    """The reference's first call (not a pure layout change) that reads a
+    reference value the learner's op read: what the reference did there."""
+    owners = set().union(*owned) if owned else set()
+    for ref_op in reference.ops:
+        if ref_op.name not in _LAYOUT and ref_op.outputs and any(
+                (j, s) in owners for j, s in zip(ref_op.inputs, ref_op.slots or [0] * len(ref_op.inputs))):
+            return ref_op
+    return None
+
+
+def _same_as(t: torch.Tensor, ref: torch.Tensor) -> bool:
+    return (tuple(t.shape) == tuple(ref.shape) and t.dtype == ref.dtype
+            and _close(t.double(), ref.double(), _tolerance(t.dtype)))
+
+
+# -- Python numbers: what each line of the learner's code assigns ------------------------
+def _numbers(value, depth: int = 0) -> list[float]:
+    """The numbers in a value: ints and floats (not bools), one-element tensors, and those inside tuples,
+    lists and dicts."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        return [float(value.detach().cpu().double())]
+    if depth < 2 and isinstance(value, (tuple, list)):
+        return [n for v in value[:16] for n in _numbers(v, depth + 1)]
+    if depth < 2 and isinstance(value, dict):
+        return [n for v in list(value.values())[:16] for n in _numbers(v, depth + 1)]
+    return []
+
+
+@dataclass
+class Lines:
+    """What one call assigned, line by line: [(file, line, function, numbers)] in order, the last entry the
+    value it returned (at its return line)."""
+    steps: list[tuple[str, int, str, list[float]]]
+    result: Any
+    error: BaseException | None
+
+
+def record_lines(fn: Callable, args: tuple, kwargs: dict | None = None, *, subject=None, learner: bool = True,
+                 limit: int = 5000) -> Lines:
+    """Run fn under sys.settrace, keeping the numbers each line of the
+    checked code (the files of `subject`'s code; every frame of fn for the
+    reference) binds to its local names, and the number it returns."""
+    from .core import LearnerTimeout
+    kwargs = kwargs or {}
+    files = home_code(subject if subject is not None else fn)[0] if learner else None
+    steps: list = []
+    seen: dict[int, dict] = {}
+
+    def local(frame, event, arg):
+        if len(steps) > limit:
+            return None
+        key = id(frame)
+        if event in ("line", "return"):
+            before = seen.get(key, {})
+            now = {k: v for k, v in frame.f_locals.items() if not k.startswith("__")}
+            fresh = [n for k, v in now.items() if k not in before or before[k] is not v for n in _numbers(v)]
+            if fresh and key in _last:
+                steps.append((frame.f_code.co_filename, _last[key], _qualname(frame.f_code), fresh))
+            seen[key] = dict(now)
+            _last[key] = frame.f_lineno
+            if event == "return":
+                steps.append((frame.f_code.co_filename, frame.f_lineno, _qualname(frame.f_code), _numbers(arg)))
+        return local
+
+    _last: dict[int, int] = {}
+
+    def calls(frame, event, arg):
+        if event != "call":
+            return None
+        if files is None or frame.f_code.co_filename in files:
+            return local
+        return None
+    previous = sys.gettrace()
+    result, error = None, None
+    sys.settrace(calls)
+    try:
+        result = fn(*args, **kwargs)
+    except (Exception, LearnerTimeout) as err:  # noqa: BLE001: kept as an observation
+        error = err
+    finally:
+        sys.settrace(previous)
+    return Lines(steps, result, error)
+
+
+def _qualname(code) -> str:
+    return getattr(code, "co_qualname", code.co_name)
+
+
+def locate_numbers(learner: list[Lines], reference: list[Lines], rel: float = 1e-9) -> Located | None:
+    """For Python-number answers: over the calls whose result differs from
+    the reference's, the first line that binds a number the reference never
+    has in that call; the same line in every such call, and a line whose
+    numbers are wrong in most of the calls it runs in (a line right for most
+    inputs computes well: the branch that led to it is the suspect, and
+    nothing is said), or nothing is said."""
+    places = set()
+    runs: dict[tuple, int] = {}
+    wrong: dict[tuple, int] = {}
+    for mine, theirs in zip(learner, reference):
+        if mine.error is not None or theirs.error is not None:
+            continue
+        want = _numbers(theirs.result)
+        known = [n for step in theirs.steps for n in step[3]] + want
+        first = None
+        for file, line, function, numbers in mine.steps:
+            bad = any(not any(math.isclose(n, k, rel_tol=rel, abs_tol=1e-12) for k in known) for n in numbers)
+            runs[file, line] = runs.get((file, line), 0) + 1
+            wrong[file, line] = wrong.get((file, line), 0) + bad
+            if bad and first is None:
+                first = (file, line, function)
+        got = _numbers(mine.result)
+        if len(got) == len(want) and all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-12) for g, w in zip(got, want)):
+            continue
+        if first is None:
+            return None
+        places.add(first)
+    if len(places) != 1:
+        return None
+    file, line, function = places.pop()
+    if 2 * wrong[file, line] <= runs[file, line]:
+        return None
+    return Located(file, line, function, source_line(file, line),
+                   [f"the numbers your code makes here are ones the reference never has, in {wrong[file, line]} of "
+                    f"the {runs[file, line]} calls that run this line"], kind="value")
+
+
+def locate_grad_cut(learner: Trace) -> Located | None:
+    """The line where the learner's code leaves autograd: a call that reads
+    a tensor requiring grad and returns floating values that do not (detach,
+    .data, a copy made under no_grad) or Python numbers (item, tolist). Only
+    when all such calls sit on one line."""
+    if learner.truncated:
+        return None
+    cuts = [op for op in learner.ops if op.grad_in and not op.grad_out
+            and (op.number_out or any(t.is_floating_point() for t in op.outputs))]
+    if len({(op.file, op.line) for op in cuts}) != 1:
+        return None
+    op = cuts[0]
+    what = "turns it into Python numbers" if op.number_out else "returns a tensor without a gradient"
+    return Located(op.file, op.line, op.function, source_line(op.file, op.line),
+                   [f"{op.name} reads a tensor that requires grad and {what}"], kind="grad")
+
+
+def locate_raise(learner: Trace) -> Located | None:
+    """Where the traced call raised: from the error's own frames, or, for a
+    trace made in the grader's jailed process, from the place it sent."""
+    if learner.error is None:
+        return None
+    found = locate_error(learner.error)
+    if found is None and learner.raised is not None:
+        file, line, function = learner.raised
+        kind = str(learner.error) if type(learner.error) is Exception else type(learner.error).__name__  # a sent type name
+        found = Located(file, line, function, source_line(file, line), [kind], kind="raises")
+    return found
+
+
+def locate_error(err: BaseException | None) -> Located | None:
+    """The learner's line an error was raised at (its innermost frame there)."""
+    from .core import _is_learners, _walk
+    if err is None:
+        return None
+    frames = [t for t in _walk(err.__traceback__) if _is_learners(t.tb_frame.f_code.co_filename)]
+    if not frames:
+        return None
+    tb = frames[-1]
+    code = tb.tb_frame.f_code
+    first = (str(err).strip().splitlines() or [""])[0][:200]
+    return Located(code.co_filename, tb.tb_lineno, getattr(code, "co_qualname", code.co_name),
+                   source_line(code.co_filename, tb.tb_lineno), [f"{type(err).__name__}: {first}"], kind="raises")
+
+
+def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
+    """Where a result's dtype is fixed: a call that makes a tensor from no
+    tensor at all (torch.zeros, torch.tensor, arange...) with a floating
+    dtype other than `want`, on the output's path. Only when it is one line."""
+    outputs = _tensors(learner.result)
+    if learner.truncated or not outputs or outputs[0].dtype == want:
+        return None
+    ops = learner.ops
+    ancestors: set[int] = set()
+    stack = [learner.producer[id(t)] for t in outputs if learner.producer.get(id(t), -1) >= 0]
+    while stack:
+        i = stack.pop()
+        if i not in ancestors:
+            ancestors.add(i)
+            stack += [j for j in ops[i].inputs if j >= 0]
+    made = [ops[i] for i in sorted(ancestors) if ops[i].factory and ops[i].outputs
+            and ops[i].outputs[0].is_floating_point() and ops[i].outputs[0].dtype != want]
+    if len({(op.file, op.line) for op in made}) != 1:
+        return None
+    op = made[0]
+    got = str(op.outputs[0].dtype).removeprefix("torch.")
+    return Located(op.file, op.line, op.function, source_line(op.file, op.line),
+                   [f"{op.name} makes a new {got} tensor here, whatever the inputs' dtype "
+                    f"({str(want).removeprefix('torch.')}); pass dtype=... (and device=...) of an input"], kind="dtype")

@@ -2,7 +2,8 @@
 notebook (nbNN.py, each with a MUTATIONS list), run by
 benchmarks/bench_diagnostics.py against the exercise's visible check.
 heldout.py is a separate set ({notebook: mutations}), written without
-reading the checks, run only when asked for (`--set heldout`)."""
+reading the checks, run only when asked for (`--set heldout`); heldout_unseen.py
+is a second such set (`--set unseen`)."""
 from __future__ import annotations
 
 import importlib
@@ -52,4 +53,11 @@ def heldout_mutations() -> dict[str, list[Mutation]]:
     return {nb: list(found) for nb, found in sorted(MUTATIONS.items())}
 
 
-SETS = {"default": all_mutations, "heldout": heldout_mutations}
+def unseen_mutations() -> dict[str, list[Mutation]]:
+    """{notebook number: its mutations} of the second held-out set (benchmarks/mutations/heldout_unseen.py)."""
+    from .heldout_unseen import MUTATIONS
+
+    return {nb: list(found) for nb, found in sorted(MUTATIONS.items())}
+
+
+SETS = {"default": all_mutations, "heldout": heldout_mutations, "unseen": unseen_mutations}

@@ -139,9 +139,11 @@ def probe_05(ns):
     h = x + torch.tanh(attn_norm(x))
     block = h + torch.sigmoid(mlp_norm(h))
     sizes = [(64, 32), (96, 32), (128, 32), (4096, 256)]
-    return {"swiglu == tinylm": _close(ns["swiglu"](x, w_gate, w_up, w_down), tinylm.swiglu(x, w_gate, w_up, w_down), atol=1e-5),
-            "swiglu_hidden == 8/3 rule": [ns["swiglu_hidden"](d, m) for d, m in sizes] == [tinylm.default_d_ff(d, m) for d, m in sizes],
-            "pre_norm_block == formula": _close(ns["pre_norm_block"](x, torch.tanh, torch.sigmoid, attn_norm, mlp_norm), block, atol=1e-6),
+    weights = (w_gate, w_up, w_down)
+    return {"swiglu == tinylm": _close(ns["swiglu"](x, *weights), tinylm.swiglu(x, *weights), atol=1e-5),
+            "swiglu_hidden == 8/3 rule": [ns["swiglu_hidden"](*s) for s in sizes] == [tinylm.default_d_ff(*s) for s in sizes],
+            "pre_norm_block == formula": _close(ns["pre_norm_block"](x, torch.tanh, torch.sigmoid, attn_norm, mlp_norm), block,
+                                                atol=1e-6),
             "model": attempt(lambda: _model_agreement(ns, 4)),
             "model, norm_eps=1e-2": attempt(lambda: _model_agreement(ns, 4, norm_eps=1e-2))}
 
@@ -279,7 +281,10 @@ def main() -> int:
                 problems.append(f"{notebook} {mutation.cell}: changes nothing the probes see: {mutation.why}")
     for line in problems:
         print(f"PROBLEM: {line}")
-    print(f"{rows} mutations, {rows - len(problems)} apply and change a probe")
+    every = [m for found in unseen_mutations().values() for m in found]
+    print(f"{rows} mutations, {rows - len(problems)} apply and change a probe; "
+          f"{sum(bool(m.regime) for m in every)} show only in their regime (*); "
+          f"{sum(m.in_lists for m in every)} are essentially in benchmarks/mutations/nbNN.py")
     return 1 if problems else 0
 
 

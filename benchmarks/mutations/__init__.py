@@ -3,7 +3,8 @@ notebook (nbNN.py, each with a MUTATIONS list), run by
 benchmarks/bench_diagnostics.py against the exercise's visible check.
 heldout.py is a separate set ({notebook: mutations}), written without
 reading the checks, run only when asked for (`--set heldout`); heldout_unseen.py
-is a second such set (`--set unseen`)."""
+is a second such set (`--set unseen`), heldout_offlist.py a third, of mistakes
+in none of the other lists (`--set offlist`)."""
 from __future__ import annotations
 
 import importlib
@@ -46,18 +47,27 @@ def all_mutations() -> dict[str, list[Mutation]]:
     return found
 
 
+def _by_notebook(module: str) -> dict[str, list[Mutation]]:
+    """{notebook number: its mutations} of a held-out set, the MUTATIONS dict of benchmarks/mutations/<module>.py."""
+    found = importlib.import_module(f"{__name__}.{module}").MUTATIONS
+    return {nb: list(mutations) for nb, mutations in sorted(found.items())}
+
+
 def heldout_mutations() -> dict[str, list[Mutation]]:
     """{notebook number: its held-out mutations} (benchmarks/mutations/heldout.py)."""
-    from .heldout import MUTATIONS
-
-    return {nb: list(found) for nb, found in sorted(MUTATIONS.items())}
+    return _by_notebook("heldout")
 
 
 def unseen_mutations() -> dict[str, list[Mutation]]:
     """{notebook number: its mutations} of the second held-out set (benchmarks/mutations/heldout_unseen.py)."""
-    from .heldout_unseen import MUTATIONS
-
-    return {nb: list(found) for nb, found in sorted(MUTATIONS.items())}
+    return _by_notebook("heldout_unseen")
 
 
-SETS = {"default": all_mutations, "heldout": heldout_mutations, "unseen": unseen_mutations}
+def offlist_mutations() -> dict[str, list[Mutation]]:
+    """{notebook number: its mutations} of the third held-out set, in none of the other lists
+    (benchmarks/mutations/heldout_offlist.py)."""
+    return _by_notebook("heldout_offlist")
+
+
+SETS = {"default": all_mutations, "heldout": heldout_mutations, "unseen": unseen_mutations,
+        "offlist": offlist_mutations}

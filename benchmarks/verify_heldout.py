@@ -46,9 +46,9 @@ def attempt(fn):
         return f"raises {type(err).__name__}"
 
 
-def _config(n_kv_heads: int, n_layers: int = 2) -> tinylm.ModelConfig:
-    return tinylm.ModelConfig(vocab_size=256, d_model=32, n_layers=n_layers, n_heads=4, n_kv_heads=n_kv_heads,
-                              d_ff=64, max_seq_len=32)
+def _config(n_kv_heads: int, n_layers: int = 2, **overrides) -> tinylm.ModelConfig:
+    return tinylm.ModelConfig(**{"vocab_size": 256, "d_model": 32, "n_layers": n_layers, "n_heads": 4,
+                                 "n_kv_heads": n_kv_heads, "d_ff": 64, "max_seq_len": 32, **overrides})
 
 
 def _reference(config: tinylm.ModelConfig) -> tinylm.Transformer:
@@ -60,10 +60,11 @@ def _reference(config: tinylm.ModelConfig) -> tinylm.Transformer:
     return model
 
 
-def _model_agreement(ns: dict, n_kv_heads: int) -> dict:
+def _model_agreement(ns: dict, n_kv_heads: int, **overrides) -> dict:
     """The learner's Transformer holding tinylm's weights: same parameters,
-    same logits without a cache, same logits for a prefill of 5 then 3 decoding steps."""
-    config = _config(n_kv_heads)
+    same logits without a cache, same logits for a prefill of 5 then 3 decoding steps.
+    `overrides` are other ModelConfig fields (e.g. norm_eps) for both models."""
+    config = _config(n_kv_heads, **overrides)
     ref = _reference(config)
     model = ns["Transformer"](config).eval()
     names = {n for n, _ in model.named_parameters()} == {n for n, _ in ref.named_parameters()}
@@ -85,18 +86,22 @@ def _input_kept(fn, *args) -> bool:
     return all(not isinstance(a, torch.Tensor) or torch.equal(a, b) for a, b in zip(args, before))
 
 
-def _attention_steps(step, n_kv_heads: int) -> bool:
-    """Prefill 4 positions, then 2 more in a second step, against tinylm's attention on all 6."""
+def _attention_steps(step, n_kv_heads: int, chunks: tuple[int, ...] = (4, 2)) -> bool:
+    """Prefill chunks[0] positions, then the next chunks in later steps (by default 4, then 2 more),
+    against tinylm's attention on all of them at once."""
     config = _config(n_kv_heads, n_layers=1)
     torch.manual_seed(0)
     attn = tinylm.attention.Attention(config).eval()
     cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len)
-    x = torch.randn(2, 6, config.d_model)
-    empty = torch.zeros(2, n_kv_heads, 0, config.head_dim)
+    x = torch.randn(2, sum(chunks), config.d_model)
+    k = v = torch.zeros(2, n_kv_heads, 0, config.head_dim)  # an empty cache
+    outputs, start = [], 0
     with torch.no_grad():
-        y1, k, v = step(x[:, :4], attn, cos, sin, empty, empty)
-        y2, _, _ = step(x[:, 4:], attn, cos, sin, k, v)
-        return torch.allclose(torch.cat((y1, y2), dim=1), attn(x, cos, sin), atol=1e-5)
+        for n in chunks:
+            y, k, v = step(x[:, start:start + n], attn, cos, sin, k, v)
+            outputs.append(y)
+            start += n
+        return torch.allclose(torch.cat(outputs, dim=1), attn(x, cos, sin), atol=1e-5)
 
 
 def probe_01(ns):

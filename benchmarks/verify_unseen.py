@@ -1,0 +1,360 @@
+"""Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py)
+and of the "offlist" set (offlist.py, mistakes in none of the other lists)
+is a real bug: probes run the solution and the mutated answer on the situation
+the mistake is about (a batch of one, a KV cache after a prefill, a
+non-default config value, float16 or uint8 input, non-contiguous logits, a
+model in train mode, ...) and compare with tinylm, with PyTorch built-ins or
+with closed forms. A mutation that leaves every probe as the solution has it
+would be no mistake at all. No check of the course is run.
+
+    python benchmarks/verify_unseen.py               # the unseen set
+    python benchmarks/verify_unseen.py --set offlist
+
+Prints one row per mutation (the probes it changes, `*` marks a mistake that
+shows only in its regime) and exits non-zero if a mutation does not apply
+(its original text is not found exactly once) or changes nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
+
+import tinylm  # noqa: E402
+from benchmarks.bench_diagnostics import notebook_cells  # noqa: E402
+from benchmarks.mutations import SETS  # noqa: E402
+from benchmarks.verify_heldout import _attention_steps, _model_agreement, _reference, _config, attempt, namespace  # noqa: E402
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _close(a, b, **tol) -> bool:
+    return a.shape == b.shape and torch.allclose(a.float(), b.float(), **tol)
+
+
+class Recorder(nn.Module):
+    """A bigram-like model, logits (B, T, V) = a row per input id, that
+    records the mode and the autograd state of every forward pass."""
+
+    def __init__(self, vocab: int = 16, scale: float = 3.0):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, vocab)
+        with torch.no_grad():
+            self.emb.weight.mul_(scale)  # spread-out logits: batches get clearly different losses
+        self.training_seen, self.grad_seen = [], []
+
+    def forward(self, idx):
+        self.training_seen.append(self.training)
+        self.grad_seen.append(torch.is_grad_enabled())
+        return self.emb(idx)
+
+
+def probe_01(ns):
+    gen = _gen(5)
+    weight, x = torch.randn(10, 4, generator=gen), torch.randn(2, 3, 4, generator=gen)
+    ids = torch.tensor([[1, 2, 3], [4, 0, 2]])  # the last id, 9, does not occur
+    emb, head = nn.Embedding(10, 4), nn.Linear(4, 10, bias=False)
+    ns["tie_weights"](emb, head)
+    table = weight.clone().requires_grad_()
+    ns["embed"](ids, table).sum().backward()  # d sum / d row r = how often id r occurs
+    return {"embed == weight[ids]": _close(ns["embed"](ids, weight), weight[ids]),
+            "embed gradient per row == id counts": torch.equal(table.grad[:, 0], torch.bincount(ids.flatten(), minlength=10).float()),
+            "one_hot_embed == weight[ids]": attempt(lambda: _close(ns["one_hot_embed"](ids, weight), weight[ids])),
+            "tied_logits == x @ W.T": _close(ns["tied_logits"](x, weight), x @ weight.T),
+            "head.weight is emb.weight": head.weight is emb.weight,
+            "distinct Parameters": len(list(nn.ModuleList([emb, head]).parameters()))}
+
+
+def probe_02(ns):
+    gen = _gen(6)
+    x = torch.randn(2, 3, 8, generator=gen) * torch.tensor([0.1, 1.0, 10.0])[:, None]  # tokens of three scales
+    w, b = torch.randn(8, generator=gen), torch.randn(8, generator=gen)
+    big = (torch.randn(2, 8, generator=gen) * 400).half()
+    small = torch.randn(4, 8, generator=gen) * 0.1
+    trained = ns["RMSNorm"](8)
+
+    def with_trained_gain():
+        trained.load_state_dict({"weight": w})
+        return _close(trained(x), tinylm.rms_norm(x, w), atol=1e-6)
+
+    return {"rms_norm == tinylm": _close(ns["rms_norm"](x, w), tinylm.rms_norm(x, w), atol=1e-6),
+            "rms_norm fp16 ~400 == tinylm": _close(ns["rms_norm"](big, w), tinylm.rms_norm(big, w), atol=1e-2, rtol=1e-2),
+            "layer_norm == F.layer_norm": _close(ns["layer_norm"](x, w, b), F.layer_norm(x, (8,), w, b, eps=1e-5), atol=1e-5),
+            "RMSNorm(eps=0.1) == tinylm": _close(ns["RMSNorm"](8, eps=0.1)(small), tinylm.rms_norm(small, torch.ones(8), 0.1)),
+            "RMSNorm with a trained gain == tinylm": attempt(with_trained_gain)}
+
+
+def _bottom_right(q_len: int, kv_len: int) -> torch.Tensor:
+    """Query i is position kv_len - q_len + i and sees keys j <= that."""
+    return torch.arange(kv_len)[None, :] <= torch.arange(q_len)[:, None] + (kv_len - q_len)
+
+
+def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
+    B, T, d = x.shape
+    return x.reshape(B, T, n, d // n).permute(0, 2, 1, 3)
+
+
+def probe_03(ns):
+    gen = _gen(7)
+    x = torch.randn(2, 5, 12, generator=gen)
+    q, k, v = (torch.randn(2, 3, 6, 8, generator=gen) for _ in range(3))
+    w_q, w_k, w_v, w_o = (torch.randn(12, 12, generator=gen) / 12 ** 0.5 for _ in range(4))
+    heads = F.scaled_dot_product_attention(_heads(x @ w_q.T, 3), _heads(x @ w_k.T, 3), _heads(x @ w_v.T, 3), is_causal=True)
+    attended = heads.permute(0, 2, 1, 3).reshape(2, 5, 12) @ w_o.T  # (B, T, d), then the output projection
+    return {"causal_mask(4, 4)": torch.equal(ns["causal_mask"](4, 4), _bottom_right(4, 4)),
+            "causal_mask(2, 5)": torch.equal(ns["causal_mask"](2, 5), _bottom_right(2, 5)),
+            "split_heads": torch.equal(ns["split_heads"](x, 3), _heads(x, 3)),
+            "merge_heads(split) == x": attempt(lambda: torch.equal(ns["merge_heads"](_heads(x, 3)), x)),
+            "attention Tq = Tk == SDPA": _close(ns["causal_attention"](q, k, v),
+                                                F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-5),
+            "attention Tq < Tk == SDPA": _close(ns["causal_attention"](q[:, :, :2], k, v), F.scaled_dot_product_attention(
+                q[:, :, :2], k, v, attn_mask=_bottom_right(2, 6)), atol=1e-5),
+            "self_attention == reference": attempt(lambda: _close(ns["self_attention"](x, w_q, w_k, w_v, w_o, 3), attended,
+                                                                  atol=1e-5)),
+            "attention bfloat16 out": attempt(lambda: ns["causal_attention"](q.bfloat16(), k.bfloat16(), v.bfloat16()).dtype)}
+
+
+def probe_04(ns):
+    cos, sin = tinylm.rope_cache(8, 16)
+    gen = _gen(8)
+    x = torch.randn(2, 2, 5, 8, generator=gen)
+    q, k, v = (torch.randn(1, 2, 5, 8, generator=gen) for _ in range(3))
+    mine, theirs = ns["rope_cache"](8, 16), (cos, sin)
+    mine_500, theirs_500 = ns["rope_cache"](8, 16, 500.0), tinylm.rope_cache(8, 16, 500.0)
+    rotated = {p: tinylm.causal_attention(tinylm.apply_rope(q, cos, sin, p), tinylm.apply_rope(k, cos, sin, p), v)
+               for p in (0, 4)}
+    even = torch.randn(1, 2, 4, 8, generator=gen)  # 4 positions: a split on the wrong axis keeps the shape
+    return {"rotate_half, 4 positions == (-x2, x1)": attempt(lambda: torch.equal(
+                ns["rotate_half"](even), torch.cat((-even[..., 4:], even[..., :4]), dim=-1))),
+            "rope_cache == tinylm": all(_close(a, b, atol=1e-6) for a, b in zip(mine, theirs)),
+            "rope_cache(theta=500) == tinylm": all(_close(a, b, atol=1e-6) for a, b in zip(mine_500, theirs_500)),
+            "apply_rope(start_pos=3) == tinylm": attempt(lambda: _close(ns["apply_rope"](x, cos, sin, 3),
+                                                                        tinylm.apply_rope(x, cos, sin, 3), atol=1e-6)),
+            **{f"rotary_attention(start_pos={p}) == tinylm": attempt(lambda p=p: _close(
+                ns["rotary_attention"](q, k, v, cos, sin, p), rotated[p], atol=1e-5)) for p in (0, 4)}}
+
+
+def probe_05(ns):
+    gen = _gen(9)
+    x = torch.randn(2, 3, 8, generator=gen)
+    w_gate, w_up, w_down = torch.randn(16, 8, generator=gen), torch.randn(16, 8, generator=gen), torch.randn(8, 16, generator=gen)
+
+    def attn_norm(t):
+        return t * 2.0
+
+    def mlp_norm(t):  # a different gain than attn_norm's
+        return t * 0.5 + 1.0
+
+    h = x + torch.tanh(attn_norm(x))
+    block = h + torch.sigmoid(mlp_norm(h))
+    sizes = [(64, 32), (96, 32), (128, 32), (4096, 256)]
+    weights = (w_gate, w_up, w_down)
+    return {"swiglu == tinylm": _close(ns["swiglu"](x, *weights), tinylm.swiglu(x, *weights), atol=1e-5),
+            "swiglu_hidden == 8/3 rule": [ns["swiglu_hidden"](*s) for s in sizes] == [tinylm.default_d_ff(*s) for s in sizes],
+            "pre_norm_block == formula": _close(ns["pre_norm_block"](x, torch.tanh, torch.sigmoid, attn_norm, mlp_norm), block,
+                                                atol=1e-6),
+            "model": attempt(lambda: _model_agreement(ns, 4)),
+            "model, norm_eps=1e-2": attempt(lambda: _model_agreement(ns, 4, norm_eps=1e-2))}
+
+
+def probe_06(ns):
+    gen = _gen(10)
+    past_k, past_v, k, v = (torch.randn(2, 2, n, 4, generator=gen) for n in (3, 3, 2, 2))
+    k_all, v_all = ns["cache_update"](past_k, past_v, k, v)
+    model = _reference(_config(4))
+    prompt = torch.randint(0, 256, (2, 5), generator=_gen(2))
+
+    def greedy_matches(batch: int) -> bool:
+        greedy = ns["generate_greedy"](model, prompt[:batch], 4, tinylm.KVCache(model.config, batch))
+        return torch.equal(greedy, tinylm.generate(model, prompt[:batch], 4, temperature=0))
+
+    return {"cache_update keys == cat": torch.equal(k_all, torch.cat((past_k, k), 2)),
+            "cache_update values == cat": torch.equal(v_all, torch.cat((past_v, v), 2)),
+            "prefill == full": attempt(lambda: _attention_steps(ns["attention_step"], 4, chunks=(6,))),
+            "prefill, then steps == full": attempt(lambda: _attention_steps(ns["attention_step"], 4, chunks=(4, 2, 1))),
+            **{f"greedy, batch of {b} == tinylm": attempt(lambda b=b: greedy_matches(b)) for b in (2, 1)}}
+
+
+def probe_07(ns):
+    gen = _gen(11)
+    kv = torch.randn(2, 2, 4, 8, generator=gen)
+    q, k, v = torch.randn(2, 4, 5, 8, generator=gen), torch.randn(2, 2, 5, 8, generator=gen), torch.randn(2, 2, 5, 8, generator=gen)
+    return {**{f"repeat_kv, {n} kv head(s) == repeat_interleave": attempt(lambda n=n: torch.equal(
+                ns["repeat_kv"](kv[:, :n], 3), kv[:, :n].repeat_interleave(3, dim=1))) for n in (2, 1)},
+            "gqa_attention == SDPA enable_gqa": attempt(lambda: _close(ns["gqa_attention"](q, k, v), F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, enable_gqa=True), atol=1e-5)),
+            "GQA prefill == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(6,))),
+            "GQA prefill, then steps == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(4, 2, 1)))}
+
+
+def _drawn(ns, logits_row: list[float], rows: int, temperature: float, top_k=None, top_p=None) -> torch.Tensor:
+    """`rows` draws of sample_next from one distribution, the row repeated as a batch."""
+    batch = torch.tensor([logits_row]).expand(rows, len(logits_row)).contiguous()
+    return ns["sample_next"](batch, temperature, top_k, top_p, _gen(16))
+
+
+def probe_08(ns):
+    gen = _gen(12)
+    logits, flat = torch.randn(3, 12, generator=gen), torch.zeros(8, 50)
+
+    def seeded_draw(global_seed: int):
+        torch.manual_seed(global_seed)  # a sampler that honours the generator ignores this
+        return ns["sample_next"](flat, 1.0, None, None, _gen(0))
+
+    model = Recorder().train()
+    ns["generate"](model, torch.zeros(3, 2, dtype=torch.long), 3, generator=_gen(0))
+    return {"top_k(4) == tinylm": torch.equal(ns["top_k_filter"](logits, 4), tinylm.top_k_filter(logits, 4)),
+            "top_p(0.7) == tinylm": torch.equal(ns["top_p_filter"](logits, 0.7), tinylm.top_p_filter(logits, 0.7)),
+            **{f"sample_next shape, batch of {b}": tuple(ns["sample_next"](logits[:b], 1.0, None, None, _gen(0)).shape)
+               for b in (3, 1)},
+            "same generator seed, same draw": torch.equal(seeded_draw(1), seeded_draw(2)),
+            "train mode seen while generating": any(model.training_seen),
+            # closed forms: logits (1000, 999, 0) give token 2 no mass; (1, 0) at T = 2 give token 0 sigmoid(1/2);
+            # probabilities (.4, .3, .2, .1) keep (.4, .3) after top-k 2, renormalised (.57, .43): top-p .5 keeps token 0
+            "logits near 1000: draws only tokens 0, 1": attempt(
+                lambda: set(_drawn(ns, [1000.0, 999.0, 0.0], 200, 1.0).tolist()) <= {0, 1}),
+            "T=2: share of token 0 == sigmoid(1/2) +- 0.03": attempt(
+                lambda: abs(float((_drawn(ns, [1.0, 0.0], 4000, 2.0) == 0).float().mean()) - 1 / (1 + math.exp(-0.5))) < 0.03),
+            "top_k=2 then top_p=0.5: draws only token 0": attempt(
+                lambda: set(_drawn(ns, [math.log(p) for p in (0.4, 0.3, 0.2, 0.1)], 400, 1.0, 2, 0.5).tolist()) == {0})}
+
+
+class TwoTables(nn.Module):
+    """Logits (B, T, 10) from two embedding tables, scaled so both gradients exceed a clip norm of 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Embedding(10, 10), nn.Embedding(10, 10)
+
+    def forward(self, idx):
+        return (self.a(idx) + self.b(idx)) * 100
+
+
+def probe_09(ns):
+    from tinylm.training import TrainConfig, lr_at
+
+    data = torch.arange(12)  # seq_len 4: the valid starts are 0 .. 7
+    x, y = ns["get_batch"](data, 4000, 4, _gen(0))
+    logits, targets = torch.randn(2, 7, 10, generator=_gen(13)), torch.randint(0, 10, (2, 7), generator=_gen(14))
+    sliced = logits[:, :-1]  # non-contiguous, as when the last position has no target
+    schedule = TrainConfig(steps=20, warmup_steps=5, lr=1e-2, min_lr=1e-3)
+    model = Recorder(10)
+    before = model.emb.weight.detach().clone()
+    ns["train_step"](model, torch.optim.SGD(model.parameters(), lr=0.1), targets[:, :-1], targets[:, 1:])
+    tables = TwoTables()
+    ns["train_step"](tables, torch.optim.SGD(tables.parameters(), lr=0.0), targets[:, :-1], targets[:, 1:], grad_clip=1.0)
+    clipped = torch.cat([p.grad.flatten() for p in tables.parameters()]).norm()
+    torch.manual_seed(0)  # the global RNG, which get_batch uses when no generator is passed
+    unseeded = [ns["get_batch"](data, 8, 4)[0] for _ in range(2)]
+    return {"starts drawn": sorted(set(x[:, 0].tolist())),
+            "x, y shapes == (4000, 4)": tuple(x.shape) == tuple(y.shape) == (4000, 4),
+            "two calls without a generator differ": not torch.equal(*unseeded),
+            "y == x shifted by one": torch.equal(y, x + 1),
+            "lm_loss == F.cross_entropy": _close(ns["lm_loss"](logits, targets),
+                                                 F.cross_entropy(logits.reshape(-1, 10), targets.reshape(-1))),
+            "lm_loss on sliced logits == F.cross_entropy": attempt(lambda: _close(
+                ns["lm_loss"](sliced, targets[:, 1:]), F.cross_entropy(sliced.reshape(-1, 10), targets[:, 1:].reshape(-1)))),
+            **{f"lr_schedule == tinylm.lr_at, steps {steps.start}..{steps.stop - 1} of 20": all(
+                math.isclose(ns["lr_schedule"](s, 5, 20, 1e-2, 1e-3), lr_at(s, schedule)) for s in steps)
+               for steps in (range(20), range(20, 25))},
+            "lm_loss at logits x 200 == F.cross_entropy": _close(ns["lm_loss"](logits * 200, targets),
+                                                                 F.cross_entropy(logits.reshape(-1, 10) * 200, targets.reshape(-1))),
+            "train_step moves the weights": not torch.equal(before, model.emb.weight),
+            "global gradient norm after clipping to 1 == 1": math.isclose(float(clipped), 1.0, rel_tol=1e-4)}
+
+
+def _quiet(fn, *args):
+    """fn(*args) with torch's deprecation warnings (e.g. uint8 used as an index) kept out of the table."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+def _bigram_reference(train: torch.Tensor, val: torch.Tensor, alpha: float) -> float:
+    """Counted pair by pair in Python: independent of any tensor dtype."""
+    counts = [[0] * 256 for _ in range(256)]
+    for a, b in zip(train[:-1].tolist(), train[1:].tolist()):
+        counts[a][b] += 1
+    nll = [-math.log((counts[a][b] + alpha) / (sum(counts[a]) + 256 * alpha)) for a, b in zip(val[:-1].tolist(), val[1:].tolist())]
+    return sum(nll) / len(nll)
+
+
+def probe_10(ns):
+    gen = _gen(15)
+    logits, targets = torch.randn(2, 5, 7, generator=gen), torch.randint(0, 7, (2, 5), generator=gen)
+    targets[0, :2] = 0  # ignore_index=0 below: two padded positions
+    padded = targets.masked_fill(targets == 0, -100)  # the same padding, marked with the default -100
+
+    def nll_matches(scored, ignore_index):
+        nll, count = ns["nll_sum_and_count"](logits, scored, ignore_index=ignore_index)
+        reference = F.cross_entropy(logits.reshape(-1, 7), scored.reshape(-1), ignore_index=ignore_index, reduction="sum")
+        return math.isclose(nll, reference.item(), rel_tol=1e-5), count
+
+    model = Recorder()
+    batches = [(torch.randint(0, 16, (b, 6), generator=gen), torch.randint(0, 16, (b, 6), generator=gen)) for b in (1, 3)]
+    result = ns["evaluate"](model, batches)
+    with torch.no_grad():
+        token_mean = F.cross_entropy(torch.cat([model.emb(x).reshape(-1, 16) for x, _ in batches]),
+                                     torch.cat([y.reshape(-1) for _, y in batches])).item()
+    corpus = torch.randint(0, 256, (600,), generator=gen, dtype=torch.uint8)
+    train, val, expected = corpus[:500], corpus[500:], _bigram_reference(corpus[:500], corpus[500:], 0.5)
+    return {"nll_sum_and_count(ignore_index=-100)": nll_matches(padded, -100),
+            "nll_sum_and_count, all padding == (0.0, 0)": ns["nll_sum_and_count"](logits, torch.full_like(targets, -100)) == (0.0, 0),
+            "nll_sum_and_count(ignore_index=0)": nll_matches(targets, 0),
+            "perplexity == exp(token-weighted loss)": math.isclose(result["perplexity"], math.exp(token_mean), rel_tol=1e-5),
+            "grad enabled in evaluate's forward": any(model.grad_seen),
+            "bigram_nll(int64) == counted": attempt(lambda: math.isclose(ns["bigram_nll"](train.long(), val.long()), expected,
+                                                                         rel_tol=1e-9)),
+            "bigram_nll(uint8) == counted": attempt(lambda: math.isclose(_quiet(ns["bigram_nll"], train, val), expected,
+                                                                         rel_tol=1e-9))}
+
+
+PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
+
+
+VERIFIED_SETS = ("unseen", "offlist")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Prove each held-out mistake a real bug against tinylm, PyTorch or a closed form.")
+    parser.add_argument("--set", choices=VERIFIED_SETS, default="unseen", help="which held-out set (default: unseen)")
+    chosen = SETS[parser.parse_args(argv).set]()
+    problems, rows = [], 0
+    for notebook, mutations in chosen.items():
+        _, answers, _ = notebook_cells(notebook)
+        solution = PROBES[notebook](namespace(notebook))
+        print(f"{notebook} solution: {solution}")
+        for mutation in mutations:
+            rows += 1
+            found = answers[mutation.cell].count(mutation.old)
+            if found != 1:
+                problems.append(f"{notebook} {mutation.cell}: original text found {found} times: {mutation.why}")
+                continue
+            seen = attempt(lambda: PROBES[notebook](namespace(notebook, mutation)))
+            changed = {k: v for k, v in seen.items() if solution.get(k) != v} if isinstance(seen, dict) else seen
+            mark = "*" if mutation.regime else " "
+            print(f"  {mark} {mutation.cell:<17} {mutation.why[:64]:<66} {changed or 'NO CHANGE'}")
+            if not changed:
+                problems.append(f"{notebook} {mutation.cell}: changes nothing the probes see: {mutation.why}")
+    for line in problems:
+        print(f"PROBLEM: {line}")
+    every = [m for found in chosen.values() for m in found]
+    print(f"{rows} mutations, {rows - len(problems)} apply and change a probe; "
+          f"{sum(bool(m.regime) for m in every)} show only in their regime (*); "
+          f"{sum(m.in_lists for m in every)} are essentially in the project's other mutation lists")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

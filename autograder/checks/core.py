@@ -294,6 +294,12 @@ def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None):
                   "are not shown)")
 
 
+class CheckStopped(RuntimeError):
+    """Raised by a check's own instrument inside the learner's call (a hook
+    that stops a loop past its bound): its text is the check's measurement,
+    never the learner's words, and is reported as one."""
+
+
 class Delegation(Exception):
     """Raised when an answer hands its exercise to tinylm's own function of
     the same name instead of implementing it."""
@@ -726,6 +732,8 @@ class Check:
         sizes = self._name_sizes(str(err), record.sizes())
         if sizes:
             self.measured(sizes)
+        if isinstance(err, CheckStopped):
+            self.measured(str(err))
         # The row is printed with this failure only: a check that catches it (a probe) keeps its own table.
         row = Row(record.label(), False, note=f"raised {type(err).__name__}: see below")
         self._stop(f"{self.fn_name} raised {type(err).__name__}{_learner_place(err)}: {_first_line(err)}\n"

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from . import trace
 from .attention import ref_mask
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
-from .core import Check, CheckFailed, describe, guarded_call, randn, seeded
+from .core import Check, CheckFailed, CheckStopped, describe, guarded_call, randn, seeded
 from .rope import ref_angles, ref_rotate
 from .spies import attention_heads, unrepeated_bug
 
@@ -449,7 +449,7 @@ def measure_length(chk: Check, got, prompt: torch.Tensor, max_new_tokens: int, w
                      f"{prompt_len} tokens followed by {max_new_tokens} new ones ({expected})")
 
 
-class TooManyForwardCalls(RuntimeError):
+class TooManyForwardCalls(CheckStopped):
     """Raised inside the learner's decoding loop once it has called the model
     more often than its max_new_tokens allow: a wrong loop (one that never
     appends, or decodes far past max_new_tokens) is stopped in a fraction of a

@@ -593,6 +593,7 @@ KIND_WORDS = {
              "reference's",
     "sizes": "the sizes this call is given differ from the reference's; they are read on the other line",
     "shape": "the value made here has the reference's numbers in another shape, and a later line raises on it",
+    "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "grad": "the gradient stops here",
     "raises": "it raises here",
     "dtype": "a dtype is fixed here",
@@ -1321,6 +1322,30 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
             return Located(op.file, op.line, op.function, source_line(op.file, op.line),
                            [f"yours: {op.name} gives {_describe_value(value)}",
                             f"the reference has these numbers in shape {tuple(theirs[0].shape)}", raises], kind="shape")
+    return _cast_before_raise(learner, reference, seen, failed, raises)
+
+
+def _cast_before_raise(learner: Trace, reference: Trace, seen: "_Analysis", failed: Op, raises: str) -> Located | None:
+    """The call that raised reads a value the reference's call of its kind
+    reads only after a cast (an int64 one-hot met by float weights): the
+    line that made it, and the dtype the reference casts it to."""
+    blame = _blame(failed, learner.ops, seen.found, reference, seen.given)
+    if blame is None or blame[3] not in ("layout", "missing") or blame[2] is None or blame[0].index not in failed.inputs:
+        return None
+    blamed, _, counterpart, _ = blame
+    k = failed.inputs.index(blamed.index)
+    slot = (failed.slots or [0] * len(failed.inputs))[k]
+    wanted = (counterpart.inputs[k], (counterpart.slots or [0] * len(counterpart.inputs))[k])
+    for owner in seen.found[blamed.index][slot] if slot < len(seen.found[blamed.index]) else []:
+        path = _path(reference, wanted, owner)
+        if path and all(reference.ops[i].name in _CASTS for i in path) and reference.ops[path[0]].outputs:
+            got, want = blamed.outputs[slot].dtype, reference.ops[path[0]].outputs[0].dtype
+            (file, line, function), second = blamed_lines(blamed, failed)
+            return Located(file, line, function, source_line(file, line), [
+                f"yours: {blamed.name} gives {_describe_value(blamed.outputs[slot])}",
+                f"the reference's {counterpart.name} reads this value cast to {str(want).removeprefix('torch.')}, yours "
+                f"reads it as {str(got).removeprefix('torch.')}", raises], kind="cast", also=second,
+                also_code=source_line(file, second) if second else "")
     return None
 
 

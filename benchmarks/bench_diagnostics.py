@@ -24,11 +24,19 @@ check cell. Outcome:
 
 The diagnosis is read from the failure's fields (CheckFailed.diagnosis: the
 likely bugs, measured facts, the regime and, for a failure that stops the
-check, its stop line) with the learner's quoted code left out, never from
-the located line's code; a failure without fields falls back to the lines of
+check without an error of the learner's, its stop line), never from the
+learner's own words: the located line's code, a line of theirs quoted in a
+message, and the text of the error their code raised (a keyword that only
+torch's error message holds, "matrix" in "self must be a matrix", names
+nothing) are left out. A failure without fields falls back to the lines of
 its message after the summary ("X failed N of M checks: ..."). Any located
 line shown, whatever the verdict, must be one the mutation changed: a wrong
 pointer is counted ("wrong line") and is a problem.
+
+A mutation that passes its visible check is run against the whole check
+cell, hidden tests included (what the grader runs): "hidden fails" counts
+the missed ones the hidden tests catch, each a problem of its own (the
+visible check let through a mistake the grade takes points for).
 
     python benchmarks/bench_diagnostics.py [--notebooks 01 03] [--set NAME] [-v] [--json]
 
@@ -87,6 +95,7 @@ class Outcome:
     diagnosis: dict | None = None
     wrong_line: bool = False  # a located line was shown that the mutation did not change
     right_line: bool = False  # a located line was shown and the mutation changed it (whatever the verdict)
+    hidden: bool | None = None  # missed only: True when the hidden tests fail it (None: not run)
 
     @property
     def last_line(self) -> str:
@@ -99,8 +108,10 @@ def source_file(notebook: str) -> Path:
     return path
 
 
-def notebook_cells(notebook: str):
-    """(setup sources, {answer id: source}, {answer id: visible check source}), in notebook order."""
+def notebook_cells(notebook: str, hidden: bool = False):
+    """(setup sources, {answer id: source}, {answer id: check source}), in
+    notebook order; the check's visible part, or with `hidden` the whole
+    cell (hidden tests included)."""
     cells = [c for c in source_cells(source_file(notebook)) if c.cell_type == "code"]
     setup, answers, checks = [], {}, {}
     for i, cell in enumerate(cells):
@@ -111,7 +122,7 @@ def notebook_cells(notebook: str):
             answers[meta["grade_id"]] = cell.source
             nxt = cells[i + 1] if i + 1 < len(cells) else None
             if nxt is not None and nbg(nxt).get("grade"):
-                checks[meta["grade_id"]] = visible_part(nxt.source)
+                checks[meta["grade_id"]] = nxt.source if hidden else visible_part(nxt.source)
     return setup, answers, checks
 
 
@@ -124,11 +135,13 @@ def diagnosis_lines(message: str) -> list[str]:
 
 def field_texts(diagnosis: dict) -> tuple[list[str], list[str]]:
     """(texts that may name the bug, the likely bugs) of a diagnosis's
-    fields; the learner's own line, quoted where their code raised, is left out."""
+    fields; the learner's own line, quoted where their code raised, and the
+    stop line of a call that raised (the learner's error message) are left out."""
     texts = list(diagnosis.get("likely_bugs") or []) + list(diagnosis.get("facts") or [])
     regime = diagnosis.get("regime") or {}
     texts += [regime.get("text") or ""]
-    texts += [diagnosis.get("stop") or ""]
+    if diagnosis.get("kind") != "raised":
+        texts += [diagnosis.get("stop") or ""]
     return [QUOTED.sub("", t) for t in texts if t], list(diagnosis.get("likely_bugs") or [])
 
 
@@ -192,14 +205,29 @@ def _compile(source: str, filename: str):
     return compile(source, filename, "exec")
 
 
-def run_mutation(notebook: str, mutation: Mutation, cells) -> Outcome:
+def run_mutation(notebook: str, mutation: Mutation, cells, hidden_checks: dict | None = None) -> Outcome:
     setup, answers, checks = cells
     if mutation.cell not in answers:
         raise ValueError(f"notebook {notebook}: no answer cell {mutation.cell!r} (have {sorted(answers)})")
     if mutation.cell not in checks:
         raise ValueError(f"notebook {notebook}: answer cell {mutation.cell!r} has no check cell after it")
-    mutated = mutation.apply(answers[mutation.cell])
     changed = (cell_file(notebook, mutation.cell), changed_lines(mutation, answers[mutation.cell]))
+    message, diagnosis = _run_check(notebook, mutation, setup, answers, checks[mutation.cell])
+    verdict = classify(message, mutation.expect, diagnosis, changed)
+    located = (diagnosis or {}).get("located")
+    claims = bool(located) and located.get("kind") != "raises"  # "it raises here" is a fact, not a claim of the bug's line
+    hidden = None
+    if verdict == "missed" and hidden_checks and mutation.cell in hidden_checks:
+        hidden = _run_check(notebook, mutation, setup, answers, hidden_checks[mutation.cell])[0] is not None
+    return Outcome(notebook, mutation, verdict, message or "", diagnosis,
+                   wrong_line=claims and not on_changed_line(located, changed),
+                   right_line=bool(located) and on_changed_line(located, changed), hidden=hidden)
+
+
+def _run_check(notebook: str, mutation: Mutation, setup: list, answers: dict, check: str):
+    """(the failure's message or None when the check passed, its diagnosis
+    fields) of one check cell run on the mutated answers in a fresh namespace."""
+    mutated = mutation.apply(answers[mutation.cell])
     ns: dict = {"__name__": f"bench_{notebook}"}
     message, diagnosis = None, None
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
@@ -214,16 +242,11 @@ def run_mutation(notebook: str, mutation: Mutation, cells) -> Outcome:
                 message = f"the cell {gid} raised {type(err).__name__}: {err}"
         if message is None:
             try:
-                exec(_compile(checks[mutation.cell], f"<{notebook}:check {mutation.cell}>"), ns)
+                exec(_compile(check, f"<{notebook}:check {mutation.cell}>"), ns)
             except CheckFailed as err:
                 message = str(err)
                 diagnosis = err.diagnosis.to_dict() if err.diagnosis is not None else None
-    verdict = classify(message, mutation.expect, diagnosis, changed)
-    located = (diagnosis or {}).get("located")
-    claims = bool(located) and located.get("kind") != "raises"  # "it raises here" is a fact, not a claim of the bug's line
-    return Outcome(notebook, mutation, verdict, message or "", diagnosis,
-                   wrong_line=claims and not on_changed_line(located, changed),
-                   right_line=bool(located) and on_changed_line(located, changed))
+    return message, diagnosis
 
 
 def run(notebooks: list[str] | None = None, mutation_set: str = "default") -> list[Outcome]:
@@ -235,7 +258,8 @@ def run(notebooks: list[str] | None = None, mutation_set: str = "default") -> li
         if notebooks and nb not in notebooks:
             continue
         cells = notebook_cells(nb)
-        outcomes += [run_mutation(nb, m, cells) for m in found[nb]]
+        hidden = notebook_cells(nb, hidden=True)[2]
+        outcomes += [run_mutation(nb, m, cells, hidden) for m in found[nb]]
     return outcomes
 
 
@@ -245,11 +269,12 @@ def listed(sets: list[str], exclude: str) -> set[tuple]:
 
 
 def _count(outcomes: list[Outcome]) -> dict[str, int]:
-    row = dict.fromkeys(("mutations", "caught", *VERDICTS, "right line", "wrong line"), 0)
+    row = dict.fromkeys(("mutations", "caught", *VERDICTS, "hidden fails", "right line", "wrong line"), 0)
     for o in outcomes:
         row["mutations"] += 1
         row["caught"] += o.verdict != "missed"
         row[o.verdict] += 1
+        row["hidden fails"] += bool(o.hidden)
         row["right line"] += o.right_line
         row["wrong line"] += o.wrong_line
     return row
@@ -271,7 +296,7 @@ def table(outcomes: list[Outcome], unlisted: set[tuple] | None = None) -> tuple[
     if unlisted is not None:
         extra.append(("(unlisted)", _count([o for o in outcomes if (o.notebook, o.mutation.cell, o.mutation.old,
                                                                    o.mutation.new) in unlisted])))
-    columns = ("mutations", *VERDICTS, "right line", "wrong line")
+    columns = ("mutations", *VERDICTS, "hidden fails", "right line", "wrong line")
     header = f"{'notebook':<12}" + "".join(f"{c:>16}" for c in columns) + f"{'named+located':>15}"
     lines = [header]
     for name, r in [*per_nb.items(), ("total", total), *extra]:
@@ -285,6 +310,8 @@ def table(outcomes: list[Outcome], unlisted: set[tuple] | None = None) -> tuple[
 def problems(outcomes: list[Outcome]) -> list[str]:
     bad = [f"{o.notebook} {o.mutation.cell}: {o.verdict}: {o.mutation.why} -> {o.last_line}"
            for o in outcomes if o.verdict in ("missed", "named wrongly", "located wrongly")]
+    bad += [f"{o.notebook} {o.mutation.cell}: passes its visible check, the hidden tests fail it: {o.mutation.why}"
+            for o in outcomes if o.hidden]
     bad += [f"{o.notebook} {o.mutation.cell}: shows a line the mistake did not change "
             f"({o.diagnosis['located']['line']}): {o.mutation.why}" for o in outcomes
             if o.wrong_line and o.verdict != "located wrongly"]
@@ -315,7 +342,8 @@ def main(argv=None) -> int:
             where = (o.diagnosis or {}).get("located")
             shown = (f"\n    at line {where['line']}: {where['code']}" + (f" | line {where['also']}" if where.get("also") else "")
                      + f" [{where.get('kind')}]") if where else ""
-            print(f"[{o.notebook} {o.mutation.cell}] {o.verdict:<15} {o.mutation.why}\n    -> {o.last_line}{shown}")
+            hidden = {True: " (the hidden tests fail it)", False: " (the hidden tests pass it too)"}.get(o.hidden, "")
+            print(f"[{o.notebook} {o.mutation.cell}] {o.verdict:<15} {o.mutation.why}{hidden}\n    -> {o.last_line}{shown}")
         print()
     if args.json:
         print(json.dumps(figures | {"set": args.mutation_set, "problems": problems(outcomes)}, indent=1))

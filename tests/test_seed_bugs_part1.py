@@ -114,7 +114,7 @@ BUGS = [
     ("05_swiglu", "Transformer", "        self.lm_head.weight = self.tok_emb.weight  # one Parameter, two names\n", "",
      "the head is not tied"),
     ("05_swiglu", "Transformer", "return tied_logits(self.norm(x), self.lm_head.weight)",
-     "return tied_logits(x, self.lm_head.weight)", "the first stage that differs is final norm"),
+     "return tied_logits(x, self.lm_head.weight)", "self.norm never ran"),
     # the accounting exercises of 03 and 05: what the layer and the model cost
     ("03_causal_attention", "attention_flops", "projection = 2 * B * T * d * d", "projection = B * T * d * d",
      "the factor 2 of a multiply-add"),

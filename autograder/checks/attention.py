@@ -473,7 +473,7 @@ SPLIT_HEADS = Contract("split_heads", split_heads_steps, _split_cases, names=("x
 MERGE_HEADS = Contract("merge_heads", merge_heads_steps, _merge_cases, names=("y",), batch=("y",), views=("y",),
                        grad=("y",), dtypes=(torch.float64,))
 CAUSAL_ATTENTION = Contract("causal_attention", attention_steps, _attention_contract_cases, names=("q", "k", "v"),
-                            batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"))
+                            batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"), scale=("q",))
 SELF_ATTENTION = Contract("self_attention", self_attention_steps, _self_attention_cases,
                           names=("x", "w_q", "w_k", "w_v", "w_o", "n_heads"), batch=("x",), views=("x",),
                           grad=("x", "w_q", "w_k", "w_v", "w_o"), dtypes=(torch.float64,))

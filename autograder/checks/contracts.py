@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import math
 import os
 import weakref
 from dataclasses import dataclass
@@ -32,8 +33,8 @@ from typing import Any, Callable
 import torch
 
 from . import trace
-from .core import (Check, LearnerTimeout, Row, _close, describe, guarded_call, reached_by_gradient, refuse_delegation,
-                   tol_for)
+from .core import (RAISE_LOCATORS, Check, LearnerTimeout, Row, _close, describe, guarded_call, reached_by_gradient,
+                   refuse_delegation, tol_for)
 
 INPUTS_ROW = "inputs unchanged"
 
@@ -108,6 +109,27 @@ class Contract:
     params: tuple = ()   # (argument name, another value): each parameter at a non-default value, one at a time
     locate: bool = True  # False where the reference's steps are not the learner's (a sampler judged on a sure draw)
     numbers: bool = False  # the answer is Python numbers: locate by the numbers each line binds (trace.record_lines)
+    shift: tuple[str, ...] = ()  # arguments a softmax reads: + 1000 (exp overflows float32; softmax(x + c) = softmax(x))
+    scale: tuple[str, ...] = ()  # arguments a softmax reads: × 200 (gaps of hundreds: exp underflows far below the max)
+    ones: tuple = ()     # (argument, axis, words): that axis at size 1, e.g. ("x", 1, "one kv head (MQA)")
+    edges: tuple = ()    # Edge: inputs at a bound of the function's domain (a step past the schedule, no scored target)
+    generator: str | None = None  # the argument taking a torch.Generator: the result follows it; without one, it varies
+    draws: Callable[[dict], dict] | None = None  # the visible inputs made random, for the generator regimes
+
+    def __post_init__(self):
+        if self.names and self.locate and not self.numbers:
+            RAISE_LOCATORS.setdefault(self.exercise, lambda fn, args, kwargs: locate_call(
+                fn, self.reference, args, kwargs, self.exercise))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A regime at a bound of the exercise's domain, in the exercise's own
+    terms: `transform(args) -> args` (argument name -> value) makes the
+    inputs; `words` says what they are, for "right ..., wrong {words}"."""
+    name: str
+    words: str
+    transform: Callable[[dict], dict]
 
 
 @dataclass
@@ -120,6 +142,7 @@ class Regime:
     grad: tuple[str, ...] = ()         # arguments a gradient must reach in this regime
     device: str | None = None
     param: str | None = None           # the parameter this regime changes
+    judge: Callable | None = None      # a property regime: judge(fn, contract, args) -> failure dict or None (no reference)
 
 
 def defaults(check: Callable) -> dict:
@@ -178,6 +201,7 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
         if name in args and not (isinstance(args[name], torch.Tensor) or args[name] == value):
             grid.append(Regime(f"{name}={value!r}", f"for {name}={args[name]!r}", f"for {name}={value!r}",
                                lambda a, name=name, value=value: {**a, name: value}, param=name))
+    grid += _edge_regimes(contract, args, base_dtype)
     grads = tuple(n for n in contract.grad if _floating(args.get(n)))
     if grads:
         grid.append(Regime("gradient reaches " + ", ".join(grads), "for the values", "with gradients",
@@ -187,6 +211,85 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
                            lambda a: {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in a.items()},
                            device="cuda"))
     return grid
+
+
+# What large values do to a softmax, said with the regimes that make them.
+SHIFT_WORDS = ("(every value above 88, where exp overflows float32: softmax(x + c) = softmax(x), and torch's softmax, "
+               "log_softmax and cross_entropy subtract the max first)")
+SCALE_WORDS = ("(gaps of hundreds between values: exp overflows float32 above 88, and a softmax underflows to exactly 0 "
+               "far below the max, so log(softmax(x)) is -inf where log_softmax(x) stays finite)")
+
+
+def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
+    """The regimes at the bounds of the exercise's domain: large values, an
+    axis of size 1, the edges it names, and its generator's promises."""
+    grid: list[Regime] = []
+    for kind, names, change, words in (("+ 1000", contract.shift, lambda t: t + 1000, SHIFT_WORDS),
+                                       ("× 200", contract.scale, lambda t: t * 200, SCALE_WORDS)):
+        names = tuple(n for n in names if _floating(args.get(n)))
+        if names:
+            shown = " and ".join(f"`{n}`" for n in names)
+            grid.append(Regime(f"{', '.join(names)} {kind}", f"for {shown} of ordinary size", f"for {shown} {kind} {words}",
+                               lambda a, names=names, change=change: {**a, **{n: change(a[n]) for n in names}}))
+    for name, axis, words in contract.ones:
+        value = args.get(name)
+        if isinstance(value, torch.Tensor) and value.dim() > abs(axis) - (axis < 0) and value.shape[axis] > 1:
+            grid.append(Regime(words, f"for `{name}` with {value.shape[axis]} along axis {axis}", f"for {words}",
+                               lambda a, name=name, axis=axis: {**a, name: a[name].narrow(axis, 0, 1).clone()}))
+    for edge in contract.edges:
+        grid.append(Regime(edge.name, "for the visible inputs", edge.words, edge.transform))
+    if contract.generator and contract.generator in contract.names:
+        grid.append(Regime("same generator seed, same result", "without a generator", "with generators seeded alike",
+                           lambda a: a, judge=_follows_generator))
+        grid.append(Regime("without a generator, calls differ", "with a generator",
+                           "without a generator (generator=None, two calls)", lambda a: a, judge=_draws_anew))
+    return grid
+
+
+def _random_args(fn, contract: Contract, args: dict, generator) -> tuple:
+    """The learner's result on the visible inputs made random, with `generator`."""
+    changed = contract.draws(dict(args)) if contract.draws else dict(args)
+    changed[contract.generator] = generator
+    got, error = _call(fn, contract, _positional(contract, fresh(changed)), {})
+    return got, error
+
+
+def _follows_generator(fn, contract: Contract, args: dict) -> dict | None:
+    """Two generators seeded alike give the same result; other seeds another (at least one of three)."""
+    runs = [_random_args(fn, contract, args, torch.Generator().manual_seed(s)) for s in (7, 7, 8, 9, 10)]
+    errors = [e for _, e in runs if e is not None]
+    if errors:
+        return {"note": f"raised {type(errors[0]).__name__}", "facts": [], "bugs": [], "error": errors[0]}
+    results = [r for r, _ in runs]
+    same = lambda a, b: _same(contract, a, b, None)  # noqa: E731
+    if not same(results[0], results[1]):
+        return {"note": "same seed, another result", "facts": [], "bugs": [
+            f"two calls with generators seeded alike give different results (measured): something random in your "
+            f"{contract.exercise} does not come from `{contract.generator}`; pass generator={contract.generator} to "
+            "every random call (torch.randint, torch.multinomial, ...)"]}
+    if all(same(results[0], r) for r in results[2:]):
+        return {"note": "the generator changes nothing", "facts": [], "bugs": [
+            f"`{contract.generator}` has no effect (measured: generators seeded 7, 8, 9 and 10 give the same result): "
+            f"draw with generator={contract.generator}, not with a generator of your own"]}
+    return None
+
+
+def _draws_anew(fn, contract: Contract, args: dict) -> dict | None:
+    """Without a generator, repeated calls draw from torch's global generator: they differ."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1234)
+        runs = [_random_args(fn, contract, args, None) for _ in range(3)]
+    errors = [e for _, e in runs if e is not None]
+    if errors:
+        return {"note": f"raised {type(errors[0]).__name__}", "facts": [], "bugs": [], "error": errors[0]}
+    results = [r for r, _ in runs]
+    if all(_same(contract, results[0], r, None) for r in results[1:]):
+        return {"note": "every call the same", "facts": [], "bugs": [
+            f"without a generator your {contract.exercise} gives the same result at every call (measured: three calls "
+            f"with {contract.generator}=None): a fixed seed or a freshly seeded generator stands in when none is "
+            f"passed, so every such call repeats the same draw; when {contract.generator} is None, draw from torch's "
+            f"global generator (pass generator=None on to torch)"]}
+    return None
 
 
 def _split(contract: Contract, case) -> tuple[str, dict, dict]:
@@ -238,9 +341,50 @@ def run_contract(chk: Check, fn: Callable, contract: Contract) -> None:
         return cases
     if contract.locate:
         chk.locate_with(lambda: locate_cases(fn, contract, visible()))
+    if not chk.passed and callable(fn) and contract.batch:
+        mixed = _rows_mixed(fn, contract, visible())
+        if mixed:
+            chk.diagnose(mixed)
     if not chk.passed or not callable(fn) or not _declares_regimes(contract):
         return
     apply_outcome(chk, remembered(fn, contract.exercise, lambda: _run_grid(chk, fn, contract, visible())))
+
+
+def _rows_mixed(fn, contract: Contract, cases: list) -> str | None:
+    """For a failing exercise whose rows are independent (contract.batch):
+    when each row of the visible batch, given alone, gives the reference's
+    result, and the whole batch does not, the rows are mixed."""
+    if not cases or contract.same is not None:
+        return None
+    _, named, kwargs = _split(contract, cases[0])
+    size = _batch_size(named, contract.batch)
+    if size is None or size < 2:
+        return None
+    try:
+        want = contract.reference(*_positional(contract, named), **kwargs)
+    except Exception:  # noqa: BLE001: a case the reference cannot run says nothing
+        return None
+    got, error = _call(fn, contract, _positional(contract, fresh(named)), kwargs)
+    if error is not None or _same(contract, got, want, None):
+        return None
+    # A row alone: as a batch of one, or, where the exercise takes any leading axes, without the batch axis.
+    forms = [lambda t, b: t[b:b + 1].clone()] + ([lambda t, b: t[b].clone()] if contract.leading else [])
+    for form in forms:
+        if all(_row_alone_right(fn, contract, named, kwargs, form, b) for b in range(size)):
+            return (f"the rows of a batch are mixed (measured: each of the {size} rows given alone gives the right "
+                    f"result, the batch of {size} does not): an operation runs across the batch axis (axis 0), e.g. a "
+                    "sum, cumsum, softmax or sort without dim=-1, or an index that treats the batch as one row")
+    return None
+
+
+def _row_alone_right(fn, contract: Contract, named: dict, kwargs: dict, form, b: int) -> bool:
+    row = {**named, **{n: form(named[n], b) for n in contract.batch if isinstance(named.get(n), torch.Tensor)}}
+    try:
+        want = contract.reference(*_positional(contract, row), **kwargs)
+    except Exception:  # noqa: BLE001: a form the reference cannot run says nothing
+        return False
+    got, error = _call(fn, contract, _positional(contract, fresh(row)), kwargs)
+    return error is None and _same(contract, got, want, None)
 
 
 def remembered(subject, key: str, run: Callable[[], dict]) -> dict:
@@ -277,7 +421,8 @@ def _declares_regimes(contract: Contract) -> bool:
     """False for a contract that only gives the locator its reference (no regime could apply)."""
     cuda = torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu"
     return bool(contract.batch or contract.leading or contract.views or contract.grad or contract.dtypes
-                or contract.params or cuda)
+                or contract.params or contract.shift or contract.scale or contract.ones or contract.edges
+                or contract.generator or cuda)
 
 
 def _call(fn, contract: Contract, args: tuple, kwargs: dict):
@@ -346,6 +491,14 @@ def _combined(together: list[Regime]) -> Regime:
 def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base):
     """None when the learner's function passes `regime`, "skip" when the
     reference cannot run it, else the failure {"note", "facts", "bugs", ...}."""
+    if regime.judge is not None:
+        found = regime.judge(fn, contract, dict(named))
+        if found is None:
+            return None
+        error = found.pop("error", None)
+        found.update(name=regime.name, changed=[], located=trace.locate_error(error) if error is not None else None,
+                     text=f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}")
+        return found
     try:
         changed_args = regime.transform(dict(named))
         args = _positional(contract, changed_args)
@@ -415,12 +568,27 @@ def _judge(contract: Contract, regime: Regime, got, want, error, args, named, ba
                     f"and {regime.fails.removeprefix('for ')} give the same result): use the argument, not a fixed value")
         return {"note": f"{regime.param} ignored", "facts": facts, "bugs": bugs}
     g, w = trace._tensors(got), trace._tensors(want)
+    bad, right = _non_finite(got), _non_finite(want)
+    if bad and not right:
+        facts.append(f"{regime.fails.split(' (')[0]} your result holds {bad} inf or nan value{'s' if bad > 1 else ''} "
+                     "where the reference's is finite")
     if g and w and tuple(g[0].shape) != tuple(w[0].shape):
         facts.append(f"{regime.fails} your result has shape {tuple(g[0].shape)}, expected {tuple(w[0].shape)}")
         return {"note": f"shape {tuple(g[0].shape)} != {tuple(w[0].shape)}", "facts": facts, "bugs": bugs}
     if not g and w:
         facts.append(f"{regime.fails} your function returned {describe(got)}")
     return {"note": "values differ", "facts": facts, "bugs": bugs}
+
+
+def _non_finite(value) -> int:
+    """How many inf or nan numbers a result holds (tensors and Python floats, in tuples too)."""
+    if isinstance(value, torch.Tensor):
+        return int((~torch.isfinite(value.detach())).sum()) if value.is_floating_point() else 0
+    if isinstance(value, float):
+        return int(not math.isfinite(value))
+    if isinstance(value, (tuple, list)):
+        return sum(_non_finite(v) for v in value[:8])
+    return 0
 
 
 def _reached(got, named: dict, names: tuple[str, ...]) -> list[str]:
@@ -480,12 +648,10 @@ def _locate_regime(fn, contract: Contract, regime: Regime, args, kwargs, error, 
     if not contract.locate:
         return None
     try:
-        if error is not None and trace.locate_error(error) is not None:
-            return trace.locate_error(error)
         with torch.enable_grad() if regime.grad else contextlib.nullcontext():
             mine, theirs = traces(fn, contract, args, kwargs)
-        if mine.error is not None:
-            return trace.locate_raise(mine)
+        if mine.error is not None or error is not None:
+            return trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate_error(error)
         if regime.grad:
             return trace.locate_grad_cut(mine)
         found = trace.locate(mine, theirs)
@@ -525,7 +691,7 @@ def locate_call(fn, reference: Callable, args: tuple, kwargs: dict | None = None
     mine, theirs = traces(fn, Contract(exercise, reference, list, ()), args, kwargs)
     if theirs.error is not None:
         return None
-    return trace.locate_raise(mine) if mine.error is not None else trace.locate(mine, theirs)
+    return trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate(mine, theirs)
 
 
 def locate_cases(fn, contract: Contract, cases: list):
@@ -538,7 +704,7 @@ def locate_cases(fn, contract: Contract, cases: list):
         mine, theirs = traces(fn, contract, args, kwargs)
         if theirs.error is not None:
             continue
-        found = trace.locate_raise(mine) if mine.error is not None else trace.locate(mine, theirs)
+        found = trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate(mine, theirs)
         if found is not None:
             return found
     return None

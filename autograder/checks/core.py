@@ -74,6 +74,10 @@ TOLERANCES = {
 PASS_HOOKS: list[Callable[[Any], str | None]] = []
 FAIL_HOOKS: list[Callable[[Any], str | None]] = []
 
+# Exercise name -> locate(fn, args, kwargs): the learner's first wrong line for one of its calls that raised,
+# traced against the exercise's step-by-step reference (each contracts.Contract registers its own).
+RAISE_LOCATORS: dict[str, Callable[[Callable, tuple, dict], Any]] = {}
+
 
 @dataclass
 class Diagnosis:
@@ -178,6 +182,16 @@ class CheckFailed(AssertionError):
     def __reduce__(self):  # the learner's error holds frames, which do not pickle
         return _rebuild_failure, (str(self), self.diagnosis.to_dict() if self.diagnosis else None)
 
+    def error_text(self) -> str:
+        """The text of the error the learner's code raised (the stop line,
+        without the learner's quoted code, when the error itself is not at
+        hand): what an error-message hint may be matched against, never the
+        check's own words ("Called with a torch.uint8 tensor ...")."""
+        if self.learner_error is not None:
+            return str(self.learner_error)
+        stop = self.diagnosis.stop if self.diagnosis is not None and self.diagnosis.stop else ""
+        return re.sub(r"\(line \d+: `[^`]*`\)", "", stop) if self.diagnosis is not None and self.diagnosis.kind == "raised" else ""
+
     def with_likely_bug(self, bug: str) -> "CheckFailed":
         """The same failure with one more 'Likely bug:' line (kept once)."""
         diagnosis = self.diagnosis.with_bug(bug) if self.diagnosis else None
@@ -278,6 +292,12 @@ def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None):
         if capped.dropped:
             print(f"... ({capped.dropped} more characters printed by {getattr(fn, '__name__', 'your code')} "
                   "are not shown)")
+
+
+class CheckStopped(RuntimeError):
+    """Raised by a check's own instrument inside the learner's call (a hook
+    that stops a loop past its bound): its text is the check's measurement,
+    never the learner's words, and is reported as one."""
 
 
 class Delegation(Exception):
@@ -648,11 +668,12 @@ class Check:
     errors: list[str] = field(default_factory=list)
     offered: dict[str, int] = field(default_factory=dict)  # known bug -> failing rows it was tried on
     votes: dict[str, int] = field(default_factory=dict)    # known bug -> failing rows it reproduces
+    refuted: set = field(default_factory=set)               # known bugs whose output would fail a row the learner passed
     subject: Any = None                                     # the first callable passed to call()
     axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
     regime: dict | None = None                              # {"name", "text"} of the regime a failure showed in
     located: Any = None                                     # trace.Located: the learner's first wrong line
-    locator: Callable[[], Any] | None = None                # finds `located` when the check fails (see locate_with)
+    locators: list = field(default_factory=list)            # find `located` when the check fails (see locate_with)
 
     # -- calling the learner -------------------------------------------------
     def call(self, fn: Callable, *args, on_error: Callable[[Exception], str | None] | None = None,
@@ -676,7 +697,7 @@ class Check:
             with refuse_delegation(self.fn_name, fn):
                 return guarded_call(fn, args, kwargs)
         except LearnerTimeout as err:
-            self._stop_on_error(CallRecord(args, kwargs, err, row_label), None, ())
+            self._stop_on_error(CallRecord(args, kwargs, err, row_label), None, ())  # never traced: it would hang again
         except NotImplementedError:
             self._stop(f"{self.fn_name} is not implemented yet (it raised NotImplementedError). "
                        f"Replace the `raise NotImplementedError()` line with your code; it should return {self.expects}.")
@@ -685,7 +706,19 @@ class Check:
         except Exception as err:  # the learner's bug, reported in one line
             if type(err).__name__ == "Delegation":  # also the recheck's re-raised form
                 self._stop(_first_line(err))
+            self._locate_raise(fn, args, kwargs)
             self._stop_on_error(CallRecord(args, kwargs, err, row_label), on_error, error_hints)
+
+    def _locate_raise(self, fn: Callable, args: tuple, kwargs: dict) -> None:
+        """The place of the first wrong value a raising call reads (RAISE_LOCATORS), when one is found."""
+        locator = RAISE_LOCATORS.get(self.fn_name)
+        if locator is None or self.located is not None:
+            return
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.located = locator(fn, args, kwargs)
+        except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
+            self.located = None
 
     def _stop_on_error(self, record: "CallRecord", on_error, error_hints) -> None:
         __tracebackhide__ = True
@@ -699,6 +732,8 @@ class Check:
         sizes = self._name_sizes(str(err), record.sizes())
         if sizes:
             self.measured(sizes)
+        if isinstance(err, CheckStopped):
+            self.measured(str(err))
         # The row is printed with this failure only: a check that catches it (a probe) keeps its own table.
         row = Row(record.label(), False, note=f"raised {type(err).__name__}: see below")
         self._stop(f"{self.fn_name} raised {type(err).__name__}{_learner_place(err)}: {_first_line(err)}\n"
@@ -793,7 +828,23 @@ class Check:
                           "of the inputs (cast with .to(...) where your code changes it)")
         if not row.ok and variants:
             self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5), want=want)
+        elif variants:
+            self.refute(variants, want, atol, rtol)
         return row.ok
+
+    def refute(self, variants: Mapping[str, Any], want: torch.Tensor, atol: float, rtol: float) -> None:
+        """On a row the learner passed: the known bugs whose output would have
+        failed it are refuted, and never named for another row."""
+        for bug, wrong in variants.items():
+            if bug in self.refuted:
+                continue
+            try:
+                value = wrong() if callable(wrong) else wrong
+            except Exception:  # a variant that cannot run here says nothing about it
+                continue
+            if isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(want.shape) and \
+                    not _close(value, want, atol, rtol, equal_nan=True):
+                self.refuted.add(bug)
 
     def try_variants(self, row: Row, got: torch.Tensor, variants: Mapping[str, Any], atol: float, rtol: float,
                      want: torch.Tensor | None = None) -> None:
@@ -870,7 +921,10 @@ class Check:
         """Known bugs that reproduce every failing row they were tried on,
         the ones explaining the most rows first."""
         full = [bug for bug, n in self.votes.items() if n == self.offered.get(bug, n) and bug not in self.diagnoses]
-        return sorted(full, key=lambda bug: -self.votes[bug])
+        # Several that the failing rows cannot tell apart: those a passing row refutes are dropped (a variant
+        # whose text covers more than its formula, the only one left, is kept).
+        kept = [bug for bug in full if bug not in self.refuted] or full
+        return sorted(kept, key=lambda bug: -self.votes[bug])
 
     def likely_bugs(self) -> list[str]:
         return self.diagnoses + self.named_variants()
@@ -888,19 +942,21 @@ class Check:
         return lines + [f"Likely bug: {d}" for d in reversed(bugs)]
 
     def locate_with(self, locator: Callable[[], Any]) -> None:
-        """locator() -> trace.Located or None, run once if the check fails
-        (on the visible check's own inputs): the learner's first wrong line."""
-        if self.locator is None:
-            self.locator = locator
+        """locator() -> trace.Located or None, run if the check fails (on the
+        visible check's own inputs): the learner's first wrong line. A check
+        of several functions registers one per function; the first that
+        finds a line is used (a right function's locator finds none)."""
+        self.locators.append(locator)
 
     def _locate(self) -> None:
-        if self.located is not None or self.locator is None:
-            return
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                self.located = self.locator()
-        except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
-            self.located = None
+        for locator in self.locators:
+            if self.located is not None:
+                return
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    self.located = locator()
+            except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
+                self.located = None
 
     def diagnosis(self, kind: str = "failed", *, rows: list[Row] | None = None, stop: str | None = None,
                   error: str | None = None) -> Diagnosis:

@@ -177,6 +177,6 @@ def _gqa_cases():
 
 
 REPEAT_KV = Contract("repeat_kv", repeat_kv_steps, _repeat_kv_cases, names=("x", "n_rep"), batch=("x",), views=("x",),
-                     grad=("x",))
+                     grad=("x",), ones=(("x", 1, "x with one kv head (MQA, n_kv_heads = 1)"),))
 GQA_ATTENTION = Contract("gqa_attention", gqa_attention_steps, _gqa_cases, names=("q", "k", "v"),
                          batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"))

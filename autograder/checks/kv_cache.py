@@ -8,14 +8,17 @@ that slice, whatever the learner does inside.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 
 import torch
 import torch.nn.functional as F
 
+from . import trace
 from .attention import ref_mask
-from .contracts import Contract, call_keeping_inputs, defaults, run_contract
-from .core import Check, CheckFailed, describe, randn, seeded
+from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
+from .core import Check, CheckFailed, CheckStopped, describe, guarded_call, randn, seeded
 from .rope import ref_angles, ref_rotate
 from .spies import attention_heads, unrepeated_bug
 
@@ -35,7 +38,7 @@ def call_with_hints(chk: Check, fn, *args, hints=(), names: tuple[str, ...] | No
         return chk.call(fn, *args, **kwargs)
     except CheckFailed as err:
         for pattern, bug in hints:
-            if re.search(pattern, str(err)):
+            if re.search(pattern, err.error_text()):
                 raise (err.with_line(bug) if bug.startswith("Measured:") else err.with_likely_bug(bug)) from None
         raise
 
@@ -97,19 +100,61 @@ def call_naming_cat_axis(chk: Check, fn, *args):
     try:
         return chk.call(fn, *args)
     except CheckFailed as err:
-        m = re.search(r"except in dimension (-?\d+)", str(err))
+        text = err.error_text()
+        m = re.search(r"except in dimension (-?\d+)", text)
         if m and m.group(1) not in ("2", "-2") and "concatenated along the wrong axis" not in str(err):
             raise err.with_likely_bug(f"KV cache concatenated along the wrong axis (dim={m.group(1)}); "
                                       "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)") from None
-        fact = head_mismatch_fact(str(err))
+        fact = head_mismatch_fact(text)
         if fact:
             bug = unrepeated_bug(attention_heads(fn, lambda: fn(*args)))
             raise (err.with_likely_bug(bug) if bug else err.with_line(fact)) from None
-        if re.search(r"must match the size of tensor|shape of the mask|attn_mask", str(err)):
-            raise err.with_likely_bug("the mask does not fit the scores (T_new, T_past + T_new): use "
-                                      "causal_mask(T_new, T_past + T_new), where T_past = past_k.shape[2] is the number of "
-                                      "cached positions") from None
+        if re.search(r"must match the size of tensor|shape of the mask|attn_mask", text) and len(args) == 6:
+            found = _attention_inputs(fn, args)
+            if found is not None:
+                raise found(err) from None
         raise
+
+
+def _attention_inputs(fn, args):
+    """For an attention step (x, attn, cos, sin, past_k, past_v) that raised
+    where the mask meets the scores: measured from the call that raised, is
+    the mask (T_new, T_past + T_new) and do the keys span every position?
+    A function err -> CheckFailed with what the shapes show, or None when
+    the raising call cannot be read."""
+    x, past_k = args[0], args[4]
+    new, total = int(x.shape[1]), int(past_k.shape[2]) + int(x.shape[1])
+    with contextlib.redirect_stdout(io.StringIO()):
+        recorded = trace.record_learner(fn, args, call=lambda *a: guarded_call(fn, a))
+    if recorded.failed is None:
+        return None
+    failed = recorded.ops[recorded.failed]
+    masks = [s for s, (j, slot) in zip(failed.input_shapes, zip(failed.inputs, failed.slots))
+             if _is_bool(recorded, j, slot) and len(s) >= 2]
+    floats = [s for s, (j, slot) in zip(failed.input_shapes, zip(failed.inputs, failed.slots))
+              if not _is_bool(recorded, j, slot) and len(s) == 4]
+    if masks and tuple(masks[0][-2:]) != (new, total):
+        return lambda err: err.with_likely_bug(
+            f"the mask does not fit the scores: yours is {tuple(masks[0])} (measured where your code raised), the "
+            f"scores are (T_new, T_past + T_new) = ({new}, {total}): use causal_mask(T_new, T_past + T_new), where "
+            "T_past = past_k.shape[2] is the number of cached positions")
+    short = [s for s in floats[1:] if s[-2] == new != total]
+    if masks and short:
+        return lambda err: err.with_likely_bug(
+            f"the keys or values attention reads have {new} positions (measured where your code raised: shape "
+            f"{tuple(short[0])}), while the mask has T_past + T_new = {total}: the cached positions are missing; "
+            "attend over k_all and v_all, the cache after the step")
+    return None
+
+
+def _is_bool(recorded, j: int, slot: int) -> bool:
+    if j >= 0 and slot < len(recorded.ops[j].outputs):
+        return recorded.ops[j].outputs[slot].dtype == torch.bool
+    if j <= trace.LEAF and trace.LEAF - j < len(recorded.leaves):
+        return recorded.leaves[trace.LEAF - j].dtype == torch.bool
+    if -2 - j >= 0 and -2 - j < len(recorded.inputs):
+        return recorded.inputs[-2 - j].dtype == torch.bool
+    return False
 
 
 def measure_growth(chk: Check, name: str, got, past: torch.Tensor, new: torch.Tensor) -> None:
@@ -377,19 +422,34 @@ def greedy_with(model, prompt, n, pick):
     return idx
 
 
-def measure_length(chk: Check, got, prompt_len: int, max_new_tokens: int, batch: int) -> None:
+def measure_length(chk: Check, got, prompt: torch.Tensor, max_new_tokens: int, want: torch.Tensor) -> None:
+    """What the returned token ids are, measured against the prompt and the
+    right sequence `want`: only the new tokens, the prompt with too few or
+    too many, or a sequence that lost its beginning (the right sequence's tail)."""
+    batch, prompt_len = prompt.shape
     if not isinstance(got, torch.Tensor) or got.dim() != 2 or got.shape[0] != batch:
         return
-    n = got.shape[1]
-    if n == max_new_tokens:
+    n, expected = got.shape[1], prompt_len + max_new_tokens
+    g, w = got.detach().cpu(), want.detach().cpu()
+    starts = n >= prompt_len and torch.equal(g[:, :prompt_len], prompt.cpu())
+    if n == expected:
+        return
+    if starts:
+        chk.diagnose(f"your result is the prompt followed by {n - prompt_len} new tokens; max_new_tokens = "
+                     f"{max_new_tokens} new tokens are expected (one per loop step)")
+    elif n == max_new_tokens and torch.equal(g, w[:, prompt_len:]):
         chk.diagnose(f"returned only the {n} new tokens: return the prompt followed by them, "
                      f"(batch, prompt_len + max_new_tokens)")
-    elif n != prompt_len + max_new_tokens:
-        chk.diagnose(f"returned {n - prompt_len} new tokens after the prompt; max_new_tokens = {max_new_tokens} "
-                     "new tokens are expected (one per loop step)")
+    elif n < expected and torch.equal(g, w[:, expected - n:]):
+        chk.diagnose(f"your result holds only the last {n} of the {expected} tokens (the prompt's {prompt_len} and "
+                     f"{max_new_tokens} new ones), and they are right: the sequence loses its earlier tokens at "
+                     "each step; keep appending to the whole sequence, idx = torch.cat((idx, next_id), dim=1)")
+    else:
+        chk.measured(f"your result has {n} tokens per row and does not begin with the prompt; expected the prompt's "
+                     f"{prompt_len} tokens followed by {max_new_tokens} new ones ({expected})")
 
 
-class TooManyForwardCalls(RuntimeError):
+class TooManyForwardCalls(CheckStopped):
     """Raised inside the learner's decoding loop once it has called the model
     more often than its max_new_tokens allow: a wrong loop (one that never
     appends, or decodes far past max_new_tokens) is stopped in a fraction of a
@@ -463,7 +523,7 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         }):
             chk.rows[-1].note = f"first diverging step: {where}"
             chk.measured(f"prompt {p + 1}: the first token that differs from greedy full recompute: {where}")
-            measure_length(chk, got, T, max_new_tokens, batch)
+            measure_length(chk, got, prompt, max_new_tokens, want)
             if log.calls and log.calls[0]["cache_len"] == 0 and log.calls[0]["len"] not in (None, T):
                 chk.diagnose(f"the prefill fed {log.calls[0]['len']} of the prompt's {T} tokens (measured: the first "
                              f"forward call): prefill the whole prompt in one pass, model(prompt, cache=cache), so "
@@ -487,10 +547,39 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
                     diagnosis=f"the model runs with gradients on while decoding (measured: {with_grad} of "
                               f"{len(log.calls)} forward calls had torch.is_grad_enabled()): every step keeps its "
                               "graph, so memory grows with each token; wrap the loop in `with torch.no_grad():`")
+    run_contract(chk, generate_greedy, GENERATE_GREEDY)
     chk.finish()
 
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
+def generate_greedy_steps(model, prompt, max_new_tokens, cache):
+    """Greedy decoding with a cache of its own (the learner's is theirs):
+    prefill the prompt, then one token per step."""
+    import tinylm
+    own = tinylm.KVCache(model.config, prompt.shape[0])
+    idx, step_input = prompt, prompt
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(step_input, cache=own)[:, -1]          # (B, V)
+            next_id = logits.argmax(dim=-1, keepdim=True)         # (B, 1)
+            idx = torch.cat((idx, next_id), dim=1)                # (B, T + 1)
+            step_input = next_id
+    return idx
+
+
+def _generate_greedy_cases():
+    import tinylm
+    p = defaults(check_generate_greedy)
+    model = tiny_model(p["seed"], n_kv_heads=p["n_kv_heads"])
+    prompt = torch.randint(model.config.vocab_size, (p["batch"], p["prompts"][0]), generator=seeded(p["seed"]))
+    return [("prompt 1", (model, prompt, p["max_new_tokens"], tinylm.KVCache(model.config, p["batch"])), {})]
+
+
+# Located only: a decoding loop's regimes are its rows (two prompts, one cache between them).
+GENERATE_GREEDY = Contract("generate_greedy", generate_greedy_steps, _generate_greedy_cases,
+                           names=("model", "prompt", "max_new_tokens", "cache"), dtypes=())
+
+
 def cache_update_steps(past_k, past_v, k, v):
     return torch.cat((past_k, k), dim=2), torch.cat((past_v, v), dim=2)
 
@@ -504,7 +593,10 @@ def _cache_update_cases():
 
 
 CACHE_UPDATE = Contract("cache_update", cache_update_steps, _cache_update_cases, names=("past_k", "past_v", "k", "v"),
-                        batch=("past_k", "past_v", "k", "v"), views=("k", "v", "past_k"))
+                        batch=("past_k", "past_v", "k", "v"), views=("k", "v", "past_k"), edges=(
+                            Edge("empty cache", "for an empty cache (the prefill: past_k and past_v hold 0 positions)",
+                                 lambda a: {**a, "past_k": a["past_k"][:, :, :0].clone(),
+                                            "past_v": a["past_v"][:, :, :0].clone()}),))
 
 
 def attention_step_steps(x, attn, cos, sin, past_k, past_v):

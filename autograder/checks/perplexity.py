@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .contracts import Contract, defaults, run_contract
+from .contracts import Contract, Edge, defaults, run_contract
 from .core import Check, describe, python_number_problem, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
@@ -176,8 +176,9 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     dropout_on = any(c["training"] for c in log.calls)
     for key in want:
         value = _as_float_tensor(got[key])
-        chk.compare(key, value if value is not None else got[key], want[key], atol=1e-5, rtol=1e-5,
-                    variants=variants[key])
+        if not chk.compare(key, value if value is not None else got[key], want[key], atol=1e-5, rtol=1e-5,
+                           variants=variants[key]) and key == "loss" and value is not None and not dropout_on:
+            _which_batches(chk, float(value), rows)
         _require_number(chk, f'"{key}"', got[key], float, "convert with .item() or float(...)")
     chk.require("dropout off (eval mode)", log.calls and not dropout_on,
                 "some forward passes ran in train mode",
@@ -201,6 +202,22 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     chk.require("same loss when the same rows are batched differently", same,
                 "regrouping the rows into one batch changed the loss")
     return chk
+
+
+def _which_batches(chk: Check, got: float, rows: list) -> None:
+    """When the loss is the token-weighted mean over only some of the
+    batches (the last one alone, the first ones...), say which: the running
+    totals lost the others (reset inside the loop, or returned early)."""
+    n = len(rows)
+    spans = [(i, j) for i in range(n) for j in range(i + 1, n + 1) if (i, j) != (0, n)]
+    for i, j in sorted(spans, key=lambda span: span[1] - span[0]):
+        total, count = sum(float(r[0]) for r in rows[i:j]), sum(float(r[1]) for r in rows[i:j])
+        if count and math.isclose(got, total / count, rel_tol=1e-5, abs_tol=1e-7):
+            which = (f"batch {i + 1} alone" if j == i + 1 else f"batches {i + 1} to {j}") + f" of the {n}"
+            chk.diagnose(f"your loss is the mean NLL of {which} (measured against each run of consecutive batches): "
+                         "the running totals do not cover every batch; set them to zero once, before the loop, and add "
+                         "every batch's NLL sum and token count to them")
+            return
 
 
 # ---------------------------------------------------------------- bigram
@@ -299,7 +316,10 @@ def _same_sum_and_count(got, want) -> bool:
 
 NLL_SUM_AND_COUNT = Contract("nll_sum_and_count", nll_steps, _nll_cases, names=("logits", "targets", "ignore_index"),
                              batch=("logits", "targets"), views=("logits", "targets"), cast=("logits",),
-                             same=_same_sum_and_count, locate=False)
+                             same=_same_sum_and_count, locate=False, shift=("logits",), scale=("logits",), edges=(
+                                 Edge("no scored target", "for a batch with no scored target (every target is "
+                                      "ignore_index, as in a batch of padding: the sum is 0 over a count of 0)",
+                                      lambda a: {**a, "targets": torch.full_like(a["targets"], a["ignore_index"])}),))
 
 
 def bigram_steps(train: torch.Tensor, val: torch.Tensor, alpha: float = 0.5) -> float:

@@ -106,8 +106,11 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
     def prefix(scores):  # each row keeps exactly its largest entries by `scores`
         return all(bool(scores[r][k2[r]].min() > scores[r][~k2[r]].max()) for r in range(len(s)) if 0 < k2[r].sum() < s.shape[-1])
 
-    if not prefix(s) and prefix(-s):
+    partial = all(0 < int(k2[r].sum()) < s.shape[-1] for r in range(len(s)))
+    if not prefix(s) and prefix(-s) and partial:
         chk.diagnose(f"{what} keeps the least likely tokens: sort in descending order (largest first)")
+    elif not prefix(s) and prefix(-s):
+        chk.measured(f"{what} keeps the least likely tokens in the rows it filters, and other rows whole")
     elif not prefix(s):
         chk.measured(f"{what} keeps a set that is not the most likely tokens of its row")
     elif k is not None:
@@ -403,7 +406,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     })
     model.train()
     if not ok:
-        measure_length(chk, got, prompt_len, max_new_tokens, batch)
+        measure_length(chk, got, prompt, max_new_tokens, want)
     chk.require("dropout off while generating (eval mode)", log.calls and not in_train,
                 f"{in_train} of {len(log.calls)} forward passes ran in train mode",
                 diagnosis="dropout left on during generation: the model was in train mode, so every step samples "
@@ -493,9 +496,12 @@ def _same_ids(got, want) -> bool:
 
 
 TOP_K_FILTER = Contract("top_k_filter", top_k_steps, _top_k_cases, names=("logits", "k"), batch=("logits",),
-                        leading=("logits",), views=("logits",), grad=("logits",))
+                        leading=("logits",), views=("logits",), grad=("logits",), shift=("logits",), scale=("logits",))
 TOP_P_FILTER = Contract("top_p_filter", top_p_steps, _top_p_cases, names=("logits", "p"), batch=("logits",),
-                        leading=("logits",), views=("logits",), grad=("logits",), dtypes=(torch.float64,))
+                        leading=("logits",), views=("logits",), grad=("logits",), dtypes=(torch.float64,),
+                        shift=("logits",), scale=("logits",))
+# Judged on a sure draw (top_k=1); the generator's promises on a real draw (no top-k, temperature 1).
 SAMPLE_NEXT = Contract("sample_next", sure_draw, _sure_draw_cases,
                        names=("logits", "temperature", "top_k", "top_p", "generator"), batch=("logits",),
-                       views=("logits",), same=_same_ids, locate=False)
+                       views=("logits",), same=_same_ids, locate=False, shift=("logits",), scale=("logits",),
+                       generator="generator", draws=lambda a: {**a, "top_k": None, "temperature": 1.0})

@@ -119,6 +119,9 @@ class Op:
     number_out: bool = False          # returned a Python float or a list (item, tolist)
     factory: bool = False             # read no tensor at all
     grad_out: bool = False            # a tensor it returned requires grad
+    stack: tuple = ()                 # the checked code's frames it ran in, innermost first: (file, line, function, frame)
+    raised: bool = False              # the call raised (the learner's error came from here)
+    inside: bool = False              # made inside a library component (an nn.Module's forward, tinylm) the line called
 
 
 class Recorder(TorchFunctionMode):
@@ -134,34 +137,67 @@ class Recorder(TorchFunctionMode):
         self.producer: dict[int, int] = {}
         self.slot: dict[int, int] = {}
         self.alive: list = []          # every tensor seen stays alive, so an id is never reused meanwhile
+        self.leaves: list[torch.Tensor] = []  # tensors read that no recorded call made (a module's weights, constants)
         self.elements = 0
         self.truncated = False
+        self.failed: int | None = None  # the call that raised, when one did
         self._known: dict[str, bool] = {}
+        self._frames: dict[int, int] = {}  # id(frame) -> its number; the frames are kept alive (self.alive)
+        self._rewritten: set[int] = set()
+        self.rewritten: set[int] = set()  # leaves that are tensors read again after recorded calls wrote into them
 
-    def _place(self) -> tuple[str, int, str] | None:
+    def _place(self) -> tuple[tuple[str, int, str], tuple, bool] | None:
+        """(the innermost frame of the checked code (else of any learner
+        code) as (file, line, function), every frame of the checked code
+        the call runs in, innermost first, as (file, line, function, frame
+        number), whether a library component's frame lies between the call
+        and the learner's line)."""
         frame = sys._getframe(3)
         first = None
-        while frame is not None:
+        stack = []
+        depth = 0
+        inside = False
+        while frame is not None and depth < 200:
             name = frame.f_code.co_filename
+            if first is None and not inside and name.startswith(_COMPONENTS):
+                inside = True
             if name in self.home:
-                first = frame
-                break
-            mine = self._known.get(name)
-            if mine is None:
-                mine = self._known[name] = self.is_learners(name)
-            if mine and first is None:
-                first = frame
-                if not self.home:
-                    break
+                first = first if first is not None and first.f_code.co_filename in self.home else frame
+                stack.append(self._frame(frame))
+            else:
+                mine = self._known.get(name)
+                if mine is None:
+                    mine = self._known[name] = self.is_learners(name)
+                if mine and first is None:
+                    first = frame
+                    if not self.home:
+                        break
             frame = frame.f_back
+            depth += 1
         if first is None:
             return None
         code = first.f_code
-        return code.co_filename, first.f_lineno, getattr(code, "co_qualname", code.co_name)
+        return (code.co_filename, first.f_lineno, getattr(code, "co_qualname", code.co_name)), tuple(stack), inside
+
+    def _frame(self, frame) -> tuple[str, int, str, int]:
+        number = self._frames.get(id(frame))
+        if number is None:
+            number = self._frames[id(frame)] = len(self._frames)
+            self.alive.append(frame)
+        code = frame.f_code
+        return code.co_filename, frame.f_lineno, getattr(code, "co_qualname", code.co_name), number
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception:
+            if not self.truncated:
+                try:
+                    self._record(func, args, kwargs, None, raised=True)
+                except Exception:  # noqa: BLE001: the recorder's own failure only costs the place
+                    self.truncated = True
+            raise
         if not self.truncated:
             try:
                 self._record(func, args, kwargs, out)
@@ -169,27 +205,64 @@ class Recorder(TorchFunctionMode):
                 self.truncated = True
         return out
 
-    def _record(self, func, args, kwargs, out) -> None:
+    def _forget_aliases(self, written: torch.Tensor) -> None:
+        """A tensor written in place changes every other tensor over the same
+        memory (a cache's buffer and the views of it): their recorded values
+        are stale, so each is read afresh, as a new leaf, next time."""
+        try:
+            memory = written.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            return
+        for t in self.alive:
+            if isinstance(t, torch.Tensor) and t is not written and id(t) in self.producer:
+                try:
+                    if t.untyped_storage().data_ptr() == memory:
+                        self.producer.pop(id(t), None)
+                        self._rewritten.add(id(t))
+                except (RuntimeError, NotImplementedError):
+                    continue
+
+    def _owner(self, t: torch.Tensor) -> int:
+        """The producer of a tensor read: a recorded call, a call input
+        (-2 - k), or a leaf (LEAF - k), registered on first sight."""
+        found = self.producer.get(id(t))
+        if found is None:
+            found = self.producer[id(t)] = LEAF - len(self.leaves)
+            if id(t) in self._rewritten:
+                self.rewritten.add(found)
+            self.leaves.append(_snapshot(t))
+            self.elements += t.numel()
+            self.alive.append(t)
+        return found
+
+    def _record(self, func, args, kwargs, out, raised: bool = False) -> None:
         name = op_name(func)
         if name in _IGNORED:
             return
-        place = ("", 0, "")
+        place, stack, inside = ("", 0, ""), (), False
         if self.learner:
             found = self._place()
             if found is None:
                 return
-            place = found
+            place, stack, inside = found
         inputs = _tensors((args, kwargs))
+        if raised:
+            self.failed = len(self.ops)
+            self.ops.append(Op(len(self.ops), name, *place, [self._owner(t) for t in inputs], [],
+                               [self.slot.get(id(t), 0) for t in inputs], _small_arguments(name, args, kwargs),
+                               [tuple(t.shape) for t in inputs], stack=stack, raised=True))
+            return
         outs = _tensors(out)
         inplace = (name.endswith("_") and not name.startswith("_")) or name in _INPLACE_DUNDERS
         if inplace and inputs:
             outs = [inputs[0]]
+            self._forget_aliases(inputs[0])
         if name in ("tolist", "item") or isinstance(out, (float, list)) and not outs:
             number = isinstance(out, float) or isinstance(out, list)
             if number and inputs:
-                self.ops.append(Op(len(self.ops), name, *place, [self.producer.get(id(t), -1) for t in inputs], [],
+                self.ops.append(Op(len(self.ops), name, *place, [self._owner(t) for t in inputs], [],
                                    [self.slot.get(id(t), 0) for t in inputs],
-                                   grad_in=any(t.requires_grad for t in inputs), number_out=True))
+                                   grad_in=any(t.requires_grad for t in inputs), number_out=True, stack=stack))
             return
         if not outs or len(self.ops) >= MAX_OPS:
             self.truncated = self.truncated or len(self.ops) >= MAX_OPS
@@ -199,15 +272,12 @@ class Recorder(TorchFunctionMode):
             self.truncated = True
             return
         index = len(self.ops)
-        small = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, tuple)) and k != "out"}
-        if "dim" not in small:  # a positional dim: mean(x, -1) / x.mean(-1)
-            rest = args[1:] if args and isinstance(args[0], torch.Tensor) else args
-            if rest and isinstance(rest[0], (int, tuple)) and not isinstance(rest[0], bool) and name in _REDUCTIONS:
-                small["dim"] = rest[0]
-        op = Op(index, name, *place, [self.producer.get(id(t), -1) for t in inputs], [_snapshot(t) for t in outs],
-                [self.slot.get(id(t), 0) for t in inputs], small, [tuple(t.shape) for t in inputs],
+        owners = [self._owner(t) for t in inputs]
+        op = Op(index, name, *place, owners, [_snapshot(t) for t in outs],
+                [self.slot.get(id(t), 0) for t in inputs], _small_arguments(name, args, kwargs),
+                [tuple(t.shape) for t in inputs],
                 grad_in=any(t.requires_grad and t.is_floating_point() for t in inputs),
-                factory=not inputs, grad_out=any(t.requires_grad for t in outs))
+                factory=not inputs, grad_out=any(t.requires_grad for t in outs), stack=stack, inside=inside)
         self.ops.append(op)
         for k, t in enumerate(outs):
             self.producer[id(t)] = index
@@ -217,6 +287,73 @@ class Recorder(TorchFunctionMode):
 
 _REDUCTIONS = {"mean", "sum", "amax", "amin", "max", "min", "softmax", "log_softmax", "norm", "var", "std", "prod",
                "cumsum", "logsumexp", "argmax", "argmin", "any", "all", "topk", "sort", "count_nonzero", "median"}
+# Where a call's axis sits among its positional arguments after the tensor (or list of tensors) it reads.
+_DIM_AT = {**{name: 0 for name in ("mean", "sum", "amax", "amin", "max", "min", "softmax", "log_softmax", "norm", "var",
+                                   "std", "prod", "cumsum", "logsumexp", "argmax", "argmin", "any", "all", "sort",
+                                   "count_nonzero", "median", "cat", "concat", "concatenate", "stack", "gather",
+                                   "scatter", "index_select", "narrow", "flip", "squeeze", "unsqueeze")},
+           **{name: 1 for name in ("chunk", "split", "tensor_split", "repeat_interleave", "roll", "topk")}}
+LEAF = -1000  # leaf k (a tensor read that no recorded call made) is owner LEAF - k
+
+
+def _component_dirs() -> tuple[str, ...]:
+    """Where library components live whose calls the learner's line makes
+    indirectly: torch's modules, and tinylm."""
+    import os
+    found = [os.path.join(os.path.dirname(torch.__file__), "nn", "modules")]
+    try:
+        import tinylm
+        found.append(os.path.dirname(tinylm.__file__))
+    except ImportError:  # pragma: no cover: tinylm ships with the course
+        pass
+    return tuple(found)
+
+
+_COMPONENTS = _component_dirs()
+
+
+def _small_arguments(name: str, args: tuple, kwargs: dict) -> dict:
+    """A call's small arguments (numbers, strings, tuples of them) by
+    keyword, its axis as `dim` wherever it was passed, and the sizes a
+    reshape, view or expand was given as `sizes`."""
+    small = {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, tuple)) and k != "out"}
+    rest = args[1:] if args and isinstance(args[0], (torch.Tensor, list, tuple)) else args
+    at = _DIM_AT.get(name)
+    if "dim" not in small and at is not None and len(rest) > at and isinstance(rest[at], (int, tuple)) \
+            and not isinstance(rest[at], bool):
+        small["dim"] = rest[at]
+    if name in ("reshape", "view", "expand") and rest:
+        sizes = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list, torch.Size)) else rest
+        if all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
+            small["sizes"] = tuple(sizes)
+    if name == "__getitem__" and len(args) > 1:
+        index = _plain_index(args[1])
+        if index is not None:
+            small["index"] = index
+    return small
+
+
+def _plain_index(index):
+    """An index made of ints, slices of ints, None and Ellipsis, as a
+    string ('[2:7, :]'); None for one that holds tensors or other objects."""
+    parts = index if isinstance(index, tuple) else (index,)
+    shown = []
+    for part in parts:
+        if isinstance(part, bool) or isinstance(part, torch.Tensor):
+            return None
+        if isinstance(part, int):
+            shown.append(str(part))
+        elif isinstance(part, slice) and all(v is None or (isinstance(v, int) and not isinstance(v, bool))
+                                             for v in (part.start, part.stop, part.step)):
+            shown.append(f"{'' if part.start is None else part.start}:{'' if part.stop is None else part.stop}"
+                         + (f":{part.step}" if part.step is not None else ""))
+        elif part is None:
+            shown.append("None")
+        elif part is Ellipsis:
+            shown.append("...")
+        else:
+            return None
+    return "[" + ", ".join(shown) + "]"
 
 
 @dataclass
@@ -234,6 +371,9 @@ class Trace:
     returned: tuple[str, int, str] | None = None
     slot: dict = field(default_factory=dict)
     raised: tuple[str, int, str] | None = None   # where the learner's code raised (file, line, function)
+    leaves: list = field(default_factory=list)   # leaf k's value (owner LEAF - k)
+    failed: int | None = None                    # the op that raised, when the call raised inside torch
+    rewritten: set = field(default_factory=set)  # leaves read again after recorded calls wrote into their memory
 
 
 def home_code(fn) -> tuple[frozenset, Any]:
@@ -279,7 +419,8 @@ def record(fn: Callable, args: tuple, kwargs: dict | None = None, *, learner: bo
         if code is not None:
             sys.setprofile(previous)
     return Trace(rec.ops, rec.producer, result, error, inputs, rec.truncated, rec.alive + inputs + [result],
-                 returned[-1] if returned else None, rec.slot)
+                 returned[-1] if returned else None, rec.slot, leaves=rec.leaves,
+                 failed=rec.failed if error is not None else None, rewritten=rec.rewritten)
 
 
 def record_learner(fn, args: tuple, kwargs: dict | None = None, *, call=None) -> Trace:
@@ -304,13 +445,14 @@ def plain_trace(t: Trace) -> dict:
     return {"ops": [[op.name[:60], op.file[:200], op.line, op.function[:120], list(op.inputs), list(op.slots),
                      list(op.outputs), {k: v for k, v in op.kwargs.items() if isinstance(v, (int, float, bool))
                                         or (isinstance(v, tuple) and all(isinstance(n, int) for n in v))},
-                     [list(sh) for sh in op.input_shapes], op.grad_in, op.number_out, op.factory, op.grad_out]
+                     [list(sh) for sh in op.input_shapes], op.grad_in, op.number_out, op.factory, op.grad_out,
+                     [[f[:200], ln, fn[:120], n] for f, ln, fn, n in op.stack[:16]], op.raised, op.inside]
                     for op in t.ops[:MAX_OPS]],
             "result": list(outputs),
             "owners": [[t.producer.get(id(o), -1), t.slot.get(id(o), 0)] for o in outputs],
             "returned": list(t.returned) if t.returned else None,
             "truncated": bool(t.truncated), "error": type(t.error).__name__ if t.error is not None else None,
-            "raised": _raise_place(t.error)}
+            "raised": _raise_place(t.error), "leaves": list(t.leaves[:MAX_OPS]), "failed": t.failed}
 
 
 def _raise_place(err) -> list | None:
@@ -324,16 +466,21 @@ def from_plain_trace(data, files: set[str]) -> Trace:
     holds) are kept as places; a malformed trace is an incomplete one."""
     try:
         ops = []
+        leaves = [t for t in data.get("leaves") or [] if isinstance(t, torch.Tensor)][:MAX_OPS]
         for i, row in enumerate(data["ops"][:MAX_OPS]):
-            name, file, line, function, inputs, slots, outputs, kwargs, shapes, gin, num, fac, gout = row
+            name, file, line, function, inputs, slots, outputs, kwargs, shapes, gin, num, fac, gout = row[:13]
+            stack, raised, inside = (row[13], row[14], row[15]) if len(row) == 16 else ([], False, False)
             known = isinstance(file, str) and file in files and type(line) is int
-            ints = [j for j in inputs if type(j) is int and j < i]  # an earlier op, a call input (<= -2) or a leaf
+            # an earlier op, a call input (<= -2), a leaf the trace sent (LEAF - k) or an unknown one (-1)
+            ints = [j for j in inputs if type(j) is int and j < i and (j > LEAF or LEAF - j < len(leaves))]
             if len(ints) != len(inputs) or not all(isinstance(o, torch.Tensor) for o in outputs):
                 raise ValueError("malformed op")
+            frames = tuple((f, ln, str(fn)[:120], n) for f, ln, fn, n in stack[:16]
+                           if isinstance(f, str) and f in files and type(ln) is int and type(n) is int)
             ops.append(Op(i, str(name)[:60], file if known else "", line if known else 0, str(function)[:120] if known
                           else "", ints, list(outputs), [int(k) for k in slots if type(k) is int],
                           {str(k): v for k, v in dict(kwargs).items()}, [tuple(int(n) for n in sh) for sh in shapes],
-                          bool(gin), bool(num), bool(fac), bool(gout)))
+                          bool(gin), bool(num), bool(fac), bool(gout), frames, raised is True, inside is True))
         result = [t for t in data["result"] if isinstance(t, torch.Tensor)]
         producer = {id(t): int(o[0]) for t, o in zip(result, data["owners"]) if type(o[0]) is int and o[0] < len(ops)}
         slot = {id(t): int(o[1]) for t, o in zip(result, data["owners"]) if type(o[1]) is int}
@@ -344,8 +491,10 @@ def from_plain_trace(data, files: set[str]) -> Trace:
         raised = data.get("raised")
         raised = (raised[0], raised[1], str(raised[2])[:120]) if (isinstance(raised, list) and len(raised) == 3
                                                                    and raised[0] in files and type(raised[1]) is int) else None
+        failed = data.get("failed")
+        failed = failed if type(failed) is int and 0 <= failed < len(ops) and ops[failed].raised else None
         return Trace(ops, producer, tuple(result) if len(result) != 1 else result[0], error, [], bool(data["truncated"]),
-                     list(result), returned, slot, raised)
+                     list(result), returned, slot, raised, leaves, failed)
     except (KeyError, TypeError, ValueError, IndexError):
         return Trace([], {}, None, None, [], True, [])
 
@@ -393,6 +542,7 @@ class Values:
     def __init__(self, reference: "Trace"):
         self.by_numel: dict[int, list[tuple[torch.Tensor, torch.Tensor, Owner]]] = {}
         items = [(t, (-2 - k, 0)) for k, t in enumerate(reference.inputs)]
+        items += [(t, (LEAF - k, 0)) for k, t in enumerate(reference.leaves)]
         items += [(t, (op.index, k)) for op in reference.ops for k, t in enumerate(op.outputs)]
         for t, owner in items:
             if t.numel() == 0 or t.is_complex():
@@ -438,6 +588,12 @@ KIND_WORDS = {
     "layout": "the value made here reaches the later line with its axes split or ordered differently",
     "output": "your result is this value, which the reference has only before its last steps (a step after it is "
               "missing)",
+    "twice": "this step is applied twice: the value it reads already went through the same step",
+    "ahead": "the value read here already went through later steps: the steps run in another order than the "
+             "reference's",
+    "sizes": "the sizes this call is given differ from the reference's; they are read on the other line",
+    "shape": "the value made here has the reference's numbers in another shape, and a later line raises on it",
+    "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "grad": "the gradient stops here",
     "raises": "it raises here",
     "dtype": "a dtype is fixed here",
@@ -549,76 +705,284 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
     outputs = _tensors(learner.result) or _number_source(learner)
     if outputs and len(outputs) == len(final_ref) and all(_same_as(t.detach().cpu(), r) for t, r in zip(outputs, final_ref)):
         return None
-    values = Values(reference)
-    ops = learner.ops
-    found = [[values.owners(t) for t in op.outputs] for op in ops]
-    matched = [any(found[i]) for i in range(len(ops))]
-    strong = [any(f and _strong(t) for f, t in zip(found[i], ops[i].outputs)) for i in range(len(ops))]
-    children: dict[int, list[int]] = {}
-    for op in ops:
-        for i in op.inputs:
-            if i >= 0:
-                children.setdefault(i, []).append(op.index)
     out_ops = sorted({learner.producer[id(t)] for t in outputs if learner.producer.get(id(t), -1) >= 0})
     if not out_ops and outputs and not _tensors(learner.result):  # a number read with .item(): from its tensor's op
         out_ops = [op.index for op in learner.ops if any(o is outputs[0] for o in op.outputs)]
     if not out_ops:
         return None
-    ancestors = _ancestors(ops, out_ops)
-    leads_to_match = [False] * len(ops)
-    for op in reversed(ops):
-        leads_to_match[op.index] = any(strong[c] or leads_to_match[c] for c in children.get(op.index, []))
-    good = [matched[i] or leads_to_match[i] or ops[i].factory for i in range(len(ops))]
-    frontier = [i for i in sorted(ancestors) if not good[i] and all(j < 0 or good[j] for j in ops[i].inputs)]
+    seen = _Analysis(learner, reference)
+    frontier = seen.frontier(out_ops)
     if not frontier:
         final = {(reference.producer.get(id(t), -1), reference.slot.get(id(t), 0)) for t in _tensors(reference.result)}
-        if any(owner in final for owners in found[max(out_ops)] for owner in owners):
+        if any(owner in final for owners in seen.found[max(out_ops)] for owner in owners):
             return None  # the right values in another shape: the table's shape column says it
-        return _returned_early(learner, ops[max(out_ops)], matched, final_ref)
-    # The learner's call inputs, by the reference values they equal (the two sides' inputs need not line up).
-    given = [{(-2 - k, 0)} | set(values.owners(t.detach().cpu())) for k, t in enumerate(learner.inputs)]
-    blames = {i: _blame(ops[i], ops, found, reference, given) for i in frontier}
-    # A call that the reference makes too, from the same values, with another result, is wrong for sure; a call
-    # the reference never makes may be another right route whose result only a later mistake spoiled.
-    sure = [i for i in frontier if blames[i] is not None and blames[i][3] == "value" and blames[i][2] is not None
-            and _same_kind(ops[i], blames[i][2])]
-    if len({(ops[i].file, ops[i].line) for i in sure}) == 1:
-        chosen = sure[0]
-    elif len({(ops[i].file, ops[i].line) for i in frontier}) == 1:
-        chosen = frontier[0]
+        return _returned_early(learner, learner.ops[max(out_ops)], seen.matched, final_ref)
+    return seen.place(frontier)
+
+
+class _Analysis:
+    """The learner's calls set against the reference's values: which are
+    matched (the reference has the value), good (matched, or leading to a
+    matched value by another route, or a constant), and where the first
+    wrong value is made (see the module docstring)."""
+
+    def __init__(self, learner: Trace, reference: Trace):
+        self.learner, self.reference = learner, reference
+        values = Values(reference)
+        ops = self.ops = learner.ops
+        # What the learner's call inputs and leaves (a module's weights) equal among the reference's values:
+        # the two sides' inputs need not line up.
+        self.given = {-2 - k: {(-2 - k, 0)} | set(values.owners(t.detach().cpu())) for k, t in enumerate(learner.inputs)}
+        self.given |= {LEAF - k: set(values.owners(t)) for k, t in enumerate(learner.leaves)}
+        self.found: list = []
+        self.doubtful: list[bool] = []  # made from a handful of ids the reference does not have (a wrong token)
+        for op in ops:  # in the order they ran: a call's inputs are judged before it
+            doubt = any(j >= 0 and (self.doubtful[j] or (slot < len(ops[j].outputs) and _few_ids(ops[j].outputs[slot])
+                                                         and not self.found[j][slot]))
+                        for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs)))
+            self.doubtful.append(doubt)
+            self.found.append([[] if doubt else self._credible(op, t, values.owners(t)) for t in op.outputs])
+        self.matched = [any(self.found[i]) for i in range(len(ops))]
+        strong = [any(f and _strong(t) for f, t in zip(self.found[i], ops[i].outputs)) for i in range(len(ops))]
+        children: dict[int, list[int]] = {}
+        for op in ops:
+            for i in op.inputs:
+                if i >= 0:
+                    children.setdefault(i, []).append(op.index)
+        leads_to_match = [False] * len(ops)
+        for op in reversed(ops):
+            leads_to_match[op.index] = any(strong[c] or leads_to_match[c] for c in children.get(op.index, []))
+        self.good = [self.matched[i] or leads_to_match[i] or ops[i].factory for i in range(len(ops))]
+
+    def _owners_read(self, op: Op) -> set:
+        owned: set = set()
+        for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs)):
+            if j >= 0:
+                owned |= set(self.found[j][slot]) if slot < len(self.found[j]) else set()
+            else:
+                owned |= self.given.get(j, set())
+        return owned
+
+    def _credible(self, op: Op, value: torch.Tensor, owners: list) -> list:
+        """The owners of a learner value that count as a match. A few
+        integers or booleans (token ids, a mask row) equal a reference value
+        by chance too easily: they count only where the reference made them
+        with a call of the same kind from a value this call reads too (or
+        holds them as an input). What is made from unmatched ids (the
+        embedding of a wrong token, and all after it) matches only by chance
+        as well: it is `doubtful` and matches nothing."""
+        if not owners or not _few_ids(value):
+            return owners
+        read = self._owners_read(op)
+        reference = self.reference.ops
+        return [o for o in owners if o[0] <= -2 or (o[0] >= 0 and _same_kind(op, reference[o[0]]) and any(
+            (i, s) in read for i, s in zip(reference[o[0]].inputs, reference[o[0]].slots or [0] * len(reference[o[0]].inputs))))]
+
+    def frontier(self, out_ops: list[int]) -> list[int]:
+        """The calls `out_ops` depend on that are not good although everything they read is."""
+        return [i for i in sorted(_ancestors(self.ops, out_ops))
+                if not self.good[i] and not self.ops[i].raised and all(self._good_input(j) for j in self.ops[i].inputs)]
+
+    def _good_input(self, j: int) -> bool:
+        """A call's value that is good, or an input from outside the trace; a
+        memory the trace wrote into (a cache's buffer read again) only when
+        the reference has its value too."""
+        if j >= 0:
+            return self.good[j]
+        return j not in self.learner.rewritten or bool(self.given.get(j))
+
+    def place(self, frontier: list[int]) -> Located | None:
+        ops, reference = self.ops, self.reference
+        blames = {i: _blame(ops[i], ops, self.found, reference, self.given) for i in frontier}
+        # A call that the reference makes too, from the same values, with another result, is wrong for sure; a
+        # call the reference never makes may be another right route whose result only a later mistake spoiled.
+        sure = [i for i in frontier if blames[i] is not None and blames[i][3] == "value" and blames[i][2] is not None
+                and _same_kind(ops[i], blames[i][2])]
+        # A call made inside a library component (a module's forward, tinylm) got its arguments there, from what
+        # the learner's line passed: a wrong value the learner's own code made earlier comes first.
+        direct = [i for i in frontier if not ops[i].inside]
+        if direct and any(ops[i].inside and i > direct[0] for i in sure):
+            sure = [i for i in sure if not ops[i].inside or i < direct[0]]
+            if not sure and len({(ops[i].file, ops[i].line) for i in direct}) == 1:
+                sure = [direct[0]]
+        if len({(ops[i].file, ops[i].line) for i in sure}) == 1:
+            chosen = sure[0]
+        elif len({(ops[i].file, ops[i].line) for i in frontier}) == 1:
+            chosen = frontier[0]
+        else:
+            return None
+        first = ops[chosen]
+        made = [ops[j] for j in first.inputs if j >= 0 and ops[j].factory and not self.matched[j]]
+        if any((m.file, m.line) != (first.file, first.line) for m in made):
+            return None  # a constant the reference never has, read on another line: either line may be wrong
+        blame = blames[chosen]
+        if blame is None:
+            return None
+        blamed, also, counterpart, how = blame
+        if not blamed.file:
+            return None  # a line of code whose text is not at hand (the grader keeps only the submission's cells)
+        code = source_line(first.file, first.line)
+        sizes = _sizes_differ(first, counterpart) if how == "value" else None
+        if how == "value" and counterpart is not None and _same_kind(first, counterpart) and not sizes and \
+                re.search(r"\bself\.[A-Za-z_]", code) and not re.search(r"(?<![\w.])\d", code):
+            return None  # same values in, another result, no number on the line: it may come from the module's __init__
+        facts = [f"yours: {first.name}{_reduced_axis(first)} gives {_describe_value(first.outputs[0])}"]
+        if counterpart is not None:
+            facts.append(f"the reference's {counterpart.name}{_reduced_axis(counterpart)} gives "
+                         f"{_describe_value(counterpart.outputs[0])}")
+            if how == "value" and _same_kind(first, counterpart):
+                facts[1:1] = _argument_facts(first, counterpart)
+        (file, line, function), second = blamed_lines(blamed, also)
+        if how == "layout":
+            facts.insert(0, f"the value line {line} makes reaches line {second or line} in another layout than the "
+                            f"reference's {counterpart.name} reads")
+        elif how == "missing":
+            steps = _steps_between(reference, counterpart, also or first, blamed, self.found)
+            facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {line} makes, "
+                            f"{steps or 'one or more steps later'}")
+        elif how == "role":
+            facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference's "
+                            f"{counterpart.name} reads another value")
+        elif how in ("twice", "ahead"):
+            steps = _steps_between(reference, counterpart, also or first, blamed, self.found, ahead=True)
+            facts.insert(0, f"your {first.name} reads a value the reference has only after its own {counterpart.name}"
+                            + (f" ({steps})" if steps else "") if how == "twice" else
+                            f"your {first.name} reads a value the reference has only after more steps"
+                            + (f" ({steps})" if steps else ""))
+        if sizes is not None:
+            # (a call made inside a library component got its sizes there, not from the line's own names)
+            bound = None if first.inside else _sizes_bound_at(file, line, first.name)
+            facts.insert(0, sizes)
+            if bound == "elsewhere":
+                return None  # the sizes come from names bound on several lines: any of them may be wrong
+            if bound is not None and bound != line:
+                how, second = "sizes", bound
+        return Located(file, line, function, source_line(file, line), facts, kind=how, also=second,
+                       also_code=source_line(file, second) if second else "")
+
+
+def _few_ids(t: torch.Tensor) -> bool:
+    """A handful of integers or booleans: equal to a reference value by chance too easily."""
+    return not t.is_floating_point() and not t.is_complex() and t.numel() < 8
+
+
+def blamed_lines(blamed: Op, also: Op | None) -> tuple[tuple[str, int, str], int | None]:
+    """((file, line, function) of the blamed call, the second line or None).
+    A value made inside a function the other call's function called (a
+    block's result reaching the final norm) is shown where that caller
+    got it: the line of their common caller that called the function."""
+    place = (blamed.file, blamed.line, blamed.function)
+    if also is None:
+        return place, None
+    lifted = _common_lines(blamed, also)
+    if lifted is not None and blamed.stack and lifted[0] != blamed.stack[0][:3]:
+        place = lifted[0]
+    second = also.line if also.file == place[0] and also.line != place[1] else None
+    return place, second
+
+
+def _common_lines(a: Op, b: Op):
+    """The lines of the innermost frame both calls ran in that made each
+    (file, line, function), or None when they share no frame of the checked code."""
+    sa, sb = list(reversed(a.stack)), list(reversed(b.stack))
+    common = None
+    for fa, fb in zip(sa, sb):
+        if fa[3] != fb[3]:
+            break
+        common = (fa[:3], fb[:3])
+    return common
+
+
+def _steps_between(reference: Trace, counterpart: Op | None, first: Op, blamed: Op, found: list,
+                   ahead: bool = False) -> str:
+    """'its steps in between: pow, mean, add, rsqrt': the reference's calls
+    between the value the learner's `blamed` call made and the one the
+    reference's `counterpart` reads in its place (ahead: from what the
+    counterpart reads to the learner's value)."""
+    if counterpart is None or not blamed.outputs or blamed.index not in first.inputs:
+        return ""
+    k = first.inputs.index(blamed.index)
+    if k >= len(counterpart.inputs):
+        return ""
+    w = (counterpart.inputs[k], (counterpart.slots or [0] * len(counterpart.inputs))[k])
+    slot = (first.slots or [0] * len(first.inputs))[k]
+    for owner in found[blamed.index][slot] if slot < len(found[blamed.index]) else []:
+        path = _path(reference, owner, w) if ahead else _path(reference, w, owner)
+        names = [reference.ops[i].name for i in reversed(path or []) if reference.ops[i].name not in _LAYOUT]
+        if names:
+            return "its steps in between: " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return ""
+
+
+def _argument_facts(mine: Op, theirs: Op) -> list[str]:
+    """The small arguments (minlength=..., keepdim=..., a reduction's axis)
+    in which the learner's call differs from the reference's call of the same kind."""
+    facts = []
+    for key in sorted(set(mine.kwargs) | set(theirs.kwargs)):
+        if key in ("sizes", "index") or (key == "dim" and mine.name in _REDUCTIONS):
+            continue  # said with the shapes, or as the axis a reduction ran over
+        a, b = mine.kwargs.get(key), theirs.kwargs.get(key)
+        if a == b or (a is None and b is False):
+            continue
+        yours = f"{key}={a!r}" if key in mine.kwargs else f"no {key}"
+        facts.append(f"your {mine.name} is called with {yours}, the reference's with "
+                     + (f"{key}={b!r}" if key in theirs.kwargs else f"no {key}"))
+    return facts[:3]
+
+
+def _sizes_differ(mine: Op, theirs: Op | None) -> str | None:
+    """For a reshape, view, expand or slice that the reference makes from
+    the same value with other sizes or bounds: what each is given."""
+    if theirs is None or mine.name not in ("reshape", "view", "expand", "__getitem__") or not _same_kind(mine, theirs):
+        return None
+    key = "index" if mine.name == "__getitem__" else "sizes"
+    a, b = mine.kwargs.get(key), theirs.kwargs.get(key)
+    if a is None or b is None or a == b:
+        return None
+    shape = mine.input_shapes[0] if mine.input_shapes else None
+    if key == "index":
+        return f"your slice {a} of shape {shape} gives {tuple(mine.outputs[0].shape)}; the reference's {b} gives " \
+               f"{tuple(theirs.outputs[0].shape)}" if mine.outputs and theirs.outputs else None
+    return (f"your {mine.name} turns shape {shape} into sizes {a}; the reference's turns it into {b}"
+            if shape is not None else f"your {mine.name} is given sizes {a}; the reference's {b}")
+
+
+def _sizes_bound_at(file: str, line: int, call: str) -> int | str | None:
+    """The one earlier line of the same function that binds every name the
+    `call` (reshape, view, a slice...) on `line` reads as a size or bound,
+    e.g. `B, T, H, hd = y.shape`; None when it reads no name bound in the
+    function (numbers, arguments), "elsewhere" when they are bound on
+    several lines."""
+    import ast
+    source = "".join(linecache.getlines(file))
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not functions:
+        return None
+    body = max(functions, key=lambda n: n.lineno)
+    if call == "__getitem__":
+        parts = [n.slice for n in ast.walk(body) if isinstance(n, ast.Subscript)
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
     else:
+        parts = [a for n in ast.walk(body) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == call for a in n.args]
+    names = {n.id for a in parts for n in ast.walk(a) if isinstance(n, ast.Name)}
+    if not names:
         return None
-    first = ops[chosen]
-    made = [ops[j] for j in first.inputs if j >= 0 and ops[j].factory and not matched[j]]
-    if any((m.file, m.line) != (first.file, first.line) for m in made):
-        return None  # a constant the reference never has, read on another line: either line may be wrong
-    blame = blames[chosen]
-    if blame is None:
-        return None
-    blamed, also, counterpart, how = blame
-    if not blamed.file:
-        return None  # a line of code whose text is not at hand (the grader keeps only the submission's cells)
-    code = source_line(first.file, first.line)
-    if how == "value" and counterpart is not None and _same_kind(first, counterpart) and \
-            re.search(r"\bself\.[A-Za-z_]", code) and not re.search(r"(?<![\w.])\d", code):
-        return None  # same values in, another result, no number on the line: it may come from the module's __init__
-    facts = [f"yours: {first.name}{_reduced_axis(first)} gives {_describe_value(first.outputs[0])}"]
-    if counterpart is not None:
-        facts.append(f"the reference's {counterpart.name}{_reduced_axis(counterpart)} gives "
-                     f"{_describe_value(counterpart.outputs[0])}")
-    if how == "layout":
-        facts.insert(0, f"the value line {blamed.line} makes reaches line {first.line} in another layout than the "
-                        f"reference's {counterpart.name} reads")
-    elif how == "missing":
-        facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {blamed.line} makes, "
-                        f"one or more steps later")
-    elif how == "role":
-        facts.insert(0, f"line {also.line if also is not None else first.line} uses the value line {blamed.line} makes "
-                        f"where the reference's {counterpart.name} reads another value")
-    second = also if also is not None and also.file == blamed.file and also.line != blamed.line else None
-    return Located(blamed.file, blamed.line, blamed.function, source_line(blamed.file, blamed.line), facts,
-                   kind=how, also=second.line if second else None,
-                   also_code=source_line(second.file, second.line) if second else "")
+    binding: dict[str, set[int]] = {}
+    for node in ast.walk(body):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
+        for target in targets:
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name) and n.id in names and node.lineno < line:
+                    binding.setdefault(n.id, set()).add(node.lineno)
+    lines = set().union(*binding.values()) if binding else set()
+    return lines.pop() if len(lines) == 1 else "elsewhere" if lines else None
 
 
 def _number_source(t: Trace) -> list:
@@ -639,6 +1003,8 @@ def _returned_early(learner: Trace, op: Op, matched: list[bool], final_ref: list
     after it are missing between that line and the return line."""
     if not matched[op.index] or op.factory:
         return None
+    if sum((o.file, o.line) == (op.file, op.line) and o.name == op.name for o in learner.ops) > 1:
+        return None  # a line run in a loop: the missing steps may be iterations, which have no line of their own
     facts = [f"yours: {_describe_value(op.outputs[0])}"]
     if final_ref:
         facts.append(f"the reference goes on to {_describe_value(final_ref[0])}")
@@ -652,13 +1018,13 @@ def _same_kind(op: Op, ref_op: Op) -> bool:
     return _base(op.name) == _base(ref_op.name)
 
 
-def _input_owners(op: Op, ops: list[Op], found: list, given: list[set] | None = None) -> list[set]:
+def _input_owners(op: Op, ops: list[Op], found: list, given: dict | None = None) -> list[set]:
     """For each tensor `op` read: the reference owners its value matches
-    (given: those of the call's inputs)."""
+    (given: those of the call's inputs and of the leaves, by owner code)."""
     owned = []
     for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs)):
         if j <= -2:
-            owned.append(given[-2 - j] if given and -2 - j < len(given) else {(j, 0)})
+            owned.append(set(given[j]) if given and j in given else {(j, 0)} if j > LEAF else set())
         elif j >= 0 and slot < len(found[j]):
             owned.append(set(found[j][slot]))
         else:
@@ -666,7 +1032,7 @@ def _input_owners(op: Op, ops: list[Op], found: list, given: list[set] | None = 
     return owned
 
 
-def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: list[set] | None = None):
+def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: dict | None = None):
     """(op to blame, a second op or None, the reference's call of the same
     kind, how) for the frontier op `first`, or None when no line can be
     told (see the module docstring). how: "value" (the call itself gives
@@ -700,6 +1066,13 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: list[
     lagging = any(p is not None for p in paths)
     layout_only = lagging and all(reference.ops[i].name in _LAYOUT for p in paths if p is not None for i in p)
     j = first.inputs[k]
+    tied = [r for r in candidates if agreement(r) == agreement(best)]
+    if not lagging and j >= 0 and len(tied) == 1:
+        # The value read is one the reference makes only later, from the one its call reads: the learner's
+        # value already went through more steps; through this very call (applied twice) or others (an order).
+        ahead = [p for p in (_path(reference, owner, wanted) for owner in owned[k]) if p]
+        if ahead and any(reference.ops[i].name not in _LAYOUT for p in ahead for i in p):
+            return ops[j], first, best, "twice" if any(best.index in p for p in ahead) else "ahead"
     while not layout_only and j >= 0 and ops[j].name in _LAYOUT and ops[j].inputs:
         j = ops[j].inputs[0]                # back through reshapes and transposes to the call that made the value
     if j < 0:
@@ -867,7 +1240,9 @@ def locate_numbers(learner: list[Lines], reference: list[Lines], rel: float = 1e
     if len(places) != 1:
         return None
     file, line, function = places.pop()
-    if 2 * wrong[file, line] <= runs[file, line]:
+    # Every call ran the same lines: no branch chose the way, so a line wrong for some inputs only is the place.
+    one_path = len({frozenset((f, ln) for f, ln, _, _ in mine.steps) for mine in learner if mine.error is None}) == 1
+    if 2 * wrong[file, line] <= runs[file, line] and not one_path:
         return None
     return Located(file, line, function, source_line(file, line),
                    [f"the numbers your code makes here are ones the reference never has, in {wrong[file, line]} of "
@@ -891,17 +1266,101 @@ def locate_grad_cut(learner: Trace) -> Located | None:
                    [f"{op.name} reads a tensor that requires grad and {what}"], kind="grad")
 
 
-def locate_raise(learner: Trace) -> Located | None:
-    """Where the traced call raised: from the error's own frames, or, for a
-    trace made in the grader's jailed process, from the place it sent."""
+def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | None:
+    """Where the traced call raised: with the reference's trace on the same
+    inputs, the first wrong value the raising call depends on (a wrong
+    value, or the reference's numbers in another shape) when there is one;
+    else the error's own frames, or, for a trace made in the grader's jailed
+    process, the place it sent."""
     if learner.error is None:
         return None
+    if reference is not None:
+        try:
+            before = _before_raise(learner, reference)
+        except Exception:  # noqa: BLE001: the tracer's own failure only costs the place
+            before = None
+        if before is not None:
+            return before
     found = locate_error(learner.error)
     if found is None and learner.raised is not None:
         file, line, function = learner.raised
         kind = str(learner.error) if type(learner.error) is Exception else type(learner.error).__name__  # a sent type name
         found = Located(file, line, function, source_line(file, line), [kind], kind="raises")
     return found
+
+
+def _before_raise(learner: Trace, reference: Trace) -> Located | None:
+    """The place of the first wrong value the call that raised reads, or of
+    a value it reads whose numbers are the reference's in another shape."""
+    if learner.truncated or reference.truncated or reference.error is not None or learner.failed is None:
+        return None
+    failed = learner.ops[learner.failed]
+    reads = [j for j in failed.inputs if j >= 0]
+    if not reads:
+        return None
+    seen = _Analysis(learner, reference)
+    raises = f"then line {failed.line} raises ({_error_line(learner.error)})"
+    frontier = seen.frontier(reads)
+    if frontier:
+        found = seen.place(frontier)
+        if found is not None and found.line != failed.line:
+            found.facts.append(raises)
+        return found
+    shapes = {tuple(t.shape) for op in reference.ops for t in op.outputs} | {tuple(t.shape) for t in reference.inputs}
+    for j, slot in zip(failed.inputs, failed.slots or [0] * len(failed.inputs)):
+        if j < 0 or slot >= len(learner.ops[j].outputs) or not seen.found[j][slot]:
+            continue
+        value = learner.ops[j].outputs[slot]
+        owners = seen.found[j][slot]
+        theirs = [_owner_value(reference, o) for o in owners]
+        theirs = [t for t in theirs if t is not None]
+        if theirs and tuple(value.shape) not in shapes and all(tuple(t.shape) != tuple(value.shape) for t in theirs):
+            op = learner.ops[j]
+            while len(op.inputs) == 1 and op.inputs[0] >= 0 and op.input_shapes and \
+                    tuple(op.input_shapes[0]) == tuple(value.shape) and seen.found[op.inputs[0]]:
+                op = learner.ops[op.inputs[0]]  # back to the call that gave the value this shape (~, .to, clone...)
+            return Located(op.file, op.line, op.function, source_line(op.file, op.line),
+                           [f"yours: {op.name} gives {_describe_value(value)}",
+                            f"the reference has these numbers in shape {tuple(theirs[0].shape)}", raises], kind="shape")
+    return _cast_before_raise(learner, reference, seen, failed, raises)
+
+
+def _cast_before_raise(learner: Trace, reference: Trace, seen: "_Analysis", failed: Op, raises: str) -> Located | None:
+    """The call that raised reads a value the reference's call of its kind
+    reads only after a cast (an int64 one-hot met by float weights): the
+    line that made it, and the dtype the reference casts it to."""
+    blame = _blame(failed, learner.ops, seen.found, reference, seen.given)
+    if blame is None or blame[3] not in ("layout", "missing") or blame[2] is None or blame[0].index not in failed.inputs:
+        return None
+    blamed, _, counterpart, _ = blame
+    k = failed.inputs.index(blamed.index)
+    slot = (failed.slots or [0] * len(failed.inputs))[k]
+    wanted = (counterpart.inputs[k], (counterpart.slots or [0] * len(counterpart.inputs))[k])
+    for owner in seen.found[blamed.index][slot] if slot < len(seen.found[blamed.index]) else []:
+        path = _path(reference, wanted, owner)
+        if path and all(reference.ops[i].name in _CASTS for i in path) and reference.ops[path[0]].outputs:
+            got, want = blamed.outputs[slot].dtype, reference.ops[path[0]].outputs[0].dtype
+            (file, line, function), second = blamed_lines(blamed, failed)
+            return Located(file, line, function, source_line(file, line), [
+                f"yours: {blamed.name} gives {_describe_value(blamed.outputs[slot])}",
+                f"the reference's {counterpart.name} reads this value cast to {str(want).removeprefix('torch.')}, yours "
+                f"reads it as {str(got).removeprefix('torch.')}", raises], kind="cast", also=second,
+                also_code=source_line(file, second) if second else "")
+    return None
+
+
+def _owner_value(reference: Trace, owner: Owner) -> torch.Tensor | None:
+    i, slot = owner
+    if i >= 0:
+        return reference.ops[i].outputs[slot] if slot < len(reference.ops[i].outputs) else None
+    if i <= LEAF:
+        return reference.leaves[LEAF - i] if LEAF - i < len(reference.leaves) else None
+    return reference.inputs[-2 - i] if -2 - i < len(reference.inputs) else None
+
+
+def _error_line(err: BaseException | None) -> str:
+    first = (str(err).strip().splitlines() or [""])[0][:160] if err is not None else ""
+    return f"{type(err).__name__}: {first}" if err is not None else ""
 
 
 def locate_error(err: BaseException | None) -> Located | None:

@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .contracts import Contract, defaults, run_contract
+from .contracts import Contract, Edge, defaults, run_contract
 from .core import Check, describe, python_number_problem, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
@@ -106,6 +106,7 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
                 diagnosis=None if first == set(range(12 - 4)) or len(first) < 2 or not y_ok else
                 "window starts off by one: draw start from torch.randint(len(data) - seq_len, ...) so that the last "
                 "target data[start + seq_len] still exists")
+    run_contract(chk, get_batch, GET_BATCH)
     chk.finish()
 
 
@@ -251,8 +252,15 @@ def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> 
                      "and erases them; zero the gradients BEFORE backward()")
     elif norm > grad_clip * 1.001:
         chk.measured(f"global gradient norm left at optimizer.step(): {norm:.3g}; grad_clip = {grad_clip}")
-        chk.diagnose(f"gradients not clipped to grad_clip = {grad_clip}: call torch.nn.utils.clip_grad_norm_("
-                     "model.parameters(), grad_clip) with the grad_clip argument, between backward() and step()")
+        each = [float(g.detach().double().norm()) for g in grads if g is not None]
+        if len(each) > 1 and max(each) <= grad_clip * 1.001 and sum(n > grad_clip * 0.999 for n in each) > 1:
+            chk.diagnose(f"each parameter's gradient is clipped on its own (measured: {sum(n > grad_clip * 0.999 for n in each)} "
+                         f"of the {len(each)} gradients have norm grad_clip = {grad_clip}, none more, yet their global "
+                         f"norm is {norm:.3g}): clip the global norm over all parameters at once, "
+                         "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)")
+        else:
+            chk.diagnose(f"gradients not clipped to grad_clip = {grad_clip}: call torch.nn.utils.clip_grad_norm_("
+                         "model.parameters(), grad_clip) with the grad_clip argument, between backward() and step()")
 
 
 def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps) -> Check:
@@ -346,7 +354,24 @@ def _lm_loss_cases():
 
 
 LM_LOSS = Contract("lm_loss", lm_loss_steps, _lm_loss_cases, names=("logits", "targets"), batch=("logits", "targets"),
-                   views=("logits", "targets"), cast=("logits",), grad=("logits",))
+                   views=("logits", "targets"), cast=("logits",), grad=("logits",), shift=("logits",), scale=("logits",))
+
+
+def get_batch_steps(data: torch.Tensor, batch_size: int, seq_len: int, generator=None):
+    starts = torch.randint(len(data) - seq_len, (batch_size,), generator=generator)   # (B,)
+    windows = data[starts[:, None] + torch.arange(seq_len + 1)].long()              # (B, T + 1)
+    return windows[:, :-1], windows[:, 1:]
+
+
+def _get_batch_cases():
+    p = defaults(check_get_batch)
+    data = torch.randperm(p["n_data"], generator=seeded(p["seed"]))
+    return [("windows", (data, p["batch"], p["seq"], None), {})]
+
+
+# Random by contract: only the generator's promises are judged (another right way to draw gives other windows).
+GET_BATCH = Contract("get_batch", get_batch_steps, _get_batch_cases, names=("data", "batch_size", "seq_len", "generator"),
+                     dtypes=(), locate=False, generator="generator")
 
 
 def _lr_cases():
@@ -354,5 +379,10 @@ def _lr_cases():
     return [(f"step {s}", (s, p["warmup"], p["total"], p["max_lr"], p["min_lr"]), {}) for s in range(p["total"])]
 
 
+# The schedule's domain goes on past its last step (a run trained on, a resumed run): the rate stays at min_lr there.
 LR_SCHEDULE = Contract("lr_schedule", ref_lr, _lr_cases, names=("step", "warmup_steps", "total_steps", "max_lr", "min_lr"),
-                       dtypes=(), numbers=True)
+                       dtypes=(), numbers=True, edges=(
+                           Edge("step = total_steps", "at step = total_steps, one past the last scheduled step",
+                                lambda a: {**a, "step": a["total_steps"]}),
+                           Edge("step past total_steps", "for a step past total_steps (a run trained on: the rate "
+                                "stays at min_lr)", lambda a: {**a, "step": a["total_steps"] + a["total_steps"] // 2})))

@@ -1,14 +1,17 @@
-"""Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py)
-and of the "offlist" set (offlist.py, mistakes in none of the other lists)
-is a real bug: probes run the solution and the mutated answer on the situation
-the mistake is about (a batch of one, a KV cache after a prefill, a
-non-default config value, float16 or uint8 input, non-contiguous logits, a
-model in train mode, ...) and compare with tinylm, with PyTorch built-ins or
-with closed forms. A mutation that leaves every probe as the solution has it
-would be no mistake at all. No check of the course is run.
+"""Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
+of the "offlist" set (offlist.py, mistakes in none of the other lists) and of
+the "fresh" set (fresh.py, in none of the lists either) is a real bug: probes
+run the solution and the mutated answer on the situation the mistake is about
+(a batch of one, a KV cache after a prefill, a non-default config value,
+float16 or uint8 input, non-contiguous logits, a model in train mode, another
+device, padding, ...) and compare with tinylm, with PyTorch built-ins (the
+FLOP counter among them) or with closed forms. A mutation that leaves every
+probe as the solution has it would be no mistake at all. No check of the
+course is run.
 
     python benchmarks/verify_unseen.py               # the unseen set
     python benchmarks/verify_unseen.py --set offlist
+    python benchmarks/verify_unseen.py --set fresh
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -20,11 +23,13 @@ import argparse
 import math
 import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
@@ -41,6 +46,24 @@ def _gen(seed: int) -> torch.Generator:
 
 def _close(a, b, **tol) -> bool:
     return a.shape == b.shape and torch.allclose(a.float(), b.float(), **tol)
+
+
+def _counted_flops(run) -> int:
+    """FLOPs of run() as torch's FlopCounterMode counts them (matmuls: 2 per multiply-add)."""
+    with FlopCounterMode(display=False) as counter:
+        run()
+    return counter.get_total_flops()
+
+
+def _meta_model(config: tinylm.ModelConfig) -> tinylm.Transformer:
+    """tinylm's Transformer with shapes and no memory: parameter sizes for any config."""
+    with torch.device("meta"):
+        return tinylm.Transformer(config)
+
+
+def _kv_cache_nbytes(config: tinylm.ModelConfig, seq_len: int, batch_size: int, dtype: torch.dtype) -> int:
+    """Bytes of a tinylm.KVCache that holds exactly seq_len positions, on the meta device."""
+    return tinylm.KVCache(replace(config, max_seq_len=seq_len), batch_size, device="meta", dtype=dtype).nbytes()
 
 
 class Recorder(nn.Module):
@@ -69,9 +92,10 @@ def probe_01(ns):
     table = weight.clone().requires_grad_()
     ns["embed"](ids, table).sum().backward()  # d sum / d row r = how often id r occurs
     return {"embed == weight[ids]": _close(ns["embed"](ids, weight), weight[ids]),
+            "embed, flat ids (T,) == weight[ids]": attempt(lambda: _close(ns["embed"](ids[0], weight), weight[ids[0]])),
             "embed gradient per row == id counts": torch.equal(table.grad[:, 0], torch.bincount(ids.flatten(), minlength=10).float()),
             "one_hot_embed == weight[ids]": attempt(lambda: _close(ns["one_hot_embed"](ids, weight), weight[ids])),
-            "tied_logits == x @ W.T": _close(ns["tied_logits"](x, weight), x @ weight.T),
+            "tied_logits == x @ W.T": attempt(lambda: _close(_quiet(ns["tied_logits"], x, weight), x @ weight.T)),
             "head.weight is emb.weight": head.weight is emb.weight,
             "distinct Parameters": len(list(nn.ModuleList([emb, head]).parameters()))}
 
@@ -82,6 +106,8 @@ def probe_02(ns):
     w, b = torch.randn(8, generator=gen), torch.randn(8, generator=gen)
     big = (torch.randn(2, 8, generator=gen) * 400).half()
     small = torch.randn(4, 8, generator=gen) * 0.1
+    tiny = torch.randn(4, 8, generator=gen) * 1e-4  # mean square about 1e-8, below the default eps
+    square = torch.randn(8, 8, generator=gen) + 3.0  # as many tokens as features, means far from 0
     trained = ns["RMSNorm"](8)
 
     def with_trained_gain():
@@ -90,7 +116,10 @@ def probe_02(ns):
 
     return {"rms_norm == tinylm": _close(ns["rms_norm"](x, w), tinylm.rms_norm(x, w), atol=1e-6),
             "rms_norm fp16 ~400 == tinylm": _close(ns["rms_norm"](big, w), tinylm.rms_norm(big, w), atol=1e-2, rtol=1e-2),
-            "layer_norm == F.layer_norm": _close(ns["layer_norm"](x, w, b), F.layer_norm(x, (8,), w, b, eps=1e-5), atol=1e-5),
+            "rms_norm, mean square below eps == tinylm": _close(ns["rms_norm"](tiny, w), tinylm.rms_norm(tiny, w), atol=1e-6),
+            **{f"layer_norm{label} == F.layer_norm": attempt(lambda t=t: _close(
+                ns["layer_norm"](t, w, b), F.layer_norm(t, (8,), w, b, eps=1e-5), atol=1e-5))
+               for label, t in (("", x), (", 8 tokens of 8 features", square))},
             "RMSNorm(eps=0.1) == tinylm": _close(ns["RMSNorm"](8, eps=0.1)(small), tinylm.rms_norm(small, torch.ones(8), 0.1)),
             "RMSNorm with a trained gain == tinylm": attempt(with_trained_gain)}
 
@@ -105,6 +134,17 @@ def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
     return x.reshape(B, T, n, d // n).permute(0, 2, 1, 3)
 
 
+def _attention_layer_flops(batch: int, seq_len: int, d_model: int, n_heads: int) -> dict:
+    """FlopCounterMode's count of each matmul of a written-out attention layer, on zero tensors of those sizes."""
+    x, w = torch.zeros(batch, seq_len, d_model), torch.zeros(d_model, d_model)
+    heads = _heads(x, n_heads)                                # (B, H, T, hd)
+    weights = torch.zeros(batch, n_heads, seq_len, seq_len)   # the softmax's output, masked half included
+    return {"qkv_proj": _counted_flops(lambda: [F.linear(x, w) for _ in range(3)]),
+            "scores": _counted_flops(lambda: heads @ heads.transpose(-2, -1)),
+            "mix": _counted_flops(lambda: weights @ heads),
+            "out_proj": _counted_flops(lambda: F.linear(x, w))}
+
+
 def probe_03(ns):
     gen = _gen(7)
     x = torch.randn(2, 5, 12, generator=gen)
@@ -112,6 +152,9 @@ def probe_03(ns):
     w_q, w_k, w_v, w_o = (torch.randn(12, 12, generator=gen) / 12 ** 0.5 for _ in range(4))
     heads = F.scaled_dot_product_attention(_heads(x @ w_q.T, 3), _heads(x @ w_k.T, 3), _heads(x @ w_v.T, 3), is_causal=True)
     attended = heads.permute(0, 2, 1, 3).reshape(2, 5, 12) @ w_o.T  # (B, T, d), then the output projection
+    # q = 100·1 and k = -100·1: every allowed score is -100² · 8 / sqrt(8), about -2.8e4, far below any finite filler
+    far_q = torch.full((1, 2, 4, 8), 100.0)
+    far = (far_q, -far_q, v[:1, :2, :4])
     return {"causal_mask(4, 4)": torch.equal(ns["causal_mask"](4, 4), _bottom_right(4, 4)),
             "causal_mask(2, 5)": torch.equal(ns["causal_mask"](2, 5), _bottom_right(2, 5)),
             "split_heads": torch.equal(ns["split_heads"](x, 3), _heads(x, 3)),
@@ -122,7 +165,13 @@ def probe_03(ns):
                 q[:, :, :2], k, v, attn_mask=_bottom_right(2, 6)), atol=1e-5),
             "self_attention == reference": attempt(lambda: _close(ns["self_attention"](x, w_q, w_k, w_v, w_o, 3), attended,
                                                                   atol=1e-5)),
-            "attention bfloat16 out": attempt(lambda: ns["causal_attention"](q.bfloat16(), k.bfloat16(), v.bfloat16()).dtype)}
+            "attention bfloat16 out": attempt(lambda: ns["causal_attention"](q.bfloat16(), k.bfloat16(), v.bfloat16()).dtype),
+            "attention, scores near -2.8e4 == SDPA": attempt(lambda: _close(
+                ns["causal_attention"](*far), F.scaled_dot_product_attention(*far, is_causal=True), atol=1e-5)),
+            "attention on the meta device: output device": attempt(
+                lambda: str(ns["causal_attention"](*(t.to("meta") for t in (q, k, v))).device)),
+            **{f"attention_flops(batch={b}) == FlopCounterMode": attempt(
+                lambda b=b: ns["attention_flops"](b, 7, 12, 3) == _attention_layer_flops(b, 7, 12, 3)) for b in (1, 3)}}
 
 
 def probe_04(ns):
@@ -135,14 +184,28 @@ def probe_04(ns):
     rotated = {p: tinylm.causal_attention(tinylm.apply_rope(q, cos, sin, p), tinylm.apply_rope(k, cos, sin, p), v)
                for p in (0, 4)}
     even = torch.randn(1, 2, 4, 8, generator=gen)  # 4 positions: a split on the wrong axis keeps the shape
-    return {"rotate_half, 4 positions == (-x2, x1)": attempt(lambda: torch.equal(
-                ns["rotate_half"](even), torch.cat((-even[..., 4:], even[..., :4]), dim=-1))),
+
+    def rotates_halves(t):
+        return torch.equal(ns["rotate_half"](t), torch.cat((-t[..., 4:], t[..., :4]), dim=-1))
+
+    return {"rotate_half, 4 positions == (-x2, x1)": attempt(lambda: rotates_halves(even)),
+            "rotate_half of one head (T, hd) == (-x2, x1)": attempt(lambda: rotates_halves(even[0, 0])),
             "rope_cache == tinylm": all(_close(a, b, atol=1e-6) for a, b in zip(mine, theirs)),
             "rope_cache(theta=500) == tinylm": all(_close(a, b, atol=1e-6) for a, b in zip(mine_500, theirs_500)),
             "apply_rope(start_pos=3) == tinylm": attempt(lambda: _close(ns["apply_rope"](x, cos, sin, 3),
                                                                         tinylm.apply_rope(x, cos, sin, 3), atol=1e-6)),
             **{f"rotary_attention(start_pos={p}) == tinylm": attempt(lambda p=p: _close(
                 ns["rotary_attention"](q, k, v, cos, sin, p), rotated[p], atol=1e-5)) for p in (0, 4)}}
+
+
+def _component_numel(config: tinylm.ModelConfig) -> dict:
+    """tinylm's parameters (on the meta device) summed by component; a tied head owns none."""
+    counts = dict.fromkeys(("embedding", "attention", "mlp", "norms", "lm_head"), 0)
+    for name, p in _meta_model(config).named_parameters():  # a shared Parameter is listed once
+        part = ("embedding" if name.startswith("tok_emb.") else "lm_head" if name.startswith("lm_head.")
+                else "norms" if name.endswith("norm.weight") else "attention" if ".attn." in name else "mlp")
+        counts[part] += p.numel()
+    return counts
 
 
 def probe_05(ns):
@@ -160,7 +223,12 @@ def probe_05(ns):
     block = h + torch.sigmoid(mlp_norm(h))
     sizes = [(64, 32), (96, 32), (128, 32), (4096, 256)]
     weights = (w_gate, w_up, w_down)
+    configs = {"MHA, d_ff by the 8/3 rule, tied": _config(4, d_ff=None),
+               "GQA, d_ff=100, untied": _config(2, n_layers=3, d_ff=100, tie_embeddings=False)}
     return {"swiglu == tinylm": _close(ns["swiglu"](x, *weights), tinylm.swiglu(x, *weights), atol=1e-5),
+            "swiglu at x * 100 == tinylm": _close(ns["swiglu"](x * 100, *weights), tinylm.swiglu(x * 100, *weights), rtol=1e-4),
+            **{f"param_counts == tinylm's parameters, {label}": attempt(
+                lambda c=c: ns["param_counts"](c) == _component_numel(c)) for label, c in configs.items()},
             "swiglu_hidden == 8/3 rule": [ns["swiglu_hidden"](*s) for s in sizes] == [tinylm.default_d_ff(*s) for s in sizes],
             "pre_norm_block == formula": _close(ns["pre_norm_block"](x, torch.tanh, torch.sigmoid, attn_norm, mlp_norm), block,
                                                 atol=1e-6),
@@ -179,11 +247,20 @@ def probe_06(ns):
         greedy = ns["generate_greedy"](model, prompt[:batch], 4, tinylm.KVCache(model.config, batch))
         return torch.equal(greedy, tinylm.generate(model, prompt[:batch], 4, temperature=0))
 
-    return {"cache_update keys == cat": torch.equal(k_all, torch.cat((past_k, k), 2)),
+    sized = _config(2, n_layers=3)
+    return {**{f"kv_cache_bytes({dtype}) == KVCache nbytes": attempt(lambda dtype=dtype: ns["kv_cache_bytes"](
+                sized, 40, 2, dtype) == _kv_cache_nbytes(sized, 40, 2, dtype)) for dtype in (torch.float32, torch.bfloat16)},
+            "cache_update keys == cat": torch.equal(k_all, torch.cat((past_k, k), 2)),
             "cache_update values == cat": torch.equal(v_all, torch.cat((past_v, v), 2)),
             "prefill == full": attempt(lambda: _attention_steps(ns["attention_step"], 4, chunks=(6,))),
             "prefill, then steps == full": attempt(lambda: _attention_steps(ns["attention_step"], 4, chunks=(4, 2, 1))),
             **{f"greedy, batch of {b} == tinylm": attempt(lambda b=b: greedy_matches(b)) for b in (2, 1)}}
+
+
+def _decode_reads(config: tinylm.ModelConfig, context_len: int, dtype: torch.dtype) -> dict:
+    """nbytes of tinylm's parameters in dtype (a tied head once) and of a cache of context_len positions."""
+    weights = sum(p.nbytes for p in _meta_model(config).to(dtype).parameters())
+    return {"weights": weights, "kv_cache": _kv_cache_nbytes(config, context_len, 1, dtype)}
 
 
 def probe_07(ns):
@@ -195,7 +272,10 @@ def probe_07(ns):
             "gqa_attention == SDPA enable_gqa": attempt(lambda: _close(ns["gqa_attention"](q, k, v), F.scaled_dot_product_attention(
                 q, k, v, is_causal=True, enable_gqa=True), atol=1e-5)),
             "GQA prefill == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(6,))),
-            "GQA prefill, then steps == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(4, 2, 1)))}
+            "GQA prefill, then steps == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(4, 2, 1))),
+            **{f"decode_bytes_per_token, {label} == tinylm": attempt(lambda c=c: ns["decode_bytes_per_token"](
+                c, 24, torch.bfloat16) == _decode_reads(c, 24, torch.bfloat16))
+               for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))}}
 
 
 def _drawn(ns, logits_row: list[float], rows: int, temperature: float, top_k=None, top_p=None) -> torch.Tensor:
@@ -214,7 +294,18 @@ def probe_08(ns):
 
     model = Recorder().train()
     ns["generate"](model, torch.zeros(3, 2, dtype=torch.long), 3, generator=_gen(0))
-    return {"top_k(4) == tinylm": torch.equal(ns["top_k_filter"](logits, 4), tinylm.top_k_filter(logits, 4)),
+    bigram, prompt = Recorder().eval(), torch.randint(0, 16, (3, 2), generator=gen)
+    greedy = prompt
+    with torch.no_grad():  # top_k=1 leaves the argmax only: sampling must reproduce greedy decoding
+        for _ in range(4):
+            greedy = torch.cat((greedy, bigram(greedy)[:, -1].argmax(dim=-1, keepdim=True)), dim=1)
+    apart = torch.tensor([[1000.0, 999.0, 0.0], [0.0, 1.0, 2.0]])  # the second row sits 1000 below the first's max
+    return {**{f"top_k(4), {rows} row(s) == tinylm": attempt(lambda rows=rows: torch.equal(
+                ns["top_k_filter"](logits[:rows], 4), tinylm.top_k_filter(logits[:rows], 4))) for rows in (3, 1)},
+            "rows 1000 apart: first row draws token 0 or 1": attempt(
+                lambda: int(ns["sample_next"](apart, 1.0, None, None, _gen(0))[0]) in (0, 1)),
+            "generate(top_k=1) == greedy continuation": attempt(
+                lambda: torch.equal(ns["generate"](bigram, prompt, 4, top_k=1, generator=_gen(0)), greedy)),
             "top_p(0.7) == tinylm": torch.equal(ns["top_p_filter"](logits, 0.7), tinylm.top_p_filter(logits, 0.7)),
             **{f"sample_next shape, batch of {b}": tuple(ns["sample_next"](logits[:b], 1.0, None, None, _gen(0)).shape)
                for b in (3, 1)},
@@ -241,6 +332,20 @@ class TwoTables(nn.Module):
         return (self.a(idx) + self.b(idx)) * 100
 
 
+def _training_costs(config: tinylm.ModelConfig, batch_size: int, seq_len: int) -> dict:
+    """One step of tinylm's model: forward and backward FLOPs as FlopCounterMode counts them (attention written
+    out), and the bytes of the parameters, gradients and AdamW moments that exist after the step."""
+    torch.manual_seed(0)
+    model = tinylm.Transformer(replace(config, attn_impl="reference"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    idx = torch.randint(0, config.vocab_size, (batch_size, seq_len), generator=_gen(17))
+    flops = _counted_flops(lambda: F.cross_entropy(model(idx).flatten(0, 1), idx.flatten()).backward())
+    optimizer.step()
+    params = list(model.parameters())
+    return {"flops": flops, "weights": sum(p.nbytes for p in params), "grads": sum(p.grad.nbytes for p in params),
+            "adam_moments": sum(state[m].nbytes for state in optimizer.state.values() for m in ("exp_avg", "exp_avg_sq"))}
+
+
 def probe_09(ns):
     from tinylm.training import TrainConfig, lr_at
 
@@ -248,6 +353,8 @@ def probe_09(ns):
     x, y = ns["get_batch"](data, 4000, 4, _gen(0))
     logits, targets = torch.randn(2, 7, 10, generator=_gen(13)), torch.randint(0, 10, (2, 7), generator=_gen(14))
     sliced = logits[:, :-1]  # non-contiguous, as when the last position has no target
+    padded = targets.clone()
+    padded[0, :3] = -100  # the first three targets of one row are padding
     schedule = TrainConfig(steps=20, warmup_steps=5, lr=1e-2, min_lr=1e-3)
     model = Recorder(10)
     before = model.emb.weight.detach().clone()
@@ -271,7 +378,12 @@ def probe_09(ns):
             "lm_loss at logits x 200 == F.cross_entropy": _close(ns["lm_loss"](logits * 200, targets),
                                                                  F.cross_entropy(logits.reshape(-1, 10) * 200, targets.reshape(-1))),
             "train_step moves the weights": not torch.equal(before, model.emb.weight),
-            "global gradient norm after clipping to 1 == 1": math.isclose(float(clipped), 1.0, rel_tol=1e-4)}
+            "global gradient norm after clipping to 1 == 1": math.isclose(float(clipped), 1.0, rel_tol=1e-4),
+            "lm_loss with -100 padding == F.cross_entropy": attempt(lambda: _close(
+                ns["lm_loss"](logits, padded), F.cross_entropy(logits.reshape(-1, 10), padded.reshape(-1)))),
+            **{f"train_step_costs, {label} == one AdamW step of tinylm": attempt(
+                lambda c=c: ns["train_step_costs"](c, 2, 6) == _training_costs(c, 2, 6))
+               for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))}}
 
 
 def _quiet(fn, *args):
@@ -314,6 +426,8 @@ def probe_10(ns):
             "nll_sum_and_count(ignore_index=0)": nll_matches(targets, 0),
             "perplexity == exp(token-weighted loss)": math.isclose(result["perplexity"], math.exp(token_mean), rel_tol=1e-5),
             "grad enabled in evaluate's forward": any(model.grad_seen),
+            "bits_per_byte == token-weighted loss / ln 2": math.isclose(result["bits_per_byte"], token_mean / math.log(2),
+                                                                        rel_tol=1e-5),
             "bigram_nll(int64) == counted": attempt(lambda: math.isclose(ns["bigram_nll"](train.long(), val.long()), expected,
                                                                          rel_tol=1e-9)),
             "bigram_nll(uint8) == counted": attempt(lambda: math.isclose(_quiet(ns["bigram_nll"], train, val), expected,
@@ -323,7 +437,7 @@ def probe_10(ns):
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
-VERIFIED_SETS = ("unseen", "offlist")
+VERIFIED_SETS = ("unseen", "offlist", "fresh")
 
 
 def main(argv: list[str] | None = None) -> int:

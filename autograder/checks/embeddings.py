@@ -96,6 +96,14 @@ def _explain_lookup(chk: Check, got, ids: torch.Tensor, weight: torch.Tensor, wa
     if not isinstance(got, torch.Tensor):
         return
     vocab = weight.shape[0]
+    if got.dtype != want.dtype:
+        str_dtype = lambda d: str(d).removeprefix("torch.")
+        chk.measured(f"your result is {str_dtype(got.dtype)}, the weight is {str_dtype(weight.dtype)}: the rows must "
+                     "keep the weight's dtype")
+        if not got.is_floating_point() and want.is_floating_point():
+            chk.diagnose(f"your rows are {str_dtype(got.dtype)} numbers: the weight was cast to the integer dtype of "
+                         "the ids (every value truncated); cast the integer side to weight.dtype instead, never the weight")
+        return
     if got.shape == want.shape:
         for shift in (-2, -1, 1, 2):
             if torch.allclose(got, weight[(ids + shift) % vocab]):

@@ -14,8 +14,7 @@ import torch
 
 import tinylm
 from autograder.checks import answers
-from autograder import course
-from autograder.authoring import specimens
+from autograder import course, specimens
 from autograder.checks import check_rms_norm, show_check
 from autograder.checks.core import independent_copy
 from autograder.checks.learner_model import learner_cache, learner_model

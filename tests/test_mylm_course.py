@@ -25,9 +25,10 @@ import torch
 
 import tinylm
 from autograder import course, mylm_manifest
-from autograder.authoring import specimens
+from autograder import specimens
 from autograder.checks import CheckFailed, check_rms_norm
 from autograder.checks.learner_model import learner_function, learner_model
+from autograder.selfcheck import private_kernel_config
 
 from .test_learner_model import _cell, _notebook, course_dir  # noqa: F401: course_dir is a fixture
 
@@ -76,7 +77,9 @@ def test_notebooks_01_to_10_train_and_evaluate_the_learners_model(tmp_path, monk
             nb.cells.append(nbformat.v4.new_code_cell(REPORT))
         folder = tmp_path / assignment
         folder.mkdir()
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+        with private_kernel_config() as config:
+            NotebookClient(nb, timeout=600, kernel_name="python3", config=config,
+                           resources={"metadata": {"path": str(folder)}}).execute()
         _same_checked_outputs(assignment, nb)
     printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     report = json.loads(printed.split("MYLM-REPORT ", 1)[1])

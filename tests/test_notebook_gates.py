@@ -165,7 +165,7 @@ def _validator(socket_dir: Path, **kw):
     machine before the kernel binds it ("Address already in use")."""
     from nbgrader.validator import Validator
 
-    from autograder.grading.selfcheck import kernel_transport_config
+    from autograder.selfcheck import kernel_transport_config
 
     cfg = kernel_transport_config(socket_dir)
     cfg.Execute.timeout = 300

@@ -94,8 +94,8 @@ nbval: $(DEV_STAMP)  ## execute the reference notebooks on CPU and compare marke
 nbval-gpu: $(DEV_STAMP)  ## nbval of the reference notebooks on CUDA; prints which passed (exits 2 when there is no GPU) [JOBS=4]
 	OMP_NUM_THREADS=1 $(BIN)/python -m autograder.authoring.nbval_gpu $(if $(JOBS),--jobs $(JOBS))
 
-test-cuda: $(DEV_STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/test_cuda.py; all skipped without a GPU)
-	$(PYTEST) -q -rs tests/test_cuda.py
+test-cuda: $(DEV_STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/tinylm/test_cuda.py; all skipped without a GPU)
+	$(PYTEST) -q -rs tests/tinylm/test_cuda.py
 
 # A lent GPU machine may have torch and CUDA but no internet: these wheels
 # (nbval, ipykernel and what they need) travel with the working tree in .whl/

@@ -33,7 +33,7 @@ from typing import Callable, Iterable
 
 from . import mylm_manifest
 
-# The versions the course is tested with. tests/test_doctor.py proves these
+# The versions the course is tested with. tests/course/test_doctor.py proves these
 # agree with pyproject.toml, so a change in one place cannot drift.
 PYTHON_MIN = (3, 10)
 TORCH_MIN = "2.5"          # scaled_dot_product_attention(enable_gqa=True)

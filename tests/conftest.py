@@ -15,6 +15,15 @@ def gen() -> torch.Generator:
     return torch.Generator().manual_seed(1234)
 
 
+@pytest.fixture
+def course_dir(tmp_path, monkeypatch):
+    """A course folder with mylm/ inside (the learner's saved answers); the
+    kernel sits in one notebook folder at a time."""
+    monkeypatch.setenv("TINYLM_MYLM", str(tmp_path / "mylm"))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    return tmp_path
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

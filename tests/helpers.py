@@ -7,7 +7,7 @@ BATCH, SEQ = 3, 11
 # The check modules of notebooks 06-10, exercised by test_checks_part2.py;
 # test_checks_framework.py covers the others.
 PART_2_CHECK_MODULES = frozenset(f"autograder.checks.{m}" for m in ("kv_cache", "gqa", "sampling", "training", "perplexity"))
-# The checks of the accounting exercises (03, 05, 06, 07, 09), exercised by test_accounting.py.
+# The checks of the accounting exercises (03, 05, 06, 07, 09), exercised by checks/test_accounting.py.
 ACCOUNTING_CHECK_MODULE = "autograder.checks.accounting"
 
 
@@ -42,3 +42,38 @@ def run_cell(source: str, ns: dict) -> str:
     except CheckFailed as err:
         return out.getvalue() + f"CheckFailed: {err}"
     return out.getvalue()
+
+
+def run_as_cell(ns: dict, source: str, number: int) -> None:
+    """Execute `source` as IPython executes a notebook cell: compiled under a
+    cell pseudo-file name that linecache knows, in namespace ns."""
+    import linecache
+    filename = f"/tmp/ipykernel_4242/{number}.py"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), ns)
+
+
+def run_solution_notebook(assignment: str, course_dir, monkeypatch, gids=None) -> dict:
+    """Setup and solution answer cells of a notebook, run in its own folder
+    of course_dir (the course_dir fixture), then its checks (which save the
+    answers into mylm/); the notebook's namespace."""
+    import contextlib
+    import io
+
+    from autograder import course, specimens
+    from autograder.authoring.gates import run_check
+    from autograder.notebook_format import read, setup_cells
+
+    folder = course_dir / assignment
+    folder.mkdir(exist_ok=True)
+    monkeypatch.chdir(folder)
+    nb = read(course.source_notebook(assignment))
+    ns = {"__name__": "__main__"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for cell in setup_cells(nb):
+            exec(cell.source, ns)
+        for n, (gid, code) in enumerate(specimens.solution_answers(assignment).items()):
+            if gids is None or gid in gids:
+                run_as_cell(ns, code, 1000 * int(assignment[:2]) + n)
+                run_check(assignment, gid, ns)
+    return ns

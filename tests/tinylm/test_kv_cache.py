@@ -7,7 +7,7 @@ import torch
 
 from tinylm import KVCache, Transformer, apply_rope, generate
 
-from .helpers import BATCH
+from ..helpers import BATCH
 
 
 @pytest.mark.parametrize("attn_impl", ["sdpa", "reference"])

@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("autograder", "tinylm")
 DOTTED = re.compile(r"\b(?:%s)(?:\.[A-Za-z_]\w*)+" % "|".join(PACKAGES))
 PATH = re.compile(r"(?<![\w./-])(?:%s|tests|benchmarks)(?:/[\w.-]+)+\.py\b" % "|".join(PACKAGES))

@@ -1,4 +1,4 @@
-"""Issue 17, "cells that can fail": every notebook cell that puts the
+"""Cells that can fail: every notebook cell that puts the
 learner's function inside a whole model and prints whether the logits still
 match must print False when that function is wrong. Each cell runs twice in
 the namespace of the notebook's setup and solution answers: with the
@@ -15,7 +15,7 @@ from autograder.checks import pitfalls
 from autograder.notebook_format import read
 from autograder.authoring.gates import exercise_namespace
 
-from .helpers import run_cell as _run
+from ..helpers import run_cell as _run
 
 # (assignment, text the cell prints, the learner's name, a wrong function for it)
 CELLS = [

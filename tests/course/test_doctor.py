@@ -20,7 +20,7 @@ import pytest
 
 from autograder import doctor
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 VALIDATE_PLUGIN = "@jupyter/nbgrader:validate-assignment"
 

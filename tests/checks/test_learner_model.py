@@ -1,4 +1,4 @@
-"""The learner's own model (issue 17): answers.py saves each passing answer
+"""The learner's own model: answers.py saves each passing answer
 cell into mylm/, learner_model builds the model from it. Answer cells are
 executed here the way IPython does: compiled under a cell pseudo-file name
 that linecache knows, in a namespace called __main__."""
@@ -6,62 +6,27 @@ from __future__ import annotations
 
 import contextlib
 import io
-import linecache
 import re
 
 import pytest
 import torch
 
 import tinylm
-from autograder.checks import answers
-from autograder import course, specimens
-from autograder.checks import check_rms_norm, show_check
+from autograder import specimens
+from autograder.checks import answers, check_rms_norm, show_check
 from autograder.checks.core import independent_copy
 from autograder.checks.learner_model import learner_cache, learner_model
-from autograder.notebook_format import read, setup_cells
-from autograder.authoring.gates import run_check
 
-
-@pytest.fixture
-def course_dir(tmp_path, monkeypatch):
-    """A course folder with mylm/ inside; the kernel sits in one notebook folder at a time."""
-    monkeypatch.setenv("TINYLM_MYLM", str(tmp_path / "mylm"))
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    return tmp_path
-
-
-def _cell(ns: dict, source: str, number: int) -> None:
-    """Execute `source` as IPython would execute a notebook cell."""
-    filename = f"/tmp/ipykernel_4242/{number}.py"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), ns)
-
-
-def _notebook(assignment: str, course_dir, monkeypatch, gids=None) -> dict:
-    """Setup and solution answer cells of a notebook, run in its own folder,
-    then its checks (which save the answers)."""
-    folder = course_dir / assignment
-    folder.mkdir(exist_ok=True)
-    monkeypatch.chdir(folder)
-    nb = read(course.source_notebook(assignment))
-    ns = {"__name__": "__main__"}
-    with contextlib.redirect_stdout(io.StringIO()):
-        for cell in setup_cells(nb):
-            exec(cell.source, ns)
-        for n, (gid, code) in enumerate(specimens.solution_answers(assignment).items()):
-            if gids is None or gid in gids:
-                _cell(ns, code, 1000 * int(assignment[:2]) + n)
-                run_check(assignment, gid, ns)
-    return ns
+from ..helpers import run_as_cell, run_solution_notebook
 
 
 def test_a_passing_answer_is_saved_once_with_its_imports(course_dir, monkeypatch):
-    ns = _notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
+    ns = run_solution_notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
     saved = (course_dir / "mylm" / "nb02_rmsnorm.py").read_text()
     assert "def rms_norm(" in saved and "import torch" in saved
     assert answers.passing(course_dir / "mylm") == {"rms_norm": "nb02_rmsnorm"}
     # a re-run of the cell (edited) replaces the saved one
-    _cell(ns, specimens.solution_answers("02_rmsnorm")["rms_norm"].replace('"""', '"""Edited. ', 1), 99)
+    run_as_cell(ns, specimens.solution_answers("02_rmsnorm")["rms_norm"].replace('"""', '"""Edited. ', 1), 99)
     with contextlib.redirect_stdout(io.StringIO()):
         check_rms_norm(ns["rms_norm"])
     saved = (course_dir / "mylm" / "nb02_rmsnorm.py").read_text()
@@ -81,7 +46,7 @@ def test_nothing_is_saved_for_code_outside_cells_pitfalls_or_grading(course_dir,
     with contextlib.redirect_stdout(io.StringIO()):
         check_rms_norm(independent_copy(tinylm.rms_norm))  # defined in a file, not a cell
         ns["torch"] = torch
-        _cell(ns, specimens.solution_answers("02_rmsnorm")["rms_norm"], 7)
+        run_as_cell(ns, specimens.solution_answers("02_rmsnorm")["rms_norm"], 7)
         show_check(check_rms_norm, ns["rms_norm"])  # a "pitfall" that passes
         monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
         check_rms_norm(ns["rms_norm"])  # grading
@@ -89,8 +54,8 @@ def test_nothing_is_saved_for_code_outside_cells_pitfalls_or_grading(course_dir,
 
 
 def test_the_model_is_built_from_the_saved_answers(course_dir, monkeypatch):
-    _notebook("04_rope", course_dir, monkeypatch, {"rope_cache", "apply_rope"})
-    _notebook("05_swiglu", course_dir, monkeypatch)
+    run_solution_notebook("04_rope", course_dir, monkeypatch, {"rope_cache", "apply_rope"})
+    run_solution_notebook("05_swiglu", course_dir, monkeypatch)
     monkeypatch.chdir(course_dir / "05_swiglu")
     config = tinylm.ModelConfig(d_model=32, n_layers=2, n_heads=4, max_seq_len=24)
     out = io.StringIO()
@@ -136,9 +101,9 @@ def test_grading_and_a_late_start_use_tinylm(course_dir, monkeypatch):
 
 def test_grouped_query_attention_uses_the_learners_repeat_kv_and_keeps_the_cache_exact(course_dir, monkeypatch):
     """Notebook 03's causal_attention (bottom-right mask, so a cache works) with notebook 07's repeat_kv."""
-    _notebook("03_causal_attention", course_dir, monkeypatch, {"causal_mask", "causal_attention"})
-    _notebook("07_gqa", course_dir, monkeypatch, {"repeat_kv"})
-    _notebook("05_swiglu", course_dir, monkeypatch)
+    run_solution_notebook("03_causal_attention", course_dir, monkeypatch, {"causal_mask", "causal_attention"})
+    run_solution_notebook("07_gqa", course_dir, monkeypatch, {"repeat_kv"})
+    run_solution_notebook("05_swiglu", course_dir, monkeypatch)
     config = tinylm.ModelConfig(d_model=48, n_layers=2, n_heads=6, n_kv_heads=2, max_seq_len=24)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -5,7 +5,7 @@ JupyterLab opens and saves them as notebooks through jupytext's contents
 manager with the folder's jupytext.toml.
 
 The gate that the committed solutions equal a fresh read of their source is
-test_solution_matches_its_source_file in test_notebook_gates.py."""
+test_solution_matches_its_source_file in course/test_notebook_gates.py."""
 from __future__ import annotations
 
 import asyncio

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "autograder"
 # Which parts each part may import; "base" is autograder's own top-level modules.
 ALLOWED = {"grading": {"grading", "checks", "selfcheck", "base"},

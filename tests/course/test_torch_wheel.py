@@ -13,7 +13,7 @@ import pytest
 from autograder import torch_wheel
 from autograder.torch_wheel import CPU_INDEX_URL, choose
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
 
 

@@ -1,4 +1,4 @@
-"""The front door (issue 26): the README stays short, every relative link and
+"""The front door: the README stays short, every relative link and
 anchor in README.md and docs/ resolves, the README's figure is the committed
 notebook's, and the documentation site builds in strict mode from the
 release notebooks only."""

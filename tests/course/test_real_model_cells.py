@@ -22,7 +22,7 @@ from autograder.checks.real_model import load_into, skipped_init
 from autograder.notebook_format import read
 from tinylm import pretrained
 
-from .helpers import run_cell as run
+from ..helpers import run_cell as run
 
 pytestmark = pytest.mark.slow
 

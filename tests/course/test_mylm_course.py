@@ -1,4 +1,4 @@
-"""Issue 17's proof: with every answer filled in (the solutions, without the
+"""The learner's own model, end to end: with every answer filled in (the solutions, without the
 nbgrader markers), executing notebooks 01-10 in order trains and evaluates a
 model made of the learner's code.
 
@@ -30,7 +30,7 @@ from autograder.checks import CheckFailed, check_rms_norm
 from autograder.checks.learner_model import learner_function, learner_model
 from autograder.selfcheck import private_kernel_config
 
-from .test_learner_model import _cell, _notebook, course_dir  # noqa: F401: course_dir is a fixture
+from ..helpers import run_as_cell, run_solution_notebook
 
 REPORT = '''
 import json
@@ -96,7 +96,7 @@ def test_notebooks_01_to_10_train_and_evaluate_the_learners_model(tmp_path, monk
         assert saved[module]["passed"], f"{module}: no answer saved"
 
 
-# -- what the learner is told about saved answers (issue 25) -----------------------------
+# -- what the learner is told about saved answers ----------------------------------------
 
 def _run(fn) -> tuple[str, str | None]:
     """(printed output, failure message or None) of check_rms_norm(fn)."""
@@ -122,7 +122,7 @@ def _report(course_dir, monkeypatch) -> str:
 
 
 def test_the_pass_line_says_where_the_answer_is_saved_and_from_when_it_is_used(course_dir, monkeypatch):
-    ns = _notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
+    ns = run_solution_notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
     printed, failure = _run(ns["rms_norm"])
     assert failure is None
     assert re.search(r"^PASS rms_norm: \d+/\d+ checks; saved to mylm/nb02_rmsnorm.py \(used from notebook 05 on\)$",
@@ -130,10 +130,10 @@ def test_the_pass_line_says_where_the_answer_is_saved_and_from_when_it_is_used(c
 
 
 def test_a_failing_rerun_keeps_the_last_passing_copy_and_says_so(course_dir, monkeypatch):
-    _notebook("05_swiglu", course_dir, monkeypatch)
-    ns = _notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
+    run_solution_notebook("05_swiglu", course_dir, monkeypatch)
+    ns = run_solution_notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
     saved = (course_dir / "mylm" / "nb02_rmsnorm.py").read_text()
-    _cell(ns, WRONG_RMS_NORM, 2001)
+    run_as_cell(ns, WRONG_RMS_NORM, 2001)
     printed, failure = _run(ns["rms_norm"])
     assert failure is not None
     assert ("Saved: your last passing rms_norm stays in mylm/nb02_rmsnorm.py (used from notebook 05 on); "
@@ -145,15 +145,15 @@ def test_a_failing_rerun_keeps_the_last_passing_copy_and_says_so(course_dir, mon
     assert model.learner_choices["rms_norm"].function.__module__ == "mylm.nb02_rmsnorm"
     # passing again replaces the copy and clears the mark
     monkeypatch.chdir(course_dir / "02_rmsnorm")
-    _cell(ns, specimens.solution_answers("02_rmsnorm")["rms_norm"], 2002)
+    run_as_cell(ns, specimens.solution_answers("02_rmsnorm")["rms_norm"], 2002)
     assert _run(ns["rms_norm"])[1] is None
     assert mylm_manifest.failing_since(course_dir / "mylm") == set()
     assert "RMSNorm: yours (02) ·" in _report(course_dir, monkeypatch)[0]
 
 
 def test_a_hand_edited_saved_module_is_not_used_and_the_report_says_so(course_dir, monkeypatch):
-    _notebook("05_swiglu", course_dir, monkeypatch)
-    _notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
+    run_solution_notebook("05_swiglu", course_dir, monkeypatch)
+    run_solution_notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
     path = course_dir / "mylm" / "nb02_rmsnorm.py"
     path.write_text(path.read_text().replace("def rms_norm(", "def rms_norm_unused(x):\n    return x\n\n\ndef rms_norm(", 1))
     assert mylm_manifest.edited(course_dir / "mylm") == ["nb02_rmsnorm"]

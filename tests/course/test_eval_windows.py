@@ -1,4 +1,4 @@
-"""Notebook 10's honest comparison with the floor (issue 17): the story-aligned
+"""Notebook 10's honest comparison with the floor: the story-aligned
 windows score exactly the bytes whose floor is computed, each with the context
 the floor has, on the validation split the course ships.
 

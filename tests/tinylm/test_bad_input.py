@@ -4,7 +4,7 @@ import torch
 
 from tinylm import KVCache, Transformer, device, embed, sample_next
 
-from .helpers import BATCH
+from ..helpers import BATCH
 
 
 @pytest.fixture

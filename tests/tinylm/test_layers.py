@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from tinylm import RMSNorm, SwiGLU, apply_rope, embed, rms_norm, rope_cache, swiglu, tied_logits
 from tinylm.rope import rotate_half
 
-from .helpers import BATCH, SEQ
+from ..helpers import BATCH, SEQ
 
 
 # --- embedding and tied head -------------------------------------------------
@@ -193,8 +193,8 @@ def test_rope_rejects_odd_head_dim_and_positions_past_the_table():
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_rms_norm_module_half_precision_backward_matches_float32(gen, dtype):
-    """Autograd through RMSNorm in half precision (issue 13: an in-place op
-    on an autograd output made this raise). Gradients compared with float32
+    """Autograd through RMSNorm in half precision (an in-place op on an
+    autograd output made this raise). Gradients compared with float32
     autograd of the formula, within half-precision rounding."""
     x = torch.randn(2, 3, 8, generator=gen)
     gain = torch.rand(8, generator=gen) + 0.5

@@ -1,5 +1,5 @@
 """Notebook 09's training run is a fixed number of steps, so two runs give the
-same losses (issue 26); its announced short fallback reaches the loss the
+same losses; its announced short fallback reaches the loss the
 notebook tells the learner to expect. The functions are the notebook's own,
 executed from its source with the reference answers."""
 from __future__ import annotations

@@ -95,7 +95,7 @@ def test_bad_input():
 
 
 def test_evaluate_after_manual_sgd_equals_a_fresh_model_with_the_same_weights():
-    """Issue 13: p.data -= lr * p.grad (a hand-written optimizer) must be seen
+    """p.data -= lr * p.grad (a hand-written optimizer) must be seen
     by evaluate(), exactly as by a model built from those weights."""
     model, data = _model(), _data(2000)
     x, y = data[:240].view(10, 24), data[1:241].view(10, 24)  # (10, 24) windows and their next tokens

@@ -1,4 +1,4 @@
-"""Gates on the course notebooks (issue 4). Each one fails loudly and none
+"""Gates on the course notebooks. Each one fails loudly and none
 can pass vacuously: every test first asserts that it found what it checks.
 
 Fast gates read JSON only; the ones that start kernels are marked slow."""
@@ -22,7 +22,7 @@ from autograder.authoring.gates import (
 )
 from autograder.notebook_format import MARKERS, is_answer, is_check, nbg, read
 
-from .helpers import ACCOUNTING_CHECK_MODULE
+from ..helpers import ACCOUNTING_CHECK_MODULE
 
 ACCOUNTING_CHECKS = {n for n in dir(checks) if n.startswith("check_") and getattr(checks, n).__module__ == ACCOUNTING_CHECK_MODULE}
 PART_1 = ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu")
@@ -154,7 +154,7 @@ def test_some_outputs_are_compared_by_nbval(assignment):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_run_time_is_stated(assignment):
-    # 09 trains for a minute, then on Shakespeare, then runs its experiment (issue 24): the one longer notebook.
+    # 09 trains for a minute, then on Shakespeare, then runs its experiment: the one longer notebook.
     limit = 210 if assignment == "09_training" else 120
     assert 0 < stated_run_time(read(course.source_notebook(assignment))) <= limit
 
@@ -260,7 +260,7 @@ def test_exercise_pairing_fires_on_a_missing_check():
     assert exercises(nb)[0].check is None
 
 
-# Notebook 06's pitfall cell before issue 17: with both flags False it is exercise 2's answer.
+# Notebook 06's former pitfall cell: with both flags False it is exercise 2's answer.
 OLD_BUGGY_STEP = """\
 def buggy_step(x, attn, cos, sin, past_k, past_v, restart_positions=False, is_causal=False):
     B, T = x.shape[:2]
@@ -310,7 +310,7 @@ def test_readable_solution_gate_fires_on_a_copied_answer_and_a_lambda():
     assert len(readable_functions(release)) > len(readable_functions(read(course.release_notebook("09_training"))))
 
 
-# -- numbers in prose come from executed outputs (issue 17) --
+# -- numbers in prose come from executed outputs --
 
 DOCUMENTS = [course.ROOT / "README.md", *sorted((course.ROOT / "docs").glob("*.md"))]
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from tinylm import Attention, causal_attention, causal_mask, repeat_kv, rope_cache
 
-from .helpers import BATCH, SEQ
+from ..helpers import BATCH, SEQ
 
 
 def qkv(gen, n_heads=4, n_kv=2, q_len=SEQ, kv_len=SEQ, hd=10):

@@ -1,4 +1,4 @@
-"""The pretrained model in the course (issue 23): the learner's decoder holds
+"""The pretrained model in the course: the learner's decoder holds
 SmolLM2's weights and computes what tinylm's does; the notebooks' real-model
 cells run on without the weights and while grading.
 
@@ -20,7 +20,7 @@ from autograder.checks.learner_model import learner_cache
 from autograder.checks.real_model import greedy_ids, load_into, pretrained_learner_model
 from autograder.notebook_format import read, setup_cells
 
-from .test_learner_model import _notebook, course_dir  # noqa: F401 (a fixture)
+from ..helpers import run_solution_notebook
 
 REAL_MODEL_NOTEBOOKS = ["05_swiglu", "06_kv_cache", "08_sampling", "10_perplexity"]
 needs_weights = pytest.mark.skipif(pretrained.why_unavailable() is not None,
@@ -72,7 +72,7 @@ def test_real_model_cells_run_on_without_the_weights_and_while_grading(assignmen
 def test_the_learners_decoder_with_the_solutions_answers_computes_what_tinylm_does(course_dir, monkeypatch):
     for assignment in ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "06_kv_cache", "07_gqa",
                        "05_swiglu"):
-        _notebook(assignment, course_dir, monkeypatch)
+        run_solution_notebook(assignment, course_dir, monkeypatch)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         mine, tokenizer = pretrained_learner_model(max_seq_len=256)

@@ -1,5 +1,5 @@
-"""Issue 28: the ways tinylm used to go wrong without saying so. Each test
-fails on the code before the fix: a wrong answer, a run that goes on with
+"""tinylm never goes wrong without saying so. Each test fails on code that
+would: a wrong answer, a run that goes on with
 NaN, or an error that names something the caller cannot change."""
 import numpy as np
 import pytest

@@ -19,7 +19,7 @@ from autograder.checks import accounting as acc
 from tinylm import measure
 from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
 
-from .helpers import ACCOUNTING_CHECK_MODULE, assert_stub_gets_not_implemented_message
+from ..helpers import ACCOUNTING_CHECK_MODULE, assert_stub_gets_not_implemented_message
 
 transformers = pytest.importorskip("transformers")
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from tinylm import RMSNorm, Transformer, generate, next_token_loss
 
-from .helpers import BATCH, SEQ
+from ..helpers import BATCH, SEQ
 
 
 @pytest.mark.parametrize("attn_impl", ["sdpa", "reference"])
@@ -144,7 +144,7 @@ def test_training_after_generation_equals_training_without_it(config, gen):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
 
 
-# --- issue 13: one forward path, whatever the user does to the weights ---
+# --- one forward path, whatever the user does to the weights ---
 
 def test_forward_sees_weights_changed_through_data(config, gen):
     """A hand-written optimizer or loader writes p.data, which bumps no

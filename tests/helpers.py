@@ -77,3 +77,27 @@ def run_solution_notebook(assignment: str, course_dir, monkeypatch, gids=None) -
                 run_as_cell(ns, code, 1000 * int(assignment[:2]) + n)
                 run_check(assignment, gid, ns)
     return ns
+
+
+def once_per_session(tmp_path_factory, name: str, produce) -> dict:
+    """produce(folder) -> JSON-able dict, run once per test session even
+    under pytest-xdist: the first worker that asks runs it (under a file
+    lock) in a folder of the session's shared temporary folder and leaves
+    the outcome there; the others read it. The outcome gets "folder"."""
+    import fcntl
+    import json
+    import os
+    from pathlib import Path
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by all workers of this session
+    out, folder = root / f"{name}.json", root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.is_file():
+            folder.mkdir(exist_ok=True)
+            out.write_text(json.dumps({**produce(folder), "folder": str(folder)}))
+    outcome = json.loads(out.read_text())
+    outcome["folder"] = Path(outcome["folder"])
+    return outcome

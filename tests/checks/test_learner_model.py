@@ -8,7 +8,6 @@ import contextlib
 import io
 import re
 
-import pytest
 import torch
 
 import tinylm

@@ -1,16 +1,16 @@
-"""Grade a batch of submissions once per test session, even under
-pytest-xdist: the first worker that asks grades it (under a file lock) and
-leaves the plain-data outcome in the session's shared temporary folder; the
-others read it. Keeps the grader tests to one batch each."""
+"""Graded batches for the grader's tests: a batch is graded once per test
+session, even under pytest-xdist (shared_batch), in a scratch course data
+folder (course_data); and what the batch left running (jailed_survivors,
+which sees this batch's processes only, whatever else runs on the machine)."""
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
 
 from autograder.grading import gradebook
+
+from ..helpers import once_per_session
 
 
 @contextmanager
@@ -28,20 +28,14 @@ def course_data(path: Path):
 
 
 def shared_batch(tmp_path_factory, name: str, produce) -> dict:
-    """produce(data_dir) -> JSON-able dict, run once per session."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # shared by all workers of this session
-    out, data = root / f"{name}.json", root / f"{name}-course"
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not out.is_file():
-            data.mkdir(exist_ok=True)
-            with course_data(data):
-                outcome = produce(data)
-            out.write_text(json.dumps({**outcome, "data": str(data)}))
-    outcome = json.loads(out.read_text())
-    outcome["data"] = Path(outcome["data"])
+    """produce(data_dir) -> JSON-able dict, run once per session (see
+    helpers.once_per_session) with data_dir as the course data folder; the
+    outcome gets "data"."""
+    def graded(folder: Path) -> dict:
+        with course_data(folder):
+            return produce(folder)
+    outcome = once_per_session(tmp_path_factory, name, graded)
+    outcome["data"] = outcome.pop("folder")
     return outcome
 
 

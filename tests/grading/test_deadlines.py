@@ -15,7 +15,6 @@ import csv
 import datetime as dt
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys

@@ -3,7 +3,9 @@ sandbox kernel's spec, the paths hidden from it, its environment. Shared by
 grade (the notebook kernel) and recheck (the learner's child process)."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -33,14 +35,20 @@ def jailed(command: list[str]) -> list[str]:
 
 
 def kernelspec_dir() -> Path:
-    """A JUPYTER_PATH folder holding the sandbox kernel's spec."""
-    root = JAIL_BASE / "jupyter"
-    spec = root / "kernels" / KERNEL_NAME
-    spec.mkdir(parents=True, exist_ok=True)
+    """A JUPYTER_PATH folder holding the sandbox kernel's spec. One per
+    interpreter and checkout: graders of two checkouts on one machine would
+    otherwise start each other's interpreter and code; written atomically,
+    since graders of the same checkout read it while another writes it."""
     argv = jailed([sys.executable, "-I", "-m", "ipykernel_launcher", "-f", "{connection_file}",
                    f"--IPKernelApp.exec_lines={KERNEL_STARTUP}", *KERNEL_ARGS])
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "tinylm sandbox",
-                                                  "language": "python"}))
+    text = json.dumps({"argv": argv, "display_name": "tinylm sandbox", "language": "python"})
+    root = JAIL_BASE / f"jupyter-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    spec = root / "kernels" / KERNEL_NAME
+    if not (spec / "kernel.json").is_file():
+        spec.mkdir(parents=True, exist_ok=True)
+        tmp = spec / f"kernel.json.{os.getpid()}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, spec / "kernel.json")
     return root
 
 

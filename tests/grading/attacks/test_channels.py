@@ -43,7 +43,6 @@ import pytest
 
 from autograder import course, specimens
 from autograder.grading.intake.notebook import MAX_SUBMISSION_FILES
-from autograder.notebook_format import nbg
 from ..batches import shared_batch
 from ..specimens import SWALLOW, WRONG_EMBED, hidden_lines
 

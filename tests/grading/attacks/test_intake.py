@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from autograder import course, specimens
-from autograder.notebook_format import HIDDEN_BLOCK, is_check, nbg, read
+from autograder.notebook_format import is_check, nbg
 from ..batches import shared_batch
 
 A = "01_embeddings"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import zipfile
 
 import pytest

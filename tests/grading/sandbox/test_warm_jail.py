@@ -251,6 +251,10 @@ def _kernel(jail: Jail):
         yield km, client
     finally:
         client.stop_channels()
+        # Its zmq context, closed here: left to the garbage collector, it can be
+        # closed from the next client's event-loop thread, whose term() then
+        # waits on that loop's own sockets forever (the suite hung there).
+        client.context.destroy(linger=0)
         if km.has_kernel:
             km.shutdown_kernel(now=True)
 

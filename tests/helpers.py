@@ -4,8 +4,8 @@ query heads 4, kv heads 2, head_dim 10, d_model 40, d_ff 128, vocab 256)."""
 BATCH, SEQ = 3, 11
 
 
-# The check modules of notebooks 06-10, exercised by test_checks_part2.py;
-# test_checks_framework.py covers the others.
+# The check modules of notebooks 06-10, exercised by checks/test_checks_part2.py;
+# checks/test_checks_framework.py covers the others.
 PART_2_CHECK_MODULES = frozenset(f"autograder.checks.{m}" for m in ("kv_cache", "gqa", "sampling", "training", "perplexity"))
 # The checks of the accounting exercises (03, 05, 06, 07, 09), exercised by checks/test_accounting.py.
 ACCOUNTING_CHECK_MODULE = "autograder.checks.accounting"

@@ -39,7 +39,7 @@ ASSIGNMENTS = course.assignments()
 # first bug is graded in a submission of its own.
 PACKED_BUG_NOTEBOOKS = {a for a in ASSIGNMENTS if a[:2] in {"01", "02", "03", "04", "05"}}
 # Where the bug lists of the check tests live.
-SEED_BUG_LISTS = Path(__file__).resolve().parents[1]
+SEED_BUG_LISTS = Path(__file__).resolve().parents[1] / "checks"
 
 
 def seed_bugs() -> list[tuple]:

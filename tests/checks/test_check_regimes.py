@@ -23,7 +23,7 @@ from autograder.checks.contracts import call_keeping_inputs
 from autograder.checks.core import Check
 from autograder.course import NOTEBOOK_SOURCES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_diagnostics  # noqa: E402

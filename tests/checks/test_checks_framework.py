@@ -17,7 +17,7 @@ from autograder.checks import CheckFailed
 from autograder.checks.core import independent_copy
 
 
-from .helpers import ACCOUNTING_CHECK_MODULE, PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message
+from ..helpers import ACCOUNTING_CHECK_MODULE, PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message
 
 
 def _tie(tok_emb, lm_head):
@@ -253,7 +253,7 @@ def test_the_out_of_process_recheck_refuses_delegation_too(tmp_path):
     import subprocess
 
     from autograder import course
-    from autograder.authoring import specimens
+    from autograder import specimens
 
     assignment = "04_rope"
     answers = specimens.solution_answers(assignment)

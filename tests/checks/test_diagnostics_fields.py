@@ -16,8 +16,9 @@ import torch
 
 from autograder.checks import CheckFailed, check_rms_norm
 from autograder.checks.core import Diagnosis, capped_diagnosis
-from autograder.grading import feedback, selfcheck
-from autograder.grading.recheck import _run_check
+from autograder import selfcheck
+from autograder.grading.publish import feedback
+from autograder.grading.recheck.run import run_check as _run_check
 
 
 def wrong_rms_norm(x, weight, eps=1e-6):
@@ -71,7 +72,7 @@ def test_the_recheck_stores_the_fields_and_keeps_the_learners_line_out_of_its_me
 
 
 def test_reconcile_carries_the_diagnoses_into_the_result_file():
-    from autograder.grading.grade import _reconcile
+    from autograder.grading.grade import reconcile as _reconcile
     d = capped_diagnosis(_failure().diagnosis.to_dict())
     result = {"flags": [], "cells": {}}
     _reconcile({"check_rms_norm": (0.0, 3.0)}, {"check_rms_norm": {"status": "fail", "message": "m", "diagnoses": [d, 7]}},
@@ -137,8 +138,8 @@ def test_the_recheck_locates_the_line_in_the_jailed_process(tmp_path):
     import nbformat
 
     from autograder import course
-    from autograder.grading.recheck import recheck_notebook
-    from autograder.grading.sandbox import jail_for_recheck
+    from autograder.grading.recheck.run import recheck_notebook
+    from autograder.grading.sandbox.kernel import jail_for_recheck
     from autograder.notebook_format import nbg
     assignment = "02_rmsnorm"
     nb = nbformat.read(str(course.source_notebook(assignment)), as_version=4)

@@ -15,7 +15,7 @@ import tinylm
 from autograder import checks
 from autograder.checks.core import independent_copy
 
-from .helpers import PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message
+from ..helpers import PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message
 
 
 def _step(x, attn, cos, sin, past_k, past_v):

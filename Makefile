@@ -63,7 +63,7 @@ lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
 # survives" check looks only at its own batch's processes (its jails' folders,
 # its course data folder), not at another worker's. --dist loadgroup keeps the
 # tests that share an expensive fixture on one worker (tests/conftest.py);
-# what is slow and why: docs/contributing.md#how-long-make-test-takes.
+# what is slow and why: docs/contributing.md, "how long make test takes".
 test: $(DEV_STAMP)  ## the whole suite, as CI runs it
 	$(PYTEST) -n 2 --dist loadgroup -q
 

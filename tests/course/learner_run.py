@@ -22,6 +22,7 @@ import os
 import resource
 import time
 from contextlib import contextmanager
+from unittest import mock
 
 from autograder import course, specimens
 from autograder.selfcheck import private_kernel_config
@@ -42,20 +43,13 @@ print("MYLM-REPORT " + json.dumps({
 @contextmanager
 def _environ(**values):
     """os.environ with `values` set (None: removed), restored afterwards."""
-    old = {k: os.environ.get(k) for k in values}
-    try:
+    with mock.patch.dict(os.environ):
         for k, v in values.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _cpu_s() -> float:

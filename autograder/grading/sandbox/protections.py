@@ -23,6 +23,7 @@ from pathlib import Path
 from ... import course
 from .. import gradebook
 from .jail import Jail, Limits
+from .kernel import hidden_paths, jailed
 from .syscall_filter import syscall_number
 
 # What the seccomp filter refuses, as a job meets it on a file every job shares:
@@ -72,12 +73,10 @@ def _entry(status: str, name: str, detail: str, fix: str = "") -> dict:
 def measure(limits: Limits) -> tuple[Jail, dict, str]:
     """Run the probe in a jail: (the jail, its facts, the jail's notes)."""
     add_key = syscall_number("add_key") or -1
-    from .kernel import hidden_paths
     with Jail.reserve(limits, hide=hidden_paths(gradebook.db_url())) as jail:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(course.ROOT), **jail.env()}
-        done = subprocess.run([sys.executable, "-m", "autograder.grading.sandbox.jail", "--", sys.executable, "-I", "-c",
-                               PROBE, str(add_key), *map(str, canaries())], env=env, capture_output=True, text=True,
-                              timeout=60, cwd="/")
+        done = subprocess.run(jailed([sys.executable, "-I", "-c", PROBE, str(add_key), *map(str, canaries())]),
+                              env=env, capture_output=True, text=True, timeout=60, cwd="/")
     if done.returncode != 0:
         raise RuntimeError(f"the probe failed in the jail (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     return jail, json.loads(done.stdout), done.stderr.strip()

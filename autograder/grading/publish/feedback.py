@@ -162,7 +162,7 @@ def _located_html(located: dict) -> str:
     shown = f"line {located['line']}: {cut(located['code'])}"
     if type(located.get("also")) is int and located.get("also_code"):
         shown += f"\nline {located['also']}: {cut(located['also_code'])}"
-    from ...checks.trace import KIND_WORDS
+    from ...checks.trace import KIND_WORDS  # torch: only for a page that shows a located line
     facts = [f for f in located.get("facts") or [] if isinstance(f, str)]
     words = KIND_WORDS.get(str(located.get("kind")), "")
     said = "<br>Where: " + html.escape("; ".join([w for w in [words, *facts] if w]))

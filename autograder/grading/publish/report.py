@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ... import course
+from ...notebook_format import is_check, nbg, read
 from .. import gradebook
 from ..records import GradeResult, read_result, result_path
 from .report_html import render
@@ -182,7 +183,6 @@ def _course_order(assignments: list[str]) -> list[str]:
 
 def _exercise_order(assignment: str, exercises: list[str]) -> list[str]:
     """The test cells in notebook order where the course has the notebook."""
-    from ...notebook_format import is_check, nbg, read
     path = course.source_notebook(assignment)
     order = [nbg(c)["grade_id"] for c in read(path).cells if is_check(c)] if path.is_file() else []
     return [e for e in order if e in exercises] + sorted(e for e in exercises if e not in order)

@@ -3,7 +3,9 @@
 parent sends (the course's setup, the learner's answers and own cells) and
 answers calls of the learner's functions and modules with plain data
 (protocol.to_plain). The learner's prints go to stderr, never into the
-protocol's pipe."""
+protocol's pipe. The checks (and torch) are imported inside functions: the
+child imports them once it runs in its jail, the parent never needs them
+to start a child."""
 from __future__ import annotations
 
 import os

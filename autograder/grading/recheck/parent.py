@@ -5,7 +5,8 @@ rebuilt from their tagged forms only (from_plain), parameter state only
 under names it already knew (mirror_modules), optimizer state only in the
 shape its own optimizer has (load_optimizer_states), and the learner's
 exceptions by builtin type, their text only when it is a library message
-(learner_exception)."""
+(learner_exception). torch and the checks are imported inside functions:
+the trusted process limits its memory (run.main) before they load."""
 from __future__ import annotations
 
 import pickle

@@ -71,6 +71,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ... import course
 from . import job_cgroup
 from .syscall_filter import KEYCTL, install_job_filter
 
@@ -199,8 +200,7 @@ def needed_paths() -> list[str]:
     standard library, the virtual environment, every other folder its
     `python -I` path names (a .pth file's), and the course's packages in each
     checkout it imports from, never a whole checkout."""
-    from ...course import course_roots
-    roots = [Path(r).resolve() for r in course_roots()]
+    roots = [Path(r).resolve() for r in course.course_roots()]
     paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), sys.prefix}
     for entry in _isolated_path():
         real = Path(os.path.realpath(entry))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start PostgreSQL on loopback for tests/test_grader_postgres.py and make a
+# Start PostgreSQL on loopback for tests/grading/test_gradebook_postgres.py and make a
 # role `tinylm` (password `tinylm`) that may create databases. Idempotent.
 # Called by .ci/run; when it fails, that test skips with the reason.
 set -euo pipefail

@@ -6,8 +6,9 @@
   check-release    exit 1 if notebooks/ differs from a fresh generation
   doctor           is this environment ready for the course? (exit 1 if not)
 
-and the grading commands of autograder/grading/cli.py: collect, grade,
-feedback, export, check.
+and the commands of autograder/grading/cli.py: collect, grade, feedback,
+export, release-solutions, report (the instructor's) and check (the
+learner's self-check, autograder/selfcheck.py).
 """
 from __future__ import annotations
 

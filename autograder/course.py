@@ -74,7 +74,7 @@ def nbgrader_env() -> dict:
     return env
 
 
-def run_nbgrader(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def nbgrader_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run `nbgrader ARGS` from autograder/, the only place it finds the
     course config (elsewhere it silently makes a fresh gradebook)."""
     COURSE_DATA.mkdir(exist_ok=True)
@@ -94,7 +94,7 @@ def generate(release_dir: Path | None = None, *, db: bool = True) -> Path:
         args.append(f"--CourseDirectory.release_directory={Path(release_dir).resolve()}")
     if not db:
         args.append("--no-db")
-    run_nbgrader(*args)
+    nbgrader_cli(*args)
     return Path(release_dir) if release_dir is not None else RELEASE_DIR
 
 

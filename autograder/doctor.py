@@ -13,7 +13,7 @@ nbgrader Validate button. Asking in-process rather than running those two
 commands keeps the doctor to a few seconds.
 
 With --instructor it also reports the grader's sandbox as measured by a
-probe in a real jail (autograder.grading.protections): namespaces and uid,
+probe in a real jail (autograder.grading.sandbox.protections): namespaces and uid,
 the job cgroup or its fallback, the folder and tmpfs caps, the keyring
 filter; a protection this host does not give is a WARN saying what is missing.
 """
@@ -33,7 +33,7 @@ from typing import Callable, Iterable
 
 from . import mylm_manifest
 
-# The versions the course is tested with. tests/test_doctor.py proves these
+# The versions the course is tested with. tests/course/test_doctor.py proves these
 # agree with pyproject.toml, so a change in one place cannot drift.
 PYTHON_MIN = (3, 10)
 TORCH_MIN = "2.5"          # scaled_dot_product_attention(enable_gqa=True)
@@ -342,13 +342,13 @@ def check_root(euid: int | None) -> Result | None:
 def check_sandbox() -> list[Result]:
     """Which of the jail's protections run here (instructors: `grade` runs
     every submission in it), measured by a probe in a real jail
-    (autograder.grading.protections), in its own process: the doctor
+    (autograder.grading.sandbox.protections), in its own process: the doctor
     itself imports nothing of the grader."""
     if sys.platform != "linux":
         return [fail("sandbox", f"grading needs Linux (this is {sys.platform}): the jail uses its namespaces",
                      "grade on a Linux machine or container, as root for the full protection")]
     try:
-        done = subprocess.run([sys.executable, "-m", "autograder.grading.protections"], capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "autograder.grading.sandbox.protections"], capture_output=True,
                               text=True, timeout=120)
         entries = json.loads(done.stdout)
     except (OSError, ValueError, subprocess.TimeoutExpired) as err:

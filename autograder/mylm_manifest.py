@@ -19,7 +19,7 @@ ENV = "TINYLM_MYLM"
 # does (learner_model, learner_cache, learner_function in
 # autograder/checks/learner_model.py; pretrained_learner_model builds a
 # grouped-query model, the only kind that uses repeat_kv). A name not here is
-# saved but no later notebook runs it. tests/test_mylm_course.py checks each
+# saved but no later notebook runs it. tests/course/test_mylm_course.py checks each
 # entry against the notebook sources.
 USED_FROM = {
     "embed": ("05", "learner_model("), "tied_logits": ("05", "learner_model("),

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"
-# tests/test_torch_wheel.py proves this equals pyproject.toml's torch requirement.
+# tests/course/test_torch_wheel.py proves this equals pyproject.toml's torch requirement.
 COURSE_TORCH_SPEC = "torch>=2.5"
 INDEX_ENV = "TORCH_INDEX_URL"
 SPEC_ENV = "TORCH_SPEC"

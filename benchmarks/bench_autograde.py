@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autograder import course  # noqa: E402
-from autograder.authoring import specimens  # noqa: E402
+from autograder import specimens  # noqa: E402
 from autograder.grading import gradebook  # noqa: E402
 from autograder.grading.batch import Options, grade_all  # noqa: E402
 from autograder.grading.grade import STAGES  # noqa: E402

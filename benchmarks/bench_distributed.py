@@ -7,12 +7,12 @@ Each worker count is measured twice in the same run, side by side: cold
 (Options.warm False: every submission starts its own `nbgrader autograde`
 and recheck processes, importing nbgrader and torch afresh) and warm (the
 default: each worker's grading child grades through a warm worker of
-grading/warm_pool.py, started at its first task, so its start is in the
+grading/engines/warm_pool.py, started at its first task, so its start is in the
 time). The last column is warm's rate over cold's.
 
 Without --scheduler, each row starts a `dask scheduler` and N `dask worker`
 processes on this machine (one thread each, each with its own course data
-folder: autograder.grading.cluster.LocalGradingCluster) and grades a batch of
+folder: autograder.grading.engines.cluster.LocalGradingCluster) and grades a batch of
 honest submissions from scratch through `grade_all(..., scheduler=...)`, the
 code path of `python -m autograder grade --scheduler`. With --scheduler it
 measures the cluster already running there (its workers must run this
@@ -35,9 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autograder import course  # noqa: E402
-from autograder.authoring import specimens  # noqa: E402
+from autograder import specimens  # noqa: E402
 from autograder.grading import gradebook  # noqa: E402
-from autograder.grading.cluster import LocalGradingCluster  # noqa: E402
+from autograder.grading.engines.cluster import LocalGradingCluster  # noqa: E402
 from autograder.grading.batch import Options, grade_all  # noqa: E402
 
 LOCAL_PG = "postgresql+psycopg://tinylm:tinylm@127.0.0.1:5432/postgres"

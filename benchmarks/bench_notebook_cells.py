@@ -22,6 +22,7 @@ from datetime import datetime
 
 from autograder.authoring.build import new_notebook, source_cells, source_files
 from autograder.course import SOURCE_DIR
+from autograder.selfcheck import private_kernel_config
 
 
 def cell_seconds(cell) -> float | None:
@@ -43,8 +44,9 @@ def time_cells(name: str, grading: bool) -> tuple[str, list[tuple[float, str, st
     if grading:
         os.environ["NBGRADER_EXECUTION"] = "autograde"  # the kernel inherits it: heavy cells shrink
     try:
-        NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=True,
-                       resources={"metadata": {"path": str(SOURCE_DIR / src.stem)}}).execute()
+        with private_kernel_config() as config:
+            NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=True, config=config,
+                           resources={"metadata": {"path": str(SOURCE_DIR / src.stem)}}).execute()
     finally:
         if grading:
             os.environ.pop("NBGRADER_EXECUTION", None)

@@ -1,6 +1,6 @@
-"""How long the class report takes for a large class (issue 27).
+"""How long the class report takes for a large class.
 
-Builds a synthetic graded class (autograder/grading/synthetic_class.py:
+Builds a synthetic graded class (autograder/specimens/synthetic_class.py:
 the course's ten notebooks and their exercises, N students who differ in
 skill, some of whom stop part-way, a known mistake per failed exercise)
 straight into a fresh SQLite gradebook (or --db-url, e.g. an empty

@@ -5,7 +5,7 @@
 For each round, interleaved: a jailed recheck child (autograder.grading.recheck's
 Child, as the recheck starts it) and a jailed nbgrader kernel (the sandbox
 kernelspec, started by jupyter_client as nbgrader does), each once cold and
-once with a warm jail server (autograder.grading.warm_jail). Prints seconds from
+once with a warm jail server (autograder.grading.sandbox.warm_jail). Prints seconds from
 start to the reply of a cell that runs `import torch` (or --cell, e.g. the
 notebooks' first imports: "import torch; import matplotlib.pyplot as plt").
 """
@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder.grading import warm_jail  # noqa: E402
 from autograder.grading.gradebook import db_url  # noqa: E402
-from autograder.grading.jail import Jail, Limits  # noqa: E402
-from autograder.grading.sandbox import KERNEL_NAME, hidden_paths, kernelspec_dir  # noqa: E402
+from autograder.grading.sandbox.jail import Jail, Limits  # noqa: E402
+from autograder.grading.sandbox.kernel import KERNEL_NAME, hidden_paths, kernelspec_dir  # noqa: E402
 
 def recheck_child_start(limits: Limits, cell: str) -> float:
     from autograder.grading.recheck import Child

@@ -4,7 +4,7 @@ folder to JUPYTER_CONFIG_PATH, so the JupyterLab it starts reads this file
 
 Kernels listen on Unix sockets in Jupyter's runtime folder, which only this
 user can enter, instead of TCP ports on loopback, as the course's self-check
-and grader run them (autograder/grading/selfcheck.py's
+and grader run them (autograder/selfcheck.py's
 kernel_transport_config): ipykernel then has no reason to print "Kernel is
 running over TCP without encryption" for every notebook a learner opens, and
 no other user of the machine can connect to the learner's kernel.
@@ -14,7 +14,7 @@ import tempfile
 
 from jupyter_core.paths import jupyter_runtime_dir
 
-from autograder.grading.selfcheck import kernel_transport_config
+from autograder.selfcheck import kernel_transport_config
 
 # A Unix socket's path is limited to about 100 bytes: a deep home folder gets a fresh private folder instead.
 runtime = jupyter_runtime_dir()

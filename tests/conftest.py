@@ -1,3 +1,5 @@
+"""Fixtures every folder of tests/ may use, and how pytest-xdist shares out
+the suite (pytest_collection_modifyitems)."""
 import pytest
 import torch
 
@@ -15,6 +17,33 @@ def gen() -> torch.Generator:
     return torch.Generator().manual_seed(1234)
 
 
+@pytest.fixture
+def course_dir(tmp_path, monkeypatch):
+    """A course folder with mylm/ inside (the learner's saved answers); the
+    kernel sits in one notebook folder at a time."""
+    monkeypatch.setenv("TINYLM_MYLM", str(tmp_path / "mylm"))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    return tmp_path
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that share an expensive fixture run on one pytest-xdist worker
+    (`make test` passes `--dist loadgroup`), so the fixture is made once and
+    no worker waits for the other's: the tests of a module with a fixture of
+    its own wider than one test form a group, and those using a conftest's
+    session fixture form that folder's group (the browser tests share a
+    JupyterLab server and a browser). A test that names its own group
+    (xdist_group) keeps it: the learner's run of the notebooks spans two modules."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        shared = [d for name in item.fixturenames for d in item._fixtureinfo.name2fixturedefs.get(name, ())
+                  if d.scope != "function" and d.baseid]  # "" for pytest's own fixtures (tmp_path_factory, ...)
+        if shared:
+            group = next((d.baseid for d in shared if d.baseid.endswith(".py")), shared[0].baseid)
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -4,10 +4,10 @@ query heads 4, kv heads 2, head_dim 10, d_model 40, d_ff 128, vocab 256)."""
 BATCH, SEQ = 3, 11
 
 
-# The check modules of notebooks 06-10, exercised by test_checks_part2.py;
-# test_checks_framework.py covers the others.
+# The check modules of notebooks 06-10, exercised by checks/test_checks_part2.py;
+# checks/test_checks_framework.py covers the others.
 PART_2_CHECK_MODULES = frozenset(f"autograder.checks.{m}" for m in ("kv_cache", "gqa", "sampling", "training", "perplexity"))
-# The checks of the accounting exercises (03, 05, 06, 07, 09), exercised by test_accounting.py.
+# The checks of the accounting exercises (03, 05, 06, 07, 09), exercised by checks/test_accounting.py.
 ACCOUNTING_CHECK_MODULE = "autograder.checks.accounting"
 
 
@@ -42,3 +42,62 @@ def run_cell(source: str, ns: dict) -> str:
     except CheckFailed as err:
         return out.getvalue() + f"CheckFailed: {err}"
     return out.getvalue()
+
+
+def run_as_cell(ns: dict, source: str, number: int) -> None:
+    """Execute `source` as IPython executes a notebook cell: compiled under a
+    cell pseudo-file name that linecache knows, in namespace ns."""
+    import linecache
+    filename = f"/tmp/ipykernel_4242/{number}.py"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), ns)
+
+
+def run_solution_notebook(assignment: str, course_dir, monkeypatch, gids=None) -> dict:
+    """Setup and solution answer cells of a notebook, run in its own folder
+    of course_dir (the course_dir fixture), then its checks (which save the
+    answers into mylm/); the notebook's namespace."""
+    import contextlib
+    import io
+
+    from autograder import course, specimens
+    from autograder.authoring.gates import run_check
+    from autograder.notebook_format import read, setup_cells
+
+    folder = course_dir / assignment
+    folder.mkdir(exist_ok=True)
+    monkeypatch.chdir(folder)
+    nb = read(course.source_notebook(assignment))
+    ns = {"__name__": "__main__"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for cell in setup_cells(nb):
+            exec(cell.source, ns)
+        for n, (gid, code) in enumerate(specimens.solution_answers(assignment).items()):
+            if gids is None or gid in gids:
+                run_as_cell(ns, code, 1000 * int(assignment[:2]) + n)
+                run_check(assignment, gid, ns)
+    return ns
+
+
+def once_per_session(tmp_path_factory, name: str, produce) -> dict:
+    """produce(folder) -> JSON-able dict, run once per test session even
+    under pytest-xdist: the first worker that asks runs it (under a file
+    lock) in a folder of the session's shared temporary folder and leaves
+    the outcome there; the others read it. The outcome gets "folder"."""
+    import fcntl
+    import json
+    import os
+    from pathlib import Path
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by all workers of this session
+    out, folder = root / f"{name}.json", root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.is_file():
+            folder.mkdir(exist_ok=True)
+            out.write_text(json.dumps({**produce(folder), "folder": str(folder)}))
+    outcome = json.loads(out.read_text())
+    outcome["folder"] = Path(outcome["folder"])
+    return outcome

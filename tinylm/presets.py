@@ -34,7 +34,7 @@ NB09_STEPS = 600
 # The announced fallback of notebook 09 on a machine where NB09_TRAIN's steps
 # would take more than three times NB09_TIME_LIMIT, with the final validation
 # loss notebook 05's reference decoder reaches with it (64 windows of 256
-# bytes, seed 0; measured by tests/test_notebook09_run.py::test_short_run_reaches_the_stated_loss).
+# bytes, seed 0; measured by tests/course/test_notebook09_run.py::test_short_run_reaches_the_stated_loss).
 NB09_SHORT_STEPS = 300
 NB09_SHORT_VAL_LOSS = 0.56
 NB09_SHORT_VAL_LOSS_SEEDS = (0.56, 1.19)  # lowest and highest measured over two models x two seeds (0, 1)
@@ -47,7 +47,7 @@ NB09_TEXT_STEPS = 400
 # tie_word_embeddings, max_position_embeddings). The accounting exercises count their parameters, FLOPs and
 # cache bytes without weights: a model built from one of these on the meta device holds shapes only.
 # SmolLM2-135M is the model tinylm.pretrained loads (its GGUF metadata gives the same sizes, checked by
-# tests/test_accounting.py); Meta's model card calls Llama 3 8B "8B".
+# tests/checks/test_accounting.py); Meta's model card calls Llama 3 8B "8B".
 SMOLLM2_135M = ModelConfig(vocab_size=49152, d_model=576, n_layers=30, n_heads=9, n_kv_heads=3, d_ff=1536,
                            max_seq_len=8192, rope_theta=100000.0, norm_eps=1e-5, tie_embeddings=True)
 LLAMA3_8B = ModelConfig(vocab_size=128256, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336,

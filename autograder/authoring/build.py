@@ -30,6 +30,7 @@ from jupytext.config import load_jupytext_config
 from nbgrader.nbgraderformat import MetadataValidator, SchemaTooNewError, SchemaTooOldError, ValidationError
 
 from ..course import NOTEBOOK_SOURCES, SOURCE_DIR
+from ..selfcheck import private_kernel_config
 
 SOURCE_FORMAT = "py:percent"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -108,7 +109,9 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> float:
     from nbclient import NotebookClient
 
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    with private_kernel_config() as config:  # Unix sockets, not TCP (see selfcheck.kernel_transport_config)
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", config=config,
+                       resources={"metadata": {"path": str(cwd)}}).execute()
     for cell in nb.cells:  # timestamps would make every rebuild a diff
         cell.metadata.pop("execution", None)
     return time.perf_counter() - start

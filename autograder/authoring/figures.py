@@ -1,6 +1,6 @@
 """The README's picture is a figure a committed reference notebook drew:
 written from that notebook's output, byte for byte, so it changes exactly
-when the notebook is rebuilt (`make figures`; tests/test_docs.py fails when
+when the notebook is rebuilt (`make figures`; tests/course/test_docs.py fails when
 the committed PNG differs from the notebook's)."""
 from __future__ import annotations
 

@@ -14,5 +14,5 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MPLBACKEND
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch, transformers, nbval, ipykernel, pytest; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'nbval', nbval.__version__, 'pytest', pytest.__version__)" | tee -a "$OUT/gpu.txt"
 date -u | tee -a "$OUT/gpu.txt"
-timeout 200 python3 -m pytest -q -rs -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
+timeout 200 python3 -m pytest -q -rs -p no:cacheprovider tests/tinylm/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
 timeout 300 python3 -m autograder.authoring.nbval_gpu --jobs "${JOBS:-10}" 2>&1 | tee "$OUT/nbval_gpu.log"

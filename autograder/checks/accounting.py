@@ -9,7 +9,7 @@ the meta device, with attention's matmuls written out (QKᵀ over the full
 T × T, the masked half included: that is what the matmul computes, and what
 the counter counts); bytes are `nbytes` of the tensors a KV cache allocates,
 or of the parameters, gradients and AdamW moments after an optimizer step
-(on the meta device too; tests/test_accounting.py holds each measurement to
+(on the meta device too; tests/checks/test_accounting.py holds each measurement to
 an independent one: transformers' Llama, its cache, a real step).
 
 A learner's value is compared exactly. Where it is wrong, the check measures

@@ -1,36 +1,39 @@
 """Grade a class: every collected submission of the chosen assignments,
 skipping those graded already, on warm worker processes of this machine
-(grading/warm_pool.py), cold processes (Options.warm False), or a Dask
-cluster (Options.scheduler, grading/cluster.py). One submission's grading
+(grading/engines/warm_pool.py), cold processes (Options.warm False), or a Dask
+cluster (Options.scheduler, grading/engines/cluster.py). One submission's grading
 is grading/grade.py; this module only decides where each one runs, so the
-engines import grade and grade imports none of them."""
+engines import grade and grade imports none of them. The command is
+`python -m autograder grade` (grading/cli.py)."""
 from __future__ import annotations
 
 import contextlib
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from . import deadlines, grade, gradebook
-from .grade import Options
-from .submission import rejection
+from . import deadlines, gradebook
+from .engines.cluster import grade_on_cluster, require_shared_gradebook
+from .engines.warm_pool import WarmPool
+from .grade import Options, safe_grade_one
+from .intake.notebook import rejection
+from .records import GradeResult, find_submissions, load_result, original_digest
 
 __all__ = ["Options", "grade_all"]
 
 
-def grade_all(opts: Options) -> list[dict]:
+def grade_all(opts: Options) -> list[GradeResult]:
     opts.db_url = gradebook.db_url(opts.db_url or None)
     if opts.scheduler:
-        from .cluster import require_shared_gradebook
         require_shared_gradebook(opts.db_url)
     gradebook.ensure_assignments(opts.db_url, opts.assignments)
     # A broken deadlines.toml stops the run before anything is graded; nbgrader's
     # autograde gets the due dates, so its own late penalty (LatePolicyPlugin) applies.
     deadlines.apply(opts.db_url, {})
-    subs = grade.find_submissions(opts.assignments, opts.students)
+    subs = find_submissions(opts.assignments, opts.students)
     todo, results = [], []
     for sub in subs:
-        done = grade.load_result(sub)
-        if done and not opts.force and done.get("digest") in (grade._original_digest(sub), None):
+        done = load_result(sub)
+        if done and not opts.force and done.get("digest") in (original_digest(sub), None):
             results.append(done)
         else:
             todo.append(sub)
@@ -43,10 +46,9 @@ def grade_all(opts: Options) -> list[dict]:
     crowded = [sub for sub in todo if rejection(sub.folder)]
     todo = [sub for sub in todo if sub not in crowded]
     for sub in crowded:
-        results.append(grade._safe_grade_one(sub, opts))
+        results.append(safe_grade_one(sub, opts))
         bar.update(1)
     if opts.scheduler:
-        from .cluster import grade_on_cluster
         results += grade_on_cluster(todo, opts, lambda _result: bar.update(1))
     elif todo:
         results += _grade_here(todo, opts, bar)
@@ -55,15 +57,14 @@ def grade_all(opts: Options) -> list[dict]:
     return sorted(results, key=lambda r: (r["assignment"], r["student"]))
 
 
-def _grade_here(todo: list, opts: Options, bar) -> list[dict]:
+def _grade_here(todo: list, opts: Options, bar) -> list[GradeResult]:
     """On this machine: warm worker processes (threads only wait on them), or
     the cold per-submission processes with Options.warm False."""
     workers = max(1, min(opts.workers, len(todo)))
     results = []
     with contextlib.ExitStack() as stack:
-        grade_one = grade._safe_grade_one
+        grade_one = safe_grade_one
         if opts.warm:
-            from .warm_pool import WarmPool
             grade_one = stack.enter_context(WarmPool(workers)).grade
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = {pool.submit(grade_one, s, opts): s for s in todo}

@@ -1,4 +1,4 @@
-"""The instructor and learner commands of `python -m autograder` (issue 6):
+"""The instructor and learner commands of `python -m autograder`:
 
   collect SOURCE     import submissions from a folder or an LMS zip
   grade              autograde in parallel, sandboxed, rechecked, resumable
@@ -6,17 +6,24 @@
   export             grades as CSV (per exercise, per notebook, total)
   release-solutions  publish one solution notebook (no hidden tests) after its due date
   report             the class report for the instructor (HTML, CSV, JSON)
-  check NOTEBOOK     learner self-check in a fresh kernel
+  check NOTEBOOK     learner self-check in a fresh kernel (autograder/selfcheck.py)
+
+The grading library raises GradingError (errors.py) for what the instructor
+must fix; only this module turns it into an exit status and one message.
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
+from functools import wraps
 from pathlib import Path
 
 from .. import course
-from . import gradebook
+from . import deadlines, gradebook
+from .errors import GradingError
+from .escape import printable
+from .records import find_submissions, load_result
 
 
 def _assignments(names: list[str] | None) -> list[str]:
@@ -36,8 +43,12 @@ def _megabytes(value: float, option: str) -> int:
     return int(value * 2**20)
 
 
+# Each command imports what it runs: `python -m autograder` builds every
+# command's parser, and the grading engines (nbgrader, zmq, torch through the
+# checks) would slow the start of every other command.
+
 def cmd_collect(args) -> int:
-    from .collect import collect, format_report
+    from .intake.collect import collect, format_report
     assignments = _assignments(args.assignments)
     report = collect(Path(args.source), assignments, args.id_pattern, args.assignment,
                      max_submission_bytes=_megabytes(args.max_submission_mb, "--max-submission-mb"),
@@ -50,7 +61,7 @@ def cmd_collect(args) -> int:
 def cmd_grade(args) -> int:
     from .batch import Options, grade_all
     from .grade import summary
-    from .jail import Limits
+    from .sandbox.jail import Limits
     limits = Limits(memory_mb=args.memory_mb, wall_s=args.timeout, cpu_s=max(math.ceil(args.timeout), 60))
     opts = Options(assignments=_assignments(args.assignments), students=args.student or None,
                    workers=args.workers, cell_timeout=args.cell_timeout, limits=limits, db_url=args.db_url or "",
@@ -62,9 +73,7 @@ def cmd_grade(args) -> int:
 
 
 def cmd_feedback(args) -> int:
-    from .feedback import write_feedback
-    from .grade import find_submissions, load_result
-    from .submission import printable
+    from .publish.feedback import write_feedback
     results = [r for r in map(load_result, find_submissions(_assignments(args.assignments), args.student or None)) if r]
     if not results:
         print("no graded submissions yet: run `python -m autograder grade` first")
@@ -75,15 +84,14 @@ def cmd_feedback(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .export import export
-    from .submission import printable
+    from .publish.export import export
     for path in export(gradebook.db_url(args.db_url), Path(args.out or gradebook.folder("exports"))):
         print(f"wrote {printable(path)}")
     return 0
 
 
 def cmd_release_solutions(args) -> int:
-    from .solutions import release_solutions
+    from .publish.solutions import release_solutions
     picked = _assignments([args.assignment])
     if len(picked) != 1:
         raise SystemExit(f"{args.assignment!r} names {len(picked)} assignments ({picked}): give one")
@@ -93,11 +101,9 @@ def cmd_release_solutions(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .deadlines import lateness_lookup
-    from .report import RiskRule, build_report, load, write_report
-    from .submission import printable
+    from .publish.report import RiskRule, build_report, load, write_report
     url = gradebook.db_url(args.db_url)
-    data = load(url, _assignments(args.assignments) if args.assignments else None, late=lateness_lookup())
+    data = load(url, _assignments(args.assignments) if args.assignments else None, late=deadlines.lateness_lookup())
     report = build_report(data, RiskRule(missing=args.at_risk_missing, below_percent=args.at_risk_below))
     for path in write_report(report, Path(args.out or gradebook.folder("reports")), url):
         print(f"wrote {printable(path)}")
@@ -105,7 +111,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .selfcheck import main
+    from ..selfcheck import main
     return main(args.notebook, args.cell_timeout)
 
 
@@ -121,13 +127,10 @@ def _seconds(text: str) -> float:
 
 
 def _without_traceback(command):
-    """An instructor command that checks deadlines.toml first, and whose bad
-    deadlines or LMS times file ends it with the message (naming the file and
-    the line), not a traceback."""
-    from functools import wraps
-
-    from . import deadlines
-
+    """An instructor command that checks deadlines.toml first, and whose
+    GradingError ends it with the message, not a traceback: a bad deadlines
+    or LMS times file as "error: ..." (naming the file and the line), any
+    other as it is."""
     @wraps(command)
     def run(args) -> int:
         try:
@@ -135,11 +138,13 @@ def _without_traceback(command):
             return command(args)
         except deadlines.DeadlinesError as err:
             raise SystemExit(f"error: {err}") from None
+        except GradingError as err:
+            raise SystemExit(str(err)) from None
     return run
 
 
 def add_commands(sub) -> None:
-    from .collect import MAX_COLLECTION_BYTES, MAX_SUBMISSION_BYTES
+    from .intake.collect import MAX_COLLECTION_BYTES, MAX_SUBMISSION_BYTES
     db_help = f"gradebook URL (default: ${gradebook.ENV_VAR} or SQLite in .course/)"
 
     c = sub.add_parser("collect", help="import submissions from a folder or an LMS zip")
@@ -170,7 +175,7 @@ def add_commands(sub) -> None:
                    help="start nbgrader and the recheck afresh per submission instead of in warm worker processes")
     g.add_argument("--db-url", help=db_help)
     g.add_argument("--scheduler", metavar="ADDRESS", help="grade on the Dask cluster of this scheduler, e.g. "
-                   "tcp://HOST:8786: one task per submission, a PostgreSQL --db-url (see autograder/grading/cluster.py)")
+                   "tcp://HOST:8786: one task per submission, a PostgreSQL --db-url (see autograder/grading/engines/cluster.py)")
     g.set_defaults(func=_without_traceback(cmd_grade))
 
     f = sub.add_parser("feedback", help="HTML feedback per student (no hidden tests)")

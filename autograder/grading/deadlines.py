@@ -26,7 +26,7 @@ brought it in:
 * the LMS export's own record: `collect SOURCE --times FILE`, a CSV of
   student, assignment, submitted_at (ISO 8601 with an offset) as the LMS
   exports it (read_lms_times: bounded in size and format, each bad line named);
-* nbgrader's exchange, through the course's own intake (grading/exchange.py):
+* nbgrader's exchange, through the course's own intake (grading/intake/exchange.py):
   the time the file system recorded when the student's last file in the
   exchange changed (a change time, which no user can set back), kept only
   when plausible (not before the assignment's release, not after the collect);
@@ -59,6 +59,9 @@ from nbgrader.plugins import LateSubmissionPlugin
 
 from .. import course
 from . import gradebook
+from .errors import GradingError
+from .escape import printable
+from .records import GradeResult, LateFields
 
 FILE_NAME = "deadlines.toml"
 POLICIES = ("none", "per_day", "zero")
@@ -77,7 +80,7 @@ SOURCE_COLLECTED = "collect's own clock (first collected: handed in no later tha
 TRUSTED_SOURCES = (SOURCE_LMS, SOURCE_EXCHANGE, SOURCE_COLLECTED)
 
 
-class DeadlinesError(ValueError):
+class DeadlinesError(GradingError, ValueError):
     """deadlines.toml (or an LMS times file) cannot be used; the message names
     the file, the line and the fix. The commands print it, without a traceback."""
 
@@ -316,7 +319,7 @@ def known_students() -> set[str]:
         try:
             with gradebook.open_gradebook(url) as gb:
                 students |= {s.id for s in gb.students}
-        except (SystemExit, Exception):  # noqa: BLE001: no gradebook yet, or none reachable: the folders say it
+        except Exception:  # noqa: BLE001: no gradebook yet, or none reachable: the folders say it
             pass
     return students
 
@@ -552,7 +555,6 @@ def duration_text(seconds: float) -> str:
 
 def report_lines(submissions, deadlines: Deadlines | None = None) -> list[str]:
     """collect's report: one line per submission with its time, source and lateness."""
-    from .submission import printable
     deadlines = deadlines or load()
     return [f"  {printable(s)}/{printable(a)}: {lateness(s, a, deadlines).describe()}" for s, a in sorted(submissions)]
 
@@ -570,7 +572,7 @@ def apply(url: str, scores: dict[tuple[str, str], float]) -> dict[tuple[str, str
     return out
 
 
-def annotate(url: str, results: list[dict]) -> None:
+def annotate(url: str, results: list[GradeResult]) -> None:
     """grade's results: each gets "late" (time, source, due, late by,
     penalty, score after it), and the gradebook the same (see apply)."""
     scored = {(r["student"], r["assignment"]): float(r.get("score", 0)) for r in results}
@@ -580,12 +582,12 @@ def annotate(url: str, results: list[dict]) -> None:
         r["late"] = late_fields(late, penalty, r.get("score", 0))
 
 
-def late_fields(late: Lateness, penalty: float, score: float) -> dict:
+def late_fields(late: Lateness, penalty: float, score: float) -> LateFields:
     """The lateness columns of export and the "late" entry of a result."""
     source = late.source or (f"unknown: {late.why_unknown}" if late.unknown else "")
-    return {"submitted_at": late.submitted_at.isoformat() if late.submitted_at else "", "time_source": source,
-            "due": late.due.isoformat() if late.due else "", "late_by": late.late_by,
-            "seconds_late": late.seconds_late, "penalty": penalty, "final_score": float(score) - penalty}
+    return LateFields(submitted_at=late.submitted_at.isoformat() if late.submitted_at else "", time_source=source,
+                      due=late.due.isoformat() if late.due else "", late_by=late.late_by,
+                      seconds_late=late.seconds_late, penalty=penalty, final_score=float(score) - penalty)
 
 
 class LatePolicyPlugin(LateSubmissionPlugin):

@@ -1,6 +1,5 @@
-"""`python -m autograder grade`: autograde every collected submission.
-
-One submission at a time per worker, each in its own processes:
+"""Grade one submission (grade_one), stage by stage, each in its own
+processes:
 
   intake      count the files (over MAX_SUBMISSION_FILES: rejected), read the
               notebook; a malformed one gets a message and zero
@@ -9,7 +8,7 @@ One submission at a time per worker, each in its own processes:
               graded may have bent: a grading that stops before reconcile
               leaves zero, never them)
   nbgrader    `nbgrader autograde` for this one student, its kernel started
-              through autograder.grading.jail (own uid, folder, limits, no
+              through autograder.grading.sandbox.jail (own uid, folder, limits, no
               network), with its stdout and stderr on /dev/null: nothing the
               learner's code writes reaches the log the grader reads
   recheck     autograder.grading.recheck runs the hidden and visible checks again in
@@ -17,10 +16,12 @@ One submission at a time per worker, each in its own processes:
   reconcile   a cell keeps its kernel score only if the recheck passes it;
               otherwise (failed, not rechecked, recheck error or absent)
               it scores zero and the submission is flagged
+  record      the final scores go to the gradebook, the result (a
+              records.GradeResult) to .course/results/<assignment>/<student>.json
 
-Results go to .course/results/<assignment>/<student>.json, written when a
-submission is done: re-running skips submissions whose notebook is unchanged
-since, so an interrupted run resumes and loses nothing.
+The result is written when a submission is done: re-running skips
+submissions whose notebook is unchanged since (batch.py), so an interrupted
+run resumes and loses nothing.
 """
 from __future__ import annotations
 
@@ -33,16 +34,21 @@ import sys
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import course
 from . import deadlines, gradebook
-from .jail import Jail, Limits
+from .escape import printable
+from .intake.notebook import drop_symlinks, inspect_submission, rejection, write_repaired
 from .preprocessors import autograde_preprocessors
-from .recheck import recheck_submission
-from .sandbox import KERNEL_NAME, hidden_paths, kernelspec_dir
-from .submission import inspect_submission, printable, quoted, rejection, write_repaired
+from .recheck.run import recheck_submission
+from .records import (CellResult, GradeResult, Submission, error_row, max_scores, nbgrader_log_file, original_path,
+                      released_data, timing_file, write_result)
+from .sandbox.jail import Jail, Limits
+from .sandbox.kernel import KERNEL_NAME, hidden_paths, kernelspec_dir
+
 
 @dataclass
 class Options:
@@ -56,63 +62,8 @@ class Options:
     recheck: bool = True
     progress: bool = True
     max_output_bytes: int = 64 * 1024
-    warm: bool = True            # grade in warm worker processes (grading/warm_pool.py); False: cold processes
-    scheduler: str = ""          # a Dask scheduler's address: grade on that cluster (grading/cluster.py)
-
-
-@dataclass(frozen=True)
-class Submission:
-    student: str
-    assignment: str
-
-    @property
-    def folder(self) -> Path:
-        return gradebook.folder("submitted") / self.student / self.assignment
-
-    @property
-    def notebook(self) -> Path:
-        return self.folder / f"{self.assignment}.ipynb"
-
-    @property
-    def result_file(self) -> Path:
-        return gradebook.folder("results") / self.assignment / f"{self.student}.json"
-
-
-def find_submissions(assignments: list[str], students: list[str] | None = None) -> list[Submission]:
-    subs = []
-    submitted = gradebook.folder("submitted")
-    if not submitted.is_dir():
-        return subs
-    for sdir in sorted(p for p in submitted.iterdir() if p.is_dir() and not p.is_symlink()):
-        if students and sdir.name not in students:
-            continue
-        subs += [Submission(sdir.name, a) for a in assignments if (sdir / a).is_dir()]
-    return subs
-
-
-def load_result(sub: Submission) -> dict | None:
-    try:
-        return json.loads(sub.result_file.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _write_result(sub: Submission, result: dict) -> None:
-    sub.result_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = sub.result_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, sub.result_file)  # atomic: a result is either complete or absent
-
-
-def released_data(assignment: str) -> list[Path]:
-    folder = course.RELEASE_DIR / assignment
-    return [p for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink() and p.suffix != ".ipynb"]
-
-
-def timing_file(sub: Submission) -> Path:
-    """Where nbgrader's CappedExecute writes its timing marks: the grader's
-    data folder, which no jailed process sees (sandbox.hidden_paths)."""
-    return gradebook.folder("timing") / sub.assignment / f"{sub.student}.json"
+    warm: bool = True            # grade in warm worker processes (grading/engines/warm_pool.py); False: cold processes
+    scheduler: str = ""          # a Dask scheduler's address: grade on that cluster (grading/engines/cluster.py)
 
 
 def nbgrader_args(sub: Submission, opts: Options, jail: Jail) -> list[str]:
@@ -177,7 +128,9 @@ def read_log_tail(path: Path) -> str:
     return tail.text()
 
 
-def _run_nbgrader(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]:
+def autograde_in_jail(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]:
+    """`nbgrader autograde` of one submission in a new process, its kernel in
+    `jail`: (exit code, the tail of its log)."""
     args = [sys.executable, "-m", "nbgrader", *nbgrader_args(sub, opts, jail)]
     env = nbgrader_env_for(jail)
     proc = subprocess.Popen(args, cwd=course.AUTOGRADER_DIR, env=env, stdout=subprocess.PIPE,
@@ -219,46 +172,126 @@ def _nbgrader_error(log: str) -> str:
     return "nbgrader could not run it (its log is kept for the instructor)"
 
 
-def nbgrader_log_file(sub: Submission) -> Path:
-    """Where the log of a failed nbgrader run is kept: beside the result, which
-    only the instructor reads (feedback shows neither)."""
-    return sub.result_file.with_suffix(".nbgrader.log")
-
-
 # Stages of grade_one, in order, as result["timing"] reports them (seconds;
 # the grader's own figures, never shown to learners).
 STAGES = ("intake", "nbgrader_start", "kernel_start", "cells", "database", "recheck_start", "recheck_checks",
           "reconcile")
 
 
-def grade_one(sub: Submission, opts: Options, run_nbgrader=None, run_recheck=None) -> dict:
-    """Grade one submission. run_nbgrader(sub, opts, jail) -> (exit code, log)
-    and run_recheck(assignment, notebook, limits) -> verdicts replace the
-    processes started by default (the CLI and recheck_submission); the warm
-    worker (autograder.grading.warm_pool) passes in-process ones."""
+def grade_one(sub: Submission, opts: Options, autograde=None, run_recheck=None) -> GradeResult:
+    """Grade one submission, through the stages of the module docstring.
+    autograde(sub, opts, jail) -> (exit code, log) and run_recheck(assignment,
+    notebook, limits) -> verdicts replace the processes started by default
+    (autograde_in_jail and recheck_submission); the warm worker
+    (autograder.grading.engines.warm_worker) passes in-process ones."""
     start = time.perf_counter()
-    result = {"student": sub.student, "assignment": sub.assignment, "flags": [], "cells": {}, "status": "graded",
-              "problems": [], "timing": dict.fromkeys(STAGES, 0.0)}
-    kernel = _kernel_scores(sub, opts, result, run_nbgrader or _run_nbgrader)
-    recheck = {} if opts.recheck else None
-    if opts.recheck and kernel:
-        began = time.time()
-        recheck = (run_recheck or recheck_submission)(sub.assignment, sub.notebook, opts.limits)
-        _recheck_timing(recheck.pop("__timing__", None), began, time.time(), result["timing"])
+    result = GradeResult(student=sub.student, assignment=sub.assignment, flags=[], cells={}, status="graded",
+                         problems=[], timing=dict.fromkeys(STAGES, 0.0))
+    timing = result["timing"]
+    kernel: dict[str, tuple[float, float]] = {}
+    with _timed(timing, "intake"):
+        gradable = _intake(sub, result)
+    if gradable:
+        with _timed(timing, "database"):
+            _hold(sub, opts)
+        if _autograde(sub, opts, result, autograde or autograde_in_jail):
+            with _timed(timing, "database"):
+                kernel = gradebook.cell_scores(opts.db_url, sub.assignment, sub.student)
+    verdicts = _recheck(sub, opts, kernel, timing, run_recheck or recheck_submission)
+    with _timed(timing, "reconcile"):
+        final = reconcile(kernel, verdicts, max_scores(sub.assignment), result)
+    with _timed(timing, "database"):
+        gradebook.override(opts.db_url, sub.assignment, sub.student, final)
+    _record(sub, result, final, start)
+    return result
+
+
+@contextmanager
+def _timed(timing: dict[str, float], stage: str):
+    """Add the time the block takes to timing[stage]."""
     began = time.perf_counter()
-    final = _reconcile(kernel, recheck, _max_scores(sub.assignment), result)
-    result["timing"]["reconcile"] += time.perf_counter() - began
-    began = time.perf_counter()
-    gradebook.override(opts.db_url, sub.assignment, sub.student, final)
-    result["timing"]["database"] += time.perf_counter() - began
+    try:
+        yield
+    finally:
+        timing[stage] += time.perf_counter() - began
+
+
+def _intake(sub: Submission, result: GradeResult) -> bool:
+    """Count the files, read the notebook, repair what the student changed
+    in graded cells (the notebook as sent is kept at records.original_path).
+    False when it cannot be graded: rejected or malformed (said in result)."""
+    rejected = rejection(sub.folder)
+    if rejected:
+        result.update(status="rejected", digest="rejected")  # no notebook digest: a re-run looks again
+        result["problems"].append(rejected)
+        return False
+    result["problems"] += drop_symlinks(sub.folder)
+    # nbgrader reads it (its parser took 103 s on a megabyte of digits, then an OverflowError); never a time here
+    removed = deadlines.sane_timestamp_file(sub.folder)
+    if removed:
+        result["problems"].append(removed)
+    original = original_path(sub)
+    intake = inspect_submission(original if original.is_file() else sub.notebook,
+                                course.release_notebook(sub.assignment))
+    result["digest"] = intake.digest
+    result["problems"] += intake.problems
+    if intake.fatal:
+        result["status"] = "malformed"
+        return False
+    if intake.problems:
+        if not original.is_file():
+            original.write_bytes(sub.notebook.read_bytes())  # keep what the student sent
+        write_repaired(intake, sub.notebook)
+    return True
+
+
+def _hold(sub: Submission, opts: Options) -> None:
+    """Zero in the gradebook for every cell until reconcile has the final scores."""
+    gradebook.override(opts.db_url, sub.assignment, sub.student, dict.fromkeys(max_scores(sub.assignment), 0.0),
+                       hold=True)
+
+
+def _autograde(sub: Submission, opts: Options, result: GradeResult, autograde) -> bool:
+    """nbgrader autograde in a jail, timed by its stages; False when it
+    failed (said in result, its log kept for the instructor)."""
+    timing_file(sub).parent.mkdir(parents=True, exist_ok=True)
+    timing_file(sub).unlink(missing_ok=True)
+    spawned = time.time()
+    with Jail.reserve(opts.limits, copy=[sub.notebook, *released_data(sub.assignment)],
+                      hide=hidden_paths(opts.db_url)) as jail:
+        code, log = autograde(sub, opts, jail)
+    _nbgrader_timing(sub, spawned, time.time(), result["timing"])
+    if code != 0:
+        result["status"] = "error"
+        result["problems"].append(f"the notebook could not be graded: {_nbgrader_error(log)}")
+        nbgrader_log_file(sub).parent.mkdir(parents=True, exist_ok=True)
+        nbgrader_log_file(sub).write_text(log)
+        return False
+    return True
+
+
+def _recheck(sub: Submission, opts: Options, kernel: dict, timing: dict[str, float], run_recheck) -> dict | None:
+    """The recheck's verdicts ({} when the kernel gave no scores to confirm;
+    None when the instructor turned the recheck off)."""
+    if not opts.recheck:
+        return None
+    if not kernel:
+        return {}
+    began = time.time()
+    verdicts = run_recheck(sub.assignment, sub.notebook, opts.limits)
+    _recheck_timing(verdicts.pop("__timing__", None), began, time.time(), timing)
+    return verdicts
+
+
+def _record(sub: Submission, result: GradeResult, final: dict[str, float], start: float) -> None:
+    """The totals and timing into the result, and the result to its file."""
     result["score"] = sum(final.values())
     result["max_score"] = sum(c["max_score"] for c in result["cells"].values())
     began = time.perf_counter()
     result["timing"] = {k: round(v, 3) for k, v in result["timing"].items()}
     result["seconds"] = round(time.perf_counter() - start, 1)
-    _write_result(sub, result)
+    write_result(sub, result)
     result["timing"]["reconcile"] = round(result["timing"]["reconcile"] + time.perf_counter() - began, 3)
-    return result
 
 
 def _nbgrader_timing(sub: Submission, spawned: float, ended: float, timing: dict) -> None:
@@ -294,59 +327,8 @@ def _recheck_timing(marks: dict | None, began: float, ended: float, timing: dict
     timing["recheck_checks"] += ended - marks["start"]
 
 
-def _kernel_scores(sub: Submission, opts: Options, result: dict, run_nbgrader) -> dict[str, tuple[float, float]]:
-    """Intake, then nbgrader in the jail: {cell: (score, max)}; {} when the
-    notebook is malformed or nbgrader could not grade it (said in result)."""
-    began = time.perf_counter()
-    rejected = rejection(sub.folder)
-    if rejected:
-        result.update(status="rejected", digest="rejected")  # no notebook digest: a re-run looks again
-        result["problems"].append(rejected)
-        result["timing"]["intake"] += time.perf_counter() - began
-        return {}
-    result["problems"] += _drop_symlinks(sub.folder)
-    # nbgrader reads it (its parser took 103 s on a megabyte of digits, then an OverflowError); never a time here
-    removed = deadlines.sane_timestamp_file(sub.folder)
-    if removed:
-        result["problems"].append(removed)
-    original = _original_path(sub)
-    intake = inspect_submission(original if original.is_file() else sub.notebook,
-                                course.release_notebook(sub.assignment))
-    result["digest"] = intake.digest
-    result["problems"] += intake.problems
-    if intake.fatal:
-        result["status"] = "malformed"
-        result["timing"]["intake"] += time.perf_counter() - began
-        return {}
-    if intake.problems:
-        if not original.is_file():
-            original.write_bytes(sub.notebook.read_bytes())  # keep what the student sent
-        write_repaired(intake, sub.notebook)
-    result["timing"]["intake"] += time.perf_counter() - began
-    began = time.perf_counter()
-    gradebook.override(opts.db_url, sub.assignment, sub.student, dict.fromkeys(_max_scores(sub.assignment), 0.0),
-                       hold=True)
-    result["timing"]["database"] += time.perf_counter() - began
-    timing_file(sub).parent.mkdir(parents=True, exist_ok=True)
-    timing_file(sub).unlink(missing_ok=True)
-    spawned = time.time()
-    with Jail.reserve(opts.limits, copy=[sub.notebook, *released_data(sub.assignment)],
-                      hide=hidden_paths(opts.db_url)) as jail:
-        code, log = run_nbgrader(sub, opts, jail)
-    _nbgrader_timing(sub, spawned, time.time(), result["timing"])
-    if code != 0:
-        result["status"] = "error"
-        result["problems"].append(f"the notebook could not be graded: {_nbgrader_error(log)}")
-        nbgrader_log_file(sub).parent.mkdir(parents=True, exist_ok=True)
-        nbgrader_log_file(sub).write_text(log)
-        return {}
-    began = time.perf_counter()
-    scores = gradebook.cell_scores(opts.db_url, sub.assignment, sub.student)
-    result["timing"]["database"] += time.perf_counter() - began
-    return scores
-
-
-def _reconcile(kernel: dict, recheck: dict | None, max_scores: dict[str, float], result: dict) -> dict[str, float]:
+def reconcile(kernel: dict, recheck: dict | None, max_scores: dict[str, float], result: GradeResult
+               ) -> dict[str, float]:
     """A cell keeps its kernel score only if the recheck passes it. A cell
     the recheck failed, or could not confirm (not rechecked, the recheck
     did not complete, no verdict at all), scores zero: an unconfirmed
@@ -374,49 +356,21 @@ def _reconcile(kernel: dict, recheck: dict | None, max_scores: dict[str, float],
             result["flags"].append(f"{cell}: failed in the notebook kernel but passed the recheck "
                                    "(kept at zero; look at the notebook's output)")
         final[cell] = score
-        result["cells"][cell] = {"score": score, "max_score": max_score, "kernel_score": k_score,
-                                 "recheck": r["status"], "message": r.get("message", ""),
-                                 "diagnoses": _diagnoses(r)}
+        result["cells"][cell] = CellResult(score=score, max_score=max_score, kernel_score=k_score,
+                                           recheck=r["status"], message=r.get("message", ""),
+                                           diagnoses=_diagnoses(r))
     return final
 
 
 def _diagnoses(verdict: dict) -> list[dict]:
     """The recheck's diagnoses of a cell (the fields feedback and the class
     report read), each reduced to its known fields and capped again."""
-    from ..checks.core import capped_diagnosis
+    from ..checks.core import capped_diagnosis  # torch: the grade process needs it only here
     found = verdict.get("diagnoses")
     return [capped_diagnosis(d) for d in found[:8] if isinstance(d, dict)] if isinstance(found, list) else []
 
 
-def _drop_symlinks(folder: Path) -> list[str]:
-    """nbgrader copies a submission folder following symlinks: remove them."""
-    problems = []
-    for p in sorted(folder.rglob("*")) if folder.is_dir() else []:
-        if p.is_symlink():
-            p.unlink()
-            problems.append(f"symbolic link {quoted(p.name)} removed from the submission (links are never followed)")
-    return problems
-
-
-def _max_scores(assignment: str) -> dict[str, float]:
-    from ..notebook_format import is_check, nbg, read
-    return {nbg(c)["grade_id"]: float(nbg(c)["points"]) for c in read(course.source_notebook(assignment)).cells
-            if is_check(c)}
-
-
-def _original_path(sub: Submission) -> Path:
-    """Where the notebook as sent is kept when grading had to repair it
-    (outside the assignment folder, so nbgrader does not copy it)."""
-    return sub.folder.parent / f".{sub.assignment}.original.ipynb"
-
-
-def _original_digest(sub: Submission) -> str:
-    from .submission import digest
-    original = _original_path(sub)
-    return digest(original) if original.is_file() else digest(sub.notebook)
-
-
-def _safe_grade_one(sub: Submission, opts: Options) -> dict:
+def safe_grade_one(sub: Submission, opts: Options) -> GradeResult:
     """grade_one, but a bug in the grader itself becomes one error row instead
     of stopping the class run."""
     try:
@@ -425,18 +379,7 @@ def _safe_grade_one(sub: Submission, opts: Options) -> dict:
         return error_row(sub, f"{type(err).__name__}: {err}")
 
 
-ERROR_ROW_NOTE = "not graded; the gradebook holds 0 for it (or its last completed grade), re-run to retry"
-
-
-def error_row(sub: Submission, why: str) -> dict:
-    """The result of a submission the grader itself failed on (no result
-    file; grade_one held its gradebook entry at zero before nbgrader ran)."""
-    return {"student": sub.student, "assignment": sub.assignment, "status": "error", "score": 0.0,
-            "max_score": sum(_max_scores(sub.assignment).values()), "flags": [], "cells": {},
-            "problems": [f"grader error ({why}); {ERROR_ROW_NOTE}"]}
-
-
-def summary(results: list[dict]) -> str:
+def summary(results: list[GradeResult]) -> str:
     """The class table; every learner-controlled string (ids, problems that
     quote grade ids or outputs) goes through printable, so a carriage return
     or an ANSI escape in one cannot overwrite another row on the terminal."""

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import course
+from .errors import GradingError
 
 ENV_VAR = "TINYLM_GRADEBOOK_URL"
 DATA_ENV_VAR = "TINYLM_COURSE_DATA"
@@ -56,7 +57,7 @@ def open_gradebook(url: str):
     try:
         gb = Gradebook(url, course_id=COURSE_ID)
     except Exception as err:
-        raise SystemExit(f"cannot open the gradebook at {redacted(url)}: {str(err).splitlines()[0]}\n"
+        raise GradingError(f"cannot open the gradebook at {redacted(url)}: {str(err).splitlines()[0]}\n"
                          f"  Check --db-url / {ENV_VAR}; for PostgreSQL the server must run and the database exist.")
     try:
         yield gb
@@ -76,7 +77,7 @@ def ensure_assignments(url: str, assignments: list[str]) -> None:
     data_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tinylm-register-") as tmp:
         for a in missing:
-            course.run_nbgrader("generate_assignment", a, "--force", f"--CourseDirectory.db_url={url}",
+            course.nbgrader_cli("generate_assignment", a, "--force", f"--CourseDirectory.db_url={url}",
                                 f"--CourseDirectory.release_directory={tmp}")
 
 

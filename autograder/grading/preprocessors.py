@@ -18,8 +18,8 @@ more run after it.
   takes it from the execute reply when its output was lost.
   It also starts the kernel with its own stdout and stderr on /dev/null:
   the kernel would otherwise inherit nbgrader's, the grader's log, where
-  an os.write(1, ...) in a cell could forge lines the grader reads (issue
-  28) and, unbounded, grow the process that reads them (cell output
+  an os.write(1, ...) in a cell could forge lines the grader reads and,
+  unbounded, grow the process that reads them (cell output
   travels over the kernel's messages, not those descriptors). Its timing
   marks go to `timing_file`, a file of the grader's outside the jail.
 

@@ -20,7 +20,7 @@ import pytest
 
 from autograder import course
 
-from ..test_docs import DOCUMENTS, MKDOCS, build_site
+from ..course.test_docs import DOCUMENTS, MKDOCS, build_site
 from .lab import BROWSER
 
 pytestmark = [*BROWSER, pytest.mark.skipif(MKDOCS is None, reason="mkdocs is not installed (the docs extra)")]

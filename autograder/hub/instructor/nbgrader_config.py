@@ -9,6 +9,6 @@ c.CourseDirectory.course_id = "tinylm"
 c.Exchange.root = os.environ["TINYLM_HUB_EXCHANGE"]
 load_subconfig(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",  # noqa: F821
                             "nbgrader_config.py"))
-# Collect through the course's intake (autograder/grading/exchange.py): the
+# Collect through the course's intake (autograder/grading/intake/exchange.py): the
 # student id is the owner of the inbound folder, and no link is followed.
-c.ExchangeFactory.collect = "autograder.grading.exchange.CourseCollect"
+c.ExchangeFactory.collect = "autograder.grading.intake.exchange.CourseCollect"

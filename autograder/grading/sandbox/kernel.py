@@ -1,0 +1,92 @@
+"""What a jailed process of the grader gets: the command that jails it, the
+sandbox kernel's spec, the paths hidden from it, its environment. Shared by
+grade (the notebook kernel) and recheck (the learner's child process)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from ... import course
+from .. import gradebook
+from .jail import JAIL_BASE, Jail, Limits
+
+KERNEL_NAME = "tinylm-sandbox"
+# `python -m JAIL_MODULE -- COMMAND` runs COMMAND jailed (jail.main), with the settings of Jail.env().
+JAIL_MODULE = "autograder.grading.sandbox.jail"
+# Run in the kernel before any notebook cell: the working folder leaves
+# sys.path (a shipped torch.py cannot shadow torch), and warnings go to
+# stdout so they cannot turn a correct answer into a failed cell.
+KERNEL_STARTUP = ("import sys, os, warnings; "
+                  "sys.path[:] = [p for p in sys.path if p not in ('', '.', os.getcwd())]; "
+                  "warnings.showwarning = lambda m, c, f, l, file=None, line=None: print(f'{c.__name__}: {m}')")
+
+# The kernel's command history stays in memory: its SQLite file needs file
+# locks, which the jail's seccomp filter refuses (syscall_filter.py), and a
+# graded run has no use for a history that outlives it.
+KERNEL_ARGS = ("--HistoryManager.hist_file=:memory:",)
+
+
+def jailed(command: list[str]) -> list[str]:
+    """The command line that runs `command` in the jail its environment names."""
+    return [sys.executable, "-m", JAIL_MODULE, "--", *command]
+
+
+def kernelspec_dir() -> Path:
+    """A JUPYTER_PATH folder holding the sandbox kernel's spec. One per
+    interpreter and checkout: graders of two checkouts on one machine would
+    otherwise start each other's interpreter and code; written atomically,
+    since graders of the same checkout read it while another writes it."""
+    argv = jailed([sys.executable, "-I", "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                   f"--IPKernelApp.exec_lines={KERNEL_STARTUP}", *KERNEL_ARGS])
+    text = json.dumps({"argv": argv, "display_name": "tinylm sandbox", "language": "python"})
+    root = JAIL_BASE / f"jupyter-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    spec = root / "kernels" / KERNEL_NAME
+    if not (spec / "kernel.json").is_file():
+        spec.mkdir(parents=True, exist_ok=True)
+        tmp = spec / f"kernel.json.{os.getpid()}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, spec / "kernel.json")
+    return root
+
+
+def hidden_paths(url: str) -> list[Path]:
+    """What a jailed process must not see: hidden tests and solutions, every
+    submission and result, the gradebook, and git history."""
+    paths = [course.SOURCE_DIR, course.NOTEBOOK_SOURCES, course.COURSE_DATA, gradebook.data_dir()]
+    for root in course.course_roots():  # the same folders of the checkout the venv imports, if it is another
+        paths += [root / "solutions", root / "autograder" / "authoring" / "notebook_src", root / ".course", root / ".git",
+                  *_git_dirs(root / ".git")]
+    if url.startswith("sqlite:///"):
+        paths.append(Path(url[len("sqlite:///"):]).parent)
+    return [p for p in dict.fromkeys(paths) if p.exists()]
+
+
+def jail_for_recheck(limits: Limits | None = None) -> Jail:
+    """A jail for the recheck child: an empty folder, the same hidden paths."""
+    return Jail.reserve(limits or Limits(), copy=[], hide=hidden_paths(gradebook.db_url()))
+
+
+def course_env_for_jail(jail: Jail) -> dict:
+    env = course.nbgrader_env()
+    env.update(jail.env(), OMP_NUM_THREADS="1")
+    env.pop(gradebook.ENV_VAR, None)
+    return env
+
+
+def _git_dirs(dot_git: Path) -> list[Path]:
+    """In a git worktree .git is a file naming the real git folder, whose
+    `commondir` names the repository's shared one (with all history)."""
+    if not dot_git.is_file():
+        return []
+    text = dot_git.read_text().strip()
+    if not text.startswith("gitdir:"):
+        return []
+    gitdir = (dot_git.parent / text.split(":", 1)[1].strip()).resolve()
+    common = gitdir / "commondir"
+    dirs = [gitdir]
+    if common.is_file():
+        dirs.append((gitdir / common.read_text().strip()).resolve())
+    return dirs

@@ -1,0 +1,197 @@
+"""The seccomp filter of every jailed process: no kernel keyrings, and no
+signalling between jobs through what they share.
+
+Two kinds of system call are refused, in the calling process and everything
+it starts (a seccomp filter cannot be removed):
+
+* Kernel keyrings (add_key, request_key, keyctl: EPERM, as Docker's default
+  profile does). Keys belong to a uid, not to a namespace, and jail uids are
+  reused: a key a job adds to its user keyring outlives the job, and one left
+  with other-read permission is readable by any later job.
+* Calls that let one process see what another does with a file both can
+  open. Jobs graded at the same time share read-only files (the interpreter,
+  the virtual environment, the course code, /dev/null), and a lock, a lease
+  or a watch lives on the file's inode, not in a namespace: a kernel that
+  held byte-range locks on tinylm/__init__.py spelled the hidden tests it
+  had just run, and a job of another uid read them with F_GETLK. Refused:
+  - locks: flock, and fcntl's F_GETLK/F_SETLK/F_SETLKW and their
+    open-file-description forms F_OFD_* (ENOLCK, "no locks available", which
+    SQLite and other lock users report as such);
+  - fcntl's F_SETLEASE/F_GETLEASE (a lease breaks when another process opens
+    the file) and F_NOTIFY (dnotify: events when another process reads a file
+    of a folder), inotify and fanotify (the same events for a watched file):
+    EPERM;
+  - probes of the shared page cache (whether another job just read a page):
+    cachestat, and preadv2/pwritev2 with RWF_NOWAIT (EOPNOTSUPP, what a file
+    system without that flag answers: a caller retries without it); and
+    io_uring, whose requests run past this filter (EPERM, as Docker does).
+  Nothing a grading kernel needs uses these; the kernel's own command
+  history (IPython's SQLite file, private to the job) is kept in memory
+  instead (sandbox.KERNEL_ARGS).
+
+Why a hand-written BPF program rather than libseccomp: libseccomp's own
+Python binding is a Debian package built for the system Python (a virtual
+environment cannot import it without the whole of /usr/lib/python3 on its
+path, and it breaks on another Python version), and `pyseccomp`, the ctypes
+binding on PyPI, has had no release since 2021. The program is a few dozen
+instructions against the kernel's seccomp ABI, which does not change; the
+part libseccomp would otherwise get right for us is the architecture check,
+done here explicitly: a system call made through another ABI than the
+process's own (32-bit `int 0x80` on x86-64, AArch32 on arm64, x32) fails
+with ENOSYS, so the numbers below cannot be sidestepped (tests/grading/sandbox/test_jail_limits.py
+checks them against libseccomp's own table). On a machine not in the table no
+filter is installed and `install_job_filter` says so.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import platform
+from dataclasses import dataclass
+
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_JSET_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
+OFFSET_NR, OFFSET_ARCH, OFFSET_ARGS = 0, 4, 16   # struct seccomp_data: int nr; __u32 arch; __u64 ip; __u64 args[6]
+X32_SYSCALL_BIT = 0x40000000
+RWF_NOWAIT = 0x8
+
+# fcntl commands (the same numbers on every Linux ABI): the lock commands, and
+# the ones that report another process's use of a file.
+FCNTL_LOCKS = {"F_GETLK": 5, "F_SETLK": 6, "F_SETLKW": 7, "F_OFD_GETLK": 36, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38}
+FCNTL_NOTICES = {"F_SETLEASE": 1024, "F_GETLEASE": 1025, "F_NOTIFY": 1026}
+
+# What each refused call answers (see the module docstring), by name.
+KEYRINGS = ("add_key", "request_key", "keyctl")
+REFUSED = {**dict.fromkeys(KEYRINGS, errno.EPERM),
+           "flock": errno.ENOLCK,
+           **dict.fromkeys(("inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
+                            "cachestat", "io_uring_setup", "io_uring_enter", "io_uring_register"), errno.EPERM)}
+NOWAIT_CALLS = ("preadv2", "pwritev2")   # their flags are the sixth argument
+
+
+@dataclass(frozen=True)
+class Abi:
+    arch: int                   # AUDIT_ARCH of the machine's native ABI
+    has_x32: bool               # x32 numbers (X32_SYSCALL_BIT set) exist there
+    numbers: dict[str, int]     # system call numbers by name; a name the ABI lacks is absent
+
+
+ABIS = {
+    "x86_64": Abi(0xC000003E, True, {
+        "add_key": 248, "request_key": 249, "keyctl": 250, "fcntl": 72, "flock": 73, "inotify_init": 253,
+        "inotify_add_watch": 254, "inotify_init1": 294, "fanotify_init": 300, "fanotify_mark": 301,
+        "preadv2": 327, "pwritev2": 328, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "cachestat": 451}),
+    "aarch64": Abi(0xC00000B7, False, {
+        "add_key": 217, "request_key": 218, "keyctl": 219, "fcntl": 25, "flock": 32, "inotify_init1": 26,
+        "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "preadv2": 286, "pwritev2": 287,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "cachestat": 451}),
+}
+
+# keyctl's number here (root clears a jail uid's keyrings with it); None on another machine
+KEYCTL = ABIS[platform.machine()].numbers["keyctl"] if platform.machine() in ABIS else None
+
+
+def syscall_number(name: str, machine: str | None = None) -> int | None:
+    """The number of system call `name` on `machine` (this one), or None."""
+    abi = ABIS.get(machine or platform.machine())
+    return abi.numbers.get(name) if abi else None
+
+
+class _Program:
+    """Classic BPF with named jump targets: a conditional jump names the
+    label it goes to when true (false falls through to the next instruction)."""
+
+    def __init__(self):
+        self.code: list[tuple[int, object, int]] = []   # (op, jump label or None, k)
+        self.labels: dict[str, int] = {}
+
+    def load(self, offset: int) -> None:
+        self.code.append((BPF_LD_W_ABS, None, offset))
+
+    def jump_if(self, op: int, k: int, label: str) -> None:
+        self.code.append((op, label, k))
+
+    def ret(self, value: int) -> None:
+        self.code.append((BPF_RET_K, None, value))
+
+    def label(self, name: str) -> None:
+        self.labels[name] = len(self.code)
+
+    def assemble(self) -> list[tuple[int, int, int, int]]:
+        out = []
+        for pc, (op, label, k) in enumerate(self.code):
+            jt = self.labels[label] - pc - 1 if label is not None else 0
+            if not 0 <= jt <= 255:
+                raise ValueError(f"BPF jump of {jt} at {pc}: reorder the program")
+            out.append((op, jt, 0, k))
+        return out
+
+
+def job_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
+    """The BPF program (code, jt, jf, k) for `machine`; None if unknown."""
+    abi = ABIS.get(machine)
+    if abi is None:
+        return None
+    p = _Program()
+    p.load(OFFSET_ARCH)
+    p.jump_if(BPF_JEQ_K, abi.arch, "native")
+    p.ret(RET_ERRNO | errno.ENOSYS)
+    p.label("native")
+    p.load(OFFSET_NR)
+    if abi.has_x32:
+        p.jump_if(BPF_JGE_K, X32_SYSCALL_BIT, "other_abi")
+    for name, answer in REFUSED.items():
+        if name in abi.numbers:
+            p.jump_if(BPF_JEQ_K, abi.numbers[name], f"errno_{answer}")
+    p.jump_if(BPF_JEQ_K, abi.numbers["fcntl"], "fcntl")
+    for name in NOWAIT_CALLS:
+        p.jump_if(BPF_JEQ_K, abi.numbers[name], "nowait")
+    p.ret(RET_ALLOW)
+    # fcntl: its command is the second argument (an unsigned int: the low word)
+    p.label("fcntl")
+    p.load(OFFSET_ARGS + 8 * 1)
+    for cmd in FCNTL_LOCKS.values():
+        p.jump_if(BPF_JEQ_K, cmd, f"errno_{errno.ENOLCK}")
+    for cmd in FCNTL_NOTICES.values():
+        p.jump_if(BPF_JEQ_K, cmd, f"errno_{errno.EPERM}")
+    p.ret(RET_ALLOW)
+    # preadv2/pwritev2: flags are the sixth argument (an int: the low word)
+    p.label("nowait")
+    p.load(OFFSET_ARGS + 8 * 5)
+    p.jump_if(BPF_JSET_K, RWF_NOWAIT, f"errno_{errno.EOPNOTSUPP}")
+    p.ret(RET_ALLOW)
+    for answer in (errno.EPERM, errno.ENOLCK, errno.EOPNOTSUPP):
+        p.label(f"errno_{answer}")
+        p.ret(RET_ERRNO | answer)
+    p.label("other_abi")
+    p.ret(RET_ERRNO | errno.ENOSYS)
+    return p.assemble()
+
+
+class _Instruction(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Instruction))]
+
+
+def install_job_filter(machine: str | None = None) -> str | None:
+    """Install the job filter on this process (inherited by every child and
+    thread it starts later; it cannot be removed). Sets no_new_privs, which
+    seccomp needs without CAP_SYS_ADMIN (and which also keeps setuid
+    programs from gaining rights). Returns None, or why it is not installed."""
+    machine = machine or platform.machine()
+    program = job_filter(machine)
+    if program is None:
+        return (f"no seccomp filter for {machine}: keyrings, file locks, leases and file watches are not "
+                "blocked (jobs graded at the same time can signal each other through shared files)")
+    insns = (_Instruction * len(program))(*[_Instruction(*i) for i in program])
+    fprog = _Fprog(len(program), insns)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        return f"no seccomp filter (seccomp: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+    return None

@@ -1,0 +1,275 @@
+"""The accounting exercises (parameters, FLOPs, bytes): their measurements
+agree with independent references (Hugging Face's Llama built on the meta
+device, a real optimizer step, a real KV cache, published counts), a correct
+answer passes every check, each usual mistake is named, and the timing
+helpers judge noise without ever failing on it."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+import tinylm
+from autograder import checks
+from autograder.checks import CheckFailed
+from autograder.checks import accounting as acc
+from tinylm import measure
+from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
+
+from ..helpers import ACCOUNTING_CHECK_MODULE, assert_stub_gets_not_implemented_message
+
+transformers = pytest.importorskip("transformers")
+
+
+def _hf_meta(config: tinylm.ModelConfig):
+    with torch.device("meta"):
+        return transformers.LlamaForCausalLM(tinylm.hf_llama_config(config))
+
+
+# -- the measurements against independent references ---------------------------------
+
+
+@pytest.mark.parametrize("config", [SMOLLM2_135M, LLAMA3_8B], ids=["SmolLM2-135M", "Llama-3-8B"])
+def test_parameter_measurement_equals_transformers_llama(config):
+    assert sum(acc.config_parameters(config).values()) == _hf_meta(config).num_parameters()
+
+
+def test_published_counts():
+    # SmolLM2-135M's Hugging Face page and Meta's Llama 3 model card round these to "135M" and "8B".
+    assert round(sum(acc.config_parameters(SMOLLM2_135M).values()) / 1e6) == 135
+    assert round(sum(acc.config_parameters(LLAMA3_8B).values()) / 1e9) == 8
+
+
+def test_smollm2_preset_is_the_installed_model():
+    if tinylm.pretrained.why_unavailable():
+        pytest.skip("SmolLM2 weights not installed")
+    installed = tinylm.pretrained.pretrained_config(max_seq_len=SMOLLM2_135M.max_seq_len)
+    fields = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "rope_theta", "tie_embeddings")
+    assert all(getattr(installed, f) == getattr(SMOLLM2_135M, f) for f in fields), installed
+
+
+def test_components_cover_every_parameter_and_the_tied_head_once():
+    tied = tinylm.ModelConfig(d_model=32, n_layers=3, n_heads=4, n_kv_heads=2)
+    counts = acc.measure_parameters(tinylm.Transformer(tied))
+    assert sum(counts.values()) == tinylm.Transformer(tied).num_parameters() and counts["lm_head"] == 0
+    assert set(counts) == set(acc.COMPONENTS)
+    untied = acc.measure_parameters(tinylm.Transformer(dataclasses.replace(tied, tie_embeddings=False)))
+    assert untied["lm_head"] == untied["embedding"] == 256 * 32
+
+
+def test_attention_flop_measurement_equals_a_real_layer():
+    """The written-out layer of the check against tinylm's own Attention module (reference path) on the CPU."""
+    B, T, d, H = 2, 24, 48, 6
+    config = tinylm.ModelConfig(d_model=d, n_layers=1, n_heads=H, max_seq_len=T, attn_impl="reference")
+    layer = tinylm.Attention(config)
+    cos, sin = tinylm.rope_cache(config.head_dim, T)
+    x = torch.randn(B, T, d)
+    with FlopCounterMode(display=False) as counter:
+        layer(x, cos, sin)
+    assert sum(acc.measured_attention_flops(B, T, d, H).values()) == counter.get_total_flops()
+
+
+def test_kv_cache_measurement_equals_transformers_cache():
+    """Bytes of what Hugging Face's cache holds after a prefill of T tokens (a real forward pass, CPU)."""
+    config = tinylm.ModelConfig(d_model=48, n_layers=3, n_heads=6, n_kv_heads=2, max_seq_len=64)
+    hf = transformers.LlamaForCausalLM(tinylm.hf_llama_config(config)).eval()
+    T = 37
+    with torch.no_grad():
+        cache = hf(torch.randint(256, (2, T)), use_cache=True).past_key_values
+    held = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+    assert held == acc.kv_cache_nbytes(config, T, batch_size=2)
+
+
+def test_train_flops_measurement_equals_transformers_eager_llama():
+    config = tinylm.ModelConfig(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=16)
+    hf_config = tinylm.hf_llama_config(config)
+    hf_config._attn_implementation = "eager"  # its attention as matmuls: the fused kernel is not counted on the CPU
+    hf = transformers.LlamaForCausalLM(hf_config)
+    ids = torch.randint(256, (3, 16))
+    with FlopCounterMode(display=False) as counter:
+        logits = hf(ids).logits
+        F.cross_entropy(logits.flatten(0, 1), ids.flatten()).backward()
+    assert acc.measured_train_step(config, 3, 16)["flops"] == counter.get_total_flops()
+
+
+def test_meta_adamw_step_bytes_equal_a_real_step():
+    config = tinylm.ModelConfig(d_model=32, n_layers=2, n_heads=4, tie_embeddings=False, max_seq_len=8)
+    model = tinylm.Transformer(config)
+    optimizer = torch.optim.AdamW(model.parameters())
+    ids = torch.randint(256, (2, 8))
+    F.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+    optimizer.step()
+    assert acc.training_state_nbytes(model, optimizer) == acc.after_one_adamw_step(config)
+
+
+def test_saved_activations_count_the_saved_input_not_the_weight():
+    layer = torch.nn.Linear(16, 8)
+    x = torch.randn(5, 16, requires_grad=True)
+    assert acc.saved_activation_bytes(layer, x) == x.nbytes  # the linear saves its input and its (excluded) weight
+
+
+def test_block_flops_split_adds_up_to_the_block():
+    config = dataclasses.replace(SMOLLM2_135M, attn_impl="reference", max_seq_len=64)
+    block = tinylm.Block(config)
+    cos, sin = tinylm.rope_cache(config.head_dim, 64, config.rope_theta)
+    with FlopCounterMode(display=False) as counter:
+        block(torch.randn(1, 64, config.d_model), cos, sin)
+    split = acc.block_flops(SMOLLM2_135M, 64)
+    assert split["attention"] + split["mlp"] == counter.get_total_flops() and split["mlp"] == 6 * 64 * 576 * 1536
+
+
+# -- correct answers pass; the usual mistakes are named --------------------------------
+
+
+def _params(c):
+    L, d, V, hd = c.n_layers, c.d_model, c.vocab_size, c.head_dim
+    return {"embedding": V * d, "attention": L * 2 * d * hd * (c.n_heads + c.n_kv_heads), "mlp": 3 * L * d * c.d_ff,
+            "norms": (2 * L + 1) * d, "lm_head": 0 if c.tie_embeddings else V * d}
+
+
+def _attention_flops(B, T, d, H):
+    return {"qkv_proj": 6 * B * T * d * d, "scores": 2 * B * T * T * d, "mix": 2 * B * T * T * d,
+            "out_proj": 2 * B * T * d * d}
+
+
+def _kv_bytes(c, T, B=1, dtype=torch.float32):
+    return 2 * c.n_layers * c.n_kv_heads * c.head_dim * T * B * dtype.itemsize
+
+
+def _decode(c, T, dtype=torch.bfloat16):
+    return {"weights": sum(_params(c).values()) * dtype.itemsize, "kv_cache": _kv_bytes(c, T, 1, dtype)}
+
+
+def _train(c, B, T):
+    p = _params(c)
+    n = sum(p.values())
+    matmul = n - p["norms"] - (0 if c.tie_embeddings else p["embedding"])
+    return {"flops": 6 * B * T * matmul + 12 * c.n_layers * B * T * T * c.n_heads * c.head_dim,
+            "weights": 4 * n, "grads": 4 * n, "adam_moments": 8 * n}
+
+
+CORRECT = [
+    (checks.check_attention_flops, _attention_flops),
+    (checks.check_param_counts, _params),
+    (checks.check_kv_cache_bytes, _kv_bytes),
+    (checks.check_decode_bytes_per_token, _decode),
+    (checks.check_train_step_costs, _train),
+]
+
+
+@pytest.mark.parametrize("check, answer", CORRECT, ids=[c.__name__ for c, _ in CORRECT])
+def test_a_correct_answer_passes(check, answer, capsys):
+    check(answer)
+    assert "PASS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("check, answer", CORRECT, ids=[c.__name__ for c, _ in CORRECT])
+def test_stub_gives_a_short_not_implemented_message(check, answer):
+    assert_stub_gets_not_implemented_message(check, 1)
+
+
+def test_every_accounting_check_is_exercised():
+    public = {n for n in dir(checks) if n.startswith("check_") and getattr(checks, n).__module__ == ACCOUNTING_CHECK_MODULE == acc.__name__}
+    assert public == {c.__name__ for c, _ in CORRECT}
+
+
+def _changed(answer, key, how):
+    def wrong(*args):
+        value = answer(*args)
+        value[key] = how(value[key], *args)
+        return value
+    return wrong
+
+
+MISTAKES = [
+    (checks.check_param_counts, _changed(_params, "lm_head", lambda v, c: c.vocab_size * c.d_model),
+     "the tied head counted twice"),
+    (checks.check_param_counts, _changed(_params, "attention", lambda v, c: 4 * c.n_layers * c.d_model ** 2),
+     "k_proj and v_proj sized like q_proj"),
+    (checks.check_param_counts, _changed(_params, "mlp", lambda v, c: v * 2 // 3), "SwiGLU's third matrix forgotten"),
+    (checks.check_param_counts,
+     _changed(_params, "attention", lambda v, c: v + c.n_layers * (2 * c.d_model + 2 * c.n_kv_heads * c.head_dim)),
+     "biases that do not exist"),
+    (checks.check_param_counts, _changed(_params, "norms", lambda v, c: v - c.d_model), "final norm"),
+    (checks.check_attention_flops, lambda *a: {k: v // 2 for k, v in _attention_flops(*a).items()},
+     "the factor 2 of a multiply-add"),
+    (checks.check_attention_flops, _changed(_changed(_attention_flops, "scores", lambda v, *a: 0), "mix",
+                                            lambda v, *a: 0), "the attention matmuls are missing"),
+    (checks.check_attention_flops, _changed(_changed(_attention_flops, "scores", lambda v, B, T, d, H: v // T), "mix",
+                                            lambda v, B, T, d, H: v // T), "counted without T"),
+    (checks.check_attention_flops, _changed(_changed(_attention_flops, "scores", lambda v, *a: v // 2), "mix",
+                                            lambda v, *a: v // 2), "halved for the causal mask"),
+    (checks.check_kv_cache_bytes, lambda c, T, B, dtype: _kv_bytes(c, T, B, dtype) // 2, "K and V both"),
+    (checks.check_kv_cache_bytes, lambda c, T, B, dtype: _kv_bytes(c, T, B, dtype) // c.n_layers, "per layer"),
+    (checks.check_kv_cache_bytes, lambda c, T, B, dtype: _kv_bytes(c, T, B) // 1, "dtype is ignored (4 bytes"),
+    (checks.check_kv_cache_bytes, lambda c, T, B, dtype: _kv_bytes(c, T, B, dtype) * c.n_heads // c.n_kv_heads,
+     "n_heads instead of n_kv_heads"),
+    (checks.check_decode_bytes_per_token,
+     _changed(_decode, "weights", lambda v, c, T, dt: v + (c.vocab_size * c.d_model * dt.itemsize
+                                                            if c.tie_embeddings else 0)), "the tied head counted twice"),
+    (checks.check_decode_bytes_per_token,
+     _changed(_decode, "kv_cache", lambda v, c, T, dt: v * c.n_heads // c.n_kv_heads), "n_heads instead of n_kv_heads"),
+    (checks.check_decode_bytes_per_token, _changed(_decode, "kv_cache", lambda v, c, T, dt: v // dt.itemsize),
+     "numbers, not bytes"),
+    (checks.check_train_step_costs, _changed(_train, "flops", lambda v, c, B, T: v // 3), "the forward pass only"),
+    (checks.check_train_step_costs,
+     _changed(_train, "flops", lambda v, c, B, T: v - 12 * c.n_layers * B * T * T * c.d_model),
+     "the attention matmuls are missing"),
+    (checks.check_train_step_costs, _changed(_train, "adam_moments", lambda v, *a: v // 2), "one moment only"),
+    (checks.check_train_step_costs,
+     _changed(_train, "weights", lambda v, c, B, T: v + (4 * c.vocab_size * c.d_model if c.tie_embeddings else 0)),
+     "the tied head counted twice"),
+]
+
+
+@pytest.mark.parametrize("check, wrong, phrase", MISTAKES, ids=[f"{c.__name__}:{p[:30]}" for c, _, p in MISTAKES])
+def test_a_usual_mistake_is_named(check, wrong, phrase):
+    with pytest.raises(CheckFailed) as err:
+        check(wrong)
+    assert f"Likely bug: " in str(err.value) and phrase in str(err.value), str(err.value)
+
+
+def test_a_wrong_return_type_is_named():
+    with pytest.raises(CheckFailed, match="should return a dict with the keys"):
+        checks.check_param_counts(lambda c: sum(_params(c).values()))
+    with pytest.raises(CheckFailed, match="missing: 'lm_head'"):
+        checks.check_param_counts(lambda c: {k: v for k, v in _params(c).items() if k != "lm_head"})
+    with pytest.raises(CheckFailed, match=r"return a Python int"):
+        checks.check_kv_cache_bytes(lambda c, T, B, dtype: torch.tensor(_kv_bytes(c, T, B, dtype)))
+
+
+def test_an_integral_float_is_read_as_a_count(capsys):
+    checks.check_kv_cache_bytes(lambda c, T, B, dtype: float(_kv_bytes(c, T, B, dtype)))
+    assert "PASS" in capsys.readouterr().out
+
+
+# -- the timing helpers: a verdict, never a failure on noise ---------------------------
+
+
+def test_verdicts():
+    assert measure.against_prediction(10.0, (10.5, 1.0)) == "agrees within the spread of the repeats"
+    assert measure.against_prediction(10.0, (25.0, 1.0)) == "measured 2.5x the prediction"
+    assert measure.against_prediction(10.0, (3.0, 3.5)).startswith(measure.TOO_NOISY)      # spread > median
+    assert measure.against_prediction(10.0, (14.0, 5.0)).startswith(measure.TOO_NOISY)     # wide, hides the gap
+    assert measure.against_prediction(10.0, (30.0, 5.0)) == "measured 3x the prediction"   # stands out of it
+    assert measure.clearly_more((1.0, 0.1), (2.0, 0.1)) and not measure.clearly_more((1.0, 0.6), (2.0, 0.6))
+
+
+def test_timed_ms_leaves_out_the_extremes():
+    delays = iter([0, 0.0, 0.001, 0.001, 0.001, 0.001, 0.001, 0.05])  # warm-up, then one fast and one slow outlier
+    import time
+    median, spread = measure.timed_ms(lambda: time.sleep(next(delays)))
+    assert 0.9 < median < 5 and spread < 5
+    with pytest.raises(ValueError, match="at least 3 runs"):
+        measure.timed_ms(lambda: None, repeats=2)
+
+
+def test_rate_and_throughput_are_positive():
+    low, spread = measure.rate(100, (10.0, 2.0))
+    assert low == pytest.approx(1e4) and spread > 0
+    flops, _ = measure.matmul_throughput(size=64, repeats=3)
+    bandwidth, _ = measure.copy_bandwidth(megabytes=1, repeats=3)
+    assert flops > 0 and bandwidth > 0

@@ -1,0 +1,72 @@
+"""The benchmarks still run (tiny settings; their numbers are not asserted:
+timing belongs in docs/benchmarks.md, measured by the commands it names)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_benchmark(script: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_training_benchmark_prints_its_table_and_saves_the_plot(tmp_path):
+    plot = tmp_path / "bench.png"
+    out = run_benchmark("bench_training.py", "--time-limit", "2", "--steps", "500", "--time-marks", "1",
+                        "--plot", str(plot), "--threads", "1")
+    for row in ("parameters", "tokens/s", "val @ 1 s", "final - floor", "step time ratio", "step pairs"):
+        assert row in out
+    assert plot.stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_kv_cache_benchmark_checks_equal_outputs_and_prints_speed_ups():
+    out = run_benchmark("bench_kv_cache.py", "--sizes", "nb06", "--lengths", "8", "24", "--repeats", "1")
+    assert "speed-up" in out and out.count("x ") >= 2
+
+
+@pytest.mark.slow
+def test_compile_cost_mode_prints_both_rows():
+    out = run_benchmark("bench_training.py", "--compile-cost", "12")
+    assert "eager" in out and "compiled" in out and "median step ms" in out
+
+
+@pytest.mark.slow
+def test_pretrained_benchmark_prints_speed_next_to_its_bound():
+    from tinylm import pretrained
+
+    if pretrained.why_unavailable():
+        pytest.skip(pretrained.why_unavailable())
+    out = run_benchmark("bench_pretrained.py", "--threads", "1", "--new-tokens", "3", "--repeats", "1",
+                        "--bandwidth-mib", "64")
+    for row in ("first conversion", "load from the cache", "tokens/s", "bound", "decoding / bound", "peak RSS"):
+        assert row in out
+
+
+
+@pytest.mark.slow
+def test_report_benchmark_times_every_stage():
+    out = run_benchmark("bench_report.py", "--students", "20", "--repeats", "1")
+    for row in ("read gradebook + results", "compute tables", "HTML + CSV + JSON", "python -m autograder report"):
+        assert row in out
+
+
+@pytest.mark.slow
+def test_experiments_benchmark_times_a_cell_with_all_its_seeds():
+    out = run_benchmark("bench_experiments.py", "mlp")
+    assert "wall s" in out and "CPU s" in out and "stated s" in out
+    [row] = [line.split() for line in out.splitlines() if line.startswith("mlp ")]
+    assert row[1] == "2" and float(row[2]) > 0  # two seeds, as the notebook runs them
+
+
+@pytest.mark.slow
+def test_notebook_cells_benchmark_lists_the_cells_it_was_asked_for():
+    out = run_benchmark("bench_notebook_cells.py", "01", "--min", "1000", "--grep", "tie_weights(")
+    assert out.startswith("01_embeddings: ") and "code cells" in out and "check_tie_weights(tie_weights)" in out

@@ -1,0 +1,96 @@
+"""Graded batches for the grader's tests: a batch is graded once per test
+session, even under pytest-xdist (shared_batch), in a scratch course data
+folder (course_data); and what the batch left running (jailed_survivors,
+which sees this batch's processes only, whatever else runs on the machine)."""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+from autograder.grading import gradebook
+
+from ..helpers import once_per_session
+
+
+@contextmanager
+def course_data(path: Path):
+    """Point the autograder at a scratch course data folder."""
+    old = os.environ.get(gradebook.DATA_ENV_VAR)
+    os.environ[gradebook.DATA_ENV_VAR] = str(path)
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop(gradebook.DATA_ENV_VAR, None)
+        else:
+            os.environ[gradebook.DATA_ENV_VAR] = old
+
+
+def shared_batch(tmp_path_factory, name: str, produce) -> dict:
+    """produce(data_dir) -> JSON-able dict, run once per session (see
+    helpers.once_per_session) with data_dir as the course data folder; the
+    outcome gets "data"."""
+    def graded(folder: Path) -> dict:
+        with course_data(folder):
+            return produce(folder)
+    outcome = once_per_session(tmp_path_factory, name, graded)
+    outcome["data"] = outcome.pop("folder")
+    return outcome
+
+
+@contextmanager
+def recording_jails():
+    """Note the folder of every jail reserved meanwhile in this process or,
+    for it, in a warm grading worker, so a test can tell its own jailed
+    processes from those of other graders running on the same machine."""
+    from autograder.grading.engines import warm_pool
+    from autograder.grading.sandbox.jail import Jail
+    bases: list[str] = []
+    reserve = Jail.reserve.__func__
+
+    def recorded(cls, *args, **kwargs):
+        jail = reserve(cls, *args, **kwargs)
+        bases.append(jail.base)
+        return jail
+    Jail.reserve = classmethod(recorded)
+    warm_pool.JAIL_LISTENERS.append(bases.append)
+    try:
+        yield bases
+    finally:
+        Jail.reserve = classmethod(reserve)
+        warm_pool.JAIL_LISTENERS.remove(bases.append)
+
+
+def jailed_survivors(data: Path, bases: list[str] = ()) -> list[int]:
+    """Live processes under a jail uid that belong to this batch, and to no
+    other grader on the machine:
+    - every process in a PID namespace whose init was started for this batch
+      (the init keeps the jail process's environment, which names the
+      batch's course data folder); while anything of a job runs, its init
+      does, since the namespace dies with it;
+    - and, where a jail had no PID namespace, every process whose working
+      folder or command line lies in one of the `bases` (the folders of the
+      jails made in this process: a jailed process starts there)."""
+    from autograder.grading.sandbox.jail import UID_COUNT, UID_FIRST, live_process_uid
+    marker = f"{gradebook.DATA_ENV_VAR}={data}".encode()
+    host_ns = os.readlink("/proc/self/ns/pid")
+    ours, jailed = set(), {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ns = os.readlink(f"/proc/{pid}/ns/pid")
+        except OSError:  # exited meanwhile, or not ours to inspect
+            continue
+        try:
+            if ns != host_ns and marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                ours.add(ns)
+        except OSError:
+            pass
+        try:
+            uid = live_process_uid(pid)
+            if uid is not None and UID_FIRST <= uid < UID_FIRST + UID_COUNT:
+                where = os.readlink(f"/proc/{pid}/cwd") + "\0" + Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+                jailed[int(pid)] = (ns, where)
+        except OSError:  # exited meanwhile
+            continue
+    return [pid for pid, (ns, where) in jailed.items() if ns in ours or any(base in where for base in bases)]

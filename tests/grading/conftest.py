@@ -1,0 +1,34 @@
+"""Fixtures shared by the grader's tests."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from autograder.grading import gradebook
+
+# `.ci/run` installs and starts a PostgreSQL server on loopback and exports
+# TINYLM_TEST_PG_URL (a role allowed to create databases).
+PG_URL = os.environ.get("TINYLM_TEST_PG_URL", "postgresql+psycopg://tinylm:tinylm@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture
+def pg_database():
+    """A scratch PostgreSQL database, dropped after the test; the test is skipped,
+    with the reason, where no server answers at PG_URL."""
+    psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install 'psycopg[binary]')")
+    conninfo = PG_URL.replace("postgresql+psycopg://", "postgresql://")
+    try:
+        admin = psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as err:
+        pytest.skip(f"no PostgreSQL server at {gradebook.redacted(PG_URL)} ({str(err).strip().splitlines()[0]}); "
+                    "`.ci/run` starts one, or set TINYLM_TEST_PG_URL")
+    name = f"tinylm_test_{uuid.uuid4().hex[:8]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    base = PG_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        admin.close()

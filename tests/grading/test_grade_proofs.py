@@ -1,0 +1,187 @@
+"""Two-sided proofs through the whole grader, for every notebook
+in solutions/: the solution answers get full marks, the untouched release
+notebook gets zero, and seed bugs of the notebooks' bug lists
+(tests/checks/test_seed_bugs_*.py) lose exactly their exercise's points, with HTML
+feedback that names the bug and shows no hidden test source.
+
+To keep CI time bounded, by default each exercise's first seed bug is
+graded; TINYLM_GRADER_ALL_BUGS=1 grades every seed bug (about five times as
+many submissions). In 01-05 the exercises are independent, so one submission
+per notebook carries one bug in every exercise at once. In 06-10 later
+answers call earlier ones (attention_step uses cache_update), so each bug
+gets a submission of its own: its exercise, and only the exercises that call
+it, may lose points. Every seed bug is also proven against the visible checks
+in-process by test_seed_bugs_*.py."""
+from __future__ import annotations
+
+import html
+import functools
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from autograder import course, specimens
+from autograder.authoring.gates import exercises
+from autograder.grading.recheck.run import KERNEL_ONLY
+from autograder.notebook_format import HIDDEN_BLOCK, nbg, read
+
+from .batches import shared_batch
+
+pytestmark = [pytest.mark.grader, pytest.mark.slow]
+ASSIGNMENTS = course.assignments()
+# Notebooks whose seed bugs can share one submission, one per exercise, for
+# the exercises that call no other exercise's answer and are called by none
+# (see entangled()); a bug in an exercise that is would confound the other's
+# diagnosis (03: a causal_mask bug hides causal_attention's own), so its
+# first bug is graded in a submission of its own.
+PACKED_BUG_NOTEBOOKS = {a for a in ASSIGNMENTS if a[:2] in {"01", "02", "03", "04", "05"}}
+# Where the bug lists of the check tests live.
+SEED_BUG_LISTS = Path(__file__).resolve().parents[1] / "checks"
+
+
+def seed_bugs() -> list[tuple]:
+    """(assignment, answer grade id, old, new, phrase) from every bug list."""
+    bugs = []
+    for path in sorted(SEED_BUG_LISTS.glob("test_seed_bugs_*.py")):
+        spec = importlib.util.spec_from_file_location(f"_bugs_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        bugs += [b for b in getattr(module, "BUGS", []) if b[0] in ASSIGNMENTS]
+    return bugs
+
+
+def bug_submissions() -> dict[str, tuple[str, list[tuple]]]:
+    """{student: (assignment, bugs)}: in 01-05 bugs packed at most one per
+    exercise into as few submissions as possible, in 06-10 one bug each."""
+    groups: dict[str, tuple[str, list[tuple]]] = {}
+    firsts = set()
+    for bug in seed_bugs():
+        first = (bug[0], bug[1]) not in firsts
+        firsts.add((bug[0], bug[1]))
+        if bug[0] not in PACKED_BUG_NOTEBOOKS or entangled(bug[0], bug[1]):
+            if first or os.environ.get("TINYLM_GRADER_ALL_BUGS"):
+                groups[f"bug_{bug[0][:2]}_{len(groups)}"] = (bug[0], [bug])
+            continue
+        n = 0
+        while True:
+            student = f"bugs_{bug[0][:2]}_{n}"
+            a, members = groups.setdefault(student, (bug[0], []))
+            if all(m[1] != bug[1] for m in members):
+                members.append(bug)
+                break
+            n += 1
+    if not os.environ.get("TINYLM_GRADER_ALL_BUGS"):
+        groups = {s: g for s, g in groups.items() if not s.startswith("bugs_") or s.endswith("_0")}
+    return groups
+
+
+def dependents(assignment: str, grade_id: str) -> set[str]:
+    """Answer grade ids whose answer or check uses a function that grade_id's
+    answer defines, directly or through another answer."""
+    exs = {ex.grade_id: ex for ex in exercises(read(course.source_notebook(assignment)))}
+    sources = {g: ex.answer.source + "\n" + (ex.check.source if ex.check is not None else "") for g, ex in exs.items()}
+    found, frontier = set(), [grade_id]
+    while frontier:
+        names = exs[frontier.pop()].defines
+        for other, source in sources.items():
+            if other not in found and other != grade_id and any(re.search(rf"\b{re.escape(n)}\b", source) for n in names):
+                found.add(other)
+                frontier.append(other)
+    return found
+
+
+def test_dependents_follow_calls_between_answers():
+    assert "attention_step" in dependents("06_kv_cache", "cache_update")
+    assert dependents("05_swiglu", "swiglu") == {"Transformer"}  # pre_norm_block takes any mlp
+    assert dependents("05_swiglu", "swiglu_hidden") == set()
+
+
+@functools.cache
+def entangled(assignment: str, grade_id: str) -> bool:
+    """Does grade_id's answer call, or get called by, another answer?"""
+    exs = [ex.grade_id for ex in exercises(read(course.source_notebook(assignment)))]
+    return bool(dependents(assignment, grade_id)) or any(grade_id in dependents(assignment, g) for g in exs if g != grade_id)
+
+
+def check_of(assignment: str) -> dict[str, str]:
+    """answer grade id -> grade id of its test cell."""
+    return {ex.grade_id: nbg(ex.check)["grade_id"] for ex in exercises(read(course.source_notebook(assignment)))}
+
+
+def _grade_proofs(data: Path) -> dict:
+    from autograder.grading.publish.feedback import write_feedback
+    from autograder.grading.batch import Options, grade_all
+
+    for a in ASSIGNMENTS:
+        specimens.submit(data, f"solution_{a[:2]}", a, specimens.honest(a))
+        specimens.submit(data, f"release_{a[:2]}", a, specimens.notebook(a))
+    bugs = bug_submissions()
+    for student, (a, members) in bugs.items():
+        specimens.submit(data, student, a, specimens.with_bugs(a, [(g, old, new) for _, g, old, new, _ in members]))
+    results = grade_all(Options(assignments=ASSIGNMENTS, workers=2, progress=False))
+    write_feedback(results)
+    return {"results": {f"{r['student']}/{r['assignment']}": r for r in results}, "bugs": bugs}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return shared_batch(tmp_path_factory, "grader_proofs", _grade_proofs)
+
+
+def _feedback(data: Path, student: str, assignment: str) -> str:
+    return html.unescape((data / "feedback" / student / assignment / f"{assignment}.html").read_text())
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solution_gets_full_marks(graded, assignment):
+    r = graded["results"][f"solution_{assignment[:2]}/{assignment}"]
+    assert r["score"] == r["max_score"] > 0 and not r["flags"], r
+    assert all(c["recheck"] == "pass" for c in r["cells"].values()), "every exercise is rechecked, and passes"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_untouched_release_gets_zero(graded, assignment):
+    r = graded["results"][f"release_{assignment[:2]}/{assignment}"]
+    assert r["score"] == 0 and r["max_score"] > 0, r
+    rechecked = {cell: c for cell, c in r["cells"].items() if cell not in KERNEL_ONLY}
+    assert rechecked and all(c["recheck"] == "fail" for c in rechecked.values()), "the recheck must agree: every stub fails"
+
+
+def test_every_seed_bug_is_graded():
+    assert seed_bugs(), "no bug list found in tests/checks/test_seed_bugs_*.py"
+    covered = {(b[0], b[1]) for b in seed_bugs()}
+    for a in ASSIGNMENTS:
+        missing = set(check_of(a)) - {g for x, g in covered if x == a}
+        assert not missing, f"{a}: exercises without a seed bug: {missing}"
+
+
+def test_each_seed_bug_loses_its_exercise_and_is_named(graded):
+    assert {a for a, _ in graded["bugs"].values()} == set(ASSIGNMENTS), "every notebook's seed bugs go through the grader"
+    for student, (a, members) in graded["bugs"].items():
+        r = graded["results"][f"{student}/{a}"]
+        checks = check_of(a)
+        broken = {checks[g] for _, g, *_ in members}
+        may_break = {checks[d] for _, g, *_ in members for d in dependents(a, g)}
+        for cell, c in r["cells"].items():
+            if cell in broken:
+                assert c["score"] == 0, f"{student}: {cell} kept its points despite the bug"
+            elif cell not in may_break:
+                assert c["score"] == c["max_score"], f"{student}: untouched exercise {cell} lost points: {c}"
+        text = _feedback(graded["data"], student, a)
+        for *_, phrase in members:
+            assert phrase in text, f"{student}: feedback does not name the bug ({phrase!r})"
+
+
+def test_feedback_shows_no_hidden_test_source(graded):
+    for key in graded["results"]:
+        student, a = key.split("/")
+        text = _feedback(graded["data"], student, a)
+        hidden = [l.strip() for c in read(course.source_notebook(a)).cells for block in HIDDEN_BLOCK.findall(c.source)
+                  for l in block.splitlines() if len(l.strip()) >= 12]
+        assert hidden, f"{a}: no hidden test lines found to look for"
+        leaked = [l for l in hidden if l in text]
+        assert not leaked, f"{student}/{a}: hidden test source in the feedback: {leaked[:3]}"
+        assert not re.search(r"BEGIN HIDDEN TESTS", text)

@@ -422,6 +422,10 @@ def merge_heads_steps(y: torch.Tensor) -> torch.Tensor:
     return y.transpose(1, 2).reshape(B, T, H * hd)
 
 
+def repeat_kv_steps(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    return x.repeat_interleave(n_rep, dim=1)   # head h of the result is kv head h // n_rep
+
+
 def attention_steps(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal attention written out: scores, scale, mask, softmax over the keys, weighted values."""
     scores = q @ k.transpose(-2, -1)                              # (..., Tq, Tk)

@@ -58,6 +58,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from .learner_code import LearnerTimeout, is_learners_file, walk_traceback
+
 # Tolerances per dtype of the learner's output: half precision keeps ~3
 # significant digits, so its differences are judged relative to that.
 TOLERANCES = {
@@ -229,12 +231,6 @@ def _log_diagnosis(err: CheckFailed) -> None:
             f.write(json.dumps({"message": str(err), "diagnosis": err.diagnosis.to_dict()}) + "\n")
     except (OSError, TypeError, ValueError):  # the log is a convenience: a failure to write it changes no verdict
         pass
-
-
-class LearnerTimeout(BaseException):
-    """Raised inside the learner's code when one call of it runs past
-    CALL_TIME_LIMIT seconds. A BaseException, like KeyboardInterrupt, so an
-    `except Exception` in the learner's loop does not swallow it."""
 
 
 # Seconds one call of the learner's function may take in a check (its inputs
@@ -1054,43 +1050,20 @@ def _first_line(err: Exception) -> str:
     return text[0][:200] if text else "(no message)"
 
 
-def _package_dir(name: str) -> str | None:
-    spec = importlib.util.find_spec(name)
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    return str(Path(locations[0]).resolve()) if locations else None
-
-
-# Code that is not the learner's: torch, the course's library (an answer may
-# call tinylm for another exercise) and the autograder (the checks).
-_LIBRARY_DIRS = tuple(d for d in (_package_dir("torch"), _package_dir("tinylm"), str(Path(__file__).resolve().parent.parent))
-                      if d)
-
-
-def _is_learners(filename: str) -> bool:
-    """True for a notebook cell or any file outside _LIBRARY_DIRS."""
-    return filename.startswith("<") or not str(Path(filename).resolve()).startswith(_LIBRARY_DIRS)
-
-
 def learner_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
     """The traceback chain of `tb` keeping only the learner's frames (see
-    _is_learners): the check's frames and torch's internals are dropped."""
-    kept = [t for t in _walk(tb) if _is_learners(t.tb_frame.f_code.co_filename)]
+    is_learners_file): the check's frames and torch's internals are dropped."""
+    kept = [t for t in walk_traceback(tb) if is_learners_file(t.tb_frame.f_code.co_filename)]
     chain = None
     for t in reversed(kept):
         chain = types.TracebackType(chain, t.tb_frame, t.tb_lasti, t.tb_lineno)
     return chain
 
 
-def _walk(tb):
-    while tb is not None:
-        yield tb
-        tb = tb.tb_next
-
-
 def _learner_place(err: BaseException) -> str:
     """' inside your repeat_kv (line N: `code`)' for the innermost frame of
     the learner's code, '' when none of the error's frames is theirs."""
-    frames = list(_walk(learner_frames(err.__traceback__)))
+    frames = list(walk_traceback(learner_frames(err.__traceback__)))
     if not frames:
         return ""
     code = frames[-1].tb_frame.f_code

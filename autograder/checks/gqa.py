@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .attention import attention_steps, repeat_kv_steps
 from .contracts import Contract, defaults, run_contract
 from .core import Check, CheckFailed, randn
 from .kv_cache import TILED, call_with_hints, head_mismatch_fact, check_attention_step, finish_with_upstream, ref_repeat_kv
@@ -151,12 +152,7 @@ def check_gqa_step(gqa_step, **kw) -> None:
 
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
-def repeat_kv_steps(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    return x.repeat_interleave(n_rep, dim=1)   # head h of the result is kv head h // n_rep
-
-
 def gqa_attention_steps(q, k, v):
-    from .attention import attention_steps
     n_rep = q.shape[1] // k.shape[1]
     return attention_steps(q, repeat_kv_steps(k, n_rep), repeat_kv_steps(v, n_rep))
 

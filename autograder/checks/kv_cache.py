@@ -603,8 +603,7 @@ def attention_step_steps(x, attn, cos, sin, past_k, past_v):
     """One cached attention step written out: project, split heads, rotate
     the new q and k from start = past length, append to the cache, attend
     (kv heads repeated to the query heads, mask bottom-right), merge, o_proj."""
-    from .attention import attention_steps
-    from .gqa import repeat_kv_steps
+    from .attention import attention_steps, repeat_kv_steps
     from .rope import apply_rope_steps
     B, T, _ = x.shape
     start = past_k.shape[2]

@@ -58,6 +58,8 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .learner_code import LearnerTimeout, is_learners_file, walk_traceback
+
 # Bounds that keep a trace cheap: a check traces its small visible inputs,
 # so a trace past these is a runaway loop (nothing is located then).
 MAX_OPS = 4000
@@ -394,10 +396,9 @@ def record(fn: Callable, args: tuple, kwargs: dict | None = None, *, learner: bo
     """Run fn(*args, **kwargs) under the recorder (an error is kept, not
     raised). subject: the learner's function or module fn calls (when fn is
     a wrapper around it), whose own code gets the calls attributed."""
-    from .core import LearnerTimeout, _is_learners
     kwargs = kwargs or {}
     home, code = home_code(subject if subject is not None else fn) if learner else (frozenset(), None)
-    rec = Recorder(learner, is_learners or _is_learners, home)
+    rec = Recorder(learner, is_learners or is_learners_file, home)
     inputs = _tensors((args, kwargs))
     for k, t in enumerate(inputs):  # input k is owner -2 - k on both sides, so a step can be paired by what it reads
         rec.producer.setdefault(id(t), -2 - k)
@@ -1163,7 +1164,6 @@ def record_lines(fn: Callable, args: tuple, kwargs: dict | None = None, *, subje
     """Run fn under sys.settrace, keeping the numbers each line of the
     checked code (the files of `subject`'s code; every frame of fn for the
     reference) binds to its local names, and the number it returns."""
-    from .core import LearnerTimeout
     kwargs = kwargs or {}
     files = home_code(subject if subject is not None else fn)[0] if learner else None
     steps: list = []
@@ -1365,10 +1365,9 @@ def _error_line(err: BaseException | None) -> str:
 
 def locate_error(err: BaseException | None) -> Located | None:
     """The learner's line an error was raised at (its innermost frame there)."""
-    from .core import _is_learners, _walk
     if err is None:
         return None
-    frames = [t for t in _walk(err.__traceback__) if _is_learners(t.tb_frame.f_code.co_filename)]
+    frames = [t for t in walk_traceback(err.__traceback__) if is_learners_file(t.tb_frame.f_code.co_filename)]
     if not frames:
         return None
     tb = frames[-1]

@@ -37,8 +37,6 @@ PENDING_IN_CHECKS = {
     ("autograder.checks.norms", "autograder.checks.core._close"),
     ("autograder.checks.rope", "autograder.checks.core._close"),
     ("autograder.checks.spies", "autograder.checks.core._globals_of"),
-    ("autograder.checks.trace", "autograder.checks.core._is_learners"),
-    ("autograder.checks.trace", "autograder.checks.core._walk"),
 }
 
 

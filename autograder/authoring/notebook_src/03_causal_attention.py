@@ -361,7 +361,8 @@ print(f"\nthe parts, each timed alone (measured ms, median of 7, each next to th
       f"{'scores and mix':>15} {'predicted':>10} {'scale, mask, softmax (not counted)':>35}")
 for T, share, timed in parts:
     (p_proj, m_proj), (p_square, m_square), (_, m_rest) = timed.values()
-    print(f"{T:>5} {share:>9.0%} {m_proj[0]:>12.2f} {p_proj:>10.2f} {m_square[0]:>15.2f} {p_square:>10.2f} {m_rest[0]:>35.2f}")
+    print(f"{T:>5} {share:>9.0%} {m_proj[0]:>12.2f} {p_proj:>10.2f} {m_square[0]:>15.2f} {p_square:>10.2f} "
+          f"{m_rest[0]:>35.2f}")
 T, share, timed = parts[-1]
 total = sum(measured[0] for _, measured in timed.values())
 print(f"at T={T}: the scale, mask and softmax take {timed['scale, mask, softmax'][1][0] / total:.0%} of the time the "
@@ -382,11 +383,11 @@ print(f"at T={T}: the scale, mask and softmax take {timed['scale, mask, softmax'
 #   two columns, each next to its prediction, say whether it does on this machine.
 #
 # So the ratio of the measured time to the prediction grows with $T$. (The 512 × 512 speed is itself one
-# measurement, of one shape at one moment: on a busy machine a part can also come in under its prediction.) The last line says, at the longest sequence,
-# how much of the time went to the steps the count leaves out, and how each counted part compares with its
-# prediction. Fused attention kernels (`F.scaled_dot_product_attention`; notebook 09 measures what they save in
-# training) are built for this: they compute the scores tile by tile and never write the whole $T \times T$ matrix
-# to memory.
+# measurement, of one shape at one moment: on a busy machine a part can also come in under its prediction.) The
+# last line says, at the longest sequence, how much of the time went to the steps the count leaves out, and how
+# each counted part compares with its prediction. Fused attention kernels (`F.scaled_dot_product_attention`;
+# notebook 09 measures what they save in training) are built for this: they compute the scores tile by tile and
+# never write the whole $T \times T$ matrix to memory.
 
 # %% [markdown]
 # ## 6. Pitfalls

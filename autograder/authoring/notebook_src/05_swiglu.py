@@ -759,8 +759,8 @@ else:
 # capacity limits); without it, a router that starts by slightly preferring an expert trains that expert more,
 # which makes it preferred more. The verdict line above says whether the routed model ended above or below the
 # dense one here, and the line after it whether either was still at the unigram's level, where a comparison says
-# only which run left that level sooner. The claim that MoE helps is about models trained with those tools at a scale far beyond this one,
-# and a run without them does not test it.
+# only which run left that level sooner. The claim that MoE helps is about models trained with those tools at a
+# scale far beyond this one, and a run without them does not test it.
 
 # %% [markdown]
 # ## Summary

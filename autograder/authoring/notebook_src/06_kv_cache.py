@@ -450,7 +450,8 @@ if not why:
     for row in range(len(rows)):
         where = (mine[row] != ref[row]).nonzero().flatten().tolist()
         answer, end_of_turn, _ = bpe.decode(mine[row].tolist()).partition(bpe.decode([bpe.eos_id]))
-        print(f"prompt {row}: {questions[row]!r} -> yours {answer!r}" + (", then the end of the turn" if end_of_turn else ""))
+        print(f"prompt {row}: {questions[row]!r} -> yours {answer!r}"
+              + (", then the end of the turn" if end_of_turn else ""))
         if where:
             t = where[0]
             print(f"  first difference at new token {t}: yours {bpe.decode([int(mine[row, t])])!r}, "

@@ -276,7 +276,8 @@ check_decode_bytes_per_token(decode_bytes_per_token, cases=(
 from tinylm import measure
 
 bandwidth = measure.copy_bandwidth(DEVICE)
-print(f"memory bandwidth: {bandwidth[0] / 1e9:.1f} GB/s (copying 64 MiB, median of 7, spread {bandwidth[1] / 1e9:.1f} GB/s)")
+print(f"memory bandwidth: {bandwidth[0] / 1e9:.1f} GB/s (copying 64 MiB, median of 7, spread "
+      f"{bandwidth[1] / 1e9:.1f} GB/s)")
 torch.manual_seed(0)
 decoder = tinylm.Transformer(tinylm.ModelConfig(d_model=256, n_layers=4, n_heads=8, max_seq_len=1025)).to(DEVICE).eval()
 ids = torch.randint(256, (1, 1025), device=DEVICE)
@@ -299,8 +300,9 @@ for position in (64, 1024):
 # The bound is a ceiling, not a forecast: a measured speed below it is expected, and the verdict column says how far
 # below. The two ms columns say where the rest of the time goes: reading the bytes at the measured bandwidth takes
 # the "reading ms", and the part of the "step ms" beyond it is spent on something the bytes do not explain; where
-# that part is about the same at both positions, it is a fixed cost per step, paid whatever the context. At this size a step is dozens of small operations, each
-# paying a fixed cost in Python and in launching it, on top of the bytes; weights this small may also stay in the
+# that part is about the same at both positions, it is a fixed cost per step, paid whatever the context. At this
+# size a step is dozens of small operations, each paying a fixed cost in Python and in launching it, on top of the
+# bytes; weights this small may also stay in the
 # processor's caches, which are faster than the main memory the copy measured. The bound describes large models,
 # whose steps are mostly reading: SmolLM2 below, or Llama 3 8B, whose step reads gigabytes.
 

@@ -298,7 +298,8 @@ else:
 
 # %% [markdown]
 # **A test on real distributions.** Sampled text cannot show a filter's bug: a row drawn at a high temperature
-# without a tight filter is meant to read as nonsense, and a wrong top-p reads the same. What can be compared is what each filter *keeps*. Below, the
+# without a tight filter is meant to read as nonsense, and a wrong top-p reads the same. What can be compared is
+# what each filter *keeps*. Below, the
 # real model's next-token distributions at every position of two prompts (a batch of two: a filter that mixes up
 # the rows of a batch passes every one-row test), flattened by each temperature of the table above, go through your
 # `top_k_filter` and `top_p_filter` and through tinylm's; the kept tokens must be the same at every position. Your

@@ -487,9 +487,10 @@ print(f"FLOPs per step: yours {predicted['flops']:,}, counted {counted:,} ({per_
 print(f"matmul throughput {peak[0] / 1e9:.1f} GFLOP/s (512 x 512): predicted step {predicted_ms:.1f} ms, measured "
       f"{step_ms[0]:.1f} ms ({measure.against_prediction(predicted_ms, step_ms, ' ms')})")
 print(f"the step's own shapes: weights ({tokens}, {cfg.d_model}) @ ({cfg.d_model}, {cfg.d_ff}) at "
-      f"{weights_speed[0] / 1e9:.1f} GFLOP/s, attention ({tc.seq_len}, {cfg.head_dim}) @ ({cfg.head_dim}, {tc.seq_len}) "
-      f"per head at {scores_speed[0] / 1e9:.1f} GFLOP/s: the counted FLOPs at these speeds take {at_own_speeds:.1f} ms, "
-      f"leaving {step_ms[0] - at_own_speeds:.1f} ms of the measured step that no FLOP count explains")
+      f"{weights_speed[0] / 1e9:.1f} GFLOP/s, attention ({tc.seq_len}, {cfg.head_dim}) @ ({cfg.head_dim}, "
+      f"{tc.seq_len}) per head at {scores_speed[0] / 1e9:.1f} GFLOP/s: the counted FLOPs at these speeds take "
+      f"{at_own_speeds:.1f} ms, leaving {step_ms[0] - at_own_speeds:.1f} ms of the measured step that no FLOP count "
+      "explains")
 print(f"MFU of this run's step: {predicted['flops'] / (step_ms[0] / 1e3) / peak[0]:.1%}")
 state = training_state_nbytes(model, optimizer)  # the run's own model and AdamW, after its last step
 print(f"{'':>13} {'yours (KiB)':>12} {'measured (KiB)':>15}")
@@ -502,8 +503,8 @@ del probe, probe_opt, written_out, rows, w_mlp, q_heads
 # the two predictions take it apart. The first assumes every FLOP runs at the speed of the 512 × 512 matmul. The
 # second uses the speeds of the step's own shapes: attention's per-head matmuls are many small products (the
 # scores' inner dimension is only `d_head`), so they can run well below that speed, and a large share of this
-# model's FLOPs is in them (the first line says how much). Whatever time is left after the second prediction is work the
-# count leaves out: the elementwise work of the norms, RoPE, the softmax and the loss, AdamW's update of every
+# model's FLOPs is in them (the first line says how much). Whatever time is left after the second prediction is
+# work the count leaves out: the elementwise work of the norms, RoPE, the softmax and the loss, AdamW's update of every
 # parameter, and Python between the operations; at `d_model` 64 each of those operations is small, so its fixed
 # cost weighs more than it would in a large model. The verdict says how far the step is from the first prediction
 # (or that the timings are too noisy to tell), and the MFU is the share of the machine's matmul speed the run turns

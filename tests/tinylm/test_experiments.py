@@ -342,6 +342,24 @@ def test_a_comparison_needs_every_seed_on_one_side():
     assert E.values_text([math.inf, 0.9]) == "diverged and 0.900"
 
 
+def test_yardsticks_name_the_runs_still_at_the_unigrams_level():
+    sticks = E.Yardsticks(unigram=3.0, bigram=2.0)
+    assert sticks.plateau == pytest.approx(2.9)  # a tenth of the way from the unigram down to the bigram
+    finals = {"a": [2.95, 2.5], "b": [3.01, 2.91], "c": [2.2, math.inf]}
+    lines = sticks.sentence(finals, seeds=(0, 1)).splitlines()
+    assert lines[0].endswith("(unigram) 3.000, the previous byte (bigram) 2.000 nats/byte")
+    assert lines[1].endswith(": a (seed 0); b (seeds 0 and 1)")  # a diverged run is not said to sit on the plateau
+    assert sticks.sentence({"c": [2.2, 2.1]}, seeds=(0, 1)).endswith(": none")
+
+
+def test_yardsticks_score_the_bytes_the_experiments_evaluate(corpus):
+    sticks = E.yardsticks(corpus, eval_tokens=4096)
+    scored = corpus.val[:4097]
+    assert sticks.unigram == tinylm.data.unigram_nll(corpus.train, scored)
+    assert sticks.bigram == tinylm.data.bigram_nll(corpus.train, scored)
+    assert math.log(256) > sticks.unigram > sticks.bigram > corpus.floor
+
+
 def test_largest_rise_is_the_climb_above_the_best_so_far():
     assert E.largest_rise([5.0, 3.0, 2.0, 4.5, 1.0, 1.5], after=2) == pytest.approx(2.5)
     assert E.largest_rise([5.0, 3.0, 2.0, 1.0], after=1) == 0.0

@@ -19,13 +19,15 @@ from torch import nn
 
 from ..attention import repeat_kv
 from ..config import ModelConfig
+from ..data import bigram_nll, unigram_nll
 from ..model import Transformer
 from ..rope import apply_rope
 from ..training import History, TrainConfig, Trainer, TrainingDiverged
 from . import pacing
+from .verdicts import Yardsticks
 
 __all__ = ["SMALL_MODEL", "SMALL_TRAIN", "small_model", "Arm", "Curves", "train_side_by_side", "attention_entropy",
-           "entropy_vs_head_dim", "loss_per_position", "kv_bytes_per_token"]
+           "entropy_vs_head_dim", "loss_per_position", "kv_bytes_per_token", "yardsticks"]
 
 # About 40 ms a step on one busy CPU core: 150 steps of an arm take seconds.
 SMALL_SIZES = dict(d_model=64, n_layers=2, n_heads=4, max_seq_len=64)
@@ -174,6 +176,13 @@ def loss_per_position(model: nn.Module, data: torch.Tensor, seq_len: int, n_wind
     logits = model.eval()(x)                # (W, T, V)
     nll = nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none")  # (W, T)
     return nll.mean(0).tolist()
+
+
+def yardsticks(corpus, eval_tokens: int = SMALL_TRAIN.eval_tokens) -> Yardsticks:
+    """The unigram's and the bigram's loss (fit on corpus.train) on the validation bytes that
+    train_side_by_side scores: the first eval_tokens + 1 of corpus.val."""
+    scored = corpus.val[: eval_tokens + 1]
+    return Yardsticks(unigram_nll(corpus.train, scored), bigram_nll(corpus.train, scored))
 
 
 def small_model(**changes) -> ModelConfig:

@@ -14,12 +14,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Comparison", "compare", "final_losses", "lowest", "largest_rise", "values_text"]
+__all__ = ["Comparison", "Yardsticks", "compare", "final_losses", "lowest", "largest_rise", "values_text"]
 
 
 def values_text(values: list[float]) -> str:
     """'0.612 and 0.634' ('diverged' for an arm whose loss became inf or nan)."""
-    words = ["diverged" if not math.isfinite(v) else f"{v:.3f}" for v in values]
+    return _listed(["diverged" if not math.isfinite(v) else f"{v:.3f}" for v in values])
+
+
+def _listed(words: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
@@ -70,6 +74,34 @@ def lowest(values: dict[str, list[float]]) -> str | None:
         if all(compare(values, label, other).result == "lower" for other in values if other != label):
             return label
     return None
+
+
+@dataclass
+class Yardsticks:
+    """Two losses that need no network, on the validation bytes an experiment scores: byte frequencies alone
+    (the unigram) and the previous byte (the bigram). A short run first falls to the unigram's level (it has
+    learned which bytes are common), stays there a while, and only then learns to use the bytes before each one;
+    a run that ends at that level has not started to use context yet."""
+
+    unigram: float
+    bigram: float
+
+    @property
+    def plateau(self) -> float:
+        """Below this loss a run has come a tenth of the way from the unigram's level towards the bigram's."""
+        return self.unigram - (self.unigram - self.bigram) / 10
+
+    def sentence(self, finals: dict[str, list[float]], seeds=(0,)) -> str:
+        """Two lines: the yardsticks, and the runs (label and seed) that ended still at the unigram's level."""
+        stuck = []
+        for label, values in finals.items():
+            at = [seed for seed, v in zip(seeds, values) if math.isfinite(v) and v > self.plateau]
+            if at:
+                stuck.append(f"{label} (seed{'s' if len(at) > 1 else ''} {_listed([str(seed) for seed in at])})")
+        names = "; ".join(stuck) if stuck else "none"
+        return (f"yardsticks on the same validation bytes: byte frequencies alone (unigram) {self.unigram:.3f}, the "
+                f"previous byte (bigram) {self.bigram:.3f} nats/byte\n  ended at the unigram's level (above {self.plateau:.3f}, "
+                f"not a tenth of the way down to the bigram): {names}")
 
 
 def largest_rise(losses: list[float], after: int) -> float:

@@ -315,8 +315,10 @@ check_attention_flops(attention_flops, cases=((5, 7, 24, 3), (2, 300, 128, 8), (
 #
 # A FLOP count becomes a time once you know how many FLOPs per second the machine does. The cell measures that
 # (a 512 × 512 float32 matmul, repeated), predicts the time of your `self_attention` on one sequence of width 256
-# from your `attention_flops`, then times it, and counts its FLOPs with `FlopCounterMode` as the check did. Every
-# timing is the median of seven runs; a verdict says **too noisy to tell** when the runs spread as much as the value.
+# from your `attention_flops`, then times it, and counts its FLOPs with `FlopCounterMode` as the check did. A second
+# table times the layer's parts one by one: the four projections and the two $T^2$ matmuls, each next to the time
+# your FLOPs predict for it, and the scale, mask and softmax, which the count leaves out. Every timing is the median
+# of seven runs; a verdict says **too noisy to tell** when the runs spread as much as the value.
 
 # %%
 from torch.utils.flop_counter import FlopCounterMode
@@ -325,13 +327,16 @@ from tinylm import measure
 
 peak = measure.matmul_throughput(DEVICE)
 print(f"this machine: {peak[0] / 1e9:.1f} GFLOP/s on a 512 x 512 float32 matmul (median of 7, spread "
-      f"{peak[1] / 1e9:.1f})")
+      f"{peak[1] / 1e9:.1f} GFLOP/s)")
 width, heads = 256, 4
+head_dim = width // heads
 weights_qkvo = [torch.randn(width, width, device=DEVICE) / 16 for _ in range(4)]
+parts = []  # per T: the share of your FLOPs in the T² matmuls, and (predicted ms, measured) of each part
 print(f"{'T':>5} {'your FLOPs':>14} {'counted':>14} {'predicted ms':>13} {'measured ms':>12}  verdict")
 for T in ([128, 512] if GRADING else [128, 512, 1024]):
     h = torch.randn(1, T, width, device=DEVICE)
-    yours = sum(attention_flops(1, T, width, heads).values())
+    flops = attention_flops(1, T, width, heads)
+    yours = sum(flops.values())
     with FlopCounterMode(display=False) as counter:
         self_attention(h, *weights_qkvo, heads)
     with torch.no_grad():
@@ -339,13 +344,50 @@ for T in ([128, 512] if GRADING else [128, 512, 1024]):
     predicted_ms = 1e3 * yours / peak[0]
     print(f"{T:>5} {yours:>14,} {counter.get_total_flops():>14,} {predicted_ms:>13.2f} {ms[0]:>12.2f}  "
           f"{measure.against_prediction(predicted_ms, ms, ' ms')}")
+    # The same steps one by one, on tensors of the layer's shapes: (1, heads, T, head_dim) per q, k, v.
+    q, k, v = (torch.randn(1, heads, T, head_dim, device=DEVICE) for _ in range(3))
+    scores, mask = q @ k.transpose(-2, -1), causal_mask(T).to(DEVICE)
+    weights = scores.softmax(dim=-1)
+    square = flops["scores"] + flops["mix"]
+    parts.append((T, square / yours, {
+        "projections": (1e3 * (flops["qkv_proj"] + flops["out_proj"]) / peak[0],
+                        measure.timed_ms(lambda: [F.linear(h, w) for w in weights_qkvo], device=DEVICE)),
+        "scores and mix": (1e3 * square / peak[0],
+                           measure.timed_ms(lambda: (q @ k.transpose(-2, -1), weights @ v), device=DEVICE)),
+        "scale, mask, softmax": (None, measure.timed_ms(
+            lambda: (scores / math.sqrt(head_dim)).masked_fill(~mask, float("-inf")).softmax(dim=-1), device=DEVICE))}))
+print(f"\nthe parts, each timed alone (measured ms, median of 7, each next to the ms your FLOPs predict for it):"
+      f"\n{'T':>5} {'T² share':>9} {'projections':>12} {'predicted':>10} "
+      f"{'scores and mix':>15} {'predicted':>10} {'scale, mask, softmax (not counted)':>35}")
+for T, share, timed in parts:
+    (p_proj, m_proj), (p_square, m_square), (_, m_rest) = timed.values()
+    print(f"{T:>5} {share:>9.0%} {m_proj[0]:>12.2f} {p_proj:>10.2f} {m_square[0]:>15.2f} {p_square:>10.2f} "
+          f"{m_rest[0]:>35.2f}")
+T, share, timed = parts[-1]
+total = sum(measured[0] for _, measured in timed.values())
+print(f"at T={T}: the scale, mask and softmax take {timed['scale, mask, softmax'][1][0] / total:.0%} of the time the "
+      f"parts add up to; projections: " + "; scores and mix: ".join(
+          measure.against_prediction(predicted, measured, " ms") for predicted, measured in list(timed.values())[:2]))
 
 # %% [markdown]
 # Read the two columns of FLOPs first: your formula and the counter agree on your own layer. The time is another
-# matter. The prediction assumes every FLOP runs at the speed of one large matmul; the measured time also pays for
-# the work the count leaves out (the mask, the scale and the softmax touch all $B \cdot H \cdot T^2$ scores, and moving
-# them through memory takes longer than the arithmetic), and for matmuls too small to reach the large one's speed.
-# So a measured time above the prediction is expected; by how much is what the verdict column says on this machine.
+# matter, and the second table takes it apart. The prediction assumes every FLOP runs at the speed of the
+# 512 × 512 matmul; two things pull the layer's time above it, and both weigh more as $T$ grows:
+#
+# - **Work the count leaves out.** The scale, the mask and the softmax do a few operations per score, too few to
+#   count as FLOPs, but each reads and writes all $H \cdot T^2$ scores, and moving numbers through memory is slower
+#   than multiplying them. Their column has no prediction, and it grows like $T^2$, with the scores.
+# - **The $T^2$ matmuls.** The "T² share" column is the part of your FLOPs in the scores and the mix: it grows with
+#   $T$, since the projections grow only like $T$. The scores matmul has an inner dimension of only $d_h$ and writes
+#   a $T \times T$ tensor per head, so it can run further from the 512 × 512 speed than the projections do; their
+#   two columns, each next to its prediction, say whether it does on this machine.
+#
+# So the ratio of the measured time to the prediction grows with $T$. (The 512 × 512 speed is itself one
+# measurement, of one shape at one moment: on a busy machine a part can also come in under its prediction.) The
+# last line says, at the longest sequence, how much of the time went to the steps the count leaves out, and how
+# each counted part compares with its prediction. Fused attention kernels (`F.scaled_dot_product_attention`;
+# notebook 09 measures what they save in training) are built for this: they compute the scores tile by tile and
+# never write the whole $T \times T$ matrix to memory.
 
 # %% [markdown]
 # ## 6. Pitfalls
@@ -436,24 +478,34 @@ else:
     for quantity in ("entropy at initialisation", "entropy after training"):
         print("  " + experiments.compare(per_seed[quantity], UNSCALED, SCALED).sentence(
             quantity, f"has a lower attention {quantity} than", f"has a higher attention {quantity} than"))
-    print("  " + experiments.compare(experiments.final_losses([r.curves for r in run.results]), UNSCALED, SCALED).sentence())
+    finals = experiments.final_losses([r.curves for r in run.results])
+    print("  " + experiments.compare(finals, UNSCALED, SCALED).sentence())
     spikes = experiments.compare(per_seed["spike"], UNSCALED, SCALED)
     print("  " + spikes.sentence("climb after the first drop", "climbs back up less than", "climbs back up more than"))
     if spikes.result != "higher" and min(per_seed["spike"][SCALED]) > 0.1:
         print("  so this run does not pin the spike after the first drop on the missing scale: the scaled model's "
               "loss climbs back up too")
+    print("  " + experiments.yardsticks(corpus).sentence(finals, run.seeds))
 
 # %% [markdown]
 # **Reading the output.** The first verdict line is the mechanism on random unit-variance queries and keys, as the
 # seed states it: with the scale the entropy stays put whatever the head size, without it the softmax grows sharper
 # with every doubling of `head_dim` (left plot). In the models, compare the entropy *at initialisation* with the
 # entropy *after training*: tinylm initialises the projections with small weights, so queries and keys start tiny
-# and even unscaled scores start small; saturation at initialisation is a property of unit-variance features,
-# which this initialisation avoids. Whether the unscaled model's attention has collapsed towards one-hot weights
-# by the end, and whether its loss ends higher, the verdict lines say, seed by seed. The last lines are about
-# stability: a loss that climbs back up after its first drop is a spike, and it counts against the missing scale
-# only if the unscaled model climbs more than the scaled one in both seeds. The scaled model is the control: where
-# it spikes too, the spike comes with this short run's schedule, not with the scale. The CLI reruns it longer.
+# and even unscaled scores start small (both models start close to the uniform attention's entropy, printed with the
+# random q, k); saturation at initialisation is a property of unit-variance features, which this initialisation
+# avoids. Whether the unscaled model's attention has collapsed towards one-hot weights by the end, and whether its
+# loss ends higher, the verdict lines say, seed by seed. A short run can even favour the unscaled model: the same
+# weights give it scores $\sqrt{d_h}$ times larger, so its attention sharpens sooner, and early in training sharper
+# attention can be what lowers the loss first. The cost the seed names, saturated softmaxes with poor gradients,
+# is what the entropy after training measures, not who is ahead at the end of a short run.
+#
+# The spike lines are about stability: a loss that climbs back up after its first drop is a spike, and it counts
+# against the missing scale only if the unscaled model climbs more than the scaled one in both seeds. The scaled
+# model is the control: where it spikes too, the spike comes with this short run's schedule, not with the scale.
+# The last two lines give the scale of the losses: a run that ends at the unigram's level has learned which bytes
+# are common and not yet used the bytes before them (the plot shows every run sitting near that level for a while
+# before it drops), so a verdict involving it says which model left that level sooner. The CLI reruns it longer.
 
 # %% [markdown]
 # ## Summary

@@ -70,8 +70,9 @@ print("last output unchanged after shuffling its context:", torch.allclose(out, 
 #
 # $$\omega_i = \theta^{-2i/d_h}, \qquad i = 0, \dots, d_h/2 - 1, \qquad \theta = 10000,$$
 #
-# falling geometrically from 1 (a full turn every $2\pi \approx 6$ positions) to almost $1/\theta$ (a turn every
-# ~60000 positions). At position $m$ the pair $(a, b)$ is rotated by the angle $m\,\omega_i$:
+# falling geometrically from 1 (a full turn every $2\pi \approx 6$ positions) to almost $1/\theta$ (with $d_h$ = 64,
+# the slowest pair needs tens of thousands of positions for one turn: the line under the plot says how many). At
+# position $m$ the pair $(a, b)$ is rotated by the angle $m\,\omega_i$:
 #
 # $$\begin{pmatrix} a' \\ b' \end{pmatrix} = \begin{pmatrix} \cos m\omega_i & -\sin m\omega_i \\ \sin m\omega_i & \cos m\omega_i \end{pmatrix}
 # \begin{pmatrix} a \\ b \end{pmatrix}$$
@@ -100,6 +101,8 @@ axes[0].set_xlabel("pair i"), axes[0].set_ylabel("wavelength (positions)")
 axes[1].imshow(angles.cos().T, aspect="auto", cmap="RdBu")
 axes[1].set_xlabel("position m"), axes[1].set_ylabel("pair i"), axes[1].set_title("cos(m · ω_i)")
 plt.show()
+print(f"one full turn takes from {2 * math.pi / omega[0]:.1f} positions (pair 0) to {2 * math.pi / omega[-1]:,.0f} "
+      f"(pair {hd // 2 - 1})")
 
 
 # %% [markdown]
@@ -312,8 +315,8 @@ show_check(check_rope_cache, pitfalls.rope_cache_half_exponent)
 # and training distribution*. Four tinylm models, trained side by side (same seed, same batches, same steps) on
 # windows of 64 bytes, then scored at every position of windows four times longer, up to 256:
 #
-# - **RoPE** with the usual $\theta = 10000$, and with $\theta = 100$ (every pair turns many times within the
-#   training window, so no angle met past it is new);
+# - **RoPE** with the usual $\theta = 10000$, and with $\theta = 100$ (its pairs turn faster, so more of them make a
+#   full turn within the training window and meet no new angle past it; the output counts them);
 # - **no position information** (NoPE, `experiments.without_positions`): the rotation tables are set to the
 #   identity, only the causal mask tells positions apart;
 # - **learned absolute positions** (GPT-2, `experiments.with_learned_positions`): one trained vector per position
@@ -345,6 +348,13 @@ else:
             beyond.setdefault(label, []).append((means[2] + means[3]) / 2 - means[0])
     experiments.plot_positions(run.results[0])
     plt.show()
+    pair_dim, trained = experiments.SMALL_MODEL.head_dim, run.results[0].train_len
+    # the largest angle pair i meets in training is (trained - 1) · omega_i: in turns, that over 2π
+    turns = {theta: (trained - 1) * theta ** (-torch.arange(0, pair_dim, 2) / pair_dim) / (2 * math.pi)
+             for theta in (10000, 100)}
+    print(f"angles met in training (head_dim {pair_dim}, {pair_dim // 2} pairs, {trained} positions): " + "; ".join(
+        f"theta={theta}: {int((t >= 1).sum())} of {len(t)} pairs make a full turn, the slowest {t[-1]:.3f} of a turn"
+        for theta, t in turns.items()))
 
     print(f"\nwhat this run shows ({run.ran}):")
     best = experiments.lowest(inside)
@@ -359,18 +369,26 @@ else:
                                                                    "rises more past the trained length than"))
     for label, values in beyond.items():
         print(f"  {label}: the loss past the trained length changes by {experiments.values_text(values)} nats/byte")
+    print("  " + experiments.yardsticks(corpus).sentence(experiments.final_losses([p.curves for p in run.results]),
+                                                         run.seeds))
 
 # %% [markdown]
 # **Reading the output.** The verdict lines compare the arms where the seed's claims are: inside the trained
 # length (does relative position help?), and past it (does the loss rise where positions are new?). For RoPE the
-# expectation is a trade between the two: with $\theta = 10000$ the slow pairs barely turn within 64 positions, so
-# past them they meet angles they never saw in training and the loss should rise; with $\theta = 100$ every pair
-# turns many times within the window, so no angle met later is new, at some cost inside the window. NoPE has no
-# angles to meet: a causal model without positions can still infer where it is, roughly, from how many tokens it
-# attends to. Learned absolute positions have one vector per position, and rows past 64 never receive a gradient;
-# after so few steps they may not have learned much inside the window either (their line says), and then this run
-# says little about their extrapolation. Read each claim from its verdict line: where the seeds disagree, this
-# short run does not settle it, and the CLI's longer run is the next step.
+# expectation is a trade between the two. A pair that makes a full turn within the 64 trained positions has met
+# every angle it can take; a slower pair meets angles past them that it never saw in training. With
+# $\theta = 10000$ most pairs are slow (the angles line counts them), so past the window the loss should rise; with
+# $\theta = 100$ more pairs make a full turn, so fewer angles are new later, at some cost inside the window, where
+# slow pairs are what tells far-apart tokens from near ones. (Even at $\theta = 100$ the slowest pairs do not make a
+# full turn within 64 positions: a smaller $\theta$ moves the trade, it does not remove it.) NoPE has no angles to
+# meet: a causal model without positions can still infer where it is, roughly, from how many tokens it attends to.
+# Learned absolute positions have one vector per position, and rows past 64 never receive a gradient.
+#
+# The last two lines matter most for reading the rest. An arm that ends at the unigram's level has learned which
+# bytes are common and not yet used the bytes before them; its loss is flat across positions because it ignores
+# positions, and its "rise past the trained length" says nothing about extrapolation. Read each claim from its
+# verdict line, with only the arms that left that level: where the seeds disagree, or an arm has not left it, this
+# short run does not settle the claim, and the CLI's longer run is the next step.
 
 # %% [markdown]
 # ## Summary

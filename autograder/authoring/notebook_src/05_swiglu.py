@@ -115,6 +115,10 @@ check_swiglu(swiglu, seed=82, batch=1, seq=7, d_model=16, d_ff=32)
 # A GELU MLP has two matrices of $d \times 4d$: $8d^2$ parameters. SwiGLU has three matrices of $d \times d_{ff}$; to
 # spend the same $8d^2$ it uses $d_{ff} = \tfrac{2}{3} \cdot 4d = \tfrac{8}{3}d$. Implementations round that **up** to a
 # multiple of a power of two (`tinylm` uses 32, Llama 256) so the matrices tile well on hardware.
+#
+# ### Exercise 2: `swiglu_hidden`
+#
+# Return $\tfrac{8}{3} \cdot$ `d_model`, rounded **up** to a multiple of `multiple`, as an `int`.
 
 # %% nbgrader={"grade": false, "grade_id": "swiglu_hidden", "locked": false, "schema_version": 3, "solution": true}
 def swiglu_hidden(d_model: int, multiple: int = 32) -> int:
@@ -593,7 +597,9 @@ if not why:
 # This decoder has no KV cache yet (that is notebook 06), so each new token runs the whole conversation through all
 # the blocks again; for short answers that is fast enough. Beside it, Hugging Face's `LlamaForCausalLM` with the
 # same weights (`tinylm.to_hf_llama(real)`, transformers' own code) decodes with its own `generate`, same prompt,
-# same stop token. Same weights and the same function should give the same words.
+# same stop token. Same weights and the same function should give the same words. (transformers' `generate` keeps
+# a KV cache and yours does not yet, so expect its time to be the shorter one; notebook 06 measures what a cache
+# buys.)
 
 # %%
 if not why:
@@ -659,7 +665,8 @@ from tinylm import experiments
 
 
 def run_and_compare(experiment, what, pairs, title, short_steps=50):
-    """The experiment from two seeds at this machine's pace; its summaries, a plot of seed 0, one verdict per pair."""
+    """The experiment from two seeds at this machine's pace; its summaries, a plot of seed 0, one verdict per pair,
+    and the unigram and bigram yardsticks on the same validation bytes."""
     run = experiments.paced(experiment, corpus, seeds=(0, 1), short_steps=short_steps, what=what,
                             stated_s=experiments.pacing.STATED_S[experiment.__name__])
     curves = [getattr(result, "curves", result) for result in run.results]
@@ -673,6 +680,7 @@ def run_and_compare(experiment, what, pairs, title, short_steps=50):
         print("  " + experiments.compare(finals, a, b).sentence())
     diverged = sorted({label for c in curves for label in c.diverged_at})
     print("  " + (f"diverged: {', '.join(diverged)}" if diverged else "no run diverged"))
+    print("  " + experiments.yardsticks(corpus).sentence(finals, run.seeds))
     return run
 
 
@@ -684,10 +692,15 @@ else:
                     [("pre-norm", "post-norm")], "4 blocks at a high learning rate: pre-norm vs post-norm")
 
 # %% [markdown]
-# **Reading the output.** Where pre-norm ends lower in both seeds and nothing diverged, what the run shows is slower
-# training of the post-norm model, not a blow-up: normalising the stream after every branch removes the identity
-# path from the embedding to the head that pre-norm keeps. A diverged run would show the instability the claim is
-# usually about; the last verdict line says whether any did.
+# **Reading the output.** The last two lines give the scale of every loss in these experiments: the unigram (byte
+# frequencies alone) and the bigram (the previous byte) on the same validation bytes. In the plot every run first
+# falls from $\ln 256$ to about the unigram's level within a few dozen steps (it has learned which bytes are common),
+# stays near it for a while, and only then starts to use the bytes before each one; the last line names the runs
+# that had not left that level when they ended. Where pre-norm ends lower in both seeds and nothing diverged, what
+# the run shows is slower training of the post-norm model, not a blow-up (a post-norm run named on the last line
+# learned nothing beyond byte frequencies in all its steps): normalising the stream after every branch removes the
+# identity path from the embedding to the head that pre-norm keeps. A diverged run would show the instability the
+# claim is usually about; the verdict lines say whether any did.
 #
 # **SwiGLU against a plain GELU MLP of equal size.** The seed calls the gated MLP "more expressive than a plain
 # activation MLP". A fair test gives both the same weights: the GELU MLP (`experiments.with_gelu_mlp`,
@@ -705,7 +718,9 @@ else:
 # **Reading the output.** At the same number of weights, the verdict line says whether the SwiGLU model ends lower
 # than the GELU one in both seeds. Where it does, the measurement agrees with the claim at this scale; two seeds of a
 # short run still cannot say how much of the gap remains at the end of a long run; the CLI run (`--steps`, `--seed`)
-# can.
+# can. Where the seeds disagree, look at the last line first: a run still at the unigram's level when it ended had
+# not yet started to use context, so that seed compares how soon each model left the plateau (which the seed's
+# initial weights and batches decide as much as the MLP), not how well each MLP models the text.
 
 # %% [markdown]
 # ### Going further: a mixture of experts
@@ -743,8 +758,9 @@ else:
 # unused. An uneven load is the known failure that real MoE models prevent with an auxiliary balancing loss (and
 # capacity limits); without it, a router that starts by slightly preferring an expert trains that expert more,
 # which makes it preferred more. The verdict line above says whether the routed model ended above or below the
-# dense one here. The claim that MoE helps is about models trained with those tools at a scale far beyond this one,
-# and a run without them does not test it.
+# dense one here, and the line after it whether either was still at the unigram's level, where a comparison says
+# only which run left that level sooner. The claim that MoE helps is about models trained with those tools at a
+# scale far beyond this one, and a run without them does not test it.
 
 # %% [markdown]
 # ## Summary

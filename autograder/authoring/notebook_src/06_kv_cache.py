@@ -382,7 +382,7 @@ prompt = tok.encode("Once upon a time")[None].to(DEVICE)                     # (
 mine = generate_greedy(model, prompt, 20, learner_cache(model, batch_size=1))
 ref = tinylm.generate(model, prompt, 20, temperature=0)
 require_agreement("yours == tinylm.generate", torch.equal(mine, ref),
-                  "your generate_greedy (exercise 3 above) decodes differently from tinylm.generate on this model")
+                  "your generate_greedy (exercise 4 above) decodes differently from tinylm.generate on this model")
 check_model_agrees("cached == uncached", lambda m: torch.equal(tinylm.generate(m, prompt, 20, temperature=0),
                                                                tinylm.generate(m, prompt, 20, temperature=0,
                                                                                use_cache=False)), model)
@@ -427,13 +427,19 @@ else:
 # `generate_greedy`, with your decoder and your cache where their checks passed, continues a batch of two prompts on
 # SmolLM2's weights, and `tinylm.generate` (greedy, tinylm's own model and `KVCache`, the same weights) continues the
 # same batch. A batch, because a decoding loop that mixes up the rows of a batch passes every test run on one
-# prompt. The tokens must be the same; the cell names the first one that differs in each prompt.
+# prompt. The two questions are chosen so that their chat prompts have the same number of tokens (this model takes
+# no padding mask, so the rows of a batch must have one length). The tokens must be the same, all 16 of them, also
+# after the end-of-turn token, where the model goes on writing a next turn; the cell shows each answer up to that
+# token and names the first token that differs in each prompt.
 
 # %%
 if not why:
-    questions = ("What is the capital of France?", "Name three primary colors.")
+    questions = ("What is the capital of France?", "Name three colors of the rainbow.")  # prompts of one length
     rows = [bpe.chat_ids(q) for q in questions]
-    batch = torch.tensor([row[:min(map(len, rows))] for row in rows], device=DEVICE)  # (2, T): cut to one length
+    if len({len(row) for row in rows}) > 1:
+        raise ValueError(f"the two chat prompts must have one length to form a batch, got {[len(r) for r in rows]} "
+                         "tokens: pick questions whose prompts have as many tokens")
+    batch = torch.tensor(rows, device=DEVICE)  # (2, T)
     with skipped_init():
         reference = tinylm.Transformer(real.config).to(DEVICE).eval()
     reference.load_state_dict(real.state_dict())
@@ -443,14 +449,16 @@ if not why:
     del reference
     for row in range(len(rows)):
         where = (mine[row] != ref[row]).nonzero().flatten().tolist()
-        print(f"prompt {row}: yours {bpe.decode(mine[row].tolist())!r}")
+        answer, end_of_turn, _ = bpe.decode(mine[row].tolist()).partition(bpe.decode([bpe.eos_id]))
+        print(f"prompt {row}: {questions[row]!r} -> yours {answer!r}"
+              + (", then the end of the turn" if end_of_turn else ""))
         if where:
             t = where[0]
             print(f"  first difference at new token {t}: yours {bpe.decode([int(mine[row, t])])!r}, "
                   f"tinylm {bpe.decode([int(ref[row, t])])!r} (tinylm: {bpe.decode(ref[row].tolist())!r})")
     require_agreement(f"your decoding gives tinylm's {n_new} tokens for both prompts", torch.equal(mine, ref),
                       "your generate_greedy, cache or decoder decodes real weights differently from tinylm although "
-                      "their checks passed: the first difference above says where; rerun exercise 3's check with "
+                      "their checks passed: the first difference above says where; rerun exercise 4's check with "
                       "two prompts of different content in one batch")
 
 

@@ -269,17 +269,20 @@ check_decode_bytes_per_token(decode_bytes_per_token, cases=(
 # Now hold the bound against this machine. The cell measures the memory bandwidth (copying 64 MiB, repeated), then
 # times single decoding steps of a float32 model (`d_model` 256, 4 blocks, MHA) at positions 64 and 1024: at the
 # second its cache is a large part of what a step reads (the table prints both parts). Each timing is the median of
-# seven steps.
+# seven steps. Next to the speeds, the same in time: how long reading those bytes takes at the measured bandwidth,
+# and how long a step took.
 
 # %%
 from tinylm import measure
 
 bandwidth = measure.copy_bandwidth(DEVICE)
-print(f"memory bandwidth: {bandwidth[0] / 1e9:.1f} GB/s (copying 64 MiB, median of 7, spread {bandwidth[1] / 1e9:.1f})")
+print(f"memory bandwidth: {bandwidth[0] / 1e9:.1f} GB/s (copying 64 MiB, median of 7, spread "
+      f"{bandwidth[1] / 1e9:.1f} GB/s)")
 torch.manual_seed(0)
 decoder = tinylm.Transformer(tinylm.ModelConfig(d_model=256, n_layers=4, n_heads=8, max_seq_len=1025)).to(DEVICE).eval()
 ids = torch.randint(256, (1, 1025), device=DEVICE)
-print(f"{'position':>8} {'weights MiB':>12} {'cache MiB':>10} {'bound tokens/s':>15} {'measured':>9}  verdict")
+print(f"{'position':>8} {'weights MiB':>12} {'cache MiB':>10} {'reading ms':>11} {'step ms':>8} {'bound tokens/s':>15} "
+      f"{'measured':>9}  verdict")
 for position in (64, 1024):
     reads = decode_bytes_per_token(decoder.config, position, torch.float32)
     bound = bandwidth[0] / sum(reads.values())
@@ -289,15 +292,19 @@ for position in (64, 1024):
         ms = measure.timed_ms(lambda: (setattr(cache, "length", position), decoder(ids[:, position:position + 1], cache=cache)),
                               device=DEVICE)
     tokens_per_s = measure.rate(1, ms)
-    print(f"{position:>8} {reads['weights'] / 2**20:>12.1f} {reads['kv_cache'] / 2**20:>10.1f} {bound:>15,.0f} "
-          f"{tokens_per_s[0]:>9,.0f}  {measure.against_prediction(bound, tokens_per_s, ' tokens/s')}")
+    print(f"{position:>8} {reads['weights'] / 2**20:>12.1f} {reads['kv_cache'] / 2**20:>10.1f} {1e3 / bound:>11.2f} "
+          f"{ms[0]:>8.2f} {bound:>15,.0f} {tokens_per_s[0]:>9,.0f}  "
+          f"{measure.against_prediction(bound, tokens_per_s, ' tokens/s')}")
 
 # %% [markdown]
 # The bound is a ceiling, not a forecast: a measured speed below it is expected, and the verdict column says how far
-# below. At this size a step is dozens of small operations, each paying a fixed cost in Python and in launching it,
-# on top of the bytes; weights this small may also stay in the processor's caches, which are faster than the main
-# memory the copy measured. The bound describes large models, whose steps are mostly reading: SmolLM2 below, or
-# Llama 3 8B, whose step reads gigabytes.
+# below. The two ms columns say where the rest of the time goes: reading the bytes at the measured bandwidth takes
+# the "reading ms", and the part of the "step ms" beyond it is spent on something the bytes do not explain; where
+# that part is about the same at both positions, it is a fixed cost per step, paid whatever the context. At this
+# size a step is dozens of small operations, each paying a fixed cost in Python and in launching it, on top of the
+# bytes; weights this small may also stay in the
+# processor's caches, which are faster than the main memory the copy measured. The bound describes large models,
+# whose steps are mostly reading: SmolLM2 below, or Llama 3 8B, whose step reads gigabytes.
 
 # %%
 from tinylm import pretrained
@@ -404,14 +411,19 @@ else:
     print(f"  memory: each halving of n_kv_heads halves the cache: {all(b * 2 == a for a, b in zip(sizes, sizes[1:]))}")
     for a, b in zip(labels, labels[1:]):  # each step towards MQA
         print("  " + experiments.compare(finals, b, a).sentence())
+    print("  " + experiments.yardsticks(corpus).sentence(finals, run.seeds))
 
 # %% [markdown]
 # **Reading the output.** The memory axis is exact: it is computed from the config, and the first verdict line
 # checks that each halving of `n_kv_heads` halves the cache. The loss axis is measured, with each step from MHA
 # towards MQA compared on its own: a step counts as a cost only where the model with fewer KV heads ends higher in
 # both seeds with the ranges apart, and as a gain where it ends lower. Where the verdict says the seeds overlap,
-# this run finds no measurable cost for that halving of the cache; the seed's trade-off predicts the cost to grow
-# towards MQA. Whether the middle of the curve orders itself with more training is what the longer CLI run is for.
+# this run cannot tell the two apart, which is not the same as finding no cost; the seed's trade-off predicts the
+# cost to grow towards MQA. The last two lines give the scale: a run that ended at the unigram's level had, in all
+# its steps, learned only which bytes are common. Where the model with fewer KV heads is such a run, "ends higher"
+# means it had not yet started to use context: it learns more slowly at this length, which is a cost, but not yet
+# the quality gap between two trained models. Whether the curve orders itself with more training is what the longer
+# CLI run is for.
 
 # %% [markdown]
 # ## Summary

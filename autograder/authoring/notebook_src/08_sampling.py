@@ -237,8 +237,10 @@ check_generate(generate, seed=17, batch=3, prompt_len=2, max_new_tokens=9, dropo
 #
 # There is no trained transformer yet (that is notebook 09), but a **bigram** model already makes the point: its
 # logits for the next byte are the log-frequencies of byte pairs in the course corpus. A tiny `nn.Module` wraps them
-# so that your `generate` can drive it. Greedy decoding falls into a loop at once; a high temperature produces
-# junk; top-k and top-p keep the variety and cut the junk.
+# so that your `generate` can drive it. Greedy decoding falls into a loop at once. A high temperature draws bytes
+# that almost never follow the previous one (control characters, stray symbols); top-k and top-p draw only among the
+# likely next bytes, so they keep the variety of sampling without that tail. A bigram knows no words, so every
+# sampled row is letter soup: the settings change which bytes it is made of.
 
 # %%
 corpus = tinylm.data.course_corpus()
@@ -295,8 +297,9 @@ else:
             print(f"{name:>20}: {bpe.decode(new)!r}")
 
 # %% [markdown]
-# **A test on real distributions.** Sampled text cannot show a filter's bug: the high-temperature rows above are
-# nonsense by design, and a wrong top-p reads the same. What can be compared is what each filter *keeps*. Below, the
+# **A test on real distributions.** Sampled text cannot show a filter's bug: a row drawn at a high temperature
+# without a tight filter is meant to read as nonsense, and a wrong top-p reads the same. What can be compared is
+# what each filter *keeps*. Below, the
 # real model's next-token distributions at every position of two prompts (a batch of two: a filter that mixes up
 # the rows of a batch passes every one-row test), flattened by each temperature of the table above, go through your
 # `top_k_filter` and `top_p_filter` and through tinylm's; the kept tokens must be the same at every position. Your
@@ -326,8 +329,9 @@ if not why:
                   f"position {i % batch.shape[1]}: yours keeps {int(kept[i].sum())} tokens, tinylm {int(want[i].sum())}"
                   f" (only yours: {[bpe.decode([x]) for x in extra]}, only tinylm's: {[bpe.decode([x]) for x in missing]})")
         else:
+            fewest, most = int(want.sum(-1).min()), int(want.sum(-1).max())
             print(f"{name:>20}: the same tokens kept at all {len(flat)} positions (tinylm keeps "
-                  f"{int(want.sum(-1).min())} to {int(want.sum(-1).max())})")
+                  + (f"{fewest} at every position)" if fewest == most else f"{fewest} to {most}, by position)"))
     greedy = sample_next(logits[:, -1], temperature=0)
     print(f"greedy sample_next picks each row's most likely token: {torch.equal(greedy, logits[:, -1].argmax(-1))}")
     require_agreement("your filters keep what tinylm's keep, and greedy picks the argmax, on real distributions",

@@ -26,10 +26,10 @@
 # is the course's text: short stories from a grammar whose exact entropy is known (notebook 10 uses it).
 #
 # **Run time:** about 200 s on an idle 2-core machine with one thread (`pytest --nbval-lax`, kernel start
-# included): about 80 s of it the 600-step training run, 65 s the run on Shakespeare, most of the rest the
-# experiment of section 11. The notebook computes with one thread on purpose (the setup cell says so). Each long
-# cell (the two training runs, the experiment) first says how long it expects to take here, and where that is
-# more than three times its stated time, runs a shorter, announced schedule instead.
+# included): most of it the 600-step training run, the run on Shakespeare and the experiment of section 11. The
+# notebook computes with one thread on purpose (the setup cell says so). Each long cell (the two training runs, the
+# experiment) first says how long it expects to take here and on that idle machine, and where the first is more
+# than three times the second, runs a shorter, announced schedule instead.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import copy
@@ -320,7 +320,8 @@ def train_model(model, train_data, val_data, total, seed=0):
         history["loss"].append(train_step(model, optimizer, x, y, grad_clip=1.0))
         if step in eval_at:
             history["val_step"].append(step), history["val_loss"].append(val_loss(model, val_data))
-            bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", val=f"{history['val_loss'][-1]:.3f}", refresh=False)
+        # this step's batch loss, and the latest validation loss (evaluated at the steps in eval_at only)
+        bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", val=f"{history['val_loss'][-1]:.3f}", refresh=False)
     bar.close()
     print(f"{len(history['step'])} steps ({warmup} warmup) in {time.perf_counter() - start:.0f} s; learning rate at "
           f"the last step {history['lr'][-1]:.4f} (min_lr {tc.min_lr})")
@@ -449,38 +450,65 @@ check_train_step_costs(train_step_costs, cases=(
 # times steps of a copy of your model on one batch (the median of seven), and reads the memory off the model and the
 # optimizer the run left behind. The **MFU** (model FLOPs utilisation) is the share of the machine's matmul
 # throughput the step achieves: your predicted FLOPs per step divided by the measured step time, over the peak.
+#
+# The peak is measured on a 512 × 512 matmul, and this step multiplies other shapes. So the cell also times the two
+# kinds of matmul the step is made of, at their own shapes: a weight matrix applied to every token of the batch (the
+# MLP's, `(B·T, d_model) @ (d_model, d_ff)`), and attention's per-head scores, `(T, d_head) @ (d_head, T)` for every
+# head of every sequence (the counter's `bmm` FLOPs; the weights' are its `mm`). The counted FLOPs at those speeds
+# are a second prediction, closer to what the step does; the time left over is what no FLOP count explains.
 
 # %%
-from autograder.checks.accounting import saved_activation_bytes, train_step_flops, training_state_nbytes
+from torch.utils.flop_counter import FlopCounterMode
+
+from autograder.checks.accounting import saved_activation_bytes, training_state_nbytes
 from tinylm import measure
 
 predicted = train_step_costs(cfg, tc.batch_size, tc.seq_len)
 written_out = learner_model(replace(cfg, attn_impl="reference"), DEVICE, quiet=True)
-counted = train_step_flops(written_out, tc.batch_size, tc.seq_len)
+ids = torch.zeros(tc.batch_size, tc.seq_len, dtype=torch.long, device=DEVICE)
+with FlopCounterMode(display=False) as counter:  # one forward and backward pass, every matmul counted by kind
+    lm_loss(written_out(ids), ids).backward()
+counted = counter.get_total_flops()
+per_head = sum(n for op, n in counter.get_flop_counts()["Global"].items() if str(op) == "aten.bmm")  # QKᵀ, weights·V
 peak = measure.matmul_throughput(DEVICE)
 probe, x_probe = copy.deepcopy(model), get_batch(corpus.train, tc.batch_size, tc.seq_len, torch.Generator().manual_seed(2))
 probe_opt = make_optimizer(probe)
 step_ms = measure.timed_ms(lambda: train_step(probe, probe_opt, *(t.to(DEVICE) for t in x_probe)), device=DEVICE)
 predicted_ms = 1e3 * predicted["flops"] / peak[0]
-print(f"FLOPs per step: yours {predicted['flops']:,}, counted {counted:,}; per token "
-      f"{predicted['flops'] / (tc.batch_size * tc.seq_len):,.0f}")
-print(f"matmul throughput {peak[0] / 1e9:.1f} GFLOP/s: predicted step {predicted_ms:.1f} ms, measured {step_ms[0]:.1f} ms "
-      f"({measure.against_prediction(predicted_ms, step_ms, ' ms')})")
+tokens, heads = tc.batch_size * tc.seq_len, tc.batch_size * cfg.n_heads
+rows, w_mlp = torch.randn(tokens, cfg.d_model, device=DEVICE), torch.randn(cfg.d_model, cfg.d_ff, device=DEVICE)
+q_heads = torch.randn(heads, tc.seq_len, cfg.head_dim, device=DEVICE)
+weights_speed = measure.rate(2 * tokens * cfg.d_model * cfg.d_ff, measure.timed_ms(lambda: rows @ w_mlp, device=DEVICE))
+scores_speed = measure.rate(2 * heads * tc.seq_len ** 2 * cfg.head_dim,
+                            measure.timed_ms(lambda: q_heads @ q_heads.transpose(1, 2), device=DEVICE))
+at_own_speeds = 1e3 * ((counted - per_head) / weights_speed[0] + per_head / scores_speed[0])
+print(f"FLOPs per step: yours {predicted['flops']:,}, counted {counted:,} ({per_head / counted:.0%} of them in "
+      f"attention's per-head matmuls); per token {predicted['flops'] / tokens:,.0f}")
+print(f"matmul throughput {peak[0] / 1e9:.1f} GFLOP/s (512 x 512): predicted step {predicted_ms:.1f} ms, measured "
+      f"{step_ms[0]:.1f} ms ({measure.against_prediction(predicted_ms, step_ms, ' ms')})")
+print(f"the step's own shapes: weights ({tokens}, {cfg.d_model}) @ ({cfg.d_model}, {cfg.d_ff}) at "
+      f"{weights_speed[0] / 1e9:.1f} GFLOP/s, attention ({tc.seq_len}, {cfg.head_dim}) @ ({cfg.head_dim}, "
+      f"{tc.seq_len}) per head at {scores_speed[0] / 1e9:.1f} GFLOP/s: the counted FLOPs at these speeds take "
+      f"{at_own_speeds:.1f} ms, leaving {step_ms[0] - at_own_speeds:.1f} ms of the measured step that no FLOP count "
+      "explains")
 print(f"MFU of this run's step: {predicted['flops'] / (step_ms[0] / 1e3) / peak[0]:.1%}")
 state = training_state_nbytes(model, optimizer)  # the run's own model and AdamW, after its last step
 print(f"{'':>13} {'yours (KiB)':>12} {'measured (KiB)':>15}")
 for key in ("weights", "grads", "adam_moments"):
     print(f"{key:>13} {predicted[key] / 2**10:>12,.1f} {state[key] / 2**10:>15,.1f}")
-del probe, probe_opt, written_out
+del probe, probe_opt, written_out, rows, w_mlp, q_heads
 
 # %% [markdown]
-# The FLOPs and the bytes agree exactly: counting them is arithmetic on the config. The time is another matter. The
-# prediction assumes every FLOP runs at the speed of one large matmul; a real step also pays for what the count
-# leaves out (the elementwise work of the norms, the softmax and the loss, AdamW's update of every parameter, Python
-# between the operations) and runs matmuls smaller than the one the peak was measured on. So the step takes longer
-# than predicted (the verdict says by how much, or that the timings are too noisy to tell), and the MFU is the share
-# of the machine's matmul speed the run turns into model FLOPs; large training runs on accelerators report a few
-# tens of percent.
+# The FLOPs and the bytes agree exactly: counting them is arithmetic on the config. The time is another matter, and
+# the two predictions take it apart. The first assumes every FLOP runs at the speed of the 512 × 512 matmul. The
+# second uses the speeds of the step's own shapes: attention's per-head matmuls are many small products (the
+# scores' inner dimension is only `d_head`), so they can run well below that speed, and a large share of this
+# model's FLOPs is in them (the first line says how much). Whatever time is left after the second prediction is
+# work the count leaves out: the elementwise work of the norms, RoPE, the softmax and the loss, AdamW's update of every
+# parameter, and Python between the operations; at `d_model` 64 each of those operations is small, so its fixed
+# cost weighs more than it would in a large model. The verdict says how far the step is from the first prediction
+# (or that the timings are too noisy to tell), and the MFU is the share of the machine's matmul speed the run turns
+# into model FLOPs; large training runs on accelerators report a few tens of percent.
 #
 # **Activations.** During the step, autograd keeps tensors for the backward pass. The cell counts the bytes it saves
 # in one forward pass (`torch.autograd.graph.saved_tensors_hooks`, each storage once, parameters left out) for a few
@@ -656,6 +684,9 @@ else:
         with_it, without = curves.final_val().values()
         print(f"{name}: the run with it ends {'lower' if with_it < without else 'higher'} "
               f"({with_it:.3f} vs {without:.3f} nats/byte)")
+    every_run = {label: [loss] for curves in (choices.sweep.curves, choices.warmup, choices.clipping)
+                 for label, loss in curves.final_val().items()}
+    print(experiments.yardsticks(corpus).sentence(every_run, run.seeds))
     experiments.plot_training_choices(choices)
     plt.show()
 
@@ -668,7 +699,11 @@ else:
 # not for the exact best rate. At the high rate, the verdict lines say whether warmup and clipping helped this run;
 # with one seed, a difference in either direction is this run's, not a law (`python -m tinylm experiment
 # training_choices --seed 1` reruns it from another seed). Both exist for the rare early blow-up of large, deep
-# models trained for long; the run of section 7 keeps both, as `tinylm.train` does by default.
+# models trained for long; the run of section 7 keeps both, as `tinylm.train` does by default. The last two lines
+# give the scale, as in the experiments of notebooks 02 to 07: the unigram's and the bigram's loss on the same
+# validation bytes, and the runs (if any) that ended at the unigram's level, having learned only which bytes are
+# common. A run that ends between the two yardsticks has only begun to use context; these runs are short, and the
+# sweep compares how fast each rate gets a model going, not where each would end.
 
 # %% [markdown]
 # ## Summary

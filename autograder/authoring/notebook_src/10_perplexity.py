@@ -239,10 +239,10 @@ other_batching = evaluate(model, windows(val, T, 5))
 print(f"yours: loss {mine['loss']:.4f} nats/byte, perplexity {mine['perplexity']:.3f}, "
       f"{mine['bits_per_byte']:.3f} bits/byte")
 require_agreement("tinylm.evaluate agrees", math.isclose(mine["loss"], theirs.loss, rel_tol=1e-4),
-                  "your evaluate (exercise 3 above) scores these windows differently from tinylm.evaluate: rerun its check")
+                  "your evaluate (exercise 2 above) scores these windows differently from tinylm.evaluate: rerun its check")
 require_agreement("batch size 5 instead of 16 gives the same loss",
                   math.isclose(mine["loss"], other_batching["loss"], rel_tol=1e-5),
-                  "your evaluate (exercise 3 above) depends on how the windows are batched: weight each batch by its "
+                  "your evaluate (exercise 2 above) depends on how the windows are batched: weight each batch by its "
                   "token count (sum the NLL, divide once); rerun its check")
 
 # %% [markdown]

@@ -1,17 +1,19 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and of
-the "fresh" set (fresh.py, in none of the lists either) is a real bug: probes
-run the solution and the mutated answer on the situation the mistake is about
-(a batch of one, a KV cache after a prefill, a non-default config value,
-float16 or uint8 input, non-contiguous logits, a model in train mode, another
-device, padding, ...) and compare with tinylm, with PyTorch built-ins (the
-FLOP counter among them) or with closed forms. A mutation that leaves every
-probe as the solution has it would be no mistake at all. No check of the
-course is run.
+the "fresh" and "fresh2" sets (fresh.py, fresh2.py, in none of the lists
+either) is a real bug: probes run the solution and the mutated answer on the
+situation the mistake is about (a batch of one, a KV cache after a prefill, a
+non-default config value, float16 or uint8 input, non-contiguous logits, a
+model in train mode or in eval mode, another device, padding, temperature 0,
+a caller's eps, long sequences, ...) and compare with tinylm, with PyTorch
+built-ins (the FLOP counter among them) or with closed forms. A mutation that
+leaves every probe as the solution has it would be no mistake at all. No
+check of the course is run.
 
     python benchmarks/verify_unseen.py               # the unseen set
     python benchmarks/verify_unseen.py --set offlist
     python benchmarks/verify_unseen.py --set fresh
+    python benchmarks/verify_unseen.py --set fresh2
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -93,6 +95,8 @@ def probe_01(ns):
     ns["embed"](ids, table).sum().backward()  # d sum / d row r = how often id r occurs
     return {"embed == weight[ids]": _close(ns["embed"](ids, weight), weight[ids]),
             "embed, flat ids (T,) == weight[ids]": attempt(lambda: _close(ns["embed"](ids[0], weight), weight[ids[0]])),
+            **{f"embed, ids of shape {tuple(few.shape)} == weight[ids]": attempt(lambda few=few: _close(
+                ns["embed"](few, weight), weight[few])) for few in (ids[:1], ids[:, :1])},
             "embed gradient per row == id counts": torch.equal(table.grad[:, 0], torch.bincount(ids.flatten(), minlength=10).float()),
             "one_hot_embed == weight[ids]": attempt(lambda: _close(ns["one_hot_embed"](ids, weight), weight[ids])),
             "tied_logits == x @ W.T": attempt(lambda: _close(_quiet(ns["tied_logits"], x, weight), x @ weight.T)),
@@ -120,6 +124,8 @@ def probe_02(ns):
             **{f"layer_norm{label} == F.layer_norm": attempt(lambda t=t: _close(
                 ns["layer_norm"](t, w, b), F.layer_norm(t, (8,), w, b, eps=1e-5), atol=1e-5))
                for label, t in (("", x), (", 8 tokens of 8 features", square))},
+            "layer_norm(eps=0.1) == F.layer_norm": attempt(lambda: _close(
+                ns["layer_norm"](small, w, b, eps=0.1), F.layer_norm(small, (8,), w, b, eps=0.1), atol=1e-6)),
             "RMSNorm(eps=0.1) == tinylm": _close(ns["RMSNorm"](8, eps=0.1)(small), tinylm.rms_norm(small, torch.ones(8), 0.1)),
             "RMSNorm with a trained gain == tinylm": attempt(with_trained_gain)}
 
@@ -192,6 +198,8 @@ def probe_04(ns):
             "rotate_half of one head (T, hd) == (-x2, x1)": attempt(lambda: rotates_halves(even[0, 0])),
             "rope_cache == tinylm": all(_close(a, b, atol=1e-6) for a, b in zip(mine, theirs)),
             "rope_cache(theta=500) == tinylm": all(_close(a, b, atol=1e-6) for a, b in zip(mine_500, theirs_500)),
+            "rope_cache, 1024 positions == tinylm": all(_close(a, b, atol=1e-5) for a, b in zip(
+                ns["rope_cache"](8, 1024), tinylm.rope_cache(8, 1024))),
             "apply_rope(start_pos=3) == tinylm": attempt(lambda: _close(ns["apply_rope"](x, cos, sin, 3),
                                                                         tinylm.apply_rope(x, cos, sin, 3), atol=1e-6)),
             **{f"rotary_attention(start_pos={p}) == tinylm": attempt(lambda p=p: _close(
@@ -225,8 +233,9 @@ def probe_05(ns):
     weights = (w_gate, w_up, w_down)
     configs = {"MHA, d_ff by the 8/3 rule, tied": _config(4, d_ff=None),
                "GQA, d_ff=100, untied": _config(2, n_layers=3, d_ff=100, tie_embeddings=False)}
-    return {"swiglu == tinylm": _close(ns["swiglu"](x, *weights), tinylm.swiglu(x, *weights), atol=1e-5),
-            "swiglu at x * 100 == tinylm": _close(ns["swiglu"](x * 100, *weights), tinylm.swiglu(x * 100, *weights), rtol=1e-4),
+    return {"swiglu == tinylm": attempt(lambda: _close(ns["swiglu"](x, *weights), tinylm.swiglu(x, *weights), atol=1e-5)),
+            "swiglu at x * 100 == tinylm": attempt(lambda: _close(ns["swiglu"](x * 100, *weights), tinylm.swiglu(x * 100, *weights),
+                                                                  rtol=1e-4)),
             **{f"param_counts == tinylm's parameters, {label}": attempt(
                 lambda c=c: ns["param_counts"](c) == _component_numel(c)) for label, c in configs.items()},
             "swiglu_hidden == 8/3 rule": [ns["swiglu_hidden"](*s) for s in sizes] == [tinylm.default_d_ff(*s) for s in sizes],
@@ -269,8 +278,9 @@ def probe_07(ns):
     q, k, v = torch.randn(2, 4, 5, 8, generator=gen), torch.randn(2, 2, 5, 8, generator=gen), torch.randn(2, 2, 5, 8, generator=gen)
     return {**{f"repeat_kv, {n} kv head(s) == repeat_interleave": attempt(lambda n=n: torch.equal(
                 ns["repeat_kv"](kv[:, :n], 3), kv[:, :n].repeat_interleave(3, dim=1))) for n in (2, 1)},
-            "gqa_attention == SDPA enable_gqa": attempt(lambda: _close(ns["gqa_attention"](q, k, v), F.scaled_dot_product_attention(
-                q, k, v, is_causal=True, enable_gqa=True), atol=1e-5)),
+            **{f"gqa_attention, {n} kv head(s) for 4 == SDPA enable_gqa": attempt(lambda n=n: _close(
+                ns["gqa_attention"](q, k[:, :n], v[:, :n]), F.scaled_dot_product_attention(
+                    q, k[:, :n], v[:, :n], is_causal=True, enable_gqa=True), atol=1e-5)) for n in (2, 1)},
             "GQA prefill == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(6,))),
             "GQA prefill, then steps == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(4, 2, 1))),
             **{f"decode_bytes_per_token, {label} == tinylm": attempt(lambda c=c: ns["decode_bytes_per_token"](
@@ -300,15 +310,30 @@ def probe_08(ns):
         for _ in range(4):
             greedy = torch.cat((greedy, bigram(greedy)[:, -1].argmax(dim=-1, keepdim=True)), dim=1)
     apart = torch.tensor([[1000.0, 999.0, 0.0], [0.0, 1.0, 2.0]])  # the second row sits 1000 below the first's max
+    even = torch.tensor([[0.0, 0.0, -1.0]])  # two tokens of exactly equal mass: the first alone reaches a mass above 0.4
+
+    def generated_ids_train():
+        """A training step on generated text: embedding the ids must be something autograd can differentiate."""
+        ids = ns["generate"](Recorder(), torch.zeros(2, 2, dtype=torch.long), 2, generator=_gen(0))
+        table = torch.randn(16, 4, requires_grad=True)
+        F.embedding(ids, table).sum().backward()
+        return tuple(table.grad.shape)
     return {**{f"top_k(4), {rows} row(s) == tinylm": attempt(lambda rows=rows: torch.equal(
                 ns["top_k_filter"](logits[:rows], 4), tinylm.top_k_filter(logits[:rows], 4))) for rows in (3, 1)},
+            "top_k(4) on (B, T, V) logits == tinylm": attempt(lambda: torch.equal(
+                ns["top_k_filter"](logits.view(1, 3, 12), 4), tinylm.top_k_filter(logits.view(1, 3, 12), 4))),
             "rows 1000 apart: first row draws token 0 or 1": attempt(
                 lambda: int(ns["sample_next"](apart, 1.0, None, None, _gen(0))[0]) in (0, 1)),
             "generate(top_k=1) == greedy continuation": attempt(
                 lambda: torch.equal(ns["generate"](bigram, prompt, 4, top_k=1, generator=_gen(0)), greedy)),
             "top_p(0.7) == tinylm": torch.equal(ns["top_p_filter"](logits, 0.7), tinylm.top_p_filter(logits, 0.7)),
-            **{f"sample_next shape, batch of {b}": tuple(ns["sample_next"](logits[:b], 1.0, None, None, _gen(0)).shape)
-               for b in (3, 1)},
+            **{f"sample_next shape, batch of {b}, T={t}": tuple(ns["sample_next"](logits[:b], t, None, None, _gen(0)).shape)
+               for b in (3, 1) for t in (1.0, 0)},
+            # closed form: softmax(0, 0, -1) gives the first two tokens equal mass; the second's mass_before equals its own
+            **{f"top_p({p}) on two equal logits == tinylm": torch.equal(ns["top_p_filter"](even, p),
+                                                                       tinylm.top_p_filter(even, p))
+               for p in (float(even.softmax(-1)[0, 0]), 0.9)},
+            "generated ids usable in a training step": attempt(generated_ids_train),
             "same generator seed, same draw": torch.equal(seeded_draw(1), seeded_draw(2)),
             "train mode seen while generating": any(model.training_seen),
             # closed forms: logits (1000, 999, 0) give token 2 no mass; (1, 0) at T = 2 give token 0 sigmoid(1/2);
@@ -375,6 +400,8 @@ def probe_09(ns):
             **{f"lr_schedule == tinylm.lr_at, steps {steps.start}..{steps.stop - 1} of 20": all(
                 math.isclose(ns["lr_schedule"](s, 5, 20, 1e-2, 1e-3), lr_at(s, schedule)) for s in steps)
                for steps in (range(20), range(20, 25))},
+            "lr_schedule == tinylm.lr_at, warmup 5 of 6 steps": attempt(lambda: all(
+                math.isclose(ns["lr_schedule"](s, 5, 6, 1e-2, 1e-3), lr_at(s, replace(schedule, steps=6))) for s in range(6))),
             "lm_loss at logits x 200 == F.cross_entropy": _close(ns["lm_loss"](logits * 200, targets),
                                                                  F.cross_entropy(logits.reshape(-1, 10) * 200, targets.reshape(-1))),
             "train_step moves the weights": not torch.equal(before, model.emb.weight),
@@ -419,6 +446,11 @@ def probe_10(ns):
     with torch.no_grad():
         token_mean = F.cross_entropy(torch.cat([model.emb(x).reshape(-1, 16) for x, _ in batches]),
                                      torch.cat([y.reshape(-1) for _, y in batches])).item()
+    frozen = Recorder().eval()
+    ns["evaluate"](frozen, batches)
+    long_batches = [(torch.randint(0, 16, (8, 64), generator=gen), torch.randint(0, 16, (8, 64), generator=gen))]
+    with torch.no_grad():
+        long_mean = F.cross_entropy(model.emb(long_batches[0][0]).reshape(-1, 16), long_batches[0][1].reshape(-1)).item()
     corpus = torch.randint(0, 256, (600,), generator=gen, dtype=torch.uint8)
     train, val, expected = corpus[:500], corpus[500:], _bigram_reference(corpus[:500], corpus[500:], 0.5)
     return {"nll_sum_and_count(ignore_index=-100)": nll_matches(padded, -100),
@@ -426,6 +458,9 @@ def probe_10(ns):
             "nll_sum_and_count(ignore_index=0)": nll_matches(targets, 0),
             "perplexity == exp(token-weighted loss)": math.isclose(result["perplexity"], math.exp(token_mean), rel_tol=1e-5),
             "grad enabled in evaluate's forward": any(model.grad_seen),
+            "a model evaluated in eval mode stays in eval mode": not frozen.training,
+            "perplexity of 512 tokens == exp(token-weighted loss)": attempt(lambda: math.isclose(
+                ns["evaluate"](model, long_batches)["perplexity"], math.exp(long_mean), rel_tol=1e-5)),
             "bits_per_byte == token-weighted loss / ln 2": math.isclose(result["bits_per_byte"], token_mean / math.log(2),
                                                                         rel_tol=1e-5),
             "bigram_nll(int64) == counted": attempt(lambda: math.isclose(ns["bigram_nll"](train.long(), val.long()), expected,
@@ -437,7 +472,7 @@ def probe_10(ns):
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
-VERIFIED_SETS = ("unseen", "offlist", "fresh")
+VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2")
 
 
 def main(argv: list[str] | None = None) -> int:

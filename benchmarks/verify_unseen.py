@@ -234,8 +234,8 @@ def probe_05(ns):
     configs = {"MHA, d_ff by the 8/3 rule, tied": _config(4, d_ff=None),
                "GQA, d_ff=100, untied": _config(2, n_layers=3, d_ff=100, tie_embeddings=False)}
     return {"swiglu == tinylm": attempt(lambda: _close(ns["swiglu"](x, *weights), tinylm.swiglu(x, *weights), atol=1e-5)),
-            "swiglu at x * 100 == tinylm": attempt(lambda: _close(ns["swiglu"](x * 100, *weights), tinylm.swiglu(x * 100, *weights),
-                                                                  rtol=1e-4)),
+            "swiglu at x * 100 == tinylm": attempt(lambda: _close(
+                ns["swiglu"](x * 100, *weights), tinylm.swiglu(x * 100, *weights), rtol=1e-4)),
             **{f"param_counts == tinylm's parameters, {label}": attempt(
                 lambda c=c: ns["param_counts"](c) == _component_numel(c)) for label, c in configs.items()},
             "swiglu_hidden == 8/3 rule": [ns["swiglu_hidden"](*s) for s in sizes] == [tinylm.default_d_ff(*s) for s in sizes],

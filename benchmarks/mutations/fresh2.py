@@ -155,12 +155,14 @@ MUTATIONS = {
         # nearest: nb07 gqa_attention computing n_rep upside down; here the example config's group size is written in
         M("gqa_attention", "n_rep = q.shape[1] // k.shape[1]", "n_rep = 2  # query heads per kv head",
           ("n_rep", "hard-coded", "hard coded", "group size", "q.shape[1] // k.shape[1]", "mqa", "mha", "ratio"),
-          "writes in the example's group size 2 instead of n_heads // n_kv_heads: right for 4 query heads on 2 kv "
-          "heads, wrong for MQA, for MHA and for any other ratio", regime="a group size other than 2 (MQA, MHA, ...)"),
+          "writes in the example's group size 2 instead of n_heads // n_kv_heads: right whenever n_heads = 2 · "
+          "n_kv_heads (the example's 4 on 2), wrong for MQA, for MHA and for any other ratio",
+          regime="a group size other than 2 (MQA, MHA, ...)"),
     ],
     "08": [
         # nearest: nb08 top_k_filter keeping the smallest; here kthvalue counts from the smallest, so V - k + 1 survive
-        M("top_k_filter", "kth = logits.topk(k, dim=-1).values[..., -1:]", "kth = logits.kthvalue(k, dim=-1, keepdim=True).values",
+        M("top_k_filter", "kth = logits.topk(k, dim=-1).values[..., -1:]",
+          "kth = logits.kthvalue(k, dim=-1, keepdim=True).values",
           ("kthvalue", "smallest", "k-th smallest", "largest", "ascending", "topk", "v - k"),
           "takes the threshold from kthvalue, which counts from the smallest: all but the k - 1 smallest logits survive"),
         # nearest: fresh top_k_filter dropping the trailing axis ([..., -1]); here the axis is kept, but counted from the front
@@ -192,11 +194,13 @@ MUTATIONS = {
         # nearest: nb09 lm_loss counting padding in the mean (no ignore_index); here the ignored id is the pad id 0
         M("lm_loss", "ignore_index=-100)", "ignore_index=0)  # 0 is the padding id",
           ("ignore_index", "-100", "id 0", "padding", "byte 0", "real token", "ignored"),
-          "takes id 0 for the padding: -100 targets reach the loss, and every real target 0 is skipped"),
+          "takes id 0 for the padding: the -100 padding reaches the loss, which raises on it, and every real target 0 "
+          "is skipped"),
         # nearest: offlist lr_schedule dropping the 1/2 of the cosine; here its π
         M("lr_schedule", "math.cos(math.pi * min(progress, 1.0))", "math.cos(min(progress, 1.0))",
           ("pi", "π", "half cosine", "cos(π", "min_lr", "radians", "cosine"),
-          "forgets π in the cosine: the rate decays only to about 0.77 of the way from max_lr to min_lr"),
+          "forgets π in the cosine: at the last step the rate has fallen only about a quarter of the way from max_lr to "
+          "min_lr"),
         # nearest: nb09 lr_schedule decaying one step too long (the denominator); here the numerator counts from step 0
         M("lr_schedule", "(step - warmup_steps) / max(1,", "step / max(1,",
           ("warmup_steps", "progress", "step - warmup", "from step 0", "end of warmup", "jump", "discontinu"),

@@ -1,4 +1,4 @@
-"""Mutation benchmark of the checks' diagnoses (issue 12).
+"""Mutation benchmark of the checks' diagnoses.
 
 Each mutation (benchmarks/mutations/nbNN.py) is one beginner mistake written
 as a substitution on a solution answer cell. In-process, per mutation: the
@@ -50,7 +50,7 @@ located line the mutation changed; "wrong line" those that show another
 as the place of the bug (the line an error was raised at is shown as such,
 not as the bug's place, and counts only when it is a changed line).
 
-Rows in parentheses, e.g. "(issue-25)", count again the mutations written
+Rows in parentheses, e.g. "(learner-reports)", count again the mutations written
 after the checks they test (Mutation.added), so the named rate on mistakes
 the checks were not first tuned on is reported on its own.
 
@@ -286,7 +286,7 @@ def _rate(r: dict) -> float:
 
 def table(outcomes: list[Outcome], unlisted: set[tuple] | None = None) -> tuple[str, dict]:
     """The per-notebook table; rows in parentheses count a subset again:
-    "(issue-25)" the mutations written after the checks they test
+    "(learner-reports)" the mutations written after the checks they test
     (Mutation.added), "(unlisted)" those in none of the other sets."""
     per_nb = {nb: _count([o for o in outcomes if o.notebook == nb]) for nb in sorted({o.notebook for o in outcomes})}
     total = _count(outcomes)

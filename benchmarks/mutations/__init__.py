@@ -21,8 +21,8 @@ class Mutation:
     once) becomes `new`; `extra` is appended to the cell (e.g. a hand-written
     wrong helper). The check's diagnosis must contain one of `expect`
     (case-insensitive). `why` says, in words, what the learner did.
-    `added` names the issue whose checks a mutation was written after
-    (e.g. "issue-25"), so its named rate can be reported on its own; empty
+    `added` names the occasion a mutation was written after the checks
+    (e.g. "learner-reports"), so its named rate can be reported on its own; empty
     for the mutations the checks were first measured on."""
 
     cell: str

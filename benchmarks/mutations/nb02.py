@@ -58,12 +58,12 @@ MUTATIONS = [
     M("RMSNorm", "self.weight = nn.Parameter(torch.ones(dim))  # gain starts at 1: a fresh norm only rescales",
       "self.gain = nn.Parameter(torch.ones(dim))\n        self.weight = self.gain", ("name it `weight`",),
       "registers the gain under another name"),
-    # issue 25: contracts (inputs unchanged, dtype kept)
+    # after learners' reports: contracts (inputs unchanged, dtype kept)
     M("rms_norm", "return weight * (x32 * inv_rms).to(x.dtype)", "x32 *= inv_rms\n    return weight * x32.to(x.dtype)",
-      ("in place",), "normalises x in place (x32 is x itself for float32 input)", added="issue-25"),
+      ("in place",), "normalises x in place (x32 is x itself for float32 input)", added="learner-reports"),
     M("layer_norm", "centred = x - x.mean(dim=-1, keepdim=True)", "x -= x.mean(dim=-1, keepdim=True)\n    centred = x",
-      ("in place",), "centres x in place", added="issue-25"),
+      ("in place",), "centres x in place", added="learner-reports"),
     M("layer_norm", "return weight * centred * torch.rsqrt(var + eps) + bias",
       "return (weight * centred.float() * torch.rsqrt(var.float() + eps) + bias)",
-      ("dtype",), "computes in float32 and does not cast back", added="issue-25"),
+      ("dtype",), "computes in float32 and does not cast back", added="learner-reports"),
 ]

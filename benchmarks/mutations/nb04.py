@@ -62,9 +62,9 @@ MUTATIONS = [
     M("rotary_attention", "q = apply_rope(q, cos, sin, start_pos)  # position enters the scores only\n    k = apply_rope(k, cos, sin, start_pos)\n    return tinylm.causal_attention(q, k, v)",
       "return apply_rope(tinylm.causal_attention(q, k, v), cos, sin, start_pos)", ("after attention",),
       "rotates the attention output instead of q and k"),
-    # issue 25: contracts (inputs unchanged, dtype kept)
+    # after learners' reports: contracts (inputs unchanged, dtype kept)
     M("apply_rope", COS, "cos = cos[start_pos:start_pos + T]", ("dtype",),
-      "does not cast the float32 tables to x's dtype", extra="", added="issue-25"),
+      "does not cast the float32 tables to x's dtype", extra="", added="learner-reports"),
     M("apply_rope", ROT, "rotated = rotate_half(x) * sin\n    x *= cos\n    return x + rotated", ("in place",),
-      "multiplies x by cos in place", added="issue-25"),
+      "multiplies x by cos in place", added="learner-reports"),
 ]

@@ -54,11 +54,11 @@ MUTATIONS = [
     M("gqa_step", "v = attn.v_proj(x).view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)",
       "v = attn.k_proj(x).view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)", ("v_proj",),
       "copy-paste: values from k_proj"),
-    # issue 25: a diagnosis must name the tensor that is wrong
+    # after learners' reports: a diagnosis must name the tensor that is wrong
     M("gqa_step", "repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep)", "k_all, v_all", ("not repeated",),
-      "forgets to repeat the kv heads in the step", added="issue-25"),
+      "forgets to repeat the kv heads in the step", added="learner-reports"),
     M("gqa_step", "repeat_kv(k_all, n_rep), repeat_kv(v_all, n_rep)", "repeat_kv(k_all, n_rep), v_all", ("values",),
-      "repeats the keys but not the values", added="issue-25"),
+      "repeats the keys but not the values", added="learner-reports"),
     M("gqa_attention", "repeat_kv(k, n_rep), repeat_kv(v, n_rep)", "repeat_kv(k, n_rep), v", ("values",),
-      "repeats the keys but not the values", added="issue-25"),
+      "repeats the keys but not the values", added="learner-reports"),
 ]

@@ -179,7 +179,7 @@ MUTATIONS = {
           LARGE_LOGITS + ("exp", "softmax", "max", "normalis"),
           "hands exp(logits) to multinomial, which normalises anyway: right until a logit above about 88 overflows to inf",
           regime="large logits (above about 88 in float32)"),
-        # nearest: nb08/issue-25 temperature applied after the filters (once); here it is applied twice
+        # nearest: nb08 (learner-reports) temperature applied after the filters (once); here it is applied twice
         M("sample_next", "probs = logits.softmax(dim=-1)", "probs = (logits / temperature).softmax(dim=-1)",
           ("temperature", "twice", "squared", "t²", "t^2", "t ** 2", "double"),
           "divides by the temperature a second time before the softmax: the effective temperature is T², right only at 1",

@@ -1,6 +1,6 @@
-"""Issue 25: the checks as a learner meets them. Each class of missed or
+"""The checks as a learner meets them. Each class of missed or
 misnamed mistake has its tests here: the mistakes of benchmarks/mutations
-marked added="issue-25" must be named (they were missed or named wrongly
+marked added="learner-reports" (written after learners' reports) must be named (they were missed or named wrongly
 before), plus the properties behind them: notebook 05's modules checked in
 the cached and grouped regimes, later notebooks' comparisons traced back to
 the notebook that owns a bug, the inputs-unchanged and dtype-kept
@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_diagnostics  # noqa: E402
 from benchmarks.mutations import all_mutations  # noqa: E402
 
-ADDED = [(nb, m) for nb, ms in sorted(all_mutations().items()) for m in ms if m.added == "issue-25"]
+ADDED = [(nb, m) for nb, ms in sorted(all_mutations().items()) for m in ms if m.added == "learner-reports"]
 
 
-def test_the_issue_25_mistakes_exist_in_every_class():
+def test_the_learner_report_mistakes_exist_in_every_class():
     whys = " | ".join(m.why for _, m in ADDED)
     for mistake in ("start_pos", "n_heads heads", "layer index", "cache to the blocks", "in place",
                     "does not cast", "plain Python list", "not the values", "after the top-k/top-p", "never reached"):
@@ -40,7 +40,7 @@ def test_the_issue_25_mistakes_exist_in_every_class():
 
 
 @pytest.mark.parametrize("notebook, mutation", ADDED, ids=[f"{nb}-{m.cell}-{m.why[:40]}" for nb, m in ADDED])
-def test_an_issue_25_mistake_is_named(notebook, mutation):
+def test_a_learner_report_mistake_is_named(notebook, mutation):
     outcome = bench_diagnostics.run_mutation(notebook, mutation, bench_diagnostics.notebook_cells(notebook))
     assert outcome.verdict == "named", f"{outcome.verdict}: {outcome.last_line}"
 

@@ -194,7 +194,7 @@ def test_inputs_have_all_dimensions_different():
     assert math.isclose(1.0, 1.0)
 
 
-# -- delegation to tinylm (issue 17) -------------------------------------------
+# -- delegation to tinylm ----------------------------------------------------
 
 def _cell(source: str) -> dict:
     """Execute `source` as a notebook cell would: in a fresh namespace."""
@@ -415,7 +415,7 @@ def test_a_gain_used_through_data_fails_for_want_of_a_gradient():
     assert "no gradient reaches self.weight" in _last_line(checks.check_rms_norm_module, RMSNorm)
 
 
-# -- issue 25: what a failing check shows ------------------------------------------------
+# -- what a failing check shows ---------------------------------------------------------
 
 def _render(err: CheckFailed) -> str:
     import re

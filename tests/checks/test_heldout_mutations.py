@@ -19,7 +19,7 @@ def test_heldout_set_is_separate_from_the_default_set():
 
     default, heldout = SETS["default"](), SETS["heldout"]()
     assert 20 <= sum(map(len, heldout.values())) <= 30
-    # The issue-25 mutations were written at the same time by the checks'
+    # The learner-reports mutations were written at the same time by the checks'
     # author, independently: two people writing the same natural mistake is
     # allowed there. Copying one of the mutations the checks were first
     # measured on is not.

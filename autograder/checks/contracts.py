@@ -111,6 +111,7 @@ class Contract:
     numbers: bool = False  # the answer is Python numbers: locate by the numbers each line binds (trace.record_lines)
     shift: tuple[str, ...] = ()  # arguments a softmax reads: + 1000 (exp overflows float32; softmax(x + c) = softmax(x))
     scale: tuple[str, ...] = ()  # arguments a softmax reads: × 200 (gaps of hundreds: exp underflows far below the max)
+    large: tuple[str, ...] = ()  # arguments an activation reads: × 200 (pre-activations in the hundreds, where exp overflows)
     ones: tuple = ()     # (argument, axis, words): that axis at size 1, e.g. ("x", 1, "one kv head (MQA)")
     edges: tuple = ()    # Edge: inputs at a bound of the function's domain (a step past the schedule, no scored target)
     generator: str | None = None  # the argument taking a torch.Generator: the result follows it; without one, it varies
@@ -216,6 +217,8 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
 # What large values do to a softmax, said with the regimes that make them.
 SHIFT_WORDS = ("(every value above 88, where exp overflows float32: softmax(x + c) = softmax(x), and torch's softmax, "
                "log_softmax and cross_entropy subtract the max first)")
+LARGE_WORDS = ("(values in the hundreds, as a trained network's activations can reach: exp overflows float32 above 88, "
+               "so a formula must never compute exp of a large positive number)")
 SCALE_WORDS = ("(gaps of hundreds between values: exp overflows float32 above 88, and a softmax underflows to exactly 0 "
                "far below the max, so log(softmax(x)) is -inf where log_softmax(x) stays finite)")
 
@@ -225,7 +228,8 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
     axis of size 1, the edges it names, and its generator's promises."""
     grid: list[Regime] = []
     for kind, names, change, words in (("+ 1000", contract.shift, lambda t: t + 1000, SHIFT_WORDS),
-                                       ("× 200", contract.scale, lambda t: t * 200, SCALE_WORDS)):
+                                       ("× 200", contract.scale, lambda t: t * 200, SCALE_WORDS),
+                                       ("× 200", contract.large, lambda t: t * 200, LARGE_WORDS)):
         names = tuple(n for n in names if _floating(args.get(n)))
         if names:
             shown = " and ".join(f"`{n}`" for n in names)

@@ -1076,10 +1076,27 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: dict 
     while not layout_only and j >= 0 and ops[j].name in _LAYOUT and ops[j].inputs:
         j = ops[j].inputs[0]                # back through reshapes and transposes to the call that made the value
     if j < 0:
-        # an input of the call: used in another's place (the using line is the place), or used before steps
-        # that have no line of the learner's (nothing can be told)
+        # an input of the call: used in another's place (the using line is the place), or read where the
+        # reference reads it only after steps of its own. When the learner's code takes those steps too, but
+        # later, on what this call made (silu(x) @ W where the reference has silu(x @ W)), the order goes wrong
+        # here: this line is the place. Steps it never takes have no line of the learner's: nothing can be told.
+        if lagging and not layout_only and _steps_taken_later(first, ops, reference, paths):
+            return first, None, best, "value"
         return None if lagging or not owned[k] else (first, None, best, "role")
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _steps_taken_later(first: Op, ops: list[Op], reference: Trace, paths: list) -> bool:
+    """True when every computing step (not a layout change) the reference
+    takes between a value and its call is one the learner takes on a value
+    computed from `first`'s result."""
+    steps = {_base(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in _LAYOUT}
+    later, taken = {first.index}, set()
+    for op in ops[first.index + 1:]:
+        if any(i in later for i in op.inputs):
+            later.add(op.index)
+            taken.add(_base(op.name))
+    return bool(steps) and steps <= taken
 
 
 def _axes(shape: tuple) -> list[int]:

@@ -596,6 +596,8 @@ KIND_WORDS = {
     "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "grad": "the gradient stops here",
     "raises": "it raises here",
+    "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
+            "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
     "dtype": "a dtype is fixed here",
 }
 
@@ -1323,6 +1325,14 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
         if found is not None and found.line != failed.line:
             found.facts.append(raises)
         return found
+    if failed.name in _STRIDED_VIEWS and _STRIDE_ERROR in str(learner.error):
+        # No wrong value before it: the values are right, their memory layout is one a view cannot merge, and
+        # the call that asks for a view is the one to change.
+        j = reads[0]
+        return Located(failed.file, failed.line, failed.function, source_line(failed.file, failed.line),
+                       [f"it reads the value {learner.ops[j].name} makes on line {learner.ops[j].line}, of shape "
+                        f"{tuple(failed.input_shapes[0]) if failed.input_shapes else '?'}, and raises "
+                        f"({_error_line(learner.error)})"], kind="view")
     shapes = {tuple(t.shape) for op in reference.ops for t in op.outputs} | {tuple(t.shape) for t in reference.inputs}
     for j, slot in zip(failed.inputs, failed.slots or [0] * len(failed.inputs)):
         if j < 0 or slot >= len(learner.ops[j].outputs) or not seen.found[j][slot]:
@@ -1340,6 +1350,11 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
                            [f"yours: {op.name} gives {_describe_value(value)}",
                             f"the reference has these numbers in shape {tuple(theirs[0].shape)}", raises], kind="shape")
     return _cast_before_raise(learner, reference, seen, failed, raises)
+
+
+# Calls that return a view of their input's memory and raise when its strides cannot express the new shape.
+_STRIDED_VIEWS = {"view", "view_as"}
+_STRIDE_ERROR = "view size is not compatible with input tensor's size and stride"
 
 
 def _cast_before_raise(learner: Trace, reference: Trace, seen: "_Analysis", failed: Op, raises: str) -> Located | None:

@@ -1084,6 +1084,9 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: dict 
         # here: this line is the place. Steps it never takes have no line of the learner's: nothing can be told.
         if lagging and not layout_only and _steps_taken_later(first, ops, reference, paths):
             return first, None, best, "value"
+        if lagging and not layout_only and any(wanted in owners for op in ops[:first.index]
+                                               for owners in found[op.index]):
+            return first, None, best, "role"  # the learner made the value the reference reads here, and reads another
         return None if lagging or not owned[k] else (first, None, best, "role")
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
 

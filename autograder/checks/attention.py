@@ -485,7 +485,7 @@ CAUSAL_ATTENTION = Contract("causal_attention", attention_steps, _attention_cont
                             batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"), scale=("q",), edges=(
                                 Edge("scores far below zero", "for queries and keys whose allowed scores all lie near "
                                      "-10^5 (q + c and k - c, float64): the masked positions must still get no weight",
-                                     _far_below_zero),))
+                                     _far_below_zero),), elsewhere=True)
 SELF_ATTENTION = Contract("self_attention", self_attention_steps, _self_attention_cases,
                           names=("x", "w_q", "w_k", "w_v", "w_o", "n_heads"), batch=("x",), views=("x",),
                           grad=("x", "w_q", "w_k", "w_v", "w_o"), dtypes=(torch.float64,))

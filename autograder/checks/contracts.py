@@ -116,6 +116,7 @@ class Contract:
     edges: tuple = ()    # Edge: inputs at a bound of the function's domain (a step past the schedule, no scored target)
     generator: str | None = None  # the argument taking a torch.Generator: the result follows it; without one, it varies
     draws: Callable[[dict], dict] | None = None  # the visible inputs made random, for the generator regimes
+    elsewhere: bool = False  # inputs on the meta device (another device than the CPU, without a GPU): no mixing
 
     def __post_init__(self):
         if self.names and self.locate and not self.numbers:
@@ -242,12 +243,36 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
                                lambda a, name=name, axis=axis: {**a, name: a[name].narrow(axis, 0, 1).clone()}))
     for edge in contract.edges:
         grid.append(Regime(edge.name, "for the visible inputs", edge.words, edge.transform))
+    if contract.elsewhere and not (torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu"):
+        grid.append(Regime("inputs on another device", "on the CPU", f"with the inputs on another device {META_WORDS}",
+                           lambda a: a, judge=_stays_on_device))
     if contract.generator and contract.generator in contract.names:
         grid.append(Regime("same generator seed, same result", "without a generator", "with generators seeded alike",
                            lambda a: a, judge=_follows_generator))
         grid.append(Regime("without a generator, calls differ", "with a generator",
                            "without a generator (generator=None, two calls)", lambda a: a, judge=_draws_anew))
     return grid
+
+
+META_WORDS = ("(the meta device stands in for a GPU: it has shapes and no numbers, and like a GPU it refuses a "
+              "tensor left on the CPU; every tensor the function makes must be made on, or moved to, its inputs' "
+              "device, device=q.device or .to(q.device))")
+
+
+def _stays_on_device(fn, contract: Contract, args: dict) -> dict | None:
+    """The learner's function on the inputs moved to the meta device: a
+    failure only when it raises for mixing devices (an operation the meta
+    device cannot run, such as .item(), is not the learner's mistake)."""
+    if getattr(fn, "recheck_trace", None) is not None:
+        return None  # the grader's recheck runs the learner's process on real tensors only
+    moved = {k: v.detach().to("meta") if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    _, error = _call(fn, contract, _positional(contract, moved), {})
+    text = str(error) if error is not None else ""
+    if error is None or not ("expected device" in text or "same device" in text):
+        return None
+    return {"note": "raised for another device", "error": error, "bugs": [], "facts": [
+        "your function makes a tensor on the CPU and combines it with inputs on another device (measured: on the "
+        f"meta device it raises: {text.splitlines()[0][:160]})"]}
 
 
 def _random_args(fn, contract: Contract, args: dict, generator) -> tuple:

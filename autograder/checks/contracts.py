@@ -212,6 +212,9 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
         grid.append(Regime("cuda", "on the CPU", "on cuda",
                            lambda a: {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in a.items()},
                            device="cuda"))
+    elif contract.elsewhere:  # without a GPU, the meta device shows a tensor left on the CPU
+        grid.append(Regime("inputs on another device", "on the CPU", f"with the inputs on another device {META_WORDS}",
+                           lambda a: a, judge=_stays_on_device))
     return grid
 
 
@@ -243,9 +246,6 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
                                lambda a, name=name, axis=axis: {**a, name: a[name].narrow(axis, 0, 1).clone()}))
     for edge in contract.edges:
         grid.append(Regime(edge.name, "for the visible inputs", edge.words, edge.transform))
-    if contract.elsewhere and not (torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu"):
-        grid.append(Regime("inputs on another device", "on the CPU", f"with the inputs on another device {META_WORDS}",
-                           lambda a: a, judge=_stays_on_device))
     if contract.generator and contract.generator in contract.names:
         grid.append(Regime("same generator seed, same result", "without a generator", "with generators seeded alike",
                            lambda a: a, judge=_follows_generator))

@@ -472,6 +472,8 @@ SPLIT_HEADS = Contract("split_heads", split_heads_steps, _split_cases, names=("x
                        views=("x",), grad=("x",), dtypes=(torch.float64,))
 MERGE_HEADS = Contract("merge_heads", merge_heads_steps, _merge_cases, names=("y",), batch=("y",), views=("y",),
                        grad=("y",), dtypes=(torch.float64,))
+
+
 def _far_below_zero(a: dict) -> dict:
     """q + c and k - c along the all-ones direction, in float64: every score
     gains -c² · sqrt(hd) (about -10^5) plus terms linear in c, so each query's

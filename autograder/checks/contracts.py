@@ -256,7 +256,7 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
 
 META_WORDS = ("(the meta device stands in for a GPU: it has shapes and no numbers, and like a GPU it refuses a "
               "tensor left on the CPU; every tensor the function makes must be made on, or moved to, its inputs' "
-              "device, device=q.device or .to(q.device))")
+              "device: device=t.device, or .to(t.device), for an input t)")
 
 
 def _stays_on_device(fn, contract: Contract, args: dict) -> dict | None:
@@ -271,7 +271,7 @@ def _stays_on_device(fn, contract: Contract, args: dict) -> dict | None:
     if error is None or not ("expected device" in text or "same device" in text):
         return None
     return {"note": "raised for another device", "error": error, "bugs": [], "facts": [
-        "your function makes a tensor on the CPU and combines it with inputs on another device (measured: on the "
+        "your function combines a tensor on the CPU with inputs on another device (measured: on the "
         f"meta device it raises: {text.splitlines()[0][:160]})"]}
 
 

@@ -235,10 +235,11 @@ def top_p_unsorted(logits, p):
     return logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
 
 
-def test_an_input_read_where_the_learner_made_the_reference_value_is_a_role():
+def test_an_input_read_where_the_learner_made_the_reference_value_is_placed():
     _, named, _ = contracts._split(TOP_P_FILTER, TOP_P_FILTER.cases()[0])
     found = _place(top_p_unsorted, TOP_P_FILTER, contracts._positional(TOP_P_FILTER, named))
-    assert found is not None and found.kind == "role" and "logits.softmax" in found.code
+    assert found is not None and found.kind == "read" and "logits.softmax" in found.code
+    assert "reads the value its sort makes, a value your line" in found.facts[0]
 
 
 # -- the notebooks' own solutions, hidden tests included ---------------------------------

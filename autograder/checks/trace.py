@@ -596,6 +596,7 @@ KIND_WORDS = {
     "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "grad": "the gradient stops here",
     "raises": "it raises here",
+    "read": "this line reads another value than the reference reads there, although your code makes that one too",
     "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
             "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
     "dtype": "a dtype is fixed here",
@@ -821,6 +822,9 @@ class _Analysis:
         if blame is None:
             return None
         blamed, also, counterpart, how = blame
+        maker = None
+        if how == "read":  # the second op is where the value it should read is made, not a line of the pair
+            maker, also = also, None
         if not blamed.file:
             return None  # a line of code whose text is not at hand (the grader keeps only the submission's cells)
         code = source_line(first.file, first.line)
@@ -845,6 +849,10 @@ class _Analysis:
         elif how == "role":
             facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference's "
                             f"{counterpart.name} reads another value")
+        elif how == "read":
+            facts.insert(0, f"your {first.name} reads an argument of your function where the reference's "
+                            f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
+                            "makes too")
         elif how in ("twice", "ahead"):
             steps = _steps_between(reference, counterpart, also or first, blamed, self.found, ahead=True)
             facts.insert(0, f"your {first.name} reads a value the reference has only after its own {counterpart.name}"
@@ -1084,9 +1092,9 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: dict 
         # here: this line is the place. Steps it never takes have no line of the learner's: nothing can be told.
         if lagging and not layout_only and _steps_taken_later(first, ops, reference, paths):
             return first, None, best, "value"
-        if lagging and not layout_only and any(wanted in owners for op in ops[:first.index]
-                                               for owners in found[op.index]):
-            return first, None, best, "role"  # the learner made the value the reference reads here, and reads another
+        maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
+        if lagging and not layout_only and maker is not None:
+            return first, maker, best, "read"  # the learner made the value the reference reads here, and reads another
         return None if lagging or not owned[k] else (first, None, best, "role")
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
 

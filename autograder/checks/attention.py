@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .contracts import Contract, call_keeping_inputs, defaults, run_contract
+from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
 from .core import Check, _close, describe_factor, fit_scale, randn, tol_for
 
 
@@ -476,8 +476,22 @@ SPLIT_HEADS = Contract("split_heads", split_heads_steps, _split_cases, names=("x
                        views=("x",), grad=("x",), dtypes=(torch.float64,))
 MERGE_HEADS = Contract("merge_heads", merge_heads_steps, _merge_cases, names=("y",), batch=("y",), views=("y",),
                        grad=("y",), dtypes=(torch.float64,))
+
+
+def _far_below_zero(a: dict) -> dict:
+    """q + c and k - c along the all-ones direction, in float64: every score
+    gains -c² · sqrt(hd) (about -10^5) plus terms linear in c, so each query's
+    allowed scores all lie far below zero while their gaps stay ordinary."""
+    q, k, v = (a[n].detach().double() for n in ("q", "k", "v"))
+    c = math.sqrt(1e5 / math.sqrt(q.shape[-1]))
+    return {**a, "q": q + c, "k": k - c, "v": v}
+
+
 CAUSAL_ATTENTION = Contract("causal_attention", attention_steps, _attention_contract_cases, names=("q", "k", "v"),
-                            batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"), scale=("q",))
+                            batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"), scale=("q",), edges=(
+                                Edge("scores far below zero", "for queries and keys whose allowed scores all lie near "
+                                     "-10^5 (q + c and k - c, float64): the masked positions must still get no weight",
+                                     _far_below_zero),), elsewhere=True)
 SELF_ATTENTION = Contract("self_attention", self_attention_steps, _self_attention_cases,
                           names=("x", "w_q", "w_k", "w_v", "w_o", "n_heads"), batch=("x",), views=("x",),
                           grad=("x", "w_q", "w_k", "w_v", "w_o"), dtypes=(torch.float64,))

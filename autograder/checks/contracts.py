@@ -111,10 +111,12 @@ class Contract:
     numbers: bool = False  # the answer is Python numbers: locate by the numbers each line binds (trace.record_lines)
     shift: tuple[str, ...] = ()  # arguments a softmax reads: + 1000 (exp overflows float32; softmax(x + c) = softmax(x))
     scale: tuple[str, ...] = ()  # arguments a softmax reads: × 200 (gaps of hundreds: exp underflows far below the max)
+    large: tuple[str, ...] = ()  # arguments an activation reads: × 200 (pre-activations in the hundreds, where exp overflows)
     ones: tuple = ()     # (argument, axis, words): that axis at size 1, e.g. ("x", 1, "one kv head (MQA)")
     edges: tuple = ()    # Edge: inputs at a bound of the function's domain (a step past the schedule, no scored target)
     generator: str | None = None  # the argument taking a torch.Generator: the result follows it; without one, it varies
     draws: Callable[[dict], dict] | None = None  # the visible inputs made random, for the generator regimes
+    elsewhere: bool = False  # inputs on the meta device (another device than the CPU, without a GPU): no mixing
 
     def __post_init__(self):
         if self.names and self.locate and not self.numbers:
@@ -210,12 +212,17 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
         grid.append(Regime("cuda", "on the CPU", "on cuda",
                            lambda a: {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in a.items()},
                            device="cuda"))
+    elif contract.elsewhere:  # without a GPU, the meta device shows a tensor left on the CPU
+        grid.append(Regime("inputs on another device", "on the CPU", f"with the inputs on another device {META_WORDS}",
+                           lambda a: a, judge=_stays_on_device))
     return grid
 
 
 # What large values do to a softmax, said with the regimes that make them.
 SHIFT_WORDS = ("(every value above 88, where exp overflows float32: softmax(x + c) = softmax(x), and torch's softmax, "
                "log_softmax and cross_entropy subtract the max first)")
+LARGE_WORDS = ("(values in the hundreds, as a trained network's activations can reach: exp overflows float32 above 88, "
+               "so a formula must never compute exp of a large positive number)")
 SCALE_WORDS = ("(gaps of hundreds between values: exp overflows float32 above 88, and a softmax underflows to exactly 0 "
                "far below the max, so log(softmax(x)) is -inf where log_softmax(x) stays finite)")
 
@@ -225,7 +232,8 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
     axis of size 1, the edges it names, and its generator's promises."""
     grid: list[Regime] = []
     for kind, names, change, words in (("+ 1000", contract.shift, lambda t: t + 1000, SHIFT_WORDS),
-                                       ("× 200", contract.scale, lambda t: t * 200, SCALE_WORDS)):
+                                       ("× 200", contract.scale, lambda t: t * 200, SCALE_WORDS),
+                                       ("× 200", contract.large, lambda t: t * 200, LARGE_WORDS)):
         names = tuple(n for n in names if _floating(args.get(n)))
         if names:
             shown = " and ".join(f"`{n}`" for n in names)
@@ -244,6 +252,27 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
         grid.append(Regime("without a generator, calls differ", "with a generator",
                            "without a generator (generator=None, two calls)", lambda a: a, judge=_draws_anew))
     return grid
+
+
+META_WORDS = ("(the meta device stands in for a GPU: it has shapes and no numbers, and like a GPU it refuses a "
+              "tensor left on the CPU; every tensor the function makes must be made on, or moved to, its inputs' "
+              "device: device=t.device, or .to(t.device), for an input t)")
+
+
+def _stays_on_device(fn, contract: Contract, args: dict) -> dict | None:
+    """The learner's function on the inputs moved to the meta device: a
+    failure only when it raises for mixing devices (an operation the meta
+    device cannot run, such as .item(), is not the learner's mistake)."""
+    if getattr(fn, "recheck_trace", None) is not None:
+        return None  # the grader's recheck runs the learner's process on real tensors only
+    moved = {k: v.detach().to("meta") if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    _, error = _call(fn, contract, _positional(contract, moved), {})
+    text = str(error) if error is not None else ""
+    if error is None or not ("expected device" in text or "same device" in text):
+        return None
+    return {"note": "raised for another device", "error": error, "bugs": [], "facts": [
+        "your function combines a tensor on the CPU with inputs on another device (measured: on the "
+        f"meta device it raises: {text.splitlines()[0][:160]})"]}
 
 
 def _random_args(fn, contract: Contract, args: dict, generator) -> tuple:

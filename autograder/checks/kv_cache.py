@@ -291,6 +291,18 @@ def check_attention_step(attention_step, *, seed: int = 0, batch: int = 2, n_hea
                          attention_step, references, {"cache_update": "exercise 1", "repeat_kv": "exercise 1"})
 
 
+def _measure_cache_length(chk: Check, label: str, caches: dict, past: int, new: int) -> None:
+    """The positions each returned cache holds (axis 2) when that is not past + new, said with what it equals."""
+    for name, got in caches.items():
+        if not isinstance(got, torch.Tensor) or got.dim() != 4 or got.shape[2] == past + new:
+            continue
+        length = int(got.shape[2])
+        what = (" (the new positions only: the cached ones are not in it)" if length == new and past else
+                " (the cached positions only: the new ones are not in it)" if length == past and new else "")
+        chk.measured(f"{label}: your {name} holds {length} positions{what}; expected past + new = {past} + {new} = "
+                     f"{past + new}")
+
+
 def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_dim, steps, dtype, fn_name) -> Check:
     n_kv = n_heads if n_kv_heads is None else n_kv_heads
     d = n_heads * head_dim
@@ -374,6 +386,7 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
             "values computed with k_proj: v = attn.v_proj(x)": lambda: torch.cat(
                 (v_all[:, :, :start], k_raw[:, :, start:end]), dim=2),
         }))
+        _measure_cache_length(chk, label, {"k_all": k_got, "v_all": v_got}, start, n)
         if not ok and first_bad is None:
             first_bad = label
         start = end

@@ -265,7 +265,8 @@ def _block_cases():
 
 
 SWIGLU = Contract("swiglu", swiglu_steps, _swiglu_cases, names=("x", "w_gate", "w_up", "w_down"), batch=("x",),
-                  leading=("x",), views=("x",), grad=("x", "w_gate", "w_up", "w_down"), dtypes=(torch.float64,))
+                  leading=("x",), views=("x",), grad=("x", "w_gate", "w_up", "w_down"), dtypes=(torch.float64,),
+                  large=("x",))
 PRE_NORM_BLOCK = Contract("pre_norm_block", pre_norm_block_steps, _block_cases,
                           names=("x", "attn", "mlp", "attn_norm", "mlp_norm"), batch=("x",), views=("x",), grad=("x",),
                           dtypes=())

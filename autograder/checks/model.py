@@ -12,6 +12,8 @@ first one that differs.
 """
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -181,6 +183,31 @@ def _other_layer_kv(past_k, past_v, seed: int):
     return randn(*past_k.shape, seed=seed + 500) * 2, randn(*past_v.shape, seed=seed + 501) * 2
 
 
+def _list_lengths(want: dict, got: dict, config) -> str | None:
+    """When a list of modules (blocks.0, blocks.1, ...) holds another number
+    of entries than tinylm's, that measured count, with the config fields
+    equal to each count (the one the loop should read, and the one it read)."""
+    def lengths(names) -> dict:
+        found: dict[str, set] = {}
+        for name in names:
+            m = re.match(r"^(.*?)\.(\d+)\.", name)
+            if m:
+                found.setdefault(m.group(1), set()).add(int(m.group(2)))
+        return {prefix: max(ids) + 1 for prefix, ids in found.items()}
+    theirs, yours = lengths(want), lengths(got)
+    for prefix, n in theirs.items():
+        mine = yours.get(prefix)
+        if mine is None or mine == n:
+            continue
+        fields = {f: getattr(config, f) for f in vars(config) if isinstance(getattr(config, f), int)
+                  and not isinstance(getattr(config, f), bool)}
+        named = lambda count: ", ".join(f"config.{f} = {v}" for f, v in fields.items() if v == count)  # noqa: E731
+        return (f"you built {mine} entries in `{prefix}` ({prefix}.0 to {prefix}.{mine - 1}), tinylm builds {n} for "
+                f"this config ({named(n) or 'no config field has that value'}); "
+                f"{'the count you built equals ' + named(mine) if named(mine) else 'no config field equals your count'}")
+    return None
+
+
 def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.Module | None:
     """The learner's module with the reference's weights, after the rows that
     require tinylm's parameter names and shapes; None when they differ."""
@@ -194,7 +221,7 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
     got = {n: tuple(p.shape) for n, p in module.state_dict().items()}
     missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
     wrong = sorted(n for n in set(want) & set(got) if want[n] != got[n])
-    hidden = _modules_out_of_sight(module, missing)
+    hidden = _modules_out_of_sight(module, missing) or _list_lengths(want, got, config)
     if not chk.require("parameters named as tinylm's", not missing and not extra,
                        f"missing {missing[:4]}, unexpected {extra[:4]}",
                        diagnosis=hidden or f"parameter names differ from tinylm's: missing {missing[:4]}, unexpected "

@@ -179,6 +179,8 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
         if not chk.compare(key, value if value is not None else got[key], want[key], atol=1e-5, rtol=1e-5,
                            variants=variants[key]) and key == "loss" and value is not None and not dropout_on:
             _which_batches(chk, float(value), rows)
+        if key != "loss" and value is not None and not chk.rows[-1].ok:
+            _measure_conversion(chk, key, float(value), _as_float_tensor(got["loss"]), bytes_per_token)
         _require_number(chk, f'"{key}"', got[key], float, "convert with .item() or float(...)")
     chk.require("dropout off (eval mode)", log.calls and not dropout_on,
                 "some forward passes ran in train mode",
@@ -202,6 +204,32 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     chk.require("same loss when the same rows are batched differently", same,
                 "regrouping the rows into one batch changed the loss")
     return chk
+
+
+# The elementary maps a nats-to-other-units conversion is built from, named as a learner would write them.
+_CONVERSIONS = (("{}", lambda v: v), ("ln({})", math.log), ("log2({})", math.log2), ("log10({})", math.log10),
+                ("exp({})", math.exp), ("2 ** {}", lambda v: 2.0 ** v), ("{} / ln 2", lambda v: v / math.log(2)),
+                ("{} · ln 2", lambda v: v * math.log(2)), ("{} / ln 10", lambda v: v / math.log(10)))
+
+
+def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token: float) -> None:
+    """What a wrong `key` is, in terms of the learner's own loss: one
+    elementary map of it, times or divided by bytes_per_token (or neither)
+    (a measured fact: "your bits_per_byte equals log2(loss) / bytes_per_token")."""
+    if loss is None or not math.isfinite(got):
+        return
+    loss = float(loss)
+    scales = (("", 1.0), (" / bytes_per_token", 1 / bytes_per_token), (" · bytes_per_token", bytes_per_token))
+    for words, conversion in _CONVERSIONS:
+        for scale_words, factor in scales:
+            try:
+                value = conversion(loss) * factor
+            except (ValueError, OverflowError):
+                continue
+            if math.isfinite(value) and math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7):
+                chk.measured(f"your {key} ({got:.6g}) equals {words.format('loss')}{scale_words}, with your loss = "
+                             f"{loss:.6g} nats and bytes_per_token = {bytes_per_token:g}")
+                return
 
 
 def _which_batches(chk: Check, got: float, rows: list) -> None:

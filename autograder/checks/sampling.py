@@ -14,6 +14,7 @@ whether the right values come back in sorted order.
 """
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
@@ -21,6 +22,7 @@ import torch
 from .contracts import Contract, defaults, run_contract
 from .core import Check, describe, permutation_of, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
+from .spies import crossed_arguments, first_call_arguments
 
 NEG_INF = float("-inf")
 
@@ -386,6 +388,17 @@ def _describe(x) -> str:
 
 # ---------------------------------------------------------------- generate
 
+def _crossed_to_sampler(generate, model, prompt, max_new_tokens) -> str | None:
+    """After generate raised with top_k and top_p set: whether it handed sample_next one in the other's place."""
+    args = (model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(11))
+    try:
+        given = dict(inspect.signature(generate).bind(*args).arguments)
+    except (TypeError, ValueError):
+        return None
+    received = first_call_arguments(generate, "sample_next", lambda: generate(*args))
+    return crossed_arguments("generate", given, "sample_next", received)
+
+
 def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -> Check:
     model = tiny_model(seed, dropout=dropout)
     prompt = torch.randint(model.config.vocab_size, (batch, prompt_len), generator=seeded(seed))
@@ -430,7 +443,9 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     model.train()
     log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
     try:
-        runs = [chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(s)) for s in (11, 11, 12)]
+        runs = [chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(s),
+                         on_error=lambda err: _crossed_to_sampler(generate, model, prompt, max_new_tokens))
+                for s in (11, 11, 12)]
     finally:
         log3.close()
     shaped = all(isinstance(r, torch.Tensor) and r.shape == want.shape for r in runs)

@@ -5,6 +5,7 @@ error to say WHICH of k and v was left unrepeated, from a measurement."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 
 import torch
@@ -61,3 +62,52 @@ def unrepeated_bug(heads: tuple[int, int, int] | None) -> str | None:
         return (f"the keys are not repeated to the query heads (measured: attention got v with {v} heads, k with "
                 f"{k}): repeat k like v, repeat_kv(k, n_rep) / k.repeat_interleave(n_rep, dim=1)")
     return None
+
+
+def first_call_arguments(fn, callee: str, call) -> dict | None:
+    """The arguments (name -> value, bound to the callee's own signature) of
+    the first call the learner's `fn` makes to the function it calls by the
+    name `callee`, while `call()` runs; None when it makes none."""
+    seen: list = []
+    spaces = [g for g in _globals_of(fn) if callable(g.get(callee))]
+    if not spaces:
+        return None
+    original = spaces[0][callee]
+
+    def stand_in(*args, **kwargs):
+        try:
+            seen.append(dict(inspect.signature(original).bind(*args, **kwargs).arguments))
+        except (TypeError, ValueError):  # arguments the callee cannot take: nothing to compare by name
+            seen.append(None)
+        raise _Seen
+
+    try:
+        for g in spaces:
+            g[callee] = stand_in
+        with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+            call()
+    except Exception:  # _Seen, or the learner's own error before the call: only `seen` matters
+        pass
+    finally:
+        for g in spaces:
+            g[callee] = original
+    return seen[0] if seen else None
+
+
+def crossed_arguments(caller: str, given: dict, callee: str, received: dict | None) -> str | None:
+    """A measured text when the callee received, under one parameter name, the
+    value the caller was given under another name both functions have (and
+    not the caller's own value of that name): arguments handed over crossed."""
+    if not received:
+        return None
+    shared = [n for n in given if n in received]
+    distinct = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and \
+        sum(1 for w in given.values() if type(w) is type(v) and w == v) == 1  # noqa: E731
+    crossed = [(theirs, mine) for mine in shared for theirs in shared if theirs != mine and distinct(given[theirs])
+               and type(received[mine]) is type(given[theirs]) and received[mine] == given[theirs]
+               and not (type(given[mine]) is type(received[mine]) and given[mine] == received[mine])]
+    if not crossed:
+        return None
+    parts = [f"its {theirs} ({given[theirs]!r}) to {callee}'s {mine}" for theirs, mine in crossed]
+    return (f"your {caller} hands {' and '.join(parts)} (measured: the arguments of its first {callee} call): "
+            "pass each argument to the parameter of the same name, by keyword where the order is easy to mix up")

@@ -597,6 +597,9 @@ KIND_WORDS = {
     "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "grad": "the gradient stops here",
     "raises": "it raises here",
+    "read": "this line reads another value than the reference reads there, although your code makes that one too",
+    "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
+            "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
     "dtype": "a dtype is fixed here",
 }
 
@@ -820,6 +823,9 @@ class _Analysis:
         if blame is None:
             return None
         blamed, also, counterpart, how = blame
+        maker = None
+        if how == "read":  # the second op is where the value it should read is made, not a line of the pair
+            maker, also = also, None
         if not blamed.file:
             return None  # a line of code whose text is not at hand (the grader keeps only the submission's cells)
         code = source_line(first.file, first.line)
@@ -844,6 +850,10 @@ class _Analysis:
         elif how == "role":
             facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference's "
                             f"{counterpart.name} reads another value")
+        elif how == "read":
+            facts.insert(0, f"your {first.name} reads an argument of your function where the reference's "
+                            f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
+                            "makes too")
         elif how in ("twice", "ahead"):
             steps = _steps_between(reference, counterpart, also or first, blamed, self.found, ahead=True)
             facts.insert(0, f"your {first.name} reads a value the reference has only after its own {counterpart.name}"
@@ -1077,10 +1087,30 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: dict 
     while not layout_only and j >= 0 and ops[j].name in _LAYOUT and ops[j].inputs:
         j = ops[j].inputs[0]                # back through reshapes and transposes to the call that made the value
     if j < 0:
-        # an input of the call: used in another's place (the using line is the place), or used before steps
-        # that have no line of the learner's (nothing can be told)
+        # an input of the call: used in another's place (the using line is the place), or read where the
+        # reference reads it only after steps of its own. When the learner's code takes those steps too, but
+        # later, on what this call made (silu(x) @ W where the reference has silu(x @ W)), the order goes wrong
+        # here: this line is the place. Steps it never takes have no line of the learner's: nothing can be told.
+        if lagging and not layout_only and _steps_taken_later(first, ops, reference, paths):
+            return first, None, best, "value"
+        maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
+        if lagging and not layout_only and maker is not None:
+            return first, maker, best, "read"  # the learner made the value the reference reads here, and reads another
         return None if lagging or not owned[k] else (first, None, best, "role")
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _steps_taken_later(first: Op, ops: list[Op], reference: Trace, paths: list) -> bool:
+    """True when every computing step (not a layout change) the reference
+    takes between a value and its call is one the learner takes on a value
+    computed from `first`'s result."""
+    steps = {_base(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in _LAYOUT}
+    later, taken = {first.index}, set()
+    for op in ops[first.index + 1:]:
+        if any(i in later for i in op.inputs):
+            later.add(op.index)
+            taken.add(_base(op.name))
+    return bool(steps) and steps <= taken
 
 
 def _axes(shape: tuple) -> list[int]:
@@ -1306,6 +1336,14 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
         if found is not None and found.line != failed.line:
             found.facts.append(raises)
         return found
+    if failed.name in _STRIDED_VIEWS and _STRIDE_ERROR in str(learner.error):
+        # No wrong value before it: the values are right, their memory layout is one a view cannot merge, and
+        # the call that asks for a view is the one to change.
+        j = reads[0]
+        return Located(failed.file, failed.line, failed.function, source_line(failed.file, failed.line),
+                       [f"it reads the value {learner.ops[j].name} makes on line {learner.ops[j].line}, of shape "
+                        f"{tuple(failed.input_shapes[0]) if failed.input_shapes else '?'}, and raises "
+                        f"({_error_line(learner.error)})"], kind="view")
     shapes = {tuple(t.shape) for op in reference.ops for t in op.outputs} | {tuple(t.shape) for t in reference.inputs}
     for j, slot in zip(failed.inputs, failed.slots or [0] * len(failed.inputs)):
         if j < 0 or slot >= len(learner.ops[j].outputs) or not seen.found[j][slot]:
@@ -1323,6 +1361,11 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
                            [f"yours: {op.name} gives {_describe_value(value)}",
                             f"the reference has these numbers in shape {tuple(theirs[0].shape)}", raises], kind="shape")
     return _cast_before_raise(learner, reference, seen, failed, raises)
+
+
+# Calls that return a view of their input's memory and raise when its strides cannot express the new shape.
+_STRIDED_VIEWS = {"view", "view_as"}
+_STRIDE_ERROR = "view size is not compatible with input tensor's size and stride"
 
 
 def _cast_before_raise(learner: Trace, reference: Trace, seen: "_Analysis", failed: Op, raises: str) -> Located | None:

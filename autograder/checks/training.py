@@ -101,6 +101,13 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     short = torch.arange(12) * 10
     xs, _ = _windows(get_batch, chk, short, 2000, 4, seeded(seed + 4))
     first = set((xs[:, 0] // 10).long().tolist()) if isinstance(xs, torch.Tensor) and xs.dim() == 2 else set()
+    # More rows than distinct windows: the batch still has batch_size rows, so some windows repeat.
+    rows = int(xs.shape[0]) if isinstance(xs, torch.Tensor) and xs.dim() else None
+    chk.require("batch_size rows when it exceeds the number of windows", rows == 2000,
+                f"{rows} rows for batch_size 2000", diagnosis=None if rows in (2000, None) else
+                f"for 12 tokens and seq_len 4 (8 possible windows) with batch_size 2000, your x has {rows} rows, "
+                "expected 2000: x and y have batch_size rows whatever the data's length, so a batch larger than the "
+                "number of windows repeats some of them (draw each start independently, torch.randint)")
     chk.require("every window start in [0, len(data) - seq_len - 1] occurs", first == set(range(12 - 4)),
                 f"starts drawn: {sorted(first)}; expected 0..{12 - 4 - 1}",
                 diagnosis=None if first == set(range(12 - 4)) or len(first) < 2 or not y_ok else

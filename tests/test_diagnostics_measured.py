@@ -1,0 +1,257 @@
+"""Regimes at the edges of an exercise's domain and measured facts about a
+wrong answer: each new regime passes correct implementations written from
+torch built-ins (and the notebooks' own solutions, float64 hidden tests
+included) and fails the wrong behaviour with the measured text; the tracer
+places a view that cannot merge strides, a call that reads an input before a
+step the learner takes later, and an input read where the learner made the
+value the reference reads."""
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tinylm
+from autograder.checks import CheckFailed, check_causal_attention, check_get_batch, check_swiglu
+from autograder.checks import contracts, trace
+from autograder.checks.core import Check
+from autograder.checks.kv_cache import _measure_cache_length
+from autograder.checks.model import _list_lengths
+from autograder.checks.mlp import SWIGLU
+from autograder.checks.perplexity import _measure_conversion
+from autograder.checks.sampling import TOP_P_FILTER
+from autograder.checks.spies import crossed_arguments, first_call_arguments
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_diagnostics  # noqa: E402
+
+
+def _failure(check, fn, **kwargs) -> CheckFailed | None:
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            check(fn, **kwargs)
+    except CheckFailed as err:
+        return err
+    return None
+
+
+def _texts(err: CheckFailed) -> str:
+    d = err.diagnosis.to_dict()
+    return " | ".join([*(d.get("likely_bugs") or []), *(d.get("facts") or []), (d.get("regime") or {}).get("text", "")])
+
+
+# -- causal attention: scores far below zero, inputs on another device -------------------
+def _allowed(q, k):
+    return torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril(k.shape[-2] - q.shape[-2])
+
+
+def attention_sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(q, k))
+
+
+def attention_finfo_min(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return scores.masked_fill(~_allowed(q, k), torch.finfo(q.dtype).min).softmax(-1) @ v
+
+
+def attention_asserting_finite(q, k, v):
+    """Right, and reads a number from its inputs: the meta device cannot run it, which is not a mistake."""
+    assert bool(torch.isfinite(q).all())
+    return attention_sdpa(q, k, v)
+
+
+def attention_finite_fill(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return scores.masked_fill(~_allowed(q, k), -1e4).softmax(-1) @ v
+
+
+def attention_mask_on_cpu(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
+    return scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+
+
+@pytest.mark.parametrize("fn", [attention_sdpa, attention_finfo_min, attention_asserting_finite])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_right_attention_passes_the_far_below_zero_and_other_device_regimes(fn, dtype):
+    assert _failure(check_causal_attention, fn, dtype=dtype) is None
+
+
+def test_a_finite_mask_fails_when_every_allowed_score_lies_far_below_zero():
+    err = _failure(check_causal_attention, attention_finite_fill)
+    assert err is not None and err.diagnosis.regime["name"] == "scores far below zero"
+
+
+def test_a_mask_left_on_the_cpu_fails_on_the_meta_device_with_the_measurement():
+    err = _failure(check_causal_attention, attention_mask_on_cpu)
+    assert err is not None and err.diagnosis.regime["name"] == "inputs on another device"
+    assert "meta device it raises" in _texts(err)
+
+
+# -- swiglu: pre-activations in the hundreds ---------------------------------------------
+def swiglu_with(activation):
+    return lambda x, w_gate, w_up, w_down: (activation(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
+@pytest.mark.parametrize("activation", [F.silu, lambda a: a * torch.sigmoid(a), lambda a: a / (1 + torch.exp(-a))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_right_swiglu_passes_values_in_the_hundreds(activation, dtype):
+    assert _failure(check_swiglu, swiglu_with(activation), dtype=dtype) is None
+
+
+def test_a_sigmoid_from_exp_of_a_positive_number_fails_values_in_the_hundreds():
+    err = _failure(check_swiglu, swiglu_with(lambda a: a * a.exp() / (1 + a.exp())))
+    assert err is not None and err.diagnosis.regime["name"] == "x × 200"
+    assert "inf or nan" in _texts(err)
+
+
+# -- get_batch: more rows than windows ---------------------------------------------------
+def batch_without_replacement(data, batch_size, seq_len, generator=None):
+    starts = torch.randperm(len(data) - seq_len, generator=generator)[:batch_size]
+    windows = data[starts[:, None] + torch.arange(seq_len + 1)].long()
+    return windows[:, :-1], windows[:, 1:]
+
+
+def batch_with_replacement(data, batch_size, seq_len, generator=None):
+    starts = torch.randint(0, len(data) - seq_len, (batch_size,), generator=generator)
+    x = torch.stack([data[s:s + seq_len] for s in starts.tolist()]).long()
+    y = torch.stack([data[s + 1:s + seq_len + 1] for s in starts.tolist()]).long()
+    return x, y
+
+
+def test_a_batch_larger_than_the_windows_keeps_batch_size_rows():
+    err = _failure(check_get_batch, batch_without_replacement)
+    assert err is not None and "your x has 8 rows, expected 2000" in _texts(err)
+    assert _failure(check_get_batch, batch_with_replacement) is None
+
+
+# -- measured facts ----------------------------------------------------------------------
+def test_a_wrong_conversion_is_said_as_a_map_of_the_learners_loss():
+    chk = Check("evaluate", expects="a dict")
+    _measure_conversion(chk, "bits_per_byte", math.log2(3.0) / 1.5, torch.tensor(3.0, dtype=torch.float64), 1.5)
+    assert chk.facts and "equals log2(loss) / bytes_per_token" in chk.facts[0]
+    chk = Check("evaluate", expects="a dict")
+    _measure_conversion(chk, "bits_per_byte", 0.123456, torch.tensor(3.0, dtype=torch.float64), 1.5)
+    assert not chk.facts  # no elementary map of 3.0 gives it: nothing is claimed
+
+
+def test_a_module_list_of_another_length_is_counted_with_the_config_fields():
+    config = tinylm.ModelConfig(d_model=32, n_heads=4, n_layers=2, vocab_size=29, max_seq_len=16)
+    theirs = {n: tuple(p.shape) for n, p in tinylm.Transformer(config).state_dict().items()}
+    four = tinylm.Transformer(tinylm.ModelConfig(d_model=32, n_heads=4, n_layers=4, vocab_size=29, max_seq_len=16))
+    text = _list_lengths(theirs, {n: tuple(p.shape) for n, p in four.state_dict().items()}, config)
+    assert text.startswith("you built 4 entries in `blocks`") and "config.n_layers = 2" in text
+    assert "equals config.n_heads = 4" in text
+    assert _list_lengths(theirs, theirs, config) is None
+
+
+def test_a_cache_of_the_new_positions_only_is_measured():
+    chk = Check("attention_step", expects="a tuple")
+    new_only = torch.zeros(2, 2, 3, 4)
+    _measure_cache_length(chk, "step 1: 3 new after 5", {"k_all": new_only, "v_all": torch.zeros(2, 2, 8, 4)}, 5, 3)
+    assert chk.facts == ["step 1: 3 new after 5: your k_all holds 3 positions (the new positions only: the cached "
+                         "ones are not in it); expected past + new = 5 + 3 = 8"]
+
+
+def _sampler(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return logits.argmax(-1)
+
+
+def _generate_crossed(logits, temperature, top_k, top_p, generator=None):
+    return sample_next(logits, temperature, top_p, top_k, generator)  # noqa: F821 (bound below, as in a notebook)
+
+
+def _generate_right(logits, temperature, top_k, top_p, generator=None):
+    return sample_next(logits, temperature, top_k=top_k, top_p=top_p, generator=generator)  # noqa: F821
+
+
+def test_arguments_handed_over_under_the_other_name_are_measured():
+    globals()["sample_next"] = _sampler
+    logits = torch.randn(2, 5)
+    given = {"logits": logits, "temperature": 1.0, "top_k": 8, "top_p": 0.9, "generator": None}
+    texts = []
+    for fn in (_generate_crossed, _generate_right):
+        received = first_call_arguments(fn, "sample_next", lambda: fn(logits, 1.0, 8, 0.9))
+        assert received is not None and globals()["sample_next"] is _sampler  # the stand-in is gone again
+        texts.append(crossed_arguments("generate", given, "sample_next", received))
+    assert "its top_p (0.9) to sample_next's top_k and its top_k (8) to sample_next's top_p" in texts[0]
+    assert texts[1] is None
+
+
+# -- the tracer --------------------------------------------------------------------------
+def _place(fn, contract, args):
+    mine, theirs = contracts.traces(fn, contract, args, {})
+    return trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate(mine, theirs)
+
+
+def repeat_by_view(x, n_rep):
+    B, n_kv, T, hd = x.shape
+    x = x[:, :, None].expand(B, n_kv, n_rep, T, hd)
+    return x.view(B, n_kv * n_rep, T, hd)
+
+
+def test_a_view_that_cannot_merge_an_expanded_layout_is_placed_at_the_view():
+    reference = lambda x, n_rep: x.repeat_interleave(n_rep, dim=1)  # noqa: E731
+    found = _place(repeat_by_view, contracts.Contract("repeat_kv", reference, list, ("x", "n_rep")),
+                   (torch.randn(2, 3, 5, 4), 2))
+    assert found is not None and found.kind == "view" and "x.view(" in found.code
+
+
+def swiglu_silu_first(x, w_gate, w_up, w_down):
+    gate = F.silu(x) @ w_gate.T
+    return (gate * (x @ w_up.T)) @ w_down.T
+
+
+def gate_without_projection(x, w):
+    return torch.sigmoid(x) * 2
+
+
+def test_a_step_taken_later_places_the_line_that_reads_the_input_too_early():
+    _, named, _ = contracts._split(SWIGLU, SWIGLU.cases()[0])
+    args = contracts._positional(SWIGLU, named)
+    found = _place(swiglu_silu_first, SWIGLU, args)
+    assert found is not None and found.kind == "value" and "F.silu(x) @ w_gate.T" in found.code
+    # a step never taken has no line of the learner's: nothing is claimed
+    reference = lambda x, w: torch.sigmoid(x @ w) * 2  # noqa: E731
+    found = _place(gate_without_projection, contracts.Contract("gate", reference, list, ("x", "w")),
+                   (torch.randn(3, 4), torch.randn(4, 4)))
+    assert found is None
+
+
+def top_p_unsorted(logits, p):
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = logits.softmax(dim=-1)
+    before = probs.cumsum(dim=-1) - probs
+    drop_sorted = before >= p
+    return logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
+
+
+def test_an_input_read_where_the_learner_made_the_reference_value_is_placed():
+    _, named, _ = contracts._split(TOP_P_FILTER, TOP_P_FILTER.cases()[0])
+    found = _place(top_p_unsorted, TOP_P_FILTER, contracts._positional(TOP_P_FILTER, named))
+    assert found is not None and found.kind == "read" and "logits.softmax" in found.code
+    assert "reads the value its sort makes, a value your line" in found.facts[0]
+
+
+# -- the notebooks' own solutions, hidden tests included ---------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook, cell", [("03", "causal_attention"), ("05", "swiglu"), ("05", "Transformer"),
+                                            ("06", "attention_step"), ("08", "generate"), ("08", "top_p_filter"),
+                                            ("09", "get_batch"), ("10", "evaluate")])
+def test_the_solution_passes_its_whole_check_cell(notebook, cell):
+    setup, answers, checks = bench_diagnostics.notebook_cells(notebook, hidden=True)
+    ns: dict = {"__name__": f"solution_{notebook}"}
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for src in [*setup, *answers.values()]:
+            exec(compile(src, f"<{notebook}>", "exec"), ns)
+        exec(compile(checks[cell], f"<{notebook}:check {cell}>", "exec"), ns)

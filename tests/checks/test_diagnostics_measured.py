@@ -29,7 +29,7 @@ from autograder.checks.perplexity import _measure_conversion
 from autograder.checks.sampling import TOP_P_FILTER
 from autograder.checks.spies import crossed_arguments, first_call_arguments
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_diagnostics  # noqa: E402

@@ -36,12 +36,10 @@ REPORT_EVERY_S = 30.0    # the longest silence while a paced cell runs
 PROBE_STEPS = 3          # timed training steps of each model in the slice (after one untimed step)
 ALWAYS_FULL = False      # True: a slow machine still runs the full work (after saying how long it will take)
 # Seconds each notebook's experiment cell takes at its full size (all its
-# seeds) on STATED_MACHINE: `benchmarks/bench_experiments.py` measures
-# them (run it on an idle machine and copy its wall column here). These are
-# its CPU seconds on a loaded 2-core machine with one thread, rounded up: a
-# stand-in for the idle wall time until that run.
-STATED_S = {"norms": 30, "attention_scale": 10, "positions": 22, "block_order": 20, "mlp": 10, "moe": 12,
-            "kv_heads": 28, "training_choices": 22}
+# seeds) on STATED_MACHINE: the wall column of `benchmarks/bench_experiments.py`
+# on an idle 2-core machine (2026-12-03, load average under 1), rounded up.
+STATED_S = {"norms": 28, "attention_scale": 9, "positions": 21, "block_order": 18, "mlp": 10, "moe": 11,
+            "kv_heads": 23, "training_choices": 17}
 FULL_HINT = "to run the full one anyway: tinylm.experiments.pacing.ALWAYS_FULL = True, then rerun this cell"
 
 

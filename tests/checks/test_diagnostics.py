@@ -16,14 +16,27 @@ import bench_diagnostics  # noqa: E402
 # About two seconds in all: not marked slow, so `make test-fast` runs it too.
 
 
-@pytest.mark.parametrize("mutation_set", ["default", "heldout"])
+# A mistake a set keeps although no check can catch it, with the reason.
+OUT_OF_CONTRACT = {
+    ("fresh", "04", "apply_rope"): "halves along dim=3: the exercise promises x of shape (B, H, T, hd) only, "
+                                   "where dim=3 is the last axis",
+}
+
+
+@pytest.mark.parametrize("mutation_set", ["default", "heldout", pytest.param("unseen", marks=pytest.mark.slow),
+                                          pytest.param("offlist", marks=pytest.mark.slow),
+                                          pytest.param("fresh", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
-    """heldout: mistakes written without reading the checks (first measured
-    at 16 of 28 named; the classes they exposed are fixed, so from now on
-    they guard against those classes coming back)."""
+    """The held-out sets (mistakes written without reading the checks) that
+    the checks were improved on: each was measured first (docs/benchmarks.md
+    keeps those figures); the classes they exposed are fixed, so from now on
+    they guard against those classes coming back. A set not yet worked on
+    (fresh2) is measured with the benchmark, not gated."""
     outcomes = bench_diagnostics.run(mutation_set=mutation_set)
     assert outcomes, "no mutations found in benchmarks/mutations"
-    offenders = bench_diagnostics.problems(outcomes)
+    kept = [o for o in outcomes if (mutation_set, o.notebook, o.mutation.cell) not in OUT_OF_CONTRACT]
+    assert len(outcomes) - len(kept) == sum(k[0] == mutation_set for k in OUT_OF_CONTRACT), "a kept miss is gone: drop it"
+    offenders = bench_diagnostics.problems(kept)
     assert not offenders, "\n".join(offenders)
 
 

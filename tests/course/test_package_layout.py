@@ -27,6 +27,8 @@ GRADING_LAYERS = (
     ("errors", "wire", "escape", "gradebook", "records", "deadlines", "preprocessors"),  # shared by every role
     ("sandbox",), ("recheck",), ("intake",), ("grade",), ("engines",), ("batch",), ("publish",), ("cli",),
 )
+
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

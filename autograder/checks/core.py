@@ -331,7 +331,7 @@ def describe(value: Any) -> str:
         return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
     if isinstance(value, (tuple, list)):
         return f"a {type(value).__name__} of {len(value)} items"
-    if isinstance(value, (str, bytes, dict)):  # never their text: in the recheck it is the learner's (issue 28)
+    if isinstance(value, (str, bytes, dict)):  # never their text: in the recheck it is the learner's
         return f"a {type(value).__name__} of {len(value)} {'items' if isinstance(value, dict) else 'characters'}"
     if isinstance(value, torch.nn.Module):
         return shorten(f"a {type(value).__name__} module: {value!r}")

@@ -7,7 +7,7 @@ from .embeddings import check_embed, check_one_hot_embed, check_tie_weights, che
 from .mlp import check_pre_norm_block, check_swiglu, check_swiglu_hidden
 from .norms import check_layer_norm, check_rms_norm, check_rms_norm_module
 from .rope import check_apply_rope, check_rope_cache, check_rotary_attention
-# part 2 (issue 5)
+# notebooks 06-10
 from .gqa import check_gqa_attention, check_gqa_step, check_repeat_kv
 from .kv_cache import check_attention_step, check_cache_update, check_generate_greedy
 from .sampling import check_generate, check_sample_next, check_top_k_filter, check_top_p_filter

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
-from .core import Check, _close, describe_factor, fit_scale, randn, tol_for
+from .core import Check, close_to, describe_factor, fit_scale, randn, tol_for
 
 
 def ref_mask(q_len: int, kv_len: int) -> torch.Tensor:
@@ -333,7 +333,7 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
                     "changing future keys/values changed earlier outputs")
     cases = list(attention_cases(seed, batch, heads, seq, head_dim, dtype))
     chk.upstream(causal_attention, {"causal_mask": lambda q_len, kv_len=None: ref_mask(q_len, q_len if kv_len is None else kv_len)},
-                 rerun=lambda: all(_close(causal_attention(q_, k_, v_), F.scaled_dot_product_attention(
+                 rerun=lambda: all(close_to(causal_attention(q_, k_, v_), F.scaled_dot_product_attention(
                      q_, k_, v_, attn_mask=ref_mask(q_.shape[-2], k_.shape[-2])), *tol_for(dtype)) for _, q_, k_, v_ in cases),
                  labels={"causal_mask": "exercise 1"})
     if not chk.passed and not chk.likely_bugs():
@@ -398,7 +398,7 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
     chk.upstream(self_attention, {
         "split_heads": good_split_any, "merge_heads": good_merge,
         "causal_attention": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=ref_mask(q.shape[-2], k.shape[-2])),
-    }, rerun=lambda: _close(self_attention(x, w_q, w_k, w_v, w_o, n_heads), want, *tol_for(dtype)),
+    }, rerun=lambda: close_to(self_attention(x, w_q, w_k, w_v, w_o, n_heads), want, *tol_for(dtype)),
         labels={"split_heads": "exercise 2", "merge_heads": "exercise 2", "causal_attention": "exercise 3"})
     run_contract(chk, self_attention, SELF_ATTENTION)
     chk.finish()

@@ -33,7 +33,7 @@ from typing import Any, Callable
 import torch
 
 from . import trace
-from .core import (RAISE_LOCATORS, Check, LearnerTimeout, Row, _close, describe, guarded_call, reached_by_gradient,
+from .core import (RAISE_LOCATORS, Check, LearnerTimeout, Row, close_to, describe, guarded_call, reached_by_gradient,
                    refuse_delegation, tol_for)
 
 INPUTS_ROW = "inputs unchanged"
@@ -342,11 +342,11 @@ def _same(contract: Contract, got, want, dtype: torch.dtype | None) -> bool:
     if not isinstance(got, torch.Tensor) or got.dtype != want.dtype or got.device != want.device:
         return False
     atol, rtol = (contract.tolerance or tol_for)(want.dtype)
-    return _close(got, want, atol, rtol)
+    return close_to(got, want, atol, rtol)
 
 
 def _result_dtype(value) -> torch.dtype | None:
-    tensors = trace._tensors(value)
+    tensors = trace.tensors_in(value)
     return tensors[0].dtype if tensors else None
 
 
@@ -596,7 +596,7 @@ def _judge(contract: Contract, regime: Regime, got, want, error, args, named, ba
         bugs.append(f"`{regime.param}` has no effect on your {contract.exercise} (measured: {regime.passes.removeprefix('for ')} "
                     f"and {regime.fails.removeprefix('for ')} give the same result): use the argument, not a fixed value")
         return {"note": f"{regime.param} ignored", "facts": facts, "bugs": bugs}
-    g, w = trace._tensors(got), trace._tensors(want)
+    g, w = trace.tensors_in(got), trace.tensors_in(want)
     bad, right = _non_finite(got), _non_finite(want)
     if bad and not right:
         facts.append(f"{regime.fails.split(' (')[0]} your result holds {bad} inf or nan value{'s' if bad > 1 else ''} "
@@ -659,7 +659,7 @@ def _gradients(got, want, named: dict, names: tuple[str, ...]) -> tuple[list[str
     wrong = []
     for n, g, w in zip(names, mine, theirs):
         atol, rtol = tol_for(named[n].dtype)
-        if w is not None and (g is None or not _close(g, w, 10 * atol, 10 * rtol)):
+        if w is not None and (g is None or not close_to(g, w, 10 * atol, 10 * rtol)):
             wrong.append(n)
     return reached, wrong
 

@@ -331,7 +331,7 @@ def describe(value: Any) -> str:
         return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
     if isinstance(value, (tuple, list)):
         return f"a {type(value).__name__} of {len(value)} items"
-    if isinstance(value, (str, bytes, dict)):  # never their text: in the recheck it is the learner's (issue 28)
+    if isinstance(value, (str, bytes, dict)):  # never their text: in the recheck it is the learner's
         return f"a {type(value).__name__} of {len(value)} {'items' if isinstance(value, dict) else 'characters'}"
     if isinstance(value, torch.nn.Module):
         return shorten(f"a {type(value).__name__} module: {value!r}")
@@ -375,7 +375,7 @@ def _format_diff(got: torch.Tensor, want: torch.Tensor) -> str:
     return f"{n_nan} nan" if n_nan else "inf differ"
 
 
-def _close(got: Any, want: torch.Tensor, atol: float, rtol: float, equal_nan: bool = False) -> bool:
+def close_to(got: Any, want: torch.Tensor, atol: float, rtol: float, equal_nan: bool = False) -> bool:
     """Same shape and allclose in float64 (NaN never equals anything)."""
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
         return False
@@ -396,7 +396,7 @@ def _tinylm_original(name: str):
     return tinylm, getattr(tinylm, name, None)
 
 
-def _globals_of(fn) -> list[dict]:
+def globals_of(fn) -> list[dict]:
     """The global namespaces the learner's code of `fn` reads names from: a
     function's, or those of a class's (or a module instance's class's) methods."""
     if isinstance(fn, types.FunctionType):
@@ -437,7 +437,7 @@ def refuse_delegation(name: str, fn):
     home = sys.modules.get(getattr(original, "__module__", "") or "")
     if home is not None and vars(home).get(name) is original:
         spots.append((vars(home), name))
-    for g in _globals_of(fn):
+    for g in globals_of(fn):
         spots += [(g, key) for key, value in list(g.items()) if value is original]
     saved = [(space, key, space[key]) for space, key in spots]
     try:
@@ -812,14 +812,14 @@ class Check:
             return False
         shape_ok = tuple(got.shape) == tuple(want.shape)
         dtype_ok = got.dtype == dtype
-        close = _close(got, want, atol, rtol)
+        close = close_to(got, want, atol, rtol)
         row = Row(name, shape_ok and dtype_ok and close,
                   shape="ok" if shape_ok else f"{tuple(got.shape)} != {tuple(want.shape)}",
                   dtype="ok" if dtype_ok else f"{got.dtype} != {dtype}",
                   close=("ok" if close else "FAIL") if shape_ok else "-",
                   diff=_format_diff(got, want) if shape_ok else "-")
         self.rows.append(row)
-        if shape_ok and not dtype_ok and _close(got.to(want.dtype), want, atol, rtol):
+        if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
             self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
                           "of the inputs (cast with .to(...) where your code changes it)")
         if not row.ok and variants:
@@ -839,7 +839,7 @@ class Check:
             except Exception:  # a variant that cannot run here says nothing about it
                 continue
             if isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(want.shape) and \
-                    not _close(value, want, atol, rtol, equal_nan=True):
+                    not close_to(value, want, atol, rtol, equal_nan=True):
                 self.refuted.add(bug)
 
     def try_variants(self, row: Row, got: torch.Tensor, variants: Mapping[str, Any], atol: float, rtol: float,
@@ -882,7 +882,7 @@ class Check:
         answer is named as the cause. Globals are always restored."""
         if self.passed:
             return False
-        spaces = [g for g in _globals_of(fn)]
+        spaces = [g for g in globals_of(fn)]
         present = [n for n in references if any(n in g and g[n] is not references[n] for g in spaces)]
         if not present:
             return False
@@ -1038,7 +1038,7 @@ def matching_variants(got: torch.Tensor, variants: Mapping[str, Any], atol: floa
         except Exception:  # a variant that cannot even run on these inputs
             continue
         # A variant only explains the output if it yields the same dtype too.
-        if isinstance(value, torch.Tensor) and value.dtype == got.dtype and _close(got, value, atol, rtol, equal_nan=True):
+        if isinstance(value, torch.Tensor) and value.dtype == got.dtype and close_to(got, value, atol, rtol, equal_nan=True):
             near = _max_abs_diff(got, value) if off else None
             if near is None or near <= 0.25 * off:
                 found.append(description)

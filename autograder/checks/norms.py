@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
-from .core import Check, _close, gradient_reaches, parameter_problems, randn, tol_for
+from .core import Check, close_to, gradient_reaches, parameter_problems, randn, tol_for
 
 
 def _ref_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -250,7 +250,7 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
         chk.compare("bfloat16 module and input: dtype kept", chk.call(half, x_half),
                     _ref_rms_norm(x_half, w.to(torch.bfloat16), eps))
         chk.upstream(module.forward, {"rms_norm": _ref_rms_norm},
-                     rerun=lambda: _close(module(x), _ref_rms_norm(x, w, eps), 1e-5, 1e-4),
+                     rerun=lambda: close_to(module(x), _ref_rms_norm(x, w, eps), 1e-5, 1e-4),
                      labels={"rms_norm": "exercise 1"})
         if isinstance(gain, nn.Parameter) and gain.requires_grad:
             gain.grad = None

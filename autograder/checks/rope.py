@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import math
 
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
-from .core import Check, _close, describe, randn
+from .core import Check, close_to, describe, randn
 
 
 def ref_angles(head_dim: int, positions: torch.Tensor, theta: float) -> torch.Tensor:
@@ -89,7 +89,7 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
         "[angles, angles] to (max_seq_len, head_dim)": tuple(t[:, : head_dim // 2] for t in tables(theta ** (-2 * i / head_dim))),
     }
     want_cos, want_sin = ref_tables(head_dim, max_seq_len, theta)
-    if _close(cos, want_sin, 1e-5, 1e-4) and _close(sin, want_cos, 1e-5, 1e-4):
+    if close_to(cos, want_sin, 1e-5, 1e-4) and close_to(sin, want_cos, 1e-5, 1e-4):
         chk.diagnose("cos and sin swapped: your first table holds the sines; return (cos, sin) in that order")
     for name, got, want, k in (("cos", cos, want_cos, 0), ("sin", sin, want_sin, 1)):
         chk.compare(f"{name} table", got, want, variants={bug: t[k] for bug, t in wrong.items()})
@@ -98,7 +98,7 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
     out2 = chk.call(rope_cache, head_dim, max_seq_len, other) if chk.passed else None
     if isinstance(out2, (tuple, list)) and len(out2) == 2:
         want2 = ref_tables(head_dim, max_seq_len, other)
-        ok = _close(out2[0], want2[0], 1e-5, 1e-4) and _close(out2[1], want2[1], 1e-5, 1e-4)
+        ok = close_to(out2[0], want2[0], 1e-5, 1e-4) and close_to(out2[1], want2[1], 1e-5, 1e-4)
         same = all(isinstance(t, torch.Tensor) and isinstance(u, torch.Tensor) and t.shape == u.shape
                    and torch.equal(t, u) for t, u in zip(out2, (cos, sin)))
         chk.require(f"theta={other:g} changes the tables", ok,
@@ -261,7 +261,7 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
         return x * c + _half_rotate(x) * si
 
     chk.upstream(rotary_attention, {"apply_rope": reference_apply_rope},
-                 rerun=lambda: all(_close(rotary_attention(q, k, v, cos, sin, s), attend(rot(q, s), rot(k, s), v),
+                 rerun=lambda: all(close_to(rotary_attention(q, k, v, cos, sin, s), attend(rot(q, s), rot(k, s), v),
                                           1e-5, 1e-4) for s in (0, start_pos)),
                  labels={"apply_rope": "exercise 2"})
     run_contract(chk, rotary_attention, ROTARY_ATTENTION)

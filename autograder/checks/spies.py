@@ -11,7 +11,7 @@ import io
 import torch
 import torch.nn.functional as F
 
-from .core import _globals_of
+from .core import globals_of
 
 ATTENTION_NAMES = ("causal_attention", "gqa_attention", "scaled_dot_product_attention")
 
@@ -31,7 +31,7 @@ def attention_heads(fn, call) -> tuple[int, int, int] | None:
         seen.append(tuple(t.shape[-3] if isinstance(t, torch.Tensor) and t.dim() >= 3 else None for t in (q, k, v)))
         raise _Seen
 
-    spaces = _globals_of(fn)
+    spaces = globals_of(fn)
     saved = [(g, n, g[n]) for g in spaces for n in ATTENTION_NAMES if n in g and callable(g[n])]
     original_sdpa = F.scaled_dot_product_attention
     try:
@@ -69,7 +69,7 @@ def first_call_arguments(fn, callee: str, call) -> dict | None:
     the first call the learner's `fn` makes to the function it calls by the
     name `callee`, while `call()` runs; None when it makes none."""
     seen: list = []
-    spaces = [g for g in _globals_of(fn) if callable(g.get(callee))]
+    spaces = [g for g in globals_of(fn) if callable(g.get(callee))]
     if not spaces:
         return None
     original = spaces[0][callee]

@@ -87,16 +87,16 @@ def op_name(func) -> str:
     return getattr(func, "__name__", None) or str(func)
 
 
-def _tensors(value, out: list | None = None, depth: int = 0) -> list:
+def tensors_in(value, out: list | None = None, depth: int = 0) -> list:
     out = [] if out is None else out
     if isinstance(value, torch.Tensor):
         out.append(value)
     elif depth < 3 and isinstance(value, (list, tuple)):
         for v in value:
-            _tensors(v, out, depth + 1)
+            tensors_in(v, out, depth + 1)
     elif depth < 3 and isinstance(value, dict):
         for v in value.values():
-            _tensors(v, out, depth + 1)
+            tensors_in(v, out, depth + 1)
     return out
 
 
@@ -247,14 +247,14 @@ class Recorder(TorchFunctionMode):
             if found is None:
                 return
             place, stack, inside = found
-        inputs = _tensors((args, kwargs))
+        inputs = tensors_in((args, kwargs))
         if raised:
             self.failed = len(self.ops)
             self.ops.append(Op(len(self.ops), name, *place, [self._owner(t) for t in inputs], [],
                                [self.slot.get(id(t), 0) for t in inputs], _small_arguments(name, args, kwargs),
                                [tuple(t.shape) for t in inputs], stack=stack, raised=True))
             return
-        outs = _tensors(out)
+        outs = tensors_in(out)
         inplace = (name.endswith("_") and not name.startswith("_")) or name in _INPLACE_DUNDERS
         if inplace and inputs:
             outs = [inputs[0]]
@@ -399,7 +399,7 @@ def record(fn: Callable, args: tuple, kwargs: dict | None = None, *, learner: bo
     kwargs = kwargs or {}
     home, code = home_code(subject if subject is not None else fn) if learner else (frozenset(), None)
     rec = Recorder(learner, is_learners or is_learners_file, home)
-    inputs = _tensors((args, kwargs))
+    inputs = tensors_in((args, kwargs))
     for k, t in enumerate(inputs):  # input k is owner -2 - k on both sides, so a step can be paired by what it reads
         rec.producer.setdefault(id(t), -2 - k)
     result, error = None, None
@@ -442,7 +442,7 @@ def record_learner(fn, args: tuple, kwargs: dict | None = None, *, call=None) ->
 def plain_trace(t: Trace) -> dict:
     """A trace as plain data (str, int, float, bool, tensors, lists, dicts):
     what the grader's jailed process sends back (see from_plain_trace)."""
-    outputs = _tensors(t.result)
+    outputs = tensors_in(t.result)
     return {"ops": [[op.name[:60], op.file[:200], op.line, op.function[:120], list(op.inputs), list(op.slots),
                      list(op.outputs), {k: v for k, v in op.kwargs.items() if isinstance(v, (int, float, bool))
                                         or (isinstance(v, tuple) and all(isinstance(n, int) for n in v))},
@@ -705,19 +705,19 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
     the place cannot be told."""
     if learner.truncated or reference.truncated or not learner.ops:
         return None
-    final_ref = [t.detach().cpu() for t in _tensors(reference.result)] or _number_source(reference)
-    outputs = _tensors(learner.result) or _number_source(learner)
+    final_ref = [t.detach().cpu() for t in tensors_in(reference.result)] or _number_source(reference)
+    outputs = tensors_in(learner.result) or _number_source(learner)
     if outputs and len(outputs) == len(final_ref) and all(_same_as(t.detach().cpu(), r) for t, r in zip(outputs, final_ref)):
         return None
     out_ops = sorted({learner.producer[id(t)] for t in outputs if learner.producer.get(id(t), -1) >= 0})
-    if not out_ops and outputs and not _tensors(learner.result):  # a number read with .item(): from its tensor's op
+    if not out_ops and outputs and not tensors_in(learner.result):  # a number read with .item(): from its tensor's op
         out_ops = [op.index for op in learner.ops if any(o is outputs[0] for o in op.outputs)]
     if not out_ops:
         return None
     seen = _Analysis(learner, reference)
     frontier = seen.frontier(out_ops)
     if not frontier:
-        final = {(reference.producer.get(id(t), -1), reference.slot.get(id(t), 0)) for t in _tensors(reference.result)}
+        final = {(reference.producer.get(id(t), -1), reference.slot.get(id(t), 0)) for t in tensors_in(reference.result)}
         if any(owner in final for owners in seen.found[max(out_ops)] for owner in owners):
             return None  # the right values in another shape: the table's shape column says it
         return _returned_early(learner, learner.ops[max(out_ops)], seen.matched, final_ref)
@@ -1424,7 +1424,7 @@ def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
     """Where a result's dtype is fixed: a call that makes a tensor from no
     tensor at all (torch.zeros, torch.tensor, arange...) with a floating
     dtype other than `want`, on the output's path. Only when it is one line."""
-    outputs = _tensors(learner.result)
+    outputs = tensors_in(learner.result)
     if learner.truncated or not outputs or outputs[0].dtype == want:
         return None
     ops = learner.ops

@@ -27,17 +27,6 @@ GRADING_LAYERS = (
     ("errors", "wire", "escape", "gradebook", "records", "deadlines", "preprocessors"),  # shared by every role
     ("sandbox",), ("recheck",), ("intake",), ("grade",), ("engines",), ("batch",), ("publish",), ("cli",),
 )
-# Underscore names that modules of autograder.checks import from each other
-# today; the checks' own rework makes them public. The list may only shrink:
-# test_private_names_pending_in_the_checks_still_exist fails on a stale entry.
-PENDING_IN_CHECKS = {
-    ("autograder.checks.attention", "autograder.checks.core._close"),
-    ("autograder.checks.contracts", "autograder.checks.core._close"),
-    ("autograder.checks.contracts", "autograder.checks.trace._tensors"),
-    ("autograder.checks.norms", "autograder.checks.core._close"),
-    ("autograder.checks.rope", "autograder.checks.core._close"),
-    ("autograder.checks.spies", "autograder.checks.core._globals_of"),
-}
 
 
 def module_name(path: Path) -> str:
@@ -185,13 +174,8 @@ def test_no_import_cycles():
 
 
 def test_no_module_imports_another_modules_private_names():
-    found = sorted(f"{src} uses {name}" for src, name in all_private_imports() - PENDING_IN_CHECKS)
+    found = sorted(f"{src} uses {name}" for src, name in all_private_imports())
     assert not found, ("a name another module uses is public: drop its underscore\n" + "\n".join(found))
-
-
-def test_private_names_pending_in_the_checks_still_exist():
-    stale = PENDING_IN_CHECKS - all_private_imports()
-    assert not stale, f"no longer imported, remove from PENDING_IN_CHECKS: {sorted(stale)}"
 
 
 def test_tinylm_never_imports_autograder():

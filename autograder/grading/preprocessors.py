@@ -34,11 +34,13 @@ more run after it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
 import nbformat
 import zmq
+import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Integer, Unicode
@@ -56,6 +58,22 @@ MAX_KERNEL_MESSAGE_BYTES = 32 * 2**20
 KERNEL_QUEUE_MESSAGES = 8
 
 
+_BOUNDED_CONTEXTS: dict[int, zmq.Context] = {}  # pid -> the context (a forked child makes its own)
+
+
+def _bounded_context() -> zmq.Context:
+    """This process's context for kernel clients: every socket it opens
+    refuses a message over MAX_KERNEL_MESSAGE_BYTES and queues at most
+    KERNEL_QUEUE_MESSAGES."""
+    context = _BOUNDED_CONTEXTS.get(os.getpid())
+    if context is None or context.closed:
+        context = zmq.asyncio.Context()
+        context.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE_BYTES)
+        context.setsockopt(zmq.RCVHWM, KERNEL_QUEUE_MESSAGES)
+        _BOUNDED_CONTEXTS[os.getpid()] = context
+    return context
+
+
 class BoundedKernelClient(AsyncKernelClient):
     """The kernel client of CappedExecute: every socket it opens refuses a
     message over MAX_KERNEL_MESSAGE_BYTES (ZMQ drops the connection before
@@ -65,10 +83,12 @@ class BoundedKernelClient(AsyncKernelClient):
     connection can be made again (refused_message, reconnect_iopub)."""
 
     def _context_default(self) -> zmq.Context:
-        context = super()._context_default()
-        context.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE_BYTES)
-        context.setsockopt(zmq.RCVHWM, KERNEL_QUEUE_MESSAGES)
-        return context
+        # One context per process, never terminated: a client's own context is
+        # terminated by its __del__ whenever the garbage collector runs it, and
+        # zmq's term waits for every socket of it, forever for one nobody closed
+        # (a kernel that never started, a dropped IOPub socket's monitor). The
+        # sockets are closed by stop_channels; the process's exit frees the rest.
+        return _bounded_context()
 
     def connect_iopub(self, identity: bytes | None = None) -> zmq.Socket:
         socket = super().connect_iopub(identity)

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
 
-from autograder.grading import synthetic_class  # noqa: E402
+from autograder.specimens import synthetic_class  # noqa: E402
 from autograder.grading import gradebook, report  # noqa: E402
 
 

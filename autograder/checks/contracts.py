@@ -305,6 +305,8 @@ def _follows_generator(fn, contract: Contract, args: dict) -> dict | None:
 
 def _draws_anew(fn, contract: Contract, args: dict) -> dict | None:
     """Without a generator, repeated calls draw from torch's global generator: they differ."""
+    if getattr(fn, "recheck_trace", None) is not None:
+        return None  # the global generator lives in the learner's process, which the recheck restarts
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(1234)
         runs = [_random_args(fn, contract, args, None) for _ in range(3)]

@@ -7,6 +7,7 @@ import csv
 import pytest
 
 from autograder import course, specimens
+from autograder.grading import gradebook
 
 A = "01_embeddings"
 pytestmark = [pytest.mark.grader, pytest.mark.slow, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]

@@ -311,8 +311,8 @@ def test_only_library_messages_and_known_type_names_leave_the_recheck():
     import torch
 
     from autograder.checks.core import delegation_message, describe
-    from autograder.grading.recheck import (LEARNER_MESSAGE_WITHHELD, Opaque, known_type_name, learner_exception,
-                                            shown_path)
+    from autograder.grading.recheck.parent import LEARNER_MESSAGE_WITHHELD, learner_exception
+    from autograder.grading.recheck.protocol import Opaque, known_type_name, shown_path
     try:
         torch.zeros(3, 4) @ torch.zeros(5, 6)
     except RuntimeError as err:

@@ -23,6 +23,7 @@ import pytest
 from autograder import course, specimens
 from autograder.notebook_format import is_check, nbg
 from ..batches import shared_batch
+from ..specimens import hidden_lines
 
 A = "01_embeddings"
 pytestmark = [pytest.mark.grader, pytest.mark.slow,

@@ -154,18 +154,21 @@ def _diagnosis_html(d: dict, hidden: set[str]) -> str:
 
 def _located_html(located: dict) -> str:
     """The learner's line a diagnosis points at: their text, escaped, capped, framed as theirs."""
-    if not located or type(located.get("line")) is not int or not located.get("code"):
+    if not located or type(located.get("line")) is not int:
         return ""
     def cut(text) -> str:
         text = str(text)
         return text if len(text) <= LOCATED_CAP else text[:LOCATED_CAP - 1] + "…"
-    shown = f"line {located['line']}: {cut(located['code'])}"
-    if type(located.get("also")) is int and located.get("also_code"):
-        shown += f"\nline {located['also']}: {cut(located['also_code'])}"
     from ...checks.trace import KIND_WORDS  # torch: only for a page that shows a located line
     facts = [f for f in located.get("facts") or [] if isinstance(f, str)]
     words = KIND_WORDS.get(str(located.get("kind")), "")
-    said = "<br>Where: " + html.escape("; ".join([w for w in [words, *facts] if w]))
+    place = f"line {located['line']}" + (f" and line {located['also']}" if type(located.get("also")) is int else "")
+    said = "<br>Where: " + html.escape("; ".join([w for w in [place + " of your answer", words, *facts] if w]))
+    if not located.get("code"):  # the recheck's verdicts keep no learner text: the line is in the cell above
+        return said
+    shown = f"line {located['line']}: {cut(located['code'])}"
+    if type(located.get("also")) is int and located.get("also_code"):
+        shown += f"\nline {located['also']}: {cut(located['also_code'])}"
     return (f'{said}<div class="learner-markdown"><div class="learner-label">{html.escape(LEARNER_LABEL)}</div>'
             f"<pre>{html.escape(shown)}</pre></div>")
 

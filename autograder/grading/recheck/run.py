@@ -151,7 +151,7 @@ def run_check(source: str, ns: dict) -> dict:
                 failures.append(text)
                 found = getattr(err, "diagnosis", None)
                 if found is not None and len(diagnoses) < MAX_DIAGNOSES:
-                    diagnoses.append(capped_diagnosis(found.to_dict()))  # the fields feedback and the report read
+                    diagnoses.append(_without_learner_text(capped_diagnosis(found.to_dict())))  # what feedback and the report read
             if not isinstance(node, ast.Expr):
                 break
     if not failures:
@@ -238,3 +238,17 @@ def main(argv=None) -> int:
     print(TIMING_MARK + json.dumps({"start": began, "end": time.time()}))
     print(json.dumps(results))
     return 0
+
+
+# What of a located line the verdict keeps: where it is and what kind of
+# place it is. Its code and the facts measured there come from the learner's
+# process (their source line, the text of an exception they raised): no
+# learner byte goes into a verdict, so feedback shows the line's number only.
+LOCATED_KEPT = ("file", "line", "also", "function", "kind")
+
+
+def _without_learner_text(diagnosis: dict) -> dict:
+    located = diagnosis.get("located")
+    if isinstance(located, dict):
+        diagnosis["located"] = {k: located[k] for k in LOCATED_KEPT if k in located}
+    return diagnosis

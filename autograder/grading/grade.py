@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import course
+from ..diagnosis_record import capped_diagnosis
 from . import deadlines, gradebook
 from .escape import printable
 from .intake.notebook import drop_symlinks, inspect_submission, rejection, write_repaired
@@ -365,7 +366,6 @@ def reconcile(kernel: dict, recheck: dict | None, max_scores: dict[str, float], 
 def _diagnoses(verdict: dict) -> list[dict]:
     """The recheck's diagnoses of a cell (the fields feedback and the class
     report read), each reduced to its known fields and capped again."""
-    from ..checks.core import capped_diagnosis  # torch: the grade process needs it only here
     found = verdict.get("diagnoses")
     return [capped_diagnosis(d) for d in found[:8] if isinstance(d, dict)] if isinstance(found, list) else []
 

@@ -28,7 +28,7 @@ class CellResult(TypedDict):
     kernel_score: float    # what nbgrader's kernel gave (the code being graded may have bent it)
     recheck: str           # pass, fail, not rechecked, error, absent, or off (recheck turned off)
     message: str           # the recheck's message (its failures, or why it could not confirm)
-    diagnoses: list[dict]  # one per failing check call: checks.core.capped_diagnosis's fields
+    diagnoses: list[dict]  # one per failing check call: diagnosis_record.capped_diagnosis's fields
 
 
 class LateFields(TypedDict, total=False):

@@ -132,7 +132,7 @@ def run_check(source: str, ns: dict) -> dict:
     carries the diagnosis of every call, hidden ones included (feedback
     shows only what this trusted run observed); any failure fails the cell,
     and a failing statement of another kind stops it."""
-    from ...checks.core import capped_diagnosis  # torch, as above
+    from ...diagnosis_record import capped_diagnosis
     failures: list[str] = []
     diagnoses: list[dict] = []
     for node in ast.parse(source).body:

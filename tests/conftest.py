@@ -31,6 +31,15 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(scope="session")
+def browser():
+    """One Chromium per test process, for tests/browser and tests/hub alike:
+    Playwright's sync API refuses a second instance while one runs, so the
+    two folders share this fixture (and with it one xdist worker)."""
+    from tests.browser.conftest import launch_browser
+    yield from launch_browser()
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests that share an expensive fixture run on one pytest-xdist worker
     (`make test` passes `--dist loadgroup`), so the fixture is made once and

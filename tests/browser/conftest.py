@@ -43,8 +43,8 @@ def _unavailable(reason: str):
     pytest.skip(f"browser tests skipped: {reason}")
 
 
-@pytest.fixture(scope="session")
-def browser():
+def launch_browser():
+    """Chromium under Playwright, for the session's `browser` fixture (tests/conftest.py)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

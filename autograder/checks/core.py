@@ -58,7 +58,6 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from ..diagnosis_record import capped_diagnosis  # noqa: F401 (the checks' own record of a failure)
 from .learner_code import LearnerTimeout, is_learners_file, walk_traceback
 
 # Tolerances per dtype of the learner's output: half precision keeps ~3

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from autograder.checks import CheckFailed, check_rms_norm
-from autograder.checks.core import Diagnosis, capped_diagnosis
+from autograder.checks.core import Diagnosis
+from autograder.diagnosis_record import capped_diagnosis
 from autograder import selfcheck
 from autograder.grading.publish import feedback
 from autograder.grading.recheck.run import run_check as _run_check

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
 
 from autograder.specimens import synthetic_class  # noqa: E402
-from autograder.grading import gradebook, report  # noqa: E402
+from autograder.grading import gradebook  # noqa: E402
+from autograder.grading.publish import report  # noqa: E402
 
 
 def timed(fn, *args, **kwargs):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder.grading import warm_jail  # noqa: E402
+from autograder.grading.sandbox import warm_jail  # noqa: E402
 from autograder.grading.gradebook import db_url  # noqa: E402
 from autograder.grading.sandbox.jail import Jail, Limits  # noqa: E402
 from autograder.grading.sandbox.kernel import KERNEL_NAME, hidden_paths, kernelspec_dir  # noqa: E402

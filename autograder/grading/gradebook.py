@@ -101,7 +101,7 @@ def override(url: str, assignment: str, student: str, scores: dict[str, float], 
     hold: a manual score on every cell, equal or not; nbgrader's autograde
     keeps manual scores, so they stand while it writes the kernel's."""
     with open_gradebook(url) as gb:
-        gb.update_or_create_student(student)
+        _ensure_student(gb, student)
         sub = gb.update_or_create_submission(assignment, student)
         nb = next(n for n in sub.notebooks if n.name == assignment)
         for grade in nb.grades:
@@ -110,6 +110,18 @@ def override(url: str, assignment: str, student: str, scores: dict[str, float], 
                 grade.manual_score = None if same else scores[grade.name]
                 grade.needs_manual_grade = False  # the verdict is the grader's (flags in the result say why)
         gb.db.commit()
+
+
+def _ensure_student(gb, student: str) -> None:
+    """The student's row, made if missing. Two workers grading two notebooks
+    of one student may both find it missing: the second insert fails on the
+    unique id (nbgrader rolls it back), and the row the first one made stands."""
+    from nbgrader.api import InvalidEntry
+
+    try:
+        gb.update_or_create_student(student)
+    except InvalidEntry:
+        gb.find_student(student)
 
 
 def class_grades(url: str) -> tuple[list[str], list[tuple[str, str, float]], list[dict]]:

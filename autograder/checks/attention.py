@@ -473,7 +473,7 @@ def _self_attention_cases():
 CAUSAL_MASK = Contract("causal_mask", causal_mask_steps, _mask_cases, names=("q_len", "kv_len"), dtypes=())
 # Pure layout and plain matrix products: float64 shows a fixed dtype as well as bfloat16 would, at a third of the cost.
 SPLIT_HEADS = Contract("split_heads", split_heads_steps, _split_cases, names=("x", "n_heads"), batch=("x",),
-                       views=("x",), grad=("x",), dtypes=(torch.float64,))
+                       views=("x",), grad=("x",), dtypes=(torch.float64,), params=(("n_heads", 1),))
 MERGE_HEADS = Contract("merge_heads", merge_heads_steps, _merge_cases, names=("y",), batch=("y",), views=("y",),
                        grad=("y",), dtypes=(torch.float64,))
 
@@ -494,4 +494,4 @@ CAUSAL_ATTENTION = Contract("causal_attention", attention_steps, _attention_cont
                                      _far_below_zero),), elsewhere=True)
 SELF_ATTENTION = Contract("self_attention", self_attention_steps, _self_attention_cases,
                           names=("x", "w_q", "w_k", "w_v", "w_o", "n_heads"), batch=("x",), views=("x",),
-                          grad=("x", "w_q", "w_k", "w_v", "w_o"), dtypes=(torch.float64,))
+                          grad=("x", "w_q", "w_k", "w_v", "w_o"), dtypes=(torch.float64,), params=(("n_heads", 1),))

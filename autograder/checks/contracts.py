@@ -106,7 +106,11 @@ class Contract:
     same: Callable[[Any, Any], bool] | None = None
     result_dtype: Callable[[torch.dtype], torch.dtype] | None = None
     tolerance: Callable[[torch.dtype], tuple[float, float]] | None = None
-    params: tuple = ()   # (argument name, another value): each parameter at a non-default value, one at a time
+    # (argument, another value[, fit]): each number argument at another value, one at a time; the value may be a
+    # function of the visible arguments, and fit(args) -> args makes the other inputs suit it (a step at the end
+    # of the schedule for min_lr). Every number argument is varied here, over the cases, or named in `fixed`.
+    params: tuple = ()
+    fixed: tuple = ()    # (argument, why it keeps its value): a number argument deliberately never varied
     locate: bool = True  # False where the reference's steps are not the learner's (a sampler judged on a sure draw)
     numbers: bool = False  # the answer is Python numbers: locate by the numbers each line binds (trace.record_lines)
     shift: tuple[str, ...] = ()  # arguments a softmax reads: + 1000 (exp overflows float32; softmax(x + c) = softmax(x))
@@ -199,10 +203,16 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
                            f"in {str(dtype).removeprefix('torch.')}",
                            lambda a, dtype=dtype: {**a, **{n: a[n].to(dtype) for n in cast if _floating(a.get(n))}},
                            dtype=want))
-    for name, value in contract.params:
-        if name in args and not (isinstance(args[name], torch.Tensor) or args[name] == value):
-            grid.append(Regime(f"{name}={value!r}", f"for {name}={args[name]!r}", f"for {name}={value!r}",
-                               lambda a, name=name, value=value: {**a, name: value}, param=name))
+    for name, value, *fit in contract.params:
+        if name not in args or isinstance(args[name], torch.Tensor):
+            continue
+        value = value(args) if callable(value) else value
+        if args[name] == value:
+            continue
+        suit = fit[0] if fit else (lambda a: a)
+        grid.append(Regime(f"{name}={value!r}", f"for {name}={args[name]!r}", f"for {name}={value!r}",
+                           lambda a, name=name, value=value, suit=suit: suit({**a, name: value}),
+                           param=None if fit else name))  # "has no effect" compares with the unchanged inputs
     grid += _edge_regimes(contract, args, base_dtype)
     grads = tuple(n for n in contract.grad if _floating(args.get(n)))
     if grads:
@@ -323,6 +333,23 @@ def _draws_anew(fn, contract: Contract, args: dict) -> dict | None:
     return None
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def unvaried_numbers(contract: Contract) -> list[str]:
+    """The number arguments of the exercise's visible call that no regime
+    varies: not a parameter regime, the same in every case, not in `fixed`.
+    A mistake that ignores such an argument (a hard-coded eps, a fixed group
+    size) passes every check, so none may be left (tests/checks hold it)."""
+    cases = [_split(contract, case)[1] for case in contract.cases()]
+    if not cases:
+        return []
+    varied = {p[0] for p in contract.params} | {name for name, _ in contract.fixed}
+    return [name for name, value in cases[0].items()
+            if _is_number(value) and name not in varied and all(c.get(name) == value for c in cases)]
+
+
 def _split(contract: Contract, case) -> tuple[str, dict, dict]:
     label, args, kwargs = case
     named = dict(zip(contract.names, args))
@@ -339,6 +366,8 @@ def _same(contract: Contract, got, want, dtype: torch.dtype | None) -> bool:
     if isinstance(want, (tuple, list)):
         return (isinstance(got, (tuple, list)) and len(got) == len(want)
                 and all(_same(contract, g, w, dtype) for g, w in zip(got, want)))
+    if isinstance(want, float) and _is_number(got):  # the same formula written another way rounds otherwise
+        return math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-12)
     if not isinstance(want, torch.Tensor):
         return got == want
     if not isinstance(got, torch.Tensor) or got.dtype != want.dtype or got.device != want.device:

@@ -787,6 +787,14 @@ class Check:
                   close=("ok" if close else "FAIL") if shape_ok else "-",
                   diff=_format_diff(got, want) if shape_ok else "-")
         self.rows.append(row)
+        if not shape_ok:
+            self._measure_size_one_axis(got.shape, want.shape)
+        if row.ok and got.is_inference() and not want.is_inference():
+            row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
+            self.measured(f"your result is an inference tensor (measured: .is_inference() is True): it was made under "
+                          "torch.inference_mode(), and autograd refuses it later (training on it raises 'Inference "
+                          "tensors cannot be saved for backward'); use torch.no_grad(), whose results are ordinary "
+                          "tensors")
         if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
             self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
                           "of the inputs (cast with .to(...) where your code changes it)")
@@ -795,6 +803,22 @@ class Check:
         elif variants:
             self.refute(variants, want, atol, rtol)
         return row.ok
+
+    def _measure_size_one_axis(self, got_shape, want_shape) -> None:
+        """A result one axis of size 1 apart from the expected shape: which axis, and what keeps or drops one."""
+        got_shape, want_shape = tuple(got_shape), tuple(want_shape)
+        for i in range(len(got_shape)):
+            if len(got_shape) == len(want_shape) + 1 and got_shape[i] == 1 and got_shape[:i] + got_shape[i + 1:] == want_shape:
+                self.measured(f"your result has shape {got_shape}, expected {want_shape}: an extra axis of size 1 at "
+                              f"position {i} (keepdim=True, a slice such as [:, -1:] where [:, -1] is meant, or an "
+                              "unsqueeze keeps an axis the result must not have)")
+                return
+        for i in range(len(want_shape)):
+            if len(want_shape) == len(got_shape) + 1 and want_shape[i] == 1 and want_shape[:i] + want_shape[i + 1:] == got_shape:
+                self.measured(f"your result has shape {got_shape}, expected {want_shape}: the axis of size 1 at "
+                              f"position {i} is missing (a bare squeeze() drops every axis of size 1, such as a batch "
+                              "of one or a one-token step: squeeze only the axis you mean, squeeze(dim))")
+                return
 
     def refute(self, variants: Mapping[str, Any], want: torch.Tensor, atol: float, rtol: float) -> None:
         """On a row the learner passed: the known bugs whose output would have

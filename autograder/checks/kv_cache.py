@@ -590,7 +590,9 @@ def _generate_greedy_cases():
 
 # Located only: a decoding loop's regimes are its rows (two prompts, one cache between them).
 GENERATE_GREEDY = Contract("generate_greedy", generate_greedy_steps, _generate_greedy_cases,
-                           names=("model", "prompt", "max_new_tokens", "cache"), dtypes=())
+                           names=("model", "prompt", "max_new_tokens", "cache"), dtypes=(),
+                           fixed=(("max_new_tokens", "the cache a case holds serves one call: lengths vary in the "
+                                   "check's rows"),))
 
 
 def cache_update_steps(past_k, past_v, k, v):

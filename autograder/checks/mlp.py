@@ -284,4 +284,4 @@ def _hidden_cases():
 
 
 SWIGLU_HIDDEN = Contract("swiglu_hidden", swiglu_hidden_steps, _hidden_cases, names=("d_model", "multiple"), dtypes=(),
-                         numbers=True)
+                         numbers=True, params=(("multiple", 64),))

@@ -7,6 +7,7 @@ with torch.bincount on the pairs (never tinylm's own code).
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -149,6 +150,8 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
             "padding counted: -100 targets must not count as tokens": total / sum(r[2] for r in rows),
             "the summed NLL divided by the number of batches: divide by the number of scored tokens":
                 total / len(rows),
+            "each batch's NLL weighted by its token count, although nll_sum_and_count returns a sum already: add "
+            "the sums as they are": sum(r[0] * r[1] for r in rows) / count,
         },
         "perplexity": {
             "mean of per-batch exp: perplexity is exp of the mean NLL over all tokens, not the mean of each batch's "
@@ -203,7 +206,38 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     same = one_loss is not None and abs(float(one_loss) - float(loss)) < 1e-5
     chk.require("same loss when the same rows are batched differently", same,
                 "regrouping the rows into one batch changed the loss")
+    model.eval()
+    chk.call(evaluate, model, batches, bytes_per_token)
+    chk.require("eval mode kept when it came in eval mode", not model.training,
+                "a model handed over in eval mode was left in train mode",
+                diagnosis="a model that came in eval mode leaves in train mode: model.train() at the end switches "
+                          "it whatever mode it came in; restore the mode it came in, model.train(was_training)")
+    _large_nll(chk, evaluate, model, batches, bytes_per_token)
     return chk
+
+
+def _large_nll(chk: Check, evaluate, model, batches, bytes_per_token: float) -> None:
+    """An evaluation whose summed NLL is thousands of nats (a confident, wrong
+    model: the logits scaled up), as a few hundred real tokens give: exp of
+    the sum overflows (above 709 for a Python float), exp of the mean does not."""
+    sharp = copy.deepcopy(model)
+    with torch.no_grad():
+        sharp.norm.weight.mul_(20.0)
+    rows = _ref_eval(sharp, batches)
+    total, count = sum(float(r[0]) for r in rows), sum(r[1] for r in rows)
+    loss = total / count
+    label = f"a summed NLL of {total:,.0f} nats (mean {loss:.1f})"
+    got = chk.call(evaluate, sharp, batches, bytes_per_token, row_label=label, on_error=lambda err: (
+        f"exp of the summed NLL overflows: the {count} tokens here sum to {total:,.0f} nats, and exp overflows a "
+        "Python float above 709 (float32 above 88); perplexity is exp of the MEAN NLL, math.exp(loss)"
+        if isinstance(err, OverflowError) or "overflow" in str(err).lower() else None))
+    value = _as_float_tensor(got.get("perplexity")) if isinstance(got, dict) else None
+    ok = value is not None and math.isfinite(float(value)) and math.isclose(float(value), math.exp(loss), rel_tol=1e-4)
+    chk.require(f"perplexity for {label}", ok,
+                f"perplexity {float(value) if value is not None else describe(got)!s}, expected {math.exp(loss):.6g}",
+                diagnosis=None if ok or value is None or math.isfinite(float(value)) else
+                f"your perplexity is {float(value)} for {label}: exp of a sum of NLLs overflows; take exp of the "
+                "mean NLL, math.exp(loss)")
 
 
 # The elementary maps a nats-to-other-units conversion is built from, named as a learner would write them.
@@ -322,6 +356,12 @@ def nll_steps(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -
     return float(-(picked * keep).sum()), int(keep.sum())
 
 
+def _pad_with_ignore_index(args: dict) -> dict:
+    """The visible padding (-100) written as the ignore_index the regime passes."""
+    targets = args["targets"].masked_fill(args["targets"] == -100, args["ignore_index"])
+    return {**args, "targets": targets}
+
+
 def _nll_cases():
     p = defaults(check_nll_sum_and_count)
     b, t, v, ig = p["batch"], p["seq"], p["vocab"], p["ignore_index"]
@@ -344,7 +384,8 @@ def _same_sum_and_count(got, want) -> bool:
 
 NLL_SUM_AND_COUNT = Contract("nll_sum_and_count", nll_steps, _nll_cases, names=("logits", "targets", "ignore_index"),
                              batch=("logits", "targets"), views=("logits", "targets"), cast=("logits",),
-                             same=_same_sum_and_count, locate=False, shift=("logits",), scale=("logits",), edges=(
+                             same=_same_sum_and_count, locate=False, shift=("logits",), scale=("logits",),
+                             params=(("ignore_index", 0, _pad_with_ignore_index),), edges=(
                                  Edge("no scored target", "for a batch with no scored target (every target is "
                                       "ignore_index, as in a batch of padding: the sum is 0 over a count of 0)",
                                       lambda a: {**a, "targets": torch.full_like(a["targets"], a["ignore_index"])}),))
@@ -372,4 +413,4 @@ def _same_number(got, want) -> bool:
 
 
 BIGRAM_NLL = Contract("bigram_nll", bigram_steps, _bigram_cases, names=("train", "val", "alpha"), dtypes=(),
-                      same=_same_number)
+                      same=_same_number, params=(("alpha", 2.0),))

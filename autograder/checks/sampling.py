@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from .contracts import Contract, defaults, run_contract
+from .contracts import Contract, Edge, defaults, run_contract
 from .core import Check, describe, permutation_of, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
 from .spies import crossed_arguments, first_call_arguments
@@ -424,7 +424,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
                 f"{in_train} of {len(log.calls)} forward passes ran in train mode",
                 diagnosis="dropout left on during generation: the model was in train mode, so every step samples "
                           "from a randomly damaged network; call model.eval() before decoding")
-    chk.require("no autograd graph (torch.no_grad or inference_mode)", log.calls and not any(c["grad"] for c in log.calls),
+    chk.require("no autograd graph (torch.no_grad)", log.calls and not any(c["grad"] for c in log.calls),
                 "forward passes recorded gradients",
                 diagnosis="decoding records an autograd graph: wrap the loop in torch.no_grad()")
     log2 = ForwardLog(model, limit=2 * max_new_tokens)
@@ -505,18 +505,39 @@ def _sure_draw_cases():
     return [("top_k=1: one token left per row", (logits, 1.0, 1, None, None), {})]
 
 
+def _dyadic_nucleus(logits: torch.Tensor) -> dict:
+    """Logits of `logits`' shape whose probabilities are 1/2, 1/4, 1/8, 1/8
+    (exact in every float dtype), on other tokens in each row, the rest -inf
+    (as top-k filtering leaves them); with p = 0.75 the mass before the third
+    token is exactly p."""
+    rows = logits.reshape(-1, logits.shape[-1])
+    made = torch.full(rows.shape, float("-inf"), dtype=logits.dtype)
+    levels = torch.tensor([0.0, -1.0, -2.0, -2.0], dtype=torch.float64) * math.log(2)
+    for r in range(rows.shape[0]):
+        made[r, (torch.arange(4) * 2 + r) % rows.shape[-1]] = levels.to(logits.dtype)
+    return {"logits": made.reshape(logits.shape), "p": 0.75}
+
+
 def _same_ids(got, want) -> bool:
     return (isinstance(got, torch.Tensor) and not got.is_floating_point() and tuple(got.shape) == tuple(want.shape)
             and bool(torch.equal(got.long().cpu(), want.long().cpu())))
 
 
 TOP_K_FILTER = Contract("top_k_filter", top_k_steps, _top_k_cases, names=("logits", "k"), batch=("logits",),
-                        leading=("logits",), views=("logits",), grad=("logits",), shift=("logits",), scale=("logits",))
+                        leading=("logits",), views=("logits",), grad=("logits",), shift=("logits",), scale=("logits",),
+                        params=(("k", 1), ("k", lambda a: a["logits"].shape[-1])))  # greedy, and every token kept
 TOP_P_FILTER = Contract("top_p_filter", top_p_steps, _top_p_cases, names=("logits", "p"), batch=("logits",),
                         leading=("logits",), views=("logits",), grad=("logits",), dtypes=(torch.float64,),
-                        shift=("logits",), scale=("logits",))
+                        shift=("logits",), scale=("logits",), params=(("p", 0.9), ("p", 1.0)), edges=(
+                            Edge("mass exactly p", "when the mass before a token is exactly p (probabilities 1/2, "
+                                 "1/4, 1/8, 1/8 and p = 0.75: the nucleus is the first two tokens, whose mass reaches "
+                                 "p; a token is dropped when the mass before it is >= p, not only when it is > p)",
+                                 lambda a: _dyadic_nucleus(a["logits"])),))
 # Judged on a sure draw (top_k=1); the generator's promises on a real draw (no top-k, temperature 1).
 SAMPLE_NEXT = Contract("sample_next", sure_draw, _sure_draw_cases,
                        names=("logits", "temperature", "top_k", "top_p", "generator"), batch=("logits",),
                        views=("logits",), same=_same_ids, locate=False, shift=("logits",), scale=("logits",),
-                       generator="generator", draws=lambda a: {**a, "top_k": None, "temperature": 1.0})
+                       generator="generator", draws=lambda a: {**a, "top_k": None, "temperature": 1.0},
+                       params=(("temperature", 0.0),),  # greedy: the same sure token, the same shape
+                       fixed=(("top_k", "the check's rows judge the filters on real draws; here top_k=1 makes the "
+                               "draw sure"),))

@@ -1352,15 +1352,38 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
         owners = seen.found[j][slot]
         theirs = [_owner_value(reference, o) for o in owners]
         theirs = [t for t in theirs if t is not None]
-        if theirs and tuple(value.shape) not in shapes and all(tuple(t.shape) != tuple(value.shape) for t in theirs):
+        if theirs and all(tuple(t.shape) != tuple(value.shape) for t in theirs) and \
+                (tuple(value.shape) not in shapes or any(_one_axis_apart(value.shape, t.shape) for t in theirs)):
             op = learner.ops[j]
-            while len(op.inputs) == 1 and op.inputs[0] >= 0 and op.input_shapes and \
-                    tuple(op.input_shapes[0]) == tuple(value.shape) and seen.found[op.inputs[0]]:
+            while op.inputs and op.inputs[0] >= 0 and seen.found[op.inputs[0]] and (
+                    len(op.inputs) == 1 and op.input_shapes and tuple(op.input_shapes[0]) == tuple(value.shape)
+                    or _reshaped_input(learner, seen, reference, op)):
                 op = learner.ops[op.inputs[0]]  # back to the call that gave the value this shape (~, .to, clone...)
+            if op is not learner.ops[j] and op.outputs and seen.found[op.index] and seen.found[op.index][0]:
+                value = op.outputs[0]
+                theirs = [t for t in (_owner_value(reference, o) for o in seen.found[op.index][0]) if t is not None]
             return Located(op.file, op.line, op.function, source_line(op.file, op.line),
                            [f"yours: {op.name} gives {_describe_value(value)}",
                             f"the reference has these numbers in shape {tuple(theirs[0].shape)}", raises], kind="shape")
     return _cast_before_raise(learner, reference, seen, failed, raises)
+
+
+def _one_axis_apart(shape, other) -> bool:
+    """One shape is the other with one more axis of size 1 (a kept or a squeezed axis)."""
+    a, b = (tuple(shape), tuple(other)) if len(shape) > len(other) else (tuple(other), tuple(shape))
+    return len(a) == len(b) + 1 and any(a[i] == 1 and a[:i] + a[i + 1:] == b for i in range(len(a)))
+
+
+def _reshaped_input(learner: Trace, seen: "_Analysis", reference: Trace, op: Op) -> bool:
+    """op's first input already has the reference's numbers one size-1 axis
+    apart from the reference's shape: the axis was kept (or lost) earlier."""
+    j = op.inputs[0]
+    slot = (op.slots or [0])[0]
+    if slot >= len(learner.ops[j].outputs) or slot >= len(seen.found[j]):
+        return False
+    value = learner.ops[j].outputs[slot]
+    theirs = [t for t in (_owner_value(reference, o) for o in seen.found[j][slot]) if t is not None]
+    return bool(theirs) and all(_one_axis_apart(value.shape, t.shape) for t in theirs)
 
 
 # Calls that return a view of their input's memory and raise when its strides cannot express the new shape.

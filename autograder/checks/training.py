@@ -378,7 +378,9 @@ def _get_batch_cases():
 
 # Random by contract: only the generator's promises are judged (another right way to draw gives other windows).
 GET_BATCH = Contract("get_batch", get_batch_steps, _get_batch_cases, names=("data", "batch_size", "seq_len", "generator"),
-                     dtypes=(), locate=False, generator="generator")
+                     dtypes=(), locate=False, generator="generator",
+                     fixed=(("batch_size", "random by contract: a regime has no reference draw to compare with"),
+                            ("seq_len", "random by contract: a regime has no reference draw to compare with")))
 
 
 def _lr_cases():
@@ -388,7 +390,13 @@ def _lr_cases():
 
 # The schedule's domain goes on past its last step (a run trained on, a resumed run): the rate stays at min_lr there.
 LR_SCHEDULE = Contract("lr_schedule", ref_lr, _lr_cases, names=("step", "warmup_steps", "total_steps", "max_lr", "min_lr"),
-                       dtypes=(), numbers=True, edges=(
+                       dtypes=(), numbers=True,
+                       params=(("max_lr", 1.0), ("min_lr", 0.0, lambda a: {**a, "step": a["total_steps"] - 1}),
+                               ("warmup_steps", 3), ("total_steps", 200, lambda a: {**a, "step": a["warmup_steps"] + 5})),
+                       edges=(
+                           Edge("one step after the warmup", "for a schedule with a single step after the warmup "
+                                "(total_steps = warmup_steps + 1: no decay steps to divide by)",
+                                lambda a: {**a, "step": a["warmup_steps"], "total_steps": a["warmup_steps"] + 1}),
                            Edge("step = total_steps", "at step = total_steps, one past the last scheduled step",
                                 lambda a: {**a, "step": a["total_steps"]}),
                            Edge("step past total_steps", "for a step past total_steps (a run trained on: the rate "

@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import re
 from typing import Any, Callable, Mapping
 
 import torch
@@ -182,6 +183,54 @@ def after_one_adamw_step(config: tinylm.ModelConfig, batch_size: int = 2, seq_le
 
 # ---------------------------------------------------------------------------
 # naming what a wrong count measures
+
+
+@functools.lru_cache(maxsize=64)
+def parameter_roles(config: tinylm.ModelConfig) -> tuple:
+    """((role, numbers), ...) of tinylm's model for `config`: each parameter
+    name with its block number dropped, summed over the blocks
+    ('mlp_norm.weight in every block'), a tied head once (under tok_emb)."""
+    roles: dict[str, int] = {}
+    for name, p in meta_model(config).named_parameters():
+        role = re.sub(r"^blocks\.\d+\.", "", name)
+        role = f"{role} in every block" if role != name else role
+        roles[role] = roles.get(role, 0) + p.numel()
+    return tuple(roles.items())
+
+
+def roles_apart(config: tinylm.ModelConfig, numbers: int) -> str | None:
+    """The parameters a count is off by, measured: the one set of one or two
+    roles (parameter_roles) whose numbers add up to exactly `numbers` (< 0:
+    missing from the count, > 0: counted once more), in words the same for
+    every config; None when no set, or more than one, does."""
+    roles = parameter_roles(config)
+    sets = [combo for n in (1, 2) for combo in itertools.combinations(roles, n) if sum(v for _, v in combo) == abs(numbers)]
+    if numbers == 0 or len(sets) != 1:
+        return None
+    names = " and ".join(role for role, _ in sets[0])
+    if numbers < 0:
+        return (f"the parameters of {names} are missing (measured: your count lacks exactly their numbers): every "
+                "parameter tensor of the model counts, the norms' gains too")
+    return (f"the parameters of {names} are counted once more (measured: your count exceeds the model's by exactly "
+            "their numbers)")
+
+
+def positions_counted(config: tinylm.ModelConfig, got: int, context_len: int, dtype: torch.dtype) -> str | None:
+    """When a cache count is a whole number of positions other than
+    context_len, the length that number is (measured: the bytes of one
+    position's keys and values)."""
+    per_position = kv_cache_nbytes(config, 1, 1, dtype)
+    positions, rest = divmod(got, per_position)
+    if rest or positions == context_len:
+        return None
+    lengths = (("config.max_seq_len", config.max_seq_len), ("context_len + 1", context_len + 1),
+               ("context_len - 1", context_len - 1))  # the position counts a learner can reach for
+    names = [n for n, v in lengths if v == positions]
+    if len(names) != 1:
+        return None
+    return (f"the cache is counted for {names[0]} positions (measured: your count is exactly the keys and values of "
+            f"that many positions): a decoding step reads the context_len positions cached so far, not a "
+            "preallocated length")
 
 
 def _near(a: float, b: float) -> bool:
@@ -545,7 +594,9 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
             ratios.pop("the batch is ignored: every sequence of the batch has its own cache")
             ratios["context_len + 1 positions: the cache holds the context_len positions before the new token"] = \
                 (context_len + 1) / context_len
-            return explanations(got, want, ratios, {})
+            found = explanations(got, want, ratios, {})
+            counted = None if found else positions_counted(config, got, context_len, dtype)
+            return found or ({counted} if counted else set())
         V, d = config.vocab_size, config.d_model
         ratios = {"numbers, not bytes: multiply by the bytes per element, dtype.itemsize": 1 / size,
                   "the dtype is ignored (4 bytes assumed): the bytes per element are dtype.itemsize": 4 / size,
@@ -556,7 +607,9 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
                  "and the embedding (a lookup reads one row of it, but the convention here counts every weight once)":
                      -V * d * size if not config.tie_embeddings else 0,
                  "the norms' gains are missing (2 per block and the final one)": -(2 * config.n_layers + 1) * d * size}
-        return explanations(got, want, ratios, diffs)
+        found = explanations(got, want, ratios, diffs)
+        apart = None if found or (got - want) % size else roles_apart(config, (got - want) // size)
+        return found or ({apart} if apart else set())
 
     findings = _run_cases(chk, decode_bytes_per_token, cases, DECODE_KEYS, lambda c: decode_reads(*c), explain,
                           lambda c: c)

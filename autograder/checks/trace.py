@@ -800,8 +800,9 @@ class _Analysis:
         blames = {i: _blame(ops[i], ops, self.found, reference, self.given) for i in frontier}
         # A call that the reference makes too, from the same values, with another result, is wrong for sure; a
         # call the reference never makes may be another right route whose result only a later mistake spoiled.
-        sure = [i for i in frontier if blames[i] is not None and blames[i][3] == "value" and blames[i][2] is not None
-                and _same_kind(ops[i], blames[i][2])]
+        # So is one that reads an argument where the reference's call reads a value the learner made too.
+        sure = [i for i in frontier if blames[i] is not None and blames[i][2] is not None and (
+            blames[i][3] == "value" and _same_kind(ops[i], blames[i][2]) or blames[i][3] == "read")]
         # A call made inside a library component (a module's forward, tinylm) got its arguments there, from what
         # the learner's line passed: a wrong value the learner's own code made earlier comes first.
         direct = [i for i in frontier if not ops[i].inside]
@@ -868,8 +869,49 @@ class _Analysis:
                 return None  # the sizes come from names bound on several lines: any of them may be wrong
             if bound is not None and bound != line:
                 how, second = "sizes", bound
+        if how == "value" and sizes is None and first.name in _SIZED:
+            written = _number_written_in(file, line)
+            if written is not None:
+                name, value, bound = written
+                facts.insert(0, f"line {line} reads {name} = {value}, a number written in at line {bound}, where the "
+                                f"reference's sizes follow from its inputs' shapes")
+                how, second = "sizes", bound
         return Located(file, line, function, source_line(file, line), facts, kind=how, also=second,
                        also_code=source_line(file, second) if second else "")
+
+
+# Calls whose result's shape is set by numbers they are given (a count of copies, sizes, bounds).
+_SIZED = {"expand", "reshape", "view", "repeat", "repeat_interleave", "__getitem__", "narrow", "tile", "unflatten"}
+
+
+def _number_written_in(file: str, line: int) -> tuple[str, int, int] | None:
+    """(name, value, line) for the one name `line` reads that its function
+    binds once, on an earlier line, to an integer literal (`n_rep = 2`)."""
+    import ast
+    try:
+        tree = ast.parse("".join(linecache.getlines(file)))
+    except (SyntaxError, ValueError):
+        return None
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not functions:
+        return None
+    body = max(functions, key=lambda n: n.lineno)
+    read = {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.lineno == line}
+    found = []
+    for node in ast.walk(body):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in read:
+                    literal = isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and \
+                        type(node.value.value) is int
+                    found.append((target.id, node.value.value if literal else None, node.lineno))
+    literal = [f for f in found if f[1] is not None and f[2] < line]
+    if len(literal) != 1 or sum(f[0] == literal[0][0] for f in found) != 1:
+        return None
+    return literal[0]
 
 
 def _few_ids(t: torch.Tensor) -> bool:

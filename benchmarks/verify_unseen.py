@@ -1,12 +1,14 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and of
-the "fresh" and "fresh2" sets (fresh.py, fresh2.py, in none of the lists
-either) is a real bug: probes run the solution and the mutated answer on the
-situation the mistake is about (a batch of one, a KV cache after a prefill, a
-non-default config value, float16 or uint8 input, non-contiguous logits, a
-model in train mode or in eval mode, another device, padding, temperature 0,
-a caller's eps, long sequences, ...) and compare with tinylm, with PyTorch
-built-ins (the FLOP counter among them) or with closed forms. A mutation that
+the "fresh", "fresh2" and "fresh3" sets (fresh.py, fresh2.py, fresh3.py, in
+none of the lists either) is a real bug: probes run the solution and the
+mutated answer on the situation the mistake is about (a batch of one, a KV
+cache after a prefill, a non-default config value, float16 or uint8 input,
+non-contiguous logits, a model in train mode or in eval mode, another device,
+padding, temperature 0, a caller's eps, long sequences, logits tied at the
+k-th, a generation interrupted by an exception, the gradient that reaches a
+weight or an input, ...) and compare with tinylm, with PyTorch built-ins (the
+FLOP counter and autograd among them) or with closed forms. A mutation that
 leaves every probe as the solution has it would be no mistake at all. No
 check of the course is run.
 
@@ -14,6 +16,7 @@ check of the course is run.
     python benchmarks/verify_unseen.py --set offlist
     python benchmarks/verify_unseen.py --set fresh
     python benchmarks/verify_unseen.py --set fresh2
+    python benchmarks/verify_unseen.py --set fresh3
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -93,6 +96,12 @@ def probe_01(ns):
     ns["tie_weights"](emb, head)
     table = weight.clone().requires_grad_()
     ns["embed"](ids, table).sum().backward()  # d sum / d row r = how often id r occurs
+
+    def head_gradient_matches():
+        """d sum(x Wᵀ) / d W_v = the sum of x over batch and positions, for every row v."""
+        shared = weight.clone().requires_grad_()
+        ns["tied_logits"](x, shared).sum().backward()
+        return torch.allclose(shared.grad, x.sum(dim=(0, 1)).expand_as(weight), atol=1e-5)
     return {"embed == weight[ids]": _close(ns["embed"](ids, weight), weight[ids]),
             "embed, flat ids (T,) == weight[ids]": attempt(lambda: _close(ns["embed"](ids[0], weight), weight[ids[0]])),
             **{f"embed, ids of shape {tuple(few.shape)} == weight[ids]": attempt(lambda few=few: _close(
@@ -100,6 +109,7 @@ def probe_01(ns):
             "embed gradient per row == id counts": torch.equal(table.grad[:, 0], torch.bincount(ids.flatten(), minlength=10).float()),
             "one_hot_embed == weight[ids]": attempt(lambda: _close(ns["one_hot_embed"](ids, weight), weight[ids])),
             "tied_logits == x @ W.T": attempt(lambda: _close(_quiet(ns["tied_logits"], x, weight), x @ weight.T)),
+            "tied_logits gradient per row == x summed": attempt(head_gradient_matches),
             "head.weight is emb.weight": head.weight is emb.weight,
             "distinct Parameters": len(list(nn.ModuleList([emb, head]).parameters()))}
 
@@ -118,6 +128,13 @@ def probe_02(ns):
         trained.load_state_dict({"weight": w})
         return _close(trained(x), tinylm.rms_norm(x, w), atol=1e-6)
 
+    upstream = torch.randn(x.shape, generator=_gen(60))  # a random d loss / d output
+
+    def input_gradient(norm):
+        leaf = x.clone().requires_grad_()
+        (norm(leaf, w) * upstream).sum().backward()
+        return leaf.grad
+
     return {"rms_norm == tinylm": _close(ns["rms_norm"](x, w), tinylm.rms_norm(x, w), atol=1e-6),
             "rms_norm fp16 ~400 == tinylm": _close(ns["rms_norm"](big, w), tinylm.rms_norm(big, w), atol=1e-2, rtol=1e-2),
             "rms_norm, mean square below eps == tinylm": _close(ns["rms_norm"](tiny, w), tinylm.rms_norm(tiny, w), atol=1e-6),
@@ -127,7 +144,9 @@ def probe_02(ns):
             "layer_norm(eps=0.1) == F.layer_norm": attempt(lambda: _close(
                 ns["layer_norm"](small, w, b, eps=0.1), F.layer_norm(small, (8,), w, b, eps=0.1), atol=1e-6)),
             "RMSNorm(eps=0.1) == tinylm": _close(ns["RMSNorm"](8, eps=0.1)(small), tinylm.rms_norm(small, torch.ones(8), 0.1)),
-            "RMSNorm with a trained gain == tinylm": attempt(with_trained_gain)}
+            "RMSNorm with a trained gain == tinylm": attempt(with_trained_gain),
+            "rms_norm gradient wrt x == tinylm's": attempt(lambda: _close(
+                input_gradient(ns["rms_norm"]), input_gradient(tinylm.rms_norm), atol=1e-5))}
 
 
 def _bottom_right(q_len: int, kv_len: int) -> torch.Tensor:
@@ -288,6 +307,25 @@ def probe_07(ns):
                for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))}}
 
 
+class Interrupted(Recorder):
+    """A Recorder whose second forward pass raises, as an interrupt in the middle of generation would."""
+
+    def forward(self, idx):
+        if len(self.training_seen) >= 1:
+            raise RuntimeError("interrupted")
+        return super().forward(idx)
+
+
+def _mode_after_interruption(generate) -> bool:
+    """model.training after generate, called in train mode, failed at its second step."""
+    model = Interrupted().train()
+    try:
+        generate(model, torch.zeros(1, 2, dtype=torch.long), 3, generator=_gen(0))
+    except RuntimeError:
+        pass
+    return model.training
+
+
 def _drawn(ns, logits_row: list[float], rows: int, temperature: float, top_k=None, top_p=None) -> torch.Tensor:
     """`rows` draws of sample_next from one distribution, the row repeated as a batch."""
     batch = torch.tensor([logits_row]).expand(rows, len(logits_row)).contiguous()
@@ -311,6 +349,7 @@ def probe_08(ns):
             greedy = torch.cat((greedy, bigram(greedy)[:, -1].argmax(dim=-1, keepdim=True)), dim=1)
     apart = torch.tensor([[1000.0, 999.0, 0.0], [0.0, 1.0, 2.0]])  # the second row sits 1000 below the first's max
     even = torch.tensor([[0.0, 0.0, -1.0]])  # two tokens of exactly equal mass: the first alone reaches a mass above 0.4
+    tied = torch.tensor([[3.0, 2.0, 2.0, 1.0, 0.0]])  # the 2nd and 3rd largest are equal: top-2 keeps three
 
     def generated_ids_train():
         """A training step on generated text: embedding the ids must be something autograd can differentiate."""
@@ -320,6 +359,9 @@ def probe_08(ns):
         return tuple(table.grad.shape)
     return {**{f"top_k(4), {rows} row(s) == tinylm": attempt(lambda rows=rows: torch.equal(
                 ns["top_k_filter"](logits[:rows], 4), tinylm.top_k_filter(logits[:rows], 4))) for rows in (3, 1)},
+            "top_k(2), a tie at the 2nd largest == tinylm": attempt(lambda: torch.equal(
+                ns["top_k_filter"](tied, 2), tinylm.top_k_filter(tied, 2))),
+            "train mode restored after an interrupted generate": attempt(lambda: _mode_after_interruption(ns["generate"])),
             "top_k(4) on (B, T, V) logits == tinylm": attempt(lambda: torch.equal(
                 ns["top_k_filter"](logits.view(1, 3, 12), 4), tinylm.top_k_filter(logits.view(1, 3, 12), 4))),
             "rows 1000 apart: first row draws token 0 or 1": attempt(
@@ -393,6 +435,9 @@ def probe_09(ns):
             "x, y shapes == (4000, 4)": tuple(x.shape) == tuple(y.shape) == (4000, 4),
             "two calls without a generator differ": not torch.equal(*unseeded),
             "y == x shifted by one": torch.equal(y, x + 1),
+            # closed form: uniform logits over 12 classes give a loss of ln 12, whatever the targets
+            "F.cross_entropy on get_batch's y == ln 12": attempt(lambda: math.isclose(
+                F.cross_entropy(torch.zeros(y.numel(), 12), y.flatten()).item(), math.log(12), rel_tol=1e-6)),
             "lm_loss == F.cross_entropy": _close(ns["lm_loss"](logits, targets),
                                                  F.cross_entropy(logits.reshape(-1, 10), targets.reshape(-1))),
             "lm_loss on sliced logits == F.cross_entropy": attempt(lambda: _close(
@@ -400,6 +445,9 @@ def probe_09(ns):
             **{f"lr_schedule == tinylm.lr_at, steps {steps.start}..{steps.stop - 1} of 20": all(
                 math.isclose(ns["lr_schedule"](s, 5, 20, 1e-2, 1e-3), lr_at(s, schedule)) for s in steps)
                for steps in (range(20), range(20, 25))},
+            "lr_schedule(min_lr=0) == tinylm.lr_at": all(
+                math.isclose(ns["lr_schedule"](s, 5, 20, 1e-2, 0.0), lr_at(s, replace(schedule, min_lr=0.0)), abs_tol=1e-12)
+                for s in range(20)),
             "lr_schedule == tinylm.lr_at, warmup 5 of 6 steps": attempt(lambda: all(
                 math.isclose(ns["lr_schedule"](s, 5, 6, 1e-2, 1e-3), lr_at(s, replace(schedule, steps=6))) for s in range(6))),
             "lm_loss at logits x 200 == F.cross_entropy": _close(ns["lm_loss"](logits * 200, targets),
@@ -472,7 +520,7 @@ def probe_10(ns):
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
-VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2")
+VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -241,7 +241,10 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
             "RoPE applied to queries only: keys must be rotated too, or scores stop depending on relative position":
                 lambda: attend(rot(q, s), k, v),
             "RoPE applied to keys only: queries must be rotated too": lambda: attend(q, rot(k, s), v),
-            "RoPE missing: q and k are not rotated": lambda: attend(q, k, v),
+            "RoPE has no effect on the scores (your output is attention without any rotation): q and k are not "
+            "rotated, or rotated along another axis than the positions, e.g. in a (B, T, H, hd) layout where "
+            "apply_rope reads the heads as positions, so every position of a head gets the same angle":
+                lambda: attend(q, k, v),
             "RoPE applied after attention (to the output) instead of to q and k": lambda: rot(attend(q, k, v), s),
             "keys rotated from position 0: pass start_pos when rotating the keys too":
                 lambda: attend(rot(q, s), rot(k, 0), v),

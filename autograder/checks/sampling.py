@@ -14,13 +14,15 @@ whether the right values come back in sorted order.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
+import io
 import math
 
 import torch
 
 from .contracts import Contract, Edge, defaults, run_contract
-from .core import Check, describe, permutation_of, randn, seeded
+from .core import Check, describe, guarded_call, permutation_of, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
 from .spies import crossed_arguments, first_call_arguments
 
@@ -349,7 +351,11 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
                                 names=("logits",))
         if not (isinstance(draws, torch.Tensor) and draws.shape == (n_draws,) and not draws.is_floating_point()):
             hint = (" (torch.multinomial returns (B, 1): .squeeze(-1))"
-                    if isinstance(draws, torch.Tensor) and draws.shape == (n_draws, 1) else "")
+                    if isinstance(draws, torch.Tensor) and draws.shape == (n_draws, 1) else
+                    f" (measured: {draws.numel()} draw{'s' if draws.numel() != 1 else ''} for {n_draws} rows: an index "
+                    "such as [0] on multinomial's (B, 1) result keeps the first row only; [:, 0] or .squeeze(-1) "
+                    "keeps one draw per row)"
+                    if isinstance(draws, torch.Tensor) and 0 < draws.numel() < n_draws else "")
             chk._stop(f"sample_next returned {_describe(draws)} for {n_draws} rows of logits; it should return "
                       f"integer token ids of shape ({n_draws},){hint}")
         freq = torch.bincount(draws.long().cpu(), minlength=vocab)[:vocab].double() / n_draws
@@ -440,6 +446,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
             and not torch.equal(again, got):
         chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: pass temperature, top_k "
                      "and top_p on to sample_next")
+    _interrupted(chk, generate, model, prompt, max_new_tokens)
     model.train()
     log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
     try:
@@ -456,6 +463,29 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
                 "two runs with identically seeded generators differ",
                 diagnosis=None if same or not shaped or in_train else "the generator is not used: pass it on to sample_next")
     return chk
+
+
+def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:
+    """A generation that an exception stops midway (the model's second
+    forward pass raises, as a KeyboardInterrupt or a bad argument would):
+    the model must still come back in the mode it came in (train)."""
+    model.train()
+    stop = ForwardLog(model, limit=1)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            guarded_call(generate, (model, prompt, max_new_tokens, 0.0, None, None, None), {})
+    except Exception:  # noqa: BLE001: the check's own stop, or an error of the learner's the rows above report
+        pass
+    finally:
+        stop.close()
+    restored = model.training
+    model.train()
+    if len(stop.calls) == 1:  # the stop did happen inside the decoding loop
+        chk.require("train mode restored when generation is interrupted", restored,
+                    "an exception in the second forward pass left the model in eval mode",
+                    diagnosis="an exception during generation leaves the model in eval mode (measured: the check "
+                              "raised in the second forward pass): restore the mode in a try/finally, "
+                              "`try: ... finally: model.train(was_training)`, so it is restored however the loop ends")
 
 
 def check_generate(generate, *, seed: int = 3, batch: int = 2, prompt_len: int = 4, max_new_tokens: int = 7,

@@ -47,6 +47,7 @@ never the reference tensor itself. The recorder's own failures end in
 """
 from __future__ import annotations
 
+import ast
 import itertools
 import linecache
 import math
@@ -586,6 +587,7 @@ KIND_WORDS = {
     "value": "the first line whose value the reference never computes",
     "missing": "a step is missing between these lines: the value made here reaches a later line without it",
     "role": "a value is used in another's place: the value made here is not the one the reference uses there",
+    "swapped": "a value is used in another's place: the same line makes the value the reference uses there too",
     "layout": "the value made here reaches the later line with its axes split or ordered differently",
     "output": "your result is this value, which the reference has only before its last steps (a step after it is "
               "missing)",
@@ -720,7 +722,13 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
         final = {(reference.producer.get(id(t), -1), reference.slot.get(id(t), 0)) for t in tensors_in(reference.result)}
         if any(owner in final for owners in seen.found[max(out_ops)] for owner in owners):
             return None  # the right values in another shape: the table's shape column says it
-        return _returned_early(learner, learner.ops[max(out_ops)], seen.matched, final_ref)
+        last = learner.ops[max(out_ops)]
+        made_by = {reference.ops[i].name for owners in seen.found[last.index] for i, _ in owners if i >= 0}
+        final_by = {reference.ops[i].name for i in {reference.producer.get(id(t), -1) for t in tensors_in(reference.result)}
+                    if i >= 0}
+        if last.name in made_by & final_by:
+            return None  # the reference's loop makes this value at an earlier step: iterations are missing, not a line
+        return _returned_early(learner, last, seen.matched, final_ref)
     return seen.place(frontier)
 
 
@@ -802,7 +810,7 @@ class _Analysis:
         # call the reference never makes may be another right route whose result only a later mistake spoiled.
         # So is one that reads an argument where the reference's call reads a value the learner made too.
         sure = [i for i in frontier if blames[i] is not None and blames[i][2] is not None and (
-            blames[i][3] == "value" and _same_kind(ops[i], blames[i][2]) or blames[i][3] == "read")]
+            blames[i][3] == "value" and _same_kind(ops[i], blames[i][2]) or blames[i][3] in ("read", "swapped"))]
         # A call made inside a library component (a module's forward, tinylm) got its arguments there, from what
         # the learner's line passed: a wrong value the learner's own code made earlier comes first.
         direct = [i for i in frontier if not ops[i].inside]
@@ -848,9 +856,10 @@ class _Analysis:
             steps = _steps_between(reference, counterpart, also or first, blamed, self.found)
             facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {line} makes, "
                             f"{steps or 'one or more steps later'}")
-        elif how == "role":
+        elif how in ("role", "swapped"):
             facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference's "
-                            f"{counterpart.name} reads another value")
+                            f"{counterpart.name} reads another value" + (", one that line makes too"
+                                                                         if how == "swapped" else ""))
         elif how == "read":
             facts.insert(0, f"your {first.name} reads an argument of your function where the reference's "
                             f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
@@ -887,7 +896,21 @@ _SIZED = {"expand", "reshape", "view", "repeat", "repeat_interleave", "__getitem
 def _number_written_in(file: str, line: int) -> tuple[str, int, int] | None:
     """(name, value, line) for the one name `line` reads that its function
     binds once, on an earlier line, to an integer literal (`n_rep = 2`)."""
-    import ast
+    found = _bound_once_before(file, line, lambda value: isinstance(value, ast.Constant) and type(value.value) is int)
+    return (found[0], found[1].value, found[2]) if found else None
+
+
+def _true_division_read(file: str, line: int) -> tuple[str, int] | None:
+    """(name, line) for the one name `line` reads that its function binds
+    once, on an earlier line, to a true division (`n_rep = a / b`: a float)."""
+    found = _bound_once_before(file, line, lambda value: any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
+                                                             for n in ast.walk(value)))
+    return (found[0], found[2]) if found else None
+
+
+def _bound_once_before(file: str, line: int, kind: Callable) -> tuple[str, Any, int] | None:
+    """(name, value node, line) for the one name `line` reads that its
+    function binds exactly once, on an earlier line, with `kind(value)` true."""
     try:
         tree = ast.parse("".join(linecache.getlines(file)))
     except (SyntaxError, ValueError):
@@ -903,15 +926,12 @@ def _number_written_in(file: str, line: int) -> tuple[str, int, int] | None:
     for node in ast.walk(body):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if isinstance(target, ast.Name) and target.id in read:
-                    literal = isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and \
-                        type(node.value.value) is int
-                    found.append((target.id, node.value.value if literal else None, node.lineno))
-    literal = [f for f in found if f[1] is not None and f[2] < line]
-    if len(literal) != 1 or sum(f[0] == literal[0][0] for f in found) != 1:
+            value = node.value if isinstance(node, ast.Assign) else None
+            found += [(t.id, value, node.lineno) for t in targets if isinstance(t, ast.Name) and t.id in read]
+    chosen = [f for f in found if f[1] is not None and f[2] < line and kind(f[1])]
+    if len(chosen) != 1 or sum(f[0] == chosen[0][0] for f in found) != 1:
         return None
-    return literal[0]
+    return chosen[0]
 
 
 def _few_ids(t: torch.Tensor) -> bool:
@@ -1006,7 +1026,6 @@ def _sizes_bound_at(file: str, line: int, call: str) -> int | str | None:
     e.g. `B, T, H, hd = y.shape`; None when it reads no name bound in the
     function (numbers, arguments), "elsewhere" when they are bound on
     several lines."""
-    import ast
     source = "".join(linecache.getlines(file))
     try:
         tree = ast.parse(source)
@@ -1111,6 +1130,17 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: dict 
     best = max(candidates, key=agreement)
     slots = best.slots or [0] * len(best.inputs)
     differing = [k for k in range(len(best.inputs)) if not same_input(best, k)]
+    if not differing and first.name not in _LAYOUT:
+        # The same values, but one of them laid out otherwise (transposed): a computing call, right on a wrong
+        # layout (a reshape given the wrong layout is itself the place: it is where a permute is missing).
+        for k in range(len(best.inputs)):
+            j, slot = first.inputs[k], (first.slots or [0] * len(first.inputs))[k]
+            theirs = _owner_value(reference, (best.inputs[k], slots[k]))
+            if j >= 0 and theirs is not None and slot < len(ops[j].outputs) and ops[j].outputs[slot].numel() > 1:
+                mine = ops[j].outputs[slot]
+                if tuple(mine.shape) != tuple(theirs.shape) or not _close(mine.double(), theirs.double(),
+                                                                          _tolerance(mine.dtype)):
+                    return ops[j], first, best, "layout"
     if not differing:
         return first, None, best, "value"   # the same call on the same values, another result: its own arguments
     k = differing[0]
@@ -1120,6 +1150,10 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: dict 
     layout_only = lagging and all(reference.ops[i].name in _LAYOUT for p in paths if p is not None for i in p)
     j = first.inputs[k]
     tied = [r for r in candidates if agreement(r) == agreement(best)]
+    if not lagging and j >= 0 and any(wanted in owners for owners in found[j]):
+        # Another result of the very call that made the value read is the one the reference reads here (the
+        # results of var_mean, chunk or split unpacked in another order).
+        return ops[j], first, best, "swapped"
     if not lagging and j >= 0 and len(tied) == 1:
         # The value read is one the reference makes only later, from the one its call reads: the learner's
         # value already went through more steps; through this very call (applied twice) or others (an order).
@@ -1364,14 +1398,24 @@ def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | No
 def _before_raise(learner: Trace, reference: Trace) -> Located | None:
     """The place of the first wrong value the call that raised reads, or of
     a value it reads whose numbers are the reference's in another shape."""
-    if learner.truncated or reference.truncated or reference.error is not None or learner.failed is None:
+    if learner.truncated or reference.truncated or reference.error is not None:
         return None
+    if learner.failed is None:
+        return _before_a_check(learner, reference)
     failed = learner.ops[learner.failed]
+    raises = f"then line {failed.line} raises ({_error_line(learner.error)})"
+    if isinstance(learner.error, TypeError) and "float" in str(learner.error) and "int" in str(learner.error):
+        division = _true_division_read(failed.file, failed.line)
+        if division is not None:  # a count made a float by `/`: the number is wrong, not a tensor
+            name, bound = division
+            return Located(failed.file, bound, failed.function, source_line(failed.file, bound), [
+                f"line {failed.line} passes {name}, a float made by the true division `/` on line {bound}, where a "
+                f"count (sizes, repeats) must be an int: `//` divides to an int", raises], kind="sizes",
+                also=failed.line, also_code=source_line(failed.file, failed.line))
     reads = [j for j in failed.inputs if j >= 0]
     if not reads:
         return None
     seen = _Analysis(learner, reference)
-    raises = f"then line {failed.line} raises ({_error_line(learner.error)})"
     frontier = seen.frontier(reads)
     if frontier:
         found = seen.place(frontier)
@@ -1408,6 +1452,21 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
                            [f"yours: {op.name} gives {_describe_value(value)}",
                             f"the reference has these numbers in shape {tuple(theirs[0].shape)}", raises], kind="shape")
     return _cast_before_raise(learner, reference, seen, failed, raises)
+
+
+def _before_a_check(learner: Trace, reference: Trace) -> Located | None:
+    """A raise outside any traced call (a library's own check of its
+    arguments, such as a model refusing float ids): the one place the values
+    made before it first go wrong, when there is one."""
+    if not learner.ops or learner.error is None:
+        return None
+    seen = _Analysis(learner, reference)
+    frontier = seen.frontier(list(range(len(learner.ops))))
+    found = seen.place(frontier) if frontier else None
+    if found is not None:
+        where = locate_error(learner.error)
+        found.facts.append(f"then line {where.line if where else '?'} raises ({_error_line(learner.error)})")
+    return found
 
 
 def _one_axis_apart(shape, other) -> bool:

@@ -40,6 +40,7 @@ def browser():
     yield from launch_browser()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns the groups into node ids as it finds them
 def pytest_collection_modifyitems(config, items):
     """Tests that share an expensive fixture run on one pytest-xdist worker
     (`make test` passes `--dist loadgroup`), so the fixture is made once and

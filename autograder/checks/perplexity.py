@@ -206,24 +206,19 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     same = one_loss is not None and abs(float(one_loss) - float(loss)) < 1e-5
     chk.require("same loss when the same rows are batched differently", same,
                 "regrouping the rows into one batch changed the loss")
-    model.eval()
-    chk.call(evaluate, model, batches, bytes_per_token)
-    chk.require("eval mode kept when it came in eval mode", not model.training,
-                "a model handed over in eval mode was left in train mode",
-                diagnosis="a model that came in eval mode leaves in train mode: model.train() at the end switches "
-                          "it whatever mode it came in; restore the mode it came in, model.train(was_training)")
-    _large_nll(chk, evaluate, model, batches, bytes_per_token)
+    _large_nll_in_eval_mode(chk, evaluate, model, batches, bytes_per_token)
     return chk
 
 
-def _large_nll(chk: Check, evaluate, model, batches, bytes_per_token: float) -> None:
-    """An evaluation whose summed NLL is thousands of nats (a confident, wrong
+def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_token: float) -> None:
+    """An evaluation whose summed NLL is a thousand nats (a confident, wrong
     model: the logits scaled up), as a few hundred real tokens give: exp of
-    the sum overflows (above 709 for a Python float), exp of the mean does not."""
+    the sum overflows (above 709 for a Python float), exp of the mean does
+    not. The model comes in eval mode this time, and must leave in it."""
     sharp = copy.deepcopy(model)
     with torch.no_grad():
         sharp.norm.weight.mul_(20.0)
-    rows = _ref_eval(sharp, batches)
+    rows = _ref_eval(sharp, batches)  # leaves it in eval mode
     total, count = sum(float(r[0]) for r in rows), sum(r[1] for r in rows)
     loss = total / count
     label = f"a summed NLL of {total:,.0f} nats (mean {loss:.1f})"
@@ -231,6 +226,10 @@ def _large_nll(chk: Check, evaluate, model, batches, bytes_per_token: float) -> 
         f"exp of the summed NLL overflows: the {count} tokens here sum to {total:,.0f} nats, and exp overflows a "
         "Python float above 709 (float32 above 88); perplexity is exp of the MEAN NLL, math.exp(loss)"
         if isinstance(err, OverflowError) or "overflow" in str(err).lower() else None))
+    chk.require("eval mode kept when it came in eval mode", not sharp.training,
+                "a model handed over in eval mode was left in train mode",
+                diagnosis="a model that came in eval mode leaves in train mode: model.train() at the end switches "
+                          "it whatever mode it came in; restore the mode it came in, model.train(was_training)")
     value = _as_float_tensor(got.get("perplexity")) if isinstance(got, dict) else None
     ok = value is not None and math.isfinite(float(value)) and math.isclose(float(value), math.exp(loss), rel_tol=1e-4)
     chk.require(f"perplexity for {label}", ok,

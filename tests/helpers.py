@@ -27,6 +27,26 @@ def assert_stub_gets_not_implemented_message(check, n_functions: int) -> None:
     assert isinstance(err.value, AssertionError)
 
 
+def check_failure(check, fn, **kwargs):
+    """The CheckFailed a check raises for `fn` (its printed table silenced), or None when it passes."""
+    import contextlib
+    import io
+
+    from autograder.checks import CheckFailed
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            check(fn, **kwargs)
+    except CheckFailed as err:
+        return err
+    return None
+
+
+def diagnosis_texts(err) -> str:
+    """A failure's likely bugs, measured facts and regime, joined: what a learner reads as the diagnosis."""
+    d = err.diagnosis.to_dict()
+    return " | ".join([*(d.get("likely_bugs") or []), *(d.get("facts") or []), (d.get("regime") or {}).get("text", "")])
+
+
 def run_cell(source: str, ns: dict) -> str:
     """What a notebook cell prints when run in namespace ns; a cell that is a
     check raises CheckFailed on a mismatch, whose message counts too."""

@@ -531,6 +531,15 @@ def python_number_problem(value: Any, kind: type) -> str | None:
     return describe(value)
 
 
+def size_one_axis(longer: tuple, shorter: tuple) -> int | None:
+    """The position of the one axis of size 1 that `longer` has and `shorter`
+    lacks, all else equal (None when the shapes differ otherwise)."""
+    longer, shorter = tuple(longer), tuple(shorter)
+    if len(longer) != len(shorter) + 1:
+        return None
+    return next((i for i in range(len(longer)) if longer[i] == 1 and longer[:i] + longer[i + 1:] == shorter), None)
+
+
 def parameter_problems(module: torch.nn.Module, name: str) -> str | None:
     """None when module.<name> is a registered nn.Parameter that requires
     grad; otherwise what is wrong with it."""
@@ -807,18 +816,15 @@ class Check:
     def _measure_size_one_axis(self, got_shape, want_shape) -> None:
         """A result one axis of size 1 apart from the expected shape: which axis, and what keeps or drops one."""
         got_shape, want_shape = tuple(got_shape), tuple(want_shape)
-        for i in range(len(got_shape)):
-            if len(got_shape) == len(want_shape) + 1 and got_shape[i] == 1 and got_shape[:i] + got_shape[i + 1:] == want_shape:
-                self.measured(f"your result has shape {got_shape}, expected {want_shape}: an extra axis of size 1 at "
-                              f"position {i} (keepdim=True, a slice such as [:, -1:] where [:, -1] is meant, or an "
-                              "unsqueeze keeps an axis the result must not have)")
-                return
-        for i in range(len(want_shape)):
-            if len(want_shape) == len(got_shape) + 1 and want_shape[i] == 1 and want_shape[:i] + want_shape[i + 1:] == got_shape:
-                self.measured(f"your result has shape {got_shape}, expected {want_shape}: the axis of size 1 at "
-                              f"position {i} is missing (a bare squeeze() drops every axis of size 1, such as a batch "
-                              "of one or a one-token step: squeeze only the axis you mean, squeeze(dim))")
-                return
+        extra, missing = size_one_axis(got_shape, want_shape), size_one_axis(want_shape, got_shape)
+        if extra is not None:
+            self.measured(f"your result has shape {got_shape}, expected {want_shape}: an extra axis of size 1 at "
+                          f"position {extra} (keepdim=True, a slice such as [:, -1:] where [:, -1] is meant, or an "
+                          "unsqueeze keeps an axis the result must not have)")
+        elif missing is not None:
+            self.measured(f"your result has shape {got_shape}, expected {want_shape}: the axis of size 1 at "
+                          f"position {missing} is missing (a bare squeeze() drops every axis of size 1, such as a "
+                          "batch of one or a one-token step: squeeze only the axis you mean, squeeze(dim))")
 
     def refute(self, variants: Mapping[str, Any], want: torch.Tensor, atol: float, rtol: float) -> None:
         """On a row the learner passed: the known bugs whose output would have

@@ -908,18 +908,23 @@ def _true_division_read(file: str, line: int) -> tuple[str, int] | None:
     return (found[0], found[2]) if found else None
 
 
-def _bound_once_before(file: str, line: int, kind: Callable) -> tuple[str, Any, int] | None:
-    """(name, value node, line) for the one name `line` reads that its
-    function binds exactly once, on an earlier line, with `kind(value)` true."""
+def _function_around(file: str, line: int):
+    """The innermost function definition of `file`'s source holding `line` (None if none, or no source)."""
     try:
         tree = ast.parse("".join(linecache.getlines(file)))
     except (SyntaxError, ValueError):
         return None
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and n.lineno <= line <= (n.end_lineno or n.lineno)]
-    if not functions:
+    return max(functions, key=lambda n: n.lineno) if functions else None
+
+
+def _bound_once_before(file: str, line: int, kind: Callable) -> tuple[str, Any, int] | None:
+    """(name, value node, line) for the one name `line` reads that its
+    function binds exactly once, on an earlier line, with `kind(value)` true."""
+    body = _function_around(file, line)
+    if body is None:
         return None
-    body = max(functions, key=lambda n: n.lineno)
     read = {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and n.lineno == line}
     found = []
@@ -1026,16 +1031,9 @@ def _sizes_bound_at(file: str, line: int, call: str) -> int | str | None:
     e.g. `B, T, H, hd = y.shape`; None when it reads no name bound in the
     function (numbers, arguments), "elsewhere" when they are bound on
     several lines."""
-    source = "".join(linecache.getlines(file))
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    body = _function_around(file, line)
+    if body is None:
         return None
-    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
-    if not functions:
-        return None
-    body = max(functions, key=lambda n: n.lineno)
     if call == "__getitem__":
         parts = [n.slice for n in ast.walk(body) if isinstance(n, ast.Subscript)
                  and n.lineno <= line <= (n.end_lineno or n.lineno)]

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from autograder.checks import CheckFailed, check_causal_attention, check_get_batch, check_swiglu
+from autograder.checks import check_causal_attention, check_get_batch, check_swiglu
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check
 from autograder.checks.kv_cache import _measure_cache_length
@@ -29,24 +29,12 @@ from autograder.checks.perplexity import _measure_conversion
 from autograder.checks.sampling import TOP_P_FILTER
 from autograder.checks.spies import crossed_arguments, first_call_arguments
 
+from ..helpers import check_failure, diagnosis_texts
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_diagnostics  # noqa: E402
-
-
-def _failure(check, fn, **kwargs) -> CheckFailed | None:
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            check(fn, **kwargs)
-    except CheckFailed as err:
-        return err
-    return None
-
-
-def _texts(err: CheckFailed) -> str:
-    d = err.diagnosis.to_dict()
-    return " | ".join([*(d.get("likely_bugs") or []), *(d.get("facts") or []), (d.get("regime") or {}).get("text", "")])
 
 
 # -- causal attention: scores far below zero, inputs on another device -------------------
@@ -83,18 +71,18 @@ def attention_mask_on_cpu(q, k, v):
 @pytest.mark.parametrize("fn", [attention_sdpa, attention_finfo_min, attention_asserting_finite])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_right_attention_passes_the_far_below_zero_and_other_device_regimes(fn, dtype):
-    assert _failure(check_causal_attention, fn, dtype=dtype) is None
+    assert check_failure(check_causal_attention, fn, dtype=dtype) is None
 
 
 def test_a_finite_mask_fails_when_every_allowed_score_lies_far_below_zero():
-    err = _failure(check_causal_attention, attention_finite_fill)
+    err = check_failure(check_causal_attention, attention_finite_fill)
     assert err is not None and err.diagnosis.regime["name"] == "scores far below zero"
 
 
 def test_a_mask_left_on_the_cpu_fails_on_the_meta_device_with_the_measurement():
-    err = _failure(check_causal_attention, attention_mask_on_cpu)
+    err = check_failure(check_causal_attention, attention_mask_on_cpu)
     assert err is not None and err.diagnosis.regime["name"] == "inputs on another device"
-    assert "meta device it raises" in _texts(err)
+    assert "meta device it raises" in diagnosis_texts(err)
 
 
 # -- swiglu: pre-activations in the hundreds ---------------------------------------------
@@ -105,13 +93,13 @@ def swiglu_with(activation):
 @pytest.mark.parametrize("activation", [F.silu, lambda a: a * torch.sigmoid(a), lambda a: a / (1 + torch.exp(-a))])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_right_swiglu_passes_values_in_the_hundreds(activation, dtype):
-    assert _failure(check_swiglu, swiglu_with(activation), dtype=dtype) is None
+    assert check_failure(check_swiglu, swiglu_with(activation), dtype=dtype) is None
 
 
 def test_a_sigmoid_from_exp_of_a_positive_number_fails_values_in_the_hundreds():
-    err = _failure(check_swiglu, swiglu_with(lambda a: a * a.exp() / (1 + a.exp())))
+    err = check_failure(check_swiglu, swiglu_with(lambda a: a * a.exp() / (1 + a.exp())))
     assert err is not None and err.diagnosis.regime["name"] == "x × 200"
-    assert "inf or nan" in _texts(err)
+    assert "inf or nan" in diagnosis_texts(err)
 
 
 # -- get_batch: more rows than windows ---------------------------------------------------
@@ -129,9 +117,9 @@ def batch_with_replacement(data, batch_size, seq_len, generator=None):
 
 
 def test_a_batch_larger_than_the_windows_keeps_batch_size_rows():
-    err = _failure(check_get_batch, batch_without_replacement)
-    assert err is not None and "your x has 8 rows, expected 2000" in _texts(err)
-    assert _failure(check_get_batch, batch_with_replacement) is None
+    err = check_failure(check_get_batch, batch_without_replacement)
+    assert err is not None and "your x has 8 rows, expected 2000" in diagnosis_texts(err)
+    assert check_failure(check_get_batch, batch_with_replacement) is None
 
 
 # -- measured facts ----------------------------------------------------------------------

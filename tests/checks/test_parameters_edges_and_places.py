@@ -6,9 +6,7 @@ Right implementations are written from torch built-ins; wrong ones differ
 from them by one mistake."""
 from __future__ import annotations
 
-import contextlib
 import importlib
-import io
 import math
 import pkgutil
 
@@ -17,7 +15,7 @@ import torch
 
 import tinylm
 import autograder.checks as checks
-from autograder.checks import CheckFailed, check_layer_norm, check_lr_schedule, check_top_p_filter
+from autograder.checks import check_layer_norm, check_lr_schedule, check_top_p_filter
 from autograder.checks import contracts, trace
 from autograder.checks.accounting import SMOLLM2_135M, kv_cache_nbytes, positions_counted, roles_apart
 from autograder.checks.core import Check
@@ -26,19 +24,7 @@ from autograder.checks.norms import LAYER_NORM
 from autograder.checks.perplexity import BIGRAM_NLL
 from autograder.checks.rope import ROPE_CACHE
 
-
-def _failure(check, fn, **kwargs) -> CheckFailed | None:
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            check(fn, **kwargs)
-    except CheckFailed as err:
-        return err
-    return None
-
-
-def _texts(err: CheckFailed) -> str:
-    d = err.diagnosis.to_dict()
-    return " | ".join([*(d.get("likely_bugs") or []), *(d.get("facts") or []), (d.get("regime") or {}).get("text", "")])
+from ..helpers import check_failure, diagnosis_texts
 
 
 def _contracts() -> list:
@@ -66,9 +52,9 @@ def layer_norm_own_eps(x, weight, bias, eps=1e-5):
 
 
 def test_a_right_layer_norm_passes_another_eps_and_a_written_in_one_is_named():
-    assert _failure(check_layer_norm, layer_norm_right) is None
-    err = _failure(check_layer_norm, layer_norm_own_eps)
-    assert err is not None and "`eps` has no effect" in _texts(err) and "eps=0.25" in _texts(err)
+    assert check_failure(check_layer_norm, layer_norm_right) is None
+    err = check_failure(check_layer_norm, layer_norm_own_eps)
+    assert err is not None and "`eps` has no effect" in diagnosis_texts(err) and "eps=0.25" in diagnosis_texts(err)
 
 
 # -- exact edges of a domain -----------------------------------------------------------------
@@ -81,8 +67,8 @@ def _top_p(logits, p, strict: bool):
 
 
 def test_a_nucleus_whose_mass_before_a_token_is_exactly_p_keeps_two_tokens_only():
-    assert _failure(check_top_p_filter, lambda logits, p: _top_p(logits, p, strict=False)) is None
-    err = _failure(check_top_p_filter, lambda logits, p: _top_p(logits, p, strict=True))
+    assert check_failure(check_top_p_filter, lambda logits, p: _top_p(logits, p, strict=False)) is None
+    err = check_failure(check_top_p_filter, lambda logits, p: _top_p(logits, p, strict=True))
     assert err is not None and err.diagnosis.regime["name"] == "mass exactly p"
 
 
@@ -95,8 +81,8 @@ def _schedule(step, warmup_steps, total_steps, max_lr, min_lr, guard: bool):
 
 
 def test_a_schedule_with_one_step_after_the_warmup_divides_by_nothing():
-    assert _failure(check_lr_schedule, lambda *a: _schedule(*a, guard=True)) is None
-    err = _failure(check_lr_schedule, lambda *a: _schedule(*a, guard=False))
+    assert check_failure(check_lr_schedule, lambda *a: _schedule(*a, guard=True)) is None
+    err = check_failure(check_lr_schedule, lambda *a: _schedule(*a, guard=False))
     assert err is not None and err.diagnosis.regime["name"] == "one step after the warmup"
 
 

@@ -1,7 +1,7 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and of
-the "fresh", "fresh2" and "fresh3" sets (fresh.py, fresh2.py, fresh3.py, in
-none of the lists either) is a real bug: probes run the solution and the
+the "fresh", "fresh2", "fresh3" and "fresh4" sets (fresh.py, fresh2.py,
+fresh3.py, fresh4.py, in none of the lists either) is a real bug: probes run the solution and the
 mutated answer on the situation the mistake is about (a batch of one, a KV
 cache after a prefill, a non-default config value, float16 or uint8 input,
 non-contiguous logits, a model in train mode or in eval mode, another device,
@@ -17,6 +17,7 @@ check of the course is run.
     python benchmarks/verify_unseen.py --set fresh
     python benchmarks/verify_unseen.py --set fresh2
     python benchmarks/verify_unseen.py --set fresh3
+    python benchmarks/verify_unseen.py --set fresh4
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -260,6 +261,9 @@ def probe_05(ns):
             "swiglu_hidden == 8/3 rule": [ns["swiglu_hidden"](*s) for s in sizes] == [tinylm.default_d_ff(*s) for s in sizes],
             "pre_norm_block == formula": _close(ns["pre_norm_block"](x, torch.tanh, torch.sigmoid, attn_norm, mlp_norm), block,
                                                 atol=1e-6),
+            # 8/3 · 12 = 32 and 8/3 · 36 = 96 already are multiples of 32: rounding up keeps them
+            "swiglu_hidden, 8/3 · d_model already a multiple == 8/3 rule": [
+                ns["swiglu_hidden"](*s) for s in ((12, 32), (36, 32))] == [tinylm.default_d_ff(*s) for s in ((12, 32), (36, 32))],
             "model": attempt(lambda: _model_agreement(ns, 4)),
             "model, norm_eps=1e-2": attempt(lambda: _model_agreement(ns, 4, norm_eps=1e-2))}
 
@@ -302,6 +306,7 @@ def probe_07(ns):
                     q, k[:, :n], v[:, :n], is_causal=True, enable_gqa=True), atol=1e-5)) for n in (2, 1)},
             "GQA prefill == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(6,))),
             "GQA prefill, then steps == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(4, 2, 1))),
+            "MHA (4 kv heads) prefill, then steps == full": attempt(lambda: _attention_steps(ns["gqa_step"], 4, chunks=(4, 2, 1))),
             **{f"decode_bytes_per_token, {label} == tinylm": attempt(lambda c=c: ns["decode_bytes_per_token"](
                 c, 24, torch.bfloat16) == _decode_reads(c, 24, torch.bfloat16))
                for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))}}
@@ -376,6 +381,8 @@ def probe_08(ns):
                                                                        tinylm.top_p_filter(even, p))
                for p in (float(even.softmax(-1)[0, 0]), 0.9)},
             "generated ids usable in a training step": attempt(generated_ids_train),
+            "sample_next(temperature=0.0) == argmax": attempt(lambda: torch.equal(
+                ns["sample_next"](logits, 0.0, None, None, _gen(0)), logits.argmax(dim=-1))),
             "same generator seed, same draw": torch.equal(seeded_draw(1), seeded_draw(2)),
             "train mode seen while generating": any(model.training_seen),
             # closed forms: logits (1000, 999, 0) give token 2 no mass; (1, 0) at T = 2 give token 0 sigmoid(1/2);
@@ -411,6 +418,15 @@ def _training_costs(config: tinylm.ModelConfig, batch_size: int, seq_len: int) -
     params = list(model.parameters())
     return {"flops": flops, "weights": sum(p.nbytes for p in params), "grads": sum(p.grad.nbytes for p in params),
             "adam_moments": sum(state[m].nbytes for state in optimizer.state.values() for m in ("exp_avg", "exp_avg_sq"))}
+
+
+def _clipped_update_norm(ns, targets) -> bool:
+    """The global norm of one train_step's SGD (lr 1) update on TwoTables, clipped to 1, is 1."""
+    tables = TwoTables()
+    before = torch.cat([p.detach().flatten().clone() for p in tables.parameters()])
+    ns["train_step"](tables, torch.optim.SGD(tables.parameters(), lr=1.0), targets[:, :-1], targets[:, 1:], grad_clip=1.0)
+    after = torch.cat([p.detach().flatten() for p in tables.parameters()])
+    return math.isclose(float((after - before).norm()), 1.0, rel_tol=1e-4)
 
 
 def probe_09(ns):
@@ -454,6 +470,8 @@ def probe_09(ns):
                                                                  F.cross_entropy(logits.reshape(-1, 10) * 200, targets.reshape(-1))),
             "train_step moves the weights": not torch.equal(before, model.emb.weight),
             "global gradient norm after clipping to 1 == 1": math.isclose(float(clipped), 1.0, rel_tol=1e-4),
+            # closed form: SGD at lr 1 moves the parameters by the gradient, whose global norm clipping has made 1
+            "SGD(lr=1) step after clipping to 1 moves the weights by 1": attempt(lambda: _clipped_update_norm(ns, targets)),
             "lm_loss with -100 padding == F.cross_entropy": attempt(lambda: _close(
                 ns["lm_loss"](logits, padded), F.cross_entropy(logits.reshape(-1, 10), padded.reshape(-1)))),
             **{f"train_step_costs, {label} == one AdamW step of tinylm": attempt(
@@ -511,6 +529,8 @@ def probe_10(ns):
                 ns["evaluate"](model, long_batches)["perplexity"], math.exp(long_mean), rel_tol=1e-5)),
             "bits_per_byte == token-weighted loss / ln 2": math.isclose(result["bits_per_byte"], token_mean / math.log(2),
                                                                         rel_tol=1e-5),
+            "perplexity with bytes_per_token=4 == exp(token-weighted loss)": math.isclose(
+                ns["evaluate"](model, batches, bytes_per_token=4.0)["perplexity"], math.exp(token_mean), rel_tol=1e-5),
             "bigram_nll(int64) == counted": attempt(lambda: math.isclose(ns["bigram_nll"](train.long(), val.long()), expected,
                                                                          rel_tol=1e-9)),
             "bigram_nll(uint8) == counted": attempt(lambda: math.isclose(_quiet(ns["bigram_nll"], train, val), expected,
@@ -520,7 +540,7 @@ def probe_10(ns):
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
-VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3")
+VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4")
 
 
 def main(argv: list[str] | None = None) -> int:

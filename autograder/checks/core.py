@@ -59,6 +59,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from .learner_code import LearnerTimeout, is_learners_file, walk_traceback
+from .trace import size_one_axis
 
 # Tolerances per dtype of the learner's output: half precision keeps ~3
 # significant digits, so its differences are judged relative to that.
@@ -529,15 +530,6 @@ def python_number_problem(value: Any, kind: type) -> str | None:
         hint = " (call .item() to get a Python number)" if value.numel() == 1 else ""
         return f"{describe(value)}{hint}"
     return describe(value)
-
-
-def size_one_axis(longer: tuple, shorter: tuple) -> int | None:
-    """The position of the one axis of size 1 that `longer` has and `shorter`
-    lacks, all else equal (None when the shapes differ otherwise)."""
-    longer, shorter = tuple(longer), tuple(shorter)
-    if len(longer) != len(shorter) + 1:
-        return None
-    return next((i for i in range(len(longer)) if longer[i] == 1 and longer[:i] + longer[i + 1:] == shorter), None)
 
 
 def parameter_problems(module: torch.nn.Module, name: str) -> str | None:

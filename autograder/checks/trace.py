@@ -724,8 +724,7 @@ def locate(learner: Trace, reference: Trace) -> Located | None:
             return None  # the right values in another shape: the table's shape column says it
         last = learner.ops[max(out_ops)]
         made_by = {reference.ops[i].name for owners in seen.found[last.index] for i, _ in owners if i >= 0}
-        final_by = {reference.ops[i].name for i in {reference.producer.get(id(t), -1) for t in tensors_in(reference.result)}
-                    if i >= 0}
+        final_by = {reference.ops[i].name for i, _ in final if i >= 0}
         if last.name in made_by & final_by:
             return None  # the reference's loop makes this value at an earlier step: iterations are missing, not a line
         return _returned_early(learner, last, seen.matched, final_ref)
@@ -1467,10 +1466,18 @@ def _before_a_check(learner: Trace, reference: Trace) -> Located | None:
     return found
 
 
+def size_one_axis(longer: tuple, shorter: tuple) -> int | None:
+    """The position of the one axis of size 1 that `longer` has and `shorter`
+    lacks, all else equal (None when the shapes differ otherwise)."""
+    longer, shorter = tuple(longer), tuple(shorter)
+    if len(longer) != len(shorter) + 1:
+        return None
+    return next((i for i in range(len(longer)) if longer[i] == 1 and longer[:i] + longer[i + 1:] == shorter), None)
+
+
 def _one_axis_apart(shape, other) -> bool:
     """One shape is the other with one more axis of size 1 (a kept or a squeezed axis)."""
-    a, b = (tuple(shape), tuple(other)) if len(shape) > len(other) else (tuple(other), tuple(shape))
-    return len(a) == len(b) + 1 and any(a[i] == 1 and a[:i] + a[i + 1:] == b for i in range(len(a)))
+    return size_one_axis(shape, other) is not None or size_one_axis(other, shape) is not None
 
 
 def _reshaped_input(learner: Trace, seen: "_Analysis", reference: Trace, op: Op) -> bool:

@@ -708,6 +708,8 @@ def _locate_regime(fn, contract: Contract, regime: Regime, args, kwargs, error, 
     if not contract.locate:
         return None
     try:
+        if contract.numbers:
+            return _locate_number_calls(fn, contract, [(args, kwargs)])
         with torch.enable_grad() if regime.grad else contextlib.nullcontext():
             mine, theirs = traces(fn, contract, args, kwargs)
         if mine.error is not None or error is not None:
@@ -772,12 +774,19 @@ def locate_cases(fn, contract: Contract, cases: list):
 
 def _locate_numbers(fn, contract: Contract, cases: list):
     """The first line binding a number the reference never has, over every visible case."""
+    calls = []
+    for case in cases:
+        _, named, kwargs = _split(contract, case)
+        calls.append((_positional(contract, named), kwargs))
+    return _locate_number_calls(fn, contract, calls)
+
+
+def _locate_number_calls(fn, contract: Contract, calls: list):
+    """The first line binding a number the reference never has, over the (args, kwargs) calls."""
     if getattr(fn, "recheck_trace", None) is not None:
         return None  # the grader's recheck traces tensors in the learner's process, not Python numbers
     mine, theirs = [], []
-    for case in cases:
-        _, named, kwargs = _split(contract, case)
-        args = _positional(contract, named)
+    for args, kwargs in calls:
         with refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
             theirs.append(trace.record_lines(contract.reference, args, kwargs, learner=False))
             mine.append(trace.record_lines(lambda *a, **k: guarded_call(fn, a, k), args, kwargs, subject=fn))

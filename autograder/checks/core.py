@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import io
 import json
 import linecache
@@ -546,6 +547,22 @@ def parameter_problems(module: torch.nn.Module, name: str) -> str | None:
     return None
 
 
+def parameter_dtypes(module: torch.nn.Module, want: Mapping[str, torch.dtype] | None = None) -> str | None:
+    """None when every floating parameter of a freshly built module has the
+    dtype `want` gives it (by state_dict name; default: the default dtype);
+    otherwise which one differs and what that costs."""
+    for name, value in module.state_dict().items():
+        if not value.is_floating_point():
+            continue
+        expected = (want or {}).get(name, torch.get_default_dtype())
+        if value.dtype != expected:
+            short = lambda d: str(d).removeprefix("torch.")  # noqa: E731
+            return (f"`{name}` is stored in {short(value.dtype)}, where a fresh module's parameters are "
+                    f"{short(expected)}: a trained or loaded value is rounded to {short(value.dtype)} (and trains in it); "
+                    "leave dtype= out when you make it (module.to(dtype) casts a whole model when that is wanted)")
+    return None
+
+
 def gradient_reaches(output: Any, param: torch.Tensor) -> bool:
     """True when a backward pass from `output` gives `param` a nonzero .grad.
     In the grader's recheck the output arrives as plain data; the jailed
@@ -638,6 +655,7 @@ class Check:
     axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
     regime: dict | None = None                              # {"name", "text"} of the regime a failure showed in
     located: Any = None                                     # trace.Located: the learner's first wrong line
+    error_measured: bool = False                            # a raise was explained by measurement: no guess from its text
     locators: list = field(default_factory=list)            # find `located` when the check fails (see locate_with)
 
     # -- calling the learner -------------------------------------------------
@@ -672,7 +690,37 @@ class Check:
             if type(err).__name__ == "Delegation":  # also the recheck's re-raised form
                 self._stop(_first_line(err))
             self._locate_raise(fn, args, kwargs)
+            if self._number_type_tells(fn, args, kwargs):
+                self.error_measured = True
+                error_hints = ()  # the measurement says what the error's text would only guess
             self._stop_on_error(CallRecord(args, kwargs, err, row_label), on_error, error_hints)
+
+    def _number_type_tells(self, fn: Callable, args: tuple, kwargs: dict) -> bool:
+        """A call that raised, made again with one whole-number argument in
+        the other type (0.0 as 0, 2 as 2.0): when that call does not raise,
+        the code tells the two apart (`is 0`, isinstance, type()), and that is
+        said. True when it was."""
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except (TypeError, ValueError):
+            return False
+        for name, value in bound.arguments.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    (isinstance(value, float) and not value.is_integer()):
+                continue
+            other = float(value) if isinstance(value, int) else int(value)
+            again = inspect.BoundArguments(bound.signature, {**bound.arguments, name: other})
+            copies = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in again.args]
+            try:
+                with refuse_delegation(self.fn_name, fn), contextlib.redirect_stdout(io.StringIO()):
+                    guarded_call(fn, tuple(copies), dict(again.kwargs))
+            except (Exception, LearnerTimeout):
+                continue
+            self.measured(f"the same call with {name}={other!r} ({type(other).__name__}) instead of {name}={value!r} "
+                          f"({type(value).__name__}) does not raise: your code treats the two differently; compare "
+                          f"numbers by value (`{name} == {other!r}`), not by identity (`is`) or by type")
+            return True
+        return False
 
     def _locate_raise(self, fn: Callable, args: tuple, kwargs: dict) -> None:
         """The place of the first wrong value a raising call reads (RAISE_LOCATORS), when one is found."""

@@ -37,6 +37,8 @@ def call_with_hints(chk: Check, fn, *args, hints=(), names: tuple[str, ...] | No
             return call_keeping_inputs(chk, fn, *args, names=names, **kwargs)
         return chk.call(fn, *args, **kwargs)
     except CheckFailed as err:
+        if chk.error_measured:
+            raise  # the error was explained by measuring the call, not guessed from its text
         for pattern, bug in hints:
             if re.search(pattern, err.error_text()):
                 raise (err.with_line(bug) if bug.startswith("Measured:") else err.with_likely_bug(bug)) from None
@@ -653,12 +655,29 @@ def _step_cases(check, **fixed):
     return cases
 
 
-def _step_contract(name: str, cases) -> Contract:
-    return Contract(name, attention_step_steps, cases, names=("x", "attn", "cos", "sin", "past_k", "past_v"),
-                    batch=("x", "past_k", "past_v"), views=("x",), dtypes=())
+STEP_NAMES = ("x", "attn", "cos", "sin", "past_k", "past_v")
+
+
+def _grouping(n_heads: int, n_kv_heads: int) -> Edge:
+    """The visible step again with another head grouping (a module of its own, its own inputs and cache)."""
+    def transform(args: dict) -> dict:
+        p = {"batch": args["x"].shape[0], "head_dim": args["attn"].head_dim, "dtype": args["x"].dtype,
+             "n_heads": n_heads, "n_kv_heads": n_kv_heads}
+        (_, case, _), = _step_cases(check_attention_step, **p)()
+        return dict(zip(STEP_NAMES, case))
+    group = n_heads // n_kv_heads
+    return Edge(f"{n_heads} heads over {n_kv_heads} kv heads",
+                f"for {n_heads} query heads over {n_kv_heads} kv heads ({n_kv_heads} groups of {group})", transform)
+
+
+def _step_contract(name: str, cases, edges: tuple = ()) -> Contract:
+    return Contract(name, attention_step_steps, cases, names=STEP_NAMES,
+                    batch=("x", "past_k", "past_v"), views=("x",), dtypes=(), edges=edges)
 
 
 STEP_CONTRACTS = {
     "attention_step": _step_contract("attention_step", _step_cases(check_attention_step)),
-    "gqa_step": _step_contract("gqa_step", _step_cases(check_attention_step, batch=3, n_heads=4, n_kv_heads=2, head_dim=6)),
+    # The visible grouping has n_kv_heads² = n_heads: a group size taken for the group count passes it.
+    "gqa_step": _step_contract("gqa_step", _step_cases(check_attention_step, batch=3, n_heads=4, n_kv_heads=2, head_dim=6),
+                               edges=(_grouping(6, 2),)),
 }

@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .contracts import Contract, call_keeping_inputs, defaults, run_contract
+from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
 from .core import Check, identify_activation, python_number_problem, randn
 
 
@@ -283,5 +283,19 @@ def _hidden_cases():
     return [(f"d_model={d}", (d, p["multiple"]), {}) for d in p["d_models"]]
 
 
+def _exact_multiple(count: int):
+    """d_model for which 8/3 · d_model is exactly `count` multiples of `multiple`
+    (the bound of rounding up: a ceiling of a whole number is that number)."""
+    def transform(args: dict) -> dict:
+        m = args["multiple"]
+        return {**args, "d_model": 3 * m * count // 8} if (3 * m * count) % 8 == 0 else args
+    return transform
+
+
 SWIGLU_HIDDEN = Contract("swiglu_hidden", swiglu_hidden_steps, _hidden_cases, names=("d_model", "multiple"), dtypes=(),
-                         numbers=True, params=(("multiple", 64),))
+                         numbers=True, params=(("multiple", 64),),
+                         edges=(Edge("one exact multiple", "when 8/3 · d_model is exactly one multiple of `multiple` "
+                                     "(d_model = 3/8 · multiple)", _exact_multiple(1)),
+                                Edge("three exact multiples", "when 8/3 · d_model is exactly three multiples of "
+                                     "`multiple` (an odd count: where rounding half to even goes the other way)",
+                                     _exact_multiple(3))))

@@ -22,7 +22,7 @@ import tinylm
 
 from . import trace
 from .contracts import apply_outcome, defaults, noncontiguous, remembered
-from .core import Check, guarded_call, reached_by_gradient, randn
+from .core import Check, guarded_call, parameter_dtypes, reached_by_gradient, randn
 from .kv_cache import TILED
 from .spies import attention_heads, unrepeated_bug
 
@@ -231,6 +231,9 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
     if not chk.require("parameter shapes", not wrong, f"{[(n, got[n], want[n]) for n in wrong[:3]]} (got, want)",
                        diagnosis="a projection has the wrong shape: nn.Linear(in_features, out_features) stores "
                                  "weight as [out, in]; k_proj and v_proj have n_kv_heads · head_dim outputs"):
+        return None
+    dtypes = parameter_dtypes(module, {n: p.dtype for n, p in reference.state_dict().items()})
+    if not chk.require("parameter dtypes", dtypes is None, dtypes or "", diagnosis=dtypes):
         return None
     shared = _shared_modules(module, reference)
     if not chk.require("each part has its own parameters", shared is None, shared or "",

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
-from .core import Check, close_to, gradient_reaches, parameter_problems, randn, tol_for
+from .core import Check, close_to, gradient_reaches, parameter_dtypes, parameter_problems, randn, tol_for
 
 
 def _ref_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -229,6 +229,8 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
                     f"the gain is registered as `{others[0]}`; name it `weight` (self.weight = nn.Parameter(...)): "
                     "state dicts and the course's model load it by that name") if len(others) == 1 else None)
     if isinstance(gain, torch.Tensor):
+        stored = parameter_dtypes(module)
+        chk.require("weight in the default dtype", stored is None, stored or "", diagnosis=stored)
         ones = tuple(gain.shape) == (dim,) and bool(torch.all(gain.detach() == 1))
         start = ("all zeros" if bool(torch.all(gain.detach() == 0)) else f"shape {tuple(gain.shape)}"
                  if tuple(gain.shape) != (dim,) else

@@ -253,16 +253,20 @@ def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token:
         return
     loss = float(loss)
     scales = (("", 1.0), (" / bytes_per_token", 1 / bytes_per_token), (" · bytes_per_token", bytes_per_token))
-    for words, conversion in _CONVERSIONS:
-        for scale_words, factor in scales:
-            try:
-                value = conversion(loss) * factor
-            except (ValueError, OverflowError):
-                continue
-            if math.isfinite(value) and math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7):
-                chk.measured(f"your {key} ({got:.6g}) equals {words.format('loss')}{scale_words}, with your loss = "
-                             f"{loss:.6g} nats and bytes_per_token = {bytes_per_token:g}")
-                return
+    # The scale applied after the map (log2(loss) / bytes_per_token) or before it (exp(loss / bytes_per_token)).
+    candidates = [(words.format("loss") + scale_words, lambda c=conversion, f=factor: c(loss) * f)
+                  for words, conversion in _CONVERSIONS for scale_words, factor in scales]
+    candidates += [(words.format("loss" + scale_words), lambda c=conversion, f=factor: c(loss * f))
+                   for words, conversion in _CONVERSIONS[1:] for scale_words, factor in scales[1:]]
+    for said, value_of in candidates:
+        try:
+            value = value_of()
+        except (ValueError, OverflowError):
+            continue
+        if math.isfinite(value) and math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7):
+            chk.measured(f"your {key} ({got:.6g}) equals {said}, with your loss = {loss:.6g} nats and "
+                         f"bytes_per_token = {bytes_per_token:g}")
+            return
 
 
 def _which_batches(chk: Check, got: float, rows: list) -> None:

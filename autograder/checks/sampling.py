@@ -21,8 +21,8 @@ import math
 
 import torch
 
-from .contracts import Contract, Edge, defaults, run_contract
-from .core import Check, describe, guarded_call, permutation_of, randn, seeded
+from .contracts import Contract, Edge, defaults, locate_call, run_contract
+from .core import RAISE_LOCATORS, Check, describe, guarded_call, permutation_of, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
 from .spies import crossed_arguments, first_call_arguments
 
@@ -405,6 +405,28 @@ def _crossed_to_sampler(generate, model, prompt, max_new_tokens) -> str | None:
     return crossed_arguments("generate", given, "sample_next", received)
 
 
+def greedy_generate_steps(model, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None):
+    """generate at temperature 0, step by step, as a right answer takes the
+    steps: eval mode, the last position's logits, argmax, append; the mode restored."""
+    was_training = model.training
+    model.eval()
+    try:
+        return ref_greedy(model, prompt, max_new_tokens)
+    finally:
+        model.train(was_training)
+
+
+def _locate_generate(fn, args: tuple, kwargs: dict):
+    """The learner's first wrong line of a greedy generate call (temperature
+    0: the steps are the reference's); a sampling call's steps are not."""
+    if len(args) < 4 or args[3] != 0 or any(a is not None for a in args[4:]):
+        return None
+    return locate_call(fn, greedy_generate_steps, args, kwargs, "generate")
+
+
+RAISE_LOCATORS["generate"] = _locate_generate
+
+
 def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -> Check:
     model = tiny_model(seed, dropout=dropout)
     prompt = torch.randint(model.config.vocab_size, (batch, prompt_len), generator=seeded(seed))
@@ -426,6 +448,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     model.train()
     if not ok:
         measure_length(chk, got, prompt, max_new_tokens, want)
+        chk.locate_with(lambda: _locate_generate(generate, (model, prompt, max_new_tokens, 0.0, None, None, None), {}))
     chk.require("dropout off while generating (eval mode)", log.calls and not in_train,
                 f"{in_train} of {len(log.calls)} forward passes ran in train mode",
                 diagnosis="dropout left on during generation: the model was in train mode, so every step samples "

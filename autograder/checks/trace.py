@@ -599,6 +599,7 @@ KIND_WORDS = {
     "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "grad": "the gradient stops here",
     "raises": "it raises here",
+    "order": "this call's arguments bind to other parameters than the names passed",
     "read": "this line reads another value than the reference reads there, although your code makes that one too",
     "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
             "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
@@ -846,7 +847,10 @@ class _Analysis:
             facts.append(f"the reference's {counterpart.name}{_reduced_axis(counterpart)} gives "
                          f"{_describe_value(counterpart.outputs[0])}")
             if how == "value" and _same_kind(first, counterpart):
-                facts[1:1] = _argument_facts(first, counterpart)
+                arguments = _argument_facts(first, counterpart)
+                if first.inside and arguments and all("training=" in a for a in arguments):
+                    return None  # a module's mode (train or eval), set elsewhere or nowhere: not this line's doing
+                facts[1:1] = arguments
         (file, line, function), second = blamed_lines(blamed, also)
         if how == "layout":
             facts.insert(0, f"the value line {line} makes reaches line {second or line} in another layout than the "
@@ -1448,7 +1452,8 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
             return Located(op.file, op.line, op.function, source_line(op.file, op.line),
                            [f"yours: {op.name} gives {_describe_value(value)}",
                             f"the reference has these numbers in shape {tuple(theirs[0].shape)}", raises], kind="shape")
-    return _cast_before_raise(learner, reference, seen, failed, raises)
+    return (_bounds_before_raise(learner, reference, seen, failed, raises)
+            or _cast_before_raise(learner, reference, seen, failed, raises))
 
 
 def _before_a_check(learner: Trace, reference: Trace) -> Located | None:
@@ -1497,6 +1502,48 @@ _STRIDED_VIEWS = {"view", "view_as"}
 _STRIDE_ERROR = "view size is not compatible with input tensor's size and stride"
 
 
+def _bounds_before_raise(learner: Trace, reference: Trace, seen: "_Analysis", failed: Op, raises: str) -> Located | None:
+    """The call that raised reads a value made by a slice, reshape or view
+    that the reference makes too, from the same value, with other bounds or
+    sizes, on the way to what its own call of that kind reads (a table
+    sliced to every row where the reference takes the sequence's): that
+    call's line, what each side was given, and the line that bound the
+    sizes it read."""
+    blame = _blame(failed, learner.ops, seen.found, reference, seen.given)
+    if blame is None or blame[2] is None:
+        return None
+    counterpart = blame[2]
+    slots = failed.slots or [0] * len(failed.inputs)
+    theirs_slots = counterpart.slots or [0] * len(counterpart.inputs)
+    for k, j in enumerate(failed.inputs[:len(counterpart.inputs)]):
+        while j >= 0 and learner.ops[j].name in _CASTS | {"contiguous", "clone", "detach"} and learner.ops[j].inputs:
+            j = learner.ops[j].inputs[0]    # back through casts and copies to the call that set the shape
+        if j < 0 or learner.ops[j].name not in _SIZED or not learner.ops[j].outputs:
+            continue
+        mine = learner.ops[j]
+        wanted = (counterpart.inputs[k], theirs_slots[k])
+        owned = _input_owners(mine, learner.ops, seen.found, seen.given)
+        for ref_op in reference.ops:
+            if not _same_kind(mine, ref_op) or len(ref_op.inputs) != len(mine.inputs) or not ref_op.outputs or \
+                    tuple(ref_op.outputs[0].shape) == tuple(mine.outputs[0].shape) or \
+                    _path(reference, wanted, (ref_op.index, 0)) is None:
+                continue
+            ref_slots = ref_op.slots or [0] * len(ref_op.inputs)
+            if not all((i, s) in owners for i, s, owners in zip(ref_op.inputs, ref_slots, owned)):
+                continue
+            sizes = _sizes_differ(mine, ref_op)
+            if sizes is None:
+                continue
+            bound = None if mine.inside else _sizes_bound_at(mine.file, mine.line, mine.name)
+            if bound == "elsewhere":
+                return None  # the sizes come from names bound on several lines: any of them may be wrong
+            second = bound if isinstance(bound, int) and bound != mine.line else None
+            return Located(mine.file, mine.line, mine.function, source_line(mine.file, mine.line),
+                           [sizes, raises], kind="sizes" if second else "value", also=second,
+                           also_code=source_line(mine.file, second) if second else "")
+    return None
+
+
 def _cast_before_raise(learner: Trace, reference: Trace, seen: "_Analysis", failed: Op, raises: str) -> Located | None:
     """The call that raised reads a value the reference's call of its kind
     reads only after a cast (an int64 one-hot met by float weights): the
@@ -1542,11 +1589,57 @@ def locate_error(err: BaseException | None) -> Located | None:
     frames = [t for t in walk_traceback(err.__traceback__) if is_learners_file(t.tb_frame.f_code.co_filename)]
     if not frames:
         return None
+    crossed = _crossed_arguments(frames, err)
+    if crossed is not None:
+        return crossed
     tb = frames[-1]
     code = tb.tb_frame.f_code
     first = (str(err).strip().splitlines() or [""])[0][:200]
     return Located(code.co_filename, tb.tb_lineno, getattr(code, "co_qualname", code.co_name),
                    source_line(code.co_filename, tb.tb_lineno), [f"{type(err).__name__}: {first}"], kind="raises")
+
+
+def _crossed_arguments(frames: list, err: BaseException) -> Located | None:
+    """A call of the learner's own function, on the way to the error, that
+    passes by position a name of the callee's parameters to another of its
+    parameters (`attn(x, cos, sin, layer_idx, cache)` into
+    forward(self, x, cos, sin, cache, layer_idx)): the calling line, and what
+    each parameter received."""
+    for caller, callee in zip(frames, frames[1:]):
+        code = callee.tb_frame.f_code
+        params = list(code.co_varnames[:code.co_argcount])
+        file, line = caller.tb_frame.f_code.co_filename, caller.tb_lineno
+        body = _function_around(file, line)
+        if body is None or not params:
+            continue
+        calls = [n for n in ast.walk(body) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+                 and not any(isinstance(a, ast.Starred) for a in n.args)]
+        for call in calls:
+            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+            bound = params[1:] if params[0] == "self" else params
+            if name != code.co_name and code.co_name != "forward" or len(call.args) > len(bound):
+                continue
+            crossed = [(a.id, p) for a, p in zip(call.args, bound)
+                       if isinstance(a, ast.Name) and a.id != p and a.id in bound]
+            if not crossed:
+                continue
+            received = callee.tb_frame.f_locals
+            said = ", ".join(f"`{given}` lands in `{param}`" + (f" (= {_short(received[param])})" if param in received
+                                                                 else "") for given, param in crossed)
+            owner = getattr(code, "co_qualname", code.co_name)
+            return Located(file, line, getattr(caller.tb_frame.f_code, "co_qualname", caller.tb_frame.f_code.co_name),
+                           source_line(file, line),
+                           [f"{said}: positional arguments bind in the order of {owner}({', '.join(params)}); "
+                            f"pass them in that order or by keyword", f"then it raises ({_error_line(err)})"],
+                           kind="order")
+    return None
+
+
+def _short(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    text = repr(value) if isinstance(value, (int, float, str, bool, type(None))) else f"a {type(value).__name__}"
+    return text[:40]
 
 
 def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:

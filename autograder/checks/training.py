@@ -169,8 +169,11 @@ def check_lm_loss(lm_loss, *, seed: int = 0, batch: int = 3, seq: int = 5, vocab
 def ref_lr(step: int, warmup: int, total: int, max_lr: float, min_lr: float) -> float:
     if step < warmup:
         return max_lr * (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - 1 - warmup))
-    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+    # Both the raw progress (above 1 past the last step) and the clamped one are bound: a right answer may
+    # clamp on either line, and the numbers locator compares the numbers each line binds.
+    progress = (step - warmup) / max(1, total - 1 - warmup)
+    clamped = min(1.0, progress)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * clamped)) * (max_lr - min_lr)
 
 
 def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr: float = 3e-3, min_lr: float = 3e-4) -> None:

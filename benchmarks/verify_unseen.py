@@ -1,7 +1,7 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and of
-the "fresh", "fresh2", "fresh3" and "fresh4" sets (fresh.py, fresh2.py,
-fresh3.py, fresh4.py, in none of the lists either) is a real bug: probes run the solution and the
+the "fresh", "fresh2", "fresh3", "fresh4" and "fresh5" sets (fresh.py,
+fresh2.py, fresh3.py, fresh4.py, fresh5.py, in none of the lists either) is a real bug: probes run the solution and the
 mutated answer on the situation the mistake is about (a batch of one, a KV
 cache after a prefill, a non-default config value, float16 or uint8 input,
 non-contiguous logits, a model in train mode or in eval mode, another device,
@@ -18,6 +18,7 @@ check of the course is run.
     python benchmarks/verify_unseen.py --set fresh2
     python benchmarks/verify_unseen.py --set fresh3
     python benchmarks/verify_unseen.py --set fresh4
+    python benchmarks/verify_unseen.py --set fresh5
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -112,6 +113,8 @@ def probe_01(ns):
             "tied_logits == x @ W.T": attempt(lambda: _close(_quiet(ns["tied_logits"], x, weight), x @ weight.T)),
             "tied_logits gradient per row == x summed": attempt(head_gradient_matches),
             "head.weight is emb.weight": head.weight is emb.weight,
+            "emb.weight still trainable after tie_weights": emb.weight.requires_grad,
+            "embed, bfloat16 weight: output dtype": attempt(lambda: ns["embed"](ids, weight.bfloat16()).dtype),
             "distinct Parameters": len(list(nn.ModuleList([emb, head]).parameters()))}
 
 
@@ -385,6 +388,7 @@ def probe_08(ns):
                 ns["sample_next"](logits, 0.0, None, None, _gen(0)), logits.argmax(dim=-1))),
             "same generator seed, same draw": torch.equal(seeded_draw(1), seeded_draw(2)),
             "train mode seen while generating": any(model.training_seen),
+            "every submodule back in train mode after generate": all(m.training for m in model.modules()),
             # closed forms: logits (1000, 999, 0) give token 2 no mass; (1, 0) at T = 2 give token 0 sigmoid(1/2);
             # probabilities (.4, .3, .2, .1) keep (.4, .3) after top-k 2, renormalised (.57, .43): top-p .5 keeps token 0
             "logits near 1000: draws only tokens 0, 1": attempt(
@@ -514,6 +518,8 @@ def probe_10(ns):
                                      torch.cat([y.reshape(-1) for _, y in batches])).item()
     frozen = Recorder().eval()
     ns["evaluate"](frozen, batches)
+    training = Recorder().train()
+    ns["evaluate"](training, batches)
     long_batches = [(torch.randint(0, 16, (8, 64), generator=gen), torch.randint(0, 16, (8, 64), generator=gen))]
     with torch.no_grad():
         long_mean = F.cross_entropy(model.emb(long_batches[0][0]).reshape(-1, 16), long_batches[0][1].reshape(-1)).item()
@@ -525,6 +531,7 @@ def probe_10(ns):
             "perplexity == exp(token-weighted loss)": math.isclose(result["perplexity"], math.exp(token_mean), rel_tol=1e-5),
             "grad enabled in evaluate's forward": any(model.grad_seen),
             "a model evaluated in eval mode stays in eval mode": not frozen.training,
+            "a model evaluated in train mode returns to train mode": training.training,
             "perplexity of 512 tokens == exp(token-weighted loss)": attempt(lambda: math.isclose(
                 ns["evaluate"](model, long_batches)["perplexity"], math.exp(long_mean), rel_tol=1e-5)),
             "bits_per_byte == token-weighted loss / ln 2": math.isclose(result["bits_per_byte"], token_mean / math.log(2),
@@ -540,7 +547,7 @@ def probe_10(ns):
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
-VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4")
+VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -246,6 +246,9 @@ def _run_check(notebook: str, mutation: Mutation, setup: list, answers: dict, ch
             except CheckFailed as err:
                 message = str(err)
                 diagnosis = err.diagnosis.to_dict() if err.diagnosis is not None else None
+            except Exception as err:  # noqa: BLE001: the check itself broke on this answer: nothing was diagnosed
+                message = f"THE CHECK ITSELF RAISED {type(err).__name__}: {err}"
+                diagnosis = {"crashed": True}
     return message, diagnosis
 
 
@@ -312,6 +315,8 @@ def problems(outcomes: list[Outcome]) -> list[str]:
            for o in outcomes if o.verdict in ("missed", "named wrongly", "located wrongly")]
     bad += [f"{o.notebook} {o.mutation.cell}: passes its visible check, the hidden tests fail it: {o.mutation.why}"
             for o in outcomes if o.hidden]
+    bad += [f"{o.notebook} {o.mutation.cell}: the check itself raised instead of failing: {o.mutation.why} -> "
+            f"{o.last_line}" for o in outcomes if (o.diagnosis or {}).get("crashed")]
     bad += [f"{o.notebook} {o.mutation.cell}: shows a line the mistake did not change "
             f"({o.diagnosis['located']['line']}): {o.mutation.why}" for o in outcomes
             if o.wrong_line and o.verdict != "located wrongly"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import itertools
 import math
 import re
@@ -351,9 +352,33 @@ def _run_cases(chk: Check, fn, cases, keys, build_want, explain, call_args) -> F
         got = _read_dict(chk, chk.fn_name, label, value, keys)
         for key in _case_row(chk, label, got, want):
             findings.add(key, explain(case, key, got[key], want[key]))
-            findings.first_wrong.setdefault(key, f"{key} for {label}: yours is {got[key]:,}, {got[key] - want[key]:+,} "
-                                                 f"from the measurement ({_ratio(got[key], want[key])})")
+            if key not in findings.first_wrong:
+                off = _one_size_off(fn, call_args(case), key, got[key], build_want) if call_args(case) == case else None
+                findings.first_wrong[key] = (f"{key} for {label}: yours is {got[key]:,}, {got[key] - want[key]:+,} from "
+                                             f"the measurement ({_ratio(got[key], want[key])})" + (f"; {off}" if off else ""))
     return findings
+
+
+def _one_size_off(fn, case: tuple, key: str, got: int, build_want) -> str | None:
+    """When a wrong count is the measurement for one size argument off by
+    one (seq_len - 1 positions, batch + 1), which argument and by how much."""
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    for i, size in enumerate(case):
+        if not isinstance(size, int) or isinstance(size, bool) or size < 2:
+            continue
+        for delta in (-1, 1):
+            try:
+                want = build_want(case[:i] + (size + delta,) + case[i + 1:])[key]
+            except Exception:  # noqa: BLE001: a size the measurement cannot take tells nothing
+                continue
+            if want == got:
+                name = names[i] if i < len(names) else f"argument {i + 1}"
+                return (f"measured: it is exactly the count for {name} = {size + delta} instead of {size} (one "
+                        f"{'fewer' if delta < 0 else 'more'}): every one of the {size} is counted")
+    return None
 
 
 # ---------------------------------------------------------------------------

@@ -547,6 +547,22 @@ def parameter_problems(module: torch.nn.Module, name: str) -> str | None:
     return None
 
 
+def _few(t: torch.Tensor) -> str:
+    return ", ".join(f"{float(v):.4g}" for v in t.flatten()[:3]) + (", ..." if t.numel() > 3 else "")
+
+
+def mode_split(model: torch.nn.Module) -> str | None:
+    """None when every module of `model` is in the mode `model.training`
+    says; otherwise what differs (the top flag was set alone)."""
+    others = [name for name, m in model.named_modules() if name and m.training != model.training]
+    if not others:
+        return None
+    mode = "train" if model.training else "eval"
+    return (f"the model's own flag says {mode} mode, but {len(others)} of its submodules ({', '.join(others[:3])}"
+            f"{', ...' if len(others) > 3 else ''}) are not (measured on every module): assigning model.training sets "
+            "one flag only; model.train(was_training) sets the mode of every submodule, dropout among them")
+
+
 def parameter_dtypes(module: torch.nn.Module, want: Mapping[str, torch.dtype] | None = None) -> str | None:
     """None when every floating parameter of a freshly built module has the
     dtype `want` gives it (by state_dict name; default: the default dtype);
@@ -742,6 +758,15 @@ class Check:
         hint = on_error(err) if on_error is not None else None
         if hint:
             self.diagnose(hint)
+        try:
+            from .trace import values_at_raise
+            read, bound = values_at_raise(err)
+        except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
+            read, bound = [], None
+        for fact in read:
+            self.measured(fact)
+        if bound is not None and (self.located is None or self.located.kind == "raises"):
+            self.located = bound
         sizes = self._name_sizes(str(err), record.sizes())
         if sizes:
             self.measured(sizes)
@@ -847,11 +872,29 @@ class Check:
         if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
             self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
                           "of the inputs (cast with .to(...) where your code changes it)")
+        if not row.ok and shape_ok:
+            self._measure_whole(name, got, want)
         if not row.ok and variants:
             self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5), want=want)
         elif variants:
             self.refute(variants, want, atol, rtol)
         return row.ok
+
+    def _measure_whole(self, name: str, got: torch.Tensor, want: torch.Tensor) -> None:
+        """A wrong floating result whose every value is the right one rounded
+        down (or to the nearest) whole number: an integer division or an int()."""
+        if not want.is_floating_point() or got.numel() == 0 or got.numel() != want.numel():
+            return
+        g, w = got.detach().double().cpu(), want.detach().double().cpu()
+        if not bool(torch.isfinite(w).all()) or bool((w == w.round()).all()):
+            return  # the right values are whole numbers themselves: nothing to tell
+        for how, rounded in (("rounded down", w.floor()), ("truncated towards zero", w.trunc()),
+                             ("rounded", w.round())):
+            if torch.equal(g, rounded):
+                self.measured(f"`{name}`: your values are the right ones {how} to whole numbers (measured: yours "
+                              f"{_few(g)}, the right ones {_few(w)}): an integer division (`//`), int() or round() "
+                              "drops the fraction; divide with `/`")
+                return
 
     def _measure_size_one_axis(self, got_shape, want_shape) -> None:
         """A result one axis of size 1 apart from the expected shape: which axis, and what keeps or drops one."""

@@ -196,7 +196,13 @@ def check_tie_weights(tie_weights, *, vocab: int = 10, d_model: int = 6, seed: i
     params = {id(p) for p in nn.ModuleList([emb, head]).parameters()}
     chk.require("parameters counted once", len(params) == 1,
                 f"{len(params)} distinct parameters, expected 1 shared one")
-    if same:  # one gradient step through both uses lands in the one shared tensor
+    if same:
+        chk.require("the shared weight trains (requires_grad)", emb.weight.requires_grad,
+                    "tok_emb.weight.requires_grad is False after the call",
+                    diagnosis="the shared weight no longer trains (measured: requires_grad is False after tie_weights): "
+                              "once tied, lm_head.weight IS tok_emb.weight, so freezing the head freezes the embedding "
+                              "too; leave requires_grad alone (the optimizer sees the one Parameter once anyway)")
+    if same and emb.weight.requires_grad:  # one gradient step through both uses lands in the one shared tensor
         ids = torch.tensor([[1, 2]])
         head(emb(ids)).sum().backward()
         chk.require("both uses accumulate into one .grad", emb.weight.grad is not None,

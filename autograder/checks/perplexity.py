@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
-from .core import Check, describe, python_number_problem, randn, seeded
+from .core import Check, describe, mode_split, python_number_problem, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
 
@@ -193,10 +193,11 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
                 "forward passes recorded gradients",
                 diagnosis="evaluation records an autograd graph: wrap the loop in torch.no_grad() (memory would grow "
                           "with every batch)")
-    chk.require("train mode restored afterwards", model.training,
-                "the model was left in eval mode",
-                diagnosis="the model is left in eval mode: remember was_training = model.training and restore it "
-                          "with model.train(was_training) at the end")
+    split = mode_split(model)
+    chk.require("train mode restored afterwards", model.training and split is None,
+                "the model was left in eval mode" if split is None else "submodules left in eval mode",
+                diagnosis=split or "the model is left in eval mode: remember was_training = model.training and restore "
+                                   "it with model.train(was_training) at the end")
     # Batch-size invariance: the same rows in one batch give the same loss.
     x_all = torch.cat([x for x, _ in batches])
     y_all = torch.cat([y for _, y in batches])
@@ -226,7 +227,7 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
         f"exp of the summed NLL overflows: the {count} tokens here sum to {total:,.0f} nats, and exp overflows a "
         "Python float above 709 (float32 above 88); perplexity is exp of the MEAN NLL, math.exp(loss)"
         if isinstance(err, OverflowError) or "overflow" in str(err).lower() else None))
-    chk.require("eval mode kept when it came in eval mode", not sharp.training,
+    chk.require("eval mode kept when it came in eval mode", not sharp.training and mode_split(sharp) is None,
                 "a model handed over in eval mode was left in train mode",
                 diagnosis="a model that came in eval mode leaves in train mode: model.train() at the end switches "
                           "it whatever mode it came in; restore the mode it came in, model.train(was_training)")

@@ -22,7 +22,7 @@ import math
 import torch
 
 from .contracts import Contract, Edge, defaults, locate_call, run_contract
-from .core import RAISE_LOCATORS, Check, describe, guarded_call, permutation_of, randn, seeded
+from .core import RAISE_LOCATORS, Check, describe, guarded_call, mode_split, permutation_of, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
 from .spies import crossed_arguments, first_call_arguments
 
@@ -461,10 +461,11 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
         again = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
     finally:
         log2.close()
-    chk.require("train mode restored afterwards", model.training,
-                "the model was left in eval mode",
-                diagnosis="the model is left in eval mode: remember was_training = model.training and restore it with "
-                          "model.train(was_training) at the end")
+    split = mode_split(model)
+    chk.require("train mode restored afterwards", model.training and split is None,
+                "the model was left in eval mode" if split is None else "submodules left in eval mode",
+                diagnosis=split or "the model is left in eval mode: remember was_training = model.training and restore "
+                                   "it with model.train(was_training) at the end")
     if not ok and not in_train and isinstance(again, torch.Tensor) and isinstance(got, torch.Tensor) \
             and not torch.equal(again, got):
         chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: pass temperature, top_k "
@@ -501,14 +502,16 @@ def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int) -> No
         pass
     finally:
         stop.close()
-    restored = model.training
+    split = mode_split(model)
+    restored = model.training and split is None
     model.train()
     if len(stop.calls) == 1:  # the stop did happen inside the decoding loop
         chk.require("train mode restored when generation is interrupted", restored,
                     "an exception in the second forward pass left the model in eval mode",
-                    diagnosis="an exception during generation leaves the model in eval mode (measured: the check "
-                              "raised in the second forward pass): restore the mode in a try/finally, "
-                              "`try: ... finally: model.train(was_training)`, so it is restored however the loop ends")
+                    diagnosis=split or "an exception during generation leaves the model in eval mode (measured: the "
+                                       "check raised in the second forward pass): restore the mode in a try/finally, "
+                                       "`try: ... finally: model.train(was_training)`, so it is restored however the "
+                                       "loop ends")
 
 
 def check_generate(generate, *, seed: int = 3, batch: int = 2, prompt_len: int = 4, max_new_tokens: int = 7,

@@ -600,6 +600,7 @@ KIND_WORDS = {
     "grad": "the gradient stops here",
     "raises": "it raises here",
     "order": "this call's arguments bind to other parameters than the names passed",
+    "bound": "the value the line that raised reads is made here",
     "read": "this line reads another value than the reference reads there, although your code makes that one too",
     "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
             "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
@@ -1599,6 +1600,98 @@ def locate_error(err: BaseException | None) -> Located | None:
                    source_line(code.co_filename, tb.tb_lineno), [f"{type(err).__name__}: {first}"], kind="raises")
 
 
+def values_at_raise(err: BaseException | None) -> tuple[list[str], Located | None]:
+    """What the learner's line that raised was reading, measured in its
+    frame: a name holding a value of a type the error names (a tuple, a
+    module class's instance), with the line that bound it; a tensor of
+    log-probabilities, or one holding inf or nan. ([facts], the binding's
+    place or None)."""
+    if err is None:
+        return [], None
+    frames = [t for t in walk_traceback(err.__traceback__) if is_learners_file(t.tb_frame.f_code.co_filename)]
+    if not frames:
+        return [], None
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = _function_around(file, line)
+    if body is None:
+        return [], None
+    names = list(dict.fromkeys(n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                               and n.lineno <= line <= (n.end_lineno or n.lineno)))
+    text = str(err)
+    facts, place = [], None
+    for name in names:
+        if name not in frame.f_locals:
+            continue
+        value = frame.f_locals[name]
+        if isinstance(value, torch.Tensor):
+            fact = _tensor_at_raise(name, value)
+            if fact:
+                facts.append(fact)
+            continue
+        kind = type(value).__name__
+        if isinstance(value, (bool, int, float, str, type(None))) or not re.search(rf"'{re.escape(kind)}'", text):
+            continue
+        facts.append(f"at the line that raised, `{name}` is {_short(value)}")
+        if place is None:
+            place = _binding_of(frames, name, value)
+    return facts, place
+
+
+def _tensor_at_raise(name: str, value: torch.Tensor) -> str | None:
+    if not value.is_floating_point() or value.numel() == 0:
+        return None
+    v = value.detach().double()
+    bad = int((~torch.isfinite(v)).sum())
+    if bad:
+        return f"at the line that raised, `{name}` holds {bad} inf or nan of its {v.numel()} values"
+    if v.dim() and float(v.max()) <= 0 and torch.allclose(v.exp().sum(-1), torch.ones(()).double(), atol=1e-4):
+        return (f"at the line that raised, `{name}` holds log-probabilities (every value <= 0, and their exp sums to 1 "
+                f"along the last axis): exp() of them are the probabilities")
+    return None
+
+
+def _binding_of(frames: list, name: str, value) -> Located | None:
+    """The line that gave `name` its value: its one binding earlier in the
+    same function, or, for a parameter, the caller's argument when that is
+    an attribute `self.X` set once in the caller's source (`self.eps = eps,`)."""
+    tb = frames[-1]
+    file, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = _function_around(file, line)
+    bindings = [node.lineno for node in ast.walk(body) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                and any(isinstance(t, ast.Name) and t.id == name for n in (
+                    node.targets if isinstance(node, ast.Assign) else [node.target]) for t in ast.walk(n))] if body else []
+    if len(bindings) == 1 and bindings[0] < line:
+        at = bindings[0]
+        return Located(file, at, tb.tb_frame.f_code.co_name, source_line(file, at),
+                       [f"`{name}` is bound here, to {_short(value)}"], kind="bound")
+    code = tb.tb_frame.f_code
+    params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    if name not in params or len(frames) < 2:
+        return None
+    caller = frames[-2]
+    c_file, c_line = caller.tb_frame.f_code.co_filename, caller.tb_lineno
+    c_body = _function_around(c_file, c_line)
+    attrs = {n.attr for n in ast.walk(c_body) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+             and n.value.id == "self" and n.lineno <= c_line <= (n.end_lineno or n.lineno)} if c_body else set()
+    try:
+        tree = ast.parse("".join(linecache.getlines(c_file)))
+    except (SyntaxError, ValueError):
+        return None
+    for attr in attrs:
+        if caller.tb_frame.f_locals.get("self") is None or getattr(caller.tb_frame.f_locals["self"], attr, None) is not value:
+            continue
+        sets = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name) and t.value.id == "self"
+            for t in n.targets)]
+        if len(sets) == 1:
+            at = sets[0].lineno
+            return Located(c_file, at, "", source_line(c_file, at),
+                           [f"`self.{attr}`, passed as `{name}` at line {c_line}, is set here to "
+                            f"{_short(value)}"], kind="bound")
+    return None
+
+
 def _crossed_arguments(frames: list, err: BaseException) -> Located | None:
     """A call of the learner's own function, on the way to the error, that
     passes by position a name of the callee's parameters to another of its
@@ -1636,10 +1729,15 @@ def _crossed_arguments(frames: list, err: BaseException) -> Located | None:
 
 
 def _short(value) -> str:
+    """A value in a few words: a tensor's shape, a number or a short container's repr, an object's class."""
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)}"
-    text = repr(value) if isinstance(value, (int, float, str, bool, type(None))) else f"a {type(value).__name__}"
-    return text[:40]
+    if isinstance(value, (int, float, str, bool, type(None))):
+        return repr(value)[:40]
+    if isinstance(value, (tuple, list)) and all(isinstance(v, (int, float, str, bool, type(None))) for v in value):
+        return f"the {type(value).__name__} {repr(value)[:40]}"
+    kind = type(value).__name__
+    return f"an instance of {kind} ({'an nn.Module' if isinstance(value, torch.nn.Module) else 'not a tensor'})"
 
 
 def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:

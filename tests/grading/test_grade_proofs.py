@@ -6,16 +6,16 @@ feedback that names the bug and shows no hidden test source.
 
 To keep CI time bounded, by default each exercise's first seed bug is
 graded; TINYLM_GRADER_ALL_BUGS=1 grades every seed bug (about five times as
-many submissions). In 01-05 the exercises are independent, so one submission
-per notebook carries one bug in every exercise at once. In 06-10 later
-answers call earlier ones (attention_step uses cache_update), so each bug
-gets a submission of its own: its exercise, and only the exercises that call
-it, may lose points. Every seed bug is also proven against the visible checks
-in-process by test_seed_bugs_*.py."""
+many submissions). Bugs share a submission when their exercises are apart:
+neither answer calls the other, directly or through another answer, nor
+does either check (dependents()), so each exercise's check sees only its
+own bug; a bug in an exercise another bugged one calls would confound that
+one's diagnosis (03: a causal_mask bug hides causal_attention's own) and
+goes in another submission. Every seed bug is also proven against the
+visible checks in-process by test_seed_bugs_*.py."""
 from __future__ import annotations
 
 import html
-import functools
 import importlib.util
 import os
 import re
@@ -32,12 +32,6 @@ from .batches import shared_batch
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow]
 ASSIGNMENTS = course.assignments()
-# Notebooks whose seed bugs can share one submission, one per exercise, for
-# the exercises that call no other exercise's answer and are called by none
-# (see entangled()); a bug in an exercise that is would confound the other's
-# diagnosis (03: a causal_mask bug hides causal_attention's own), so its
-# first bug is graded in a submission of its own.
-PACKED_BUG_NOTEBOOKS = {a for a in ASSIGNMENTS if a[:2] in {"01", "02", "03", "04", "05"}}
 # Where the bug lists of the check tests live.
 SEED_BUG_LISTS = Path(__file__).resolve().parents[1] / "checks"
 
@@ -54,28 +48,30 @@ def seed_bugs() -> list[tuple]:
 
 
 def bug_submissions() -> dict[str, tuple[str, list[tuple]]]:
-    """{student: (assignment, bugs)}: in 01-05 bugs packed at most one per
-    exercise into as few submissions as possible, in 06-10 one bug each."""
+    """{student: (assignment, bugs)}: the seed bugs (each exercise's first,
+    or all with TINYLM_GRADER_ALL_BUGS) packed into as few submissions per
+    notebook as keep every member's exercise apart from the others'."""
+    everything = bool(os.environ.get("TINYLM_GRADER_ALL_BUGS"))
     groups: dict[str, tuple[str, list[tuple]]] = {}
-    firsts = set()
+    seen = set()
     for bug in seed_bugs():
-        first = (bug[0], bug[1]) not in firsts
-        firsts.add((bug[0], bug[1]))
-        if bug[0] not in PACKED_BUG_NOTEBOOKS or entangled(bug[0], bug[1]):
-            if first or os.environ.get("TINYLM_GRADER_ALL_BUGS"):
-                groups[f"bug_{bug[0][:2]}_{len(groups)}"] = (bug[0], [bug])
+        first = (bug[0], bug[1]) not in seen
+        seen.add((bug[0], bug[1]))
+        if not (first or everything):
             continue
         n = 0
         while True:
-            student = f"bugs_{bug[0][:2]}_{n}"
-            a, members = groups.setdefault(student, (bug[0], []))
-            if all(m[1] != bug[1] for m in members):
+            _, members = groups.setdefault(f"bugs_{bug[0][:2]}_{n}", (bug[0], []))
+            if all(apart(bug[0], m[1], bug[1]) for m in members):
                 members.append(bug)
                 break
             n += 1
-    if not os.environ.get("TINYLM_GRADER_ALL_BUGS"):
-        groups = {s: g for s, g in groups.items() if not s.startswith("bugs_") or s.endswith("_0")}
     return groups
+
+
+def apart(assignment: str, one: str, other: str) -> bool:
+    """Two exercises whose bugs can share a submission: different, and neither uses the other."""
+    return one != other and one not in dependents(assignment, other) and other not in dependents(assignment, one)
 
 
 def dependents(assignment: str, grade_id: str) -> set[str]:
@@ -97,13 +93,6 @@ def test_dependents_follow_calls_between_answers():
     assert "attention_step" in dependents("06_kv_cache", "cache_update")
     assert dependents("05_swiglu", "swiglu") == {"Transformer"}  # pre_norm_block takes any mlp
     assert dependents("05_swiglu", "swiglu_hidden") == set()
-
-
-@functools.cache
-def entangled(assignment: str, grade_id: str) -> bool:
-    """Does grade_id's answer call, or get called by, another answer?"""
-    exs = [ex.grade_id for ex in exercises(read(course.source_notebook(assignment)))]
-    return bool(dependents(assignment, grade_id)) or any(grade_id in dependents(assignment, g) for g in exs if g != grade_id)
 
 
 def check_of(assignment: str) -> dict[str, str]:

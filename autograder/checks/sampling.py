@@ -363,6 +363,7 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
         if not chk.compare(f"{label}: frequencies", freq, want, atol=noise, rtol=0,
                            variants=_distribution_variants(row, T, k, p)):
             _measure_draws(chk, draws, freq, want, row, T, n_draws, label)
+            _measure_filter_inputs(chk, sample_next, row.expand(4, vocab).clone(), T, k, p)
         outside = int((want[draws.long().cpu().clamp(0, vocab - 1)] == 0).sum())
         chk.require(f"{label}: no draw outside the kept tokens", outside == 0,
                     f"{outside} draws picked tokens that the filters remove")
@@ -384,6 +385,29 @@ def check_sample_next(sample_next, *, seed: int = 2, vocab: int = 9, n_draws: in
     finish_with_upstream("sample_next", lambda: _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype),
                          sample_next, {"top_k_filter": ref_top_k, "top_p_filter": ref_top_p},
                          {"top_k_filter": "exercise 1", "top_p_filter": "exercise 2"})
+
+
+def _measure_filter_inputs(chk: Check, sample_next, logits: torch.Tensor, T: float, k, p) -> None:
+    """What sample_next hands each filter it calls under the name `logits`:
+    said when that is a probability distribution (every row >= 0 and
+    summing to 1) or log-probabilities (exp of them sums to 1), not logits."""
+    for callee, used in (("top_k_filter", k), ("top_p_filter", p)):
+        if not used or any(callee in fact for fact in chk.facts):
+            continue
+        received = first_call_arguments(sample_next, callee, lambda: sample_next(logits.clone(), T, k, p, seeded(0)))
+        given = (received or {}).get("logits")
+        if not isinstance(given, torch.Tensor) or not given.is_floating_point() or given.numel() == 0:
+            continue
+        g = given.detach().double()
+        ones = torch.ones(g.shape[:-1], dtype=torch.float64)
+        if bool((g >= 0).all()) and torch.allclose(g.sum(-1), ones, atol=1e-4):
+            what = "probabilities (every row >= 0 and summing to 1)"
+        elif bool((g <= 0).all()) and torch.allclose(g.exp().sum(-1), ones, atol=1e-4):
+            what = "log-probabilities (exp of every row sums to 1)"
+        else:
+            continue
+        chk.measured(f"sample_next hands {callee} {what} as its `logits` (measured on its first call): the filter "
+                     "takes logits and applies its own softmax; pass it the (temperature-scaled) logits")
 
 
 def _describe(x) -> str:

@@ -875,8 +875,9 @@ class _Analysis:
                             f"your {first.name} reads a value the reference has only after more steps"
                             + (f" ({steps})" if steps else ""))
         if sizes is not None:
-            # (a call made inside a library component got its sizes there, not from the line's own names)
-            bound = None if first.inside else _sizes_bound_at(file, line, first.name)
+            # A call made inside a library component got its sizes there, from the numbers the line passed it.
+            bound = _number_passed_at(file, line, {(o.file, o.line) for o in ops}) if first.inside else \
+                _sizes_bound_at(file, line, first.name)
             facts.insert(0, sizes)
             if bound == "elsewhere":
                 return None  # the sizes come from names bound on several lines: any of them may be wrong
@@ -1057,6 +1058,27 @@ def _sizes_bound_at(file: str, line: int, call: str) -> int | str | None:
                     binding.setdefault(n.id, set()).add(node.lineno)
     lines = set().union(*binding.values()) if binding else set()
     return lines.pop() if len(lines) == 1 else "elsewhere" if lines else None
+
+
+def _number_passed_at(file: str, line: int, computing: set) -> int | None:
+    """The one earlier line of the same function that binds, once, a name
+    `line` reads, with no tensor computed on that line (so a number, such as
+    `start = past_k.shape[2] - 1`); None when there is not exactly one."""
+    body = _function_around(file, line)
+    if body is None:
+        return None
+    read = {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.lineno <= line <= (n.end_lineno or n.lineno)}
+    binding: dict[str, list[int]] = {}
+    for node in ast.walk(body):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
+        for target in targets:
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name) and n.id in read:
+                    binding.setdefault(n.id, []).append(node.lineno)
+    lines = {at[0] for at in binding.values() if len(at) == 1 and at[0] < line and (file, at[0]) not in computing}
+    return lines.pop() if len(lines) == 1 else None
 
 
 def _number_source(t: Trace) -> list:

@@ -21,11 +21,20 @@ OUT_OF_CONTRACT = {
     ("fresh", "04", "apply_rope"): "halves along dim=3: the exercise promises x of shape (B, H, T, hd) only, "
                                    "where dim=3 is the last axis",
 }
-# A mistake named rightly whose shown line is not the one it changed, with the reason it is kept.
+# A mistake of a set worked on that the checks still do not name or place, with what it would take.
+NOT_YET = {
+    ("fresh5", "09", "train_step_costs"): "one position fewer in the matmul term only (B·(T-1) tokens, T² attention): "
+                                          "no size argument off by one reproduces the count exactly",
+}
+# A mistake named rightly whose shown line is not the one it changed (set, notebook, cell, words of its
+# `why`), with the reason it is kept.
 KNOWN_WRONG_LINE = {
-    ("fresh4", "07", "gqa_step"): "n_rep, bound from attn.n_kv_heads on one line, reaches the learner's own repeat_kv "
-                                  "on a later one; the wrong sizes are made inside repeat_kv, which that later line "
-                                  "calls, so it is the line shown",
+    ("fresh4", "07", "gqa_step", "n_rep to be n_kv_heads"):
+        "n_rep, bound from attn.n_kv_heads on one line, reaches the learner's own repeat_kv on a later one; the wrong "
+        "sizes are made inside repeat_kv, which that later line calls, so it is the line shown",
+    ("fresh5", "06", "generate_greedy", "prefills outside the loop"):
+        "the prefill moved before the loop: the loop's first call is matched with the reference's prefill, so a line "
+        "in the loop is shown (the length is named)",
 }
 
 
@@ -34,7 +43,8 @@ KNOWN_WRONG_LINE = {
                                           pytest.param("fresh", marks=pytest.mark.slow),
                                           pytest.param("fresh2", marks=pytest.mark.slow),
                                           pytest.param("fresh3", marks=pytest.mark.slow),
-                                          pytest.param("fresh4", marks=pytest.mark.slow)])
+                                          pytest.param("fresh4", marks=pytest.mark.slow),
+                                          pytest.param("fresh5", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     """The held-out sets (mistakes written without reading the checks) that
     the checks were improved on: each was measured first (docs/benchmarks.md
@@ -43,10 +53,15 @@ def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     without reading the checks, is measured with the benchmark first."""
     outcomes = bench_diagnostics.run(mutation_set=mutation_set)
     assert outcomes, "no mutations found in benchmarks/mutations"
-    kept = [o for o in outcomes if (mutation_set, o.notebook, o.mutation.cell) not in OUT_OF_CONTRACT]
-    assert len(outcomes) - len(kept) == sum(k[0] == mutation_set for k in OUT_OF_CONTRACT), "a kept miss is gone: drop it"
+    excused = OUT_OF_CONTRACT | NOT_YET
+    kept = [o for o in outcomes if (mutation_set, o.notebook, o.mutation.cell) not in excused]
+    assert len(outcomes) - len(kept) == sum(k[0] == mutation_set for k in excused), "a kept miss is gone: drop it"
+    for o in outcomes:
+        if (mutation_set, o.notebook, o.mutation.cell) in NOT_YET:
+            assert o.verdict not in ("named", "located"), f"{o.notebook} {o.mutation.cell} is found now: drop it from NOT_YET"
     for o in kept:
-        if (mutation_set, o.notebook, o.mutation.cell) in KNOWN_WRONG_LINE:
+        if any(key[:3] == (mutation_set, o.notebook, o.mutation.cell) and key[3] in o.mutation.why
+               for key in KNOWN_WRONG_LINE):
             assert o.wrong_line, f"{o.notebook} {o.mutation.cell}: its kept wrong line is gone: drop it from KNOWN_WRONG_LINE"
             o.wrong_line = False
     offenders = bench_diagnostics.problems(kept)

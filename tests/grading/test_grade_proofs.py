@@ -137,6 +137,9 @@ def test_untouched_release_gets_zero(graded, assignment):
     assert r["score"] == 0 and r["max_score"] > 0, r
     rechecked = {cell: c for cell, c in r["cells"].items() if cell not in KERNEL_ONLY}
     assert rechecked and all(c["recheck"] == "fail" for c in rechecked.values()), "the recheck must agree: every stub fails"
+    # and each failure says why as a diagnosis of its own kind, not as a traceback
+    said = {cell: {d.get("kind") for d in c["diagnoses"]} for cell, c in rechecked.items()}
+    assert all(kinds == {"not implemented"} for kinds in said.values()), said
 
 
 def test_every_seed_bug_is_graded():

@@ -1647,7 +1647,7 @@ def values_at_raise(err: BaseException | None) -> tuple[list[str], Located | Non
             continue
         value = frame.f_locals[name]
         if isinstance(value, torch.Tensor):
-            fact = _tensor_at_raise(name, value)
+            fact = _tensor_at_raise(name, value, "inf" in text or "nan" in text)
             if fact:
                 facts.append(fact)
             continue
@@ -1660,13 +1660,16 @@ def values_at_raise(err: BaseException | None) -> tuple[list[str], Located | Non
     return facts, place
 
 
-def _tensor_at_raise(name: str, value: torch.Tensor) -> str | None:
+def _tensor_at_raise(name: str, value: torch.Tensor, error_names_inf: bool) -> str | None:
+    """A tensor the raising line read, when it is notable: nan (never meant), inf where the error speaks of
+    inf or nan (masked scores hold -inf by design), or log-probabilities."""
     if not value.is_floating_point() or value.numel() == 0:
         return None
     v = value.detach().double()
-    bad = int((~torch.isfinite(v)).sum())
-    if bad:
-        return f"at the line that raised, `{name}` holds {bad} inf or nan of its {v.numel()} values"
+    nan, inf = int(torch.isnan(v).sum()), int(torch.isinf(v).sum())
+    if nan or (inf and error_names_inf):
+        what = " and ".join(f"{n} {kind}" for n, kind in ((nan, "nan"), (inf, "inf")) if n)
+        return f"at the line that raised, `{name}` holds {what} among its {v.numel()} values"
     if v.dim() and float(v.max()) <= 0 and torch.allclose(v.exp().sum(-1), torch.ones(()).double(), atol=1e-4):
         return (f"at the line that raised, `{name}` holds log-probabilities (every value <= 0, and their exp sums to 1 "
                 f"along the last axis): exp() of them are the probabilities")

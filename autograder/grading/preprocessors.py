@@ -33,6 +33,7 @@ more run after it.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -59,6 +60,10 @@ KERNEL_QUEUE_MESSAGES = 8
 
 
 _BOUNDED_CONTEXTS: dict[int, zmq.Context] = {}  # pid -> the context (a forked child makes its own)
+# Names of the IOPub monitors' inproc endpoints. Not id(socket): a closed
+# socket's id comes back for the next one while its monitor's endpoint may
+# still be bound in the shared context ("Address already in use").
+_MONITOR_NUMBERS = itertools.count()
 
 
 def _bounded_context() -> zmq.Context:
@@ -92,7 +97,7 @@ class BoundedKernelClient(AsyncKernelClient):
 
     def connect_iopub(self, identity: bytes | None = None) -> zmq.Socket:
         socket = super().connect_iopub(identity)
-        address = f"inproc://tinylm-iopub-{id(socket)}"
+        address = f"inproc://tinylm-iopub-{os.getpid()}-{next(_MONITOR_NUMBERS)}"
         socket.monitor(address, zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
         # a plain socket (not asyncio), polled between cells; made by the context, which closes it at the end
         self._iopub_watch = self.context.socket(zmq.PAIR, socket_class=zmq.Socket)

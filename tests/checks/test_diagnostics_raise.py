@@ -84,6 +84,11 @@ def test_log_probabilities_at_a_raise_are_measured_and_probabilities_are_not_rem
     with pytest.raises(TypeError) as raised:
         quiet["draw"](torch.randn(3, 5, generator=torch.Generator().manual_seed(0)))
     assert trace.values_at_raise(raised.value)[0] == []  # ordinary probabilities: nothing to say about them
+    masked = learner_code("def mix(scores, v):\n    scores = scores.masked_fill(scores < 0, float('-inf'))\n"
+                          "    return scores @ v\n", "masked")
+    with pytest.raises(RuntimeError) as raised:
+        masked["mix"](torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), torch.ones(5, 2))
+    assert trace.values_at_raise(raised.value)[0] == []  # -inf by design, and a shape error that does not speak of it
 
 
 def test_positional_arguments_landing_in_another_parameter_locate_the_calling_line():

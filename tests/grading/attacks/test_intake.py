@@ -320,6 +320,26 @@ def test_the_kernel_clients_sockets_carry_the_caps():
         client.context.destroy(linger=0)
 
 
+def test_each_iopub_socket_gets_its_own_monitor_endpoint(monkeypatch):
+    """A closed socket's monitor endpoint is unbound by zmq's reaper thread,
+    later than the close returns, while the next socket may reuse the closed
+    one's id: the endpoint's name must not come from it."""
+    import zmq
+    from autograder.grading.preprocessors import BoundedKernelClient
+    endpoints, monitor = [], zmq.Socket.monitor
+    monkeypatch.setattr(zmq.Socket, "monitor",
+                        lambda socket, address, events: (endpoints.append(address), monitor(socket, address, events)))
+    client = BoundedKernelClient(ip="127.0.0.1", transport="tcp", shell_port=1, iopub_port=2, stdin_port=3,
+                                 control_port=4, hb_port=5)
+    try:
+        for _ in range(20):
+            client.connect_iopub().close(linger=0)
+            client._iopub_watch.close(linger=0)
+    finally:
+        client.stop_channels()
+    assert len(set(endpoints)) == len(endpoints) >= 20, endpoints
+
+
 # --- collect: printing, corrupt entries, odd grade ids, size limits ---------
 
 @pytest.fixture

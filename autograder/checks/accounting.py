@@ -26,6 +26,7 @@ import inspect
 import itertools
 import math
 import re
+from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 import torch
@@ -362,8 +363,9 @@ def _run_cases(chk: Check, fn, cases, keys, build_want, explain, call_args) -> F
 def _one_size_off(fn, case: tuple, key: str, got: int, build_want) -> str | None:
     """When a wrong count is the measurement for one size argument off by
     one (seq_len - 1 positions, batch + 1), which argument and by how much."""
-    try:
-        names = list(inspect.signature(fn).parameters)
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    try:  # the learner's own names for the sizes (none for *args)
+        names = [p.name for p in inspect.signature(fn).parameters.values() if p.kind in positional]
     except (TypeError, ValueError):
         names = []
     for i, size in enumerate(case):
@@ -375,9 +377,51 @@ def _one_size_off(fn, case: tuple, key: str, got: int, build_want) -> str | None
             except Exception:  # noqa: BLE001: a size the measurement cannot take tells nothing
                 continue
             if want == got:
-                name = names[i] if i < len(names) else f"argument {i + 1}"
+                name = names[i] if i < len(names) else f"size argument {i + 1}"
                 return (f"measured: it is exactly the count for {name} = {size + delta} instead of {size} (one "
                         f"{'fewer' if delta < 0 else 'more'}): every one of the {size} is counted")
+    return _one_term_off(fn, case, key, got, build_want, names)
+
+
+# How one part of a count may be off by one in a size s: (the words, the factor that replaces s or s²).
+OFF_BY_ONE = {1: (("{s1}", lambda s: s - 1), ("{s2}", lambda s: s + 1)),
+              2: (("{s}·{s1}", lambda s: s * (s - 1)), ("{s1}²", lambda s: (s - 1) ** 2),
+                  ("{s}·{s2}", lambda s: s * (s + 1)), ("{s2}²", lambda s: (s + 1) ** 2))}
+PART = {1: "the part in proportion to {name}", 2: "the part that grows with {name}²"}
+
+
+def _one_term_off(fn, case: tuple, key: str, got: int, build_want, names: list[str]) -> str | None:
+    """When a wrong count is the measurement with a size argument off by one
+    in some of its parts only (the part in proportion to the size, the part
+    that grows with its square: seq_len - 1 query positions against seq_len
+    keys, say), which argument, which parts and how. The parts are measured:
+    the measurement is evaluated at four neighbouring sizes and read as a
+    polynomial of degree two in that size."""
+    for i, size in enumerate(case):
+        if not isinstance(size, int) or isinstance(size, bool) or size < 2:
+            continue
+        try:
+            below, here, above, further = (build_want(case[:i] + (size + d,) + case[i + 1:])[key] for d in (-1, 0, 1, 2))
+        except Exception:  # noqa: BLE001: a size the measurement cannot take tells nothing
+            continue
+        square = Fraction(above - 2 * here + below, 2)  # a, b and c of a·s² + b·s + c
+        linear = Fraction(above - below, 2) - 2 * square * size
+        constant = here - square * size ** 2 - linear * size
+        if square * (size + 2) ** 2 + linear * (size + 2) + constant != further:
+            continue  # not a polynomial of degree two in this size: its parts cannot be read off
+        parts = {power: c for power, c in ((2, square), (1, linear)) if c != 0}
+        choices = [[(None, size ** power)] + [(words, factor(size)) for words, factor in OFF_BY_ONE[power]]
+                   for power in parts]
+        for picked in itertools.product(*choices):
+            if all(words is None for words, _ in picked) or \
+                    constant + sum(c * f for c, (_, f) in zip(parts.values(), picked)) != got:
+                continue
+            name = names[i] if i < len(names) else f"size argument {i + 1}"
+            off = [f"{PART[power].format(name=name)} ({int(c * size ** power):,} of the {here:,}) counts "
+                   f"{words.format(s=size, s1=size - 1, s2=size + 1)} instead of {size}{'²' if power == 2 else ''}"
+                   for (power, c), (words, _) in zip(parts.items(), picked) if words is not None]
+            return (f"measured: with {name} = {size}, " + "; ".join(off) + f": {name} is off by one there, and every "
+                    f"one of the {size} counts in every part")
     return None
 
 

@@ -232,6 +232,42 @@ def test_a_usual_mistake_is_named(check, wrong, phrase):
     assert f"Likely bug: " in str(err.value) and phrase in str(err.value), str(err.value)
 
 
+def _train_one_query_short(c, B, T):
+    """seq_len - 1 tokens per sequence, each attending to all T keys."""
+    value = _train(c, B, T)
+    value["flops"] = 6 * B * (T - 1) * (value["flops"] - 12 * c.n_layers * B * T * T * c.n_heads * c.head_dim) // (6 * B * T) \
+        + 12 * c.n_layers * B * (T - 1) * T * c.n_heads * c.head_dim
+    return value
+
+
+def _attention_scores_one_key_more(batch, seq_len, d_model, n_heads):
+    return {**_attention_flops(batch, seq_len, d_model, n_heads), "scores": 2 * batch * seq_len * (seq_len + 1) * d_model}
+
+
+PART_OFF = [
+    (checks.check_train_step_costs, _train_one_query_short,
+     ("the part that grows with T² ", "counts 256·255 instead of 256²", "the part in proportion to T ",
+      "counts 255 instead of 256")),
+    (checks.check_attention_flops, _attention_scores_one_key_more,
+     ("with seq_len = 16, the part that grows with seq_len²", "counts 16·17 instead of 16²")),
+]
+
+
+@pytest.mark.parametrize("check, wrong, phrases", PART_OFF, ids=[c.__name__ for c, _, _ in PART_OFF])
+def test_a_size_off_by_one_in_one_part_of_a_count_is_measured(check, wrong, phrases):
+    # a size is named as the learner's own function names it
+    with pytest.raises(CheckFailed) as err:
+        check(wrong)
+    assert all(p in str(err.value) for p in phrases), str(err.value)
+
+
+@pytest.mark.parametrize("check, wrong, phrase", MISTAKES[-4:], ids=[p[:30] for _, _, p in MISTAKES[-4:]])
+def test_a_count_off_for_another_reason_is_not_read_as_an_off_by_one(check, wrong, phrase):
+    with pytest.raises(CheckFailed) as err:
+        check(wrong)
+    assert "off by one" not in str(err.value) and "instead of" not in str(err.value).split("Likely bug")[0], str(err.value)
+
+
 def test_a_wrong_return_type_is_named():
     with pytest.raises(CheckFailed, match="should return a dict with the keys"):
         checks.check_param_counts(lambda c: sum(_params(c).values()))

@@ -1,16 +1,16 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
-of the "offlist" set (offlist.py, mistakes in none of the other lists) and of
-the "fresh", "fresh2", "fresh3", "fresh4" and "fresh5" sets (fresh.py,
-fresh2.py, fresh3.py, fresh4.py, fresh5.py, in none of the lists either) is a real bug: probes run the solution and the
-mutated answer on the situation the mistake is about (a batch of one, a KV
-cache after a prefill, a non-default config value, float16 or uint8 input,
-non-contiguous logits, a model in train mode or in eval mode, another device,
-padding, temperature 0, a caller's eps, long sequences, logits tied at the
-k-th, a generation interrupted by an exception, the gradient that reaches a
-weight or an input, ...) and compare with tinylm, with PyTorch built-ins (the
-FLOP counter and autograd among them) or with closed forms. A mutation that
-leaves every probe as the solution has it would be no mistake at all. No
-check of the course is run.
+of the "offlist" set (offlist.py, mistakes in none of the other lists) and
+of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5" and "fresh6" sets
+(fresh.py to fresh6.py, in none of the lists either) is a real bug: probes
+run the solution and the mutated answer on the situation the mistake is
+about (a batch of one, a KV cache after a prefill, a non-default config
+value, float16 or uint8 input, non-contiguous logits, a model in train mode
+or in eval mode, another device, padding, temperature 0, a caller's eps,
+long sequences, logits tied at the k-th, a generation interrupted by an
+exception, the gradient that reaches a weight or an input, ...) and compare
+with tinylm, with PyTorch built-ins (the FLOP counter and autograd among
+them) or with closed forms. A mutation that leaves every probe as the
+solution has it would be no mistake at all. No check of the course is run.
 
     python benchmarks/verify_unseen.py               # the unseen set
     python benchmarks/verify_unseen.py --set offlist
@@ -19,6 +19,7 @@ check of the course is run.
     python benchmarks/verify_unseen.py --set fresh3
     python benchmarks/verify_unseen.py --set fresh4
     python benchmarks/verify_unseen.py --set fresh5
+    python benchmarks/verify_unseen.py --set fresh6
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -95,7 +96,12 @@ def probe_01(ns):
     weight, x = torch.randn(10, 4, generator=gen), torch.randn(2, 3, 4, generator=gen)
     ids = torch.tensor([[1, 2, 3], [4, 0, 2]])  # the last id, 9, does not occur
     emb, head = nn.Embedding(10, 4), nn.Linear(4, 10, bias=False)
+    emb_values = emb.weight.detach().clone()
     ns["tie_weights"](emb, head)
+    # compared now: the calls below hand embed the weight itself, which a lookup that renormalises rows would change
+    looked_up = weight.clone()
+    rows_kept = attempt(lambda: _close(ns["embed"](ids, looked_up), weight[ids]))
+    table_kept = torch.equal(looked_up, weight)
     table = weight.clone().requires_grad_()
     ns["embed"](ids, table).sum().backward()  # d sum / d row r = how often id r occurs
 
@@ -115,7 +121,12 @@ def probe_01(ns):
             "head.weight is emb.weight": head.weight is emb.weight,
             "emb.weight still trainable after tie_weights": emb.weight.requires_grad,
             "embed, bfloat16 weight: output dtype": attempt(lambda: ns["embed"](ids, weight.bfloat16()).dtype),
-            "distinct Parameters": len(list(nn.ModuleList([emb, head]).parameters()))}
+            "distinct Parameters": len(list(nn.ModuleList([emb, head]).parameters())),
+            "tie_weights keeps the embedding's values": torch.equal(emb.weight.detach(), emb_values),
+            "embed == rows of the table before the call": rows_kept,
+            "embed leaves the caller's table as it was": table_kept,
+            "one_hot_embed on the meta device: output device": attempt(
+                lambda: str(ns["one_hot_embed"](ids.to("meta"), weight.to("meta")).device))}
 
 
 def probe_02(ns):
@@ -226,7 +237,9 @@ def probe_04(ns):
             "apply_rope(start_pos=3) == tinylm": attempt(lambda: _close(ns["apply_rope"](x, cos, sin, 3),
                                                                         tinylm.apply_rope(x, cos, sin, 3), atol=1e-6)),
             **{f"rotary_attention(start_pos={p}) == tinylm": attempt(lambda p=p: _close(
-                ns["rotary_attention"](q, k, v, cos, sin, p), rotated[p], atol=1e-5)) for p in (0, 4)}}
+                ns["rotary_attention"](q, k, v, cos, sin, p), rotated[p], atol=1e-5)) for p in (0, 4)},
+            "rotary_attention bfloat16: output dtype": attempt(lambda: ns["rotary_attention"](
+                q.bfloat16(), k.bfloat16(), v.bfloat16(), cos, sin, 0).dtype)}
 
 
 def _component_numel(config: tinylm.ModelConfig) -> dict:
@@ -268,7 +281,11 @@ def probe_05(ns):
             "swiglu_hidden, 8/3 · d_model already a multiple == 8/3 rule": [
                 ns["swiglu_hidden"](*s) for s in ((12, 32), (36, 32))] == [tinylm.default_d_ff(*s) for s in ((12, 32), (36, 32))],
             "model": attempt(lambda: _model_agreement(ns, 4)),
-            "model, norm_eps=1e-2": attempt(lambda: _model_agreement(ns, 4, norm_eps=1e-2))}
+            "model, norm_eps=1e-2": attempt(lambda: _model_agreement(ns, 4, norm_eps=1e-2)),
+            "swiglu bfloat16: output dtype": attempt(lambda: ns["swiglu"](x.bfloat16(), *(w.bfloat16() for w in weights)).dtype),
+            # 8/3 · 64 = 170.67 and 8/3 · 1 = 2.67: with a multiple of 1 or 2 the fraction itself must round up
+            "swiglu_hidden, multiples 1 and 2 == 8/3 rule": [ns["swiglu_hidden"](*s) for s in ((64, 1), (100, 1), (1, 2))]
+                                                            == [tinylm.default_d_ff(*s) for s in ((64, 1), (100, 1), (1, 2))]}
 
 
 def probe_06(ns):
@@ -310,6 +327,7 @@ def probe_07(ns):
             "GQA prefill == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(6,))),
             "GQA prefill, then steps == full": attempt(lambda: _attention_steps(ns["gqa_step"], 2, chunks=(4, 2, 1))),
             "MHA (4 kv heads) prefill, then steps == full": attempt(lambda: _attention_steps(ns["gqa_step"], 4, chunks=(4, 2, 1))),
+            "repeat_kv bfloat16: output dtype": attempt(lambda: ns["repeat_kv"](kv.bfloat16(), 3).dtype),
             **{f"decode_bytes_per_token, {label} == tinylm": attempt(lambda c=c: ns["decode_bytes_per_token"](
                 c, 24, torch.bfloat16) == _decode_reads(c, 24, torch.bfloat16))
                for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))}}
@@ -341,6 +359,13 @@ def _drawn(ns, logits_row: list[float], rows: int, temperature: float, top_k=Non
 
 
 def probe_08(ns):
+    try:
+        return _probe_08(ns)
+    finally:
+        torch.set_grad_enabled(True)  # a generate that switched autograd off for the process must not leak into later probes
+
+
+def _probe_08(ns):
     gen = _gen(12)
     logits, flat = torch.randn(3, 12, generator=gen), torch.zeros(8, 50)
 
@@ -350,6 +375,8 @@ def probe_08(ns):
 
     model = Recorder().train()
     ns["generate"](model, torch.zeros(3, 2, dtype=torch.long), 3, generator=_gen(0))
+    grad_after_generate = torch.is_grad_enabled()
+    torch.set_grad_enabled(True)
     bigram, prompt = Recorder().eval(), torch.randint(0, 16, (3, 2), generator=gen)
     greedy = prompt
     with torch.no_grad():  # top_k=1 leaves the argmax only: sampling must reproduce greedy decoding
@@ -377,6 +404,10 @@ def probe_08(ns):
             "generate(top_k=1) == greedy continuation": attempt(
                 lambda: torch.equal(ns["generate"](bigram, prompt, 4, top_k=1, generator=_gen(0)), greedy)),
             "top_p(0.7) == tinylm": torch.equal(ns["top_p_filter"](logits, 0.7), tinylm.top_p_filter(logits, 0.7)),
+            # softmax is shift-invariant: logits + 100 keep the same nucleus
+            "top_p(0.7), logits + 100 == tinylm": attempt(lambda: torch.equal(
+                ns["top_p_filter"](logits + 100, 0.7), tinylm.top_p_filter(logits + 100, 0.7))),
+            "autograd enabled after generate": grad_after_generate,
             **{f"sample_next shape, batch of {b}, T={t}": tuple(ns["sample_next"](logits[:b], t, None, None, _gen(0)).shape)
                for b in (3, 1) for t in (1.0, 0)},
             # closed form: softmax(0, 0, -1) gives the first two tokens equal mass; the second's mass_before equals its own
@@ -449,6 +480,14 @@ def probe_09(ns):
     tables = TwoTables()
     ns["train_step"](tables, torch.optim.SGD(tables.parameters(), lr=0.0), targets[:, :-1], targets[:, 1:], grad_clip=1.0)
     clipped = torch.cat([p.grad.flatten() for p in tables.parameters()]).norm()
+    fresh = Recorder(10)
+    with torch.no_grad():
+        batch_loss = F.cross_entropy(fresh.emb(targets[:, :-1]).reshape(-1, 10), targets[:, 1:].reshape(-1)).item()
+    reported = attempt(lambda: ns["train_step"](fresh, torch.optim.SGD(fresh.parameters(), lr=0.1), targets[:, :-1],
+                                                targets[:, 1:]))
+    handed_in_eval = Recorder(10).eval()  # as after an evaluation
+    attempt(lambda: ns["train_step"](handed_in_eval, torch.optim.SGD(handed_in_eval.parameters(), lr=0.1), targets[:, :-1],
+                                     targets[:, 1:]))
     torch.manual_seed(0)  # the global RNG, which get_batch uses when no generator is passed
     unseeded = [ns["get_batch"](data, 8, 4)[0] for _ in range(2)]
     return {"starts drawn": sorted(set(x[:, 0].tolist())),
@@ -473,6 +512,8 @@ def probe_09(ns):
             "lm_loss at logits x 200 == F.cross_entropy": _close(ns["lm_loss"](logits * 200, targets),
                                                                  F.cross_entropy(logits.reshape(-1, 10) * 200, targets.reshape(-1))),
             "train_step moves the weights": not torch.equal(before, model.emb.weight),
+            "train_step returns the batch's loss before the step": attempt(lambda: math.isclose(reported, batch_loss, rel_tol=1e-5)),
+            "train_step's forward in train mode, model handed over in eval mode": handed_in_eval.training_seen[:1],
             "global gradient norm after clipping to 1 == 1": math.isclose(float(clipped), 1.0, rel_tol=1e-4),
             # closed form: SGD at lr 1 moves the parameters by the gradient, whose global norm clipping has made 1
             "SGD(lr=1) step after clipping to 1 moves the weights by 1": attempt(lambda: _clipped_update_norm(ns, targets)),
@@ -497,6 +538,12 @@ def _bigram_reference(train: torch.Tensor, val: torch.Tensor, alpha: float) -> f
         counts[a][b] += 1
     nll = [-math.log((counts[a][b] + alpha) / (sum(counts[a]) + 256 * alpha)) for a, b in zip(val[:-1].tolist(), val[1:].tolist())]
     return sum(nll) / len(nll)
+
+
+def _targets_kept(nll_sum_and_count, logits, targets) -> bool:
+    handed = targets.clone()
+    nll_sum_and_count(logits, handed)
+    return torch.equal(handed, targets)
 
 
 def probe_10(ns):
@@ -528,6 +575,8 @@ def probe_10(ns):
     return {"nll_sum_and_count(ignore_index=-100)": nll_matches(padded, -100),
             "nll_sum_and_count, all padding == (0.0, 0)": ns["nll_sum_and_count"](logits, torch.full_like(targets, -100)) == (0.0, 0),
             "nll_sum_and_count(ignore_index=0)": nll_matches(targets, 0),
+            "nll_sum_and_count keeps the caller's targets": attempt(lambda: _targets_kept(ns["nll_sum_and_count"], logits, padded)),
+            "parameters still trainable after evaluate": all(p.requires_grad for p in model.parameters()),
             "perplexity == exp(token-weighted loss)": math.isclose(result["perplexity"], math.exp(token_mean), rel_tol=1e-5),
             "grad enabled in evaluate's forward": any(model.grad_seen),
             "a model evaluated in eval mode stays in eval mode": not frozen.training,
@@ -547,7 +596,7 @@ def probe_10(ns):
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
-VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
+VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,6 +64,25 @@ def test_the_readme_stays_short():
     assert size <= README_LIMIT_BYTES, f"README.md is {size} bytes (limit {README_LIMIT_BYTES}): move detail into docs/"
 
 
+def test_the_readmes_mistake_counts_are_the_mutation_sets_and_the_benchmarks_page():
+    """The README's figures for the listed mistakes and for the newest set
+    written without reading the checks, read from the sets themselves and
+    from that set's first measurement on the benchmarks page."""
+    from benchmarks.mutations import SETS, set_names
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    listed = re.search(r"all (\d+) listed mistakes are named", readme)
+    assert listed and int(listed.group(1)) == sum(map(len, SETS["default"]().values())), listed
+    newest = max((n for n in set_names() if re.fullmatch(r"fresh\d*", n)), key=lambda n: int(n[5:] or 1))
+    quoted = re.search(r"of the newest (\d+), written without reading the checks, (\d+) \(([\d.]+)%\).*?--set (\w+)", readme)
+    assert quoted and quoted.group(4) == newest, f"the README should quote the newest set, {newest}"
+    total, named, percent = int(quoted.group(1)), int(quoted.group(2)), quoted.group(3)
+    assert total == sum(map(len, SETS[newest]().values())) and float(percent) == round(100 * named / total, 1)
+    row = next(line for line in (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith(f"| `{newest}.py` |"))
+    assert f"| {total} ({total}) | **{named}: {percent}%**" in row, row
+
+
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
 def test_every_relative_link_and_anchor_resolves(document):
     assert broken_links(document) == []

@@ -20,12 +20,14 @@ every failing case of that component.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import itertools
 import math
 import re
+import unittest.mock
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
@@ -83,10 +85,22 @@ def meta_model(config: tinylm.ModelConfig, **changes) -> tinylm.Transformer:
     """tinylm's Transformer for `config` on the meta device: every parameter
     has its shape and dtype, none has memory or values."""
     config = dataclasses.replace(config, **changes) if changes else config
-    with torch.device("meta"):
+    with torch.device("meta"), _initialisers_skipped():
         model = tinylm.Transformer(config)
     model._checked_ids = lambda idx, cache: idx  # the id check reads values, which meta tensors do not have
     return model
+
+
+@contextlib.contextmanager
+def _initialisers_skipped():
+    """torch.nn.init's in-place initialisers made no-ops: on the meta device
+    they write no values, yet each call costs about a millisecond (most of
+    the time a meta model takes to build, which the checks build often)."""
+    names = [name for name in vars(torch.nn.init) if name.endswith("_") and not name.startswith("_")]
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            stack.enter_context(unittest.mock.patch.object(torch.nn.init, name, lambda tensor, *args, **kwargs: tensor))
+        yield
 
 
 def flop_counter():
@@ -192,29 +206,51 @@ def parameter_roles(config: tinylm.ModelConfig) -> tuple:
     """((role, numbers), ...) of tinylm's model for `config`: each parameter
     name with its block number dropped, summed over the blocks
     ('mlp_norm.weight in every block'), a tied head once (under tok_emb)."""
+    return _roles(meta_model(config).named_parameters())
+
+
+@functools.lru_cache(maxsize=64)
+def buffer_roles(config: tinylm.ModelConfig) -> tuple:
+    """((role, numbers), ...) of the buffers tinylm's model registers for
+    `config` (RoPE's cos and sin tables): tensors the model keeps, rebuilt from
+    the config, that are not parameters."""
+    return _roles(meta_model(config).named_buffers())
+
+
+def _roles(named_tensors) -> tuple:
     roles: dict[str, int] = {}
-    for name, p in meta_model(config).named_parameters():
+    for name, t in named_tensors:
         role = re.sub(r"^blocks\.\d+\.", "", name)
         role = f"{role} in every block" if role != name else role
-        roles[role] = roles.get(role, 0) + p.numel()
+        roles[role] = roles.get(role, 0) + t.numel()
     return tuple(roles.items())
 
 
 def roles_apart(config: tinylm.ModelConfig, numbers: int) -> str | None:
-    """The parameters a count is off by, measured: the one set of one or two
-    roles (parameter_roles) whose numbers add up to exactly `numbers` (< 0:
-    missing from the count, > 0: counted once more), in words the same for
-    every config; None when no set, or more than one, does."""
-    roles = parameter_roles(config)
-    sets = [combo for n in (1, 2) for combo in itertools.combinations(roles, n) if sum(v for _, v in combo) == abs(numbers)]
+    """The tensors a count is off by, measured: the one set of one or two
+    roles (parameter_roles; buffer_roles too when the count is over) whose
+    numbers add up to exactly `numbers` (< 0: missing from the count, > 0:
+    counted once more, or a buffer counted as a parameter), in words the same
+    for every config; None when no set, or more than one, does."""
+    roles = [(role, n, "parameter") for role, n in parameter_roles(config)]
+    if numbers > 0:  # a count can only miss what the measurement counts: the parameters
+        roles += [(role, n, "buffer") for role, n in buffer_roles(config)]
+    sets = [combo for n in (1, 2) for combo in itertools.combinations(roles, n) if sum(v for _, v, _ in combo) == abs(numbers)]
     if numbers == 0 or len(sets) != 1:
         return None
-    names = " and ".join(role for role, _ in sets[0])
+    names = {kind: " and ".join(role for role, _, k in sets[0] if k == kind) for kind in ("parameter", "buffer")}
     if numbers < 0:
-        return (f"the parameters of {names} are missing (measured: your count lacks exactly their numbers): every "
-                "parameter tensor of the model counts, the norms' gains too")
-    return (f"the parameters of {names} are counted once more (measured: your count exceeds the model's by exactly "
-            "their numbers)")
+        return (f"the parameters of {names['parameter']} are missing (measured: your count lacks exactly their numbers): "
+                "every parameter tensor of the model counts, the norms' gains too")
+    said = []
+    if names["parameter"]:
+        said.append(f"the parameters of {names['parameter']} are counted once more")
+    if names["buffer"]:
+        said.append(f"the model's buffers {names['buffer']} are counted as weights")
+    buffers = (": a buffer (model.named_buffers(), rebuilt from the config) is not a parameter, count "
+               "model.parameters() only") if names["buffer"] else ""
+    return (" and ".join(said) + " (measured: your count exceeds the model's parameters by exactly their numbers)"
+            + buffers)
 
 
 def positions_counted(config: tinylm.ModelConfig, got: int, context_len: int, dtype: torch.dtype) -> str | None:
@@ -266,9 +302,13 @@ class Findings:
     """Per component, the mistakes that explain each failing case; a mistake
     is named only when it explains every failing case of its component."""
 
-    def __init__(self):
+    def __init__(self, measure_further: Callable[[str, list, bool], str | None] | None = None):
         self.per_key: dict[str, list[set[str]]] = {}
         self.first_wrong: dict[str, str] = {}  # key -> a Measured line about its first failing case
+        self.failures: dict[str, list[tuple]] = {}  # key -> (label, case, got) of each of its failing cases
+        # (key, its failures, whether it is the first key left unnamed) -> what else the failures measure, or None:
+        # run only for a key no mistake names, when the line is printed
+        self.measure_further = measure_further
 
     def add(self, key: str, found: set[str]) -> None:
         self.per_key.setdefault(key, []).append(found)
@@ -338,25 +378,35 @@ def _finish(chk: Check, findings: Findings) -> None:
     component in which case it first differs, print, and judge."""
     if not chk.passed:
         explained = findings.name(chk)
-        for key, line in findings.first_wrong.items():
-            if key not in explained:
-                chk.measured(line)
+        unnamed = [key for key in findings.first_wrong if key not in explained]
+        for key in unnamed:
+            further = findings.measure_further and findings.measure_further(key, findings.failures.get(key, []),
+                                                                           key == unnamed[0])
+            chk.measured(findings.first_wrong[key] + (f"; {further}" if further else ""))
     chk.finish()
 
 
-def _run_cases(chk: Check, fn, cases, keys, build_want, explain, call_args) -> Findings:
-    """The shared loop of the dict-valued checks: call, read, compare, explain."""
-    findings = Findings()
+def _run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 100) -> Findings:
+    """The shared loop of the dict-valued checks: call (with the case's
+    arguments), read, compare, explain. An unnamed wrong count is measured
+    further: a size argument off by one, else (for the first such key) one
+    field of the case's config at another value, in at most `budget`
+    evaluations of build_want."""
+    def measure_further(key, failures, first):
+        _, case, got = failures[0]
+        return _one_size_off(fn, case, key, got, build_want) or \
+            (_one_field_off(failures, key, build_want, budget) if first else None)
+
+    findings = Findings(measure_further)
     for label, case in cases:
         want = build_want(case)
-        value = chk.call(fn, *call_args(case), row_label=label)
+        value = chk.call(fn, *case, row_label=label)
         got = _read_dict(chk, chk.fn_name, label, value, keys)
         for key in _case_row(chk, label, got, want):
             findings.add(key, explain(case, key, got[key], want[key]))
-            if key not in findings.first_wrong:
-                off = _one_size_off(fn, call_args(case), key, got[key], build_want) if call_args(case) == case else None
-                findings.first_wrong[key] = (f"{key} for {label}: yours is {got[key]:,}, {got[key] - want[key]:+,} from "
-                                             f"the measurement ({_ratio(got[key], want[key])})" + (f"; {off}" if off else ""))
+            findings.failures.setdefault(key, []).append((label, case, got[key]))
+            findings.first_wrong.setdefault(key, f"{key} for {label}: yours is {got[key]:,}, {got[key] - want[key]:+,} "
+                                                 f"from the measurement ({_ratio(got[key], want[key])})")
     return findings
 
 
@@ -425,6 +475,85 @@ def _one_term_off(fn, case: tuple, key: str, got: int, build_want, names: list[s
     return None
 
 
+def config_sizes(config: tinylm.ModelConfig) -> dict[str, int]:
+    """The sizes of a config by name: its int fields, then the sizes it
+    derives (its int-valued properties: head_dim, n_rep)."""
+    sizes = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+             if type(getattr(config, f.name)) is int}
+    derived = [name for name, attr in vars(type(config)).items() if isinstance(attr, property)]
+    return {**sizes, **{name: getattr(config, name) for name in derived if type(getattr(config, name)) is int}}
+
+
+def _size_words(config: tinylm.ModelConfig, name: str) -> str:
+    """config.NAME, with its docstring's first line for a derived size ("how many query heads share ...")."""
+    derived = getattr(type(config), name, None)
+    doc = (derived.__doc__ or "").strip().split("\n")[0].rstrip(".") if isinstance(derived, property) else ""
+    return f"config.{name}" + (f" ({doc[0].lower()}{doc[1:]})" if doc else "")
+
+
+def _field_values(config: tinylm.ModelConfig, field: str) -> dict[int, list[str]]:
+    """{value: its names} a size field may be mistaken for: another size of
+    the config, 1, 2, one off, half or twice its own value (never its own)."""
+    sizes, own = config_sizes(config), getattr(config, field)
+    values: dict[int, list[str]] = {}
+    for name, value in [*((n, v) for n, v in sizes.items() if n != field), ("1", 1), ("2", 2),
+                        (f"{field} - 1", own - 1), (f"{field} + 1", own + 1), (f"{field} // 2", own // 2),
+                        (f"2·{field}", 2 * own)]:
+        if value >= 1 and value != own:
+            values.setdefault(value, []).append(name)
+    return values
+
+
+def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> str | None:
+    """When every failing count is the measurement of its case with one size
+    field of the config at another value (n_kv_heads = 1 instead of 4), and
+    no other field does that, which field and which values; also the one
+    other size of the config those values are in every case, when there is
+    one. A config the model refuses is skipped; the search stops unsaid after
+    `budget` measurements (it would not know the field is the only one)."""
+    at = next((i for i, arg in enumerate(failures[0][1]) if isinstance(arg, tinylm.ModelConfig)), None)
+    if at is None:
+        return None
+    fields = [f.name for f in dataclasses.fields(tinylm.ModelConfig) if f.name in config_sizes(failures[0][1][at])]
+    spent, found = 0, {}
+    for field in fields:
+        per_case = []
+        for label, case, got in failures:
+            config, hits = case[at], {}
+            for value, names in _field_values(config, field).items():
+                try:
+                    changed = dataclasses.replace(config, **{field: value})
+                except ValueError:
+                    continue  # a config the model refuses
+                if spent == budget:
+                    return None
+                spent += 1
+                try:
+                    if build_want(case[:at] + (changed,) + case[at + 1:])[key] == got:
+                        hits[value] = names
+                except Exception:  # noqa: BLE001: a size the measurement cannot take tells nothing
+                    continue
+            if not hits:
+                break
+            per_case.append((label, getattr(config, field), hits))
+        else:
+            found[field] = per_case
+    if len(found) != 1:
+        return None
+    (field, per_case), = found.items()
+    config = failures[0][1][at]
+    # the other size the values are in every case (read only across cases: one case's value is any size's by chance)
+    common = set.intersection(*(set().union(*hits.values()) for _, _, hits in per_case)) & set(config_sizes(config))
+    read = _size_words(config, common.pop()) if len(per_case) > 1 and len(common) == 1 else None
+    shown = [f"{' or '.join(map(str, hits))} instead of {own}" for _, own, hits in per_case]
+    every = "".join(f"; {field} = {values} for {label}" for (label, _, _), values in zip(per_case[1:], shown[1:]))
+    return (f"measured: it is exactly the count of a model with {field} = {shown[0]}{every}, and no other size of the "
+            f"config changed alone gives {'these counts' if every else 'it'} (1, 2, one off, half, twice or another "
+            f"size of the config tried for each): your count reads "
+            + (f"{read}, in every case, where it needs config.{field}" if read else
+               f"another number where it needs config.{field}"))
+
+
 # ---------------------------------------------------------------------------
 # 03: the FLOPs of one multi-head causal attention layer
 
@@ -489,7 +618,7 @@ def check_attention_flops(attention_flops, *, cases: tuple = ATTENTION_FLOP_CASE
 
     labelled = [(f"B={B}, T={T}, d_model={d}, n_heads={H}", (B, T, d, H)) for B, T, d, H in cases]
     findings = _run_cases(chk, attention_flops, labelled, ATTENTION_FLOP_KEYS, lambda c: measured_attention_flops(*c),
-                          explain, lambda c: c)
+                          explain)
     # Half the count is the missing multiply-add factor when the projections are halved too, the causal mask when
     # only the attention matmuls are.
     halved = {k for k, sets in findings.per_key.items() if any(MULTIPLY_ADD in s for s in sets)}
@@ -567,11 +696,11 @@ def check_param_counts(param_counts, *, cases: tuple = PARAM_CASES) -> None:
     __tracebackhide__ = True
     chk = Check("param_counts", expects="a dict {'embedding', 'attention', 'mlp', 'norms', 'lm_head'} of ints")
 
-    def explain(config, key, got, want):
-        return explanations(got, want, *parameter_mistakes(config, key))
+    def explain(case, key, got, want):
+        return explanations(got, want, *parameter_mistakes(*case, key))
 
-    findings = _run_cases(chk, param_counts, cases, COMPONENTS, config_parameters, explain,
-                          lambda c: (c,))
+    findings = _run_cases(chk, param_counts, [(label, (config,)) for label, config in cases], COMPONENTS,
+                          lambda c: config_parameters(*c), explain)
     _finish(chk, findings)
 
 
@@ -610,7 +739,7 @@ def check_kv_cache_bytes(kv_cache_bytes, *, cases: tuple = KV_CACHE_CASES) -> No
     nbytes of the tensors of a tinylm.KVCache holding exactly that many."""
     __tracebackhide__ = True
     chk = Check("kv_cache_bytes", expects="an int, the bytes of the cache")
-    findings = Findings()
+    findings, vectors = Findings(), []  # per failing case, the counts of vectors it is
     for label, (config, seq_len, batch_size, dtype) in cases:
         want = kv_cache_nbytes(config, seq_len, batch_size, dtype)
         got = _read_int(chk, "kv_cache_bytes", label,
@@ -620,7 +749,39 @@ def check_kv_cache_bytes(kv_cache_bytes, *, cases: tuple = KV_CACHE_CASES) -> No
         if got is not None and not ok:
             findings.add("", explanations(got, want, kv_mistakes(config, batch_size, dtype), {}))
             findings.first_wrong.setdefault("", f"for {label}: yours is {got:,} bytes, {_ratio(got, want)}")
+            vectors.append(cached_vectors(config, got, seq_len * batch_size, dtype))
+    counted = set.intersection(*vectors) if vectors else set()
+    if len(counted) == 1 and not set.intersection(*findings.per_key[""]):  # a named mistake says it better
+        for found in findings.per_key[""]:
+            found.add(cached_vectors_words(*next(iter(counted))))
     _finish(chk, findings)
+
+
+def cached_vectors(config: tinylm.ModelConfig, got: int, slots: int, dtype: torch.dtype) -> set[tuple[int, int]]:
+    """Every (queries, keys or values) pair of small counts whose vectors, per
+    position, sequence and layer, add up to exactly `got` bytes over `slots`
+    positions·sequences: the vector sizes are measured, the output features
+    of attention's q_proj (a query) and k_proj (a key; v_proj's is the same)."""
+    with torch.device("meta"), _initialisers_skipped():
+        attn = tinylm.Attention(config)
+    size = torch.empty((), dtype=dtype).element_size()
+    per_slot, rest = divmod(got, slots * config.n_layers * size)
+    if rest or per_slot <= 0:
+        return set()
+    q, kv = attn.q_proj.out_features, attn.k_proj.out_features
+    return {(a, b) for a in range(4) for b in range(5) if a * q + b * kv == per_slot and (a, b) != (0, 2)}
+
+
+def cached_vectors_words(queries: int, keys_or_values: int) -> str:
+    """What a count of that many query vectors and key or value vectors per position means, for every config."""
+    said = f"{keys_or_values} vector{'s' * (keys_or_values != 1)} of n_kv_heads·head_dim (a key's or a value's size, " \
+           f"k_proj's and v_proj's output)" + (f" and {queries} of n_heads·head_dim (a query's, q_proj's output)"
+                                              if queries else "")
+    advice = ("a past query is never used again: each step's query attends to the cached keys and values and is "
+              "dropped, so only K and V are cached" if queries else
+              "the cache holds one key and one value per position")
+    return (f"your count is, in every case, exactly {said} per position, sequence and layer (measured against "
+            f"attention's projections); the cache holds 2, a key and a value: {advice}")
 
 
 # ---------------------------------------------------------------------------
@@ -680,8 +841,7 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
         apart = None if found or (got - want) % size else roles_apart(config, (got - want) // size)
         return found or ({apart} if apart else set())
 
-    findings = _run_cases(chk, decode_bytes_per_token, cases, DECODE_KEYS, lambda c: decode_reads(*c), explain,
-                          lambda c: c)
+    findings = _run_cases(chk, decode_bytes_per_token, cases, DECODE_KEYS, lambda c: decode_reads(*c), explain)
     _finish(chk, findings)
 
 
@@ -756,6 +916,8 @@ def check_train_step_costs(train_step_costs, *, cases: tuple = TRAIN_CASES) -> N
     def explain(case, key, got, want):
         return explanations(got, want, *train_mistakes(*case, key))
 
+    # budget 0: a training step's measurement takes most of a second, and a search of the config's sizes (about 60
+    # of them) would keep the learner waiting a minute
     findings = _run_cases(chk, train_step_costs, cases, TRAIN_KEYS, lambda c: measured_train_step(*c), explain,
-                          lambda c: c)
+                          budget=0)
     _finish(chk, findings)

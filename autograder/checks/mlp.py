@@ -118,8 +118,62 @@ def check_swiglu_hidden(swiglu_hidden, *, d_models: tuple = (48, 64, 100, 4096),
         chk.require(f"d_model={d}, multiple={m}", ok, f"got {got!r}" + ("" if problem is None else " (not an int)"))
     for bug in (set.intersection(*explained) if explained else set()):
         chk.diagnose(bug)
+    sweep_swiglu_hidden(chk, swiglu_hidden)
     run_contract(chk, swiglu_hidden, SWIGLU_HIDDEN)
     chk.finish()
+
+
+# The sweep's grid: every small width, and every power of two a hardware-friendly multiple is (Llama's 256 included).
+SWEEP_D_MODELS = range(1, 129)
+SWEEP_MULTIPLES = tuple(2 ** k for k in range(9))
+
+
+def sweep_swiglu_hidden(chk: Check, swiglu_hidden) -> None:
+    """The learner's width against the exact one, m · ⌈8d / 3m⌉ in integers,
+    on every d_model and multiple of the sweep's grid (a pure function of two
+    small ints: a few milliseconds); where it differs, the first input, the
+    multiples and widths it differs for, by how much, and whether every
+    result is 8/3 · d_model rounded to an int first and then up."""
+    def run():
+        results = {}
+        for m in SWEEP_MULTIPLES:
+            for d in SWEEP_D_MODELS:
+                try:
+                    results[d, m] = swiglu_hidden(d, m)
+                except Exception:  # noqa: BLE001: an input it refuses; the rows above report its errors
+                    pass
+        return results
+
+    def same(got, want) -> bool:
+        try:
+            return bool(got == want)
+        except Exception:  # noqa: BLE001: a value that does not compare is not the width
+            return False
+
+    exact = lambda d, m: m * -(-8 * d // (3 * m))  # noqa: E731
+    results = chk.probe(run) or {}
+    wrong = {(d, m): got for (d, m), got in results.items() if not same(got, exact(d, m))}
+    grid = f"every d_model 1..{SWEEP_D_MODELS[-1]} with multiple {', '.join(map(str, SWEEP_MULTIPLES))}"
+    if not chk.require(grid, not wrong, f"{len(wrong)} of {len(results)} wrong"):
+        (d, m), got = next(iter(wrong.items()))
+        bad = sorted({m for _, m in wrong})
+        right = [m for m in SWEEP_MULTIPLES if m not in bad]
+        where = [f"first at swiglu_hidden({d}, {m}) = {got!r}, where 8/3 · {d} = {8 * d / 3:.4g} rounded up to a "
+                 f"multiple of {m} is {exact(d, m)}",
+                 f"wrong with multiple {', '.join(map(str, bad))}" +
+                 (f", right for every d_model with multiple {', '.join(map(str, right))}" if right else "")]
+        if all(8 * d % 3 for d, _ in wrong):
+            where.append("only where 8/3 · d_model has a fraction (d_model not a multiple of 3)")
+        if all(same(got, exact(d, m) - m) for (d, m), got in wrong.items()):
+            where.append("each time one multiple short")
+        chk.measured(f"swept {grid}: " + "; ".join(where))
+        firsts = {"truncated to an int (int() or //)": math.floor, "rounded to the nearest int (round())": round}
+        for how, first in firsts.items():
+            if all(same(got, m * math.ceil(first(8 * d / 3) / m)) for (d, m), got in results.items()):
+                chk.diagnose(f"8/3 · d_model is {how} before it is rounded up to the multiple (measured: every result "
+                             f"of the sweep is exactly that): the whole number loses the fraction that should round "
+                             f"up, so with a small multiple the width comes out one multiple short; round up the exact "
+                             f"value, multiple * math.ceil(8 * d_model / 3 / multiple)")
 
 
 def _branch(d: int, seed: int):

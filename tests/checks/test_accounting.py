@@ -214,6 +214,13 @@ MISTAKES = [
      _changed(_decode, "kv_cache", lambda v, c, T, dt: v * c.n_heads // c.n_kv_heads), "n_heads instead of n_kv_heads"),
     (checks.check_decode_bytes_per_token, _changed(_decode, "kv_cache", lambda v, c, T, dt: v // dt.itemsize),
      "numbers, not bytes"),
+    (checks.check_decode_bytes_per_token,  # RoPE's cos and sin tables counted as weights
+     _changed(_decode, "weights", lambda v, c, T, dt: v + 2 * c.max_seq_len * c.head_dim * dt.itemsize),
+     "the model's buffers rope_cos and rope_sin are counted as weights"),
+    (checks.check_kv_cache_bytes,  # a query cached with each key and value
+     lambda c, T, B, dtype: _kv_bytes(c, T, B, dtype) * (c.n_heads + 2 * c.n_kv_heads) // (2 * c.n_kv_heads),
+     "2 vectors of n_kv_heads·head_dim (a key's or a value's size, k_proj's and v_proj's output) and 1 of "
+     "n_heads·head_dim"),
     (checks.check_train_step_costs, _changed(_train, "flops", lambda v, c, B, T: v // 3), "the forward pass only"),
     (checks.check_train_step_costs,
      _changed(_train, "flops", lambda v, c, B, T: v - 12 * c.n_layers * B * T * T * c.d_model),
@@ -266,6 +273,38 @@ def test_a_count_off_for_another_reason_is_not_read_as_an_off_by_one(check, wron
     with pytest.raises(CheckFailed) as err:
         check(wrong)
     assert "off by one" not in str(err.value) and "instead of" not in str(err.value).split("Likely bug")[0], str(err.value)
+
+
+def _params_with_kv_heads(kv_heads):
+    """param_counts with n_kv_heads replaced by kv_heads(config) in the attention."""
+    def wrong(c):
+        counts = _params(c)
+        counts["attention"] = c.n_layers * 2 * c.d_model * c.head_dim * (c.n_heads + kv_heads(c))
+        return counts
+    return wrong
+
+
+def test_a_count_that_reads_another_size_for_one_config_field_is_measured():
+    # the group size n_heads // n_kv_heads taken for the number of kv heads: 1, 3 and 4 in the failing cases
+    with pytest.raises(CheckFailed) as err:
+        checks.check_param_counts(_params_with_kv_heads(lambda c: c.n_heads // c.n_kv_heads))
+    said = str(err.value)
+    assert "a model with n_kv_heads = 1 instead of 4" in said and "n_kv_heads = 4 instead of 8 for Llama-3-8B" in said
+    assert "your count reads config.n_rep" in said and "Likely bug" not in said, said
+
+
+def test_a_field_read_as_no_one_size_in_every_case_names_the_values_only():
+    # n_kv_heads read as 2, 3 and 4 in the three failing cases: no other size of the config is that in all three
+    with pytest.raises(CheckFailed) as err:
+        checks.check_param_counts(_params_with_kv_heads(lambda c: {4: 2, 2: 3, 3: 3, 8: 4}[c.n_kv_heads]))
+    said = str(err.value)
+    assert "n_kv_heads = 2 instead of 4" in said and "reads another number where it needs config.n_kv_heads" in said, said
+
+
+def test_a_count_no_config_field_explains_is_not_read_as_one():
+    with pytest.raises(CheckFailed) as err:
+        checks.check_param_counts(_changed(_params, "attention", lambda v, c: v + 7))
+    assert "no other size of the config" not in str(err.value) and "your count reads" not in str(err.value), str(err.value)
 
 
 def test_a_wrong_return_type_is_named():

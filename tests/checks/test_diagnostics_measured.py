@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from autograder.checks import check_causal_attention, check_get_batch, check_swiglu
+from autograder.checks import check_causal_attention, check_get_batch, check_swiglu, check_swiglu_hidden
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check
 from autograder.checks.kv_cache import _measure_cache_length
@@ -100,6 +100,32 @@ def test_a_sigmoid_from_exp_of_a_positive_number_fails_values_in_the_hundreds():
     err = check_failure(check_swiglu, swiglu_with(lambda a: a * a.exp() / (1 + a.exp())))
     assert err is not None and err.diagnosis.regime["name"] == "x × 200"
     assert "inf or nan" in diagnosis_texts(err)
+
+
+# -- swiglu_hidden: swept over every small width and power-of-two multiple ----------------
+@pytest.mark.parametrize("hidden", [
+    lambda d, m: m * math.ceil(8 * d / 3 / m),
+    lambda d, m: m * -(-8 * d // (3 * m)),
+    lambda d, m: (math.ceil(8 * d / 3) + m - 1) // m * m,
+], ids=["float ceil", "integer ceil", "ceil then round up"])
+def test_right_swiglu_hidden_passes_the_sweep(hidden):
+    assert check_failure(check_swiglu_hidden, hidden) is None
+
+
+def test_a_width_truncated_before_rounding_up_is_measured_on_the_sweep():
+    # Meta's int(2 * 4d / 3), then up to the multiple: right with 32, one short with multiple 1 or 2
+    err = check_failure(check_swiglu_hidden, lambda d, m: m * ((int(8 * d / 3) + m - 1) // m))
+    said = diagnosis_texts(err)
+    assert "first at swiglu_hidden(1, 1) = 2" in said and "wrong with multiple 1, 2, right for every d_model" in said
+    assert "only where 8/3 · d_model has a fraction" in said and "each time one multiple short" in said
+    assert "truncated to an int" in said, said
+
+
+def test_a_sweep_failure_no_intermediate_rounding_explains_names_none():
+    # right but for multiple 256, where it is one multiple more: measured, and no rounding of 8/3 · d_model named
+    err = check_failure(check_swiglu_hidden, lambda d, m: m * math.ceil(8 * d / 3 / m) + (m if m == 256 else 0))
+    said = diagnosis_texts(err)
+    assert "wrong with multiple 256" in said and "truncated to an int" not in said and "nearest int" not in said, said
 
 
 # -- get_batch: more rows than windows ---------------------------------------------------

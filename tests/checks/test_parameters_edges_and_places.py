@@ -115,6 +115,15 @@ def test_a_count_without_the_blocks_norm_gains_names_them():
     assert roles_apart(config, -7) is None                 # no set of parameters has 7 numbers
 
 
+def test_a_count_with_the_rope_buffers_names_them_and_a_missing_buffer_is_never_said():
+    config = tinylm.ModelConfig(d_model=64, n_layers=3, n_heads=4)
+    tables = 2 * config.max_seq_len * config.head_dim   # rope_cos and rope_sin, (max_seq_len, head_dim) each
+    said = roles_apart(config, tables)
+    assert said is not None and "buffers rope_cos and rope_sin are counted as weights" in said
+    assert "model.parameters() only" in said
+    assert roles_apart(config, -tables) is None or "buffer" not in roles_apart(config, -tables)  # never counted: never missing
+
+
 def test_a_cache_counted_for_max_seq_len_positions_is_measured():
     config = SMOLLM2_135M
     kv_heads, head_dim = config.n_kv_heads, config.d_model // config.n_heads

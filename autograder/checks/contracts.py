@@ -18,7 +18,10 @@ where the first wrong value is made (trace.locate).
     run_contract(chk, rms_norm, RMS_NORM)
 
 A changed input is measured (the argument's values differ after the call
-from a copy taken before it), so it is named as the bug it is."""
+from a copy taken before it), so it is named as the bug it is; every call
+through Check.call measures that, and the grid's calls also give back
+torch's settings (grad mode, default dtype and device) and their modules'
+requires_grad flags, naming what a call left changed."""
 from __future__ import annotations
 
 import contextlib
@@ -33,44 +36,24 @@ from typing import Any, Callable
 import torch
 
 from . import trace
-from .core import (RAISE_LOCATORS, Check, LearnerTimeout, Row, close_to, describe, guarded_call, reached_by_gradient,
-                   refuse_delegation, tol_for)
-
-INPUTS_ROW = "inputs unchanged"
-
-
-def _changed(before: torch.Tensor, after: torch.Tensor) -> bool:
-    if before.shape != after.shape or before.dtype != after.dtype:
-        return True
-    return not bool(torch.equal(torch.nan_to_num(before), torch.nan_to_num(after)))
-
+from .core import (INPUTS_ROW, RAISE_LOCATORS, Check, LearnerTimeout, Row, changed as _changed, close_to, describe,
+                   guarded_call, reached_by_gradient, refuse_delegation, tol_for)
 
 def call_keeping_inputs(chk: Check, fn, *args, names: tuple[str, ...] = (), on_error=None, **kwargs):
     """chk.call(fn, *args, **kwargs), plus one table row per check saying
-    whether every tensor argument still holds its values afterwards."""
+    whether every tensor argument still holds its values afterwards (every
+    call measures that, Check.call; this row shows it passed too). `names`:
+    the exercise's names of the arguments, kept for the callers' sake; the
+    learner's own parameter names name a changed one."""
     __tracebackhide__ = True
-    copies = [(i, a, a.detach().clone()) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
     got = chk.call(fn, *args, on_error=on_error, **kwargs)
-    changed = [names[i] if i < len(names) else f"argument {i + 1}" for i, a, copy in copies if _changed(copy, a)]
-    record_inputs(chk, changed)
+    chk.record_inputs([], row=True)
     return got
 
 
 def record_inputs(chk: Check, changed: list[str]) -> None:
-    """The 'inputs unchanged' row: added on the first call, turned to FAIL
-    (once, with the diagnosis) the first time a call changes an input."""
-    row = next((r for r in chk.rows if r.name == INPUTS_ROW), None)
-    if row is None:
-        row = Row(INPUTS_ROW, True, close="ok")
-        chk.rows.append(row)
-    if not changed or not row.ok:
-        return
-    row.ok, row.close, row.note = False, "FAIL", f"{', '.join(changed)} changed by the call"
-    what = " and ".join(f"`{n}`" for n in changed)
-    chk.diagnose(f"{chk.fn_name} changes its input {what} in place (measured: its values differ after the call): "
-                 "an in-place operation (`x -= ...`, `x *= ...`, `masked_fill_`, `.div_`, or `.float()` on a tensor "
-                 "that already is float32, which returns x itself) writes into the caller's tensor; compute a new "
-                 "tensor instead (`x = x - ...`, `masked_fill`)")
+    """The 'inputs unchanged' row, turned to FAIL the first time a call changes an input (Check.record_inputs)."""
+    chk.record_inputs(changed, row=True)
 
 
 # -- the regime grid ------------------------------------------------------------------
@@ -120,7 +103,7 @@ class Contract:
     edges: tuple = ()    # Edge: inputs at a bound of the function's domain (a step past the schedule, no scored target)
     generator: str | None = None  # the argument taking a torch.Generator: the result follows it; without one, it varies
     draws: Callable[[dict], dict] | None = None  # the visible inputs made random, for the generator regimes
-    elsewhere: bool = False  # inputs on the meta device (another device than the CPU, without a GPU): no mixing
+    elsewhere: bool = True  # inputs on the meta device (another device, without a GPU), where every input can move
 
     def __post_init__(self):
         if self.names and self.locate and not self.numbers:
@@ -168,6 +151,11 @@ def noncontiguous(t: torch.Tensor) -> torch.Tensor:
         return t.transpose(-1, -2).contiguous().transpose(-1, -2)
     wide = torch.stack((t, t), dim=-1)
     return wide[..., 0]
+
+
+def _movable(value) -> bool:
+    """An argument that goes to another device whole: a tensor, or a plain value holding none."""
+    return value is None or isinstance(value, (torch.Tensor, bool, int, float, str, torch.dtype))
 
 
 def _batch_size(args: dict, names: tuple[str, ...]) -> int | None:
@@ -222,7 +210,10 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
         grid.append(Regime("cuda", "on the CPU", "on cuda",
                            lambda a: {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in a.items()},
                            device="cuda"))
-    elif contract.elsewhere:  # without a GPU, the meta device shows a tensor left on the CPU
+    elif contract.elsewhere and all(_movable(v) for v in args.values()) and \
+            any(isinstance(v, torch.Tensor) for v in args.values()):
+        # without a GPU, the meta device shows a tensor left on the CPU (every input must move there: a module or a
+        # function handed in keeps its own tensors on the CPU)
         grid.append(Regime("inputs on another device", "on the CPU", f"with the inputs on another device {META_WORDS}",
                            lambda a: a, judge=_stays_on_device))
     return grid
@@ -264,21 +255,36 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
     return grid
 
 
-META_WORDS = ("(the meta device stands in for a GPU: it has shapes and no numbers, and like a GPU it refuses a "
-              "tensor left on the CPU; every tensor the function makes must be made on, or moved to, its inputs' "
+META_WORDS = ("(the meta device stands in for a GPU: it has shapes and no numbers, and a tensor left on the CPU "
+              "shows there as on a GPU; every tensor the function makes must be made on, or moved to, its inputs' "
               "device: device=t.device, or .to(t.device), for an input t)")
 
 
 def _stays_on_device(fn, contract: Contract, args: dict) -> dict | None:
     """The learner's function on the inputs moved to the meta device: a
-    failure only when it raises for mixing devices (an operation the meta
-    device cannot run, such as .item(), is not the learner's mistake)."""
+    failure when it raises for mixing devices (an operation the meta
+    device cannot run, such as .item(), is not the learner's mistake), or
+    when its result comes back on the CPU where the reference's stays on
+    the inputs' device (the meta device lets some CPU tensors through, a
+    CPU table indexed by meta ids among them, where a GPU raises)."""
     if getattr(fn, "recheck_trace", None) is not None:
         return None  # the grader's recheck runs the learner's process on real tensors only
     moved = {k: v.detach().to("meta") if isinstance(v, torch.Tensor) else v for k, v in args.items()}
-    _, error = _call(fn, contract, _positional(contract, moved), {})
+    got, error = _call(fn, contract, _positional(contract, moved), {})
     text = str(error) if error is not None else ""
-    if error is None or not ("expected device" in text or "same device" in text):
+    if error is None:
+        try:
+            want = contract.reference(*_positional(contract, moved))
+        except Exception:  # noqa: BLE001: a reference the meta device cannot run says nothing
+            return None
+        stray = [t.device for t in trace.tensors_in(got) if not t.is_meta]
+        if not stray or not all(t.is_meta for t in trace.tensors_in(want)):
+            return None
+        return {"note": f"result on {stray[0]}", "bugs": [], "facts": [
+            f"your result is on {stray[0]} for inputs on the meta device (measured; the reference's result stays on "
+            "the inputs' device): a tensor your function makes without device= is on the CPU, and on a GPU mixing it "
+            "with the inputs raises"]}
+    if not ("expected device" in text or "same device" in text):
         return None
     return {"note": "raised for another device", "error": error, "bugs": [], "facts": [
         "your function combines a tensor on the CPU with inputs on another device (measured: on the "
@@ -485,11 +491,12 @@ def _declares_regimes(contract: Contract) -> bool:
                 or contract.generator or cuda)
 
 
-def _call(fn, contract: Contract, args: tuple, kwargs: dict):
-    """(result, error) of one learner call in a regime; printing silenced."""
+def _call(fn, contract: Contract, args: tuple, kwargs: dict, left: list[str] | None = None):
+    """(result, error) of one learner call in a regime; printing silenced;
+    `left` collects the torch settings it left changed (given back)."""
     with refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
         try:
-            return guarded_call(fn, args, kwargs), None
+            return guarded_call(fn, args, kwargs, left), None
         except (Exception, LearnerTimeout) as err:  # noqa: BLE001: a regime that raises is a finding
             if type(err).__name__ == "Delegation":
                 raise
@@ -567,12 +574,16 @@ def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base
     except Exception:  # noqa: BLE001: a regime the reference itself cannot run is not the learner's
         return "skip"
     copies = [(n, v, v.detach().clone()) for n, v in changed_args.items() if isinstance(v, torch.Tensor)]
+    left: list[str] = []
     with torch.enable_grad() if regime.grad else contextlib.nullcontext():
-        got, error = _call(fn, contract, args, kwargs)
+        got, error = _call(fn, contract, args, kwargs, left)
     changed = [n for n, v, copy in copies if v.shape == copy.shape and _changed(copy, v.detach())]
     found = _judge(contract, regime, got, want, error, args, changed_args, base)
+    if found is None and left:
+        found = {"note": "settings left changed", "facts": [], "bugs": []}
     if found is None:
         return None
+    found["bugs"] = [*found["bugs"], *left]
     found["name"] = regime.name
     found["text"] = f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}"
     found["changed"] = changed

@@ -42,10 +42,12 @@ Usage inside a check function:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import inspect
 import io
+import itertools
 import json
 import linecache
 import os
@@ -230,11 +232,117 @@ class _CappedOutput(io.TextIOBase):
         pass  # the real stream flushes on its own schedule (a notebook's would split the cell's output otherwise)
 
 
-def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None):
+def torch_settings() -> dict[str, Any]:
+    """torch's process-wide settings that every later line of a notebook runs under."""
+    return {"grad mode": torch.is_grad_enabled(), "default dtype": torch.get_default_dtype(),
+            "default device": torch.get_default_device()}
+
+
+def _set_default_device(device: torch.device) -> None:
+    torch.set_default_device(None if device.type == "cpu" else device)  # None: no device mode left installed
+
+
+_SETTERS = {"grad mode": torch.set_grad_enabled, "default dtype": torch.set_default_dtype,
+            "default device": _set_default_device}
+
+
+def _short(value: Any) -> str:
+    return str(value).removeprefix("torch.")
+
+
+def _setting_left(fn_name: str, setting: str, before: Any, after: Any) -> str:
+    """What a call that changed one of torch_settings() did, and the fix."""
+    if setting == "grad mode":
+        state = "off" if before else "on where the caller had it off"
+        block = "torch.no_grad()" if before else "torch.enable_grad()"
+        return (f"{fn_name} leaves autograd switched {state} (measured: torch.is_grad_enabled() is {before} before "
+                f"the call, {after} after it): torch.set_grad_enabled({after}) switches it for the whole process, so "
+                f"every later forward pass {'records no graph and no training step can backpropagate' if before else 'records a graph'}"
+                f"; put the code in a `with {block}:` block, which gives the mode back when it ends")
+    what, setter, arg = (("dtype", "set_default_dtype", "dtype=") if setting == "default dtype" else
+                         ("device", "set_default_device", "device="))
+    return (f"{fn_name} leaves torch's default {what} at {_short(after)} (measured: torch.get_default_{what}() is "
+            f"{_short(before)} before the call, {_short(after)} after it): torch.{setter} changes every tensor made "
+            f"later without {arg} in the whole process; pass {arg} to the tensors your function makes instead")
+
+
+def _modules_of(fn: Callable, args: tuple, kwargs: Mapping) -> list[tuple[str, torch.nn.Module]]:
+    """The modules a call is handed (its own module too, for a forward pass), each with its argument's name."""
+    named = argument_names(fn, args, kwargs) if any(isinstance(v, torch.nn.Module) for v in (*args, *kwargs.values())) \
+        else []
+    found = [(name, v) for name, v in named if isinstance(v, torch.nn.Module)]
+    return found + ([("self", fn)] if isinstance(fn, torch.nn.Module) else [])
+
+
+def _flags_left(fn_name: str, name: str, flags: list) -> str | None:
+    """What a call that changed requires_grad on a module's parameters did (flags: (parameter, flag before)); they are
+    given back."""
+    changed = [(p, was) for p, was in flags if p.requires_grad != was]
+    if not changed:
+        return None
+    for p, was in changed:
+        p.requires_grad_(was)
+    frozen = all(was for _, was in changed)
+    shown = "model" if name == "self" else f"`{name}`"
+    text = (f"{fn_name} leaves {len(changed)} of the {len(flags)} parameters of {shown} with requires_grad="
+            f"{not changed[0][1]} (measured on each parameter before and after the call; they had {changed[0][1]})")
+    if frozen:
+        return (text + ": requires_grad_(False) freezes them for good, so after this call the model no longer "
+                "trains (no gradient reaches them); to compute without gradients use a `with torch.no_grad():` "
+                "block, which records no graph and changes no parameter")
+    return text + ": a function may not change which parameters train; leave requires_grad as the caller set it"
+
+
+@contextlib.contextmanager
+def given_back(fn: Callable, args: tuple, kwargs: Mapping, left: list[str] | None = None):
+    """Around one learner call: torch's settings (torch_settings) and the
+    requires_grad flags of the modules it is handed are given back as they
+    were; what the call had changed is appended to `left`, in words."""
+    before = torch_settings()
+    modules = _modules_of(fn, args, kwargs)
+    flags = [[(p, p.requires_grad) for p in m.parameters()] for _, m in modules]
+    try:
+        yield
+    finally:
+        found = []
+        for setting, value in torch_settings().items():
+            if value != before[setting]:
+                _SETTERS[setting](before[setting])
+                found.append(_setting_left(getattr(fn, "__name__", type(fn).__name__), setting, before[setting], value))
+        for (name, _), saved in zip(modules, flags):
+            text = _flags_left(getattr(fn, "__name__", type(fn).__name__), name, saved)
+            if text:
+                found.append(text)
+        if left is not None:
+            left.extend(found)
+
+
+def argument_names(fn: Callable, args: tuple, kwargs: Mapping) -> list[tuple[str, Any]]:
+    """(name, value) of a call's arguments, named by the learner's own parameters (`argument 2` where they cannot
+    be bound; each item of *args by its position)."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return [*((f"argument {i + 1}", v) for i, v in enumerate(args)), *kwargs.items()]
+    named = []
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            named += [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            named += list(value.items())
+        else:
+            named.append((name, value))
+    return named
+
+
+def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None, left: list[str] | None = None):
     """fn(*args, **kwargs) with the learner's printing capped (PRINT_LIMIT)
     and, where SIGALRM exists and this is the main thread, a time limit:
     past CALL_TIME_LIMIT seconds the call is interrupted with LearnerTimeout
-    (raised again every second should the learner's code swallow it)."""
+    (raised again every second should the learner's code swallow it).
+    torch's settings and the flags of the modules it is handed are given
+    back afterwards (given_back); `left` collects what it had changed."""
     import signal
     import threading
     kwargs = kwargs or {}
@@ -249,7 +357,7 @@ def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None):
         previous = signal.signal(signal.SIGALRM, stop)
         signal.setitimer(signal.ITIMER_REAL, limit, 1.0)
     try:
-        with contextlib.redirect_stdout(capped):
+        with contextlib.redirect_stdout(capped), given_back(fn, args, kwargs, left):
             return fn(*args, **kwargs)
     finally:
         if alarm:
@@ -258,6 +366,40 @@ def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None):
         if capped.dropped:
             print(f"... ({capped.dropped} more characters printed by {getattr(fn, '__name__', 'your code')} "
                   "are not shown)")
+
+
+def tensors_named(named: list[tuple[str, Any]], depth: int = 2) -> list[tuple[str, torch.Tensor]]:
+    """The tensors among a call's named arguments, those inside tuples and lists too (`batches[0][1]`)."""
+    found = []
+    for name, value in named:
+        if isinstance(value, torch.Tensor):
+            found.append((name, value))
+        elif depth and isinstance(value, (tuple, list)) and len(value) <= 64:
+            found += tensors_named([(f"{name}[{i}]", v) for i, v in enumerate(value)], depth - 1)
+    return found
+
+
+def changed(before: torch.Tensor, after: torch.Tensor) -> bool:
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return True
+    return not bool(torch.equal(torch.nan_to_num(before), torch.nan_to_num(after)))
+
+
+@contextlib.contextmanager
+def inputs_kept(named: list[tuple[str, Any]], written: list[str]):
+    """Around one learner call: each tensor argument that holds other values
+    afterwards is named in `written` and given its values back (the check
+    goes on reading the caller's inputs, as the notebook would)."""
+    copies = [(name, t, t.detach().clone()) for name, t in tensors_named(named) if not t.is_meta]
+    try:
+        yield
+    finally:
+        for name, t, copy in copies:
+            if changed(copy, t.detach()):
+                written.append(name)
+                if t.shape == copy.shape and t.dtype == copy.dtype:
+                    with torch.no_grad():
+                        t.copy_(copy)
 
 
 class CheckStopped(RuntimeError):
@@ -617,6 +759,12 @@ class Row:
     note: str = ""
 
 
+# The rows a call adds when it writes into its inputs, or leaves torch's settings or its modules' flags changed.
+INPUTS_ROW = "inputs unchanged"
+SETTINGS_ROW = "torch settings and requires_grad given back"
+LAYOUT = "your result holds the right values with its axes in another order"
+
+
 @dataclass
 class CallRecord:
     """One call of the learner's function that raised: what it was given
@@ -673,6 +821,9 @@ class Check:
     located: Any = None                                     # trace.Located: the learner's first wrong line
     error_measured: bool = False                            # a raise was explained by measurement: no guess from its text
     locators: list = field(default_factory=list)            # find `located` when the check fails (see locate_with)
+    last_call: list = field(default_factory=list)           # (name, value) of the last call's arguments: its sizes
+    layout_unclear: int = 0                                 # the layout said: how many moved axes its sizes leave unnamed
+    ratio_rows: dict = field(default_factory=dict)          # a factor said ("1/3 of") -> the rows showing it
 
     # -- calling the learner -------------------------------------------------
     def call(self, fn: Callable, *args, on_error: Callable[[Exception], str | None] | None = None,
@@ -686,15 +837,25 @@ class Check:
         pairs; a bug is named only when its regex matches the learner's
         error message (the measured evidence). on_error(err) may return a
         diagnosis for this particular call (e.g. 'it fails only when
-        start_pos > 0: ...')."""
+        start_pos > 0: ...').
+
+        Every call is measured for what it must leave as it found it: a
+        tensor argument it writes into (the 'inputs unchanged' row), torch's
+        grad mode and default dtype and device, and the requires_grad flags
+        of the modules it is handed (a row of its own); each is given back
+        at once, so the rest of the check reads what the notebook would."""
         __tracebackhide__ = True
         if not callable(fn):
             self._stop(f"{self.fn_name} is {describe(fn)}, not a function. Run the cell that defines it first.")
         if self.subject is None:
             self.subject = fn
+        self.last_call = argument_names(fn, args, kwargs)
+        written: list[str] = []
+        left: list[str] = []
         try:
-            with refuse_delegation(self.fn_name, fn):
-                return guarded_call(fn, args, kwargs)
+            with refuse_delegation(self.fn_name, fn), self._given_back(written, left), \
+                    inputs_kept(self.last_call, written):
+                return guarded_call(fn, args, kwargs, left)
         except LearnerTimeout as err:
             self._stop_on_error(CallRecord(args, kwargs, err, row_label), None, ())  # never traced: it would hang again
         except NotImplementedError:
@@ -710,6 +871,38 @@ class Check:
                 self.error_measured = True
                 error_hints = ()  # the measurement says what the error's text would only guess
             self._stop_on_error(CallRecord(args, kwargs, err, row_label), on_error, error_hints)
+
+    @contextlib.contextmanager
+    def _given_back(self, written: list[str], left: list[str]):
+        """Records, once the call ends (before an error of its is reported),
+        the inputs it wrote into and the settings it left changed."""
+        try:
+            yield
+        finally:
+            self.record_inputs(written)
+            if left and not any(r.name == SETTINGS_ROW for r in self.rows):
+                self.require(SETTINGS_ROW, False, "changed by the call")
+                for text in left:
+                    self.diagnose(text)
+
+    def record_inputs(self, written: list[str], row: bool = False) -> None:
+        """The 'inputs unchanged' row (added at once with row=True, else at
+        the first change), turned to FAIL, with the diagnosis, the first time
+        a call writes into an input."""
+        found = next((r for r in self.rows if r.name == INPUTS_ROW), None)
+        if found is None and (row or written):
+            found = Row(INPUTS_ROW, True, close="ok")
+            self.rows.append(found)
+        if not written or not found.ok:
+            return
+        written = list(dict.fromkeys(written))
+        found.ok, found.close, found.note = False, "FAIL", f"{', '.join(written)} changed by the call"
+        what = " and ".join(f"`{n}`" for n in written)
+        self.diagnose(f"{self.fn_name} changes its input {what} in place (measured: its values differ after the call "
+                      "from a copy taken before it): an in-place operation (`x -= ...`, `x *= ...`, `x[mask] = ...`, "
+                      "`masked_fill_`, `.div_`, or `.float()` on a tensor that already is float32, which returns x "
+                      "itself) writes into the caller's tensor; compute a new tensor instead (`x = x - ...`, "
+                      "`masked_fill`, `torch.where`, or work on `x.clone()`)")
 
     def _number_type_tells(self, fn: Callable, args: tuple, kwargs: dict) -> bool:
         """A call that raised, made again with one whole-number argument in
@@ -863,6 +1056,7 @@ class Check:
         self.rows.append(row)
         if not shape_ok:
             self._measure_size_one_axis(got.shape, want.shape)
+            self._measure_layout(got, want, atol, rtol)
         if row.ok and got.is_inference() and not want.is_inference():
             row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
             self.measured(f"your result is an inference tensor (measured: .is_inference() is True): it was made under "
@@ -874,6 +1068,7 @@ class Check:
                           "of the inputs (cast with .to(...) where your code changes it)")
         if not row.ok and shape_ok:
             self._measure_whole(name, got, want)
+            self._measure_size_ratio(name, got, want, atol, rtol)
         if not row.ok and variants:
             self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5), want=want)
         elif variants:
@@ -895,6 +1090,93 @@ class Check:
                               f"{_few(g)}, the right ones {_few(w)}): an integer division (`//`), int() or round() "
                               "drops the fraction; divide with `/`")
                 return
+
+    def _sizes_named(self) -> dict[int, list[str]]:
+        """size -> where the last call's inputs have it (`x.shape[0]`, an int argument, `model.config.n_heads`, an
+        axis all of a list's items share: `batches[i][1].shape[1]`), sizes above 1 only."""
+        found: dict[int, list[str]] = {}
+
+        def add(size, where):
+            if isinstance(size, int) and not isinstance(size, bool) and size > 1 and where not in found.get(size, []):
+                found.setdefault(size, []).append(where)
+        for name, value in self.last_call:
+            if isinstance(value, torch.Tensor):
+                for axis, size in enumerate(value.shape):
+                    add(int(size), f"{name}.shape[{axis}]")
+            elif isinstance(value, int):
+                add(value, f"`{name}`")
+            elif isinstance(value, torch.nn.Module) and dataclasses.is_dataclass(getattr(value, "config", None)):
+                for f in dataclasses.fields(value.config):
+                    add(getattr(value.config, f.name), f"{name}.config.{f.name}")
+            elif isinstance(value, (tuple, list)) and value:
+                items = [tensors_named([("", v)]) for v in value]
+                for i, (path, t) in enumerate(items[0]):
+                    for axis, size in enumerate(t.shape):
+                        if all(len(it) == len(items[0]) and it[i][1].dim() > axis and it[i][1].shape[axis] == size
+                               for it in items):
+                            add(int(size), f"{name}[i]{path}.shape[{axis}] (of every item)")
+        return found
+
+    def _measure_size_ratio(self, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
+        """A wrong result that is exactly n times, or 1/n of, the right one,
+        n a size of the call's inputs (above 2: a factor 2 has too many other
+        causes): say which size, every input that has it."""
+        if not (got.is_floating_point() and want.is_floating_point()) or got.numel() == 0:
+            return
+        g, w = got.detach().double().cpu().flatten(), want.detach().double().cpu().flatten()
+        if not (bool(torch.isfinite(g).all()) and bool(torch.isfinite(w).all())) or float(w.abs().max()) == 0:
+            return
+        at = int(w.abs().argmax())
+        ratio = float(g[at] / w[at])
+        if ratio == 0 or not close_to(g, ratio * w, atol, rtol):  # the same factor on every value
+            return
+        n, times = (round(ratio), True) if abs(ratio) >= 1 else (round(1 / ratio), False)
+        if n < 3 or abs((ratio if times else 1 / ratio) / n - 1) > 1e-5:
+            return
+        owners = self._sizes_named().get(n)
+        if not owners:
+            return
+        factor = f"{n} times" if times else f"1/{n} of"
+        key = f"is exactly {factor} the right value"
+        rows = self.ratio_rows.setdefault(key, [])  # rows with the same factor are said in one line
+        self.facts = [f for f in self.facts if not (rows and f.startswith(f"`{rows[0]}`"))]
+        rows.append(name)
+        self.measured(f"{' and '.join(f'`{r}`' for r in rows)}: your result {key} (measured: "
+                      f"{float(g[at]):.6g} against {float(w[at]):.6g}), and {n} is {' and '.join(owners)} in this "
+                      f"call: a {'product with' if times else 'division by'} that size that the formula does not have "
+                      f"(or a {'division by' if times else 'product with'} it missing)")
+
+    def _measure_layout(self, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
+        """A result with the right values in another order of axes: which axes moved, and where they belong."""
+        if got.dim() != want.dim() or sorted(got.shape) != sorted(want.shape) or got.dim() > 6:
+            return
+        for order in itertools.permutations(range(got.dim())):
+            moved = got.permute(order)
+            if tuple(moved.shape) == tuple(want.shape) and close_to(moved, want, atol, rtol):
+                break
+        else:
+            return
+        # the axes by the names the check gives them, else by where the call's inputs have their sizes
+        owners = ({size: [n for n, s in self.axes.items() if s == size] for size in set(self.axes.values())}
+                  if self.axes else self._sizes_named())
+        moved_axes = [(j, a) for j, a in enumerate(order) if j != a]
+        place = lambda axis: "the last" if axis == want.dim() - 1 else f"{axis}"  # noqa: E731
+        misplaced = [f"the axis of size {got.shape[a]}" + (f" ({' or '.join(owners[got.shape[a]])})"
+                                                            if owners.get(got.shape[a]) else "")
+                     + f" is at position {a}, expected at {place(j)}" for j, a in moved_axes]
+        text = (f"{LAYOUT} (measured: its shape is {tuple(got.shape)}, expected {tuple(want.shape)}, and your "
+                f"result.permute{tuple(order)} equals the right result): {'; '.join(misplaced)}; compute it in the "
+                "expected layout, or transpose/permute the axes into place")
+        # Said once, for the row whose moved axes the inputs' sizes name best (one owner each).
+        unclear = sum(len(owners.get(got.shape[a], [])) != 1 for _, a in moved_axes)
+        said = next((i for i, d in enumerate(self.diagnoses) if d.startswith(LAYOUT)), None)
+        if said is None:
+            self.diagnose(text)
+        elif unclear < self.layout_unclear:
+            self.diagnoses[said] = text
+        else:
+            return
+        self.layout_unclear = unclear
 
     def _measure_size_one_axis(self, got_shape, want_shape) -> None:
         """A result one axis of size 1 apart from the expected shape: which axis, and what keeps or drops one."""

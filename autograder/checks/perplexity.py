@@ -182,6 +182,7 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
         if not chk.compare(key, value if value is not None else got[key], want[key], atol=1e-5, rtol=1e-5,
                            variants=variants[key]) and key == "loss" and value is not None and not dropout_on:
             _which_batches(chk, float(value), rows)
+            _implied_count(chk, float(value), rows, batches)
         if key != "loss" and value is not None and not chk.rows[-1].ok:
             _measure_conversion(chk, key, float(value), _as_float_tensor(got["loss"]), bytes_per_token)
         _require_number(chk, f'"{key}"', got[key], float, "convert with .item() or float(...)")
@@ -268,6 +269,29 @@ def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token:
             chk.measured(f"your {key} ({got:.6g}) equals {said}, with your loss = {loss:.6g} nats and "
                          f"bytes_per_token = {bytes_per_token:g}")
             return
+
+
+def _implied_count(chk: Check, got: float, rows: list, batches: list) -> None:
+    """The count a wrong loss divided the right summed NLL by (total / loss),
+    when it is a whole number other than the scored tokens: which count of
+    the batches it is, when exactly one is."""
+    total, count = sum(float(r[0]) for r in rows), sum(int(r[1]) for r in rows)
+    if chk.rows[-1].note or not got or not math.isfinite(got):
+        return  # a known bug already explains the row
+    implied = total / got
+    if abs(implied - round(implied)) > 1e-6 * implied or round(implied) == count:
+        return
+    counts = {"the sequences (y.shape[0], summed over the batches)": sum(int(y.shape[0]) for _, y in batches),
+              "every target, padding included (y.numel())": sum(y.numel() for _, y in batches),
+              "the batches": len(batches)}
+    which = [words for words, n in counts.items() if n == round(implied)]
+    text = (f"your loss is the right summed NLL ({total:.6g} nats) divided by {round(implied)} (measured: sum / your "
+            f"loss), where the batches hold {count} scored tokens")
+    if len(which) == 1:
+        chk.diagnose(f"{text}: {round(implied)} counts {which[0]}; the loss is the NLL per token, so add each batch's "
+                     "count of scored tokens (what nll_sum_and_count returns), not its number of sequences or targets")
+    else:
+        chk.measured(text)
 
 
 def _which_batches(chk: Check, got: float, rows: list) -> None:

@@ -19,6 +19,7 @@ import torch
 
 import tinylm
 from autograder.checks import CheckFailed, check_causal_mask
+from autograder.checks import contracts
 from autograder.checks.contracts import call_keeping_inputs
 from autograder.checks.core import Check
 from autograder.course import NOTEBOOK_SOURCES
@@ -51,7 +52,8 @@ def test_an_input_changed_in_place_fails_its_row_and_names_the_argument():
     x = torch.arange(6.0).view(2, 3)
     call_keeping_inputs(chk, lambda t: t.sub_(t.mean(-1, keepdim=True)), x, names=("x",))
     row = next(r for r in chk.rows if r.name == "inputs unchanged")
-    assert not row.ok and "`x` in place" in chk.diagnoses[0]
+    assert not row.ok and "`t` in place" in chk.diagnoses[0]  # the learner's own name for the argument
+    assert torch.equal(x, torch.arange(6.0).view(2, 3))  # given back: the check goes on reading the caller's input
 
 
 def test_an_untouched_input_passes_the_row():
@@ -328,3 +330,37 @@ def test_a_state_dict_round_trip_sees_weights_outside_the_state_dict():
     x = torch.randn(2, 4)
     assert reload_gives_same_logits(Hidden(True), x)
     assert not reload_gives_same_logits(Hidden(False), x)
+
+
+def _one_hot_rows(ids, weight):
+    return torch.nn.functional.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight
+
+
+_ONE_HOT = contracts.Contract("rows", _one_hot_rows, lambda: [("ids", (torch.tensor([[0, 2], [1, 3]]), torch.randn(4, 3)),
+                                                                       {})], names=("ids", "weight"), batch=("ids",),
+                             dtypes=())
+
+
+def test_a_result_left_on_the_cpu_fails_on_the_meta_device():
+    """torch.eye indexed by meta ids comes back on the CPU without raising; the reference's result stays on meta."""
+    chk = Check("rows", expects="a tensor")
+    contracts.run_contract(chk, lambda ids, weight: torch.eye(weight.shape[0], dtype=weight.dtype)[ids] @ weight, _ONE_HOT)
+    assert chk.regime["name"] == "inputs on another device"
+    assert any("your result is on cpu for inputs on the meta device" in f for f in chk.facts)
+    right = Check("rows", expects="a tensor")
+    contracts.run_contract(right, lambda ids, weight: torch.eye(weight.shape[0], dtype=weight.dtype,
+                                                                device=ids.device)[ids] @ weight, _ONE_HOT)
+    assert right.passed
+
+
+def test_a_regime_that_changes_torch_settings_names_them():
+    """Right values, but float64 inputs switch the default dtype for the whole process: the grid names it."""
+    def follows_the_input(ids, weight):
+        if weight.dtype == torch.float64:
+            torch.set_default_dtype(weight.dtype)
+        return _one_hot_rows(ids, weight)
+    contract = contracts.Contract("rows", _one_hot_rows, _ONE_HOT.cases, names=("ids", "weight"), dtypes=(torch.float64,))
+    chk = Check("rows", expects="a tensor")
+    contracts.run_contract(chk, follows_the_input, contract)
+    assert torch.get_default_dtype() == torch.float32
+    assert chk.regime["name"] == "float64" and any("default dtype at float64" in b for b in chk.diagnoses)

@@ -532,3 +532,96 @@ def test_an_error_raised_in_tinylm_is_placed_in_the_learners_function_that_calle
         checks.check_rotary_attention(ns["rotary_attention"])
     assert "inside your rotary_attention (line 3: `return tinylm.causal_attention(" in str(err.value), str(err.value)
     assert "tinylm/" not in _render(err.value)
+
+
+# -- what a call must give back, and what a wrong result measures against the call's sizes ------------------
+def _leaves_grad_off(x):
+    torch.set_grad_enabled(False)
+    return x * 2
+
+
+def _no_grad_block(x):
+    with torch.no_grad():
+        return x * 2
+
+
+def test_a_call_that_leaves_autograd_off_is_named_and_given_back():
+    chk = checks.core.Check("double", expects="a tensor")
+    chk.call(_leaves_grad_off, torch.ones(3))
+    assert torch.is_grad_enabled()  # given back at once: the rest of the check runs as the notebook would
+    assert not chk.passed and "set_grad_enabled(False)" in chk.diagnoses[0] and "torch.no_grad()" in chk.diagnoses[0]
+
+
+def test_a_call_that_changes_the_default_dtype_is_named_and_given_back():
+    def float64_everywhere(x):
+        torch.set_default_dtype(torch.float64)
+        return x * 2
+    chk = checks.core.Check("double", expects="a tensor")
+    chk.call(float64_everywhere, torch.ones(3))
+    assert torch.get_default_dtype() == torch.float32
+    assert not chk.passed and "default dtype at float64" in chk.diagnoses[0] and "dtype=" in chk.diagnoses[0]
+
+
+def test_a_no_grad_block_gives_everything_back():
+    chk = checks.core.Check("double", expects="a tensor")
+    chk.call(_no_grad_block, torch.ones(3))
+    assert chk.passed and not chk.rows and not chk.diagnoses
+
+
+def test_frozen_parameters_are_named_and_given_back():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+
+    def measure(net, x):
+        net.requires_grad_(False)
+        return net(x).sum().item()
+    chk = checks.core.Check("measure", expects="a float")
+    chk.call(measure, model, torch.ones(2, 3))
+    assert all(p.requires_grad for p in model.parameters())
+    assert not chk.passed and "4 of the 4 parameters of `net`" in chk.diagnoses[0]
+    assert "torch.no_grad()" in chk.diagnoses[0]
+    quiet = checks.core.Check("measure", expects="a float")
+    quiet.call(lambda net, x: _no_grad_block(net(x)).sum().item(), model, torch.ones(2, 3))
+    assert quiet.passed and not quiet.diagnoses
+
+
+def test_an_input_written_in_place_is_named_by_its_parameter_and_given_back():
+    def nll(logits, targets):
+        targets[targets < 0] = 0  # the padding made a class, in the caller's tensor
+        return F.cross_entropy(logits, targets, reduction="none").sum()
+    targets = torch.tensor([1, -100, 2])
+    chk = checks.core.Check("nll", expects="a tensor")
+    chk.call(nll, torch.randn(3, 4), targets)
+    assert targets.tolist() == [1, -100, 2]
+    row = next(r for r in chk.rows if r.name == "inputs unchanged")
+    assert not row.ok and "`targets` in place" in chk.diagnoses[0]
+    nested = checks.core.Check("first", expects="a tensor")
+    nested.call(lambda pairs: pairs[0][1].zero_(), [(torch.ones(2), torch.ones(2))])
+    assert "`pairs[0][1]`" in nested.diagnoses[0]
+    quiet = checks.core.Check("nll", expects="a tensor")
+    quiet.call(lambda logits, targets: targets.clamp(min=0), torch.randn(3, 4), targets)
+    assert quiet.passed and not quiet.rows
+
+
+def test_a_result_a_size_times_off_names_the_size():
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(0)) + 3
+    chk = checks.core.Check("total", expects="a scalar")
+    got = chk.call(lambda x: x.sum() / x.shape[0], x)
+    chk.compare("sum", got, x.sum())
+    assert any("exactly 1/5 of the right value" in f and "5 is x.shape[0]" in f for f in chk.facts)
+    for factor in (1.5, 2.0):  # not a size, and a factor 2 has too many other causes to be named by a size
+        other = checks.core.Check("total", expects="a scalar")
+        other.call(lambda x: x.sum() * factor, torch.ones(2, 4))
+        other.compare("sum", torch.ones(2, 4).sum() * factor, torch.ones(2, 4).sum())
+        assert not other.facts
+
+
+def test_a_result_with_its_axes_in_another_order_is_named_with_the_sizes_owners():
+    x, weight = torch.randn(2, 3, 5), torch.randn(9, 5)
+    chk = checks.core.Check("logits", expects="(B, T, V)")
+    got = chk.call(lambda x, weight: weight @ x.transpose(-2, -1), x, weight)
+    chk.compare("logits", got, x @ weight.T)
+    said = [d for d in chk.diagnoses if "axes in another order" in d]
+    assert said and "permute(0, 2, 1)" in said[0] and "size 9 (weight.shape[0]) is at position 1, expected at the last" in said[0]
+    right = checks.core.Check("logits", expects="(B, T, V)")
+    right.compare("logits", torch.randn(2, 9, 3), x @ weight.T)  # another shape, other values: nothing said
+    assert not right.diagnoses

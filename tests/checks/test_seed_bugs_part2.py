@@ -105,6 +105,8 @@ BUGS = [
     ("10_perplexity", "evaluate", "total, count = total + s, count + n",
      "total, count = total + s / n, count + 1", "per-batch means averaged"),
     ("10_perplexity", "evaluate", "loss / math.log(2) / bytes_per_token", "loss / math.log(2)", "divide by bytes_per_token"),
+    ("10_perplexity", "evaluate", "total, count = total + s, count + n", "total, count = total + s, count + len(y)",
+     "counts the sequences"),
     ("10_perplexity", "bigram_nll", "(counts.sum(dim=1, keepdim=True) + 256 * alpha)", "(counts + alpha).sum()",
      "normalised over the whole table"),
     ("10_perplexity", "bigram_nll", "counts.sum(dim=1, keepdim=True)", "counts.sum(dim=0, keepdim=True)", "direction swapped"),

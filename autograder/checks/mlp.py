@@ -318,9 +318,11 @@ def _block_cases():
     return [("block", (x, _branch(d, seed + 1), _branch(d, seed + 2), _norm(d, seed + 3), _norm(d, seed + 4)), {})]
 
 
+# bfloat16 too: a step computed in float32 and never cast back (a SiLU upcast for precision) meets the half-precision
+# weights after it, which float64 inputs cannot show.
 SWIGLU = Contract("swiglu", swiglu_steps, _swiglu_cases, names=("x", "w_gate", "w_up", "w_down"), batch=("x",),
-                  leading=("x",), views=("x",), grad=("x", "w_gate", "w_up", "w_down"), dtypes=(torch.float64,),
-                  large=("x",))
+                  leading=("x",), views=("x",), grad=("x", "w_gate", "w_up", "w_down"),
+                  dtypes=(torch.float64, torch.bfloat16), large=("x",))
 PRE_NORM_BLOCK = Contract("pre_norm_block", pre_norm_block_steps, _block_cases,
                           names=("x", "attn", "mlp", "attn_norm", "mlp_norm"), batch=("x",), views=("x",), grad=("x",),
                           dtypes=())

@@ -13,6 +13,7 @@ first one that differs.
 from __future__ import annotations
 
 import re
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +25,7 @@ from . import trace
 from .contracts import apply_outcome, defaults, noncontiguous, remembered
 from .core import Check, guarded_call, parameter_dtypes, reached_by_gradient, randn
 from .kv_cache import TILED
+from .learner_code import is_learners_file
 from .spies import attention_heads, unrepeated_bug
 
 
@@ -221,7 +223,8 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
     got = {n: tuple(p.shape) for n, p in module.state_dict().items()}
     missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
     wrong = sorted(n for n in set(want) & set(got) if want[n] != got[n])
-    hidden = _modules_out_of_sight(module, missing) or _list_lengths(want, got, config)
+    hidden = (_modules_out_of_sight(module, missing) or _list_lengths(want, got, config)
+              or saved_buffers(chk, cls, (config,), module, extra))
     if not chk.require("parameters named as tinylm's", not missing and not extra,
                        f"missing {missing[:4]}, unexpected {extra[:4]}",
                        diagnosis=hidden or f"parameter names differ from tinylm's: missing {missing[:4]}, unexpected "
@@ -288,6 +291,50 @@ def _modules_out_of_sight(module: nn.Module, missing: list[str]) -> str | None:
             f"so their weights are not parameters() and not in state_dict(); use self.{name} = nn.ModuleList(...)")
 
 
+def saved_buffers(chk: Check, cls, args: tuple, module: nn.Module, extra: list[str]) -> str | None:
+    """When keys the learner's state_dict has beyond the reference's are
+    buffers their module registers: what that costs a checkpoint, and the fix
+    (the line that registers one is located by building the module again)."""
+    buffers = {name for name, _ in module.named_buffers()}
+    saved = [name for name in extra if name in buffers]
+    if not saved:
+        return None
+    chk.locate_with(lambda: registering_line(cls, args, {name.split(".")[-1] for name in saved}))
+    keys = ", ".join(f"'{name}'" for name in saved[:4]) + (", ..." if len(saved) > 4 else "")
+    what = chk.fn_name
+    return (f"your {what}'s state_dict has {keys}, which tinylm's {what} (and Hugging Face's) does not have (measured: "
+            f"{'a buffer' if len(saved) == 1 else 'buffers'} your module registers): register_buffer saves a tensor "
+            f"with the weights, so a checkpoint of tinylm's or Hugging Face's model no longer loads into yours with "
+            f"load_state_dict(strict=True) (missing key {keys}), nor a checkpoint of yours into theirs (unexpected key "
+            f"{keys}); keep a number as a plain attribute (self.eps = eps), and register a tensor that must not be "
+            "saved with register_buffer(name, tensor, persistent=False)")
+
+
+def registering_line(cls, args: tuple, names: set) -> trace.Located | None:
+    """The learner's line that registers a saved buffer named in `names`,
+    seen by building cls(*args) again with nn.Module.register_buffer watched."""
+    found = []
+    register = nn.Module.register_buffer
+
+    def watched(self, name, tensor, persistent=True):
+        caller = sys._getframe(1)
+        if name in names and persistent and not found and is_learners_file(caller.f_code.co_filename):
+            code = caller.f_code
+            found.append(trace.Located(code.co_filename, caller.f_lineno, getattr(code, "co_qualname", code.co_name),
+                                       trace.source_line(code.co_filename, caller.f_lineno),
+                                       [f"the buffer `{name}`"], kind="saved"))
+        return register(self, name, tensor, persistent)
+    nn.Module.register_buffer = watched
+    try:
+        with torch.random.fork_rng():
+            guarded_call(cls, args)
+    except Exception:  # noqa: BLE001: a module that cannot be built again has no line to show
+        pass
+    finally:
+        nn.Module.register_buffer = register
+    return found[0] if found else None
+
+
 def _prepare(chk: Check, cls, reference_cls, seed: int, d_model: int, n_heads: int, n_layers: int, seq: int,
              n_kv_heads=None, on_error=None):
     """(config, the learner's module with the reference weights or None, those weights as a state dict)."""
@@ -348,25 +395,29 @@ def _attention_steps(chk: Check, module, state, prefix, inputs, config, seed, *,
     attn_input = call or (lambda xs: xs)
     cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
     full_k, full_v = _ref_kv(state, prefix, attn_input(inputs), config, 0)  # (B, n_kv, T, hd)
+    uncached_right = chk.passed
     for start, end in decode_chunks(inputs.shape[1]):
         past_k, past_v = full_k[:, :, :start], full_v[:, :, :start]
         other_k, other_v = _other_layer_kv(past_k, past_v, seed)
         ks = [other_k] * config.n_layers
         vs = [other_v] * config.n_layers
         ks[layer_idx], vs[layer_idx] = past_k, past_v
-        cache = PrefilledCache(ks, vs, start, config.max_seq_len)
         xs = inputs[:, start:end]
+
+        def cached(new, ks=ks, vs=vs, start=start):  # a fresh cache each call, so a call can be measured again
+            return module(new, cos, sin, PrefilledCache(ks, vs, start, config.max_seq_len), layer_idx)
         with torch.no_grad():
-            got = chk.call(module, xs, cos, sin, cache, layer_idx, on_error=_cached_hint if chk.passed and start else None)
+            got = chk.call(cached, xs, on_error=_cached_hint if chk.passed and start else None)
 
         def step(past=(past_k, past_v), start=start, **wrong):
-            return lambda: wrap(xs, lambda h: _ref_step(state, prefix, h, config, start, *past, **wrong), start)
+            return lambda new=xs: wrap(new, lambda h: _ref_step(state, prefix, h, config, start, *past, **wrong), start)
         variants = {CACHED_BUGS[name]: step(**kw) for name, kw in WRONG_STEP.items()} if start else {}
         if start:
             variants[f"the cache's layer 0 is read instead of layer {layer_idx}: pass layer_idx on to the attention, "
                      "self.attn(..., cache, layer_idx)"] = step(past=(other_k, other_v))
         what = f"prefill {end} tokens" if start == 0 else f"{end - start} new at start_pos={start}"
-        chk.compare(f"{label}: {what}", got, step()(), variants=variants)
+        if not chk.compare(f"{label}: {what}", got, step()(), variants=variants) and uncached_right:
+            uncached_right = not _future_through_cache(chk, module, cached, step(), xs, start, lambda t: t + 1.0)
 
 
 def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch, n_kv_heads, label,
@@ -540,12 +591,17 @@ def _decode_steps(chk: Check, module, state, idx, config, label, on_error=None) 
     streams = [x for _, x in stages[:config.n_layers]]          # the input of block i
     kv = [_ref_kv(state, f"blocks.{i}.attn.", _ref_rms(streams[i], state[f"blocks.{i}.attn_norm.weight"],
                                                         config.norm_eps), config, 0) for i in range(config.n_layers)]
-    for start, end in decode_chunks(idx.shape[1])[1:]:
+    uncached_right = chk.passed
+    for start, end in decode_chunks(idx.shape[1]):
         pasts = [(k[:, :, :start], v[:, :, :start]) for k, v in kv]
         cache = PrefilledCache([k for k, _ in pasts], [v for _, v in pasts], start, config.max_seq_len)
         with torch.no_grad():
             got = chk.call(module, idx[:, start:end], cache=cache, on_error=on_error or _cached_hint)
         chunk = idx[:, start:end]
+
+        def cached(ids, pasts=pasts, start=start):
+            return module(ids, cache=PrefilledCache([k for k, _ in pasts], [v for _, v in pasts], start,
+                                                    config.max_seq_len))
         slots = cache.layers_updated
         if slots and slots != list(range(config.n_layers)):
             chk.diagnose(f"the blocks write the cache slots {slots}, expected one per layer "
@@ -553,12 +609,49 @@ def _decode_steps(chk: Check, module, state, idx, config, label, on_error=None) 
                          "sharing the same cache slot read each other's keys; pass each block its layer index, "
                          "for i, block in enumerate(self.blocks): x = block(x, cos, sin, cache, i), and each block "
                          "passes layer_idx on to self.attn")
-        chk.compare(f"{label}: {end - start} new at start_pos={start}", got, full_logits[:, start:end], variants={
+        what = f"prefill {end} tokens" if start == 0 else f"{end - start} new at start_pos={start}"
+        ok = chk.compare(f"{label}: {what}", got, full_logits[:, start:end], variants={
             "the blocks never get the cache: pass cache and the layer index to every block, block(x, cos, sin, "
             "cache, i)": lambda: _ref_stages(state, chunk, config)[-1][1],
             "every block reads layer 0 of the cache: pass each block its own index, block(x, cos, sin, cache, i)":
                 lambda: _ref_decode(state, chunk, config, start, [pasts[0]] * config.n_layers),
         })
+        if not ok and uncached_right:
+            uncached_right = not _future_through_cache(
+                chk, module, cached, lambda ids, start=start, pasts=pasts: _ref_decode(state, ids, config, start, pasts),
+                chunk, start, lambda ids: (ids + 1) % config.vocab_size)
+
+
+def _future_through_cache(chk: Check, module, cached, reference, new, start: int, change) -> bool:
+    """For a module right without a cache and wrong with one: whether, in a
+    cached call of several new tokens, an earlier token's output changes with
+    a later one (`change` applied to the last new token). True when it was
+    measured and said; the learner's line is then traced on that cached call
+    (cached(new), reference(new): the module's and the reference's)."""
+    n = new.shape[1]
+    if n < 2:
+        return False
+    later = new.clone()
+    later[:, -1] = change(later[:, -1])
+    try:
+        with torch.no_grad():
+            before, after = guarded_call(cached, (new.clone(),)), guarded_call(cached, (later,))
+    except Exception:  # noqa: BLE001: a call that raises is the table's finding, not this measurement's
+        return False
+    if not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and before.shape == after.shape
+            and before.dim() > 1 and before.shape[1] == n) or _near(before[:, :-1], after[:, :-1]):
+        return False
+    prompt = f"a {n}-token prompt is prefilled through the cache" if start == 0 else \
+        f"{n} new tokens follow {start} cached ones"
+    chk.regime = {"name": "several new tokens through the cache", "text": f"right without a cache, wrong when {prompt}"}
+    chk.locate_with(lambda: trace.locate(
+        trace.record_learner(module, (new,), call=lambda ids: guarded_call(cached, (ids,))),
+        trace.record(reference, (new,), learner=False)))
+    chk.diagnose(f"with a cache, the new tokens see the future (measured: changing the last of the {n} new tokens "
+                 f"changes the outputs at the {n - 1} earlier position{'s' if n > 2 else ''} of the same cached call): "
+                 "the causal mask must apply whenever a call has more than one new token, cache or not (a prompt is "
+                 "prefilled through the cache); causal_attention(q, k, v) aligns it for the cached keys")
+    return True
 
 
 def _ref_decode(state, chunk, config, start, pasts):

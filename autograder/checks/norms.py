@@ -7,8 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import tinylm
+
 from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
 from .core import Check, close_to, gradient_reaches, parameter_dtypes, parameter_problems, randn, tol_for
+from .model import saved_buffers
 
 
 def _ref_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -228,6 +231,12 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
                 diagnosis=problem if problem and gain is not None else (
                     f"the gain is registered as `{others[0]}`; name it `weight` (self.weight = nn.Parameter(...)): "
                     "state dicts and the course's model load it by that name") if len(others) == 1 else None)
+    if isinstance(module, nn.Module):  # a checkpoint of tinylm's RMSNorm (or Hugging Face's) loads both ways
+        want, got = set(tinylm.RMSNorm(dim, eps).state_dict()), set(module.state_dict())
+        extra = sorted(got - want)
+        chk.require("state_dict keys as tinylm's", got == want,
+                    f"unexpected {extra}, missing {sorted(want - got)}",
+                    diagnosis=saved_buffers(chk, RMSNorm, (dim, eps), module, extra))
     if isinstance(gain, torch.Tensor):
         stored = parameter_dtypes(module)
         chk.require("weight in the default dtype", stored is None, stored or "", diagnosis=stored)

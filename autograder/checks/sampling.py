@@ -74,10 +74,13 @@ def _rows(mask: torch.Tensor) -> list[int]:
 
 
 def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: str, rank_scores: torch.Tensor,
-                    k: int | None = None, p: float | None = None, label: str = "") -> None:
+                    k: int | None = None, p: float | None = None, label: str = "") -> tuple[list, list] | None:
     """Measure a failing filter output row by row: what it keeps (the set, its
     size, whether it is a top prefix by `rank_scores`) and what it puts in the
-    kept and dropped entries; name the bug the measurements show."""
+    kept and dropped entries; name the bug the measurements show. For top-k,
+    a kept set of the most likely tokens of another size is returned as
+    (tokens kept per row, the right counts), for the caller to judge over
+    every failing row."""
     if not isinstance(got, torch.Tensor) or got.shape != x.shape:
         if isinstance(got, torch.Tensor) and got.shape[:-1] == x.shape[:-1] and got.shape[-1] < x.shape[-1]:
             chk.diagnose(f"{what} returned only the kept values, shape {tuple(got.shape)}: return a tensor shaped like "
@@ -118,14 +121,7 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
     elif not prefix(s):
         chk.measured(f"{what} keeps a set that is not the most likely tokens of its row")
     elif k is not None:
-        diff = [(a, b) for a, b in zip(n_got, n_want) if a != b]
-        strictly_above = _rows(xd > xd.topk(k, -1).values[..., -1:])
-        if all(a == b - 1 or a == c for a, b, c in zip(n_got, n_want, strictly_above)) and diff:
-            chk.diagnose(TOPK_MINUS)
-        elif all(a == b + 1 for a, b in diff):
-            chk.diagnose(TOPK_PLUS)
-        elif all(a == k < b for a, b in diff):
-            chk.diagnose(TIES)
+        return n_got, n_want  # a count: named from every failing row and the counts law (KeptCounts), not this row alone
     else:
         probs = xd.softmax(-1).reshape(s.shape)
         sp = probs.sort(-1, descending=True).values
@@ -145,23 +141,131 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
     shapes = [(f"k={k} on {tuple(x.shape)}", x, k) for k in ks]
     shapes += [(f"k={ks[0]} on one row {tuple(x[-1].shape)}", x[-1], ks[0]),
                (f"k={ks[0]} on {(2, 2, vocab)}", randn(2, 2, vocab, seed=seed + 5, dtype=dtype) * 2, ks[0])]
+    law = KeptCounts(top_k_filter, vocab, dtype)
+
+    def off_by(c, wrong):  # an off-by-one is named only when the counts law shows it at every k and batch size
+        return lambda: wrong() if not chk.passed and law.fit() == (c, False) else None
+    counts = []  # (k, tokens kept per row, the right counts) of each failing row that keeps the most likely tokens
     for label, xs, k in shapes:
         got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS, names=("logits",))
         want = ref_top_k(xs, k)
         flat = xs.reshape(-1, xs.shape[-1])
-        variants = {TOPK_MINUS: lambda: ref_top_k(xs, k - 1)} if k > 1 else {}
+        variants = {TOPK_MINUS: off_by(-1, lambda: ref_top_k(xs, k - 1))} if k > 1 else {}
         if flat.shape[0] > 1:
             variants["threshold taken over the whole batch (the k-th largest of all rows together): take topk on "
                      "the last axis, one threshold per row, values[..., -1:]"] = \
                 lambda: xs.masked_fill(xs < xs.flatten().topk(k).values[-1], NEG_INF)
         ok = chk.compare(label, got, want, variants=variants | {
-            TOPK_PLUS: lambda: ref_top_k(xs, min(k + 1, xs.shape[-1])),
+            TOPK_PLUS: off_by(1, lambda: ref_top_k(xs, min(k + 1, xs.shape[-1]))),
             TIES: lambda: torch.full_like(xs, NEG_INF).scatter(-1, xs.topk(k, -1).indices, xs.gather(-1, xs.topk(k, -1).indices)),
         })
         if not ok:
-            diagnose_filter(chk, got, xs, want, "top_k_filter", xs, k=k, label=label)
+            counted = diagnose_filter(chk, got, xs, want, "top_k_filter", xs, k=k, label=label)
+            if counted is not None:
+                counts.append((k, *counted))
+    if counts:
+        explain_kept_counts(chk, law, counts)
     run_contract(chk, top_k_filter, TOP_K_FILTER)
     chk.finish()
+
+
+class KeptCounts:
+    """How many tokens the learner's top_k_filter keeps per row, measured on
+    logits without ties (every row a permutation of distinct values) over a
+    grid of k and batch sizes, a batch of one included: the count a right
+    filter keeps is k whatever the batch. fit() reads the law the counts
+    follow, k + c, or min(k + c, batch) when the batch size bounds it."""
+
+    BATCHES = (1, 2, 3, 5)
+
+    def __init__(self, top_k_filter, vocab: int, dtype):
+        self.fn, self.vocab, self.dtype = top_k_filter, vocab, dtype
+        self.ks = tuple(k for k in (1, 2, 3, 5, 8) if k < vocab)
+        self._counts: dict | None = None
+
+    def counts(self) -> dict:
+        """{(batch, k): tokens kept in each row}, for the calls whose rows all keep their most likely tokens,
+        as many in every row; empty when a call keeps another set."""
+        if self._counts is None:
+            self._counts = self._measure()
+        return self._counts
+
+    def _measure(self) -> dict:
+        found = {}
+        g = seeded(1234)
+        for b in self.BATCHES:
+            logits = torch.stack([torch.randperm(self.vocab, generator=g) for _ in range(b)]).to(self.dtype) / 2
+            for k in self.ks:
+                got = _quiet_call(self.fn, logits.clone(), k)
+                if not isinstance(got, torch.Tensor) or got.shape != logits.shape:
+                    continue
+                kept = _kept(got.detach().cpu())
+                rows = set(_rows(kept))
+                if len(rows) != 1 or not torch.equal(got.detach().cpu()[kept].double(), logits[kept].double()):
+                    return {}
+                n = rows.pop()
+                top = logits >= logits.topk(n, -1).values[..., -1:] if n else torch.zeros_like(kept)
+                if not torch.equal(top, kept):
+                    return {}  # not the n most likely tokens of each row
+                found[(b, k)] = n
+        return found
+
+    def fit(self) -> tuple[int, bool] | None:
+        """(c, bounded): every measured count is k + c (bounded: min(k + c, batch)); None when none fits or too
+        few calls ran to tell (at least two batch sizes, one of them a batch of one, and three values of k)."""
+        counts = self.counts()
+        if len({b for b, _ in counts}) < 2 or 1 not in {b for b, _ in counts} or len({k for _, k in counts}) < 3:
+            return None
+        for bounded in (False, True):
+            for c in (0, -1, 1):
+                if all(n == max(0, min(k + c, b) if bounded else k + c) for (b, k), n in counts.items()):
+                    return c, bounded
+        return None
+
+    def table(self) -> str:
+        counts = self.counts()
+        batches = sorted({b for b, _ in counts})
+        per_k = "; ".join(f"k={k}: " + ", ".join(str(counts[(b, k)]) if (b, k) in counts else "-" for b in batches)
+                          for k in self.ks)
+        return (f"tokens kept per row on logits without ties ({self.vocab} tokens) for batches of "
+                f"{', '.join(map(str, batches))} rows: {per_k}")
+
+
+def _quiet_call(fn, *args):
+    """fn(*args) for a measurement: None when it raises, its printing silenced."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return guarded_call(fn, args, {})
+    except Exception:  # noqa: BLE001: a probe that raises measures nothing
+        return None
+
+
+def explain_kept_counts(chk: Check, law: KeptCounts, counts: list) -> None:
+    """Name a wrong number of kept tokens from the law its counts follow at
+    every k and batch size (never from one row): an off-by-one in k, a bound
+    by the batch size; or, where the counts are right without ties, ties
+    with the k-th largest dropped in every failing row."""
+    fit = law.fit()
+    if fit == (0, False):
+        differing = [(k, a, b) for k, got, want in counts for a, b in zip(got, want) if a != b]
+        if differing and all(a == k < b for k, a, b in differing):
+            chk.diagnose(TIES)
+        return
+    if not law.counts():
+        return
+    chk.measured(law.table())
+    if fit is None:
+        return
+    c, bounded = fit
+    count = {0: "k", -1: "k - 1", 1: "k + 1"}[c]
+    if not bounded:
+        chk.diagnose(TOPK_MINUS if c < 0 else TOPK_PLUS)
+        return
+    alone = "only its argmax" if 1 + c > 0 else "nothing"
+    chk.diagnose(f"k is clamped by the batch size: your filter keeps min({count}, batch size) tokens per row "
+                 f"(measured: the count follows the number of rows, logits.size(0)), so a batch of one keeps {alone}; "
+                 "a bound on k is the vocabulary size, the last axis: min(k, logits.size(-1))"
+                 + ("" if c == 0 else f"; besides, {TOPK_MINUS if c < 0 else TOPK_PLUS}"))
 
 
 def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: int = 11,

@@ -20,8 +20,9 @@ way: `view(B, T, hd, H)` where the reference has (B, T, H, hd) does not; a
 split the reference never makes, an expand before a reshape, matches the
 value it merges back into in its own axis order). A
 value is *good* when it is matched, when a later value computed from it is
-matched (another right route to the same result), or when it was made from
-no tensor at all (a constant). The frontier is the set of calls the output
+matched (another right route to the same result; not through a value holding
+nan or +inf where the reference holds none, which reaches a match by accident),
+or when it was made from no tensor at all (a constant). The frontier is the set of calls the output
 depends on that are not good although everything they read is.
 
 The place, from the first call of the frontier: a call the reference makes
@@ -605,6 +606,7 @@ KIND_WORDS = {
     "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
             "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
     "dtype": "a dtype is fixed here",
+    "saved": "this line registers a tensor that the module's state_dict saves with its weights",
 }
 
 
@@ -671,6 +673,11 @@ def _reduced_axis(op: Op) -> str:
     except (IndexError, TypeError):
         return ""
     return f" over axis {dim if not isinstance(dim, tuple) else list(dim)} (size {sizes})"
+
+
+def _spoiled(t: torch.Tensor) -> bool:
+    """Holds nan or +inf (-inf is a mask's fill, on a right route too)."""
+    return t.is_floating_point() and bool((torch.isnan(t) | torch.isposinf(t)).any())
 
 
 def _strong(t: torch.Tensor) -> bool:
@@ -762,9 +769,15 @@ class _Analysis:
             for i in op.inputs:
                 if i >= 0:
                     children.setdefault(i, []).append(op.index)
+        # A route through nan or +inf, which the reference never passes through, is no other right route: a
+        # comparison with nan is False, so a spoiled value can reach a matched result by accident (a nucleus mask
+        # of nan drops nothing, and the logits come back unchanged).
+        clean = not any(_spoiled(t) for op in reference.ops for t in op.outputs)
+        spoiled = [clean and not self.matched[i] and any(_spoiled(t) for t in ops[i].outputs) for i in range(len(ops))]
         leads_to_match = [False] * len(ops)
         for op in reversed(ops):
-            leads_to_match[op.index] = any(strong[c] or leads_to_match[c] for c in children.get(op.index, []))
+            leads_to_match[op.index] = not spoiled[op.index] and any(strong[c] or leads_to_match[c]
+                                                                     for c in children.get(op.index, []))
         self.good = [self.matched[i] or leads_to_match[i] or ops[i].factory for i in range(len(ops))]
 
     def _owners_read(self, op: Op) -> set:

@@ -3,6 +3,7 @@ message, learner exceptions become one short message, and nothing prints
 an expected tensor."""
 from __future__ import annotations
 
+import linecache
 import math
 import re
 import sys
@@ -65,16 +66,21 @@ def _block(x, attn, mlp, n1, n2):
 
 # Every check with a correct implementation taken from tinylm (or a few lines
 # here): the independent references and tinylm must agree.
-def _decoder_classes() -> dict:
+def _decoder_classes(change: tuple[str, str] = ("", "")) -> dict:
     """Notebook 05's solution modules, executed from its source file (tinylm's
-    own Attention, Block and Transformer would be refused as delegation)."""
+    own Attention, Block and Transformer would be refused as delegation);
+    change: (old, new) text replaced in them, a planted mistake."""
     from autograder.authoring.build import source_cells
     from autograder.course import ROOT
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
              for c in source_cells(ROOT / "autograder" / "authoring" / "notebook_src" / "05_swiglu.py")}
     ns = {"__name__": "decoder_classes"}
     for gid in ("setup", "swiglu", "Transformer"):
-        exec(cells[gid], ns)
+        source = cells[gid].replace(*change) if change[0] else cells[gid]
+        assert gid != "Transformer" or source != cells[gid] or not change[0]
+        filename = f"<05:{gid}>"  # its lines kept, as IPython keeps a cell's: a located line shows its code
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), ns)
     return ns
 
 
@@ -413,6 +419,59 @@ def test_a_gain_used_through_data_fails_for_want_of_a_gradient():
             return tinylm.rms_norm(x, self.weight.data, self.eps)
 
     assert "no gradient reaches self.weight" in _last_line(checks.check_rms_norm_module, RMSNorm)
+
+
+class _RMSNormEpsBuffer(_RMSNorm):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__(dim, eps)
+        del self.eps
+        self.register_buffer("eps", torch.tensor(eps))
+
+
+def test_eps_registered_as_a_buffer_is_a_key_a_checkpoint_lacks_and_its_line_is_shown():
+    with pytest.raises(CheckFailed) as err:
+        checks.check_rms_norm_module(_RMSNormEpsBuffer)
+    d = err.value.diagnosis
+    assert d.failed_rows == ["state_dict keys as tinylm's"]
+    assert "'eps'" in d.likely_bugs[0] and "persistent=False" in d.likely_bugs[0]
+    assert d.located["code"] == 'self.register_buffer("eps", torch.tensor(eps))'
+
+
+def test_a_buffer_left_out_of_the_state_dict_passes():
+    class RMSNorm(_RMSNorm):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__(dim, eps)
+            del self.eps
+            self.register_buffer("eps", torch.tensor(eps), persistent=False)
+
+    checks.check_rms_norm_module(RMSNorm)
+
+
+@pytest.mark.parametrize("name, check", [("Attention", checks.check_attention_module), ("Block", checks.check_block),
+                                         ("Transformer", checks.check_decoder)])
+def test_a_mask_dropped_whenever_a_cache_is_passed_shows_in_a_prefill_through_the_cache(name, check):
+    classes = _decoder_classes(("y = causal_attention(q, k, v) ",
+                                "y = causal_attention(q, k, v) if cache is None else F.scaled_dot_product_attention(q, k, v) "))
+    with pytest.raises(CheckFailed) as err:
+        check(classes[name])
+    d = err.value.diagnosis
+    assert d.regime["text"].startswith("right without a cache, wrong when a") and "prefilled through the cache" in d.regime["text"]
+    assert any("the new tokens see the future" in bug for bug in d.likely_bugs)
+    if name != "Transformer":  # the whole model's trace is too long to pair line by line
+        assert d.located["code"].startswith("y = causal_attention(q, k, v) if cache is None")
+
+
+def test_a_saved_buffer_in_a_model_module_is_named_with_the_fix():
+    class Transformer(_DECODER["Transformer"]):
+        def __init__(self, config):
+            super().__init__(config)
+            self.register_buffer("mask", torch.ones(config.max_seq_len, config.max_seq_len, dtype=torch.bool).tril())
+
+    with pytest.raises(CheckFailed) as err:
+        checks.check_decoder(Transformer)
+    d = err.value.diagnosis
+    assert "'mask'" in d.likely_bugs[0] and "persistent=False" in d.likely_bugs[0]
+    assert d.located["code"].startswith('self.register_buffer("mask"')
 
 
 # -- what a failing check shows ---------------------------------------------------------

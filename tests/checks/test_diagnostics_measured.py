@@ -19,14 +19,15 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from autograder.checks import check_causal_attention, check_get_batch, check_swiglu, check_swiglu_hidden
+from autograder.checks import (check_causal_attention, check_get_batch, check_swiglu, check_swiglu_hidden,
+                               check_top_k_filter)
 from autograder.checks import contracts, trace
-from autograder.checks.core import Check
+from autograder.checks.core import Check, independent_copy
 from autograder.checks.kv_cache import _measure_cache_length
 from autograder.checks.model import _list_lengths
 from autograder.checks.mlp import SWIGLU
 from autograder.checks.perplexity import _measure_conversion
-from autograder.checks.sampling import TOP_P_FILTER
+from autograder.checks.sampling import TIES, TOPK_MINUS, TOPK_PLUS, TOP_P_FILTER
 from autograder.checks.spies import crossed_arguments, first_call_arguments
 
 from ..helpers import check_failure, diagnosis_texts
@@ -96,6 +97,23 @@ def test_right_swiglu_passes_values_in_the_hundreds(activation, dtype):
     assert check_failure(check_swiglu, swiglu_with(activation), dtype=dtype) is None
 
 
+@pytest.mark.parametrize("fn", [swiglu_with(F.silu), lambda x, g, u, d: F.linear(F.silu(F.linear(x, g)) * F.linear(x, u), d),
+                                independent_copy(tinylm.swiglu)])
+def test_right_swiglu_passes_half_precision(fn):
+    assert check_failure(check_swiglu, fn) is None
+
+
+def swiglu_gate_in_float32(x, w_gate, w_up, w_down):
+    gate = F.silu((x @ w_gate.T).float())
+    return (gate * (x @ w_up.T)) @ w_down.T
+
+
+def test_a_gate_left_in_float32_fails_in_bfloat16_at_its_line():
+    err = check_failure(check_swiglu, swiglu_gate_in_float32)
+    assert err is not None and err.diagnosis.regime["text"] == "right in float32, raises in bfloat16"
+    assert err.diagnosis.located["code"] == "gate = F.silu((x @ w_gate.T).float())"
+
+
 def test_a_sigmoid_from_exp_of_a_positive_number_fails_values_in_the_hundreds():
     err = check_failure(check_swiglu, swiglu_with(lambda a: a * a.exp() / (1 + a.exp())))
     assert err is not None and err.diagnosis.regime["name"] == "x × 200"
@@ -126,6 +144,56 @@ def test_a_sweep_failure_no_intermediate_rounding_explains_names_none():
     err = check_failure(check_swiglu_hidden, lambda d, m: m * math.ceil(8 * d / 3 / m) + (m if m == 256 else 0))
     said = diagnosis_texts(err)
     assert "wrong with multiple 256" in said and "truncated to an int" not in said and "nearest int" not in said, said
+
+
+# -- top_k_filter: the law the kept count follows, at every k and batch size ---------------
+def top_k_with(threshold, compare=lambda logits, kth: logits < kth):
+    def top_k_filter(logits, k):
+        kth = threshold(logits, k)
+        return logits.masked_fill(compare(logits, kth), float("-inf"))
+    return top_k_filter
+
+
+top_k_right = top_k_with(lambda logits, k: logits.topk(k, dim=-1).values[..., -1:])
+top_k_clamped_by_batch = top_k_with(lambda logits, k: logits.topk(min(k, logits.size(0)), dim=-1).values[..., -1:])
+top_k_drops_the_kth = top_k_with(lambda logits, k: logits.topk(k, dim=-1).values[..., -1:], lambda l, kth: l <= kth)
+top_k_second_to_last = top_k_with(lambda logits, k: logits.topk(k, dim=-1).values[..., -2:-1])
+top_k_one_more = top_k_with(lambda logits, k: logits.sort(dim=-1, descending=True).values[..., k:k + 1])
+
+
+def top_k_exactly_k(logits, k):
+    top = logits.topk(k, dim=-1)
+    return torch.full_like(logits, float("-inf")).scatter(-1, top.indices, top.values)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_right_top_k_passes(dtype):
+    assert check_failure(check_top_k_filter, top_k_right, dtype=dtype) is None
+
+
+def test_k_clamped_by_the_batch_size_is_read_off_the_counts_not_called_an_off_by_one():
+    err = check_failure(check_top_k_filter, top_k_clamped_by_batch)
+    texts = diagnosis_texts(err)
+    assert "min(k, batch size)" in texts and "only its argmax" in texts
+    assert "k=5: 1, 2, 3, 5" in texts  # the measured counts: batches of 1, 2, 3, 5 rows
+    assert TOPK_MINUS not in texts and TOPK_PLUS not in texts
+
+
+@pytest.mark.parametrize("fn, bug", [(top_k_drops_the_kth, TOPK_MINUS), (top_k_second_to_last, TOPK_MINUS),
+                                     (top_k_one_more, TOPK_PLUS), (top_k_exactly_k, TIES)])
+def test_an_off_by_one_or_dropped_ties_is_named_when_every_k_and_batch_size_shows_it(fn, bug):
+    err = check_failure(check_top_k_filter, fn)
+    named = set(err.diagnosis.likely_bugs)
+    assert bug in named and not named & ({TOPK_MINUS, TOPK_PLUS, TIES} - {bug})
+
+
+def test_a_count_one_short_for_batches_only_is_measured_and_not_named_an_off_by_one():
+    """k - 1 tokens for a batch of several rows, k for a batch of one: every failing row of the visible check
+    looks like k - 1, the batch of one refutes it."""
+    err = check_failure(check_top_k_filter, top_k_with(lambda logits, k: logits.topk(
+        max(k - 1, 1) if logits.dim() > 1 and logits.size(0) > 1 else k, dim=-1).values[..., -1:]))
+    texts = diagnosis_texts(err)
+    assert TOPK_MINUS not in err.diagnosis.likely_bugs and "k=5: 5, 4, 4, 4" in texts
 
 
 # -- get_batch: more rows than windows ---------------------------------------------------

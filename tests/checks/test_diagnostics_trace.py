@@ -68,6 +68,21 @@ def test_a_step_missing_at_the_end_points_at_the_value_returned():
     assert found is not None and found.kind == "output" and {found.line, found.also} & {3, 4}
 
 
+def test_a_value_spoiled_by_overflow_is_placed_where_it_overflows_not_at_the_return():
+    """exp of logits past 88 is inf, inf / inf is nan, and a comparison with nan is False: the nucleus mask drops
+    nothing, so the output equals the input logits, a value the reference has. The route through nan is no right
+    route: the line whose exp overflowed is the place."""
+    from autograder.checks.sampling import top_p_steps
+    source = ("def f(logits, p):\n    sorted_logits, order = logits.sort(dim=-1, descending=True)\n"
+              "    probs = sorted_logits.exp() / sorted_logits.exp().sum(dim=-1, keepdim=True)\n"
+              "    before = probs.cumsum(dim=-1) - probs\n    drop = (before >= p).scatter(-1, order, before >= p)\n"
+              "    return logits.masked_fill(drop, float('-inf'))\n")
+    logits = randn(3, 11, seed=1) * 2
+    assert located(cell(source, "f"), top_p_steps, logits, 0.5) is None  # right for logits of ordinary size
+    found = located(cell(source, "f"), top_p_steps, logits + 1000, 0.5)
+    assert found is not None and found.line == 3 and "not finite" in found.facts[0], found
+
+
 def test_another_right_route_is_not_blamed_and_two_suspects_give_no_line():
     right = cell("def f(x, weight, eps):\n    s = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n"
                  "    y = x / s\n    return y * weight\n", "f")

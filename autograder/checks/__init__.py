@@ -1,10 +1,6 @@
 """One check per notebook exercise. Each takes the learner's function (or
 class), prints a per-quantity table, and raises CheckFailed (an
 AssertionError) naming the likely bug when something is wrong."""
-import functools
-
-import torch
-
 from .attention import check_causal_attention, check_causal_mask, check_self_attention, check_split_merge
 from .core import FAIL_HOOKS, PASS_HOOKS, Check, CheckFailed, Delegation, randn, show_check
 from .embeddings import check_embed, check_one_hot_embed, check_tie_weights, check_tied_logits
@@ -22,21 +18,10 @@ from .model import check_attention_module, check_block, check_decoder
 from .accounting import (check_attention_flops, check_decode_bytes_per_token, check_kv_cache_bytes, check_param_counts,
                          check_train_step_costs)
 from . import answers as _answers  # noqa: F401: registers the saver of passing answers (mylm/)
-
-
-def _keeping_the_random_stream(check):
-    """A check draws its own random inputs: run it on a fork of torch's
-    random state, so that the learner's later cells (a seeded training run,
-    its dropout masks) draw the same numbers whether or not a check ran."""
-    @functools.wraps(check)
-    def run(*args, **kwargs):
-        __tracebackhide__ = True
-        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-        with torch.random.fork_rng(devices=cuda):
-            return check(*args, **kwargs)
-    return run
+from .core import keeping_the_random_stream as _keeping_the_random_stream
 
 
 for _name, _check in list(globals().items()):
     if _name.startswith("check_") and callable(_check):
         globals()[_name] = _keeping_the_random_stream(_check)
+del _name, _check

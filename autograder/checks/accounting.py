@@ -418,19 +418,24 @@ def _one_size_off(fn, case: tuple, key: str, got: int, build_want) -> str | None
         names = [p.name for p in inspect.signature(fn).parameters.values() if p.kind in positional]
     except (TypeError, ValueError):
         names = []
-    for i, size in enumerate(case):
-        if not isinstance(size, int) or isinstance(size, bool) or size < 2:
-            continue
-        for delta in (-1, 1):
+    measured: dict[tuple[int, int], int | None] = {}
+
+    def moved(i: int, delta: int) -> int | None:
+        """The measurement with size argument i moved by delta (None where it cannot take that size), once."""
+        if (i, delta) not in measured:
             try:
-                want = build_want(case[:i] + (size + delta,) + case[i + 1:])[key]
+                measured[i, delta] = build_want(case[:i] + (case[i] + delta,) + case[i + 1:])[key]
             except Exception:  # noqa: BLE001: a size the measurement cannot take tells nothing
-                continue
-            if want == got:
+                measured[i, delta] = None
+        return measured[i, delta]
+    sizes = [i for i, size in enumerate(case) if isinstance(size, int) and not isinstance(size, bool) and size >= 2]
+    for i in sizes:
+        for delta in (-1, 1):
+            if moved(i, delta) == got:
                 name = names[i] if i < len(names) else f"size argument {i + 1}"
-                return (f"measured: it is exactly the count for {name} = {size + delta} instead of {size} (one "
-                        f"{'fewer' if delta < 0 else 'more'}): every one of the {size} is counted")
-    return _one_term_off(fn, case, key, got, build_want, names)
+                return (f"measured: it is exactly the count for {name} = {case[i] + delta} instead of {case[i]} (one "
+                        f"{'fewer' if delta < 0 else 'more'}): every one of the {case[i]} is counted")
+    return _one_term_off(case, got, sizes, moved, names)
 
 
 # How one part of a count may be off by one in a size s: (the words, the factor that replaces s or s²).
@@ -440,19 +445,17 @@ OFF_BY_ONE = {1: (("{s1}", lambda s: s - 1), ("{s2}", lambda s: s + 1)),
 PART = {1: "the part in proportion to {name}", 2: "the part that grows with {name}²"}
 
 
-def _one_term_off(fn, case: tuple, key: str, got: int, build_want, names: list[str]) -> str | None:
+def _one_term_off(case: tuple, got: int, sizes: list[int], moved, names: list[str]) -> str | None:
     """When a wrong count is the measurement with a size argument off by one
     in some of its parts only (the part in proportion to the size, the part
     that grows with its square: seq_len - 1 query positions against seq_len
     keys, say), which argument, which parts and how. The parts are measured:
-    the measurement is evaluated at four neighbouring sizes and read as a
-    polynomial of degree two in that size."""
-    for i, size in enumerate(case):
-        if not isinstance(size, int) or isinstance(size, bool) or size < 2:
-            continue
-        try:
-            below, here, above, further = (build_want(case[:i] + (size + d,) + case[i + 1:])[key] for d in (-1, 0, 1, 2))
-        except Exception:  # noqa: BLE001: a size the measurement cannot take tells nothing
+    the measurement is evaluated at four neighbouring sizes (`moved`) and
+    read as a polynomial of degree two in that size."""
+    for i in sizes:
+        size = case[i]
+        below, here, above, further = (moved(i, d) for d in (-1, 0, 1, 2))
+        if None in (below, here, above, further):
             continue
         square = Fraction(above - 2 * here + below, 2)  # a, b and c of a·s² + b·s + c
         linear = Fraction(above - below, 2) - 2 * square * size

@@ -315,7 +315,7 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
         mask = ref_mask(q.shape[-2], k.shape[-2])
         want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         rectangular = q.shape[-2] < k.shape[-2] and chk.passed
-        got = call_keeping_inputs(chk, causal_attention, q, k, v, names=("q", "k", "v"), on_error=(lambda err, tq=q.shape[-2]: (
+        got = call_keeping_inputs(chk, causal_attention, q, k, v, on_error=(lambda err, tq=q.shape[-2]: (
             f"it fails only when there are fewer queries than keys (q_len={tq}, kv_len={seq}): the mask must be "
             f"(q_len, kv_len), causal_mask(q.shape[-2], k.shape[-2]), with query i at position kv_len - q_len + i"))
             if rectangular else explain)

@@ -13,7 +13,7 @@ names the regime in words a learner can act on ("right in float32, wrong in
 float64", "right for batch 2, wrong for batch 1"), plus the learner's line
 where the first wrong value is made (trace.locate).
 
-    got = call_keeping_inputs(chk, rms_norm, x, weight, eps, names=("x", "weight"))
+    got = call_keeping_inputs(chk, rms_norm, x, weight, eps)
     ...
     run_contract(chk, rms_norm, RMS_NORM)
 
@@ -39,21 +39,15 @@ from . import trace
 from .core import (INPUTS_ROW, RAISE_LOCATORS, Check, LearnerTimeout, Row, changed as _changed, close_to, describe,
                    guarded_call, reached_by_gradient, refuse_delegation, tol_for)
 
-def call_keeping_inputs(chk: Check, fn, *args, names: tuple[str, ...] = (), on_error=None, **kwargs):
+def call_keeping_inputs(chk: Check, fn, *args, on_error=None, **kwargs):
     """chk.call(fn, *args, **kwargs), plus one table row per check saying
     whether every tensor argument still holds its values afterwards (every
-    call measures that, Check.call; this row shows it passed too). `names`:
-    the exercise's names of the arguments, kept for the callers' sake; the
-    learner's own parameter names name a changed one."""
+    call measures that, Check.call, and names a changed one by the learner's
+    own parameter name; this row shows it passed too)."""
     __tracebackhide__ = True
     got = chk.call(fn, *args, on_error=on_error, **kwargs)
     chk.record_inputs([], row=True)
     return got
-
-
-def record_inputs(chk: Check, changed: list[str]) -> None:
-    """The 'inputs unchanged' row, turned to FAIL the first time a call changes an input (Check.record_inputs)."""
-    chk.record_inputs(changed, row=True)
 
 
 # -- the regime grid ------------------------------------------------------------------
@@ -483,7 +477,7 @@ def apply_outcome(chk: Check, outcome: dict) -> None:
         chk.diagnose(bug)
     chk.located = failed.get("located")
     if failed.get("changed"):
-        record_inputs(chk, failed["changed"])
+        chk.record_inputs(failed["changed"], row=True)
 
 
 def _declares_regimes(contract: Contract) -> bool:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -246,6 +247,17 @@ _SETTERS = {"grad mode": torch.set_grad_enabled, "default dtype": torch.set_defa
             "default device": _set_default_device}
 
 
+@contextlib.contextmanager
+def torch_settings_kept():
+    """torch_settings() given back as they were, whatever the block did to them."""
+    before = torch_settings()
+    try:
+        yield
+    finally:
+        for setting, value in before.items():
+            _SETTERS[setting](value)
+
+
 def _short(value: Any) -> str:
     return str(value).removeprefix("torch.")
 
@@ -400,6 +412,19 @@ def inputs_kept(named: list[tuple[str, Any]], written: list[str]):
                 if t.shape == copy.shape and t.dtype == copy.dtype:
                     with torch.no_grad():
                         t.copy_(copy)
+
+
+def keeping_the_random_stream(check):
+    """A check draws its own random inputs: run it on a fork of torch's
+    random state, so that the learner's later cells (a seeded training run,
+    its dropout masks) draw the same numbers whether or not a check ran."""
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        __tracebackhide__ = True
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+        with torch.random.fork_rng(devices=cuda):
+            return check(*args, **kwargs)
+    return run
 
 
 class CheckStopped(RuntimeError):

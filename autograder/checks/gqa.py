@@ -101,7 +101,7 @@ def _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim, kv_h
         want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         kr, vr = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
         try:
-            got = call_with_hints(chk, gqa_attention, q, k, v, names=("q", "k", "v"), hints=[EXPAND_HINT])
+            got = call_with_hints(chk, gqa_attention, q, k, v, inputs_row=True, hints=[EXPAND_HINT])
         except CheckFailed as err:
             why = _unrepeated(chk, gqa_attention, q, k, v, kr, vr, want)
             if why is None:

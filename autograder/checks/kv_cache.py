@@ -26,15 +26,15 @@ from .spies import attention_heads, unrepeated_bug
 # --------------------------------------------------------------------------
 # helpers shared by the part-2 checks (06-10)
 
-def call_with_hints(chk: Check, fn, *args, hints=(), names: tuple[str, ...] | None = None, **kwargs):
+def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, **kwargs):
     """chk.call, but when the learner's code raises, an error whose text
     matches one of `hints` ((regex, likely bug) pairs) ends with that bug.
-    With `names` (of the tensor arguments), the call is also required to
-    leave those arguments unchanged (contracts.call_keeping_inputs)."""
+    `inputs_row`: the table also shows the inputs-unchanged row
+    (contracts.call_keeping_inputs)."""
     __tracebackhide__ = True
     try:
-        if names is not None:
-            return call_keeping_inputs(chk, fn, *args, names=names, **kwargs)
+        if inputs_row:
+            return call_keeping_inputs(chk, fn, *args, **kwargs)
         return chk.call(fn, *args, **kwargs)
     except CheckFailed as err:
         if chk.error_measured:

@@ -22,7 +22,7 @@ def check_swiglu(swiglu, *, seed: int = 0, batch: int = 2, seq: int = 3, d_model
     silu = lambda a: a * torch.sigmoid(a)          # noqa: E731  SiLU, from its definition
     chk = Check("swiglu", expects=f"(batch, seq, d_model) = {(batch, seq, d_model)}")
     chk.axes = {"batch": batch, "seq": seq, "batch·seq": batch * seq, "d_model": d_model, "d_ff": d_ff}
-    got = call_keeping_inputs(chk, swiglu, x, w_gate, w_up, w_down, names=("x", "w_gate", "w_up", "w_down"),
+    got = call_keeping_inputs(chk, swiglu, x, w_gate, w_up, w_down,
                               on_error=lambda err: (
         "the weights use nn.Linear's layout: w_gate and w_up are [d_ff, d_model], w_down is [d_model, d_ff]; a "
         "projection multiplies by the transpose, x @ w_gate.T, (gate * up) @ w_down.T"
@@ -198,7 +198,7 @@ def check_pre_norm_block(pre_norm_block, *, seed: int = 0, batch: int = 2, seq: 
     h = x + attn(n1(x))
     want = h + mlp(n2(h))
     chk = Check("pre_norm_block", expects=f"(batch, seq, d_model) = {(batch, seq, d)}")
-    got = call_keeping_inputs(chk, pre_norm_block, x, attn, mlp, n1, n2, names=("x",))
+    got = call_keeping_inputs(chk, pre_norm_block, x, attn, mlp, n1, n2)
     post1 = n1(x + attn(x))
 
     def residual_from_normed():

@@ -158,7 +158,7 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
     __tracebackhide__ = True
     chk = Check("rms_norm", expects="a tensor with x's shape and dtype")
     for label, x, weight, eps in rms_norm_cases(seed, shape, dtype):
-        got = call_keeping_inputs(chk, rms_norm, x, weight, eps, names=("x", "weight"), on_error=_keepdim_hint)
+        got = call_keeping_inputs(chk, rms_norm, x, weight, eps, on_error=_keepdim_hint)
         chk.compare(label, got, _ref_rms_norm(x, weight, eps), variants=_rms_variants(x, weight, eps))
     if not chk.passed and not chk.named_variants():
         explain_rms_norm(chk, rms_norm)
@@ -179,7 +179,7 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     # The dtype is kept: half-precision inputs give a half-precision result (the reference runs in float32).
     half = torch.bfloat16
     x_h, w_h, b_h = x.to(half), weight.to(half), bias.to(half)
-    got = call_keeping_inputs(chk, layer_norm, x_h, w_h, b_h, eps, names=("x", "weight", "bias"))
+    got = call_keeping_inputs(chk, layer_norm, x_h, w_h, b_h, eps)
     want = F.layer_norm(x_h.float(), (d,), w_h.float(), b_h.float(), eps).to(half)
     chk.compare(f"{half} keeps its dtype", got, want, atol=0.1, rtol=0.05)
     run_contract(chk, layer_norm, LAYER_NORM)
@@ -189,7 +189,7 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
 def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
     __tracebackhide__ = True
     d = x.shape[-1]
-    got = call_keeping_inputs(chk, layer_norm, x, weight, bias, eps, names=("x", "weight", "bias"))
+    got = call_keeping_inputs(chk, layer_norm, x, weight, bias, eps)
     mu = x.mean(-1, keepdim=True)
     chk.compare(label, got, F.layer_norm(x, (d,), weight, bias, eps), variants={
         "variance as mean(x²) - mean(x)²: the two large terms cancel when the mean is large (catastrophic "

@@ -147,7 +147,7 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     for label, x, s in rope_cases(seed, batch, heads, seq, head_dim, dtype):
         c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
         only_offset = s > 0 and chk.passed
-        got = call_keeping_inputs(chk, apply_rope, x, cos, sin, s, names=("x", "cos", "sin"), on_error=(lambda err, s=s: (
+        got = call_keeping_inputs(chk, apply_rope, x, cos, sin, s, on_error=(lambda err, s=s: (
             f"it fails only with start_pos={s}: take the T rows that start at start_pos, "
             "cos[start_pos:start_pos + T] (and the same rows of sin)")) if only_offset else None)
         chk.compare(label, got, ref_rotate(x, s, theta), variants={
@@ -163,7 +163,7 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
         })
     # The dtype is kept: a float16 x rotated by the float32 tables a model stores stays float16.
     x16 = randn(batch, heads, seq, head_dim, seed=seed + 5, dtype=torch.float16)
-    got = call_keeping_inputs(chk, apply_rope, x16, cos.float(), sin.float(), 3, names=("x", "cos", "sin"))
+    got = call_keeping_inputs(chk, apply_rope, x16, cos.float(), sin.float(), 3)
     chk.compare("float16 x, float32 tables, start_pos=3", got, ref_rotate(x16.double(), 3, theta).half(),
                 atol=1e-2, rtol=1e-2)
     # Properties that hold for any correct rotation, checked on the learner's output alone.

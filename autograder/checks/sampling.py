@@ -147,7 +147,7 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
         return lambda: wrong() if not chk.passed and law.fit() == (c, False) else None
     counts = []  # (k, tokens kept per row, the right counts) of each failing row that keeps the most likely tokens
     for label, xs, k in shapes:
-        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS, names=("logits",))
+        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS, inputs_row=True)
         want = ref_top_k(xs, k)
         flat = xs.reshape(-1, xs.shape[-1])
         variants = {TOPK_MINUS: off_by(-1, lambda: ref_top_k(xs, k - 1))} if k > 1 else {}
@@ -278,7 +278,7 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
     cases = [(f"p={p} on {tuple(x.shape)}", x, p) for p in ps]
     cases.append((f"p={ps[1 % len(ps)]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
     for label, xs, p in cases:
-        got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=WRONG_AXIS, names=("logits",))
+        got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=WRONG_AXIS, inputs_row=True)
         want = ref_top_p(xs, p)
         probs = xs.double().softmax(-1)
         sorted_p, order = probs.sort(-1, descending=True)
@@ -452,7 +452,7 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
     for T, k, p in settings:
         label = f"T={T}" + (f", top_k={k}" if k else "") + (f", top_p={p}" if p else "")
         draws = call_with_hints(chk, sample_next, row.expand(n_draws, vocab).clone(), T, k, p, seeded(seed + 1),
-                                names=("logits",))
+                                inputs_row=True)
         if not (isinstance(draws, torch.Tensor) and draws.shape == (n_draws,) and not draws.is_floating_point()):
             hint = (" (torch.multinomial returns (B, 1): .squeeze(-1))"
                     if isinstance(draws, torch.Tensor) and draws.shape == (n_draws, 1) else

@@ -50,7 +50,7 @@ def test_a_learner_report_mistake_is_named(notebook, mutation):
 def test_an_input_changed_in_place_fails_its_row_and_names_the_argument():
     chk = Check("centre", expects="a tensor")
     x = torch.arange(6.0).view(2, 3)
-    call_keeping_inputs(chk, lambda t: t.sub_(t.mean(-1, keepdim=True)), x, names=("x",))
+    call_keeping_inputs(chk, lambda t: t.sub_(t.mean(-1, keepdim=True)), x)
     row = next(r for r in chk.rows if r.name == "inputs unchanged")
     assert not row.ok and "`t` in place" in chk.diagnoses[0]  # the learner's own name for the argument
     assert torch.equal(x, torch.arange(6.0).view(2, 3))  # given back: the check goes on reading the caller's input
@@ -58,7 +58,7 @@ def test_an_input_changed_in_place_fails_its_row_and_names_the_argument():
 
 def test_an_untouched_input_passes_the_row():
     chk = Check("centre", expects="a tensor")
-    call_keeping_inputs(chk, lambda t: t - t.mean(-1, keepdim=True), torch.arange(6.0).view(2, 3), names=("x",))
+    call_keeping_inputs(chk, lambda t: t - t.mean(-1, keepdim=True), torch.arange(6.0).view(2, 3))
     assert chk.passed and [r.name for r in chk.rows] == ["inputs unchanged"]
 
 

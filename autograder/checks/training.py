@@ -211,7 +211,7 @@ def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr:
 # ---------------------------------------------------------------- one step
 
 def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=True, reduction="mean",
-              zero_after_backward=False, targets=None):
+              zero_after_backward=False, zero_after_step=False, targets=None):
     model.train(train)
     logits = model(x)                                                    # (B, T, V)
     loss = F.cross_entropy(logits.flatten(0, 1), (y if targets is None else targets).flatten(), reduction=reduction)
@@ -223,6 +223,8 @@ def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=Tru
     if clip_on:
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
+    if zero_after_step:
+        opt.zero_grad()
     return loss.detach()
 
 
@@ -234,6 +236,15 @@ def _setup(seed: int, dropout: float, lr: float):
     model = tiny_model(seed, dropout=dropout, vocab=23, d_model=20, n_heads=2)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
     return model, opt
+
+
+def _between_steps(model, seed: int, i: int) -> None:
+    """Before the second step, gradients left in .grad by something between the steps (an evaluation run with
+    autograd on, a gradient check), which a step must not add to its own; the first step meets a fresh model,
+    whose .grad are None."""
+    if i == 1:
+        for k, p in enumerate(model.parameters()):
+            p.grad = randn(*p.shape, seed=seed + 100 + k)
 
 
 def ref_lm_loss(logits, targets):
@@ -249,11 +260,13 @@ NO_GRAPH = [(r"does not require grad|has no attribute 'backward'",
 def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> None:
     """What the learner's step did to the parameters and their gradients."""
     grads = [p.grad for p in model.parameters()]
-    if all(g is None for g in grads):
-        chk.diagnose("no parameter has a gradient at optimizer.step(): call loss.backward() before the step, and "
-                     "optimizer.zero_grad() BEFORE backward() (zero_grad after backward erases the gradients)")
+    moved = not torch.equal(_flat(model), before)
+    if all(g is None for g in grads):  # after the call: moved parameters had gradients at the step, cleared since
+        if not moved:
+            chk.diagnose("no parameter has a gradient at optimizer.step(): call loss.backward() before the step, and "
+                         "optimizer.zero_grad() BEFORE backward() (zero_grad after backward erases the gradients)")
         return
-    if torch.equal(_flat(model), before):
+    if not moved:
         chk.diagnose("the parameters did not move: call optimizer.step() after backward() (and the clipping)")
         return
     norm = float(torch.cat([g.detach().flatten() for g in grads if g is not None]).double().norm())
@@ -282,6 +295,7 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         model, opt = _setup(seed, dropout, lr)
         out = []
         for i in range(n_steps):
+            _between_steps(model, seed, i)
             torch.manual_seed(seed + i)
             loss = _ref_step(model, opt, x, y, grad_clip, **kw)
             out.append((loss, _flat(model)))
@@ -290,8 +304,12 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
     want = trajectory()
     variants = {
         "eval mode left on: call model.train() at the start of a step (dropout must be on while training)": dict(train=False),
-        "missing zero_grad: gradients of the previous step are added to this one; call optimizer.zero_grad() "
-        "before loss.backward()": dict(zero_grad=False),
+        "missing zero_grad before the backward pass: gradients already in .grad (the previous step's, or any left "
+        "before this call) are added to this step's; call optimizer.zero_grad() before loss.backward()":
+            dict(zero_grad=False),
+        "zero_grad after optimizer.step() instead of before loss.backward(): the gradients already in .grad when "
+        "the step is called (left by an evaluation with autograd on, a gradient check) are added to this batch's; "
+        "call optimizer.zero_grad() first": dict(zero_grad=False, zero_after_step=True),
         "gradients not clipped before optimizer.step(): torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) "
         "goes between backward() and step()": dict(clip_on=False),
         "loss averaged wrongly: summed over tokens instead of the mean": dict(reduction="sum"),
@@ -309,6 +327,7 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
     returned_floats = True
     try:
         for i in range(n_steps):
+            _between_steps(model, seed, i)
             torch.manual_seed(seed + i)
             before = _flat(model)
             got = call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)

@@ -675,6 +675,21 @@ def test_a_result_a_size_times_off_names_the_size():
         assert not other.facts
 
 
+def test_a_result_off_by_a_constant_a_formula_mixes_up_is_named():
+    """Nats to bits through log10(2) is ln 10 times the bits; an angle without π is 1/π of it. Other factors (a
+    factor 1.5, 2) and a right result say nothing."""
+    nats = torch.tensor([2.1, 0.7, 1.3], dtype=torch.float64)
+    bits = nats / math.log(2)
+    for got, words in ((nats / math.log10(2), "ln 10 = 2.303 times"), (bits / math.pi, "1/(π = 3.142) of")):
+        chk = checks.core.Check("bits", expects="a tensor")
+        chk.compare("bits", got, bits)
+        assert any(words in d for d in chk.diagnoses), chk.diagnoses
+    for got in (bits * 1.5, bits * 2, bits.clone()):
+        quiet = checks.core.Check("bits", expects="a tensor")
+        quiet.compare("bits", got, bits)
+        assert not quiet.diagnoses
+
+
 def test_a_result_with_its_axes_in_another_order_is_named_with_the_sizes_owners():
     x, weight = torch.randn(2, 3, 5), torch.randn(9, 5)
     chk = checks.core.Check("logits", expects="(B, T, V)")

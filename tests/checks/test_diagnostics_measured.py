@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 import tinylm
 from autograder.checks import (check_causal_attention, check_get_batch, check_swiglu, check_swiglu_hidden,
-                               check_top_k_filter)
+                               check_top_k_filter, check_train_step)
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check, independent_copy
 from autograder.checks.kv_cache import _measure_cache_length
@@ -337,3 +337,26 @@ def test_the_solution_passes_its_whole_check_cell(notebook, cell):
         for src in [*setup, *answers.values()]:
             exec(compile(src, f"<{notebook}>", "exec"), ns)
         exec(compile(checks[cell], f"<{notebook}:check {cell}>", "exec"), ns)
+
+
+def _step_zeroing(when: str):
+    def train_step(model, optimizer, x, y, grad_clip=1.0):
+        model.train()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        if when == "before":
+            optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        if when == "after":
+            optimizer.zero_grad()
+        return loss.item()
+    return train_step
+
+
+def test_gradients_left_before_a_step_are_not_added_to_it():
+    """Between the two steps something leaves gradients in .grad (an evaluation with autograd on): a step that
+    zeroes after optimizer.step() adds them to its own and is named; zeroing first passes."""
+    err = check_failure(check_train_step, _step_zeroing("after"))
+    assert err is not None and "zero_grad after optimizer.step()" in diagnosis_texts(err)
+    assert check_failure(check_train_step, _step_zeroing("before")) is None

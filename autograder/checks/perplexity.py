@@ -336,6 +336,8 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
     train, val = _markov_bytes(n_train, seed), _markov_bytes(n_val, seed + 1)
     for a in (alpha, alpha / 5):
         _bigram_row(chk, bigram_nll, train, val, a, f"{n_train} train bytes, {n_val} val bytes, alpha={a:g}")
+    if chk.passed:
+        _unseen_bytes_row(chk, bigram_nll, train, alpha)
     run_contract(chk, bigram_nll, BIGRAM_NLL)
     chk.finish()
 
@@ -374,6 +376,21 @@ def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
     })
 
 
+def _unseen_bytes_row(chk: Check, bigram_nll, train: torch.Tensor, alpha: float) -> None:
+    """Validation text whose every byte is absent from train: each pair is scored by an empty row, which the
+    smoothing alone makes uniform, (0 + alpha) / (0 + 256 alpha) = 1/256, so the NLL is ln 256 (a closed form)."""
+    unseen = torch.tensor([b for b in range(ord("A"), ord("Z") + 1) if b not in set(train.tolist())], dtype=torch.uint8)
+    val = unseen.repeat(4)
+    value = _as_float_tensor(call_with_hints(chk, bigram_nll, train, val, alpha, hints=UINT8))
+    want = torch.tensor(math.log(256), dtype=torch.float64)
+    if value is not None and not chk.compare("val bytes never seen in train: ln 256 per byte", value, want,
+                                             atol=1e-6, rtol=1e-6):
+        chk.diagnose(f"for a previous byte never seen in train your bigram_nll gives {float(value):.4f} nats per byte, "
+                     f"not ln 256 = {math.log(256):.4f} (measured on text made only of such bytes): an empty row "
+                     "smoothed by alpha is uniform, (0 + alpha) / (0 + 256 alpha) = 1/256; divide by counts.sum(1) + "
+                     "256 * alpha as it is, with no clamp or special case for rows without counts")
+
+
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
 def nll_steps(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100):
     flat = logits.flatten(0, 1).float()                          # (B*T, V)
@@ -388,6 +405,19 @@ def _pad_with_ignore_index(args: dict) -> dict:
     """The visible padding (-100) written as the ignore_index the regime passes."""
     targets = args["targets"].masked_fill(args["targets"] == -100, args["ignore_index"])
     return {**args, "targets": targets}
+
+
+def _many_bfloat16_targets(args: dict) -> dict:
+    """The visible batch repeated along the positions in bfloat16 until more than 256 targets are scored, and
+    one padding position scored as well: an odd count, which bfloat16 (8 significant bits) cannot hold."""
+    logits, targets, ignore = args["logits"], args["targets"], args["ignore_index"]
+    scored = int((targets != ignore).sum())
+    copies = 256 // max(scored, 1) + 1
+    targets = targets.repeat(1, copies)
+    padding = (targets == ignore).nonzero()
+    if scored % 2 == 0 and len(padding):
+        targets[tuple(padding[0])] = 0 if ignore != 0 else 1
+    return {**args, "logits": logits.repeat(1, copies, 1).to(torch.bfloat16), "targets": targets}
 
 
 def _nll_cases():
@@ -416,7 +446,11 @@ NLL_SUM_AND_COUNT = Contract("nll_sum_and_count", nll_steps, _nll_cases, names=(
                              params=(("ignore_index", 0, _pad_with_ignore_index),), edges=(
                                  Edge("no scored target", "for a batch with no scored target (every target is "
                                       "ignore_index, as in a batch of padding: the sum is 0 over a count of 0)",
-                                      lambda a: {**a, "targets": torch.full_like(a["targets"], a["ignore_index"])}),))
+                                      lambda a: {**a, "targets": torch.full_like(a["targets"], a["ignore_index"])}),
+                                 Edge("over 256 targets in bfloat16", "for bfloat16 logits with more than 256 scored "
+                                      "targets, an odd number of them (bfloat16 holds whole numbers exactly only up to "
+                                      "256: a count summed in the logits' dtype is rounded; count the bool mask as an "
+                                      "int, (targets != ignore_index).sum())", _many_bfloat16_targets),))
 
 
 def bigram_steps(train: torch.Tensor, val: torch.Tensor, alpha: float = 0.5) -> float:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 import tinylm
 from autograder.checks import (check_causal_attention, check_get_batch, check_swiglu, check_swiglu_hidden,
                                check_top_k_filter, check_train_step)
+from autograder.checks import check_bigram_nll, check_nll_sum_and_count
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check, independent_copy
 from autograder.checks.kv_cache import _measure_cache_length
@@ -360,3 +361,34 @@ def test_gradients_left_before_a_step_are_not_added_to_it():
     err = check_failure(check_train_step, _step_zeroing("after"))
     assert err is not None and "zero_grad after optimizer.step()" in diagnosis_texts(err)
     assert check_failure(check_train_step, _step_zeroing("before")) is None
+
+
+def _bigram(clamped: bool):
+    def bigram_nll(train, val, alpha=0.5):
+        t, v = train.long(), val.long()
+        counts = torch.bincount(t[:-1] * 256 + t[1:], minlength=65536).view(256, 256).double()
+        totals = counts.sum(1, keepdim=True)
+        probs = (counts + alpha) / ((totals.clamp(min=1) if clamped else totals) + 256 * alpha)
+        return -probs.log()[v[:-1], v[1:]].mean().item()
+    return bigram_nll
+
+
+def test_a_previous_byte_never_seen_in_train_is_scored_by_the_uniform_row():
+    """Text made only of bytes absent from train: the smoothed empty rows give ln 256 per byte (a closed form)."""
+    err = check_failure(check_bigram_nll, _bigram(clamped=True))
+    assert err is not None and "not ln 256" in diagnosis_texts(err)
+    assert check_failure(check_bigram_nll, _bigram(clamped=False)) is None
+
+
+def _nll_counting_in(dtype_of_logits: bool):
+    def nll_sum_and_count(logits, targets, ignore_index=-100):
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=ignore_index, reduction="sum")
+        mask = targets != ignore_index
+        return nll.item(), int(mask.to(logits.dtype).sum() if dtype_of_logits else mask.sum())
+    return nll_sum_and_count
+
+
+def test_a_count_summed_in_bfloat16_is_caught_above_256_targets():
+    err = check_failure(check_nll_sum_and_count, _nll_counting_in(dtype_of_logits=True))
+    assert err is not None and err.diagnosis.regime["name"] == "over 256 targets in bfloat16"
+    assert check_failure(check_nll_sum_and_count, _nll_counting_in(dtype_of_logits=False)) is None

@@ -614,7 +614,25 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     chk.require("sampling: same seed, same tokens", same,
                 "two runs with identically seeded generators differ",
                 diagnosis=None if same or not shaped or in_train else "the generator is not used: pass it on to sample_next")
+    if ok:
+        _samples_without_filters(chk, generate, model, prompt, max_new_tokens, want)
     return chk
+
+
+def _samples_without_filters(chk: Check, generate, model, prompt, max_new_tokens: int, greedy: torch.Tensor) -> None:
+    """Temperature 1 with no top-k or top-p draws from the whole softmax: three seeds that all give the greedy
+    tokens (a tiny random model's distribution is far from one-hot) show a decoder that samples only when a
+    filter is set."""
+    draws = [chk.call(generate, model, prompt, max_new_tokens, 1.0, None, None, seeded(s)) for s in (21, 22, 23)]
+    model.train()
+    greedy_each = [isinstance(d, torch.Tensor) and d.shape == greedy.shape and torch.equal(d.cpu(), greedy.cpu())
+                   for d in draws]
+    chk.require("sampling without top_k or top_p: draws, not the argmax", not all(greedy_each),
+                "temperature 1, no filters: three seeds gave the greedy tokens",
+                diagnosis=None if not all(greedy_each) else
+                "with temperature 1 and neither top_k nor top_p your generate returns the greedy tokens for every seed "
+                "(measured: seeds 21, 22 and 23 all give the argmax decoding): it samples only when a filter is set; "
+                "only temperature 0 is greedy, so pass temperature, top_k and top_p on to sample_next as they are")
 
 
 def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 import tinylm
 from autograder.checks import (check_causal_attention, check_get_batch, check_swiglu, check_swiglu_hidden,
                                check_top_k_filter, check_train_step)
-from autograder.checks import check_bigram_nll, check_nll_sum_and_count
+from autograder.checks import check_bigram_nll, check_generate, check_nll_sum_and_count
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check, independent_copy
 from autograder.checks.kv_cache import _measure_cache_length
@@ -392,3 +392,42 @@ def test_a_count_summed_in_bfloat16_is_caught_above_256_targets():
     err = check_failure(check_nll_sum_and_count, _nll_counting_in(dtype_of_logits=True))
     assert err is not None and err.diagnosis.regime["name"] == "over 256 targets in bfloat16"
     assert check_failure(check_nll_sum_and_count, _nll_counting_in(dtype_of_logits=False)) is None
+
+
+def _decoder(greedy_without_filters: bool):
+    @torch.no_grad()
+    def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
+        was = model.training
+        model.eval()
+        try:
+            return _decode(model, prompt, max_new_tokens, temperature, top_k, top_p, generator)
+        finally:
+            model.train(was)
+
+    def _decode(model, prompt, max_new_tokens, temperature, top_k, top_p, generator):
+        idx = prompt
+        for _ in range(max_new_tokens):
+            logits = model(idx)[:, -1].float()
+            if temperature == 0 or (greedy_without_filters and top_k is None and top_p is None):
+                nxt = logits.argmax(-1)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = logits.topk(top_k, dim=-1).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                if top_p is not None:
+                    sorted_logits, order = logits.sort(dim=-1, descending=True)
+                    probs = sorted_logits.softmax(-1)
+                    drop = (probs.cumsum(-1) - probs) >= top_p
+                    logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+                nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator)[:, 0]
+            idx = torch.cat([idx, nxt[:, None]], dim=1)
+        return idx
+    return generate
+
+
+def test_a_decoder_that_samples_only_with_a_filter_is_named():
+    """Temperature 1 without top-k or top-p must draw: three seeds that all give the argmax decoding show it does not."""
+    err = check_failure(check_generate, _decoder(greedy_without_filters=True))
+    assert err is not None and "samples only when a filter is set" in diagnosis_texts(err)
+    assert check_failure(check_generate, _decoder(greedy_without_filters=False)) is None

@@ -394,8 +394,8 @@ def _run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 1
     evaluations of build_want."""
     def measure_further(key, failures, first):
         _, case, got = failures[0]
-        return _one_size_off(fn, case, key, got, build_want) or \
-            (_one_field_off(failures, key, build_want, budget) if first else None)
+        return _one_size_off(fn, case, key, got, build_want) or _one_addition_short(fn, failures, key, build_want) \
+            or (_one_field_off(failures, key, build_want, budget) if first else None)
 
     findings = Findings(measure_further)
     for label, case in cases:
@@ -410,14 +410,19 @@ def _run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 1
     return findings
 
 
+def _positional_names(fn) -> list[str]:
+    """The learner's own names for its positional arguments (none for *args)."""
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values() if p.kind in positional]
+    except (TypeError, ValueError):
+        return []
+
+
 def _one_size_off(fn, case: tuple, key: str, got: int, build_want) -> str | None:
     """When a wrong count is the measurement for one size argument off by
     one (seq_len - 1 positions, batch + 1), which argument and by how much."""
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    try:  # the learner's own names for the sizes (none for *args)
-        names = [p.name for p in inspect.signature(fn).parameters.values() if p.kind in positional]
-    except (TypeError, ValueError):
-        names = []
+    names = _positional_names(fn)
     measured: dict[tuple[int, int], int | None] = {}
 
     def moved(i: int, delta: int) -> int | None:
@@ -505,6 +510,31 @@ def _field_values(config: tinylm.ModelConfig, field: str) -> dict[int, list[str]
         if value >= 1 and value != own:
             values.setdefault(value, []).append(name)
     return values
+
+
+def _one_addition_short(fn, failures: list[tuple], key: str, build_want) -> str | None:
+    """When every failing FLOP count is the measurement times 1 - 1/(2n), n one size of its case (or a quotient
+    of two, d_model / n_heads): each dot product of n terms counted as 2n - 1 operations."""
+    names = _positional_names(fn)
+    said: set[str] | None = None  # the names that fit every case
+    for _, case, got in failures:
+        want = build_want(case)[key]
+        if not 0 < got < want or want % (2 * (want - got)):
+            return None
+        n = want // (2 * (want - got))
+        sizes = [(v, names[i] if i < len(names) else f"size argument {i + 1}") for i, v in enumerate(case)
+                 if isinstance(v, int) and not isinstance(v, bool) and v > 1]
+        fits = {name for v, name in sizes if v == n} | {f"{a_name} / {b_name}" for a, a_name in sizes
+                                                          for b, b_name in sizes if a != b and a == n * b}
+        said = fits if said is None else said & fits
+    if not said or len(said) != 1:
+        return None
+    name = said.pop()
+    n = f"({name})" if " / " in name else name
+    return (f"measured: in every case yours is the measurement times 1 - 1/(2·{n}), each dot product of {name} "
+            f"terms counted as 2·{n} - 1 operations ({name} multiplications and {n} - 1 additions): the "
+            "convention, and torch's FlopCounterMode, count a multiply-add per term, 2·m·n·p FLOPs for an "
+            "(m, n) @ (n, p) matmul")
 
 
 def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> str | None:

@@ -351,3 +351,18 @@ def test_rate_and_throughput_are_positive():
     flops, _ = measure.matmul_throughput(size=64, repeats=3)
     bandwidth, _ = measure.copy_bandwidth(megabytes=1, repeats=3)
     assert flops > 0 and bandwidth > 0
+
+
+def _attention_flops_without_the_last_addition(B, T, d, H):
+    """Each dot product of n terms counted as n multiplications and n - 1 additions."""
+    hd = d // H
+    return {"qkv_proj": 3 * B * T * d * (2 * d - 1), "scores": B * H * T * T * (2 * hd - 1),
+            "mix": B * H * T * hd * (2 * T - 1), "out_proj": B * T * d * (2 * d - 1)}
+
+
+def test_dot_products_counted_as_2n_minus_1_are_read_off_every_case():
+    with pytest.raises(CheckFailed) as err:
+        checks.check_attention_flops(_attention_flops_without_the_last_addition)
+    text = str(err.value)
+    for phrase in ("1 - 1/(2·d)", "1 - 1/(2·(d / H))", "1 - 1/(2·T)", "2·m·n·p"):
+        assert phrase in text, text

@@ -21,8 +21,28 @@ OUT_OF_CONTRACT = {
     ("fresh", "04", "apply_rope"): "halves along dim=3: the exercise promises x of shape (B, H, T, hd) only, "
                                    "where dim=3 is the last axis",
 }
-# A mistake of a set worked on that the checks still do not name or place, with what it would take.
-NOT_YET: dict[tuple, str] = {}
+# A mistake of a set worked on that the checks still do not name or place, with what it would take; a fourth item,
+# words of its `why`, tells apart two mistakes of one cell.
+NOT_YET: dict[tuple, str] = {
+    ("fresh7", "02", "RMSNorm", ".to(DEVICE)"): "`.to(DEVICE)` of a Parameter is a plain tensor only when DEVICE is not the CPU: build "
+                                 "the learner's module with the notebook's DEVICE at another device and compare what "
+                                 "it registers",
+    ("fresh7", "03", "split_heads"): "a merge that flattens the positions too, (B, T·d) for (B, T, d): say which axes "
+                                     "a wrong shape merged",
+    ("fresh7", "04", "apply_rope"): "one table row for every position: the tracer shows the return line, not the "
+                                    "slice whose (hd,) shape the reference never has",
+    ("fresh7", "06", "generate_greedy", "new KVCache"): "a new float32 KVCache for a bfloat16 model: a regime with the model and the "
+                                         "caller's cache in bfloat16, judged by raising and dtype",
+    ("fresh7", "07", "decode_bytes_per_token", "bytes per number but not the vocabulary"):
+        "a part of the count not multiplied by the bytes per number: split the measurement into its parts",
+    ("fresh7", "09", "lm_loss"): "log_softmax over the positions: measure the axis a normalisation runs over",
+    ("fresh7", "09", "train_step_costs"): "the norm gains left out of the bytes: split the measurement into its parts",
+}
+
+
+def _listed(table: dict, mutation_set: str, outcome) -> bool:
+    return any(key[:3] == (mutation_set, outcome.notebook, outcome.mutation.cell)
+               and (len(key) == 3 or key[3] in outcome.mutation.why) for key in table)
 # A mistake named rightly whose shown line is not the one it changed (set, notebook, cell, words of its
 # `why`), with the reason it is kept.
 KNOWN_WRONG_LINE = {
@@ -42,7 +62,8 @@ KNOWN_WRONG_LINE = {
                                           pytest.param("fresh3", marks=pytest.mark.slow),
                                           pytest.param("fresh4", marks=pytest.mark.slow),
                                           pytest.param("fresh5", marks=pytest.mark.slow),
-                                          pytest.param("fresh6", marks=pytest.mark.slow)])
+                                          pytest.param("fresh6", marks=pytest.mark.slow),
+                                          pytest.param("fresh7", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     """The held-out sets (mistakes written without reading the checks) that
     the checks were improved on: each was measured first (docs/benchmarks.md
@@ -52,10 +73,10 @@ def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     outcomes = bench_diagnostics.run(mutation_set=mutation_set)
     assert outcomes, "no mutations found in benchmarks/mutations"
     excused = OUT_OF_CONTRACT | NOT_YET
-    kept = [o for o in outcomes if (mutation_set, o.notebook, o.mutation.cell) not in excused]
+    kept = [o for o in outcomes if not _listed(excused, mutation_set, o)]
     assert len(outcomes) - len(kept) == sum(k[0] == mutation_set for k in excused), "a kept miss is gone: drop it"
     for o in outcomes:
-        if (mutation_set, o.notebook, o.mutation.cell) in NOT_YET:
+        if _listed(NOT_YET, mutation_set, o):
             assert o.verdict not in ("named", "located"), f"{o.notebook} {o.mutation.cell} is found now: drop it from NOT_YET"
     for o in kept:
         if any(key[:3] == (mutation_set, o.notebook, o.mutation.cell) and key[3] in o.mutation.why

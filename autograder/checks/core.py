@@ -449,6 +449,22 @@ def randn(*shape, seed: int, dtype=torch.float32) -> torch.Tensor:
     return torch.randn(*shape, generator=seeded(seed), dtype=torch.float64).to(dtype)
 
 
+def axis_groups(fine: tuple, coarse: tuple) -> list[list[int]] | None:
+    """For each axis of `coarse`, the adjacent axes of `fine` it merges (in
+    order), or None when `coarse` is no such merging of `fine`."""
+    groups, i = [], 0
+    for size in coarse:
+        group, product = [], 1
+        while i < len(fine) and (product < size or not group) and product * fine[i] <= size:
+            group.append(i)
+            product *= fine[i]
+            i += 1
+        if product != size or not group:
+            return None
+        groups.append(group)
+    return groups if i == len(fine) else None
+
+
 def tol_for(dtype: torch.dtype) -> tuple[float, float]:
     return TOLERANCES.get(dtype, TOLERANCES[torch.float32])
 
@@ -790,13 +806,38 @@ INPUTS_ROW = "inputs unchanged"
 SETTINGS_ROW = "torch settings and requires_grad given back"
 LAYOUT = "your result holds the right values with its axes in another order"
 
-# Constants a formula mixes up, with what a result off by exactly that factor means.
-_LOG_BASES = ("a logarithm in another base: ln (math.log, torch.log) is base e, log2 base 2, log10 base 10, and "
-              "log_b(x) = ln(x) / ln(b); nats become bits by dividing by ln 2 (math.log(2)), not by log10(2) or 2")
-_ANGLES = "a factor π: an angle in turns or degrees where radians are meant (a full turn is 2π), or π missing from it"
-FACTORS = {"ln 2": (math.log(2), _LOG_BASES), "ln 10": (math.log(10), _LOG_BASES),
-           "log2(10)": (math.log2(10), _LOG_BASES), "π": (math.pi, _ANGLES), "2π": (2 * math.pi, _ANGLES),
-           "e": (math.e, "a factor e: an exp(1) too many or missing (exp(x + 1) for exp(x)?)")}
+
+def _log_base_factors() -> list[tuple[float, str, str]]:
+    """(factor, its name, how code makes it) for every change of logarithm
+    base among e, 2 and 10: log_a(x) / log_b(x) = ln b / ln a, and the same
+    swap in a divisor gives the inverse."""
+    bases = (("e", "math.log", 1.0), ("2", "math.log2", math.log(2)), ("10", "math.log10", math.log(10)))
+    names = {("e", "2"): "ln 2", ("2", "e"): "log2(e) = 1/ln 2", ("e", "10"): "ln 10", ("10", "e"): "log10(e) = 1/ln 10",
+             ("2", "10"): "log2(10)", ("10", "2"): "log10(2)"}
+    nats_to_bits = {"2": " (nats where bits are meant: the division by math.log(2) = ln 2 is missing)",
+                    "10": " (math.log10(2) for math.log(2) = ln 2, the divisor that turns nats into bits)"}
+    found = []
+    for (a, log_a, ln_a), (b, log_b, ln_b) in itertools.permutations(bases, 2):
+        found.append((ln_b / ln_a, names[(a, b)],
+                      f"a change of logarithm base (log_b(x) = ln(x) / ln(b)): {log_a}(...) where {log_b}(...) is "
+                      f"meant, or {log_b}(...) where {log_a}(...) is meant in a divisor"
+                      + (nats_to_bits[b] if a == "e" else "")))
+    return found
+
+
+# Constants a formula's factor is mixed up with, as (factor, its name, how code makes it); sizes of the call come first.
+KNOWN_FACTORS = _log_base_factors() + [
+    (2.0, "2", "a term counted twice, or a factor 2 the formula does not have"),
+    (0.5, "1/2", "a term counted half, or a division by 2 the formula does not have"),
+    (math.pi, "π", "a factor π too many (math.pi where the formula has none)"),
+    (1 / math.pi, "1/π", "a division by π the formula does not have"),
+    (2 * math.pi, "2π", "a factor 2π: radians where turns are meant (or a 2π missing from the other side)"),
+    (1 / (2 * math.pi), "1/(2π)", "a division by 2π: turns where radians are meant (or a 2π missing)"),
+    (180 / math.pi, "180/π", "degrees where radians are meant: math.degrees where the formula works in radians"),
+    (math.pi / 180, "π/180", "radians where degrees are meant, or math.radians applied to radians"),
+    (math.e, "e", "an exp of a value 1 too large (exp(x + 1) = e · exp(x)), or a factor e"),
+    (1 / math.e, "1/e", "an exp of a value 1 too small (exp(x - 1) = exp(x) / e), or a division by e"),
+]
 
 
 @dataclass
@@ -1091,6 +1132,7 @@ class Check:
         if not shape_ok:
             self._measure_size_one_axis(got.shape, want.shape)
             self._measure_layout(got, want, atol, rtol)
+            self._measure_merged_axes(got, want, atol, rtol)
         if row.ok and got.is_inference() and not want.is_inference():
             row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
             self.measured(f"your result is an inference tensor (measured: .is_inference() is True): it was made under "
@@ -1102,7 +1144,7 @@ class Check:
                           "of the inputs (cast with .to(...) where your code changes it)")
         if not row.ok and shape_ok:
             self._measure_whole(name, got, want)
-            self._measure_size_ratio(name, got, want, atol, rtol)
+            self._measure_ratio(name, got, want, atol, rtol)
         if not row.ok and variants:
             self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5), want=want)
         elif variants:
@@ -1151,10 +1193,11 @@ class Check:
                             add(int(size), f"{name}[i]{path}.shape[{axis}] (of every item)")
         return found
 
-    def _measure_size_ratio(self, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
-        """A wrong result that is exactly n times, or 1/n of, the right one,
-        n a size of the call's inputs (above 2: a factor 2 has too many other
-        causes): say which size, every input that has it."""
+    def _measure_ratio(self, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
+        """A wrong result that is exactly c times the right one on every value:
+        c a size n of the call's inputs (or 1/n, sqrt(n), 1/sqrt(n)), said with
+        every input that has it, or a constant a formula is mixed up with
+        (KNOWN_FACTORS: a change of logarithm base, 2, π, e...)."""
         if not (got.is_floating_point() and want.is_floating_point()) or got.numel() == 0:
             return
         g, w = got.detach().double().cpu().flatten(), want.detach().double().cpu().flatten()
@@ -1162,35 +1205,34 @@ class Check:
             return
         at = int(w.abs().argmax())
         ratio = float(g[at] / w[at])
-        if ratio == 0 or not close_to(g, ratio * w, atol, rtol):  # the same factor on every value
+        if ratio <= 0 or not close_to(g, ratio * w, atol, rtol):  # the same factor on every value
             return
-        n, times = (round(ratio), True) if abs(ratio) >= 1 else (round(1 / ratio), False)
-        if n < 3 or abs((ratio if times else 1 / ratio) / n - 1) > 1e-5:
-            self._measure_constant_ratio(name, abs(ratio) if times else 1 / abs(ratio), times, float(g[at]),
-                                         float(w[at]))
+        sizes = self._sizes_named()
+        # (factor, how it is said, the size it is made of or None, how code makes it)
+        candidates = [(float(n), f"{n} times", n, "") for n in sizes if n >= 3]
+        candidates += [(1 / n, f"1/{n} of", n, "") for n in sizes if n >= 3]
+        candidates += [(n ** 0.5, f"sqrt({n}) = {n ** 0.5:.4g} times", n, "") for n in sizes if math.isqrt(n) ** 2 != n]
+        candidates += [(n ** -0.5, f"1/sqrt({n}) = 1/{n ** 0.5:.4g} of", n, "") for n in sizes
+                       if math.isqrt(n) ** 2 != n]
+        candidates += [(c, f"{c:.4g} = {label} times", None, how) for c, label, how in KNOWN_FACTORS]
+        # the rounding of the result's own dtype bounds how exactly a factor can be measured
+        coarsest = max(torch.finfo(got.dtype).eps, torch.finfo(want.dtype).eps)
+        value, factor, size, how = min(candidates, key=lambda c: abs(math.log(ratio / c[0])))
+        if abs(ratio / value - 1) > max(1e-5, 2 * coarsest):
             return
-        owners = self._sizes_named().get(n)
-        if not owners:
-            return
-        factor = f"{n} times" if times else f"1/{n} of"
         key = f"is exactly {factor} the right value"
         rows = self.ratio_rows.setdefault(key, [])  # rows with the same factor are said in one line
         self.facts = [f for f in self.facts if not (rows and f.startswith(f"`{rows[0]}`"))]
         rows.append(name)
-        self.measured(f"{' and '.join(f'`{r}`' for r in rows)}: your result {key} (measured: "
-                      f"{float(g[at]):.6g} against {float(w[at]):.6g}), and {n} is {' and '.join(owners)} in this "
-                      f"call: a {'product with' if times else 'division by'} that size that the formula does not have "
-                      f"(or a {'division by' if times else 'product with'} it missing)")
-
-    def _measure_constant_ratio(self, name: str, factor: float, times: bool, got: float, want: float) -> None:
-        """A wrong result exactly one of FACTORS times (or 1/that of) the right one: which constant, and what
-        mixing it up means."""
-        for constant, (value, meaning) in FACTORS.items():
-            if abs(factor / value - 1) < 1e-4:
-                said = f"{constant} = {value:.4g} times" if times else f"1/({constant} = {value:.4g}) of"
-                self.diagnose(f"`{name}`: your result is exactly {said} the right value (measured: {got:.6g} "
-                              f"against {want:.6g}): {meaning}")
-                return
+        said = f"{' and '.join(f'`{r}`' for r in rows)}: your result {key} (measured: {float(g[at]):.6g} against " \
+               f"{float(w[at]):.6g})"
+        if size is None:
+            self.measured(f"{said}: {how}")
+            return
+        grows, root = value > 1, f"sqrt({size})" if "sqrt" in factor else f"{size}"
+        self.measured(f"{said}, and {size} is {' and '.join(sizes[size])} in this call: a "
+                      f"{'product with' if grows else 'division by'} {root} that the formula does not have (or a "
+                      f"{'division by' if grows else 'product with'} it missing)")
 
     def _measure_layout(self, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
         """A result with the right values in another order of axes: which axes moved, and where they belong."""
@@ -1223,6 +1265,38 @@ class Check:
         else:
             return
         self.layout_unclear = unclear
+
+    def _measure_merged_axes(self, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
+        """A result with the right values in the right order, some adjacent axes merged into one (or one axis
+        split into several): which axes, by their sizes and where the call's inputs have them."""
+        if got.numel() != want.numel() or got.dim() == want.dim() or got.numel() == 0 or \
+                not close_to(got, want.reshape(got.shape), atol, rtol):
+            return
+        merged = got.dim() < want.dim()
+        groups = axis_groups(tuple(want.shape), tuple(got.shape)) if merged else \
+            axis_groups(tuple(got.shape), tuple(want.shape))
+        if groups is None:
+            return
+        owners = ({size: [n for n, s in self.axes.items() if s == size] for size in set(self.axes.values())}
+                  if self.axes else self._sizes_named())
+        size_of = lambda n: f"{n}" + (f" = {' or '.join(owners[n])}" if owners.get(n) else "")  # noqa: E731
+        fine = want.shape if merged else got.shape
+        said = []
+        for coarse, axes in enumerate(groups):
+            if len(axes) > 1:
+                sizes = " and ".join(size_of(int(fine[a])) for a in axes)
+                axes_text = " and ".join(str(a) for a in axes)
+                said.append(f"the expected axes {axes_text} (sizes {sizes}) are merged into your axis {coarse}"
+                            if merged else f"the expected axis {coarse} (size {size_of(int(want.shape[coarse]))}) "
+                                           f"is split into your axes {axes_text} (sizes {sizes})")
+        fix = ("a flatten, view or reshape merges axes the result keeps apart (flatten(1) merges every axis after "
+               "the first, view(-1, n) every axis before the last); merge only the axes that belong together, "
+               "flatten(start_dim, end_dim), or reshape to the expected shape") if merged else \
+            ("an axis the result keeps whole is split (a view or reshape given more sizes, or torch.stack where "
+             "torch.cat joins along an existing axis): join along that axis, or reshape to the expected shape")
+        self.diagnose(f"your result has shape {tuple(got.shape)}, expected {tuple(want.shape)}, with the right "
+                      f"values in the right order (measured: the right result reshaped to {tuple(got.shape)} equals "
+                      f"yours): {'; '.join(said)}: {fix}")
 
     def _measure_size_one_axis(self, got_shape, want_shape) -> None:
         """A result one axis of size 1 apart from the expected shape: which axis, and what keeps or drops one."""

@@ -774,11 +774,31 @@ class _Analysis:
         # of nan drops nothing, and the logits come back unchanged).
         clean = not any(_spoiled(t) for op in reference.ops for t in op.outputs)
         spoiled = [clean and not self.matched[i] and any(_spoiled(t) for t in ops[i].outputs) for i in range(len(ops))]
+        # A step that gives back a value it read (x · 1, x + 0) reaches a match without showing that its other
+        # operands are right: a table row of ones read where the rows of cos belong would pass for another route.
+        echoes = [self._echoed(op) for op in ops]
         leads_to_match = [False] * len(ops)
         for op in reversed(ops):
-            leads_to_match[op.index] = not spoiled[op.index] and any(strong[c] or leads_to_match[c]
-                                                                     for c in children.get(op.index, []))
+            leads_to_match[op.index] = not spoiled[op.index] and any(
+                (strong[c] or leads_to_match[c]) and not (echoes[c] and op.index not in echoes[c])
+                for c in children.get(op.index, []))
         self.good = [self.matched[i] or leads_to_match[i] or ops[i].factory for i in range(len(ops))]
+
+    def _value_read(self, j: int, slot: int) -> torch.Tensor | None:
+        """The value a call read from producer j (a call, a call input, a leaf)."""
+        if j >= 0:
+            return self.ops[j].outputs[slot] if slot < len(self.ops[j].outputs) else None
+        values, k = (self.learner.leaves, LEAF - j) if j <= LEAF else (self.learner.inputs, -2 - j)
+        return values[k] if 0 <= k < len(values) else None
+
+    def _echoed(self, op: Op) -> set[int]:
+        """The producers of the operands an arithmetic call returns unchanged (x · 1, x + 0), if it returns one."""
+        if _base(op.name) not in _ARITHMETIC or len(op.outputs) != 1 or not _strong(op.outputs[0]):
+            return set()
+        out = op.outputs[0]
+        read = [(j, self._value_read(j, slot)) for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs))]
+        return {j for j, value in read if isinstance(value, torch.Tensor) and value.shape == out.shape
+                and value.dtype == out.dtype and torch.equal(value.to(out.device), out)}
 
     def _owners_read(self, op: Op) -> set:
         owned: set = set()
@@ -832,8 +852,9 @@ class _Analysis:
             sure = [i for i in sure if not ops[i].inside or i < direct[0]]
             if not sure and len({(ops[i].file, ops[i].line) for i in direct}) == 1:
                 sure = [direct[0]]
-        if len({(ops[i].file, ops[i].line) for i in sure}) == 1:
-            chosen = sure[0]
+        if len({(ops[i].file, ops[i].line) for i in sure}) == 1 or sure and all(_same_call(ops[i], ops[sure[0]])
+                                                                              for i in sure):
+            chosen = sure[0]  # one line, or one mistake repeated line after line (cos and sin sliced alike): the first
         elif len({(ops[i].file, ops[i].line) for i in frontier}) == 1:
             chosen = frontier[0]
         else:
@@ -957,6 +978,12 @@ def _bound_once_before(file: str, line: int, kind: Callable) -> tuple[str, Any, 
     return chosen[0]
 
 
+def _same_call(a: Op, b: Op) -> bool:
+    """The same call with the same small arguments on values of the same shapes, giving the same shapes."""
+    return a.name == b.name and a.kwargs == b.kwargs and a.input_shapes == b.input_shapes and \
+        [o.shape for o in a.outputs] == [o.shape for o in b.outputs]
+
+
 def _few_ids(t: torch.Tensor) -> bool:
     """A handful of integers or booleans: equal to a reference value by chance too easily."""
     return not t.is_floating_point() and not t.is_complex() and t.numel() < 8
@@ -1015,8 +1042,8 @@ def _argument_facts(mine: Op, theirs: Op) -> list[str]:
     in which the learner's call differs from the reference's call of the same kind."""
     facts = []
     for key in sorted(set(mine.kwargs) | set(theirs.kwargs)):
-        if key in ("sizes", "index") or (key == "dim" and mine.name in _REDUCTIONS):
-            continue  # said with the shapes, or as the axis a reduction ran over
+        if key in ("sizes", "index") or (key == "dim" and mine.name in _REDUCTIONS) or key.startswith("_"):
+            continue  # said with the shapes, or as the axis a reduction ran over; `_stacklevel`: torch's own
         a, b = mine.kwargs.get(key), theirs.kwargs.get(key)
         if a == b or (a is None and b is False):
             continue
@@ -1209,6 +1236,11 @@ def _blame(first: Op, ops: list[Op], found: list, reference: Trace, given: dict 
         maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
         if lagging and not layout_only and maker is not None:
             return first, maker, best, "read"  # the learner made the value the reference reads here, and reads another
+        if layout_only and first.name not in _LAYOUT and \
+                not any(reference.ops[i].name in _CASTS for p in paths if p is not None for i in p):
+            # the reference's call reads this input only reshaped: the same call on the same values, another result
+            # (log_softmax over the positions of (B, T, V) where the reference's runs over V of (B·T, V))
+            return first, None, best, "value"
         return None if lagging or not owned[k] else (first, None, best, "role")
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
 

@@ -668,26 +668,67 @@ def test_a_result_a_size_times_off_names_the_size():
     got = chk.call(lambda x: x.sum() / x.shape[0], x)
     chk.compare("sum", got, x.sum())
     assert any("exactly 1/5 of the right value" in f and "5 is x.shape[0]" in f for f in chk.facts)
-    for factor in (1.5, 2.0):  # not a size, and a factor 2 has too many other causes to be named by a size
-        other = checks.core.Check("total", expects="a scalar")
-        other.call(lambda x: x.sum() * factor, torch.ones(2, 4))
-        other.compare("sum", torch.ones(2, 4).sum() * factor, torch.ones(2, 4).sum())
-        assert not other.facts
+    root = checks.core.Check("total", expects="a scalar")
+    root.call(lambda x: x.sum() / math.sqrt(x.shape[0]), x)
+    root.compare("sum", x.sum() / math.sqrt(5), x.sum())
+    assert any("exactly 1/sqrt(5) = 1/2.236 of" in f and "a division by sqrt(5)" in f for f in root.facts)
+    halved = checks.core.Check("total", expects="a scalar")  # a factor 2 has too many causes to be named by a size
+    halved.call(lambda x: x.sum() * 2, torch.ones(2, 4))
+    halved.compare("sum", torch.ones(2, 4).sum() * 2, torch.ones(2, 4).sum())
+    assert len(halved.facts) == 1 and "exactly 2 = 2 times" in halved.facts[0] and "x.shape" not in halved.facts[0]
+    other = checks.core.Check("total", expects="a scalar")  # neither a size nor a constant: nothing said
+    other.call(lambda x: x.sum() * 1.5, torch.ones(2, 4))
+    other.compare("sum", torch.ones(2, 4).sum() * 1.5, torch.ones(2, 4).sum())
+    assert not other.facts
 
 
-def test_a_result_off_by_a_constant_a_formula_mixes_up_is_named():
-    """Nats to bits through log10(2) is ln 10 times the bits; an angle without π is 1/π of it. Other factors (a
-    factor 1.5, 2) and a right result say nothing."""
-    nats = torch.tensor([2.1, 0.7, 1.3], dtype=torch.float64)
-    bits = nats / math.log(2)
-    for got, words in ((nats / math.log10(2), "ln 10 = 2.303 times"), (bits / math.pi, "1/(π = 3.142) of")):
-        chk = checks.core.Check("bits", expects="a tensor")
-        chk.compare("bits", got, bits)
-        assert any(words in d for d in chk.diagnoses), chk.diagnoses
-    for got in (bits * 1.5, bits * 2, bits.clone()):
-        quiet = checks.core.Check("bits", expects="a tensor")
-        quiet.compare("bits", got, bits)
-        assert not quiet.diagnoses
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_result_off_by_a_change_of_logarithm_base_names_the_base(dtype):
+    nats = torch.rand(3, 6, generator=torch.Generator().manual_seed(0)).to(dtype) + 1
+    want = nats / math.log(2)  # bits
+    chk = checks.core.Check("to_bits", expects="bits")
+    got = chk.call(lambda nats: nats / math.log10(2), nats)  # log10(2) where ln 2 is meant
+    chk.compare("bits", got, want)
+    said = [f for f in chk.facts if "exactly 2.303 = ln 10 times" in f]
+    assert said and "math.log10(2) for math.log(2)" in said[0] and "nats into bits" in said[0]
+    scalar = checks.core.Check("to_bits", expects="bits")  # a single number: its ratio is the measurement
+    scalar.compare("bits", torch.tensor(3.7 / math.log(2)), torch.tensor(3.7))
+    assert any("1.443 = log2(e) = 1/ln 2 times" in f for f in scalar.facts)
+    right = checks.core.Check("to_bits", expects="bits")
+    assert right.compare("bits", right.call(lambda nats: nats / math.log(2), nats), want) and not right.facts
+    uneven = checks.core.Check("to_bits", expects="bits")  # ln 10 on one row only: no factor common to every value
+    uneven.compare("bits", torch.cat((want[:1] * math.log(10), want[1:])), want)
+    assert not uneven.facts
+
+
+def test_a_result_with_adjacent_axes_merged_names_the_axes():
+    y = torch.randn(2, 3, 5, 4, generator=torch.Generator().manual_seed(0))
+    want = y.transpose(1, 2).flatten(2)  # (B, T, d)
+    chk = checks.core.Check("merge_heads", expects="(B, T, d)")
+    got = chk.call(lambda y: y.transpose(1, 2).flatten(1), y)  # every axis after the batch merged
+    chk.compare("merge", got, want)
+    said = [d for d in chk.diagnoses if "merged into your axis 1" in d]
+    assert said and "expected axes 1 and 2 (sizes 5 = y.shape[2] and 12)" in said[0] and "(2, 60)" in said[0]
+    split = checks.core.Check("merge_heads", expects="(B, T, d)")
+    split.compare("merge", want.unflatten(-1, (3, 4)), want)
+    assert any("axis 2 (size 12) is split into your axes 2 and 3" in d for d in split.diagnoses)
+    right = checks.core.Check("merge_heads", expects="(B, T, d)")
+    assert right.compare("merge", right.call(lambda y: y.transpose(1, 2).flatten(2), y), want) and not right.diagnoses
+    scrambled = checks.core.Check("merge_heads", expects="(B, T, d)")  # the right shape's merge of other axes
+    scrambled.compare("merge", y.flatten(1), want)
+    assert not scrambled.diagnoses
+
+
+def test_an_angle_without_pi_is_named_and_other_factors_say_nothing():
+    """An angle in turns where radians are meant is 1/(2π) of it; a factor 1.5 is no constant a formula mixes up."""
+    radians = torch.tensor([2.1, 0.7, 1.3], dtype=torch.float64)
+    turns = checks.core.Check("angles", expects="a tensor")
+    turns.compare("angles", radians / (2 * math.pi), radians)
+    assert any("1/(2π) times" in f and "turns where radians are meant" in f for f in turns.facts), turns.facts
+    for got in (radians * 1.5, radians.clone()):
+        quiet = checks.core.Check("angles", expects="a tensor")
+        quiet.compare("angles", got, radians)
+        assert not quiet.facts and not quiet.diagnoses
 
 
 def test_a_result_with_its_axes_in_another_order_is_named_with_the_sizes_owners():

@@ -117,6 +117,35 @@ def test_a_split_in_the_wrong_order_is_wrong_where_it_is_made():
     assert found is not None and found.line == 3
 
 
+def test_a_table_row_read_for_every_position_is_located_where_it_is_sliced():
+    """cos[start_pos] is one row broadcast over every position; at start_pos 0 it is a row of ones (sin's of zeros),
+    so the rotation gives x back, a value the reference has: a step returning a value it read proves nothing about
+    its other operand. cos and sin are sliced alike on two lines: the first is the place."""
+    from autograder.checks.rope import apply_rope_steps, ref_tables
+    cos, sin = ref_tables(8, 12)
+    source = ("def f(x, cos, sin, start_pos=0):\n    cos = cos[{rows}].to(x.dtype)\n    sin = sin[{rows}].to(x.dtype)\n"
+              "    x1, x2 = x.chunk(2, dim=-1)\n    return x * cos + torch.cat((-x2, x1), dim=-1) * sin\n")
+    one_row = cell(source.format(rows="start_pos"), "f")
+    for start_pos in (0, 3):
+        found = located(one_row, apply_rope_steps, X, cos, sin, start_pos)
+        assert found is not None and found.line == 2 and found.kind == "value", found
+        assert any("(8,)" in f and "(5, 8)" in f for f in found.facts)
+    right = cell(source.format(rows="start_pos:start_pos + x.shape[-2]"), "f")
+    assert all(located(right, apply_rope_steps, X, cos, sin, s) is None for s in (0, 3))
+
+
+def test_a_normalisation_over_another_axis_is_located_although_the_reference_reads_its_input_reshaped():
+    from autograder.checks.training import lm_loss_steps
+    logits, targets = randn(3, 5, 7, seed=2), torch.randint(7, (3, 5), generator=torch.Generator().manual_seed(0))
+    source = ("def f(logits, targets):\n    logp = F.log_softmax(logits, dim={dim})\n"
+              "    return F.nll_loss(logp.flatten(0, 1), targets.flatten(), ignore_index=-100)\n")
+    found = located(cell(source.format(dim=1), "f"), lm_loss_steps, logits, targets)
+    assert found is not None and found.line == 2, found
+    assert "over axis 1 (size 5)" in found.facts[0] and "over axis -1 (size 7)" in found.facts[-1]
+    assert not any("_stacklevel" in f for f in found.facts)  # torch's own argument, not the learner's
+    assert located(cell(source.format(dim=-1), "f"), lm_loss_steps, logits, targets) is None
+
+
 def test_the_values_match_up_to_layout_but_not_up_to_a_scramble():
     values = trace.Values(trace.record(lambda t: t.transpose(1, 2).reshape(2, 5, 12), (randn(2, 3, 5, 4, seed=0),),
                                        learner=False))

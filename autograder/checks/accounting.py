@@ -16,7 +16,12 @@ A learner's value is compared exactly. Where it is wrong, the check measures
 how: the ratio or the difference to the measurement, per component, named
 in the config's terms ("attention: 2·n_layers·d_model·(n_heads − n_kv_heads)·
 head_dim too many"), and a known mistake is named only when it explains
-every failing case of that component.
+every failing case of that component. Beyond the known mistakes, a wrong
+count is read as its measurement with one named part left out, counted once
+more or scaled by a factor the situation names (parts_apart: the parts
+measured from the model, the parameters no matmul multiplies, the norm gains,
+the vocabulary matrices, each parameter of a block; one FLOP per output
+element of each matmul), named only when every failing case reads it alike.
 """
 from __future__ import annotations
 
@@ -394,16 +399,14 @@ def parameter_parts(config: tinylm.ModelConfig) -> tuple[Part, ...]:
     groups of the same roles are kept, the first name preferred."""
     roles = dict(parameter_roles(config))
     multiplied = multiplied_roles(config)
-    groups = (("the parameters that no matmul multiplies", lambda role: role not in multiplied,
-               "every parameter is stored, read, differentiated and updated, not only those that multiply (the "
-               "6·N rule's N counts FLOPs, not memory)"),
-              ("the norm gains", lambda role: "norm." in role, "the norms' gains are parameters too"),
-              ("the vocabulary matrices", lambda role: role.split(".")[0] in ("tok_emb", "lm_head"), ""),
-              ("attention's projections", lambda role: role.startswith("attn."), ""),
-              ("the MLP's matrices", lambda role: role.startswith("mlp."), ""),
-              ("every block's parameters", lambda role: role.endswith(" in every block"), ""))
-    parts = [Part(name, frozenset(filter(keep, roles)), sum(n for r, n in roles.items() if keep(r)), why)
-             for name, keep, why in groups]
+    groups = (("the parameters that no matmul multiplies", lambda role: role not in multiplied),
+              ("the norm gains", lambda role: "norm." in role),
+              ("the vocabulary matrices", lambda role: role.split(".")[0] in ("tok_emb", "lm_head")),
+              ("attention's projections", lambda role: role.startswith("attn.")),
+              ("the MLP's matrices", lambda role: role.startswith("mlp.")),
+              ("every block's parameters", lambda role: role.endswith(" in every block")))
+    parts = [Part(name, frozenset(filter(keep, roles)), sum(n for r, n in roles.items() if keep(r)))
+             for name, keep in groups]
     parts += [Part(ROLE_NAMES.get(role, role), frozenset({role}), n) for role, n in roles.items()]
     return tuple(part for part in parts if part.leaves)
 
@@ -932,7 +935,8 @@ def check_kv_cache_bytes(kv_cache_bytes, *, cases: tuple = KV_CACHE_CASES) -> No
             counted = positions_counted(config, got, seq_len, dtype, batch_size, "seq_len",
                                         "the bytes of seq_len positions are asked for, whatever the config's "
                                         "max_seq_len (a cache can be built for any length)")
-            findings.add("", explanations(got, want, kv_mistakes(config, batch_size, dtype), {}) | ({counted} if counted else set()))
+            found = explanations(got, want, kv_mistakes(config, batch_size, dtype), {})
+            findings.add("", found | {counted} if counted else found)
             findings.first_wrong.setdefault("", f"for {label}: yours is {got:,} bytes, {_ratio(got, want)}")
             vectors.append(cached_vectors(config, got, seq_len * batch_size, dtype))
     counted = set.intersection(*vectors) if vectors else set()

@@ -224,6 +224,9 @@ def test_a_wrong_conversion_is_said_as_a_map_of_the_learners_loss():
     chk = Check("evaluate", expects="a dict")
     _measure_conversion(chk, "bits_per_byte", 0.123456, torch.tensor(3.0, dtype=torch.float64), 1.5)
     assert not chk.facts  # no elementary map of 3.0 gives it: nothing is claimed
+    chk = Check("evaluate", expects="a dict")  # a base change by the wrong logarithm's constant
+    _measure_conversion(chk, "bits_per_byte", 3.0 / math.log10(2) / 1.5, torch.tensor(3.0, dtype=torch.float64), 1.5)
+    assert chk.facts and "equals loss / log10(2) / bytes_per_token" in chk.facts[0] and "divide by ln 2" in chk.facts[0]
 
 
 def test_a_module_list_of_another_length_is_counted_with_the_config_fields():

@@ -16,7 +16,12 @@ A learner's value is compared exactly. Where it is wrong, the check measures
 how: the ratio or the difference to the measurement, per component, named
 in the config's terms ("attention: 2·n_layers·d_model·(n_heads − n_kv_heads)·
 head_dim too many"), and a known mistake is named only when it explains
-every failing case of that component.
+every failing case of that component. Beyond the known mistakes, a wrong
+count is read as its measurement with one named part left out, counted once
+more or scaled by a factor the situation names (parts_apart: the parts
+measured from the model, the parameters no matmul multiplies, the norm gains,
+the vocabulary matrices, each parameter of a block; one FLOP per output
+element of each matmul), named only when every failing case reads it alike.
 """
 from __future__ import annotations
 
@@ -219,9 +224,7 @@ def buffer_roles(config: tinylm.ModelConfig) -> tuple:
 
 def _roles(named_tensors) -> tuple:
     roles: dict[str, int] = {}
-    for name, t in named_tensors:
-        role = re.sub(r"^blocks\.\d+\.", "", name)
-        role = f"{role} in every block" if role != name else role
+    for role, t in _role_names(named_tensors):
         roles[role] = roles.get(role, 0) + t.numel()
     return tuple(roles.items())
 
@@ -253,22 +256,159 @@ def roles_apart(config: tinylm.ModelConfig, numbers: int) -> str | None:
             + buffers)
 
 
-def positions_counted(config: tinylm.ModelConfig, got: int, context_len: int, dtype: torch.dtype) -> str | None:
+def positions_counted(config: tinylm.ModelConfig, got: int, context_len: int, dtype: torch.dtype,
+                      batch_size: int = 1, length: str = "context_len",
+                      advice: str = "a decoding step reads the context_len positions cached so far, not a "
+                                    "preallocated length") -> str | None:
     """When a cache count is a whole number of positions other than
-    context_len, the length that number is (measured: the bytes of one
-    position's keys and values)."""
-    per_position = kv_cache_nbytes(config, 1, 1, dtype)
+    context_len (named `length`), the length that number is (measured: the
+    bytes of one position's keys and values, for the batch)."""
+    per_position = kv_cache_nbytes(config, 1, batch_size, dtype)
     positions, rest = divmod(got, per_position)
     if rest or positions == context_len:
         return None
-    lengths = (("config.max_seq_len", config.max_seq_len), ("context_len + 1", context_len + 1),
-               ("context_len - 1", context_len - 1))  # the position counts a learner can reach for
+    lengths = (("config.max_seq_len", config.max_seq_len), (f"{length} + 1", context_len + 1),
+               (f"{length} - 1", context_len - 1))  # the position counts a learner can reach for
     names = [n for n, v in lengths if v == positions]
     if len(names) != 1:
         return None
     return (f"the cache is counted for {names[0]} positions (measured: your count is exactly the keys and values of "
-            f"that many positions): a decoding step reads the context_len positions cached so far, not a "
-            "preallocated length")
+            f"that many positions): {advice}")
+
+
+# ---------------------------------------------------------------------------
+# reading a wrong count as the measurement with a named part left out, added or scaled
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A named part of a measurement: `numbers` of what is counted, made of
+    `leaves` (the smallest parts measured: two parts with the same leaves are
+    one part under two names); `why` is what a right count does with it."""
+    name: str
+    leaves: frozenset
+    numbers: int
+    why: str = ""
+
+
+class Reading(str):
+    """A wrong count read as its measurement with some parts changed. The text
+    is the same for every case, so that the cases can agree on it, with a
+    "{detail}" slot for this case's numbers; `same` is what was changed (by
+    leaves: two names of one change read alike), `order` ranks the names."""
+
+    def __new__(cls, text: str, same: tuple, order: tuple, detail: str):
+        reading = super().__new__(cls, text)
+        reading.same, reading.order, reading.detail = same, order, detail
+        return reading
+
+
+def parts_apart(parts: list[Part], got: int, want: int, noun: str, per: int = 1,
+                factors: Mapping[Fraction, str] | None = None, why: str = "") -> set[Reading]:
+    """Every reading of `got` as `want` with one or two disjoint parts left out
+    or counted once more, or with one part scaled by a factor the situation
+    names ({factor: what it means}); each number of a part counts `per` (the
+    bytes of a parameter); `why` says what the situation does with every part
+    (else a part's own why is said)."""
+    diff, found = got - want, set()
+    if diff == 0:
+        return found
+    for size in (1, 2):
+        for combo in itertools.combinations(enumerate(parts), size):
+            leaves = [part.leaves for _, part in combo]
+            numbers = sum(part.numbers for _, part in combo)
+            if (size == 2 and leaves[0] & leaves[1]) or numbers * per != abs(diff):
+                continue
+            names = " and ".join(part.name for _, part in combo)
+            said = why or next((part.why for _, part in combo if part.why), "")
+            text = (f"your count leaves out exactly {names}, {{detail}}" + (f": {said}" if said else "")
+                    if diff < 0 else f"your count has {names} once more, {{detail}}: each is counted once")
+            found.add(Reading(text, (diff < 0, frozenset().union(*leaves)), (size, sum(i for i, _ in combo)),
+                              f"{numbers:,} {noun}"))
+    for (i, part), (factor, meaning) in itertools.product(enumerate(parts), (factors or {}).items()):
+        if part.numbers and (factor - 1) * part.numbers * per == diff:
+            found.add(Reading(f"{part.name}, {{detail}}, {meaning}", ("scaled", part.leaves, factor), (1, i),
+                              f"{part.numbers:,} {noun}"))
+    return found
+
+
+def matmuls_seen():
+    """A TorchDispatchMode that records what every operation FlopCounterMode
+    counts (the matmuls) takes and makes: the storages of its operands (real
+    tensors only) and the elements of its outputs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    class MatmulsSeen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.operands, self.outputs = set(), 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket in flop_registry:
+                self.operands |= {a.untyped_storage().data_ptr() for a in args
+                                  if isinstance(a, torch.Tensor) and a.device.type != "meta"}
+                self.outputs += sum(t.numel() for t in (out if isinstance(out, tuple) else (out,))
+                                    if isinstance(t, torch.Tensor))
+            return out
+    return MatmulsSeen()
+
+
+@functools.lru_cache(maxsize=8)
+def multiplied_roles(config: tinylm.ModelConfig) -> frozenset:
+    """The parameter roles (parameter_roles) a matmul multiplies, measured: a
+    forward pass of a small model built like `config` (its heads, tying and
+    attention; small sizes, real tensors), with the storages of every
+    matmul's operands recorded."""
+    small = dataclasses.replace(config, vocab_size=16, d_model=2 * config.n_heads, d_ff=8, n_layers=1, max_seq_len=4)
+    with torch.device("cpu"):
+        model = tinylm.Transformer(small)
+    seen = matmuls_seen()
+    with torch.no_grad(), seen:
+        model(torch.zeros(1, 2, dtype=torch.long))
+    return frozenset(role for role, p in _role_names(model.named_parameters())
+                     if p.untyped_storage().data_ptr() in seen.operands)
+
+
+def _role_names(named_tensors):
+    """(role, tensor) of each named tensor: its name with the block number dropped ('... in every block')."""
+    for name, t in named_tensors:
+        role = re.sub(r"^blocks\.\d+\.", "", name)
+        yield (f"{role} in every block" if role != name else role), t
+
+
+ROLE_NAMES = {"tok_emb.weight": "the embedding (tok_emb.weight)", "lm_head.weight": "the head (lm_head.weight)",
+              "norm.weight": "the final norm's gain (norm.weight)"}
+IN_NUMBERS = "are counted in numbers, not bytes: multiply them by the bytes per number (dtype.itemsize) like the rest"
+
+
+@functools.lru_cache(maxsize=64)
+def role_components(config: tinylm.ModelConfig) -> dict[str, str]:
+    """{role (parameter_roles): its component (component_of)}."""
+    named = list(meta_model(config).named_parameters())
+    return {role: component_of(name) for (role, _), (name, _) in zip(_role_names(named), named)}
+
+
+@functools.lru_cache(maxsize=64)
+def parameter_parts(config: tinylm.ModelConfig) -> tuple[Part, ...]:
+    """The parts of tinylm's parameter count for `config`, named: the groups a
+    count is made of (the parameters no matmul multiplies, measured; the norm
+    gains, the vocabulary matrices, attention's projections, the MLP's, every
+    block's), then each role (parameter_roles). A group is said once: two
+    groups of the same roles are kept, the first name preferred."""
+    roles = dict(parameter_roles(config))
+    multiplied = multiplied_roles(config)
+    groups = (("the parameters that no matmul multiplies", lambda role: role not in multiplied),
+              ("the norm gains", lambda role: "norm." in role),
+              ("the vocabulary matrices", lambda role: role.split(".")[0] in ("tok_emb", "lm_head")),
+              ("attention's projections", lambda role: role.startswith("attn.")),
+              ("the MLP's matrices", lambda role: role.startswith("mlp.")),
+              ("every block's parameters", lambda role: role.endswith(" in every block")))
+    parts = [Part(name, frozenset(filter(keep, roles)), sum(n for r, n in roles.items() if keep(r)))
+             for name, keep in groups]
+    parts += [Part(ROLE_NAMES.get(role, role), frozenset({role}), n) for role, n in roles.items()]
+    return tuple(part for part in parts if part.leaves)
 
 
 def _near(a: float, b: float) -> bool:
@@ -316,13 +456,33 @@ class Findings:
     def name(self, chk: Check) -> set[str]:
         """Diagnose the named mistakes; returns the keys they explain."""
         keys_of: dict[str, list[str]] = {}
+        readings: dict[str, Reading] = {}  # key -> its reading, as its first failing case reads it
         for key, sets in self.per_key.items():
-            for bug in sorted(set.intersection(*sets)):
+            for bug in self._agreed(sets):
                 keys_of.setdefault(bug, []).append(key)
+                if isinstance(bug, Reading):
+                    readings[key] = bug
         for bug, keys in keys_of.items():
+            if isinstance(bug, Reading):  # this case's numbers, per key where they differ
+                details = [readings[key].detail for key in keys]
+                detail = details[0] if len(set(details)) == 1 else "; ".join(f"{k} {d}" for k, d in zip(keys, details))
+                label = self.failures.get(keys[0], [("",)])[0][0]
+                bug = bug.replace("{detail}", f"{detail} for {label}" if label else detail)
             named = ", ".join(keys[:-1]) + f" and {keys[-1]}" if len(keys) > 1 else keys[0]
             chk.diagnose(f"{named}: {bug}" if named else bug)
         return {key for keys in keys_of.values() for key in keys}
+
+    @staticmethod
+    def _agreed(sets: list[set[str]]) -> list[str]:
+        """The mistakes every failing case agrees on: the known ones, else the
+        one reading of the parts (its first case's, under its preferred name),
+        else none (two readings that change different parts: either may be it)."""
+        common = set.intersection(*sets)
+        known = sorted(bug for bug in common if not isinstance(bug, Reading))
+        readings = [bug for bug in sets[0] if bug in common and isinstance(bug, Reading)]
+        if known or len({r.same for r in readings}) != 1:
+            return known
+        return [min(readings, key=lambda r: r.order)]
 
 
 def _ratio(got: int, want: int) -> str:
@@ -394,7 +554,7 @@ def _run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 1
     evaluations of build_want."""
     def measure_further(key, failures, first):
         _, case, got = failures[0]
-        return _one_size_off(fn, case, key, got, build_want) or _one_addition_short(fn, failures, key, build_want) \
+        return _one_size_off(fn, case, key, got, build_want) \
             or (_one_field_off(failures, key, build_want, budget) if first else None)
 
     findings = Findings(measure_further)
@@ -512,31 +672,6 @@ def _field_values(config: tinylm.ModelConfig, field: str) -> dict[int, list[str]
     return values
 
 
-def _one_addition_short(fn, failures: list[tuple], key: str, build_want) -> str | None:
-    """When every failing FLOP count is the measurement times 1 - 1/(2n), n one size of its case (or a quotient
-    of two, d_model / n_heads): each dot product of n terms counted as 2n - 1 operations."""
-    names = _positional_names(fn)
-    said: set[str] | None = None  # the names that fit every case
-    for _, case, got in failures:
-        want = build_want(case)[key]
-        if not 0 < got < want or want % (2 * (want - got)):
-            return None
-        n = want // (2 * (want - got))
-        sizes = [(v, names[i] if i < len(names) else f"size argument {i + 1}") for i, v in enumerate(case)
-                 if isinstance(v, int) and not isinstance(v, bool) and v > 1]
-        fits = {name for v, name in sizes if v == n} | {f"{a_name} / {b_name}" for a, a_name in sizes
-                                                          for b, b_name in sizes if a != b and a == n * b}
-        said = fits if said is None else said & fits
-    if not said or len(said) != 1:
-        return None
-    name = said.pop()
-    n = f"({name})" if " / " in name else name
-    return (f"measured: in every case yours is the measurement times 1 - 1/(2·{n}), each dot product of {name} "
-            f"terms counted as 2·{n} - 1 operations ({name} multiplications and {n} - 1 additions): the "
-            "convention, and torch's FlopCounterMode, count a multiply-add per term, 2·m·n·p FLOPs for an "
-            "(m, n) @ (n, p) matmul")
-
-
 def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> str | None:
     """When every failing count is the measurement of its case with one size
     field of the config at another value (n_kv_heads = 1 instead of 4), and
@@ -593,19 +728,36 @@ def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> 
 ATTENTION_FLOP_KEYS = ("qkv_proj", "scores", "mix", "out_proj")
 
 
-def measured_attention_flops(batch: int, seq_len: int, d_model: int, n_heads: int) -> dict[str, int]:
-    """FlopCounterMode's count of each matmul of a causal multi-head attention
-    layer, written out and run on meta tensors of the given sizes."""
+def attention_matmuls(batch: int, seq_len: int, d_model: int, n_heads: int) -> dict[str, Callable[[], Any]]:
+    """Each matmul of a causal multi-head attention layer, written out on meta tensors of the given sizes."""
     hd = d_model // n_heads
     meta = dict(device="meta")
     x, w = torch.empty(batch, seq_len, d_model, **meta), torch.empty(d_model, d_model, **meta)
     q = k = v = torch.empty(batch, n_heads, seq_len, hd, **meta)
     weights = torch.empty(batch, n_heads, seq_len, seq_len, **meta)
     y = torch.empty(batch, seq_len, d_model, **meta)
-    return {"qkv_proj": flop_count(lambda: [F.linear(x, w) for _ in range(3)]),
-            "scores": flop_count(lambda: q @ k.transpose(-2, -1)),
-            "mix": flop_count(lambda: weights @ v),
-            "out_proj": flop_count(lambda: F.linear(y, w))}
+    return {"qkv_proj": lambda: [F.linear(x, w) for _ in range(3)],
+            "scores": lambda: q @ k.transpose(-2, -1),
+            "mix": lambda: weights @ v,
+            "out_proj": lambda: F.linear(y, w)}
+
+
+def measured_attention_flops(batch: int, seq_len: int, d_model: int, n_heads: int) -> dict[str, int]:
+    """FlopCounterMode's count of each matmul of a causal multi-head attention
+    layer, written out and run on meta tensors of the given sizes."""
+    return {key: flop_count(run) for key, run in attention_matmuls(batch, seq_len, d_model, n_heads).items()}
+
+
+def matmul_outputs(run: Callable[[], Any]) -> int:
+    """The elements of every matmul's output while run() executes (matmuls_seen)."""
+    with matmuls_seen() as seen:
+        run()
+    return seen.outputs
+
+
+PER_OUTPUT = Part("one per output element of each matmul (m·p for an (m, n) @ (n, p))", frozenset({"outputs"}), 0,
+                  "a dot product of n terms counts n multiply-adds, 2n FLOPs (n multiplications and n additions, "
+                  "the first added to 0), the convention FlopCounterMode follows: 2·m·n·p per matmul")
 
 
 ATTENTION_FLOP_CASES = ((2, 16, 64, 4), (3, 40, 48, 6), (1, 2048, 576, 9), (1, 16384, 4096, 32))
@@ -647,7 +799,8 @@ def check_attention_flops(attention_flops, *, cases: tuple = ATTENTION_FLOP_CASE
                 diffs["one of q, k and v is missing"] = -(2 * B * T * d * d)
             else:
                 diffs["the output projection is missing"] = -want
-        return explanations(got, want, ratios, diffs)
+        outputs = dataclasses.replace(PER_OUTPUT, numbers=matmul_outputs(attention_matmuls(*case)[key]))
+        return explanations(got, want, ratios, diffs) | parts_apart([outputs], got, want, "FLOPs")
 
     labelled = [(f"B={B}, T={T}, d_model={d}, n_heads={H}", (B, T, d, H)) for B, T, d, H in cases]
     findings = _run_cases(chk, attention_flops, labelled, ATTENTION_FLOP_KEYS, lambda c: measured_attention_flops(*c),
@@ -730,7 +883,11 @@ def check_param_counts(param_counts, *, cases: tuple = PARAM_CASES) -> None:
     chk = Check("param_counts", expects="a dict {'embedding', 'attention', 'mlp', 'norms', 'lm_head'} of ints")
 
     def explain(case, key, got, want):
-        return explanations(got, want, *parameter_mistakes(*case, key))
+        config, = case
+        component = role_components(config)
+        parts = [part for part in parameter_parts(config) if all(component[role] == key for role in part.leaves)]
+        return explanations(got, want, *parameter_mistakes(config, key)) | parts_apart(
+            parts, got, want, "parameters", why="every parameter tensor of the model counts")
 
     findings = _run_cases(chk, param_counts, [(label, (config,)) for label, config in cases], COMPONENTS,
                           lambda c: config_parameters(*c), explain)
@@ -780,7 +937,11 @@ def check_kv_cache_bytes(kv_cache_bytes, *, cases: tuple = KV_CACHE_CASES) -> No
         ok = got == want
         chk.rows.append(Row(label, ok, close="ok" if ok else "FAIL", note="" if ok or got is None else _ratio(got, want)))
         if got is not None and not ok:
-            findings.add("", explanations(got, want, kv_mistakes(config, batch_size, dtype), {}))
+            counted = positions_counted(config, got, seq_len, dtype, batch_size, "seq_len",
+                                        "the bytes of seq_len positions are asked for, whatever the config's "
+                                        "max_seq_len (a cache can be built for any length)")
+            found = explanations(got, want, kv_mistakes(config, batch_size, dtype), {})
+            findings.add("", found | {counted} if counted else found)
             findings.first_wrong.setdefault("", f"for {label}: yours is {got:,} bytes, {_ratio(got, want)}")
             vectors.append(cached_vectors(config, got, seq_len * batch_size, dtype))
     counted = set.intersection(*vectors) if vectors else set()
@@ -870,7 +1031,13 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
                  "and the embedding (a lookup reads one row of it, but the convention here counts every weight once)":
                      -V * d * size if not config.tie_embeddings else 0,
                  "the norms' gains are missing (2 per block and the final one)": -(2 * config.n_layers + 1) * d * size}
-        found = explanations(got, want, ratios, diffs)
+        parts = parameter_parts(config)
+        embedding = [part for part in parts if part.leaves == {"tok_emb.weight"}]  # the matrix a lookup reads
+        found = explanations(got, want, ratios, diffs) | parts_apart(
+            parts, got, want, "parameters", size, {Fraction(1, size): IN_NUMBERS},
+            "a decoding step reads every parameter once, whatever it does") | parts_apart(
+            embedding, got, want, "parameters", size, {Fraction(1, V): "is counted as the one row a lookup reads: "
+                                                       "the convention here counts every parameter once, whole"})
         apart = None if found or (got - want) % size else roles_apart(config, (got - want) // size)
         return found or ({apart} if apart else set())
 
@@ -947,7 +1114,13 @@ def check_train_step_costs(train_step_costs, *, cases: tuple = TRAIN_CASES) -> N
     chk = Check("train_step_costs", expects="a dict {'flops', 'weights', 'grads', 'adam_moments'} of ints")
 
     def explain(case, key, got, want):
-        return explanations(got, want, *train_mistakes(*case, key))
+        found = explanations(got, want, *train_mistakes(*case, key))
+        if key == "flops":
+            return found
+        per, factors = (8, {}) if key == "adam_moments" else (4, {Fraction(1, 4): IN_NUMBERS})
+        return found | parts_apart(parameter_parts(case[0]), got, want, "parameters", per, factors,
+                                   "every parameter is stored, has a gradient and two AdamW moments, not only those "
+                                   "that multiply (the 6·N rule's N counts the FLOPs of the matmuls, not memory)")
 
     # budget 0: a training step's measurement takes most of a second, and a search of the config's sizes (about 60
     # of them) would keep the learner waiting a minute

@@ -74,6 +74,7 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
             _require_number(chk, "the NLL sum", out[0], float, "return nll.item()")
             _require_number(chk, "the count", out[1], int, "return int(count)")
     _half_logits_row(chk, nll_sum_and_count, logits, targets, ig)
+    _many_targets_in_half_row(chk, nll_sum_and_count, seed, vocab, ignore_index)
     run_contract(chk, nll_sum_and_count, NLL_SUM_AND_COUNT)
     chk.finish()
 
@@ -92,6 +93,29 @@ def _half_logits_row(chk: Check, nll_sum_and_count, logits, targets, ignore_inde
                     "the NLL is summed in the logits' own half precision (bfloat16 keeps ~3 digits, so the sum is "
                     "off): upcast first, logits.float(), then cross_entropy":
                     lambda: F.cross_entropy(flat, tgt, ignore_index=ignore_index, reduction="sum").double()})
+
+
+def _many_targets_in_half_row(chk: Check, nll_sum_and_count, seed: int, vocab: int, ignore_index: int) -> None:
+    """bfloat16 logits and 299 scored targets: the count must be exact
+    (bfloat16 holds whole numbers exactly only up to 256, so a count summed in
+    the logits' dtype is rounded, or stops growing at 256)."""
+    __tracebackhide__ = True
+    targets = torch.randint(vocab, (3, 100), generator=seeded(seed + 5))
+    if 0 <= ignore_index < vocab:
+        targets[targets == ignore_index] = (ignore_index + 1) % vocab  # every target scored but the one padded
+    targets[0, -1] = ignore_index
+    logits = randn(3, 100, vocab, seed=seed + 6).to(torch.bfloat16)
+    out = chk.call(nll_sum_and_count, logits, targets, ignore_index)
+    count = _as_float_tensor(out[1]) if isinstance(out, (tuple, list)) and len(out) == 2 else None
+    n_valid = int((targets != ignore_index).sum())
+    rounded = {int(torch.tensor(float(n_valid)).to(torch.bfloat16)), 256}  # summed at once, or one by one
+    got = int(count) if count is not None and float(count).is_integer() else None
+    chk.compare(f"bfloat16 logits, {n_valid} scored targets: token count", count if count is not None else out,
+                torch.tensor(float(n_valid), dtype=torch.float64), atol=0, rtol=0)
+    if got in rounded - {n_valid}:
+        chk.diagnose(f"your count is {got} for {n_valid} scored targets with bfloat16 logits (measured): bfloat16 "
+                     "holds every whole number only up to 256 (8 significant bits), so a count summed in the logits' "
+                     "dtype is rounded above it; count in int64 on the bool mask, int((targets != ignore_index).sum())")
 
 
 # ---------------------------------------------------------------- evaluate
@@ -241,10 +265,16 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
                 "mean NLL, math.exp(loss)")
 
 
-# The elementary maps a nats-to-other-units conversion is built from, named as a learner would write them.
+# The constants of a change of logarithm's base, and the elementary maps a nats-to-other-units conversion is built
+# from, named as a learner would write them.
+_LOG_CONSTANTS = {"ln 2": math.log(2), "ln 10": math.log(10), "log10(2)": math.log10(2), "log2(10)": math.log2(10),
+                  "log2(e)": math.log2(math.e), "log10(e)": math.log10(math.e)}
 _CONVERSIONS = (("{}", lambda v: v), ("ln({})", math.log), ("log2({})", math.log2), ("log10({})", math.log10),
-                ("exp({})", math.exp), ("2 ** {}", lambda v: 2.0 ** v), ("{} / ln 2", lambda v: v / math.log(2)),
-                ("{} · ln 2", lambda v: v * math.log(2)), ("{} / ln 10", lambda v: v / math.log(10)))
+                ("exp({})", math.exp), ("2 ** {}", lambda v: 2.0 ** v),
+                *((f"{{}} / {name}", lambda v, k=k: v / k) for name, k in _LOG_CONSTANTS.items()),
+                *((f"{{}} · {name}", lambda v, k=k: v * k) for name, k in _LOG_CONSTANTS.items()))
+_RIGHT = {"perplexity": "exp(loss)", "bits_per_byte": "loss / ln 2 / bytes_per_token (nats to bits: divide by ln 2, "
+                                                      "0.693, the natural log of 2)"}
 
 
 def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token: float) -> None:
@@ -267,7 +297,7 @@ def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token:
             continue
         if math.isfinite(value) and math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7):
             chk.measured(f"your {key} ({got:.6g}) equals {said}, with your loss = {loss:.6g} nats and "
-                         f"bytes_per_token = {bytes_per_token:g}")
+                         f"bytes_per_token = {bytes_per_token:g}; {key} is {_RIGHT[key]}")
             return
 
 
@@ -336,8 +366,8 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
     train, val = _markov_bytes(n_train, seed), _markov_bytes(n_val, seed + 1)
     for a in (alpha, alpha / 5):
         _bigram_row(chk, bigram_nll, train, val, a, f"{n_train} train bytes, {n_val} val bytes, alpha={a:g}")
-    if chk.passed:
-        _unseen_bytes_row(chk, bigram_nll, train, alpha)
+    if chk.passed:  # the pairs of bytes train has seen are scored right: the rows below measure the one it has not
+        _unseen_previous_byte_rows(chk, bigram_nll, train, val, (alpha, alpha / 5))
     run_contract(chk, bigram_nll, BIGRAM_NLL)
     chk.finish()
 
@@ -376,19 +406,36 @@ def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
     })
 
 
-def _unseen_bytes_row(chk: Check, bigram_nll, train: torch.Tensor, alpha: float) -> None:
-    """Validation text whose every byte is absent from train: each pair is scored by an empty row, which the
-    smoothing alone makes uniform, (0 + alpha) / (0 + 256 alpha) = 1/256, so the NLL is ln 256 (a closed form)."""
-    unseen = torch.tensor([b for b in range(ord("A"), ord("Z") + 1) if b not in set(train.tolist())], dtype=torch.uint8)
-    val = unseen.repeat(4)
-    value = _as_float_tensor(call_with_hints(chk, bigram_nll, train, val, alpha, hints=UINT8))
-    want = torch.tensor(math.log(256), dtype=torch.float64)
-    if value is not None and not chk.compare("val bytes never seen in train: ln 256 per byte", value, want,
-                                             atol=1e-6, rtol=1e-6):
-        chk.diagnose(f"for a previous byte never seen in train your bigram_nll gives {float(value):.4f} nats per byte, "
-                     f"not ln 256 = {math.log(256):.4f} (measured on text made only of such bytes): an empty row "
-                     "smoothed by alpha is uniform, (0 + alpha) / (0 + 256 alpha) = 1/256; divide by counts.sum(1) + "
-                     "256 * alpha as it is, with no clamp or special case for rows without counts")
+def _unseen_previous_byte_rows(chk: Check, bigram_nll, train, val, alphas) -> None:
+    """val with a byte train never has ('z'): its row of the table has no
+    counts, so add-alpha smoothing makes it uniform, 1/256 for every next
+    byte. A wrong value is measured: with every other pair scored right (the
+    rows above), the total count that row's probability implies,
+    alpha / p - 256·alpha, when it is the same whole number for each alpha."""
+    __tracebackhide__ = True
+    unseen = ord("z")
+    at = len(val) // 2
+    odd = torch.cat((val[:at], torch.tensor([unseen], dtype=val.dtype), val[at:]))
+    pairs = len(odd) - 1
+    totals = []
+    for alpha in alphas:
+        want = ref_bigram_nll(train, odd, alpha)
+        label = f"val with a byte train never has ('z', as a previous byte), alpha={alpha:g}"
+        value = call_with_hints(chk, bigram_nll, train, odd, alpha, hints=UINT8)
+        got = _as_float_tensor(value)
+        if chk.compare(label, got if got is not None else value, want, atol=1e-6, rtol=1e-6) or got is None:
+            continue
+        others = float(want) * pairs + math.log(1 / 256)  # the reference's NLL of every other pair
+        log_p = others - float(got) * pairs                # the log-probability yours gives next to 'z'
+        if -700 < log_p < 0:
+            totals.append(alpha / math.exp(log_p) - 256 * alpha)
+    if totals and len(totals) == len(alphas) and all(abs(t - round(totals[0])) < 1e-4 for t in totals):
+        total = round(totals[0])
+        chk.diagnose(f"a previous byte train never has gets the probabilities of a row whose total count is {total} "
+                     f"(measured: with every other pair scored right, your NLL implies p(next | 'z') = alpha / ({total}"
+                     f" + 256·alpha) for each alpha tried): that row has no counts, so add-alpha smoothing gives (0 + "
+                     f"alpha) / (0 + 256·alpha) = 1/256, the uniform row; the 256·alpha already keeps every "
+                     f"denominator above 0, so no clamp or + 1 on the row totals is needed")
 
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
@@ -405,19 +452,6 @@ def _pad_with_ignore_index(args: dict) -> dict:
     """The visible padding (-100) written as the ignore_index the regime passes."""
     targets = args["targets"].masked_fill(args["targets"] == -100, args["ignore_index"])
     return {**args, "targets": targets}
-
-
-def _many_bfloat16_targets(args: dict) -> dict:
-    """The visible batch repeated along the positions in bfloat16 until more than 256 targets are scored, and
-    one padding position scored as well: an odd count, which bfloat16 (8 significant bits) cannot hold."""
-    logits, targets, ignore = args["logits"], args["targets"], args["ignore_index"]
-    scored = int((targets != ignore).sum())
-    copies = 256 // max(scored, 1) + 1
-    targets = targets.repeat(1, copies)
-    padding = (targets == ignore).nonzero()
-    if scored % 2 == 0 and len(padding):
-        targets[tuple(padding[0])] = 0 if ignore != 0 else 1
-    return {**args, "logits": logits.repeat(1, copies, 1).to(torch.bfloat16), "targets": targets}
 
 
 def _nll_cases():
@@ -446,11 +480,7 @@ NLL_SUM_AND_COUNT = Contract("nll_sum_and_count", nll_steps, _nll_cases, names=(
                              params=(("ignore_index", 0, _pad_with_ignore_index),), edges=(
                                  Edge("no scored target", "for a batch with no scored target (every target is "
                                       "ignore_index, as in a batch of padding: the sum is 0 over a count of 0)",
-                                      lambda a: {**a, "targets": torch.full_like(a["targets"], a["ignore_index"])}),
-                                 Edge("over 256 targets in bfloat16", "for bfloat16 logits with more than 256 scored "
-                                      "targets, an odd number of them (bfloat16 holds whole numbers exactly only up to "
-                                      "256: a count summed in the logits' dtype is rounded; count the bool mask as an "
-                                      "int, (targets != ignore_index).sum())", _many_bfloat16_targets),))
+                                      lambda a: {**a, "targets": torch.full_like(a["targets"], a["ignore_index"])}),))
 
 
 def bigram_steps(train: torch.Tensor, val: torch.Tensor, alpha: float = 0.5) -> float:

@@ -113,3 +113,32 @@ def test_every_part_two_check_is_exercised():
 @pytest.mark.parametrize("check, fns", CORRECT, ids=[c.__name__ for c, _ in CORRECT])
 def test_stub_gives_a_short_not_implemented_message(check, fns):
     assert_stub_gets_not_implemented_message(check, len(fns))
+
+
+# -- measured: a count rounded in bfloat16, a row with no counts smoothed as if it had one -----------
+def _nll_count_in_the_logits_dtype(logits, targets, ignore_index=-100):
+    ones = torch.ones(targets.shape, dtype=logits.dtype)
+    nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=ignore_index, reduction="sum")
+    return nll.item(), int(ones[targets != ignore_index].sum())
+
+
+def test_a_count_summed_in_bfloat16_is_measured():
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check_nll_sum_and_count(_nll_count_in_the_logits_dtype)
+    said = str(err.value)
+    assert "your count is 300 for 299 scored targets with bfloat16 logits" in said and "int64" in said, said
+
+
+def _bigram_totals_at_least_one(train, val, alpha=0.5):
+    train, val = train.long(), val.long()
+    counts = torch.zeros(256, 256, dtype=torch.float64)
+    counts.index_put_((train[:-1], train[1:]), torch.ones(len(train) - 1, dtype=torch.float64), accumulate=True)
+    totals = torch.maximum(counts.sum(1, keepdim=True), torch.ones(256, 1, dtype=torch.float64))
+    return -((counts + alpha) / (totals + 256 * alpha)).log()[val[:-1], val[1:]].mean().item()
+
+
+def test_a_row_with_no_counts_smoothed_as_one_count_is_measured():
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check_bigram_nll(_bigram_totals_at_least_one)
+    said = str(err.value)
+    assert "a byte train never has" in said and "a row whose total count is 1" in said and "1/256" in said, said

@@ -225,6 +225,9 @@ def test_a_wrong_conversion_is_said_as_a_map_of_the_learners_loss():
     chk = Check("evaluate", expects="a dict")
     _measure_conversion(chk, "bits_per_byte", 0.123456, torch.tensor(3.0, dtype=torch.float64), 1.5)
     assert not chk.facts  # no elementary map of 3.0 gives it: nothing is claimed
+    chk = Check("evaluate", expects="a dict")  # a base change by the wrong logarithm's constant
+    _measure_conversion(chk, "bits_per_byte", 3.0 / math.log10(2) / 1.5, torch.tensor(3.0, dtype=torch.float64), 1.5)
+    assert chk.facts and "equals loss / log10(2) / bytes_per_token" in chk.facts[0] and "divide by ln 2" in chk.facts[0]
 
 
 def test_a_module_list_of_another_length_is_counted_with_the_config_fields():
@@ -361,37 +364,6 @@ def test_gradients_left_before_a_step_are_not_added_to_it():
     err = check_failure(check_train_step, _step_zeroing("after"))
     assert err is not None and "zero_grad after optimizer.step()" in diagnosis_texts(err)
     assert check_failure(check_train_step, _step_zeroing("before")) is None
-
-
-def _bigram(clamped: bool):
-    def bigram_nll(train, val, alpha=0.5):
-        t, v = train.long(), val.long()
-        counts = torch.bincount(t[:-1] * 256 + t[1:], minlength=65536).view(256, 256).double()
-        totals = counts.sum(1, keepdim=True)
-        probs = (counts + alpha) / ((totals.clamp(min=1) if clamped else totals) + 256 * alpha)
-        return -probs.log()[v[:-1], v[1:]].mean().item()
-    return bigram_nll
-
-
-def test_a_previous_byte_never_seen_in_train_is_scored_by_the_uniform_row():
-    """Text made only of bytes absent from train: the smoothed empty rows give ln 256 per byte (a closed form)."""
-    err = check_failure(check_bigram_nll, _bigram(clamped=True))
-    assert err is not None and "not ln 256" in diagnosis_texts(err)
-    assert check_failure(check_bigram_nll, _bigram(clamped=False)) is None
-
-
-def _nll_counting_in(dtype_of_logits: bool):
-    def nll_sum_and_count(logits, targets, ignore_index=-100):
-        nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=ignore_index, reduction="sum")
-        mask = targets != ignore_index
-        return nll.item(), int(mask.to(logits.dtype).sum() if dtype_of_logits else mask.sum())
-    return nll_sum_and_count
-
-
-def test_a_count_summed_in_bfloat16_is_caught_above_256_targets():
-    err = check_failure(check_nll_sum_and_count, _nll_counting_in(dtype_of_logits=True))
-    assert err is not None and err.diagnosis.regime["name"] == "over 256 targets in bfloat16"
-    assert check_failure(check_nll_sum_and_count, _nll_counting_in(dtype_of_logits=False)) is None
 
 
 def _decoder(greedy_without_filters: bool):

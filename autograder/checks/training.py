@@ -329,7 +329,24 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         log.close()
     if log.calls and not all(c["training"] for c in log.calls):
         chk.diagnose("eval mode left on: call model.train() at the start of a step (dropout must be on while training)")
+    if chk.passed:
+        _stale_gradients(chk, train_step, seed, dropout, lr, x, y, grad_clip, want[0][1])
     return chk
+
+
+def _stale_gradients(chk: Check, train_step, seed, dropout, lr, x, y, grad_clip, want: torch.Tensor) -> None:
+    """The first step again, on a model handed in with gradients already in .grad (as an evaluation with autograd on
+    or a gradient check leaves them): the update must be the one of this batch alone."""
+    model, opt = _setup(seed, dropout, lr)
+    model.eval()
+    F.cross_entropy(model(y).flatten(0, 1), x.flatten()).backward()   # another batch's gradients, left in .grad
+    torch.manual_seed(seed)
+    call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
+    if not chk.compare("gradients already in .grad: parameters after the step", _flat(model), want):
+        chk.diagnose("gradients already in .grad before the call are added to this batch's (measured: the same first "
+                     "step from the same parameters is right when .grad is empty, and wrong when .grad holds an earlier "
+                     "backward pass's gradients): clear them before backward, optimizer.zero_grad() first in the step (one "
+                     "after optimizer.step() clears them for the next call only)")
 
 
 def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6, dropout: float = 0.2,

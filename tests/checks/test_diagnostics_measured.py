@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from autograder.checks import (check_causal_attention, check_get_batch, check_swiglu, check_swiglu_hidden,
-                               check_top_k_filter)
+from autograder.checks import (check_causal_attention, check_generate, check_generate_greedy, check_get_batch,
+                               check_swiglu, check_swiglu_hidden, check_top_k_filter, check_train_step)
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check, independent_copy
 from autograder.checks.kv_cache import _measure_cache_length
@@ -337,3 +337,73 @@ def test_the_solution_passes_its_whole_check_cell(notebook, cell):
         for src in [*setup, *answers.values()]:
             exec(compile(src, f"<{notebook}>", "exec"), ns)
         exec(compile(checks[cell], f"<{notebook}:check {cell}>", "exec"), ns)
+
+
+# -- decoding in bfloat16, plain sampling, a step handed stale gradients -------------------
+def greedy(model, prompt, n, cache, *, own_cache=False):
+    if own_cache:
+        cache = tinylm.KVCache(model.config, prompt.shape[0])  # nothing stale in a new one
+    cache.reset()
+    idx, fed = prompt, prompt
+    with torch.no_grad():
+        for _ in range(n):
+            fed = model(fed, cache=cache)[:, -1].argmax(-1, keepdim=True)
+            idx = torch.cat((idx, fed), 1)
+    return idx
+
+
+def greedy_own_cache(model, prompt, n, cache):
+    return greedy(model, prompt, n, cache, own_cache=True)
+
+
+def test_a_bfloat16_model_decodes_with_the_callers_cache_and_a_cache_of_its_own_is_named_and_placed():
+    assert check_failure(check_generate_greedy, greedy) is None
+    err = check_failure(check_generate_greedy, greedy_own_cache)
+    assert err is not None and err.diagnosis.kind == "raised"
+    assert "a cache of its own, not the one it was given" in err.diagnosis.likely_bugs[0]
+    assert "holding torch.float32 on cpu" in err.diagnosis.likely_bugs[0]
+    assert err.diagnosis.located["code"].startswith("cache = tinylm.KVCache(model.config, prompt.shape[0])")
+
+
+_GENERATE = independent_copy(tinylm.generate)
+
+
+def generate(model, prompt, n, temperature, top_k, top_p, generator):
+    return _GENERATE(model, prompt, n, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+
+
+def generate_greedy_without_filters(model, prompt, n, temperature, top_k, top_p, generator):
+    sampling = top_k is not None or top_p is not None  # a library's default: sample only when asked to filter
+    return generate(model, prompt, n, temperature if sampling else 0.0, top_k, top_p, generator)
+
+
+def test_plain_sampling_is_measured_against_the_softmax_and_greedy_decoding_without_filters_is_named():
+    assert check_failure(check_generate, generate) is None
+    err = check_failure(check_generate, generate_greedy_without_filters)
+    assert err is not None and err.diagnosis.failed_rows == ["plain sampling (temperature 1, no filter) draws from the softmax"]
+    assert "decodes greedily when no filter is set" in err.diagnosis.likely_bugs[0]
+    assert "64 of 64 draws are the most likely token" in err.diagnosis.likely_bugs[0]
+
+
+def train_step(model, optimizer, x, y, grad_clip, *, zero_grad_last=False):
+    model.train()
+    loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    if not zero_grad_last:
+        optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    if zero_grad_last:
+        optimizer.zero_grad(set_to_none=True)  # ready for the next batch
+    return loss.item()
+
+
+def train_step_zero_grad_last(model, optimizer, x, y, grad_clip):
+    return train_step(model, optimizer, x, y, grad_clip, zero_grad_last=True)
+
+
+def test_a_step_handed_stale_gradients_must_clear_them_and_a_zero_grad_after_the_step_is_named():
+    assert check_failure(check_train_step, train_step) is None
+    err = check_failure(check_train_step, train_step_zero_grad_last)
+    assert err is not None and err.diagnosis.failed_rows == ["gradients already in .grad: parameters after the step"]
+    assert "gradients already in .grad before the call are added to this batch's" in err.diagnosis.likely_bugs[0]

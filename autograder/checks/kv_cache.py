@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,7 @@ from . import trace
 from .attention import ref_mask
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
 from .core import Check, CheckFailed, CheckStopped, describe, guarded_call, randn, seeded
+from .learner_code import is_learners_file
 from .rope import ref_angles, ref_rotate
 from .spies import attention_heads, unrepeated_bug
 
@@ -489,7 +491,7 @@ class ForwardLog:
                 "after max_new_tokens steps, and does every step append its token?")
         idx = args[0] if args else kwargs.get("idx")
         cache = args[1] if len(args) > 1 else kwargs.get("cache")
-        self.calls.append({"len": idx.shape[-1] if isinstance(idx, torch.Tensor) else None,
+        self.calls.append({"len": idx.shape[-1] if isinstance(idx, torch.Tensor) else None, "cache": cache,
                            "cache_len": None if cache is None else cache.length,
                            "training": module.training, "grad": torch.is_grad_enabled()})
 
@@ -562,8 +564,84 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
                     diagnosis=f"the model runs with gradients on while decoding (measured: {with_grad} of "
                               f"{len(log.calls)} forward calls had torch.is_grad_enabled()): every step keeps its "
                               "graph, so memory grows with each token; wrap the loop in `with torch.no_grad():`")
+    _greedy_in_bfloat16(chk, generate_greedy, seed, batch, prompts[0], max_new_tokens, n_kv_heads)
     run_contract(chk, generate_greedy, GENERATE_GREEDY)
     chk.finish()
+
+
+def _line_making(fn, args: tuple, made, what: str) -> trace.Located | None:
+    """The learner's line after which one of its locals first holds an object made(value) accepts, seen by running
+    fn(*args) again under a line tracer (an error it raises again is the check's own call's to report)."""
+    found, last = [], {}
+
+    def local(frame, event, arg):
+        if found:
+            return None
+        if event in ("line", "return"):
+            line = last.get(frame)
+            if line is not None and any(made(v) for v in frame.f_locals.values()):
+                code = frame.f_code
+                found.append(trace.Located(code.co_filename, line, getattr(code, "co_qualname", code.co_name),
+                                           trace.source_line(code.co_filename, line), [what], kind="role"))
+            last[frame] = frame.f_lineno
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: local if is_learners_file(frame.f_code.co_filename) else None)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            guarded_call(fn, args)
+    except Exception:  # noqa: BLE001: the call's error is reported by the check's own call
+        pass
+    finally:
+        sys.settrace(previous)
+    return found[0] if found else None
+
+
+def _stable_prefix(runs: list[torch.Tensor]) -> int:
+    """How many leading tokens every run has in common (greedy decodings of one model in several summation orders)."""
+    same = torch.stack([r == runs[0] for r in runs]).all(0).all(0)
+    return int(same.long().cumprod(0).sum())
+
+
+def _greedy_in_bfloat16(chk: Check, generate_greedy, seed: int, batch: int, T: int, max_new_tokens: int,
+                        n_kv_heads) -> None:
+    """A bfloat16 model with the caller's cache in bfloat16 (a half-precision model is decoded so): the decoding runs
+    and returns token ids; its tokens are judged as far as bfloat16 greedy decoding is stable (full recompute and a
+    cached decode agree: past a near tie another summation order may pick the other token, which is no mistake)."""
+    import tinylm
+    model = tiny_model(seed, n_kv_heads=n_kv_heads, dtype=torch.bfloat16)
+    cache = tinylm.KVCache(model.config, batch, dtype=torch.bfloat16)
+    prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed))
+    log = ForwardLog(model, limit=2 * max_new_tokens)
+
+    def another_cache(err) -> str | None:
+        used = next((c["cache"] for c in log.calls if c["cache"] is not None and c["cache"] is not cache), None)
+        if used is None:
+            return None
+        # the line that made the cache, found by running the same call again (shown in place of the raising line)
+        again = (tiny_model(seed, n_kv_heads=n_kv_heads, dtype=torch.bfloat16), prompt, max_new_tokens,
+                 tinylm.KVCache(model.config, batch, dtype=torch.bfloat16))
+        chk.located = _line_making(generate_greedy, again, lambda v: isinstance(v, type(used)) and v is not again[3],
+                                   "a cache of its own, not the caller's") or chk.located
+        keys = getattr(used, "k", None)
+        held = f" holding {keys.dtype} on {keys.device}" if isinstance(keys, torch.Tensor) else ""
+        return ("generate_greedy hands the model a cache of its own, not the one it was given (measured: the cache= "
+                f"of the model's forward calls is another object{held}, where the model and the caller's cache are "
+                "bfloat16): build no cache; reset the caller's, cache.reset(), and pass it on: the caller built it with "
+                "the model's dtype and device, where a new KVCache takes its defaults, float32 on the CPU")
+    try:
+        got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache, on_error=another_cache,
+                       row_label="bfloat16 model and cache")
+    finally:
+        log.close()
+    want = ref_greedy(model, prompt, max_new_tokens)
+    stable = T + _stable_prefix([want, generate_greedy_steps(model, prompt, max_new_tokens, cache)])
+    shaped = isinstance(got, torch.Tensor) and got.shape == want.shape and got.dtype == want.dtype
+    chk.require("bfloat16 model and cache: decodes the same tokens",
+                shaped and torch.equal(got[:, :stable].cpu(), want[:, :stable]),
+                f"returned {describe(got)}" if not shaped else
+                f"differs within the first {stable - T} new tokens, where bfloat16 greedy decoding is stable")
 
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
@@ -571,7 +649,8 @@ def generate_greedy_steps(model, prompt, max_new_tokens, cache):
     """Greedy decoding with a cache of its own (the learner's is theirs):
     prefill the prompt, then one token per step."""
     import tinylm
-    own = tinylm.KVCache(model.config, prompt.shape[0])
+    weight = next(model.parameters())
+    own = tinylm.KVCache(model.config, prompt.shape[0], device=weight.device, dtype=weight.dtype)
     idx, step_input = prompt, prompt
     with torch.no_grad():
         for _ in range(max_new_tokens):

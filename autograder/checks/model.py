@@ -12,6 +12,8 @@ first one that differs.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import sys
 
@@ -23,7 +25,7 @@ import tinylm
 
 from . import trace
 from .contracts import apply_outcome, defaults, noncontiguous, remembered
-from .core import Check, guarded_call, parameter_dtypes, reached_by_gradient, randn
+from .core import Check, globals_of, guarded_call, parameter_dtypes, reached_by_gradient, randn
 from .kv_cache import TILED
 from .learner_code import is_learners_file
 from .spies import attention_heads, unrepeated_bug
@@ -231,6 +233,7 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
                                            f"{extra[:4]}; use exactly the attribute names of the table above "
                                            "(nn.Linear(..., bias=False))"):
         return None
+    registered_elsewhere(chk, cls, (config,))
     if not chk.require("parameter shapes", not wrong, f"{[(n, got[n], want[n]) for n in wrong[:3]]} (got, want)",
                        diagnosis="a projection has the wrong shape: nn.Linear(in_features, out_features) stores "
                                  "weight as [out, in]; k_proj and v_proj have n_kv_heads · head_dim outputs"):
@@ -332,6 +335,93 @@ def registering_line(cls, args: tuple, names: set) -> trace.Located | None:
         pass
     finally:
         nn.Module.register_buffer = register
+    return found[0] if found else None
+
+
+# A GPU the check may not have: the meta device stands in for it (.to() and device= behave as on any other device).
+ELSEWHERE = torch.device("meta")
+ELSEWHERE_ROW = "the same parameters whatever device DEVICE names"
+
+
+def _device_globals(cls) -> list[tuple[dict, str]]:
+    """(namespace, name) of every torch.device the learner's class reads from its globals (the notebook's DEVICE)."""
+    return [(g, name) for g in globals_of(cls) for name, value in list(g.items()) if isinstance(value, torch.device)]
+
+
+def _built_with_device(cls, args: tuple, device: torch.device, watch=None) -> nn.Module | None:
+    """cls(*args) built again while the learner's device globals name `device` (given back afterwards); None when
+    the build raises. watch: an nn.Module.__setattr__ to run the build under."""
+    saved = [(g, name, g[name]) for g, name in _device_globals(cls)]
+    setattr_ = nn.Module.__setattr__
+    try:
+        for g, name, _ in saved:
+            g[name] = device
+        if watch is not None:
+            nn.Module.__setattr__ = watch
+        with torch.random.fork_rng(), contextlib.redirect_stdout(io.StringIO()):
+            return guarded_call(cls, args)
+    except Exception:  # noqa: BLE001: a build that needs real values (a meta tensor has none) measures nothing
+        return None
+    finally:
+        nn.Module.__setattr__ = setattr_
+        for g, name, value in saved:
+            g[name] = value
+
+
+def _registered(module: nn.Module) -> dict[str, str]:
+    return {**{n: "parameter" for n, _ in module.named_parameters()}, **{n: "buffer" for n, _ in module.named_buffers()}}
+
+
+def registered_elsewhere(chk: Check, cls, args: tuple) -> None:
+    """The row ELSEWHERE_ROW: cls(*args) built with the notebook's DEVICE naming the CPU and another device registers
+    the same parameters and buffers (a Parameter moved with .to(DEVICE) is a plain tensor once the device differs).
+    Measured only where the learner's code reads a torch.device from its globals and both builds run."""
+    if any(r.name == ELSEWHERE_ROW for r in chk.rows) or not _device_globals(cls):
+        return
+    here, there = _built_with_device(cls, args, torch.device("cpu")), _built_with_device(cls, args, ELSEWHERE)
+    if here is None or there is None:
+        return
+    mine, theirs = _registered(here), _registered(there)
+    lost = [n for n in mine if theirs.get(n) != mine[n]]
+    gained = [n for n in theirs if n not in mine]
+    if chk.require(ELSEWHERE_ROW, not lost and not gained, f"lost {lost[:3]}, gained {gained[:3]}"):
+        return
+    names = " and ".join(f"`{name}`" for _, name in _device_globals(cls))
+    built = (f"built with {names} naming another device than the CPU (the meta device, as a GPU would be), your "
+             f"{chk.fn_name} registers")
+    if not lost:
+        chk.diagnose(f"{built} {gained[:3]}, which it does not register on the CPU: what a module registers must not "
+                     "depend on the device it is built for")
+        return
+    name, more = lost[0], f"; {len(lost) - 1} more names differ alike" if len(lost) > 1 else ""
+    owner, _, attribute = name.rpartition(".")
+    plain = isinstance(vars(there.get_submodule(owner)).get(attribute), torch.Tensor)
+    missing = (f"{built} no {mine[name]} `{name}` (measured: built with {names} = cpu it does{more}): on a GPU it "
+               f"would be absent from {mine[name]}s() and the state_dict, never trained, saved or loaded")
+    chk.diagnose(missing + ("; there it is a plain tensor attribute: .to(DEVICE) (or .cuda()) of a Parameter returns a "
+                            "plain tensor when the device differs; create the tensor on the device, "
+                            "nn.Parameter(torch.ones(dim, device=DEVICE)), or make it on the CPU and let "
+                            "model.to(DEVICE) move the whole model" if plain else
+                            "; what a module registers must not depend on the device it is built for"))
+    chk.locate_with(lambda: unregistering_line(cls, args, {n.rpartition(".")[2] for n in lost}))
+
+
+def unregistering_line(cls, args: tuple, names: set) -> trace.Located | None:
+    """The learner's line that stores a plain tensor as an attribute in `names` while DEVICE names another device."""
+    found = []
+    setattr_ = nn.Module.__setattr__
+
+    def watched(self, name, value):
+        caller = sys._getframe(1)
+        if (name in names and isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and not found
+                and is_learners_file(caller.f_code.co_filename)):
+            code = caller.f_code
+            found.append(trace.Located(code.co_filename, caller.f_lineno, getattr(code, "co_qualname", code.co_name),
+                                       trace.source_line(code.co_filename, caller.f_lineno),
+                                       [f"`{name}` is a plain tensor there, not a Parameter"],
+                                       kind="unregistered"))
+        setattr_(self, name, value)
+    _built_with_device(cls, args, ELSEWHERE, watch=watched)
     return found[0] if found else None
 
 

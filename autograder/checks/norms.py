@@ -11,7 +11,7 @@ import tinylm
 
 from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
 from .core import Check, close_to, gradient_reaches, parameter_dtypes, parameter_problems, randn, tol_for
-from .model import saved_buffers
+from .model import registered_elsewhere, saved_buffers
 
 
 def _ref_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -237,6 +237,7 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
         chk.require("state_dict keys as tinylm's", got == want,
                     f"unexpected {extra}, missing {sorted(want - got)}",
                     diagnosis=saved_buffers(chk, RMSNorm, (dim, eps), module, extra))
+        registered_elsewhere(chk, RMSNorm, (dim, eps))
     if isinstance(gain, torch.Tensor):
         stored = parameter_dtypes(module)
         chk.require("weight in the default dtype", stored is None, stored or "", diagnosis=stored)

@@ -614,25 +614,41 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     chk.require("sampling: same seed, same tokens", same,
                 "two runs with identically seeded generators differ",
                 diagnosis=None if same or not shaped or in_train else "the generator is not used: pass it on to sample_next")
-    if ok:
-        _samples_without_filters(chk, generate, model, prompt, max_new_tokens, want)
+    _plain_sampling(chk, generate, model, prompt)
     return chk
 
 
-def _samples_without_filters(chk: Check, generate, model, prompt, max_new_tokens: int, greedy: torch.Tensor) -> None:
-    """Temperature 1 with no top-k or top-p draws from the whole softmax: three seeds that all give the greedy
-    tokens (a tiny random model's distribution is far from one-hot) show a decoder that samples only when a
-    filter is set."""
-    draws = [chk.call(generate, model, prompt, max_new_tokens, 1.0, None, None, seeded(s)) for s in (21, 22, 23)]
+def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 32) -> None:
+    """Sampling at temperature 1 with no filter, the first new token of `copies` copies of each prompt row: how often
+    the most likely token is drawn, against the softmax's own probability. The count is a sum of independent
+    Bernoulli draws; more than 6 standard deviations above its mean happens to a right answer with a probability of
+    4e-7 for the check's model (the exact tail), whereas a greedy answer draws that token every time."""
+    prompts = prompt.repeat(copies, 1)
+    model.eval()
+    with torch.no_grad():
+        probs = model(prompts)[:, -1].double().softmax(-1)       # (copies·B, V)
     model.train()
-    greedy_each = [isinstance(d, torch.Tensor) and d.shape == greedy.shape and torch.equal(d.cpu(), greedy.cpu())
-                   for d in draws]
-    chk.require("sampling without top_k or top_p: draws, not the argmax", not all(greedy_each),
-                "temperature 1, no filters: three seeds gave the greedy tokens",
-                diagnosis=None if not all(greedy_each) else
-                "with temperature 1 and neither top_k nor top_p your generate returns the greedy tokens for every seed "
-                "(measured: seeds 21, 22 and 23 all give the argmax decoding): it samples only when a filter is set; "
-                "only temperature 0 is greedy, so pass temperature, top_k and top_p on to sample_next as they are")
+    got = chk.call(generate, model, prompts, 1, 1.0, None, None, seeded(13))
+    shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == (len(prompts), prompt.shape[1] + 1)
+    top_p, top = probs.max(-1)
+    mean, sd = float(top_p.sum()), float((top_p * (1 - top_p)).sum().sqrt())
+    hits = int((got[:, -1].cpu() == top).sum()) if shaped else 0
+    if chk.require("plain sampling (temperature 1, no filter) draws from the softmax", shaped and hits <= mean + 6 * sd,
+                   f"returned {describe(got)}" if not shaped else f"{hits} of {len(prompts)} draws are the most likely "
+                   f"token, the softmax expects {mean:.1f} ± {sd:.1f}"):
+        return
+    if not shaped:
+        return
+    measured = (f"with temperature 1 and neither top_k nor top_p, {hits} of {len(prompts)} draws are the most likely "
+                f"token, where the model's softmax gives it {mean / len(prompts):.2g} on average (so {mean:.1f} ± "
+                f"{sd:.1f} of them)")
+    if hits == len(prompts):
+        chk.diagnose(f"your generate decodes greedily when no filter is set (measured: {measured}): temperature and "
+                     "the generator are ignored, so plain sampling never happens; sample from softmax(logits / "
+                     "temperature) whenever temperature > 0, with or without top_k and top_p (temperature 0 alone "
+                     "means greedy)")
+    else:
+        chk.measured(f"{measured}: the draws are sharper than the distribution")
 
 
 def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:

@@ -600,6 +600,7 @@ KIND_WORDS = {
     "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "grad": "the gradient stops here",
     "raises": "it raises here",
+    "unregistered": "this line stores a plain tensor where the module built on the CPU registers a Parameter or buffer",
     "order": "this call's arguments bind to other parameters than the names passed",
     "bound": "the value the line that raised reads is made here",
     "read": "this line reads another value than the reference reads there, although your code makes that one too",

@@ -19,7 +19,7 @@ from autograder.checks import CheckFailed
 from autograder.checks.core import independent_copy
 
 
-from ..helpers import ACCOUNTING_CHECK_MODULE, PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message
+from ..helpers import ACCOUNTING_CHECK_MODULE, PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message, run_as_cell
 
 
 def _tie(tok_emb, lm_head):
@@ -446,6 +446,44 @@ def test_a_buffer_left_out_of_the_state_dict_passes():
             self.register_buffer("eps", torch.tensor(eps), persistent=False)
 
     checks.check_rms_norm_module(RMSNorm)
+
+
+def _rms_norm_class(gain: str):
+    """An RMSNorm class written in a notebook whose DEVICE is the CPU, its gain made by `gain`."""
+    source = (f"class RMSNorm(nn.Module):\n    def __init__(self, dim, eps=1e-6):\n        super().__init__()\n"
+              f"        self.eps = eps\n        self.weight = {gain}\n\n"
+              f"    def forward(self, x):\n        return tinylm.rms_norm(x, self.weight, self.eps)\n")
+    ns = {"torch": torch, "nn": torch.nn, "tinylm": tinylm, "DEVICE": torch.device("cpu")}
+    run_as_cell(ns, source, 2)
+    return ns["RMSNorm"]
+
+
+@pytest.mark.parametrize("gain", ["nn.Parameter(torch.ones(dim))", "nn.Parameter(torch.ones(dim, device=DEVICE))",
+                                  "nn.Parameter(torch.ones(dim)).requires_grad_()"])
+def test_a_gain_made_on_or_off_the_notebooks_device_passes(gain):
+    checks.check_rms_norm_module(_rms_norm_class(gain))
+
+
+def test_a_parameter_moved_with_to_device_is_named_as_unregistered_on_another_device_and_its_line_shown():
+    RMSNorm = _rms_norm_class("nn.Parameter(torch.ones(dim)).to(DEVICE)")
+    with pytest.raises(CheckFailed) as err:
+        checks.check_rms_norm_module(RMSNorm)
+    d = err.value.diagnosis
+    assert d.failed_rows == ["the same parameters whatever device DEVICE names"]
+    assert "registers no parameter `weight`" in d.likely_bugs[0] and ".to(DEVICE)" in d.likely_bugs[0]
+    assert d.located["code"] == "self.weight = nn.Parameter(torch.ones(dim)).to(DEVICE)"
+    assert RMSNorm.__init__.__globals__["DEVICE"] == torch.device("cpu")  # the notebook's DEVICE given back
+
+
+@pytest.mark.parametrize("name, check", [("Block", checks.check_block), ("Transformer", checks.check_decoder)])
+def test_a_norm_gain_moved_with_to_device_fails_the_modules_built_of_it(name, check):
+    line = "self.weight = nn.Parameter(torch.ones(dim))"
+    classes = _decoder_classes((line, line.replace("(dim))", "(dim)).to(DEVICE)")))
+    with pytest.raises(CheckFailed) as err:
+        check(classes[name])
+    d = err.value.diagnosis
+    assert "the same parameters whatever device DEVICE names" in d.failed_rows
+    assert any("norm.weight` (measured: built with `DEVICE` = cpu it does" in bug for bug in d.likely_bugs)
 
 
 @pytest.mark.parametrize("name, check", [("Attention", checks.check_attention_module), ("Block", checks.check_block),

@@ -19,9 +19,8 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from autograder.checks import (check_causal_attention, check_get_batch, check_swiglu, check_swiglu_hidden,
-                               check_top_k_filter, check_train_step)
-from autograder.checks import check_bigram_nll, check_generate, check_nll_sum_and_count
+from autograder.checks import (check_causal_attention, check_generate, check_generate_greedy, check_get_batch,
+                               check_swiglu, check_swiglu_hidden, check_top_k_filter, check_train_step)
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check, independent_copy
 from autograder.checks.kv_cache import _measure_cache_length
@@ -366,40 +365,47 @@ def test_gradients_left_before_a_step_are_not_added_to_it():
     assert check_failure(check_train_step, _step_zeroing("before")) is None
 
 
-def _decoder(greedy_without_filters: bool):
-    @torch.no_grad()
-    def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None):
-        was = model.training
-        model.eval()
-        try:
-            return _decode(model, prompt, max_new_tokens, temperature, top_k, top_p, generator)
-        finally:
-            model.train(was)
-
-    def _decode(model, prompt, max_new_tokens, temperature, top_k, top_p, generator):
-        idx = prompt
-        for _ in range(max_new_tokens):
-            logits = model(idx)[:, -1].float()
-            if temperature == 0 or (greedy_without_filters and top_k is None and top_p is None):
-                nxt = logits.argmax(-1)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    kth = logits.topk(top_k, dim=-1).values[:, -1:]
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                if top_p is not None:
-                    sorted_logits, order = logits.sort(dim=-1, descending=True)
-                    probs = sorted_logits.softmax(-1)
-                    drop = (probs.cumsum(-1) - probs) >= top_p
-                    logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
-                nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator)[:, 0]
-            idx = torch.cat([idx, nxt[:, None]], dim=1)
-        return idx
-    return generate
+# -- decoding in bfloat16, plain sampling -------------------
+def greedy(model, prompt, n, cache, *, own_cache=False):
+    if own_cache:
+        cache = tinylm.KVCache(model.config, prompt.shape[0])  # nothing stale in a new one
+    cache.reset()
+    idx, fed = prompt, prompt
+    with torch.no_grad():
+        for _ in range(n):
+            fed = model(fed, cache=cache)[:, -1].argmax(-1, keepdim=True)
+            idx = torch.cat((idx, fed), 1)
+    return idx
 
 
-def test_a_decoder_that_samples_only_with_a_filter_is_named():
-    """Temperature 1 without top-k or top-p must draw: three seeds that all give the argmax decoding show it does not."""
-    err = check_failure(check_generate, _decoder(greedy_without_filters=True))
-    assert err is not None and "samples only when a filter is set" in diagnosis_texts(err)
-    assert check_failure(check_generate, _decoder(greedy_without_filters=False)) is None
+def greedy_own_cache(model, prompt, n, cache):
+    return greedy(model, prompt, n, cache, own_cache=True)
+
+
+def test_a_bfloat16_model_decodes_with_the_callers_cache_and_a_cache_of_its_own_is_named_and_placed():
+    assert check_failure(check_generate_greedy, greedy) is None
+    err = check_failure(check_generate_greedy, greedy_own_cache)
+    assert err is not None and err.diagnosis.kind == "raised"
+    assert "a cache of its own, not the one it was given" in err.diagnosis.likely_bugs[0]
+    assert "holding torch.float32 on cpu" in err.diagnosis.likely_bugs[0]
+    assert err.diagnosis.located["code"].startswith("cache = tinylm.KVCache(model.config, prompt.shape[0])")
+
+
+_GENERATE = independent_copy(tinylm.generate)
+
+
+def generate(model, prompt, n, temperature, top_k, top_p, generator):
+    return _GENERATE(model, prompt, n, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+
+
+def generate_greedy_without_filters(model, prompt, n, temperature, top_k, top_p, generator):
+    sampling = top_k is not None or top_p is not None  # a library's default: sample only when asked to filter
+    return generate(model, prompt, n, temperature if sampling else 0.0, top_k, top_p, generator)
+
+
+def test_plain_sampling_is_measured_against_the_softmax_and_greedy_decoding_without_filters_is_named():
+    assert check_failure(check_generate, generate) is None
+    err = check_failure(check_generate, generate_greedy_without_filters)
+    assert err is not None and err.diagnosis.failed_rows == ["plain sampling (temperature 1, no filter) draws from the softmax"]
+    assert "decodes greedily when no filter is set" in err.diagnosis.likely_bugs[0]
+    assert "64 of 64 draws are the most likely token" in err.diagnosis.likely_bugs[0]

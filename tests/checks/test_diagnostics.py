@@ -23,21 +23,7 @@ OUT_OF_CONTRACT = {
 }
 # A mistake of a set worked on that the checks still do not name or place, with what it would take; a fourth item,
 # words of its `why`, tells apart two mistakes of one cell.
-NOT_YET: dict[tuple, str] = {
-    ("fresh7", "02", "RMSNorm", ".to(DEVICE)"): "`.to(DEVICE)` of a Parameter is a plain tensor only when DEVICE is not the CPU: build "
-                                 "the learner's module with the notebook's DEVICE at another device and compare what "
-                                 "it registers",
-    ("fresh7", "03", "split_heads"): "a merge that flattens the positions too, (B, T·d) for (B, T, d): say which axes "
-                                     "a wrong shape merged",
-    ("fresh7", "04", "apply_rope"): "one table row for every position: the tracer shows the return line, not the "
-                                    "slice whose (hd,) shape the reference never has",
-    ("fresh7", "06", "generate_greedy", "new KVCache"): "a new float32 KVCache for a bfloat16 model: a regime with the model and the "
-                                         "caller's cache in bfloat16, judged by raising and dtype",
-    ("fresh7", "07", "decode_bytes_per_token", "bytes per number but not the vocabulary"):
-        "a part of the count not multiplied by the bytes per number: split the measurement into its parts",
-    ("fresh7", "09", "lm_loss"): "log_softmax over the positions: measure the axis a normalisation runs over",
-    ("fresh7", "09", "train_step_costs"): "the norm gains left out of the bytes: split the measurement into its parts",
-}
+NOT_YET: dict[tuple, str] = {}
 
 
 def _listed(table: dict, mutation_set: str, outcome) -> bool:

@@ -1,7 +1,7 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
-of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6" and
-"fresh7" sets (fresh.py to fresh7.py, in none of the lists either) is a real
+of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7"
+and "fresh8" sets (fresh.py to fresh8.py, in none of the lists either) is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -21,6 +21,7 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh5
     python benchmarks/verify_unseen.py --set fresh6
     python benchmarks/verify_unseen.py --set fresh7
+    python benchmarks/verify_unseen.py --set fresh8
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -135,7 +136,12 @@ def probe_01(ns):
             "embed == rows of the table before the call": rows_kept,
             "embed leaves the caller's table as it was": table_kept,
             "one_hot_embed on the meta device: output device": attempt(
-                lambda: str(ns["one_hot_embed"](ids.to("meta"), weight.to("meta")).device))}
+                lambda: str(ns["one_hot_embed"](ids.to("meta"), weight.to("meta")).device)),
+            # id 10 of a 10-row table: weight[ids] raises IndexError, as a lookup of a row that does not exist must
+            "embed, an id beyond the table: result shape": attempt(
+                lambda: tuple(ns["embed"](torch.tensor([[9, 10]]), weight).shape)),
+            "one_hot_embed, bfloat16 weight: output dtype": attempt(
+                lambda: ns["one_hot_embed"](ids, weight.bfloat16()).dtype)}
 
 
 def probe_02(ns):
@@ -171,7 +177,8 @@ def probe_02(ns):
             "RMSNorm with a trained gain == tinylm": attempt(with_trained_gain),
             "rms_norm gradient wrt x == tinylm's": attempt(lambda: _close(
                 input_gradient(ns["rms_norm"]), input_gradient(tinylm.rms_norm), atol=1e-5)),
-            "RMSNorm's parameters, the notebook's DEVICE not the CPU": attempt(lambda: _parameters_off_cpu(ns, 8))}
+            "RMSNorm's parameters, the notebook's DEVICE not the CPU": attempt(lambda: _parameters_off_cpu(ns, 8)),
+            "RMSNorm's parameters on the CPU": attempt(lambda: [name for name, _ in ns["RMSNorm"](8).named_parameters()])}
 
 
 def _parameters_off_cpu(ns, dim: int) -> list:
@@ -328,7 +335,20 @@ def probe_06(ns):
             "prefill == full": attempt(lambda: _attention_steps(ns["attention_step"], 4, chunks=(6,))),
             "prefill, then steps == full": attempt(lambda: _attention_steps(ns["attention_step"], 4, chunks=(4, 2, 1))),
             **{f"greedy, batch of {b} == tinylm": attempt(lambda b=b: greedy_matches(b)) for b in (2, 1)},
-            "greedy, bfloat16 model and cache: output shape": attempt(lambda: _greedy_bfloat16_shape(ns, prompt))}
+            "greedy, bfloat16 model and cache: output shape": attempt(lambda: _greedy_bfloat16_shape(ns, prompt)),
+            "kv_cache_bytes(int8) == KVCache nbytes": attempt(lambda: ns["kv_cache_bytes"](
+                sized, 40, 2, torch.int8) == _kv_cache_nbytes(sized, 40, 2, torch.int8)),
+            # prompt 5 + 28 new = max_seq_len 32 + 1: the last new token is never fed back, so the cache holds 32
+            "greedy, prompt + new tokens = max_seq_len + 1: shape, first 32 == tinylm": attempt(
+                lambda: _greedy_to_the_end(ns, model, prompt))}
+
+
+def _greedy_to_the_end(ns, model, prompt: torch.Tensor) -> tuple:
+    """generate_greedy of 28 new tokens after a 5-token prompt, max_seq_len 32: the cache receives the prompt and the
+    first 27 new tokens (32 positions), the 28th is only appended. Its shape, and whether its first 32 ids are
+    tinylm's greedy continuation (tinylm.generate stops at max_seq_len ids)."""
+    ids = ns["generate_greedy"](model, prompt, 28, tinylm.KVCache(model.config, prompt.shape[0]))
+    return tuple(ids.shape), torch.equal(ids[:, :32], tinylm.generate(model, prompt, 27, temperature=0))
 
 
 def _greedy_bfloat16_shape(ns, prompt: torch.Tensor) -> tuple:
@@ -359,7 +379,10 @@ def probe_07(ns):
             "repeat_kv bfloat16: output dtype": attempt(lambda: ns["repeat_kv"](kv.bfloat16(), 3).dtype),
             **{f"decode_bytes_per_token, {label} == tinylm": attempt(lambda c=c: ns["decode_bytes_per_token"](
                 c, 24, torch.bfloat16) == _decode_reads(c, 24, torch.bfloat16))
-               for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))}}
+               for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))},
+            # closed form: one byte a number, half of bfloat16's two (nn.Module.to refuses an integer dtype)
+            "decode_bytes_per_token, int8 == half of tinylm's bfloat16": attempt(lambda: ns["decode_bytes_per_token"](
+                _config(2), 24, torch.int8) == {k: n // 2 for k, n in _decode_reads(_config(2), 24, torch.bfloat16).items()})}
 
 
 class Interrupted(Recorder):
@@ -458,7 +481,21 @@ def _probe_08(ns):
             "top_k=2 then top_p=0.5: draws only token 0": attempt(
                 lambda: set(_drawn(ns, [math.log(p) for p in (0.4, 0.3, 0.2, 0.1)], 400, 1.0, 2, 0.5).tolist()) == {0}),
             "generate without filters, uniform logits: more than one token id drawn": attempt(
-                lambda: _distinct_uniform_draws(ns) > 1)}
+                lambda: _distinct_uniform_draws(ns) > 1),
+            # closed form: logits (3, 0, ..., 0) over 16 tokens give token 0 the probability e^3 / (e^3 + 15)
+            "generate, logits (3, 0, ..., 0): share of token 0 == softmax +- 0.04": attempt(
+                lambda: abs(_share_of_token_0(ns) - math.exp(3) / (math.exp(3) + 15)) < 0.04)}
+
+
+def _share_of_token_0(ns) -> float:
+    """The share of token 0 among 4 x 100 ids that generate samples (temperature 1, no filter) from a model whose
+    logits are 3 for token 0 and 0 for the 15 others, whatever the input."""
+    peaked = Recorder()
+    with torch.no_grad():
+        peaked.emb.weight.zero_()
+        peaked.emb.weight[:, 0] = 3.0
+    ids = ns["generate"](peaked, torch.zeros(4, 1, dtype=torch.long), 100, generator=_gen(3))
+    return float((ids[:, 1:] == 0).float().mean())
 
 
 def _distinct_uniform_draws(ns) -> int:
@@ -629,6 +666,7 @@ def probe_10(ns):
         long_mean = F.cross_entropy(model.emb(long_batches[0][0]).reshape(-1, 16), long_batches[0][1].reshape(-1)).item()
     corpus = torch.randint(0, 256, (600,), generator=gen, dtype=torch.uint8)
     train, val, expected = corpus[:500], corpus[500:], _bigram_reference(corpus[:500], corpus[500:], 0.5)
+    repeated = torch.tensor(list(b"abc" * 120))
     return {"nll_sum_and_count(ignore_index=-100)": nll_matches(padded, -100),
             "nll_sum_and_count, all padding == (0.0, 0)": ns["nll_sum_and_count"](logits, torch.full_like(targets, -100)) == (0.0, 0),
             "nll_sum_and_count(ignore_index=0)": nll_matches(targets, 0),
@@ -650,13 +688,20 @@ def probe_10(ns):
                                                                          rel_tol=1e-9)),
             # 257 scored targets: bfloat16 holds whole numbers exactly up to 256 only
             "nll_sum_and_count, bfloat16 logits, 257 targets: count": attempt(lambda: ns["nll_sum_and_count"](
-                torch.zeros(1, 257, 7, dtype=torch.bfloat16), torch.randint(0, 7, (1, 257), generator=_gen(70)))[1])}
+                torch.zeros(1, 257, 7, dtype=torch.bfloat16), torch.randint(0, 7, (1, 257), generator=_gen(70)))[1]),
+            # a text of repeated pairs: 'abcabc...' holds each of its three pairs about 100 times
+            "bigram_nll, repeated pairs == counted": attempt(lambda: math.isclose(
+                ns["bigram_nll"](repeated[:300], repeated[300:]), _bigram_reference(repeated[:300], repeated[300:], 0.5),
+                rel_tol=1e-9)),
+            "bits_per_byte with bytes_per_token=4 == token-weighted loss / ln 2 / 4": math.isclose(
+                ns["evaluate"](model, batches, bytes_per_token=4.0)["bits_per_byte"], token_mean / math.log(2) / 4,
+                rel_tol=1e-5)}
 
 
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
-VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
+VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")
 
 
 def main(argv: list[str] | None = None) -> int:

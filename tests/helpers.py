@@ -121,3 +121,18 @@ def once_per_session(tmp_path_factory, name: str, produce) -> dict:
     outcome = json.loads(out.read_text())
     outcome["folder"] = Path(outcome["folder"])
     return outcome
+
+
+def greedy_with_cache(model, prompt, n: int, cache, *, feed_last: bool = False):
+    """A right generate_greedy (prefill, then one token per step through the caller's cache); feed_last also feeds
+    the last new token, whose logits nothing reads."""
+    import torch
+    cache.reset()
+    idx, fed = prompt, prompt
+    with torch.no_grad():
+        for _ in range(n):
+            fed = model(fed, cache=cache)[:, -1].argmax(-1, keepdim=True)
+            idx = torch.cat((idx, fed), 1)
+        if feed_last:
+            model(fed, cache=cache)
+    return idx

@@ -905,6 +905,7 @@ KV_CACHE_CASES = (
     ("d_model 40, MQA, float16, 77 positions", (tinylm.ModelConfig(d_model=40, n_layers=5, n_heads=4, n_kv_heads=1),
                                                 77, 1, torch.float16)),
     ("SmolLM2-135M, bfloat16, 2048 positions", (SMOLLM2_135M, 2048, 1, torch.bfloat16)),
+    ("SmolLM2-135M, int8 (a quantised cache), batch 2, 512 positions", (SMOLLM2_135M, 512, 2, torch.int8)),
     ("Llama-3-8B, bfloat16, 65536 positions", (LLAMA3_8B, 65536, 1, torch.bfloat16)),
 )
 
@@ -989,6 +990,7 @@ DECODE_CASES = (
      (tinylm.ModelConfig(vocab_size=300, d_model=48, n_layers=5, n_heads=6, n_kv_heads=2, tie_embeddings=False), 100,
       torch.bfloat16)),
     ("SmolLM2-135M, float32, context 1000", (SMOLLM2_135M, 1000, torch.float32)),
+    ("SmolLM2-135M, int8 (a quantised model), context 300", (SMOLLM2_135M, 300, torch.int8)),
     ("Llama-3-8B, bfloat16, context 8192", (LLAMA3_8B, 8192, torch.bfloat16)),
 )
 

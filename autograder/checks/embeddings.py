@@ -8,7 +8,7 @@ from torch import nn
 import math
 
 from .contracts import Contract, defaults, run_contract
-from .core import Check, gradient_reaches, randn
+from .core import Check, describe, gradient_reaches, guarded_call, randn
 
 
 def _ids(batch: int, seq: int, vocab: int, seed: int) -> torch.Tensor:
@@ -73,8 +73,34 @@ def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_
                     "the output is detached from weight, so the embedding could never be trained",
                     diagnosis="the result does not depend on weight through autograd (a .detach(), .data or a "
                               "new tensor built from .tolist() cuts the gradient)")
+    if name == "embed":  # a one-hot built by comparison gives a zero row for it: no lookup, no error to expect
+        _id_past_the_table(chk, fn, ids, weight)
     run_contract(chk, fn, CONTRACTS[name])
     chk.finish()
+
+
+def _id_past_the_table(chk: Check, fn, ids: torch.Tensor, weight: torch.Tensor) -> None:
+    """An id the table has no row for (vocab, one past the last) must raise, as weight[ids] and F.embedding do: a
+    row returned for it is a wrong embedding no later step can notice. Which row was read is measured."""
+    vocab = weight.shape[0]
+    bad = ids.clone()
+    bad[0, 1] = vocab
+    try:
+        out = guarded_call(fn, (bad, weight))
+    except Exception:  # noqa: BLE001: any error is right here: the id has no row
+        out = None
+    if chk.require(f"id {vocab} (past the table's {vocab} rows) raises", out is None,
+                   f"returned {describe(out)}"):
+        return
+    row = out[0, 1] if isinstance(out, torch.Tensor) and out.dim() == 3 and out.shape[:2] == ids.shape else None
+    read = [k for k in range(vocab) if row is not None and row.shape == weight[k].shape
+            and torch.equal(row.to(weight.dtype), weight[k])]
+    how = {vocab - 1: "the last row: the id was clamped into the table", 0: "row 0: the id wrapped around modulo vocab"}
+    said = f"row {read[0]}, {how.get(read[0], 'a row of another token')}" if read else "no row of the table"
+    chk.diagnose(f"your {chk.fn_name} returns an embedding for id {vocab}, which the table ({vocab} rows, ids 0 to "
+                 f"{vocab - 1}) has no row for (measured: at that position your result holds {said}): an id past the "
+                 "table is a bug upstream (a tokenizer with more ids than the model), and weight[ids] raises on it; "
+                 "look the ids up as they are, with no clamp or modulo, so the error shows where it happens")
 
 
 def _width_hints(ids: torch.Tensor, vocab: int) -> list:

@@ -565,8 +565,48 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
                               f"{len(log.calls)} forward calls had torch.is_grad_enabled()): every step keeps its "
                               "graph, so memory grows with each token; wrap the loop in `with torch.no_grad():`")
     _greedy_in_bfloat16(chk, generate_greedy, seed, batch, prompts[0], max_new_tokens, n_kv_heads)
+    if chk.passed:
+        _greedy_at_capacity(chk, generate_greedy, seed, batch, prompts[0], n_kv_heads)
     run_contract(chk, generate_greedy, GENERATE_GREEDY)
     chk.finish()
+
+
+def _greedy_at_capacity(chk: Check, generate_greedy, seed: int, batch: int, T: int, n_kv_heads,
+                        max_seq_len: int = 12) -> None:
+    """A request as long as the cache can serve: T + max_new_tokens = max_seq_len + 1, since the last new token is
+    returned but never fed back (its logits would go unused), so the cache holds the other max_seq_len."""
+    import tinylm
+    model = tiny_model(seed, n_kv_heads=n_kv_heads, max_seq_len=max_seq_len)
+    n = max_seq_len + 1 - T
+    prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed + 7))
+    want = ref_greedy(model, prompt, n)
+    log = ForwardLog(model, limit=2 * n)
+
+    def fed_too_many(err) -> str | None:
+        # the forward call that overflows, counted from the first (the log may hold a second run's calls after it)
+        over = next((i for i, c in enumerate(log.calls) if c["cache_len"] is not None and c["len"]
+                     and c["cache_len"] + c["len"] > max_seq_len), None)
+        if over is None or over < n:
+            return None
+        return (f"at the cache's capacity your generate_greedy raises (measured: {over + 1} forward calls for "
+                f"{n} new tokens, where a prefill and {n - 1} decode steps make them): the last new token is fed back "
+                "although nothing reads its logits, so a request of max_seq_len + 1 tokens overflows the cache; stop "
+                "after appending the last token")
+    label = f"a full cache: {T} + {n} tokens = max_seq_len + 1 (the last new token is never fed)"
+    try:
+        got = chk.call(generate_greedy, model, prompt, n, tinylm.KVCache(model.config, batch), on_error=fed_too_many,
+                       row_label=label)
+    finally:
+        log.close()
+    if chk.compare(label, got, want) or not isinstance(got, torch.Tensor) or got.dim() != 2:
+        return
+    if got.shape[1] < want.shape[1] and torch.equal(got.cpu(), want[:, :got.shape[1]]):
+        chk.diagnose(f"at the cache's capacity your generate_greedy returns {got.shape[1] - T} new tokens for "
+                     f"max_new_tokens = {n} (measured: prompt length {T}, max_seq_len {max_seq_len}; the tokens it "
+                     f"returns are right): T + max_new_tokens = max_seq_len + 1 fits, as the last new token is never "
+                     "fed back" + (", so no cap of max_seq_len - T is needed" if got.shape[1] == max_seq_len else "")
+                     + "; a request the cache cannot serve raises in the model, as it should, rather than coming "
+                     "back short")
 
 
 def _line_making(fn, args: tuple, made, what: str) -> trace.Located | None:

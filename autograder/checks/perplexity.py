@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
-from .core import Check, describe, mode_split, python_number_problem, randn, seeded
+from .core import Check, describe, guarded_call, mode_split, python_number_problem, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
 
@@ -209,6 +209,8 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
             _implied_count(chk, float(value), rows, batches)
         if key != "loss" and value is not None and not chk.rows[-1].ok:
             _measure_conversion(chk, key, float(value), _as_float_tensor(got["loss"]), bytes_per_token)
+            if key == "bits_per_byte" and not chk.facts:
+                _measure_bytes_per_token(chk, evaluate, model, batches, float(loss))
         _require_number(chk, f'"{key}"', got[key], float, "convert with .item() or float(...)")
     chk.require("dropout off (eval mode)", log.calls and not dropout_on,
                 "some forward passes ran in train mode",
@@ -301,6 +303,35 @@ def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token:
             return
 
 
+def _measure_bytes_per_token(chk: Check, evaluate, model, batches, loss: float) -> None:
+    """How a wrong bits_per_byte depends on bytes_per_token: the divisor that takes the loss to it (loss /
+    bits_per_byte) at 1, 2 and 4 bytes per token, against ln 2 · bytes_per_token. Said only where the loss is
+    right each time."""
+    was = model.training
+    divisors = []
+    for per in (1.0, 2.0, 4.0):
+        try:
+            out = guarded_call(evaluate, (model, batches, per))
+            mine, bits = _as_float_tensor(out["loss"]), _as_float_tensor(out["bits_per_byte"])
+        except Exception:  # noqa: BLE001: a call that raises or returns no dict measures nothing; the rows said why
+            return
+        finally:
+            model.train(was)
+        if mine is None or bits is None or not float(bits) or not math.isclose(float(mine), loss, rel_tol=1e-5):
+            return
+        divisors.append(loss / float(bits))
+    right = [math.log(2) * per for per in (1, 2, 4)]
+    fits = ["right" if math.isclose(d, r, rel_tol=1e-5) else "wrong" for d, r in zip(divisors, right)]
+    if "wrong" not in fits:
+        return
+    grows = " : ".join(f"{d / divisors[0]:.3g}" for d in divisors)
+    chk.diagnose(f"your bits_per_byte is the loss divided by {', '.join(f'{d:.4g}' for d in divisors)} at "
+                 f"bytes_per_token = 1, 2 and 4 ({', '.join(fits)}; measured: loss / your bits_per_byte), where it "
+                 f"is divided by ln 2 · bytes_per_token = {', '.join(f'{r:.4g}' for r in right)}: your divisor grows "
+                 f"as {grows} where it must grow as 1 : 2 : 4; nats become bits by dividing by ln 2, and bits per "
+                 "token become bits per byte by dividing by bytes_per_token, two separate divisions")
+
+
 def _implied_count(chk: Check, got: float, rows: list, batches: list) -> None:
     """The count a wrong loss divided the right summed NLL by (total / loss),
     when it is a whole number other than the scored tokens: which count of
@@ -366,6 +397,8 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
     train, val = _markov_bytes(n_train, seed), _markov_bytes(n_val, seed + 1)
     for a in (alpha, alpha / 5):
         _bigram_row(chk, bigram_nll, train, val, a, f"{n_train} train bytes, {n_val} val bytes, alpha={a:g}")
+    if not chk.passed:
+        _measure_counts(chk, bigram_nll, (alpha, alpha / 5))
     if chk.passed:  # the pairs of bytes train has seen are scored right: the rows below measure the one it has not
         _unseen_previous_byte_rows(chk, bigram_nll, train, val, (alpha, alpha / 5))
     run_contract(chk, bigram_nll, BIGRAM_NLL)
@@ -404,6 +437,51 @@ def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
             lambda: nll((counts + alpha) / (counts.sum(1, keepdim=True) + alpha)),
         "log base 2: NLL in nats uses the natural log": lambda: ref_bigram_nll(train, val, alpha) / math.log(2),
     })
+
+
+def _implied_counts(bigram_nll, train, pair: bytes, alphas) -> tuple[float, float] | None:
+    """(count of `pair`, total of its previous byte's row) that the learner's table holds, read off the NLL of
+    the one pair at two alphas: p = (c + alpha) / (n + 256·alpha) is linear in c and n. None when a call
+    fails or gives no finite number."""
+    val = torch.tensor(list(pair), dtype=torch.uint8)
+    ps = []
+    for alpha in alphas:
+        try:
+            value = _as_float_tensor(guarded_call(bigram_nll, (train.clone(), val.clone(), alpha)))
+        except Exception:  # noqa: BLE001: a probe that raises measures nothing; the rows above said why
+            return None
+        if value is None or not math.isfinite(float(value)):
+            return None
+        ps.append(math.exp(-float(value)))
+    (a1, a2), (p1, p2) = alphas, ps
+    if abs(p2 - p1) < 1e-12:
+        return None
+    total = (a1 * (256 * p1 - 1) - a2 * (256 * p2 - 1)) / (p2 - p1)
+    return a1 * (256 * p1 - 1) + p1 * total, total
+
+
+def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
+    """What the learner's table counts, measured on a train text whose pairs repeat: 'ab' 20 times and 'ac' once
+    (row 'a' totals 21), 'ba' 20 times (row 'b' totals 20). Said when the counts it implies are whole numbers
+    that differ from train's."""
+    train = torch.tensor(list(b"ab" * 20 + b"ac"), dtype=torch.uint8)
+    truth = {b"ab": (20, 21), b"ac": (1, 21), b"ba": (20, 20)}
+    read = {pair: _implied_counts(bigram_nll, train, pair, alphas) for pair in truth}
+    if any(r is None or any(abs(x - round(x)) > 1e-3 or round(x) < 0 for x in r) for r in read.values()):
+        return
+    yours = {pair: (round(c), round(n)) for pair, (c, n) in read.items()}
+    if yours == truth:
+        return
+    said = "; ".join(f"'{pair.decode()}': count {yours[pair][0]} of a row total {yours[pair][1]}, train has "
+                     f"{truth[pair][0]} of {truth[pair][1]}" for pair in truth if yours[pair] != truth[pair])
+    once = all(c == min(t, 1) for (c, _), (t, _) in zip(yours.values(), truth.values()))
+    chk.diagnose(f"your table's counts are not train's (measured on train = 'ab' * 20 + 'ac', each count read off "
+                 f"your NLL of one pair at two alphas, p = (count + alpha) / (row total + 256·alpha): {said})"
+                 + (": each distinct pair is counted once, however often it occurs; an indexed += (counts[prev, "
+                    "next] += 1) writes a repeated index once: count with torch.bincount, or "
+                    "index_put_(..., accumulate=True)" if once else
+                    ": count every (previous, next) pair of train once per occurrence, and each row's total is the "
+                    "sum of its counts"))
 
 
 def _unseen_previous_byte_rows(chk: Check, bigram_nll, train, val, alphas) -> None:

@@ -15,6 +15,7 @@ whether the right values come back in sorted order.
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import io
 import math
@@ -618,22 +619,29 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     return chk
 
 
-def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 32) -> None:
-    """Sampling at temperature 1 with no filter, the first new token of `copies` copies of each prompt row: how often
-    the most likely token is drawn, against the softmax's own probability. The count is a sum of independent
-    Bernoulli draws; more than 6 standard deviations above its mean happens to a right answer with a probability of
-    4e-7 for the check's model (the exact tail), whereas a greedy answer draws that token every time."""
-    prompts = prompt.repeat(copies, 1)
-    model.eval()
+def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharpen: float = 8.0) -> None:
+    """Sampling at temperature 1 with no filter, the first new token of `copies` copies of each prompt row, from the
+    model with its final norm's gain times `sharpen` (logits that far from uniform make a flattened distribution
+    show): how often the most likely token is drawn, against the softmax's own probability. The count is a sum of
+    independent Bernoulli draws; more than 6 standard deviations from its mean, on either side, happens to a right
+    answer with a probability below 1e-6 for the check's model (the exact tails), whereas a greedy answer draws that
+    token every time and one that flattens the softmax draws it a few times."""
+    sharp = copy.deepcopy(model)
     with torch.no_grad():
-        probs = model(prompts)[:, -1].double().softmax(-1)       # (copies·B, V)
-    model.train()
-    got = chk.call(generate, model, prompts, 1, 1.0, None, None, seeded(13))
+        sharp.norm.weight.mul_(sharpen)
+    prompts = prompt.repeat(copies, 1)
+    sharp.eval()
+    with torch.no_grad():
+        logits = sharp(prompts)[:, -1].double()                   # (copies·B, V)
+    sharp.train()
+    probs = logits.softmax(-1)
+    got = chk.call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
     shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == (len(prompts), prompt.shape[1] + 1)
     top_p, top = probs.max(-1)
     mean, sd = float(top_p.sum()), float((top_p * (1 - top_p)).sum().sqrt())
     hits = int((got[:, -1].cpu() == top).sum()) if shaped else 0
-    if chk.require("plain sampling (temperature 1, no filter) draws from the softmax", shaped and hits <= mean + 6 * sd,
+    if chk.require("plain sampling (temperature 1, no filter) draws from the softmax",
+                   shaped and abs(hits - mean) <= 6 * sd,
                    f"returned {describe(got)}" if not shaped else f"{hits} of {len(prompts)} draws are the most likely "
                    f"token, the softmax expects {mean:.1f} ± {sd:.1f}"):
         return
@@ -647,8 +655,18 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 32) -> No
                      "the generator are ignored, so plain sampling never happens; sample from softmax(logits / "
                      "temperature) whenever temperature > 0, with or without top_k and top_p (temperature 0 alone "
                      "means greedy)")
-    else:
+    elif hits > mean:
         chk.measured(f"{measured}: the draws are sharper than the distribution")
+    else:
+        twice = probs.softmax(-1).gather(1, top[:, None]).squeeze(1)   # a softmax of the probabilities
+        t_mean, t_sd = float(twice.sum()), float((twice * (1 - twice)).sum().sqrt())
+        if abs(hits - t_mean) <= 6 * t_sd:
+            chk.diagnose(f"your draws are flatter than the model's distribution (measured: {measured}), as flat as a "
+                         f"softmax taken of the probabilities (which expects {t_mean:.1f} ± {t_sd:.1f}): the numbers "
+                         "sample_next receives are probabilities already, so its softmax flattens them; hand it the "
+                         "logits of the last position, model(idx)[:, -1, :], as they are")
+        else:
+            chk.measured(f"{measured}: the draws are flatter than the distribution")
 
 
 def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:

@@ -15,7 +15,7 @@ import tinylm
 from autograder import checks
 from autograder.checks.core import independent_copy
 
-from ..helpers import PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message
+from ..helpers import PART_2_CHECK_MODULES, assert_stub_gets_not_implemented_message, greedy_with_cache
 
 
 def _step(x, attn, cos, sin, past_k, past_v):
@@ -28,16 +28,6 @@ def _step(x, attn, cos, sin, past_k, past_v):
     k_all, v_all = torch.cat((past_k, k), 2), torch.cat((past_v, split(attn.v_proj(x), attn.n_kv_heads)), 2)
     y = tinylm.causal_attention(q, k_all, v_all)  # repeats kv heads itself, bottom-right mask
     return attn.o_proj(y.transpose(1, 2).flatten(2)), k_all, v_all
-
-
-def _greedy(model, prompt, n, cache):
-    cache.reset()
-    idx, fed = prompt, prompt
-    with torch.no_grad():
-        for _ in range(n):
-            fed = model(fed, cache=cache)[:, -1].argmax(-1, keepdim=True)
-            idx = torch.cat((idx, fed), 1)
-    return idx
 
 
 def _evaluate(model, batches, bytes_per_token=1.0):
@@ -75,7 +65,7 @@ _GENERATE = independent_copy(tinylm.generate)
 CORRECT = [
     (checks.check_cache_update, (lambda pk, pv, k, v: (torch.cat((pk, k), 2), torch.cat((pv, v), 2)),)),
     (checks.check_attention_step, (_step,)),
-    (checks.check_generate_greedy, (_greedy,)),
+    (checks.check_generate_greedy, (greedy_with_cache,)),
     (checks.check_repeat_kv, (independent_copy(tinylm.repeat_kv),)),
     (checks.check_gqa_attention, (independent_copy(tinylm.causal_attention),)),
     (checks.check_gqa_step, (_step,)),

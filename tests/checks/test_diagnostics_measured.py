@@ -19,18 +19,19 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from autograder.checks import (check_causal_attention, check_generate, check_generate_greedy, check_get_batch,
-                               check_swiglu, check_swiglu_hidden, check_top_k_filter, check_train_step)
+from autograder.checks import (check_bigram_nll, check_causal_attention, check_embed, check_evaluate, check_generate,
+                               check_generate_greedy, check_get_batch, check_swiglu, check_swiglu_hidden,
+                               check_top_k_filter, check_train_step)
 from autograder.checks import contracts, trace
-from autograder.checks.core import Check, independent_copy
-from autograder.checks.kv_cache import _measure_cache_length
+from autograder.checks.core import Check, independent_copy, seeded
+from autograder.checks.kv_cache import _measure_cache_length, tiny_model
 from autograder.checks.model import _list_lengths
 from autograder.checks.mlp import SWIGLU
 from autograder.checks.perplexity import _measure_conversion
 from autograder.checks.sampling import TIES, TOPK_MINUS, TOPK_PLUS, TOP_P_FILTER
 from autograder.checks.spies import crossed_arguments, first_call_arguments
 
-from ..helpers import check_failure, diagnosis_texts
+from ..helpers import check_failure, diagnosis_texts, greedy_with_cache
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -366,29 +367,36 @@ def test_gradients_left_before_a_step_are_not_added_to_it():
 
 
 # -- decoding in bfloat16, plain sampling -------------------
-def greedy(model, prompt, n, cache, *, own_cache=False):
-    if own_cache:
-        cache = tinylm.KVCache(model.config, prompt.shape[0])  # nothing stale in a new one
-    cache.reset()
-    idx, fed = prompt, prompt
-    with torch.no_grad():
-        for _ in range(n):
-            fed = model(fed, cache=cache)[:, -1].argmax(-1, keepdim=True)
-            idx = torch.cat((idx, fed), 1)
-    return idx
-
-
 def greedy_own_cache(model, prompt, n, cache):
-    return greedy(model, prompt, n, cache, own_cache=True)
+    cache = tinylm.KVCache(model.config, prompt.shape[0])  # nothing stale in a new one
+    return greedy_with_cache(model, prompt, n, cache)
 
 
 def test_a_bfloat16_model_decodes_with_the_callers_cache_and_a_cache_of_its_own_is_named_and_placed():
-    assert check_failure(check_generate_greedy, greedy) is None
+    assert check_failure(check_generate_greedy, greedy_with_cache) is None
     err = check_failure(check_generate_greedy, greedy_own_cache)
     assert err is not None and err.diagnosis.kind == "raised"
     assert "a cache of its own, not the one it was given" in err.diagnosis.likely_bugs[0]
     assert "holding torch.float32 on cpu" in err.diagnosis.likely_bugs[0]
     assert err.diagnosis.located["code"].startswith("cache = tinylm.KVCache(model.config, prompt.shape[0])")
+
+
+def greedy_capped(model, prompt, n, cache):
+    return greedy_with_cache(model, prompt, min(n, model.config.max_seq_len - prompt.shape[1]), cache)
+
+
+def greedy_feeding_the_last_token(model, prompt, n, cache):
+    return greedy_with_cache(model, prompt, n, cache, feed_last=True)
+
+
+def test_a_request_that_fills_the_cache_is_served_whole():
+    """T + max_new_tokens = max_seq_len + 1: a decoder that caps the new tokens comes back one short, one that feeds
+    the last token overflows the cache; both are named by what was measured."""
+    capped = check_failure(check_generate_greedy, greedy_capped)
+    assert capped is not None and "returns 7 new tokens for max_new_tokens = 8" in capped.diagnosis.likely_bugs[0]
+    assert "no cap of max_seq_len - T" in capped.diagnosis.likely_bugs[0]
+    fed = check_failure(check_generate_greedy, greedy_feeding_the_last_token)
+    assert fed is not None and "9 forward calls for 8 new tokens" in diagnosis_texts(fed)
 
 
 _GENERATE = independent_copy(tinylm.generate)
@@ -408,4 +416,88 @@ def test_plain_sampling_is_measured_against_the_softmax_and_greedy_decoding_with
     err = check_failure(check_generate, generate_greedy_without_filters)
     assert err is not None and err.diagnosis.failed_rows == ["plain sampling (temperature 1, no filter) draws from the softmax"]
     assert "decodes greedily when no filter is set" in err.diagnosis.likely_bugs[0]
-    assert "64 of 64 draws are the most likely token" in err.diagnosis.likely_bugs[0]
+    assert "128 of 128 draws are the most likely token" in err.diagnosis.likely_bugs[0]
+    err = check_failure(check_generate, generate_from_probabilities)
+    assert err is not None and "as flat as a softmax taken of the probabilities" in err.diagnosis.likely_bugs[0]
+
+
+def generate_from_probabilities(model, prompt, n, temperature, top_k, top_p, generator):
+    """The sampling loop with the softmax taken before sample_next, which takes its own."""
+    was = model.training
+    model.eval()
+    idx = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            probs = model(idx)[:, -1, :].softmax(-1)
+            idx = torch.cat((idx, tinylm.sample_next(probs, temperature, top_k, top_p, generator)[:, None]), dim=1)
+    model.train(was)
+    return idx
+
+
+def test_a_right_sampler_fails_the_plain_sampling_row_with_probability_below_one_in_a_million():
+    """The exact distribution of the row's count (a sum of independent Bernoulli draws, by dynamic programming) for
+    the check's own model: both tails beyond 6 standard deviations hold less than 1e-6."""
+    model = tiny_model(3, dropout=0.5)
+    prompt = torch.randint(model.config.vocab_size, (2, 4), generator=seeded(3))
+    with torch.no_grad():
+        model.norm.weight.mul_(8.0)
+        p = model.eval()(prompt.repeat(64, 1))[:, -1].double().softmax(-1).max(-1).values
+    dist = torch.zeros(len(p) + 1, dtype=torch.float64)
+    dist[0] = 1.0
+    for q in p:
+        dist = torch.cat((dist[:1] * (1 - q), dist[1:] * (1 - q) + dist[:-1] * q))
+    mean, sd = float(p.sum()), float((p * (1 - p)).sum().sqrt())
+    outside = [k for k in range(len(dist)) if abs(k - mean) > 6 * sd]
+    assert float(dist[outside].sum()) < 1e-6 and 0 in outside and len(p) in outside
+
+
+def test_an_id_past_the_table_must_raise_and_the_row_read_for_it_is_named():
+    def clamped(ids, weight):
+        return weight[ids.clamp(0, weight.shape[0] - 1)]
+
+    def wrapped(ids, weight):
+        return weight[ids % weight.shape[0]]
+
+    assert "row 10, the last row: the id was clamped" in diagnosis_texts(check_failure(check_embed, clamped))
+    assert "row 0: the id wrapped around modulo vocab" in diagnosis_texts(check_failure(check_embed, wrapped))
+    assert check_failure(check_embed, lambda ids, weight: weight[ids]) is None
+
+
+def _bigram_nll(counting: str):
+    def bigram_nll(train, val, alpha=0.5):
+        t, v = train.long(), val.long()
+        counts = torch.zeros(256, 256, dtype=torch.float64)
+        if counting == "indexed +=":
+            counts[t[:-1], t[1:]] += 1  # a repeated index is written once
+        else:
+            counts.index_put_((t[:-1], t[1:]), torch.ones(len(t) - 1, dtype=torch.float64), accumulate=True)
+        probs = (counts + alpha) / (counts.sum(1, keepdim=True) + 256 * alpha)
+        return -probs.log()[v[:-1], v[1:]].mean().item()
+    return bigram_nll
+
+
+def test_a_table_that_counts_each_distinct_pair_once_is_measured():
+    said = diagnosis_texts(check_failure(check_bigram_nll, _bigram_nll("indexed +=")))
+    assert "'ab': count 1 of a row total 2, train has 20 of 21" in said and "counted once" in said, said
+    assert check_failure(check_bigram_nll, _bigram_nll("accumulate")) is None
+
+
+def _evaluate(bits_per_byte):
+    @torch.no_grad()
+    def evaluate(model, batches, bytes_per_token):
+        was = model.training
+        model.eval()
+        total, count = 0.0, 0
+        for x, y in batches:
+            total += F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum").item()
+            count += int((y != -100).sum())
+        model.train(was)
+        loss = total / count
+        return {"loss": loss, "perplexity": math.exp(loss), "bits_per_byte": bits_per_byte(loss, bytes_per_token)}
+    return evaluate
+
+
+def test_bits_per_byte_is_measured_at_several_bytes_per_token():
+    merged = check_failure(check_evaluate, _evaluate(lambda loss, b: loss / math.log(2 * b)))
+    assert merged is not None and "grows as 1 : 2 : 3 where it must grow as 1 : 2 : 4" in diagnosis_texts(merged)
+    assert check_failure(check_evaluate, _evaluate(lambda loss, b: loss / math.log(2) / b)) is None

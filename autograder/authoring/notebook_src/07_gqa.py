@@ -234,7 +234,8 @@ print("cached == uncached:", torch.equal(tinylm.generate(fused, prompt, 30, temp
 # ### Exercise: `decode_bytes_per_token`
 #
 # Return `{"weights": ..., "kv_cache": ...}`, the bytes one decoding step reads at position `context_len` (with
-# `context_len` positions already cached), as ints, for numbers of `dtype`: `weights`, every parameter of the model
+# `context_len` positions already cached), as ints, for numbers of `dtype` (a float, or `torch.int8` for a quantised
+# model, one byte per number): `weights`, every parameter of the model
 # once (the whole decoder of notebook 05, a tied head being the embedding's own matrix; by this convention the
 # embedding counts whole, although a lookup reads one row of it), and `kv_cache`, the keys and values of the
 # `context_len` cached positions in every block. The check measures the `nbytes` of tinylm's parameters in that dtype

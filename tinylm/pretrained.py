@@ -363,6 +363,7 @@ def pretrained_state_dict(max_seq_len: int = DEFAULT_MAX_SEQ_LEN) -> dict[str, t
     if state is None:
         state = _convert(_opened(path), config)
         _write_weights(weights_path, state)
+        _opened_as.cache_clear()  # metadata and weights are cached now: the reader's memory map is not needed again
     if config.tie_embeddings:
         state["lm_head.weight"] = state["tok_emb.weight"]  # one tensor, two names, as in Transformer
     return state

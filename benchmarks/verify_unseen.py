@@ -1,7 +1,7 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
-of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7"
-and "fresh8" sets (fresh.py to fresh8.py, in none of the lists either) is a real
+of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7",
+"fresh8" and "fresh9" sets (fresh.py to fresh9.py, in none of the lists either) is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -22,6 +22,7 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh6
     python benchmarks/verify_unseen.py --set fresh7
     python benchmarks/verify_unseen.py --set fresh8
+    python benchmarks/verify_unseen.py --set fresh9
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -178,7 +179,9 @@ def probe_02(ns):
             "rms_norm gradient wrt x == tinylm's": attempt(lambda: _close(
                 input_gradient(ns["rms_norm"]), input_gradient(tinylm.rms_norm), atol=1e-5)),
             "RMSNorm's parameters, the notebook's DEVICE not the CPU": attempt(lambda: _parameters_off_cpu(ns, 8)),
-            "RMSNorm's parameters on the CPU": attempt(lambda: [name for name, _ in ns["RMSNorm"](8).named_parameters()])}
+            "RMSNorm's parameters on the CPU": attempt(lambda: [name for name, _ in ns["RMSNorm"](8).named_parameters()]),
+            # the module keeps its input's dtype: rms_norm of float32 x with a fresh gain is float32
+            "RMSNorm output dtype, float32 input": attempt(lambda: str(ns["RMSNorm"](8)(small).dtype))}
 
 
 def _parameters_off_cpu(ns, dim: int) -> list:
@@ -267,7 +270,23 @@ def probe_04(ns):
                 ns["rotary_attention"](q, k, v, cos, sin, p), rotated[p], atol=1e-5)) for p in (0, 4)},
             "rotary_attention bfloat16: output dtype": attempt(lambda: ns["rotary_attention"](
                 q.bfloat16(), k.bfloat16(), v.bfloat16(), cos, sin, 0).dtype),
-            "rope_cache dtype": str(mine[0].dtype)}
+            "rope_cache dtype": str(mine[0].dtype),
+            # autograd: d sum(output) / d q, through the rotation, as tinylm's RoPE and attention give it
+            "rotary_attention(start_pos=4) gradient wrt q == tinylm's": attempt(lambda: _close(
+                _rotary_q_gradient(ns["rotary_attention"], q, k, v, cos, sin),
+                _rotary_q_gradient(_tinylm_rotary, q, k, v, cos, sin), atol=1e-5))}
+
+
+def _tinylm_rotary(q, k, v, cos, sin, start_pos=0):
+    return tinylm.causal_attention(tinylm.apply_rope(q, cos, sin, start_pos), tinylm.apply_rope(k, cos, sin, start_pos), v)
+
+
+def _rotary_q_gradient(rotary, q, k, v, cos, sin):
+    """The gradient of sum(rotary(q, k, v) * w) with respect to q, w a fixed random weighting, start_pos 4."""
+    leaf = q.clone().requires_grad_()
+    weights = torch.randn(q.shape, generator=_gen(80))
+    (rotary(leaf, k, v, cos, sin, 4) * weights).sum().backward()
+    return leaf.grad
 
 
 def _component_numel(config: tinylm.ModelConfig) -> dict:
@@ -455,6 +474,8 @@ def _probe_08(ns):
                 lambda: int(ns["sample_next"](apart, 1.0, None, None, _gen(0))[0]) in (0, 1)),
             "generate(top_k=1) == greedy continuation": attempt(
                 lambda: torch.equal(ns["generate"](bigram, prompt, 4, top_k=1, generator=_gen(0)), greedy)),
+            "generate(temperature=0) == greedy continuation": attempt(
+                lambda: torch.equal(ns["generate"](bigram, prompt, 4, temperature=0.0, generator=_gen(0)), greedy)),
             "top_p(0.7) == tinylm": torch.equal(ns["top_p_filter"](logits, 0.7), tinylm.top_p_filter(logits, 0.7)),
             # softmax is shift-invariant: logits + 100 keep the same nucleus
             "top_p(0.7), logits + 100 == tinylm": attempt(lambda: torch.equal(
@@ -601,7 +622,22 @@ def probe_09(ns):
             **{f"train_step_costs, {label} == one AdamW step of tinylm": attempt(
                 lambda c=c: ns["train_step_costs"](c, 2, 6) == _training_costs(c, 2, 6))
                for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))},
-            "train_step with gradients left in .grad == on a clean model": attempt(lambda: _leftover_gradients_ignored(ns, targets))}
+            "train_step with gradients left in .grad == on a clean model": attempt(lambda: _leftover_gradients_ignored(ns, targets)),
+            "train_step, gradient norm below grad_clip: SGD step == unclipped": attempt(lambda: _unclipped_below_bound(ns, targets))}
+
+
+def _unclipped_below_bound(ns, targets) -> bool:
+    """One train_step (SGD, lr 0.1, grad_clip 1e3) on a Recorder, whose gradient norm is far below 1e3: clipping
+    leaves the gradient as it is, so the weights move exactly as one plain SGD step on the same batch moves them."""
+    torch.manual_seed(0)
+    model = Recorder(10)
+    torch.manual_seed(0)
+    plain = Recorder(10)
+    ns["train_step"](model, torch.optim.SGD(model.parameters(), lr=0.1), targets[:, :-1], targets[:, 1:], grad_clip=1e3)
+    F.cross_entropy(plain(targets[:, :-1]).reshape(-1, 10), targets[:, 1:].reshape(-1)).backward()
+    with torch.no_grad():
+        plain.emb.weight -= 0.1 * plain.emb.weight.grad
+    return torch.allclose(model.emb.weight, plain.emb.weight, atol=1e-6)
 
 
 def _leftover_gradients_ignored(ns, targets) -> bool:
@@ -701,7 +737,8 @@ def probe_10(ns):
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
-VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")
+VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
+                 "fresh9")
 
 
 def main(argv: list[str] | None = None) -> int:

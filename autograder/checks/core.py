@@ -1133,6 +1133,7 @@ class Check:
             self._measure_size_one_axis(got.shape, want.shape)
             self._measure_layout(got, want, atol, rtol)
             self._measure_merged_axes(got, want, atol, rtol)
+            self._measure_part_kept(name, got, want, atol, rtol)
         if row.ok and got.is_inference() and not want.is_inference():
             row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
             self.measured(f"your result is an inference tensor (measured: .is_inference() is True): it was made under "
@@ -1297,6 +1298,30 @@ class Check:
         self.diagnose(f"your result has shape {tuple(got.shape)}, expected {tuple(want.shape)}, with the right "
                       f"values in the right order (measured: the right result reshaped to {tuple(got.shape)} equals "
                       f"yours): {'; '.join(said)}: {fix}")
+
+    def _measure_part_kept(self, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
+        """A result shorter than the right one along one axis that holds its first or last entries there: how many
+        were dropped, and from which end."""
+        if got.dim() != want.dim() or got.dim() == 0:
+            return
+        apart = [a for a in range(got.dim()) if got.shape[a] != want.shape[a]]
+        if len(apart) != 1 or not 0 < got.shape[apart[0]] < want.shape[apart[0]]:
+            return
+        axis, n, total = apart[0], got.shape[apart[0]], want.shape[apart[0]]
+        for end, part in (("last", want.narrow(axis, total - n, n)), ("first", want.narrow(axis, 0, n))):
+            if close_to(got, part, atol, rtol):
+                said = self.ratio_rows.setdefault("part kept", [])  # one row says it; the others would repeat it
+                said.append(name)
+                if len(said) > 1:
+                    return
+                dropped, gone = "first" if end == "last" else "last", total - n
+                owners = self._sizes_named().get(gone)
+                self.diagnose(f"`{name}` holds the {end} {n} of the {total} entries the right result has along axis "
+                              f"{axis} (measured: they equal the right result's {end} {n} there): the {dropped} "
+                              f"{gone}" + (f" ({' and '.join(owners)})" if owners else "")
+                              + (" are" if gone > 1 else " is") + " dropped; keep every entry: no part of the result "
+                              "may be cut to a fixed length")
+                return
 
     def _measure_size_one_axis(self, got_shape, want_shape) -> None:
         """A result one axis of size 1 apart from the expected shape: which axis, and what keeps or drops one."""

@@ -10,7 +10,8 @@ from torch import nn
 import tinylm
 
 from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
-from .core import Check, close_to, gradient_reaches, parameter_dtypes, parameter_problems, randn, tol_for
+from .core import (Check, close_to, gradient_reaches, guarded_call, parameter_dtypes, parameter_problems, randn,
+                   tol_for)
 from .model import registered_elsewhere, saved_buffers
 
 
@@ -163,6 +164,8 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
     if not chk.passed and not chk.named_variants():
         explain_rms_norm(chk, rms_norm)
     run_contract(chk, rms_norm, RMS_NORM)
+    if not chk.passed:
+        measure_eps(chk, lambda x, eps: rms_norm(x, torch.ones_like(x[0, 0]), eps), centred=False)
     chk.finish()
 
 
@@ -183,7 +186,42 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     want = F.layer_norm(x_h.float(), (d,), w_h.float(), b_h.float(), eps).to(half)
     chk.compare(f"{half} keeps its dtype", got, want, atol=0.1, rtol=0.05)
     run_contract(chk, layer_norm, LAYER_NORM)
+    if not chk.passed:
+        measure_eps(chk, lambda x, eps: layer_norm(x, torch.ones_like(x[0, 0]), torch.zeros_like(x[0, 0]), eps),
+                    centred=True)
     chk.finish()
+
+
+def _how_often(said: str) -> str:
+    return "twice" if said == "2·eps" else "three times" if said == "3·eps" else "with another weight"
+
+
+def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None:
+    """The eps a normalisation actually adds to the variance (centred: LayerNorm) or the mean square (RMSNorm),
+    read off its output with a unit gain and no bias: y = x' / sqrt(s + eps'), so eps' = (x' / y)² - s, x' the
+    centred x or x itself and s its variance or mean square. Said when eps' is a clean multiple of the eps passed."""
+    x = randn(4, 16, seed=11, dtype=torch.float64) * 0.5       # a variance near eps, so eps shapes every value
+    try:
+        y = guarded_call(normalise, (x.clone(), eps))
+    except Exception:  # noqa: BLE001: a call that raises measures nothing; the rows said why
+        return
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape or not y.is_floating_point():
+        return
+    xc = x - x.mean(-1, keepdim=True) if centred else x
+    s = xc.pow(2).mean(-1, keepdim=True)
+    big = y.detach().double().abs() > 0.2
+    if not bool(big.any()):
+        return
+    implied = ((xc / y.detach().double()).pow(2) - s)[big]
+    factor = float(implied.median()) / eps
+    if not bool(torch.allclose(implied, implied.median(), rtol=1e-3, atol=1e-6)) or abs(factor - 1) < 1e-3:
+        return
+    said = next((f"{k:g}·eps" for k in (0, 0.5, 2, 3, 4) if abs(factor - k) < 1e-3), f"{factor:.4g}·eps")
+    what = "variance" if centred else "mean of x²"
+    how = "eps is not added" if said == "0·eps" else "eps is added " + _how_often(said)
+    chk.diagnose(f"your normalisation divides by sqrt({what} + {said}) (measured: with eps = {eps:g} and a unit "
+                 f"gain, (x{' - mean' if centred else ''})² / y² - {what} is {factor * eps:.4g} for every value): "
+                 f"{how}; add it exactly once, under the square root, sqrt({what} + eps)")
 
 
 def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):

@@ -349,7 +349,32 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         log.close()
     if log.calls and not all(c["training"] for c in log.calls):
         chk.diagnose("eval mode left on: call model.train() at the start of a step (dropout must be on while training)")
+    if chk.passed:
+        _below_the_clip(chk, train_step, seed, dropout, lr, x, y)
     return chk
+
+
+def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float, x, y, grad_clip: float = 1e3) -> None:
+    """A step whose gradients' global norm is far below grad_clip: clipping leaves them as they are (it only ever
+    scales down, by min(1, grad_clip / norm)), so the step is the unclipped one."""
+    model, opt = _setup(seed, dropout, lr)
+    torch.manual_seed(seed)
+    _ref_step(model, opt, x, y, grad_clip)
+    want = _flat(model)
+    norm = float(torch.cat([p.grad.flatten() for p in model.parameters()]).double().norm())
+    model, opt = _setup(seed, dropout, lr)
+    torch.manual_seed(seed)
+    call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
+    if chk.compare(f"grad_clip = {grad_clip:g}, far above the gradients' norm: parameters after the step",
+                   _flat(model), want):
+        return
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    left = float(torch.cat([g.flatten() for g in grads]).double().norm()) if grads else None
+    if left is not None and math.isclose(left, grad_clip, rel_tol=1e-3):
+        chk.diagnose(f"your step scales the gradients up to norm grad_clip = {grad_clip:g} (measured: their global "
+                     f"norm at optimizer.step() is {left:.6g}, where this batch's gradients have norm {norm:.3g}): "
+                     "clipping only ever scales down, by min(1, grad_clip / norm); a gradient below the bound is "
+                     "left as it is. torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) does that")
 
 
 def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6, dropout: float = 0.2,

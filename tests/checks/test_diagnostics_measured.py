@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 import tinylm
 from autograder.checks import (check_bigram_nll, check_causal_attention, check_embed, check_evaluate, check_generate,
-                               check_generate_greedy, check_get_batch, check_swiglu, check_swiglu_hidden,
+                               check_generate_greedy, check_get_batch, check_layer_norm, check_swiglu, check_swiglu_hidden,
                                check_top_k_filter, check_train_step)
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check, independent_copy, seeded
@@ -501,3 +501,48 @@ def test_bits_per_byte_is_measured_at_several_bytes_per_token():
     merged = check_failure(check_evaluate, _evaluate(lambda loss, b: loss / math.log(2 * b)))
     assert merged is not None and "grows as 1 : 2 : 3 where it must grow as 1 : 2 : 4" in diagnosis_texts(merged)
     assert check_failure(check_evaluate, _evaluate(lambda loss, b: loss / math.log(2) / b)) is None
+
+
+def _clipping(scale_up: bool):
+    def train_step(model, optimizer, x, y, grad_clip):
+        model.train()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        if scale_up:  # clipping by hand, without min(1, ...)
+            norm = torch.cat([p.grad.flatten() for p in model.parameters()]).norm()
+            for p in model.parameters():
+                p.grad.mul_(grad_clip / norm)
+        else:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        return loss.item()
+    return train_step
+
+
+def test_clipping_that_scales_small_gradients_up_is_measured():
+    said = diagnosis_texts(check_failure(check_train_step, _clipping(scale_up=True)))
+    assert "scales the gradients up to norm grad_clip = 1000" in said, said
+    assert check_failure(check_train_step, _clipping(scale_up=False)) is None
+
+
+def test_an_eps_added_twice_is_read_off_the_output():
+    def layer_norm(x, weight, bias, eps=1e-5):
+        centred = x - x.mean(-1, keepdim=True)
+        var = centred.pow(2).mean(-1, keepdim=True) + eps
+        return weight * centred / torch.sqrt(var + eps) + bias
+
+    assert "sqrt(variance + 2·eps)" in diagnosis_texts(check_failure(check_layer_norm, layer_norm))
+    assert check_failure(check_layer_norm, lambda x, w, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], w, b, eps)) is None
+
+
+def test_a_result_cut_to_a_fixed_length_names_the_entries_dropped():
+    chk = Check("cache_update", expects="(B, H, T_past + T_new, hd)")
+    want = torch.randn(2, 3, 8, 4, generator=torch.Generator().manual_seed(0))
+    chk.compare("k_all", want[:, :, 3:], want)
+    assert any("holds the last 5 of the 8 entries" in d and "the first 3 are dropped" in d for d in chk.diagnoses)
+    chk.compare("v_all", want[:, :, 3:], want)
+    assert len(chk.diagnoses) == 1  # the second row would say the same
+    other = Check("cache_update", expects="(B, H, T_past + T_new, hd)")
+    other.compare("k_all", torch.randn(2, 3, 5, 4), want)
+    assert not other.diagnoses

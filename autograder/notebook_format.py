@@ -7,8 +7,10 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
+if TYPE_CHECKING:
+    import nbformat
 
 SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
@@ -16,6 +18,9 @@ MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN T
 
 
 def read(path: Path) -> nbformat.NotebookNode:
+    # Imported here: nbformat brings jsonschema, whose import builds a grammar (about 1.7 s of CPU),
+    # and the checks import this module in every notebook kernel and recheck child, which never read a notebook.
+    import nbformat
     return nbformat.read(str(path), as_version=4)
 
 

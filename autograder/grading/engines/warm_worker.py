@@ -44,10 +44,13 @@ def _note_jails(log: Path) -> None:
 
 # Imported once per worker: nbgrader's apps (all of them, with the
 # preprocessors and the gradebook's sqlalchemy), torch, the course library,
-# the checks and the grading modules the forks run.
+# the checks and the grading modules the forks run; and what the trusted
+# recheck's fork would import for every submission: matplotlib.pyplot (the
+# setup cells import it) and torch._dynamo (the first Python decomposition
+# on the meta device imports it, with sympy: the accounting checks' references).
 PRELOAD = ("nbgrader.apps.nbgraderapp", "nbgrader.apps.autogradeapp", "torch", "tinylm", "autograder.checks",
            "autograder.notebook_format", "autograder.grading.grade", "autograder.grading.preprocessors",
-           "autograder.grading.recheck.run", "autograder.grading.sandbox.kernel")
+           "autograder.grading.recheck.run", "autograder.grading.sandbox.kernel", "matplotlib.pyplot", "torch._dynamo")
 
 
 def _preload() -> None:

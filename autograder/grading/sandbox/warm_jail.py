@@ -64,9 +64,12 @@ from .warm_client import ALLOWED_MODULES, ENV_VAR, warm_module
 
 # Public modules the jailed side imports anyway (every notebook imports
 # matplotlib.pyplot: its import builds the font list, ~0.7 s in a fresh
-# jail HOME). Not the modules run as __main__ (runpy would warn that they
-# were imported already).
-PRELOAD = ("torch", "tinylm", "autograder.checks", "ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib.pyplot")
+# jail HOME; every notebook's checks run the learner's function on the meta
+# device, whose first Python decomposition imports torch._dynamo and sympy,
+# ~1.4 s of CPU in each kernel; importing it starts no thread). Not the
+# modules run as __main__ (runpy would warn that they were imported already).
+PRELOAD = ("torch", "tinylm", "autograder.checks", "ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib.pyplot",
+           "torch._dynamo")
 # Read when Python starts or a preloaded library loads (locale, OpenMP and
 # MKL thread counts, matplotlib's backend): a job whose value differs from
 # the server's runs cold.

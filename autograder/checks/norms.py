@@ -165,7 +165,7 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
         explain_rms_norm(chk, rms_norm)
     run_contract(chk, rms_norm, RMS_NORM)
     if not chk.passed:
-        measure_eps(chk, lambda x, eps: rms_norm(x, torch.ones_like(x[0, 0]), eps), centred=False)
+        measure_eps(chk, lambda x, eps: rms_norm(x, torch.ones_like(x[0]), eps), centred=False)
     chk.finish()
 
 
@@ -187,7 +187,7 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     chk.compare(f"{half} keeps its dtype", got, want, atol=0.1, rtol=0.05)
     run_contract(chk, layer_norm, LAYER_NORM)
     if not chk.passed:
-        measure_eps(chk, lambda x, eps: layer_norm(x, torch.ones_like(x[0, 0]), torch.zeros_like(x[0, 0]), eps),
+        measure_eps(chk, lambda x, eps: layer_norm(x, torch.ones_like(x[0]), torch.zeros_like(x[0]), eps),
                     centred=True)
     chk.finish()
 

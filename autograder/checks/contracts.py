@@ -206,7 +206,7 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
     # CPU), and only for inputs the course itself puts on the model's device.
     movable = contract.elsewhere and all(_movable(v) for v in args.values()) and \
         any(isinstance(v, torch.Tensor) for v in args.values())
-    if movable and torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu":
+    if movable and on_a_gpu():
         grid.append(Regime("cuda", "on the CPU", "on cuda",
                            lambda a: {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in a.items()},
                            device="cuda"))
@@ -214,6 +214,16 @@ def regimes(contract: Contract, args: dict) -> list[Regime]:
         grid.append(Regime("inputs on another device", "on the CPU", f"with the inputs on another device {META_WORDS}",
                            lambda a: a, judge=_stays_on_device))
     return grid
+
+
+def on_a_gpu() -> bool:
+    """Whether the inputs on another device are on cuda (a GPU the course may use) rather than the meta device."""
+    return torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu"
+
+
+def elsewhere_regime() -> str:
+    """The name of the regime that moves every input off the CPU, on this machine."""
+    return "cuda" if on_a_gpu() else "inputs on another device"
 
 
 # What large values do to a softmax, said with the regimes that make them.
@@ -482,10 +492,9 @@ def apply_outcome(chk: Check, outcome: dict) -> None:
 
 def _declares_regimes(contract: Contract) -> bool:
     """False for a contract that only gives the locator its reference (no regime could apply)."""
-    cuda = torch.cuda.is_available() and os.environ.get("TINYLM_DEVICE", "").lower() != "cpu"
     return bool(contract.batch or contract.leading or contract.views or contract.grad or contract.dtypes
                 or contract.params or contract.shift or contract.scale or contract.ones or contract.edges
-                or contract.generator or cuda)
+                or contract.generator or on_a_gpu())
 
 
 def _call(fn, contract: Contract, args: tuple, kwargs: dict, left: list[str] | None = None):

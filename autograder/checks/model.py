@@ -225,8 +225,12 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
     got = {n: tuple(p.shape) for n, p in module.state_dict().items()}
     missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
     wrong = sorted(n for n in set(want) & set(got) if want[n] != got[n])
+    plain = plain_tensors(module, missing)
+    # On a GPU, a Parameter moved with .to(DEVICE) is already a plain tensor here: the build on the CPU says why.
+    if plain and not registered_elsewhere(chk, cls, (config,)):
+        return None
     hidden = (_modules_out_of_sight(module, missing) or _list_lengths(want, got, config)
-              or saved_buffers(chk, cls, (config,), module, extra))
+              or saved_buffers(chk, cls, (config,), module, extra) or _unwrapped(plain, missing))
     if not chk.require("parameters named as tinylm's", not missing and not extra,
                        f"missing {missing[:4]}, unexpected {extra[:4]}",
                        diagnosis=hidden or f"parameter names differ from tinylm's: missing {missing[:4]}, unexpected "
@@ -274,6 +278,28 @@ def _shared_modules(module: nn.Module, reference: nn.Module) -> str | None:
             f"shared under two names, e.g. {a} is {b}): a module listed or assigned twice is one set of weights, so "
             "both places compute the same thing and training moves them together; build a separate module for each "
             "place (nn.ModuleList(Block(config) for _ in range(n_layers)) builds n_layers different blocks)")
+
+
+def plain_tensors(module: nn.Module, names: list[str]) -> list[str]:
+    """The names in `names` that the module holds as plain tensor attributes (not Parameters, not buffers)."""
+    def plain(name):
+        owner, _, attribute = name.rpartition(".")
+        try:
+            value = vars(module.get_submodule(owner)).get(attribute)
+        except AttributeError:
+            return False
+        return isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
+    return [name for name in names if plain(name)]
+
+
+def _unwrapped(plain: list[str], missing: list[str]) -> str | None:
+    """When every missing parameter is a plain tensor attribute of that name (built the same on every device)."""
+    if not plain or plain != missing:
+        return None
+    more = f" ({len(plain) - 1} more alike)" if len(plain) > 1 else ""
+    return (f"`{plain[0]}`{more} is a plain tensor attribute, not an nn.Parameter (measured on the module you built), "
+            "so it is not among parameters() or the state_dict and no optimizer trains it; wrap it: "
+            "nn.Parameter(...)")
 
 
 def _modules_out_of_sight(module: nn.Module, missing: list[str]) -> str | None:
@@ -372,27 +398,28 @@ def _registered(module: nn.Module) -> dict[str, str]:
     return {**{n: "parameter" for n, _ in module.named_parameters()}, **{n: "buffer" for n, _ in module.named_buffers()}}
 
 
-def registered_elsewhere(chk: Check, cls, args: tuple) -> None:
+def registered_elsewhere(chk: Check, cls, args: tuple) -> bool:
     """The row ELSEWHERE_ROW: cls(*args) built with the notebook's DEVICE naming the CPU and another device registers
     the same parameters and buffers (a Parameter moved with .to(DEVICE) is a plain tensor once the device differs).
-    Measured only where the learner's code reads a torch.device from its globals and both builds run."""
+    Measured only where the learner's code reads a torch.device from its globals and both builds run. False when
+    the row fails (now or before)."""
     if any(r.name == ELSEWHERE_ROW for r in chk.rows) or not _device_globals(cls):
-        return
+        return all(r.ok for r in chk.rows if r.name == ELSEWHERE_ROW)
     here, there = _built_with_device(cls, args, torch.device("cpu")), _built_with_device(cls, args, ELSEWHERE)
     if here is None or there is None:
-        return
+        return True
     mine, theirs = _registered(here), _registered(there)
     lost = [n for n in mine if theirs.get(n) != mine[n]]
     gained = [n for n in theirs if n not in mine]
     if chk.require(ELSEWHERE_ROW, not lost and not gained, f"lost {lost[:3]}, gained {gained[:3]}"):
-        return
+        return True
     names = " and ".join(f"`{name}`" for _, name in _device_globals(cls))
     built = (f"built with {names} naming another device than the CPU (the meta device, as a GPU would be), your "
              f"{chk.fn_name} registers")
     if not lost:
         chk.diagnose(f"{built} {gained[:3]}, which it does not register on the CPU: what a module registers must not "
                      "depend on the device it is built for")
-        return
+        return False
     name, more = lost[0], f"; {len(lost) - 1} more names differ alike" if len(lost) > 1 else ""
     owner, _, attribute = name.rpartition(".")
     plain = isinstance(vars(there.get_submodule(owner)).get(attribute), torch.Tensor)
@@ -404,6 +431,7 @@ def registered_elsewhere(chk: Check, cls, args: tuple) -> None:
                             "model.to(DEVICE) move the whole model" if plain else
                             "; what a module registers must not depend on the device it is built for"))
     chk.locate_with(lambda: unregistering_line(cls, args, {n.rpartition(".")[2] for n in lost}))
+    return False
 
 
 def unregistering_line(cls, args: tuple, names: set) -> trace.Located | None:

@@ -448,12 +448,12 @@ def test_a_buffer_left_out_of_the_state_dict_passes():
     checks.check_rms_norm_module(RMSNorm)
 
 
-def _rms_norm_class(gain: str):
-    """An RMSNorm class written in a notebook whose DEVICE is the CPU, its gain made by `gain`."""
+def _rms_norm_class(gain: str, device: str = "cpu"):
+    """An RMSNorm class written in a notebook whose DEVICE is `device`, its gain made by `gain`."""
     source = (f"class RMSNorm(nn.Module):\n    def __init__(self, dim, eps=1e-6):\n        super().__init__()\n"
               f"        self.eps = eps\n        self.weight = {gain}\n\n"
               f"    def forward(self, x):\n        return tinylm.rms_norm(x, self.weight, self.eps)\n")
-    ns = {"torch": torch, "nn": torch.nn, "tinylm": tinylm, "DEVICE": torch.device("cpu")}
+    ns = {"torch": torch, "nn": torch.nn, "tinylm": tinylm, "DEVICE": torch.device(device)}
     run_as_cell(ns, source, 2)
     return ns["RMSNorm"]
 
@@ -464,26 +464,48 @@ def test_a_gain_made_on_or_off_the_notebooks_device_passes(gain):
     checks.check_rms_norm_module(_rms_norm_class(gain))
 
 
-def test_a_parameter_moved_with_to_device_is_named_as_unregistered_on_another_device_and_its_line_shown():
-    RMSNorm = _rms_norm_class("nn.Parameter(torch.ones(dim)).to(DEVICE)")
+# The notebook's DEVICE naming the meta device stands in for a GPU: there the module the learner built already
+# holds the moved gain as a plain tensor, and the diagnosis must still be the move, not "wrap it" or a name.
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_a_parameter_moved_with_to_device_is_named_as_unregistered_on_another_device_and_its_line_shown(device):
+    RMSNorm = _rms_norm_class("nn.Parameter(torch.ones(dim)).to(DEVICE)", device)
     with pytest.raises(CheckFailed) as err:
         checks.check_rms_norm_module(RMSNorm)
     d = err.value.diagnosis
-    assert d.failed_rows == ["the same parameters whatever device DEVICE names"]
+    assert "the same parameters whatever device DEVICE names" in d.failed_rows
     assert "registers no parameter `weight`" in d.likely_bugs[0] and ".to(DEVICE)" in d.likely_bugs[0]
+    assert not any("wrap it" in bug for bug in d.likely_bugs)
     assert d.located["code"] == "self.weight = nn.Parameter(torch.ones(dim)).to(DEVICE)"
-    assert RMSNorm.__init__.__globals__["DEVICE"] == torch.device("cpu")  # the notebook's DEVICE given back
+    assert RMSNorm.__init__.__globals__["DEVICE"] == torch.device(device)  # the notebook's DEVICE given back
 
 
+def test_a_gain_left_a_plain_tensor_is_named_unwrapped():
+    with pytest.raises(CheckFailed) as err:
+        checks.check_rms_norm_module(_rms_norm_class("torch.ones(dim)"))
+    assert "not an nn.Parameter" in err.value.diagnosis.likely_bugs[0]
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
 @pytest.mark.parametrize("name, check", [("Block", checks.check_block), ("Transformer", checks.check_decoder)])
-def test_a_norm_gain_moved_with_to_device_fails_the_modules_built_of_it(name, check):
+def test_a_norm_gain_moved_with_to_device_fails_the_modules_built_of_it(name, check, device):
     line = "self.weight = nn.Parameter(torch.ones(dim))"
     classes = _decoder_classes((line, line.replace("(dim))", "(dim)).to(DEVICE)")))
+    classes["DEVICE"] = torch.device(device)
     with pytest.raises(CheckFailed) as err:
         check(classes[name])
     d = err.value.diagnosis
     assert "the same parameters whatever device DEVICE names" in d.failed_rows
     assert any("norm.weight` (measured: built with `DEVICE` = cpu it does" in bug for bug in d.likely_bugs)
+    assert not any("attribute names" in bug for bug in d.likely_bugs)
+
+
+@pytest.mark.parametrize("name, check", [("Block", checks.check_block), ("Transformer", checks.check_decoder)])
+def test_a_norm_gain_left_a_plain_tensor_is_named_unwrapped(name, check):
+    line = "self.weight = nn.Parameter(torch.ones(dim))"
+    classes = _decoder_classes((line, "self.weight = torch.ones(dim)"))
+    with pytest.raises(CheckFailed) as err:
+        check(classes[name])
+    assert any("norm.weight` (" in bug and "not an nn.Parameter" in bug for bug in err.value.diagnosis.likely_bugs)
 
 
 @pytest.mark.parametrize("name, check", [("Attention", checks.check_attention_module), ("Block", checks.check_block),

@@ -62,13 +62,14 @@ lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
 # One pass on two workers, the grader tests included: each "no jailed process
 # survives" check looks only at its own batch's processes (its jails' folders,
 # its course data folder), not at another worker's. --dist loadgroup keeps the
-# tests that share an expensive fixture on one worker (tests/conftest.py);
+# tests that share an expensive fixture on one worker (tests/conftest.py),
+# and --no-loadscope-reorder keeps conftest's order: the longest units first;
 # what is slow and why: docs/contributing.md, "how long make test takes".
 test: $(DEV_STAMP)  ## the whole suite, as CI runs it
-	$(PYTEST) -n 2 --dist loadgroup -q --durations=25
+	$(PYTEST) -n 2 --dist loadgroup --no-loadscope-reorder -q --durations=25
 
 test-fast: $(DEV_STAMP)  ## the inner loop: skip tests marked slow
-	$(PYTEST) -n 2 --dist loadgroup -q -m "not slow"
+	$(PYTEST) -n 2 --dist loadgroup --no-loadscope-reorder -q -m "not slow"
 
 clean:  ## delete .venv (the next make target recreates it)
 	rm -rf $(VENV) .pytest_cache

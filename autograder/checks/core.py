@@ -807,18 +807,26 @@ SETTINGS_ROW = "torch settings and requires_grad given back"
 LAYOUT = "your result holds the right values with its axes in another order"
 
 
+# The six factors between logarithms in bases e, 2 and 10 (log_a(x) / log_b(x) = ln b / ln a), named as a
+# learner writes them.
+LOG_BASE_CONSTANTS = {"ln 2": math.log(2), "ln 10": math.log(10), "log10(2)": math.log10(2), "log2(10)": math.log2(10),
+                      "log2(e)": math.log2(math.e), "log10(e)": math.log10(math.e)}
+
+
 def _log_base_factors() -> list[tuple[float, str, str]]:
     """(factor, its name, how code makes it) for every change of logarithm
     base among e, 2 and 10: log_a(x) / log_b(x) = ln b / ln a, and the same
     swap in a divisor gives the inverse."""
-    bases = (("e", "math.log", 1.0), ("2", "math.log2", math.log(2)), ("10", "math.log10", math.log(10)))
-    names = {("e", "2"): "ln 2", ("2", "e"): "log2(e) = 1/ln 2", ("e", "10"): "ln 10", ("10", "e"): "log10(e) = 1/ln 10",
+    bases = (("e", "math.log"), ("2", "math.log2"), ("10", "math.log10"))
+    names = {("e", "2"): "ln 2", ("2", "e"): "log2(e)", ("e", "10"): "ln 10", ("10", "e"): "log10(e)",
              ("2", "10"): "log2(10)", ("10", "2"): "log10(2)"}
+    inverse = {"log2(e)": " = 1/ln 2", "log10(e)": " = 1/ln 10"}
     nats_to_bits = {"2": " (nats where bits are meant: the division by math.log(2) = ln 2 is missing)",
                     "10": " (math.log10(2) for math.log(2) = ln 2, the divisor that turns nats into bits)"}
     found = []
-    for (a, log_a, ln_a), (b, log_b, ln_b) in itertools.permutations(bases, 2):
-        found.append((ln_b / ln_a, names[(a, b)],
+    for (a, log_a), (b, log_b) in itertools.permutations(bases, 2):
+        name = names[(a, b)]
+        found.append((LOG_BASE_CONSTANTS[name], name + inverse.get(name, ""),
                       f"a change of logarithm base (log_b(x) = ln(x) / ln(b)): {log_a}(...) where {log_b}(...) is "
                       f"meant, or {log_b}(...) where {log_a}(...) is meant in a divisor"
                       + (nats_to_bits[b] if a == "e" else "")))

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
-from .core import Check, describe, guarded_call, mode_split, python_number_problem, randn, seeded
+from .core import LOG_BASE_CONSTANTS, Check, describe, guarded_call, mode_split, python_number_problem, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
 
@@ -267,14 +267,12 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
                 "mean NLL, math.exp(loss)")
 
 
-# The constants of a change of logarithm's base, and the elementary maps a nats-to-other-units conversion is built
-# from, named as a learner would write them.
-_LOG_CONSTANTS = {"ln 2": math.log(2), "ln 10": math.log(10), "log10(2)": math.log10(2), "log2(10)": math.log2(10),
-                  "log2(e)": math.log2(math.e), "log10(e)": math.log10(math.e)}
+# The elementary maps a nats-to-other-units conversion is built from (the changes of logarithm base among them),
+# named as a learner would write them.
 _CONVERSIONS = (("{}", lambda v: v), ("ln({})", math.log), ("log2({})", math.log2), ("log10({})", math.log10),
                 ("exp({})", math.exp), ("2 ** {}", lambda v: 2.0 ** v),
-                *((f"{{}} / {name}", lambda v, k=k: v / k) for name, k in _LOG_CONSTANTS.items()),
-                *((f"{{}} · {name}", lambda v, k=k: v * k) for name, k in _LOG_CONSTANTS.items()))
+                *((f"{{}} / {name}", lambda v, k=k: v / k) for name, k in LOG_BASE_CONSTANTS.items()),
+                *((f"{{}} · {name}", lambda v, k=k: v * k) for name, k in LOG_BASE_CONSTANTS.items()))
 _RIGHT = {"perplexity": "exp(loss)", "bits_per_byte": "loss / ln 2 / bytes_per_token (nats to bits: divide by ln 2, "
                                                       "0.693, the natural log of 2)"}
 

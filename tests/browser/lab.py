@@ -298,8 +298,9 @@ class NotebookPage:
 
         The server validates inside its own event loop (seconds), so the requests Lab sends meanwhile wait; on a
         loaded machine Lab then finds the file newer on disk than its last save by more than its 500 ms margin and
-        asks "File Changed" (JupyterLab's own check, seen on a fresh clone's run). The notebook on disk is the one
-        Lab just saved, so the learner's answer is Overwrite; the test answers so, says it, and goes on waiting."""
+        asks "File Changed" (JupyterLab's own check, seen once on a fresh clone's run, where the results never came
+        while it stayed open). The notebook on disk is the one Lab just saved, so the learner's answer is Overwrite
+        (docs/learners.md, Troubleshooting); the test answers so, says it, and goes on waiting for the results."""
         self.page.get_by_role("button", name="Validate").click()
         dialog = self.page.locator(".jp-Dialog")
         # The dialog appears once the server has executed the saved notebook.

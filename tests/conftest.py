@@ -62,7 +62,7 @@ LONG_UNITS = {
 def expected_seconds(item) -> int:
     """LONG_UNITS' figure for the item's group, else for its module; 0 for the short rest."""
     group = item.get_closest_marker("xdist_group")
-    name = group.args[0] if group and group.args else group.kwargs.get("name") if group else None
+    name = (group.args[0] if group.args else group.kwargs.get("name")) if group else None
     return LONG_UNITS.get(name) or LONG_UNITS.get(item.nodeid.split("::")[0], 0)
 
 

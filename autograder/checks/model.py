@@ -421,8 +421,7 @@ def registered_elsewhere(chk: Check, cls, args: tuple) -> bool:
                      "depend on the device it is built for")
         return False
     name, more = lost[0], f"; {len(lost) - 1} more names differ alike" if len(lost) > 1 else ""
-    owner, _, attribute = name.rpartition(".")
-    plain = isinstance(vars(there.get_submodule(owner)).get(attribute), torch.Tensor)
+    plain = bool(plain_tensors(there, [name]))
     missing = (f"{built} no {mine[name]} `{name}` (measured: built with {names} = cpu it does{more}): on a GPU it "
                f"would be absent from {mine[name]}s() and the state_dict, never trained, saved or loaded")
     chk.diagnose(missing + ("; there it is a plain tensor attribute: .to(DEVICE) (or .cuda()) of a Parameter returns a "

@@ -74,6 +74,14 @@ def nbgrader_env() -> dict:
     return env
 
 
+def nbgrader_config():
+    """The course's nbgrader configuration (autograder/nbgrader_config.py) as
+    traitlets loads it, for nbgrader's classes used in this process."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(AUTOGRADER_DIR)).load_config()
+
+
 def nbgrader_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run `nbgrader ARGS` from autograder/, the only place it finds the
     course config (elsewhere it silently makes a fresh gradebook)."""

@@ -8,6 +8,7 @@ psycopg 3 driver named explicitly).
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from contextlib import contextmanager
@@ -52,9 +53,8 @@ def redacted(url: str) -> str:
 def open_gradebook(url: str):
     from nbgrader.api import Gradebook
 
-    # Opening a new gradebook runs alembic in a subprocess of this process.
-    os.environ["PATH"] = course.path_with_interpreter_bin(os.environ.get("PATH", ""))
     try:
+        _create_if_new(url)
         gb = Gradebook(url, course_id=COURSE_ID)
     except Exception as err:
         raise GradingError(f"cannot open the gradebook at {redacted(url)}: {str(err).splitlines()[0]}\n"
@@ -65,20 +65,62 @@ def open_gradebook(url: str):
         gb.close()
 
 
+def _create_if_new(url: str) -> None:
+    """Give a new database nbgrader's tables and its schema's revision, as
+    nbgrader's Gradebook does for one without tables, except that Gradebook
+    asks a second Python for the revision (`alembic heads`: about 5 s, once
+    per new gradebook), which alembic's library reads here from nbgrader's
+    migration scripts in a fraction of a second."""
+    from alembic.script import ScriptDirectory
+    from nbgrader.api import Base
+    from nbgrader.dbutil import ALEMBIC_DIR
+    from sqlalchemy import create_engine, inspect, text
+
+    engine = create_engine(url, future=True)
+    try:
+        if not inspect(engine).get_table_names():
+            revision = ScriptDirectory(ALEMBIC_DIR).get_current_head()
+            with engine.begin() as connection:
+                Base.metadata.create_all(bind=connection)
+                connection.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+                connection.execute(text("INSERT INTO alembic_version (version_num) VALUES (:revision)"),
+                                   {"revision": revision})
+    finally:
+        engine.dispose()
+
+
 def ensure_assignments(url: str, assignments: list[str]) -> None:
     """Autograding needs each assignment's cells in the gradebook. Register the
-    missing ones by generating into a scratch folder (notebooks/ is untouched)."""
+    missing ones as `nbgrader generate_assignment` does, with its converter
+    and the course's nbgrader config, into a scratch release folder
+    (notebooks/ is untouched); in this process, which has nbgrader loaded
+    already (a CLI process per assignment took about 3 s each)."""
     with open_gradebook(url) as gb:
         known = {a.name for a in gb.assignments}
     missing = [a for a in assignments if a not in known]
     if not missing:
         return
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.utils import capture_log
+
     course.COURSE_DATA.mkdir(exist_ok=True)
     data_dir().mkdir(parents=True, exist_ok=True)
+    log = logging.getLogger("autograder.grading.gradebook.register")
+    log.propagate = False  # nbgrader's progress lines; capture_log keeps them for an error
     with tempfile.TemporaryDirectory(prefix="tinylm-register-") as tmp:
+        config = course.nbgrader_config()
+        config.CourseDirectory.db_url = url
+        config.CourseDirectory.release_directory = tmp
+        coursedir = CourseDirectory(config=config)
         for a in missing:
-            course.nbgrader_cli("generate_assignment", a, "--force", f"--CourseDirectory.db_url={url}",
-                                f"--CourseDirectory.release_directory={tmp}")
+            coursedir.assignment_id = a
+            converter = GenerateAssignment(coursedir=coursedir, config=config, log=log)
+            converter.force = True
+            outcome = capture_log(converter)
+            if not outcome["success"]:  # nbgrader's log says why; its traceback's last line names the error
+                said = outcome["log"].strip() or outcome.get("error", "").strip().splitlines()[-1]
+                raise GradingError(f"cannot register {a} in the gradebook {redacted(url)}:\n{said}")
 
 
 def cell_scores(url: str, assignment: str, student: str) -> dict[str, tuple[float, float]]:

@@ -1,11 +1,17 @@
-"""The gradebook helpers of autograder/grading/gradebook.py on SQLite."""
+"""The gradebook helpers of autograder/grading/gradebook.py on SQLite: a new
+gradebook and its registered assignments are what nbgrader itself makes."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 
+import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
+from autograder import course
+from autograder.grading import gradebook
+from autograder.grading.errors import GradingError
 from autograder.grading.gradebook import _ensure_student
 
 
@@ -31,3 +37,47 @@ def test_a_student_another_worker_added_meanwhile_is_found_not_an_error(tmp_path
     finally:
         mine.close()
         other.close()
+
+
+def _rows(path) -> dict:
+    """Every table's schema and rows, without the columns that hold
+    generated ids (nbgrader draws a fresh uuid for each row)."""
+    db = sqlite3.connect(path)
+    try:
+        out = {}
+        for table, sql in db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"):
+            columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+            kept = [i for i, name in enumerate(columns) if name != "id" and not name.endswith("_id")]
+            out[table] = (sql, sorted(tuple(row[i] for i in kept) for row in db.execute(f"SELECT * FROM {table}")))
+        return out
+    finally:
+        db.close()
+
+
+def test_a_new_gradebook_is_the_one_nbgrader_makes(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])  # nbgrader's alembic
+    Gradebook(f"sqlite:///{tmp_path / 'theirs.db'}", course_id=gradebook.COURSE_ID).close()
+    with gradebook.open_gradebook(f"sqlite:///{tmp_path / 'ours.db'}"):
+        pass
+    theirs, ours = _rows(tmp_path / "theirs.db"), _rows(tmp_path / "ours.db")
+    assert theirs["alembic_version"][1] and ours == theirs
+
+
+@pytest.mark.skipif(len(course.assignments()) < 2, reason="the notebooks are not built")
+def test_registering_assignments_fills_the_gradebook_as_nbgraders_command_does(tmp_path):
+    chosen = course.assignments()[:2]
+    ours, theirs = f"sqlite:///{tmp_path / 'ours.db'}", f"sqlite:///{tmp_path / 'theirs.db'}"
+    gradebook.ensure_assignments(ours, chosen)
+    with gradebook.open_gradebook(theirs):
+        pass
+    for a in chosen:
+        course.nbgrader_cli("generate_assignment", a, "--force", f"--CourseDirectory.db_url={theirs}",
+                            f"--CourseDirectory.release_directory={tmp_path / 'release'}")
+    registered = _rows(tmp_path / "ours.db")
+    assert len(registered["assignment"][1]) == 2 and registered["grade_cells"][1]
+    assert registered == _rows(tmp_path / "theirs.db")
+
+
+def test_an_assignment_without_a_source_is_refused_with_nbgraders_reason(tmp_path):
+    with pytest.raises(GradingError, match=r"cannot register 99_missing in the gradebook .*\n.*No notebooks were matched"):
+        gradebook.ensure_assignments(f"sqlite:///{tmp_path / 'gb.db'}", ["99_missing"])

@@ -111,12 +111,19 @@ class _Worker:
             raise WorkerLost(f"the grading worker (pid {self.proc.pid}) gave no answer within {timeout:.0f} s") \
                 from None
 
+    def hang_up(self) -> None:
+        """EOF on the worker's requests: it ends once its current reply is sent."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
     def stop(self, kill: bool = False) -> None:
         """End the worker (EOF on its requests, or SIGKILL) and release any
         jail its children left."""
         if not kill:
             try:
-                self.proc.stdin.close()
+                self.hang_up()
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 kill = True
@@ -209,6 +216,8 @@ class WarmPool:
         self._closed = True
         with self._lock:
             workers, self._workers = list(self._workers), set()
+        for worker in workers:
+            worker.hang_up()  # all at once: each then ends while the others do
         for worker in workers:
             worker.stop()
         shutil.rmtree(self._scratch, ignore_errors=True)

@@ -231,14 +231,18 @@ def _grade_in_fork(sub, opts, jail_log: Path) -> tuple[str, object, list[str]]:
 
 def _warm_jail_server():
     """This worker's fork server for jailed processes (autograder.grading.
-    warm_jail), its address put in the environment the kernels' and the
-    recheck children's jails inherit; None (jailed processes start cold)
-    where the module is absent or the server does not come up."""
+    warm_jail), started, not yet waited for; None where the module is absent."""
     try:
         from ..sandbox.warm_jail import WarmJailServer
     except ImportError:
         return None
-    server = WarmJailServer()
+    return WarmJailServer()
+
+
+def _when_ready(server):
+    """The server once it listens, its address put in the environment the
+    kernels' and the recheck children's jails inherit; None (jailed
+    processes start cold) where it does not come up."""
     try:
         server.wait_ready()
     except RuntimeError as err:
@@ -257,7 +261,9 @@ def worker_main(warm_jail: bool) -> int:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     server = _warm_jail_server() if warm_jail else None
-    _preload()
+    _preload()  # while the server imports the same libraries in its own process
+    if server is not None:
+        server = _when_ready(server)
     jail_log = Path(os.environ[JAIL_LOG_ENV])
     try:
         while True:
@@ -284,4 +290,10 @@ if __name__ == "__main__":
         print(f"usage: {JAIL_LOG_ENV}=FILE python -m autograder.grading.engines.warm_worker --worker [--cold-jail]"
               "  (started by WarmPool)", file=sys.stderr)
         sys.exit(2)
-    sys.exit(worker_main(warm_jail=sys.argv[2:] != ["--cold-jail"]))
+    code = worker_main(warm_jail=sys.argv[2:] != ["--cold-jail"])
+    # Everything the worker started has ended (forks, jails, the server); the
+    # interpreter's own teardown of torch and nbgrader (over a second) would
+    # only make the pool wait.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

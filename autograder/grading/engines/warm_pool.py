@@ -23,6 +23,12 @@ grader's own code, trusted like the cold grader's processes. Limits.wall_s
 bounds the nbgrader child and the recheck child each (as it bounds the cold
 processes); the grading child and the worker have wider backstops.
 
+The jailed processes (kernels, recheck children) of all the pool's workers
+start from one warm fork server the pool runs (sandbox/warm_jail.py): its
+imports are paid once per pool, while the workers import theirs, and it
+ends with the pool (or, should the pool's process die, with it: EOF on its
+stdin).
+
 Jails: every Jail.reserve in a worker's children is noted in the worker's
 jail log; a jail whose process was killed before it could release it (a
 timeout, a worker killed) is released from that log (its uid's processes
@@ -92,13 +98,12 @@ class WorkerLost(RuntimeError):
 class _Worker:
     """One warm worker process and its pipes."""
 
-    def __init__(self, scratch: Path, number: int, warm_jail: bool):
+    def __init__(self, scratch: Path, number: int, jail_server_env: dict):
         self.jail_log = scratch / f"worker-{number}-jails.log"
-        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **jail_server_env)
         env[JAIL_LOG_ENV] = str(self.jail_log)
-        args = [sys.executable, *WORKER_ARGS, *([] if warm_jail else ["--cold-jail"])]
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen([sys.executable, *WORKER_ARGS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=env, start_new_session=True)
 
     def ask(self, message, timeout: float):
         """Send one request, wait for its reply; WorkerLost if the worker dies or overruns."""
@@ -145,8 +150,9 @@ class WarmPool:
     """`workers` warm worker processes; grade() is thread-safe and blocks
     until a worker is free. Workers inherit this process's environment as it
     is when the pool is made (course data folder, gradebook URL). With
-    warm_jail, each worker runs a fork server for its jailed processes
-    (autograder.grading.sandbox.warm_jail, where present); without, they start cold."""
+    warm_jail, the pool runs one fork server that the jailed processes of all
+    its workers start from (autograder.grading.sandbox.warm_jail, where
+    present); without, they start cold."""
 
     def __init__(self, workers: int = 1, warm_jail: bool = True):
         if int(workers) < 1:
@@ -157,13 +163,16 @@ class WarmPool:
         self._idle: queue.Queue = queue.Queue()
         self._workers: set = set()
         self._closed = False
-        self._warm_jail = warm_jail
+        self._jail_server = _start_jail_server() if warm_jail else None
+        self._jail_server_env = self._jail_server.env() if self._jail_server else {}
         for _ in range(int(workers)):
             self._idle.put(self._start())
+        if self._jail_server is not None:  # it imports while the workers do
+            self._jail_server = _when_ready(self._jail_server)
 
     def _start(self) -> _Worker:
         with self._lock:
-            worker = _Worker(self._scratch, next(self._numbers), self._warm_jail)
+            worker = _Worker(self._scratch, next(self._numbers), self._jail_server_env)
             self._workers.add(worker)
             return worker
 
@@ -177,6 +186,12 @@ class WarmPool:
         """The worker processes' ids (for tests and monitoring)."""
         with self._lock:
             return [w.proc.pid for w in self._workers]
+
+    @property
+    def jail_server(self):
+        """The warm jail server its workers' jailed processes start from
+        (None: they start cold); for tests and monitoring."""
+        return self._jail_server
 
     def grade(self, submission, options) -> GradeResult:
         """grade.grade_one(submission, options) in a warm worker."""
@@ -220,6 +235,8 @@ class WarmPool:
             worker.hang_up()  # all at once: each then ends while the others do
         for worker in workers:
             worker.stop()
+        if self._jail_server is not None:  # after the workers: their jailed processes started from it
+            self._jail_server.close()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self):
@@ -227,6 +244,27 @@ class WarmPool:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _start_jail_server():
+    """The pool's fork server for jailed processes, started, not yet waited
+    for; None where autograder.grading.sandbox.warm_jail is absent."""
+    try:
+        from ..sandbox.warm_jail import WarmJailServer
+    except ImportError:
+        return None
+    return WarmJailServer()
+
+
+def _when_ready(server):
+    """The server once it listens; None where it does not come up (it is
+    closed, its socket gone: the workers' jailed processes start cold)."""
+    try:
+        server.wait_ready()
+    except RuntimeError as err:
+        print(f"warm grading pool: {err}; jailed processes start cold", file=sys.stderr)
+        return None
+    return server
 
 
 # --------------------------------------------------------------------------

@@ -229,71 +229,40 @@ def _grade_in_fork(sub, opts, jail_log: Path) -> tuple[str, object, list[str]]:
     return (*pickle.loads(unframe(reply)), jails)
 
 
-def _warm_jail_server():
-    """This worker's fork server for jailed processes (autograder.grading.
-    warm_jail), started, not yet waited for; None where the module is absent."""
-    try:
-        from ..sandbox.warm_jail import WarmJailServer
-    except ImportError:
-        return None
-    return WarmJailServer()
-
-
-def _when_ready(server):
-    """The server once it listens, its address put in the environment the
-    kernels' and the recheck children's jails inherit; None (jailed
-    processes start cold) where it does not come up."""
-    try:
-        server.wait_ready()
-    except RuntimeError as err:
-        print(f"warm grading worker: {err}; jailed processes start cold", file=sys.stderr)
-        return None
-    os.environ.update(server.env())
-    _WORKER_FDS.extend(pipe.fileno() for pipe in (server.proc.stdin, server.proc.stdout))
-    return server
-
-
-def worker_main(warm_jail: bool) -> int:
+def worker_main() -> int:
     """Serve grade requests on stdin until EOF; replies on stdout."""
     requests, replies = os.dup(0), os.dup(1)
     _WORKER_FDS.extend((requests, replies))
     os.dup2(2, 1)  # stray prints go to stderr, never into the reply stream
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    server = _warm_jail_server() if warm_jail else None
-    _preload()  # while the server imports the same libraries in its own process
-    if server is not None:
-        server = _when_ready(server)
+    _preload()
     jail_log = Path(os.environ[JAIL_LOG_ENV])
-    try:
-        while True:
-            try:
-                kind, sub, arg = pickle.loads(receive(requests))
-            except EOFError:
-                return 0
-            if kind == "error_row":  # for a submission whose worker was lost
-                reply = ("result", error_row(sub, arg), [])
-            else:
-                kind, value, jails = _grade_in_fork(sub, arg, jail_log)
-                reply = ("result", value if kind == "result" else error_row(sub, value), jails)
-            try:
-                send(replies, pickle.dumps(reply))
-            except BrokenPipeError:  # the pool's process is gone
-                return 0
-    finally:
-        if server is not None:
-            server.close()
+    while True:
+        try:
+            kind, sub, arg = pickle.loads(receive(requests))
+        except EOFError:
+            return 0
+        if kind == "error_row":  # for a submission whose worker was lost
+            reply = ("result", error_row(sub, arg), [])
+        else:
+            kind, value, jails = _grade_in_fork(sub, arg, jail_log)
+            reply = ("result", value if kind == "result" else error_row(sub, value), jails)
+        try:
+            send(replies, pickle.dumps(reply))
+        except BrokenPipeError:  # the pool's process is gone
+            return 0
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["--worker"] or sys.argv[2:] not in ([], ["--cold-jail"]):
-        print(f"usage: {JAIL_LOG_ENV}=FILE python -m autograder.grading.engines.warm_worker --worker [--cold-jail]"
+    if sys.argv[1:] != ["--worker"]:
+        print(f"usage: {JAIL_LOG_ENV}=FILE python -m autograder.grading.engines.warm_worker --worker"
               "  (started by WarmPool)", file=sys.stderr)
         sys.exit(2)
-    code = worker_main(warm_jail=sys.argv[2:] != ["--cold-jail"])
-    # Everything the worker started has ended (forks, jails, the server); the
-    # interpreter's own teardown of torch and nbgrader (over a second) would
-    # only make the pool wait.
+    code = worker_main()
+    # Everything the worker started has ended (its forks and their jails);
+    # the interpreter's own teardown of torch and nbgrader (over a second)
+    # would only make the pool wait.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

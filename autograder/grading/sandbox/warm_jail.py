@@ -1,11 +1,13 @@
 """A warm fork server for jailed processes: the jail without a fresh Python.
 
 Every jailed kernel and recheck child is a `python -I -m MODULE` that imports
-torch (and ipykernel) again: seconds per submission. The grade worker can
-start one server per worker process,
+torch (and ipykernel) again: seconds per submission. A warm grading pool
+starts one server for all its workers (engines/warm_pool.py),
 
     with WarmJailServer() as server:      # python -I ... autograder.grading.sandbox.warm_jail FOLDER
-        os.environ.update(server.env())   # TINYLM_WARM_JAIL=FOLDER/socket: nbgrader and the recheck pass it on
+        server.wait_ready()
+        env = server.env()                # TINYLM_WARM_JAIL=FOLDER/socket: the workers' environment;
+                                          # nbgrader and the recheck pass it on to their jails
 
 which imports public code only (torch, tinylm, autograder.checks, the
 ipykernel kernel app, matplotlib.pyplot) and then waits on a Unix socket.
@@ -30,8 +32,8 @@ supervisor passes its signals on to the job and sends back the job's exit
 status; when the client dies (a SIGKILL from the kernel manager), its
 socket closes and the supervisor SIGKILLs the job's outside process, whose
 init and namespace follow at once. Each process of the chain dies with its
-parent (PR_SET_PDEATHSIG), and the server with the grade worker (EOF on its
-stdin), so closing the server leaves nothing behind.
+parent (PR_SET_PDEATHSIG), and the server with the process that started it
+(EOF on its stdin), so closing the server leaves nothing behind.
 
 Why isolation is unchanged: a fork is a fresh address space, and it holds
 only what the server holds, which is public code and the server's minimal
@@ -123,7 +125,7 @@ class _Server:
         print("ready", flush=True)
         while not self.stopping:
             ready, _, _ = select.select([0, self.listener, self.wake_r], [], [])
-            if 0 in ready:  # stdin, a pipe from the grade worker: EOF when the worker is gone
+            if 0 in ready:  # stdin, a pipe from the process that started it (a warm pool): EOF when it is gone
                 self.stopping = not os.read(0, 4096)
             if self.wake_r in ready:
                 os.read(self.wake_r, 4096)
@@ -359,7 +361,7 @@ def serve(folder: str, cold_path: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------------
-# the grade worker's side
+# the side of the process that starts it (a warm pool)
 
 def server_env() -> dict:
     """The server's whole environment: what a jail passes on, nothing else
@@ -371,7 +373,7 @@ def server_env() -> dict:
 
 
 class WarmJailServer:
-    """One warm server for a grade worker process. Cheap to start: jobs run
+    """One warm server for a warm pool's workers. Cheap to start: jobs run
     cold until it has imported torch and listens (wait_ready to block)."""
 
     def __init__(self):

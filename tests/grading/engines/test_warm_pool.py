@@ -150,8 +150,12 @@ def test_a_worker_killed_mid_submission_is_replaced(tmp_path):
             assert pool.pids() and victim not in pool.pids()
             # retried once in the fresh worker: a full, recorded grade
             assert (first["status"], first["score"]) == ("graded", 7.0), first["problems"]
+            # the fresh worker's kernel and recheck child still start from the pool's one warm jail server
+            before = len(pool.jail_server.jobs())
             second = pool.grade(Submission("second", A), opts)
             assert (second["status"], second["score"]) == ("graded", 7.0), second["problems"]
+            assert pool.jail_server.jobs()[before:] == ["ipykernel_launcher", "autograder.grading.recheck"]
+        assert pool.jail_server.proc.poll() is not None, "the pool's jail server outlived the pool"
         time.sleep(2)
         assert _warm_processes(tmp_path) == []
         assert jailed_survivors(tmp_path) == []

@@ -106,7 +106,7 @@ def ensure_assignments(url: str, assignments: list[str]) -> None:
 
     course.COURSE_DATA.mkdir(exist_ok=True)
     data_dir().mkdir(parents=True, exist_ok=True)
-    log = logging.getLogger("autograder.grading.gradebook.register")
+    log = logging.getLogger("tinylm-register")
     log.propagate = False  # nbgrader's progress lines; capture_log keeps them for an error
     with tempfile.TemporaryDirectory(prefix="tinylm-register-") as tmp:
         config = course.nbgrader_config()

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_autograde.py [--submissions 8] [--workers 1 2] [--assignment 01_embeddings]
                                          [--engine warm|cold ...] [--all]
+    python benchmarks/bench_autograde.py --setup [--rounds 3] [--workers 2] [--assignments 3]
 
 Each run grades the same batch of honest submissions from scratch in a
 temporary course data folder (SQLite gradebook), with the full pipeline:
@@ -13,6 +14,16 @@ notebooks with the first worker count and prints seconds per submission and
 the stage breakdown per notebook. --engine cold grades as before the warm
 workers: an nbgrader process and a recheck process per submission;
 --engine cold warm measures both, interleaved.
+
+--setup measures what a grading run pays besides its submissions, each
+row in --rounds interleaved rounds (medians): a new gradebook, made by
+nbgrader's own Gradebook (which asks an `alembic heads` process for the
+schema's revision) and by gradebook.open_gradebook; registering the first
+--assignments notebooks, with an `nbgrader generate_assignment` process per
+notebook and with gradebook.ensure_assignments; and a warm pool of the first
+--workers count: how much longer its first round of one honest submission
+per worker takes than its second (the workers' and the jail server's
+start), and its close.
 """
 from __future__ import annotations
 
@@ -73,6 +84,83 @@ def all_notebooks(n: int, workers: int, recheck: bool, engine: str) -> None:
         print(f"{assignment:<24}  {elapsed / n:>6.1f}  {stage_row(stages)}", flush=True)
 
 
+def _seconds(work) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def _new_gradebooks(folder: Path, k: int) -> tuple[float, float]:
+    from nbgrader.api import Gradebook
+
+    def theirs():
+        Gradebook(f"sqlite:///{folder / f'nbgrader-{k}.db'}", course_id=gradebook.COURSE_ID).close()
+
+    def ours():
+        with gradebook.open_gradebook(f"sqlite:///{folder / f'ours-{k}.db'}"):
+            pass
+    return _seconds(theirs), _seconds(ours)
+
+
+def _registrations(folder: Path, k: int, assignments: list[str]) -> tuple[float, float]:
+    theirs, ours = f"sqlite:///{folder / f'nbgrader-{k}.db'}", f"sqlite:///{folder / f'ours-{k}.db'}"
+
+    def by_command():
+        for a in assignments:
+            course.nbgrader_cli("generate_assignment", a, "--force", f"--CourseDirectory.db_url={theirs}",
+                                f"--CourseDirectory.release_directory={folder / 'release'}")
+    return _seconds(by_command), _seconds(lambda: gradebook.ensure_assignments(ours, assignments))
+
+
+def _pool(folder: Path, k: int, assignment: str, workers: int) -> tuple[float, float]:
+    """(extra seconds of the pool's first round over its second, seconds to close it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder.grading.engines.warm_pool import WarmPool
+    from autograder.grading.records import Submission
+
+    nb = specimens.honest(assignment)
+    students = [f"p{k}-{i}" for i in range(2 * workers)]
+    for student in students:
+        specimens.submit(folder, student, assignment, nb)
+    opts = Options(assignments=[assignment], workers=workers, progress=False)
+    opts.db_url = f"sqlite:///{folder / f'ours-{k}.db'}"
+    gradebook.ensure_assignments(opts.db_url, [assignment])
+
+    def one_round(pool, names):
+        with ThreadPoolExecutor(max_workers=workers) as threads:
+            results = list(threads.map(lambda s: pool.grade(Submission(s, assignment), opts), names))
+        if any(r["score"] != r["max_score"] for r in results):
+            raise SystemExit(f"benchmark pool did not grade cleanly: {results}")
+    start = time.perf_counter()
+    pool = WarmPool(workers)
+    one_round(pool, students[:workers])
+    first = time.perf_counter() - start
+    second = _seconds(lambda: one_round(pool, students[workers:]))
+    return first - second, _seconds(pool.close)
+
+
+def setup_costs(rounds: int, workers: int, assignments: list[str]) -> None:
+    import statistics
+    print(f"fixed costs of a grading run: median of {rounds} interleaved round(s), {os.cpu_count()} cores, "
+          f"{len(assignments)} notebook(s) registered, a pool of {workers} worker(s)")
+    os.environ["PATH"] = course.path_with_interpreter_bin(os.environ.get("PATH", ""))  # nbgrader's `alembic`
+    rows = {"new gradebook": [], f"register {len(assignments)} notebook(s)": [], "pool": []}
+    for k in range(rounds):
+        with tempfile.TemporaryDirectory(prefix="tinylm-bench-") as tmp:
+            os.environ[gradebook.DATA_ENV_VAR] = tmp
+            rows["new gradebook"].append(_new_gradebooks(Path(tmp), k))
+            rows[f"register {len(assignments)} notebook(s)"].append(_registrations(Path(tmp), k, assignments))
+            rows["pool"].append(_pool(Path(tmp), k, assignments[0], workers))
+    print(f"{'':<26}  {'nbgrader (s)':>12}  {'autograder (s)':>14}  {'ratio':>6}")
+    for name in list(rows)[:2]:
+        theirs, ours = (statistics.median(col) for col in zip(*rows[name]))
+        print(f"{name:<26}  {theirs:>12.2f}  {ours:>14.2f}  {theirs / ours:>5.1f}x")
+    start, close = (statistics.median(col) for col in zip(*rows["pool"]))
+    print(f"warm pool of {workers}: its first round took {start:.1f} s longer than its second (the workers' and "
+          f"the jail server's start); closing it took {close:.1f} s")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--assignment", default=course.assignments()[0] if course.assignments() else "01_embeddings")
@@ -84,8 +172,14 @@ def main() -> int:
                         "cold: an nbgrader and a recheck process per submission; both: interleaved, "
                         "each worker count graded by each engine in turn")
     p.add_argument("--all", action="store_true", help="a table of seconds per submission for every notebook")
+    p.add_argument("--setup", action="store_true", help="the fixed costs of a grading run (see the docstring)")
+    p.add_argument("--rounds", type=int, default=3, help="--setup: interleaved rounds (default 3)")
+    p.add_argument("--assignments", type=int, default=3, help="--setup: notebooks registered (default 3)")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.setup:
+        setup_costs(args.rounds, args.workers[0], course.assignments()[:args.assignments])
+        return 0
     if args.all:
         for engine in args.engine:
             all_notebooks(args.submissions, args.workers[0], not args.no_recheck, engine)

@@ -41,21 +41,21 @@ def browser():
 
 
 # Seconds each long unit of work took on the 2-core machine (a group's tests together, or a module's ungrouped
-# tests; a fresh clone's `make test`, 2026-12-04). Only the order matters: the suite runs longest first (`make
-# test` passes --no-loadscope-reorder, which keeps this order), so the last minutes are filled with short tests
-# and both workers finish together. xdist's own order (most tests first) left the hub's 100 s for the end, while
-# the other worker had been idle for 90 s.
+# tests; a fresh clone's `make test`, 2026-12-04, commit 44fa948). Only the order matters: the suite runs longest
+# first (`make test` passes --no-loadscope-reorder, which keeps this order), so the last minutes are filled with
+# short tests and both workers finish together. xdist's own order (most tests first) left the hub's 100 s for the
+# end, while the other worker had been idle for 90 s.
 LONG_UNITS = {
-    "learner_run": 400, "tests/grading/test_grade_proofs.py": 220, "tests/grading/engines/test_warm_pool.py": 170,
-    "tests/grading/attacks/test_battery.py": 160, "tests/grading/attacks/test_recheck.py": 115,
-    "tests/hub/test_course_hub.py": 100, "tests/grading/engines/test_cluster.py": 90, "tests/browser": 85,
-    "tests/checks/test_diagnostics.py": 80, "tests/grading/attacks/test_shared.py": 75,
-    "tests/grading/attacks/test_intake.py": 70, "tests/browser/test_docs_site.py": 70,
-    "tests/grading/attacks/test_channels.py": 65, "tests/course/test_benchmarks.py": 60,
-    "tests/grading/recheck/test_remote_objects.py": 60, "tests/tinylm/test_pretrained.py": 50,
-    "tests/grading/publish/test_report.py": 45, "tests/grading/test_deadlines.py": 45,
-    "tests/course/test_learner_output.py": 40, "tests/course/test_real_model_cells.py": 40,
-    "tests/grading/attacks/test_isolation.py": 35, "tests/course/test_notebook09_run.py": 30,
+    "learner_run": 460, "tests/grading/test_grade_proofs.py": 150, "tests/hub/test_course_hub.py": 125,
+    "tests/grading/attacks/test_battery.py": 120, "tests/grading/engines/test_warm_pool.py": 115,
+    "tests/checks/test_diagnostics.py": 105, "tests/browser": 95, "tests/course/test_benchmarks.py": 85,
+    "tests/grading/attacks/test_intake.py": 70, "tests/grading/attacks/test_shared.py": 65,
+    "tests/grading/recheck/test_remote_objects.py": 60, "tests/grading/attacks/test_recheck.py": 60,
+    "tests/grading/engines/test_cluster.py": 60, "tests/grading/attacks/test_channels.py": 60,
+    "tests/browser/test_docs_site.py": 50, "tests/tinylm/test_pretrained.py": 50,
+    "tests/grading/attacks/test_isolation.py": 45, "tests/course/test_learner_output.py": 40,
+    "tests/course/test_real_model_cells.py": 35, "tests/course/test_notebook09_run.py": 30,
+    "tests/grading/test_deadlines.py": 25, "tests/grading/publish/test_report.py": 20,
 }
 
 

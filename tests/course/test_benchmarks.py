@@ -50,6 +50,12 @@ def test_pretrained_benchmark_prints_speed_next_to_its_bound():
         assert row in out
 
 
+@pytest.mark.slow
+def test_autograde_setup_mode_sets_nbgraders_commands_beside_the_graders_own():
+    out = run_benchmark("bench_autograde.py", "--setup", "--rounds", "1", "--assignments", "1", "--workers", "1")
+    for row in ("new gradebook", "register 1 notebook(s)", "warm pool of 1: its first round took"):
+        assert row in out, out
+
 
 @pytest.mark.slow
 def test_report_benchmark_times_every_stage():

@@ -71,20 +71,23 @@ def _create_if_new(url: str) -> None:
     asks a second Python for the revision (`alembic heads`: about 5 s, once
     per new gradebook), which alembic's library reads here from nbgrader's
     migration scripts in a fraction of a second."""
-    from alembic.script import ScriptDirectory
-    from nbgrader.api import Base
-    from nbgrader.dbutil import ALEMBIC_DIR
     from sqlalchemy import create_engine, inspect, text
 
     engine = create_engine(url, future=True)
     try:
-        if not inspect(engine).get_table_names():
-            revision = ScriptDirectory(ALEMBIC_DIR).get_current_head()
-            with engine.begin() as connection:
-                Base.metadata.create_all(bind=connection)
-                connection.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
-                connection.execute(text("INSERT INTO alembic_version (version_num) VALUES (:revision)"),
-                                   {"revision": revision})
+        if inspect(engine).get_table_names():
+            return
+        # imported only here: every grading fork opens the gradebook, and alembic is not preloaded there
+        from alembic.script import ScriptDirectory
+        from nbgrader.api import Base
+        from nbgrader.dbutil import ALEMBIC_DIR
+
+        revision = ScriptDirectory(ALEMBIC_DIR).get_current_head()
+        with engine.begin() as connection:
+            Base.metadata.create_all(bind=connection)
+            connection.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+            connection.execute(text("INSERT INTO alembic_version (version_num) VALUES (:revision)"),
+                               {"revision": revision})
     finally:
         engine.dispose()
 

@@ -93,13 +93,16 @@ def nbgrader_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return proc
 
 
-def generate(release_dir: Path | None = None, *, db: bool = True) -> Path:
+def generate(release_dir: Path | None = None, *, db: bool = True, db_url: str | None = None) -> Path:
     """nbgrader generate_assignment for every assignment, with --force (an
     existing release folder is otherwise skipped silently). With db=True the
-    assignments are also registered in the gradebook, which autograding needs."""
+    assignments are also registered in the gradebook (the config's, or
+    db_url's), which autograding needs."""
     args = ["generate_assignment", "*", "--force"]
     if release_dir is not None:
         args.append(f"--CourseDirectory.release_directory={Path(release_dir).resolve()}")
+    if db_url is not None:
+        args.append(f"--CourseDirectory.db_url={db_url}")
     if not db:
         args.append("--no-db")
     nbgrader_cli(*args)

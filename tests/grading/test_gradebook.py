@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 
 import pytest
 from nbgrader.api import Gradebook, MissingEntry
@@ -15,10 +14,15 @@ from autograder.grading.errors import GradingError
 from autograder.grading.gradebook import _ensure_student
 
 
-def test_a_student_another_worker_added_meanwhile_is_found_not_an_error(tmp_path, monkeypatch):
+@pytest.fixture
+def alembic_on_path(monkeypatch):
+    """nbgrader's own Gradebook runs `alembic` to create a gradebook."""
+    monkeypatch.setenv("PATH", course.path_with_interpreter_bin(os.environ["PATH"]))
+
+
+def test_a_student_another_worker_added_meanwhile_is_found_not_an_error(tmp_path, monkeypatch, alembic_on_path):
     """Two workers grading two notebooks of one student: both look the
     student up, both find nothing, the second insert meets the first's row."""
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])  # nbgrader's alembic
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     mine, other = Gradebook(url), Gradebook(url)
     try:
@@ -54,8 +58,7 @@ def _rows(path) -> dict:
         db.close()
 
 
-def test_a_new_gradebook_is_the_one_nbgrader_makes(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])  # nbgrader's alembic
+def test_a_new_gradebook_is_the_one_nbgrader_makes(tmp_path, alembic_on_path):
     Gradebook(f"sqlite:///{tmp_path / 'theirs.db'}", course_id=gradebook.COURSE_ID).close()
     with gradebook.open_gradebook(f"sqlite:///{tmp_path / 'ours.db'}"):
         pass
@@ -63,21 +66,19 @@ def test_a_new_gradebook_is_the_one_nbgrader_makes(tmp_path, monkeypatch):
     assert theirs["alembic_version"][1] and ours == theirs
 
 
-@pytest.mark.skipif(len(course.assignments()) < 2, reason="the notebooks are not built")
+@pytest.mark.skipif(not course.assignments(), reason="the notebooks are not built")
 def test_registering_assignments_fills_the_gradebook_as_nbgraders_command_does(tmp_path):
-    chosen = course.assignments()[:2]
     ours, theirs = f"sqlite:///{tmp_path / 'ours.db'}", f"sqlite:///{tmp_path / 'theirs.db'}"
-    gradebook.ensure_assignments(ours, chosen)
+    gradebook.ensure_assignments(ours, course.assignments())
     with gradebook.open_gradebook(theirs):
         pass
-    for a in chosen:
-        course.nbgrader_cli("generate_assignment", a, "--force", f"--CourseDirectory.db_url={theirs}",
-                            f"--CourseDirectory.release_directory={tmp_path / 'release'}")
+    course.generate(tmp_path / "release", db_url=theirs)  # every notebook, in one nbgrader process
     registered = _rows(tmp_path / "ours.db")
-    assert len(registered["assignment"][1]) == 2 and registered["grade_cells"][1]
+    assert len(registered["assignment"][1]) == len(course.assignments()) and registered["grade_cells"][1]
     assert registered == _rows(tmp_path / "theirs.db")
 
 
 def test_an_assignment_without_a_source_is_refused_with_nbgraders_reason(tmp_path):
-    with pytest.raises(GradingError, match=r"cannot register 99_missing in the gradebook .*\n.*No notebooks were matched"):
+    refusal = r"cannot register 99_missing in the gradebook .*\n.*No notebooks were matched"
+    with pytest.raises(GradingError, match=refusal):
         gradebook.ensure_assignments(f"sqlite:///{tmp_path / 'gb.db'}", ["99_missing"])

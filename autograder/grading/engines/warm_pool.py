@@ -164,7 +164,6 @@ class WarmPool:
         self._workers: set = set()
         self._closed = False
         self._jail_server = _start_jail_server() if warm_jail else None
-        self._jail_server_env = self._jail_server.env() if self._jail_server else {}
         for _ in range(int(workers)):
             self._idle.put(self._start())
         if self._jail_server is not None:  # it imports while the workers do
@@ -172,7 +171,8 @@ class WarmPool:
 
     def _start(self) -> _Worker:
         with self._lock:
-            worker = _Worker(self._scratch, next(self._numbers), self._jail_server_env)
+            # no server (none wanted, or it did not come up): the worker's jailed processes start cold
+            worker = _Worker(self._scratch, next(self._numbers), self._jail_server.env() if self._jail_server else {})
             self._workers.add(worker)
             return worker
 

@@ -136,3 +136,20 @@ def greedy_with_cache(model, prompt, n: int, cache, *, feed_last: bool = False):
         if feed_last:
             model(fed, cache=cache)
     return idx
+
+
+def need_pretrained_weights() -> None:
+    """Skip the calling test when SmolLM2's weights are not installed, with the
+    reason; fail instead under TINYLM_REQUIRE_PRETRAINED=1 (CI)."""
+    import os
+
+    import pytest
+
+    from tinylm import pretrained
+
+    reason = pretrained.why_unavailable()
+    if reason is None:
+        return
+    if os.environ.get("TINYLM_REQUIRE_PRETRAINED") == "1":
+        pytest.fail(f"TINYLM_REQUIRE_PRETRAINED=1, but: {reason}")
+    pytest.skip(reason)

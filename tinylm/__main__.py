@@ -77,8 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_arg(e)
 
     c = sub.add_parser("chat", help="talk to SmolLM2-135M-Instruct's real weights running in tinylm",
-                       description="One answer to --prompt, or else one answer per line read from stdin "
-                                   "(each line starts a new conversation).")
+                       description="One answer to --prompt, or else one answer per message read from stdin "
+                                   "(each starts a new conversation): at a terminal with line editing "
+                                   "and history, Ctrl-C stopping an answer, Ctrl-D or /exit leaving; "
+                                   "from a pipe, one message per line.")
     c.add_argument("--prompt", help="answer this message and exit")
     c.add_argument("--system", help="the system message (default: SmolLM2's own)")
     c.add_argument("--max-new-tokens", type=int, default=256, help="longest answer in tokens (256)")
@@ -87,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--top-k", type=int)
     c.add_argument("--top-p", type=float, default=0.9, help="(0.9; 1 turns it off)")
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--threads", type=int,
+                   help="torch threads for decoding (default: one per core left idle by the load average)")
     _add_device_arg(c)
     _add_experiment_parser(sub)
     return parser
@@ -199,47 +203,37 @@ def cmd_eval(args) -> int:
 def cmd_chat(args) -> int:
     import torch
 
+    from .chat import PipedInput, TerminalInput, answer, choose_threads, run_session
     from .pretrained import load_pretrained
 
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
-    model, tok = load_pretrained(device=_device(args))
-    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
-    if args.prompt is not None:
-        _answer(model, tok, args.prompt, args, generator)
-        return 0
-    interactive = sys.stdin.isatty()
-    while True:
-        if interactive:
-            print("> ", end="", flush=True)
-        line = sys.stdin.readline()
-        if not line:  # end of input (Ctrl-D)
+    threads, why = choose_threads(args.threads)  # before the load, whose own work would count as load
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model, tok = load_pretrained(device=_device(args))
+        print(f"threads: {threads} ({why})", file=sys.stderr, flush=True)
+        generator = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
+        if args.prompt is not None:
+            answer(model, tok, args.prompt, args, generator)
             return 0
-        if line.strip():
-            _answer(model, tok, line.rstrip("\n"), args, generator)
+        if sys.stdin.isatty():
+            messages = TerminalInput()
+            if not messages.editing:
+                print("(no line editing: Python's readline module is not available here)", file=sys.stderr)
+            print("Type a message and Enter (a paste of many lines is one message); Ctrl-C stops an answer, "
+                  "Ctrl-D or /exit leaves.", file=sys.stderr, flush=True)
+        else:
+            messages = PipedInput()
+        return run_session(model, tok, args, generator, messages)
+    except KeyboardInterrupt:  # while loading, or between an answer and the next prompt
+        print(file=sys.stderr)
+        return 130
+    finally:
+        torch.set_num_threads(threads_before)  # main() may be called from a longer-lived program
 
 
-def _answer(model, tok, message: str, args, generator) -> None:
-    """Print the answer to `message` as it is decoded, up to the end-of-turn token."""
-    import torch
-
-    from .sampling import generate_stream
-
-    prompt = torch.tensor(tok.chat_ids(message, args.system))
-    room = model.config.max_seq_len - len(prompt)
-    if room < 1:
-        raise ValueError(f"the prompt is {len(prompt)} tokens, the model holds {model.config.max_seq_len}; shorten it")
-    ids, shown = [], 0
-    for token in generate_stream(model, prompt, min(args.max_new_tokens, room), temperature=args.temperature,
-                                 top_k=args.top_k, top_p=args.top_p, generator=generator, stop_token=tok.eos_id):
-        if token == tok.eos_id:
-            break
-        ids.append(token)
-        text = tok.decode(ids)
-        if not text.endswith("\ufffd"):  # wait for the rest of a character split across tokens
-            print(text[shown:], end="", flush=True)
-            shown = len(text)
-    print(tok.decode(ids)[shown:], flush=True)
 def cmd_experiment(args) -> int:
     import matplotlib
 

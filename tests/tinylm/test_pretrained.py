@@ -21,6 +21,8 @@ import tinylm
 from tinylm import Transformer, generate, pretrained
 from tinylm.__main__ import main
 
+from ..helpers import need_pretrained_weights
+
 FRANCE = "What is the capital of France?"
 LONG_ANSWER = "Explain in a few sentences how a bicycle works."
 TEXTS = [
@@ -35,19 +37,12 @@ TEXTS = [
 ]
 
 
-def _need_weights():
-    reason = pretrained.why_unavailable()
-    if reason is None:
-        return
-    if os.environ.get("TINYLM_REQUIRE_PRETRAINED") == "1":
-        pytest.fail(f"TINYLM_REQUIRE_PRETRAINED=1, but: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     """A temporary TINYLM_CACHE for this module: the first conversion is cold."""
-    _need_weights()
+    need_pretrained_weights()
     with pytest.MonkeyPatch.context() as mp:
         folder = tmp_path_factory.mktemp("tinylm-cache")
         mp.setenv("TINYLM_CACHE", str(folder))
@@ -315,7 +310,7 @@ def test_model_built_without_random_init_equals_load_state_dict():
 def test_block_dequantizer_equals_gguf_on_the_real_tensors():
     """tinylm's torch dequantizer against the gguf package's own, on one
     tensor of each quantized type in the file (Q8_0 embedding, Q4_1 matrix)."""
-    _need_weights()
+    need_pretrained_weights()
     from gguf.quants import dequantize
 
     tensors = pretrained._GGUF(pretrained.gguf_path()).tensors()

@@ -195,6 +195,37 @@ def check_device() -> Result:
     return ok("device", f"tinylm.device() -> {dev} ({where}{forced})")
 
 
+def installed_bytes(names_or_prefixes: tuple[str, ...]) -> int:
+    """Disk space of the installed distributions whose name is one of, or
+    starts with one of, `names_or_prefixes` (e.g. "torch", "nvidia-")."""
+    total = 0
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if any(name == n or (n.endswith("-") and name.startswith(n)) for n in names_or_prefixes):
+            for f in dist.files or ():
+                path = Path(dist.locate_file(f))
+                total += path.stat().st_size if path.is_file() else 0
+    return total
+
+
+CUDA_BUILD_PACKAGES = ("torch", "triton", "nvidia-")
+
+
+def check_torch_build(cuda_version: str | None, gpu_count: int, size_bytes: Callable[[], int]) -> Result:
+    """A CUDA build of torch on a machine without an NVIDIA GPU works on the
+    CPU, at several GB of disk: say how much, and how to get the CPU build."""
+    if not cuda_version:
+        return ok("torch build", "CPU build" if not gpu_count else f"{gpu_count} GPU(s)")
+    if gpu_count:
+        return ok("torch build", f"CUDA {cuda_version}, {gpu_count} GPU(s)")
+    from .torch_wheel import CPU_INDEX_URL
+
+    return warn("torch build", f"the CUDA {cuda_version} build of torch with no NVIDIA GPU here: "
+                               f"{size_bytes() / GIB:.1f} GiB of torch, triton and NVIDIA libraries, unused on a CPU",
+                f"pip uninstall -y torch triton $(pip list --format=freeze | grep -o '^nvidia-[^=]*') && "
+                f"pip install torch --index-url {CPU_INDEX_URL}   (or delete .venv and run `make venv`)")
+
+
 def available_memory_bytes() -> int | None:
     """Memory a new process can use without swapping (MemAvailable on Linux)."""
     try:
@@ -383,6 +414,10 @@ def run_checks(instructor: bool = False) -> list[Result]:
         results.append(check_pretrained())
     if results[1].status == "OK":
         results.append(check_device())
+        import torch
+
+        results.append(check_torch_build(torch.version.cuda, torch.cuda.device_count(),
+                                         lambda: installed_bytes(CUDA_BUILD_PACKAGES)))
     results.append(check_memory(available_memory_bytes()))
     results.extend(check_jupyter_extensions(instructor))
     results.append(check_alembic(instructor))

@@ -5,10 +5,10 @@ release notebooks are added: never solutions/, which hold the answers and the
 hidden tests.
 
 Three more things the plugins do not do for this site:
-- math: MathJax is copied into the site from the installed package
-  jupyter-server-mathjax (assets/mathjax/), so a page loads nothing from
-  another host; docs/assets/javascripts/mathjax-config.js configures it for
-  every page. mkdocs-jupyter's own MathJax tag (an empty src since 0.24.8)
+- math: MathJax is copied into the site (assets/mathjax/) by
+  autograder.mathjax, which the feedback pages share, so a page loads
+  nothing from another host; autograder/mathjax-config.js (served as
+  assets/javascripts/mathjax-config.js) configures it for every page. mkdocs-jupyter's own MathJax tag (an empty src since 0.24.8)
   is taken out of the notebook pages;
 - the notebook pages' table of contents is rebuilt from the headings of the
   rendered page (mkdocs-jupyter drops code spans from the headings it lists,
@@ -28,19 +28,15 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.toc import get_toc
 
+from autograder import mathjax
+
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE_DIR = ROOT / "notebooks"
 # the assignments are the release folders NN_name/NN_name.ipynb (a learner's
 # notebooks/mylm/ or checkpoints are not pages)
 NOTEBOOK = re.compile(r"^\d\d_[a-z0-9_]+$")
 MATHJAX_DEST = "assets/mathjax"
-# What the site's MathJax configuration loads (the combined configuration
-# TeX-AMS-MML_HTMLorMML-full, its HTML-CSS output and the STIX-Web fonts, the
-# only ones the package has), not its 2 MB of translations, its accessibility
-# extensions or its SVG output (whose own scripts the package lacks).
-MATHJAX_PARTS = ("MathJax.js", "LICENSE", "config", "jax/input", "jax/element", "jax/output/HTML-CSS", "fonts",
-                 "extensions")
-MATHJAX_LEFT_OUT = ("extensions/a11y",)
+MATHJAX_CONFIG_DEST = "assets/javascripts/mathjax-config.js"  # mkdocs.yml's extra_javascript
 MKDOCS_JUPYTER_MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
 HEADING = re.compile(r'<h([1-6]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
 ANCHOR_LINK = re.compile(r'<a class="anchor-link"[^>]*>.*?</a>', re.S)
@@ -61,21 +57,12 @@ def readme_as_home_page(text: str) -> str:
 
 
 def mathjax_files() -> dict[str, Path]:
-    """site path -> installed file, for the MathJax the site serves itself."""
+    """site path -> installed file, for the MathJax the site serves itself and its configuration."""
     try:
-        import jupyter_server_mathjax
-    except ImportError as err:
-        raise SystemExit("the docs need the package jupyter-server-mathjax (the docs extra: "
-                         "pip install -e '.[docs]'); it holds the MathJax the site serves") from err
-    static = Path(jupyter_server_mathjax.__file__).parent / "static"
-    files = {}
-    for part in MATHJAX_PARTS:
-        path = static / part
-        for f in ([path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())):
-            rel = f.relative_to(static).as_posix()
-            if not rel.startswith(MATHJAX_LEFT_OUT):
-                files[f"{MATHJAX_DEST}/{rel}"] = f
-    return files
+        files = {f"{MATHJAX_DEST}/{rel}": path for rel, path in mathjax.mathjax_files().items()}
+    except mathjax.MathJaxUnavailable as err:
+        raise SystemExit(f"the docs need MathJax: {err}") from err
+    return {**files, MATHJAX_CONFIG_DEST: mathjax.CONFIG_JS}
 
 
 # before mkdocs-jupyter's on_files (priority 0), which turns .ipynb files into pages

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from .lab import CHROMIUM_FLAGS, ROOT, JupyterServer
+from .math_pages import offline_page  # noqa: F401  (a fixture of the docs-site and feedback-page tests)
 
 ARTIFACTS = ROOT / "artifacts" / "browser"
 _failed_key = pytest.StashKey[bool]()

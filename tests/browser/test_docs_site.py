@@ -3,17 +3,12 @@
 with every request to another host refused (a published page must work
 from its own files: MathJax included).
 
-On every notebook page the math is typeset (MathJax's SVG output in place of
+On every notebook page the math is typeset (MathJax's output in place of
 the TeX) and no `$$` or `$...$` is left in the prose; on every page, each
 in-page link (the table of contents, the permalinks, the prose) lands on an
-element with that id."""
+element with that id, and no backslash of a TeX escape (`\\_`, as in
+`\\text{min\\_lr}`) is left visible."""
 from __future__ import annotations
-
-import re
-import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
 
 import nbformat
 import pytest
@@ -22,70 +17,25 @@ from autograder import course
 
 from ..course.test_docs import DOCUMENTS, MKDOCS, build_site
 from .lab import BROWSER
+from .math_pages import MATH_ERRORS, RAW_MATH, RAW_TEX, TYPESET, VISIBLE_ESCAPES, served, wait_for_math
 
 pytestmark = [*BROWSER, pytest.mark.skipif(MKDOCS is None, reason="mkdocs is not installed (the docs extra)")]
 
 NOTEBOOK_PAGES = [f"notebooks/{a}/{a}/" for a in course.assignments()]
 PAGES = ["", *(f"{p.stem}/" for p in DOCUMENTS[1:]), *NOTEBOOK_PAGES]
-LOOPBACK = {"127.0.0.1", "localhost"}
-
-
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
 def site_url(tmp_path_factory):
     site = tmp_path_factory.mktemp("docs") / "site"
     build_site(site)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(site)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    thread.join()
+    with served(site) as url:
+        yield url
 
 
-@pytest.fixture
-def offline_page(page):
-    """The browser page with every request to another host refused; page.left_loopback lists them."""
-    page.left_loopback = []
-
-    def route(r):
-        url = urlparse(r.request.url)
-        if url.scheme in ("http", "https", "ws", "wss") and url.hostname not in LOOPBACK:
-            page.left_loopback.append(r.request.url)
-            r.abort()
-        else:
-            r.continue_()
-    page.route("**/*", route)
-    return page
-
-
-def wait_for_math(page) -> None:
-    """Until MathJax has loaded and finished the typesetting it queued at start-up."""
-    page.wait_for_function("() => window.MathJax && window.MathJax.isReady === true")
-    page.evaluate("() => new Promise(done => MathJax.Hub.Queue(() => done(true)))")
-
-
-# In a notebook's markdown cells, outside code: text MathJax should have replaced.
-RAW_MATH = """() => [...document.querySelectorAll('.jp-RenderedMarkdown')].map(cell => {
-    const copy = cell.cloneNode(true);
-    copy.querySelectorAll('code, pre, script, .MathJax, .MathJax_Display, .MathJax_Preview').forEach(e => e.remove());
-    return copy.textContent;
-}).join('\\n')"""
-TYPESET = "() => document.querySelectorAll('.jp-RenderedMarkdown .MathJax').length"
-# MathJax's own errors: a box for a script that failed, and in typeset math a TeX
-# error (noErrors: <merror>) or an undefined macro (noUndefined: drawn in red)
-MATH_ERRORS = """() => [...document.querySelectorAll('.MathJax_Error, .MathJax')]
-    .filter(e => e.classList.contains('MathJax_Error') || /merror|mathcolor="red"/.test(e.getAttribute('data-mathml') || ''))
-    .map(e => e.textContent)"""
 DANGLING_LINKS = """() => [...document.querySelectorAll('a[href^="#"]')]
     .map(a => decodeURIComponent(a.getAttribute('href').slice(1)))
     .filter(id => id && !document.getElementById(id) && document.getElementsByName(id).length === 0)"""
-# what a reader would call raw TeX: a $$, or $...$ around something (not a lone dollar in a sentence)
-RAW_TEX = re.compile(r"\$\$|\$[^$\s][^$]*\$")
 
 
 def notebook_has_math(assignment: str) -> bool:
@@ -108,12 +58,29 @@ def test_a_notebook_page_has_typeset_math_and_no_raw_tex(offline_page, site_url,
 
 
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: p.strip("/").split("/")[-1] or "home")
-def test_every_in_page_link_lands_on_an_element(offline_page, site_url, path):
+def test_every_in_page_link_lands_on_an_element_and_no_escape_shows(offline_page, site_url, path):
     page = offline_page
     page.goto(site_url + path)
-    page.wait_for_load_state("load")
+    wait_for_math(page)
     assert page.evaluate(DANGLING_LINKS) == [], f"/{path}: in-page links without a target"
+    assert page.evaluate(VISIBLE_ESCAPES) == [], f"/{path}: a TeX escape shows its backslash"
     assert page.left_loopback == [], f"/{path}: the page asked another host for {page.left_loopback}"
+
+
+# code in a table cell drawn on more than one line (a name broken mid-word)
+WRAPPED_TABLE_CODE = "() => [...document.querySelectorAll('td code')].filter(c => c.getClientRects().length > 1).map(c => c.textContent)"
+
+
+@pytest.mark.parametrize("width", [1400, 900])
+def test_the_home_page_table_keeps_each_notebook_name_on_one_line(offline_page, site_url, width):
+    page = offline_page
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(site_url)
+    page.wait_for_load_state("load")
+    page.shots(f"home-{width}")
+    names = page.evaluate("() => [...document.querySelectorAll('td a code')].map(c => c.textContent)")
+    assert set(course.assignments()) <= set(names)
+    assert page.evaluate(WRAPPED_TABLE_CODE) == [], f"{width} px: code broken across lines"
 
 
 def test_the_checks_see_raw_tex_an_error_and_a_dangling_link(offline_page, site_url):
@@ -127,6 +94,13 @@ def test_the_checks_see_raw_tex_an_error_and_a_dangling_link(offline_page, site_
     }""")
     assert RAW_TEX.findall(page.evaluate(RAW_MATH)) == ["$$", "$$", "$y$"]
     assert page.evaluate(DANGLING_LINKS) == ["no-such-heading"]
+    page.evaluate("""() => new Promise(done => {
+        document.querySelector('.jp-RenderedMarkdown').insertAdjacentHTML('beforeend',
+            '<p id="escapes">$\\\\text{min\\\\_lr}$ typeset, q\\\\_len as text</p>');
+        MathJax.Hub.Queue(['Typeset', MathJax.Hub], () => done(true));
+    })""")
+    assert page.evaluate(VISIBLE_ESCAPES) == ["\\_"]  # the text's, not the typeset one's
+    assert "min_lr" in page.inner_text("#escapes")
     page.evaluate("""() => new Promise(done => {
         document.querySelector('.jp-RenderedMarkdown').insertAdjacentHTML('beforeend', '<p>$\\\\frac{1}{$ and $\\\\nosuchmacro{x}$</p>');
         MathJax.Hub.Queue(['Typeset', MathJax.Hub], () => done(true));

@@ -145,10 +145,12 @@ def test_make_docs_fails_on_a_warning():
 def test_the_site_serves_its_own_mathjax():
     hooks = pytest.importorskip("autograder.authoring.docs_hooks", reason="the docs extra (mkdocs) is not installed")
     files = hooks.mathjax_files()
-    assert {"assets/mathjax/MathJax.js", "assets/mathjax/config/TeX-AMS-MML_HTMLorMML-full.js"} <= set(files)
+    assert {"assets/mathjax/MathJax.js", "assets/mathjax/config/TeX-AMS-MML_HTMLorMML-full.js",
+            "assets/mathjax/config/Safe.js", "assets/mathjax/extensions/Safe.js",
+            "assets/javascripts/mathjax-config.js"} <= set(files)
     assert not any("/localization/" in f or "/a11y/" in f for f in files)
-    config = (ROOT / "docs" / "assets" / "javascripts" / "mathjax-config.js").read_text()
-    assert '"TeX-AMS-MML_HTMLorMML-full.js"' in config
+    config = files["assets/javascripts/mathjax-config.js"].read_text()
+    assert 'config: ["TeX-AMS-MML_HTMLorMML-full.js", "Safe.js"]' in config
     site = (ROOT / "mkdocs.yml").read_text()
     assert "- assets/javascripts/mathjax-config.js\n  - assets/mathjax/MathJax.js" in site, "config first, then MathJax"
 

@@ -254,3 +254,23 @@ def test_saved_answers_default_to_the_release_folder(monkeypatch):
 
     monkeypatch.delenv("TINYLM_MYLM", raising=False)
     assert mylm_manifest.default_dir() == course.RELEASE_DIR / "mylm"
+
+
+def test_a_cuda_build_without_a_gpu_warns_with_its_size_and_the_cpu_fix():
+    from autograder.torch_wheel import CPU_INDEX_URL
+
+    cuda_no_gpu = doctor.check_torch_build("13.0", 0, lambda: int(6.1 * doctor.GIB))
+    assert cuda_no_gpu.status == "WARN" and "CUDA 13.0" in cuda_no_gpu.detail and "6.1 GiB" in cuda_no_gpu.detail
+    assert CPU_INDEX_URL in cuda_no_gpu.fix and "pip uninstall" in cuda_no_gpu.fix
+    never_measured = lambda: pytest.fail("the size is measured only for the warning")  # noqa: E731
+    assert doctor.check_torch_build("13.0", 1, never_measured).status == "OK"
+    assert doctor.check_torch_build(None, 0, never_measured).status == "OK"
+
+
+def test_installed_bytes_counts_a_distributions_files():
+    import nh3
+
+    folder = Path(nh3.__file__).parent  # nh3's files all live in its package folder and dist-info
+    on_disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    counted = doctor.installed_bytes(("nh3",))
+    assert on_disk <= counted <= on_disk + 200_000  # plus its dist-info's metadata

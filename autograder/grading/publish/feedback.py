@@ -68,6 +68,15 @@ OUTPUTS_NOTE = ("Outputs of the grading run are not shown: code in a notebook ca
                 "the verdicts on this page come from the grader.")
 WITHHELD = "(message withheld: it quoted the grader's hidden test code)"
 LEARNER_LABEL = "From your notebook"
+# MathJax (autograder/mathjax-config.js) typesets math inside this class only, which
+# only a markdown cell's frame carries: the learner's markdown lost every class
+# when nh3 cleaned it, and code, verdicts and the banner are under PAGE_CLASS,
+# which MathJax ignores.
+MATH_CLASS, PAGE_CLASS = "jp-RenderedMarkdown", "grader-page"
+# Each feedback folder holds one copy of MathJax; a page sits two folders below
+# it (<student>/<assignment>/<assignment>.html).
+MATHJAX_FOLDER = "mathjax"
+MATHJAX_FROM_PAGE = f"../../{MATHJAX_FOLDER}"
 HEADING_TAG = re.compile(r"<(/?)h[1-6]>")
 
 
@@ -93,7 +102,7 @@ def _clean_markdown(source: str) -> str:
     clean = nh3.clean(markdown2html_mistune(source), tags=MARKDOWN_TAGS, attributes={"a": {"href", "title"}})
     demoted = HEADING_TAG.sub(lambda m: "</p>" if m.group(1) else '<p class="learner-heading">', clean)
     return (f'<div class="learner-markdown"><div class="learner-label">{html.escape(LEARNER_LABEL)}</div>'
-            f"{demoted}</div>")
+            f'<div class="{MATH_CLASS}">{demoted}</div></div>')
 
 
 def _code(source: str) -> str:
@@ -214,13 +223,21 @@ def render(result: GradeResult, hidden: set[str]) -> str:
     nb = nbformat.read(str(path), as_version=4) if path.is_file() else nbformat.v4.new_notebook()
     body = sanitized(summary_html(result, hidden) + cells_html(nb, result, hidden))
     css = PAGE_CSS + HtmlFormatter().get_style_defs(".highlight")
+    from ... import mathjax
+
+    scripts = (f'<script src="{MATHJAX_FROM_PAGE}/{mathjax.CONFIG_JS.name}"></script>'
+               f'<script src="{MATHJAX_FROM_PAGE}/MathJax.js"></script>')
     return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Feedback: '
             f'{html.escape(result["assignment"])} ({html.escape(result["student"])})</title>'
-            f"<style>{css}</style></head>\n<body>{body}</body></html>\n")
+            f"<style>{css}</style>{scripts}</head>\n<body class=\"{PAGE_CLASS}\">{body}</body></html>\n")
 
 
 def write_feedback(results: list[GradeResult]) -> list[Path]:
+    from ... import mathjax
+
     written = []
+    if results:
+        mathjax.copy_mathjax(gradebook.folder("feedback") / MATHJAX_FOLDER)
     hidden = {a: hidden_test_lines(a) for a in {r["assignment"] for r in results}}  # one read per notebook
     rules = deadlines.load()
     for r in results:

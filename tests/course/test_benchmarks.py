@@ -51,6 +51,18 @@ def test_pretrained_benchmark_prints_speed_next_to_its_bound():
 
 
 @pytest.mark.slow
+def test_chat_threads_benchmark_times_one_thread_beside_the_default():
+    from tinylm import pretrained
+
+    if pretrained.why_unavailable():
+        pytest.skip(pretrained.why_unavailable())
+    out = run_benchmark("bench_chat_threads.py", "--rounds", "1", "--new-tokens", "3", "--repeats", "1")
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert rows and rows[0][0] == "1" and rows[0][2] == "1.00x", out  # one thread is the reference
+    assert "load average" in out and "(default)" in out
+
+
+@pytest.mark.slow
 def test_autograde_setup_mode_sets_nbgraders_commands_beside_the_graders_own():
     out = run_benchmark("bench_autograde.py", "--setup", "--rounds", "1", "--assignments", "1", "--workers", "1")
     for row in ("new gradebook", "register 1 notebook(s)", "warm pool of 1: its first round took"):

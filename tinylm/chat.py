@@ -94,7 +94,10 @@ def run_session(model, tok, options, generator, messages) -> int:
         if message.strip() in EXIT_COMMANDS:
             return 0
         if message.strip():
-            answer(model, tok, message, options, generator)
+            try:
+                answer(model, tok, message, options, generator)
+            except KeyboardInterrupt:  # before its first token was asked for (answer() handles the rest)
+                print("\n[answer stopped]", flush=True)
 
 
 def answer(model, tok, message: str, options, generator) -> None:

@@ -22,7 +22,7 @@ from ... import course
 from ...notebook_format import defined_names, is_answer, is_check, nbg, read, setup_cells
 from ..sandbox.kernel import jail_for_recheck
 from .parent import Child, make_proxy
-from .protocol import MODULE, NotRecheckable
+from .protocol import MODULE, NotRecheckable, known_type_name
 
 RECHECK_TIMEOUT = 60.0
 
@@ -126,6 +126,21 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
 MAX_DIAGNOSES = 8
 
 
+def verdict_text(err: Exception) -> str:
+    """What a verdict says of an exception a test cell's statement raised:
+    the text of a check's failure (an AssertionError: the checks' and the
+    course's own words) and of the grader's own errors; of any other, raised
+    by Python or torch on a learner's value (a KeyError quotes the key, a
+    size mismatch the learner's sizes), only its type. The located line is
+    the learner's own text: it travels as a field (framed as theirs on every
+    page), not inside the check's message."""
+    if isinstance(err, (AssertionError, TimeoutError)) or type(err).__module__.startswith("autograder."):
+        text = "\n".join(line for line in str(err).strip().splitlines() if not line.strip().startswith("Where:"))
+        return (text or type(err).__name__)[:1000]
+    return (f"the test cell stopped on {known_type_name(type(err).__name__, 'an error')} (its text is not carried "
+            "into the verdict: it may quote the learner's values)")
+
+
 def run_check(source: str, ns: dict) -> dict:
     """Run a test cell statement by statement. A failing check call (an
     expression statement) does not stop the calls after it, so the verdict
@@ -143,10 +158,7 @@ def run_check(source: str, ns: dict) -> dict:
         except NotRecheckable as err:
             return {"status": "not rechecked", "message": str(err)}
         except Exception as err:  # noqa: BLE001: a failed check, in whatever form
-            # The located line is the learner's own text: it travels as a field (framed as theirs on every
-            # page), not inside the check's message.
-            text = "\n".join(line for line in str(err).strip().splitlines() if not line.strip().startswith("Where:"))
-            text = (text or type(err).__name__)[:1000]
+            text = verdict_text(err)
             if text not in failures:
                 failures.append(text)
                 found = getattr(err, "diagnosis", None)
@@ -215,10 +227,19 @@ def recheck_submission(assignment: str, notebook, limits) -> dict:
                               env=dict(os.environ, OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde"))
         if proc.returncode == 0:
             return parse_output(proc.stdout)
-        reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        reason = _ending(proc.stderr, proc.returncode)
     except subprocess.TimeoutExpired:
         reason = f"the recheck took longer than {limits.wall_s:.0f} s"
     return {"__error__": {"status": "error", "message": f"the recheck did not complete: {reason}"[:500]}}
+
+
+def _ending(stderr: str, status: int) -> str:
+    """How the trusted recheck process ended, in the grader's words: the
+    type of the error it stopped on (a traceback's last line would quote
+    whatever learner value the error was raised on), or its exit status."""
+    last = (stderr.strip().splitlines() or [""])[-1]
+    name = last.split(":", 1)[0].rsplit(".", 1)[-1].strip()
+    return known_type_name(name, "") or f"it exited with status {status}"
 
 
 def main(argv=None) -> int:

@@ -18,6 +18,7 @@ import time
 from ...learner_values import known_sizes, shown_size
 from ..sandbox.kernel import course_env_for_jail, jailed
 from ..wire import receive, send
+from .ipython_cells import NOTES
 from .protocol import (CHILD_FLAG, MODULE, PROCESS_ENDED, REMOTE_NAMES, CallbackRef, NotRecheckable, Opaque,
                        RemoteRef, UnreadableReply, known_type_name, load_plain, module_grads, reading_reply,
                        set_module_grads, shown_path)
@@ -75,6 +76,7 @@ class Child:
         self.unreachable: str | None = None  # what the learner's code asked that the recheck refused
         self.replay: list[tuple[str, str]] = []
         self.files: set[str] = set()  # the labels of the submission's cells, whose lines a trace may name
+        self.skipped: set[str] = set()  # what the cells ran without (ipython_cells.NOTES keys)
         self._spawn()
 
     def _spawn(self) -> None:
@@ -84,9 +86,12 @@ class Child:
         self.dead: str | None = None
 
     def run_cell(self, label: str, source: str) -> None:
-        """Execute a cell; raises TimeoutError/RuntimeError if it hangs or kills the process."""
-        self.request(("exec", label, source))
+        """Execute a cell; raises TimeoutError/RuntimeError if it hangs or kills the process.
+        What the cell ran without (ipython_cells.NOTES keys) goes to `skipped`."""
+        answer = self.request(("exec", label, source))
         self.replay.append((label, source))
+        said = answer[1] if answer[0] == "ok" and len(answer) == 2 and type(answer[1]) is list else []
+        self.skipped.update(key for key in said if type(key) is str and key in NOTES)
 
     def _revive(self) -> None:
         if time.monotonic() >= self.end:

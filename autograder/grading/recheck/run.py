@@ -25,6 +25,8 @@ from .parent import Child, make_proxy
 from .protocol import MODULE, NotRecheckable, known_type_name
 
 RECHECK_TIMEOUT = 60.0
+# Beside the verdicts: the ipython_cells.NOTES keys of what the learner's cells ran without (grade_one takes it out).
+SKIPPED_KEY = "__skipped__"
 
 # Checks whose verdict is the notebook kernel's alone (reported "not
 # rechecked", which the grade scores zero and flags for a hand regrade). None
@@ -119,6 +121,8 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
                                            f"{results[gid]['message']}")[:1000]
     finally:
         child.kill("recheck finished")
+    if child.skipped:
+        results[SKIPPED_KEY] = sorted(child.skipped)
     return results
 
 
@@ -227,13 +231,13 @@ def recheck_submission(assignment: str, notebook, limits) -> dict:
                               env=dict(os.environ, OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde"))
         if proc.returncode == 0:
             return parse_output(proc.stdout)
-        reason = _ending(proc.stderr, proc.returncode)
+        reason = how_it_ended(proc.stderr, proc.returncode)
     except subprocess.TimeoutExpired:
         reason = f"the recheck took longer than {limits.wall_s:.0f} s"
     return {"__error__": {"status": "error", "message": f"the recheck did not complete: {reason}"[:500]}}
 
 
-def _ending(stderr: str, status: int) -> str:
+def how_it_ended(stderr: str, status: int) -> str:
     """How the trusted recheck process ended, in the grader's words: the
     type of the error it stopped on (a traceback's last line would quote
     whatever learner value the error was raised on), or its exit status."""

@@ -13,7 +13,6 @@ import zipfile
 import pytest
 
 from autograder import course, specimens
-from autograder.grading import gradebook
 from autograder.grading.intake.collect import collect, format_report, student_id
 from autograder.grading.intake.notebook import MAX_CELLS, MAX_NESTING, inspect_submission
 from autograder.notebook_format import read
@@ -22,12 +21,6 @@ A = "01_embeddings"
 pytestmark = [pytest.mark.grader, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]
 BOM = b"\xef\xbb\xbf"
 ZOE = "zoë-müller"
-
-
-@pytest.fixture
-def data(tmp_path, monkeypatch):
-    monkeypatch.setenv(gradebook.DATA_ENV_VAR, str(tmp_path / "course"))
-    return tmp_path / "course"
 
 
 def _honest_bytes() -> bytes:

@@ -8,34 +8,25 @@ import html
 
 import pytest
 
-from autograder import course
-from ..batches import shared_batch
-from ..odd_submissions import B, ZOE, produce
+from ..odd_submissions import B, ZOE
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def batch(tmp_path_factory):
-    if B not in course.assignments():
-        pytest.skip(f"notebook {B} is not built")
-    return shared_batch(tmp_path_factory, "odd_submissions", produce)
-
-
 @pytest.mark.parametrize("student", ["bom", ZOE])
-def test_an_honest_notebook_in_an_odd_shape_keeps_its_points(batch, student):
-    r = batch["results"][student]
+def test_an_honest_notebook_in_an_odd_shape_keeps_its_points(odd_submissions, student):
+    r = odd_submissions["results"][student]
     assert (r["score"], r["status"], r["flags"], r["problems"]) == (r["max_score"], "graded", [], []), r
 
 
-def test_a_decomposed_folder_name_is_collected_as_the_composed_id(batch):
-    assert batch["collected"] == [[ZOE, B]]
-    page = (batch["data"] / "feedback" / ZOE / B / f"{B}.html").read_text(encoding="utf-8")
-    assert html.escape(ZOE) in page and ZOE in batch["summary"]
+def test_a_decomposed_folder_name_is_collected_as_the_composed_id(odd_submissions):
+    assert odd_submissions["collected"] == [[ZOE, B]]
+    page = (odd_submissions["data"] / "feedback" / ZOE / B / f"{B}.html").read_text(encoding="utf-8")
+    assert html.escape(ZOE) in page and ZOE in odd_submissions["summary"]
 
 
 @pytest.mark.parametrize("student, said", [("nested", "nests its JSON"), ("crowded", "cells, over the limit"),
                                            ("bad_json", "not valid notebook JSON")])
-def test_an_unreadable_notebook_gets_a_row_with_the_reason(batch, student, said):
-    r = batch["results"][student]
+def test_an_unreadable_notebook_gets_a_row_with_the_reason(odd_submissions, student, said):
+    r = odd_submissions["results"][student]
     assert r["status"] == "malformed" and r["score"] == 0 and any(said in p for p in r["problems"]), r

@@ -25,7 +25,7 @@ import tinylm
 
 from . import trace
 from .contracts import apply_outcome, defaults, noncontiguous, remembered
-from ..learner_values import known_sizes, shown_shape
+from ..learner_values import describe, known_sizes, shown_shape
 from .core import Check, globals_of, guarded_call, parameter_dtypes, reached_by_gradient, randn
 from .kv_cache import TILED
 from .learner_code import is_learners_file
@@ -1042,9 +1042,10 @@ def _judge_module(kind, visible, mod, name, got, want, error, grad, base, base_m
     if error is not None:
         return {"note": f"raised {type(error).__name__}", "facts": [], "bugs": []}
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
-        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        return {"note": f"shape {shape} != {tuple(want.shape)}", "facts": [f"{name}: your output has shape {shape}, "
-                f"expected {tuple(want.shape)}"], "bugs": []}
+        shape = shown_shape(got.shape, known_sizes(want.shape)) if isinstance(got, torch.Tensor) else None
+        note, said = ((f"shape {shape} != {tuple(want.shape)}", f"has shape {shape}") if shape else
+                      (f"{describe(got)}, not a tensor", f"is {describe(got)}"))
+        return {"note": note, "facts": [f"{name}: your output {said}, expected shape {tuple(want.shape)}"], "bugs": []}
     if grad:
         params = [(n, p) for n, p in mod.named_parameters() if p.requires_grad]
         reached = _reached_params(got, params)

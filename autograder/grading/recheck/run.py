@@ -13,6 +13,7 @@ import io
 import json
 import linecache
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -275,5 +276,31 @@ LOCATED_KEPT = ("file", "line", "also", "function", "kind")
 def _without_learner_text(diagnosis: dict) -> dict:
     located = diagnosis.get("located")
     if isinstance(located, dict):
-        diagnosis["located"] = {k: located[k] for k in LOCATED_KEPT if k in located}
+        diagnosis["located"] = checked_place({k: located[k] for k in LOCATED_KEPT if k in located})
     return diagnosis
+
+
+def checked_place(located: dict) -> dict:
+    """A located place as the trusted side can confirm it: the learner's
+    process names it, so a file is kept only when this process holds its
+    text (in linecache: the submitted cells recheck_notebook put there), a
+    line only where that text has it, a function only where that
+    cell defines it, and a kind only when it is one of the tracer's; the
+    rest is dropped rather than carried as the child's text."""
+    from ...checks.trace import KIND_WORDS
+    file = located.get("file")
+    cached = linecache.cache.get(file) if isinstance(file, str) else None
+    if cached is None:
+        return {}
+    lines = cached[2]
+    kept = {"file": located["file"]}
+    for key in ("line", "also"):
+        if type(located.get(key)) is int and 1 <= located[key] <= len(lines):
+            kept[key] = located[key]
+    function = located.get("function")
+    defined = {m for line in lines for m in re.findall(r"^\s*(?:async\s+)?def\s+(\w+)", line)}
+    if function in defined or function == "<module>":
+        kept["function"] = function
+    if located.get("kind") in KIND_WORDS:
+        kept["kind"] = located["kind"]
+    return kept

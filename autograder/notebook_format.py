@@ -18,10 +18,12 @@ MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN T
 
 
 def read(path: Path) -> nbformat.NotebookNode:
+    """A notebook file, read as Jupyter reads it: UTF-8 with or without a
+    byte order mark (Notepad and some Windows editors write one)."""
     # Imported here: nbformat brings jsonschema, whose import builds a grammar (about 1.7 s of CPU),
     # and the checks import this module in every notebook kernel and recheck child, which never read a notebook.
     import nbformat
-    return nbformat.read(str(path), as_version=4)
+    return nbformat.reads(Path(path).read_bytes().decode("utf-8-sig"), as_version=4)
 
 
 def nbg(cell) -> dict:

@@ -18,9 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
-from .notebook_format import is_check, nbg
+from .notebook_format import is_check, nbg, read
 
 MESSAGE_WIDTH = 100
 
@@ -112,7 +110,7 @@ def run(path: Path, timeout: int = 300) -> list[Row]:
 
     from .checks.core import DIAGNOSIS_LOG_ENV
 
-    nb = nbformat.read(str(path), as_version=4)
+    nb = read(path)
     env_before = os.environ.pop("NBGRADER_EXECUTION", None)  # the learner's view: full-size cells
     log_before = os.environ.get(DIAGNOSIS_LOG_ENV)
     with tempfile.TemporaryDirectory(prefix="tinylm-kernel-") as socket_dir:

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 import tinylm
 from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
 
+from ..learner_values import MAX_SHOWN_SIZE, count_words
 from .core import Check, Row, describe, python_number_problem
 
 # ---------------------------------------------------------------------------
@@ -496,7 +497,20 @@ def _ratio(got: int, want: int) -> str:
     """'0.5x the measured value' style: how far got is from the measurement, as a factor."""
     if want == 0:
         return "the built model has none"
-    return "none counted" if got == 0 else f"{got / want:.4g}x the measured value"
+    # Two significant digits, between 1/1000 and 1000: the factor is read off the learner's own number.
+    factor = got / want
+    if factor <= 0:
+        return "none counted" if got == 0 else "a negative count"
+    shown = "over 1000" if factor > 1000 else "under 0.001" if factor < 0.001 else f"{factor:.2g}"
+    return f"{shown}x the measured value"
+
+
+def _difference(got: int, want: int) -> str:
+    """How far the learner's count is from the measurement: exactly when the
+    difference is small (one off, a missing bias), else only its sign."""
+    difference = got - want
+    return (f"{difference:+,} from the measurement" if abs(difference) <= MAX_SHOWN_SIZE else
+            "more than the measurement" if difference > 0 else "less than the measurement")
 
 
 def _read_int(chk: Check, fn_name: str, where: str, value: Any) -> int | None:
@@ -522,8 +536,9 @@ def _read_dict(chk: Check, fn_name: str, where: str, value: Any, keys: tuple[str
         return None
     missing, extra = [k for k in keys if k not in value], [k for k in value if k not in keys]
     if missing or extra:
-        chk.diagnose(f"{fn_name} returned a dict with the keys {sorted(map(str, value))}; it should have exactly "
-                     f"{', '.join(repr(k) for k in keys)}" + (f" (missing: {', '.join(map(repr, missing))})" if missing else ""))
+        chk.diagnose(f"{fn_name} returned a dict whose keys are not the expected ones; it should have exactly "
+                     f"{', '.join(repr(k) for k in keys)}" + (f" (missing: {', '.join(map(repr, missing))})" if missing else "")
+                     + (f" (and {count_words(len(extra), 'key')} it should not have)" if extra else ""))
         return None
     read = {k: _read_int(chk, fn_name, f"{where}, key {k!r}", value[k]) for k in keys}
     return None if any(v is None for v in read.values()) else read
@@ -572,8 +587,8 @@ def _run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 1
         for key in _case_row(chk, label, got, want):
             findings.add(key, explain(case, key, got[key], want[key]))
             findings.failures.setdefault(key, []).append((label, case, got[key]))
-            findings.first_wrong.setdefault(key, f"{key} for {label}: yours is {got[key]:,}, {got[key] - want[key]:+,} "
-                                                 f"from the measurement ({_ratio(got[key], want[key])})")
+            findings.first_wrong.setdefault(key, f"{key} for {label}: yours is {_difference(got[key], want[key])} "
+                                                 f"({_ratio(got[key], want[key])})")
     return findings
 
 
@@ -950,7 +965,8 @@ def check_kv_cache_bytes(kv_cache_bytes, *, cases: tuple = KV_CACHE_CASES) -> No
                                         "max_seq_len (a cache can be built for any length)")
             found = explanations(got, want, kv_mistakes(config, batch_size, dtype), {})
             findings.add("", found | {counted} if counted else found)
-            findings.first_wrong.setdefault("", f"for {label}: yours is {got:,} bytes, {_ratio(got, want)}")
+            findings.first_wrong.setdefault("", f"for {label}: your byte count is {_difference(got, want)}, "
+                                                f"{_ratio(got, want)}")
             vectors.append(cached_vectors(config, got, seq_len * batch_size, dtype))
     counted = set.intersection(*vectors) if vectors else set()
     if len(counted) == 1 and not set.intersection(*findings.per_key[""]):  # a named mistake says it better

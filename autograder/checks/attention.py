@@ -65,7 +65,7 @@ def _explain_mask(chk: Check, got, q_len: int, kv_len: int) -> None:
     if got.dtype != torch.bool:  # a float or int mask: its pattern is only read when its values are 0/1
         values = sorted({float(v) for v in got.detach().cpu().flatten().tolist()})
         if not set(values) <= {0.0, 1.0}:
-            chk.measured(f"your mask is {got.dtype} with values {values[:4]}: a float mask is ADDED to the scores "
+            chk.measured(f"your mask is {got.dtype} with values other than 0 and 1: a float mask is ADDED to the scores "
                          "(0 or -inf); causal_mask returns bool, True = may attend")
             return
         if torch.equal(got.detach().cpu() != 0, right):

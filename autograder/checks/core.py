@@ -63,6 +63,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from ..learner_values import describe, known_sizes, shown_shape
 from .learner_code import LearnerTimeout, is_learners_file, walk_traceback
 from .trace import size_one_axis
 
@@ -478,18 +479,6 @@ def shorten(text: str, width: int = 80) -> str:
     cut = text[:width - 1]
     boundary = max(cut.rfind(c) for c in " ,;:(")
     return (cut[:boundary] if boundary > width // 2 else cut).rstrip(" ,;:(") + "…"
-
-
-def describe(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
-    if isinstance(value, (tuple, list)):
-        return f"a {type(value).__name__} of {len(value)} items"
-    if isinstance(value, (str, bytes, dict)):  # never their text: in the recheck it is the learner's
-        return f"a {type(value).__name__} of {len(value)} {'items' if isinstance(value, dict) else 'characters'}"
-    if isinstance(value, torch.nn.Module):
-        return shorten(f"a {type(value).__name__} module: {value!r}")
-    return shorten(f"{type(value).__name__} {value!r}")
 
 
 def unique_lines(message: str) -> str:
@@ -1123,16 +1112,17 @@ class Check:
         dtype = want.dtype if dtype is None else dtype
         d_atol, d_rtol = tol_for(dtype)
         atol, rtol = (d_atol if atol is None else atol), (d_rtol if rtol is None else rtol)
+        known = known_sizes(want.shape, *(v.shape for _, v in self.last_call if isinstance(v, torch.Tensor)))
         if not isinstance(got, torch.Tensor):
-            self.rows.append(Row(name, False, shape="-", note=f"returned {describe(got)}, expected a tensor"))
+            self.rows.append(Row(name, False, shape="-", note=f"returned {describe(got, known)}, expected a tensor"))
             hint = " (a missing `return`?)" if got is None else ""
-            self.diagnose(f"{self.fn_name} returned {describe(got)}{hint}; it should return {self.expects}")
+            self.diagnose(f"{self.fn_name} returned {describe(got, known)}{hint}; it should return {self.expects}")
             return False
         shape_ok = tuple(got.shape) == tuple(want.shape)
         dtype_ok = got.dtype == dtype
         close = close_to(got, want, atol, rtol)
         row = Row(name, shape_ok and dtype_ok and close,
-                  shape="ok" if shape_ok else f"{tuple(got.shape)} != {tuple(want.shape)}",
+                  shape="ok" if shape_ok else f"{shown_shape(got.shape, known)} != {tuple(want.shape)}",
                   dtype="ok" if dtype_ok else f"{got.dtype} != {dtype}",
                   close=("ok" if close else "FAIL") if shape_ok else "-",
                   diff=_format_diff(got, want) if shape_ok else "-")

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from .attention import attention_steps, repeat_kv_steps
 from .contracts import Contract, defaults, run_contract
+from ..learner_values import known_sizes, shown_size
 from .core import Check, CheckFailed, randn
 from .kv_cache import TILED, call_with_hints, head_mismatch_fact, check_attention_step, finish_with_upstream, ref_repeat_kv
 
@@ -55,7 +56,8 @@ def check_repeat_kv(repeat_kv, *, seed: int = 0, batch: int = 2, n_kv: int = 3, 
         if not chk.compare(f"n_kv={n_kv}, n_rep={n_rep}", got, want, variants=variants):
             read = head_sources(got, x)
             if isinstance(got, torch.Tensor) and got.dim() == 4 and got.shape[1] != n_kv * n_rep and read is not None:
-                chk.diagnose(f"{got.shape[1]} heads returned for n_kv={n_kv}, n_rep={n_rep}: each of the n_kv kv heads "
+                chk.diagnose(f"{shown_size(got.shape[1], known_sizes(x.shape, want.shape))} heads returned for "
+                             f"n_kv={n_kv}, n_rep={n_rep}: each of the n_kv kv heads "
                              f"is repeated n_rep times, n_kv * n_rep = {n_kv * n_rep} heads")
             elif read is not None and None not in read:
                 _name_mapping(chk, read, n_kv, n_rep, "output head")

@@ -115,7 +115,8 @@ def check_swiglu_hidden(swiglu_hidden, *, d_models: tuple = (48, 64, 100, 4096),
         if problem is not None and value == want:
             chk.diagnose(f"the value is right but swiglu_hidden returned {problem}, not an int (a layer width): "
                          "return int(...)")
-        chk.require(f"d_model={d}, multiple={m}", ok, f"got {got!r}" + ("" if problem is None else " (not an int)"))
+        chk.require(f"d_model={d}, multiple={m}", ok, f"got another int, expected {want}" if problem is None
+                    else f"got {problem}, not an int")
     for bug in (set.intersection(*explained) if explained else set()):
         chk.diagnose(bug)
     sweep_swiglu_hidden(chk, swiglu_hidden)
@@ -158,7 +159,7 @@ def sweep_swiglu_hidden(chk: Check, swiglu_hidden) -> None:
         (d, m), got = next(iter(wrong.items()))
         bad = sorted({m for _, m in wrong})
         right = [m for m in SWEEP_MULTIPLES if m not in bad]
-        where = [f"first at swiglu_hidden({d}, {m}) = {got!r}, where 8/3 · {d} = {8 * d / 3:.4g} rounded up to a "
+        where = [f"first at swiglu_hidden({d}, {m}), where 8/3 · {d} = {8 * d / 3:.4g} rounded up to a "
                  f"multiple of {m} is {exact(d, m)}",
                  f"wrong with multiple {', '.join(map(str, bad))}" +
                  (f", right for every d_model with multiple {', '.join(map(str, right))}" if right else "")]

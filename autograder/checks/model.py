@@ -25,6 +25,7 @@ import tinylm
 
 from . import trace
 from .contracts import apply_outcome, defaults, noncontiguous, remembered
+from ..learner_values import describe, known_sizes, shown_shape
 from .core import Check, globals_of, guarded_call, parameter_dtypes, reached_by_gradient, randn
 from .kv_cache import TILED
 from .learner_code import is_learners_file
@@ -907,7 +908,7 @@ def _block_alone(module, config, i: int, x, want, arguments) -> str:
                     and _near(value[:x.shape[1]], right[:x.shape[1]])):
                 other.append(name)
         elif name == "the layer index" and value != right:
-            other.append(f"{name} ({value!r}, not {i})")
+            other.append(f"{name} (not {i})")
     shown = ", ".join(other) if other else "its arguments or what is done with its output"
     return (f"{differs}, yet your Block alone, given the same input with the rope tables, no cache and index {i}, "
             f"gives the right output: the Transformer's call of block {i} differs in {shown}")
@@ -973,7 +974,7 @@ def _built(cls, visible: "_Visible"):
     got = {n: tuple(t.shape) for n, t in module.state_dict().items()}
     wrong = sorted(n for n in want if n in got and got[n] != want[n])
     if set(want) != set(got) or wrong:
-        shown = ", ".join(f"{n} {got[n]} (expected {want[n]})" for n in wrong[:2])
+        shown = ", ".join(f"{n} {shown_shape(got[n], known_sizes(want[n]))} (expected {want[n]})" for n in wrong[:2])
         return None, f"its parameters have other names or shapes: {shown or 'names differ'}"
     module.load_state_dict(visible.state)
     return module.eval(), None
@@ -1041,9 +1042,10 @@ def _judge_module(kind, visible, mod, name, got, want, error, grad, base, base_m
     if error is not None:
         return {"note": f"raised {type(error).__name__}", "facts": [], "bugs": []}
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
-        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        return {"note": f"shape {shape} != {tuple(want.shape)}", "facts": [f"{name}: your output has shape {shape}, "
-                f"expected {tuple(want.shape)}"], "bugs": []}
+        shape = shown_shape(got.shape, known_sizes(want.shape)) if isinstance(got, torch.Tensor) else None
+        note, said = ((f"shape {shape} != {tuple(want.shape)}", f"has shape {shape}") if shape else
+                      (f"{describe(got)}, not a tensor", f"is {describe(got)}"))
+        return {"note": note, "facts": [f"{name}: your output {said}, expected shape {tuple(want.shape)}"], "bugs": []}
     if grad:
         params = [(n, p) for n, p in mod.named_parameters() if p.requires_grad]
         reached = _reached_params(got, params)

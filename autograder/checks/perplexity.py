@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
+from ..learner_values import shown_size
 from .core import LOG_BASE_CONSTANTS, Check, describe, guarded_call, mode_split, python_number_problem, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
@@ -261,7 +262,8 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
     value = _as_float_tensor(got.get("perplexity")) if isinstance(got, dict) else None
     ok = value is not None and math.isfinite(float(value)) and math.isclose(float(value), math.exp(loss), rel_tol=1e-4)
     chk.require(f"perplexity for {label}", ok,
-                f"perplexity {float(value) if value is not None else describe(got)!s}, expected {math.exp(loss):.6g}",
+                ("another perplexity" if value is not None else f"perplexity from {describe(got)}")
+                + f", expected {math.exp(loss):.6g}",
                 diagnosis=None if ok or value is None or math.isfinite(float(value)) else
                 f"your perplexity is {float(value)} for {label}: exp of a sum of NLLs overflows; take exp of the "
                 "mean NLL, math.exp(loss)")
@@ -296,7 +298,7 @@ def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token:
         except (ValueError, OverflowError):
             continue
         if math.isfinite(value) and math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7):
-            chk.measured(f"your {key} ({got:.6g}) equals {said}, with your loss = {loss:.6g} nats and "
+            chk.measured(f"your {key} equals {said}, with loss your own loss in nats and "
                          f"bytes_per_token = {bytes_per_token:g}; {key} is {_RIGHT[key]}")
             return
 
@@ -470,7 +472,8 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
     yours = {pair: (round(c), round(n)) for pair, (c, n) in read.items()}
     if yours == truth:
         return
-    said = "; ".join(f"'{pair.decode()}': count {yours[pair][0]} of a row total {yours[pair][1]}, train has "
+    said = "; ".join(f"'{pair.decode()}': count {shown_size(yours[pair][0])} of a row total "
+                     f"{shown_size(yours[pair][1])}, train has "
                      f"{truth[pair][0]} of {truth[pair][1]}" for pair in truth if yours[pair] != truth[pair])
     once = all(c == min(t, 1) for (c, _), (t, _) in zip(yours.values(), truth.values()))
     chk.diagnose(f"your table's counts are not train's (measured on train = 'ab' * 20 + 'ac', each count read off "

@@ -58,7 +58,7 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
     chk = Check("rope_cache", expects=f"a pair (cos, sin), each of shape (max_seq_len, head_dim) = {(max_seq_len, head_dim)}")
     out = chk.call(rope_cache, head_dim, max_seq_len, theta)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
-        chk._stop(f"rope_cache returned {type(out).__name__}; it should return a pair (cos, sin)")
+        chk._stop(f"rope_cache returned {describe(out)}; it should return a pair (cos, sin)")
     cos, sin = out
     i = torch.arange(head_dim // 2, dtype=torch.float64)
     pos = torch.arange(max_seq_len, dtype=torch.float64)

@@ -444,7 +444,8 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
     own = chk.call(sample_next, peaked.clone(), 1.0, None, None, seeded(seed))
     rows_ok = isinstance(own, torch.Tensor) and own.shape == (4,) and torch.equal(own.long().cpu(), tops)
     chk.require("4 rows, each peaked at another token: one draw per row", rows_ok,
-                f"got {own.tolist() if isinstance(own, torch.Tensor) else describe(own)}",
+                f"{int((own.long().cpu() == tops).sum())} of 4 rows drew their peak" if isinstance(own, torch.Tensor)
+                and own.shape == (4,) else f"got {describe(own, (4,))}",
                 diagnosis=None if rows_ok or not isinstance(own, torch.Tensor) or own.numel() != 4 or len(set(own.flatten().tolist())) > 1
                 else "every row got the same token: draw one token per row, torch.multinomial on the whole (B, V) "
                      "probability matrix")
@@ -461,7 +462,7 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
                     "such as [0] on multinomial's (B, 1) result keeps the first row only; [:, 0] or .squeeze(-1) "
                     "keeps one draw per row)"
                     if isinstance(draws, torch.Tensor) and 0 < draws.numel() < n_draws else "")
-            chk._stop(f"sample_next returned {_describe(draws)} for {n_draws} rows of logits; it should return "
+            chk._stop(f"sample_next returned {describe(draws, (n_draws, vocab))} for {n_draws} rows of logits; it should return "
                       f"integer token ids of shape ({n_draws},){hint}")
         freq = torch.bincount(draws.long().cpu(), minlength=vocab)[:vocab].double() / n_draws
         want = ref_distribution(row, T, k, p)
@@ -513,12 +514,6 @@ def _measure_filter_inputs(chk: Check, sample_next, logits: torch.Tensor, T: flo
             continue
         chk.measured(f"sample_next hands {callee} {what} as its `logits` (measured on its first call): the filter "
                      "takes logits and applies its own softmax; pass it the (temperature-scaled) logits")
-
-
-def _describe(x) -> str:
-    if isinstance(x, torch.Tensor):
-        return f"a {x.dtype} tensor of shape {tuple(x.shape)}"
-    return type(x).__name__
 
 
 # ---------------------------------------------------------------- generate

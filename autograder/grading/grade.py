@@ -44,7 +44,8 @@ from . import deadlines, gradebook
 from .escape import printable
 from .intake.notebook import drop_symlinks, inspect_submission, rejection, write_repaired
 from .preprocessors import autograde_preprocessors
-from .recheck.run import recheck_submission
+from .recheck.ipython_cells import NOTES
+from .recheck.run import SKIPPED_KEY, recheck_submission
 from .records import (CellResult, GradeResult, Submission, error_row, max_scores, nbgrader_log_file, original_path,
                       released_data, timing_file, write_result)
 from .sandbox.jail import Jail, Limits
@@ -198,7 +199,7 @@ def grade_one(sub: Submission, opts: Options, autograde=None, run_recheck=None) 
         if _autograde(sub, opts, result, autograde or autograde_in_jail):
             with _timed(timing, "database"):
                 kernel = gradebook.cell_scores(opts.db_url, sub.assignment, sub.student)
-    verdicts = _recheck(sub, opts, kernel, timing, run_recheck or recheck_submission)
+    verdicts = _recheck(sub, opts, kernel, result, run_recheck or recheck_submission)
     with _timed(timing, "reconcile"):
         final = reconcile(kernel, verdicts, max_scores(sub.assignment), result)
     with _timed(timing, "database"):
@@ -239,7 +240,7 @@ def _intake(sub: Submission, result: GradeResult) -> bool:
     if intake.fatal:
         result["status"] = "malformed"
         return False
-    if intake.problems:
+    if intake.problems or intake.rewrite:
         if not original.is_file():
             original.write_bytes(sub.notebook.read_bytes())  # keep what the student sent
         write_repaired(intake, sub.notebook)
@@ -271,16 +272,22 @@ def _autograde(sub: Submission, opts: Options, result: GradeResult, autograde) -
     return True
 
 
-def _recheck(sub: Submission, opts: Options, kernel: dict, timing: dict[str, float], run_recheck) -> dict | None:
+def _recheck(sub: Submission, opts: Options, kernel: dict, result: GradeResult, run_recheck) -> dict | None:
     """The recheck's verdicts ({} when the kernel gave no scores to confirm;
-    None when the instructor turned the recheck off)."""
+    None when the instructor turned the recheck off); what the learner's
+    cells ran without there goes to the result's problems."""
     if not opts.recheck:
         return None
     if not kernel:
         return {}
+    timing = result["timing"]
     began = time.time()
     verdicts = run_recheck(sub.assignment, sub.notebook, opts.limits)
     _recheck_timing(verdicts.pop("__timing__", None), began, time.time(), timing)
+    skipped = verdicts.pop(SKIPPED_KEY, None)
+    result["problems"] += [f"{NOTES[key]}: your cells ran without them there; an answer that needs them fails the "
+                           "recheck (write it in Python instead)"
+                           for key in (skipped if isinstance(skipped, list) else []) if type(key) is str and key in NOTES]
     return verdicts
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -92,8 +93,9 @@ def find_submissions(assignments: list[str], students: list[str] | None = None) 
     submitted = gradebook.folder("submitted")
     if not submitted.is_dir():
         return subs
+    wanted = {unicodedata.normalize("NFC", s) for s in students or ()}  # collect stores ids composed
     for sdir in sorted(p for p in submitted.iterdir() if p.is_dir() and not p.is_symlink()):
-        if students and sdir.name not in students:
+        if students and sdir.name not in wanted:
             continue
         subs += [Submission(sdir.name, a) for a in assignments if (sdir / a).is_dir()]
     return subs

@@ -593,19 +593,6 @@ def test_a_repeated_diagnosis_line_is_kept_once():
     assert str(err.with_likely_bug("c")).endswith("Likely bug: c")
 
 
-def test_a_module_is_described_on_one_line_cut_on_a_boundary():
-    from torch import nn
-
-    from autograder.checks.core import describe
-
-    module = nn.Sequential(nn.Linear(4, 8), nn.SiLU(), nn.Linear(8, 4), nn.LayerNorm(4))
-    text = describe(module)
-    full = " ".join(f"a Sequential module: {module!r}".split())
-    assert "\n" not in text and len(text) <= 80 and text.endswith("…")
-    kept = text[:-1]
-    assert full.startswith(kept) and full[len(kept)] in " ,;:(", (kept, full[len(kept):len(kept) + 10])
-
-
 def test_the_raising_call_is_the_row_and_the_called_with_line(capsys):
     """tied_logits with x @ weight: the square case runs (wrong values), the
     next case raises; the table's last row, the Called-with line and the

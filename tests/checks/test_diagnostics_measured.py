@@ -135,7 +135,7 @@ def test_a_width_truncated_before_rounding_up_is_measured_on_the_sweep():
     # Meta's int(2 * 4d / 3), then up to the multiple: right with 32, one short with multiple 1 or 2
     err = check_failure(check_swiglu_hidden, lambda d, m: m * ((int(8 * d / 3) + m - 1) // m))
     said = diagnosis_texts(err)
-    assert "first at swiglu_hidden(1, 1) = 2" in said and "wrong with multiple 1, 2, right for every d_model" in said
+    assert "first at swiglu_hidden(1, 1), where" in said and "wrong with multiple 1, 2, right for every d_model" in said
     assert "only where 8/3 · d_model has a fraction" in said and "each time one multiple short" in said
     assert "truncated to an int" in said, said
 

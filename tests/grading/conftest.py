@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from autograder import course
 from autograder.grading import gradebook
 
 # `.ci/run` installs and starts a PostgreSQL server on loopback and exports
@@ -32,3 +33,13 @@ def pg_database():
     finally:
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         admin.close()
+
+
+@pytest.fixture(scope="session")
+def odd_submissions(tmp_path_factory):
+    """The graded batch of odd_submissions.py, graded once per session."""
+    from .batches import shared_batch
+    from .odd_submissions import B, produce
+    if B not in course.assignments():
+        pytest.skip(f"notebook {B} is not built")
+    return shared_batch(tmp_path_factory, "odd_submissions", produce)

@@ -19,7 +19,7 @@ from pathlib import Path
 from ... import course
 from .. import grade
 from ..recheck.protocol import MODULE as RECHECK_MODULE
-from ..recheck.run import parse_output, recheck_args
+from ..recheck.run import how_it_ended, parse_output, recheck_args
 from ..records import error_row
 from ..sandbox.jail import Jail, needed_paths
 from ..wire import receive, send, unframe
@@ -194,7 +194,7 @@ def run_recheck_in_fork(assignment: str, notebook, limits) -> dict:
         except ValueError:
             reason = "its trusted process ended without verdicts"
     else:
-        reason = lines[-1] if lines else f"its trusted process ended with status {status}"
+        reason = how_it_ended("\n".join(lines), status)
     return {"__error__": {"status": "error", "message": f"the recheck did not complete: {reason}"[:500]}}
 
 

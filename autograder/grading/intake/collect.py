@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 import shutil
 import stat
+import unicodedata
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -48,7 +49,21 @@ from ..escape import printable
 from ..records import digest
 from .notebook import MAX_NOTEBOOK_BYTES, MAX_SUBMISSION_FILES, inspect_submission, rejection_note, too_many_files
 
-SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_ID_LENGTH = 64
+
+
+def student_id(name: str) -> str | None:
+    """The student id a folder or zip entry names, or None when it is not a
+    safe one: up to MAX_ID_LENGTH letters and digits of any script, with . _ -
+    after the first, in Unicode's composed form (NFC), so a folder an Apple
+    system saved decomposed (zoe + U+0308) and a Windows zip's zoë are one
+    student. Control, format and combining characters are refused: they would
+    reorder or hide what the id looks like where it is printed."""
+    name = unicodedata.normalize("NFC", name)
+    ok = (0 < len(name) <= MAX_ID_LENGTH and name[0].isalnum()
+          and all(ch.isalnum() or ch in "._-" for ch in name))
+    return name if ok else None
+
 DEFAULT_ID_PATTERN = r"^(?P<student>[^_/]+)_"
 MAX_FILE_BYTES = MAX_NOTEBOOK_BYTES
 MAX_SUBMISSION_BYTES = 2 * MAX_NOTEBOOK_BYTES   # a full-size notebook and as much again in data files
@@ -155,7 +170,8 @@ def collect_folder(src: Path, assignments: list[str], report: Report, fresh: set
             continue
         if not sdir.is_dir() or sdir.name.startswith("."):
             continue
-        if not SAFE_ID.match(sdir.name):
+        student = student_id(sdir.name)
+        if student is None:
             report.refused.append(f"{sdir.name}: not a safe student id (letters, digits, . _ -)")
             continue
         for entry in sorted(sdir.rglob("*")):
@@ -174,16 +190,16 @@ def collect_folder(src: Path, assignments: list[str], report: Report, fresh: set
             if entry.stat().st_size > MAX_FILE_BYTES:
                 report.refused.append(f"{sdir.name}/{rel}: over {MAX_FILE_BYTES // 2**20} MB")
                 continue
-            if _over_file_cap((sdir.name, assignment), report):
+            if _over_file_cap((student, assignment), report):
                 continue
-            dest = _start(sdir.name, assignment, report, fresh) / _target_name(assignment, rel.name)
+            dest = _start(student, assignment, report, fresh) / _target_name(assignment, rel.name)
             try:
                 with open(entry, "rb") as fin:
-                    _copy_capped(fin, dest, (sdir.name, assignment), report)
+                    _copy_capped(fin, dest, (student, assignment), report)
             except OverLimit as err:
                 report.refused.append(f"{sdir.name}/{rel}: refused, {err}")
                 continue
-            report.add(sdir.name, assignment, str(rel))
+            report.add(student, assignment, str(rel))
 
 
 def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, id_pattern: str,
@@ -204,11 +220,23 @@ def collect_zip(src: Path, assignments: list[str], report: Report, fresh: set, i
                                       "imported, the other entries were")
 
 
+def entry_name(info: zipfile.ZipInfo) -> str:
+    """A zip entry's name as its maker wrote it: zipfile reads a name without
+    the UTF-8 flag as cp437, but many LMS and system zip tools write UTF-8
+    without setting it (zoë would read as zo├½)."""
+    if info.flag_bits & 0x800:
+        return info.filename
+    try:
+        return info.filename.encode("cp437").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return info.filename
+
+
 def _collect_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, assignments: list[str], report: Report, fresh: set,
                    pattern: re.Pattern, id_pattern: str, forced: str | None) -> None:
     """One entry of an LMS zip: refused and reported, skipped, or imported.
     What a corrupt entry raises (BAD_ENTRY_ERRORS) is the caller's to report."""
-    name = info.filename
+    name = entry_name(info)
     path = PurePosixPath(name)
     if path.is_absolute() or ".." in path.parts:
         report.refused.append(f"{name}: path leaves the archive, refused")
@@ -227,7 +255,8 @@ def _collect_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, assignments: list
         m = pattern.search(path.parts[0])
         student = m.group("student") if m else None
         assignment = _assignment_in(path.name, assignments, forced)
-    if not student or not SAFE_ID.match(student):
+    student = student_id(student) if student else None
+    if student is None:
         report.refused.append(f"{name}: no safe student id found with pattern {id_pattern!r}")
         return
     if assignment is None:

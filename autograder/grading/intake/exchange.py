@@ -46,7 +46,7 @@ import stat
 from nbgrader.exchange.default.collect import ExchangeCollect
 
 from .. import deadlines, gradebook
-from .collect import MAX_FILE_BYTES, MAX_SUBMISSION_BYTES, SAFE_ID
+from .collect import MAX_FILE_BYTES, MAX_SUBMISSION_BYTES, student_id
 from ..escape import printable
 from ..records import digest
 from .notebook import MAX_SUBMISSION_FILES
@@ -159,7 +159,7 @@ class CourseCollect(ExchangeCollect):
             elif owner != named:
                 self._refuse(f"{name}: named for {named!r} but written by {owner!r}; a submission is its owner's "
                              "own, so it is not collected for either")
-            elif not SAFE_ID.match(owner):
+            elif student_id(owner) != owner:
                 self._refuse(f"{name}: the owner's login {owner!r} is not a safe student id")
             else:
                 by_owner.setdefault(owner, []).append({"username": owner, "filename": name,

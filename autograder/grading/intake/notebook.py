@@ -29,6 +29,13 @@ from ..escape import quoted
 from ..records import digest
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
+# A notebook's cells and the depth of its JSON, checked before the notebook
+# format is validated: a notebook of 250,000 empty cells (2.5 MB) held the
+# grader 202 s, and JSON nested past Python's recursion limit cannot be read.
+# The course's notebooks have at most 54 cells and nest 7 deep; a student's
+# scratch cells and cell metadata stay far below both.
+MAX_CELLS = 2000
+MAX_NESTING = 64
 # Files (and folders) a submission may hold: nbgrader copies each one, so ten
 # thousand tiny files (10 KB in all, under every byte cap) held a worker for
 # 592 of its 600 s. A notebook, the mylm/ answers and a few data
@@ -66,6 +73,7 @@ class Intake:
     fatal: bool = False
     notebook: nbformat.NotebookNode | None = None
     digest: str = ""
+    rewrite: bool = False  # readable, but nbgrader needs it written again (a byte order mark)
 
     def fail(self, message: str) -> "Intake":
         self.problems.append(message)
@@ -87,11 +95,20 @@ def inspect_submission(path: Path, release_path: Path) -> Intake:
     if size > MAX_NOTEBOOK_BYTES:
         return intake.fail(f"{path.name} is {size / 2**20:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 2**20} MB limit: "
                            "clear the outputs (Edit > Clear Outputs of All Cells) and submit again")
+    data = path.read_bytes()
+    intake.rewrite = data.startswith(b"\xef\xbb\xbf")  # nbformat (and so nbgrader) refuses the mark: written without it
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         return intake.fail(f"{path.name} is not valid notebook JSON ({err}); it may have been saved by another "
                            "editor or truncated: download it again from Jupyter")
+    except RecursionError:
+        return intake.fail(f"{path.name} nests its JSON deeper than Python can read (over {MAX_NESTING} levels are "
+                           "refused): it is not a notebook Jupyter saved; download it again from Jupyter")
+    too_big = _over_limits(raw)
+    if too_big:
+        return intake.fail(f"{path.name} {too_big}; it was not graded: submit the released notebook with your "
+                           "answers (delete scratch cells)")
     if not isinstance(raw, dict) or raw.get("nbformat") != 4 or not isinstance(raw.get("cells"), list):
         version = raw.get("nbformat") if isinstance(raw, dict) else None
         return intake.fail(f"{path.name} is not an nbformat 4 notebook (nbformat={quoted(repr(version), 20)}); "
@@ -108,6 +125,24 @@ def inspect_submission(path: Path, release_path: Path) -> Intake:
     intake.notebook = nb
     _compare_structure(nb, read(release_path), intake)
     return intake
+
+
+def _over_limits(raw) -> str | None:
+    """What in a parsed notebook is past MAX_CELLS or MAX_NESTING (said
+    before anything slower reads it), or None."""
+    cells = raw.get("cells") if isinstance(raw, dict) else None
+    if isinstance(cells, list) and len(cells) > MAX_CELLS:
+        return f"has {len(cells)} cells, over the limit of {MAX_CELLS}"
+    todo = [(raw, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if depth > MAX_NESTING:
+            return f"nests its JSON over {MAX_NESTING} levels deep, where a notebook nests about 7"
+        if isinstance(value, dict):
+            todo += [(v, depth + 1) for v in value.values() if isinstance(v, (dict, list))]
+        elif isinstance(value, list):
+            todo += [(v, depth + 1) for v in value if isinstance(v, (dict, list))]
+    return None
 
 
 def _compare_structure(nb, release, intake: Intake) -> None:

@@ -44,7 +44,7 @@ import nh3
 
 from ... import course
 from .. import deadlines, gradebook
-from ...notebook_format import HIDDEN_BLOCK, is_check, nbg, visible_part
+from ...notebook_format import HIDDEN_BLOCK, is_check, nbg, read, visible_part
 from ..escape import MARKDOWN_TAGS, sanitized
 from ..records import CellResult, GradeResult
 
@@ -85,7 +85,7 @@ def hidden_test_lines(assignment: str) -> set[str]:
     path = course.source_notebook(assignment)
     if not path.is_file():
         return set()
-    source = nbformat.read(str(path), as_version=4)
+    source = read(path)
     return {line.strip() for cell in source.cells if is_check(cell)
             for block in HIDDEN_BLOCK.findall(cell.source) for line in block.splitlines() if len(line.strip()) >= 12}
 
@@ -220,7 +220,7 @@ def render(result: GradeResult, hidden: set[str]) -> str:
     from pygments.formatters import HtmlFormatter
 
     path = gradebook.folder("autograded") / result["student"] / result["assignment"] / f"{result['assignment']}.ipynb"
-    nb = nbformat.read(str(path), as_version=4) if path.is_file() else nbformat.v4.new_notebook()
+    nb = read(path) if path.is_file() else nbformat.v4.new_notebook()
     body = sanitized(summary_html(result, hidden) + cells_html(nb, result, hidden))
     css = PAGE_CSS + HtmlFormatter().get_style_defs(".highlight")
     from ... import mathjax

@@ -12,6 +12,7 @@ import os
 import pickle
 
 from ..wire import receive, send
+from .ipython_cells import run_cell
 from .protocol import (CallbackRef, RemoteObject, RemoteRef, dump_plain, module_grads, parameter_entries,
                        set_module_grads, to_plain)
 
@@ -72,8 +73,7 @@ def main() -> int:
         if kind == "exec":
             _, label, source = message
             try:
-                exec(compile(source, label, "exec"), ns)
-                reply("ok")
+                reply("ok", run_cell(source, label, ns))
             except BaseException as err:  # noqa: BLE001 (sys.exit in a cell is the learner's problem)
                 reply("raise", type(err).__name__, str(err)[:500])
         elif kind == "method":  # a module returned earlier: load the parent's parameter values, call it

@@ -15,8 +15,10 @@ import subprocess
 import sys
 import time
 
+from ...learner_values import known_sizes, shown_size
 from ..sandbox.kernel import course_env_for_jail, jailed
 from ..wire import receive, send
+from .ipython_cells import NOTES
 from .protocol import (CHILD_FLAG, MODULE, PROCESS_ENDED, REMOTE_NAMES, CallbackRef, NotRecheckable, Opaque,
                        RemoteRef, UnreadableReply, known_type_name, load_plain, module_grads, reading_reply,
                        set_module_grads, shown_path)
@@ -74,6 +76,7 @@ class Child:
         self.unreachable: str | None = None  # what the learner's code asked that the recheck refused
         self.replay: list[tuple[str, str]] = []
         self.files: set[str] = set()  # the labels of the submission's cells, whose lines a trace may name
+        self.skipped: set[str] = set()  # what the cells ran without (ipython_cells.NOTES keys)
         self._spawn()
 
     def _spawn(self) -> None:
@@ -83,9 +86,12 @@ class Child:
         self.dead: str | None = None
 
     def run_cell(self, label: str, source: str) -> None:
-        """Execute a cell; raises TimeoutError/RuntimeError if it hangs or kills the process."""
-        self.request(("exec", label, source))
+        """Execute a cell; raises TimeoutError/RuntimeError if it hangs or kills the process.
+        What the cell ran without (ipython_cells.NOTES keys) goes to `skipped`."""
+        answer = self.request(("exec", label, source))
         self.replay.append((label, source))
+        said = answer[1] if answer[0] == "ok" and len(answer) == 2 and type(answer[1]) is list else []
+        self.skipped.update(key for key in said if type(key) is str and key in NOTES)
 
     def _revive(self) -> None:
         if time.monotonic() >= self.end:
@@ -308,13 +314,15 @@ LEARNER_MESSAGE_WITHHELD = ("(its message is not carried into the grader's verdi
                             "notebook to read it)")
 
 
-def learner_exception(type_name, text, exercise: str | None) -> Exception:
+def learner_exception(type_name, text, exercise: str | None, sizes=()) -> Exception:
     """The exception the trusted side raises for one the learner's code
     raised in the child: NotImplementedError as such (the checks say "not
     implemented yet"), the course's own refusal of delegation (Delegation)
     where its text is the one the grader itself writes for `exercise`, any
     other as its builtin type (else Exception) with a library message of
-    LIBRARY_MESSAGES, or LEARNER_MESSAGE_WITHHELD."""
+    LIBRARY_MESSAGES whose every number is a size of the call's inputs
+    (`sizes`, input_sizes) or at most learner_values.MAX_SHOWN_SIZE (a forged message
+    would otherwise carry the learner's digits), or LEARNER_MESSAGE_WITHHELD."""
     import builtins
 
     import tinylm
@@ -329,8 +337,17 @@ def learner_exception(type_name, text, exercise: str | None) -> Exception:
             return type("Delegation", (Exception,), {})(text)
     known = getattr(builtins, type_name, None) if isinstance(type_name, str) and type_name.isidentifier() else None
     shown = type_name if isinstance(known, type) and issubclass(known, Exception) else "Exception"
-    library = len(text) <= 500 and any(p.fullmatch(text) for p in LIBRARY_MESSAGES)
+    library = (len(text) <= 500 and any(p.fullmatch(text) for p in LIBRARY_MESSAGES)
+               and all(shown_size(int(n), sizes) == str(int(n)) for n in re.findall(r"\d+", text)))
     return type(shown, (Exception,), {})(text if library else LEARNER_MESSAGE_WITHHELD)
+
+
+def input_sizes(values) -> set[int]:
+    """The sizes the trusted side gave a call: its tensors' axes (and their
+    merged runs) and its ints; a message naming these says nothing new."""
+    import torch
+    shapes = [v.shape for v in values if isinstance(v, torch.Tensor)]
+    return known_sizes(*shapes) | {v for v in values if type(v) is int}
 
 
 def call_child(child: Child, head: tuple, args, kwargs, owner=None):
@@ -345,12 +362,13 @@ def call_child(child: Child, head: tuple, args, kwargs, owner=None):
     import torch
     values = [*args, *kwargs.values()]
     names = parameter_names(values)
+    sizes = input_sizes([*values, *(owner.parameters() if owner is not None else ())])
     by_ref = not any(isinstance(v, torch.optim.Optimizer) for v in values)
     encoded = (_encode_args(child, args, by_ref), {k: _encode_args(child, v, by_ref) for k, v in kwargs.items()})
     extra = (torch.get_rng_state(), module_grads(values)) if head[0] == "call" else ()
     answer = child.request((*head, *encoded, *extra))
     with reading_reply(child):
-        raised = learner_exception(answer[1], answer[2], head[1] if head[0] == "call" else None) \
+        raised = learner_exception(answer[1], answer[2], head[1] if head[0] == "call" else None, sizes) \
             if answer[0] == "raise" else None
         if raised is None:
             mirror_modules(values, answer[2], names)

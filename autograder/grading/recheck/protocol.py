@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 
+from ...learner_values import known_type_name
 from ..wire import MAX_FRAME_BYTES
 
 # `python -m MODULE ARGS` runs the trusted process, `python -I -m MODULE --child` the jailed child.
@@ -53,24 +54,11 @@ class Opaque:
     """Stands in, in the parent, for a learner object that is not plain data."""
 
     def __init__(self, type_name: str):
+        import torch  # noqa: F401: known_type_name names torch's types once torch is loaded
         self.type_name = known_type_name(type_name, "object")
 
     def __repr__(self):
         return f"<{self.type_name} object from the learner's code>"
-
-
-def known_type_name(name, otherwise: str) -> str:
-    """A type name the learner's code sent, shown only where it names a type
-    of Python, torch, torch.nn or tinylm (a class of the learner's own is
-    `otherwise`): a free name could carry text out of the recheck."""
-    import builtins
-
-    import tinylm
-    import torch
-    if not (isinstance(name, str) and name.isidentifier()):
-        return otherwise
-    return name if any(isinstance(getattr(m, name, None), type) for m in (builtins, torch, torch.nn, tinylm)) \
-        else otherwise
 
 
 def shown_path(name) -> str:

@@ -13,6 +13,7 @@ import io
 import json
 import linecache
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -22,9 +23,11 @@ from ... import course
 from ...notebook_format import defined_names, is_answer, is_check, nbg, read, setup_cells
 from ..sandbox.kernel import jail_for_recheck
 from .parent import Child, make_proxy
-from .protocol import MODULE, NotRecheckable
+from .protocol import MODULE, NotRecheckable, known_type_name
 
 RECHECK_TIMEOUT = 60.0
+# Beside the verdicts: the ipython_cells.NOTES keys of what the learner's cells ran without (grade_one takes it out).
+SKIPPED_KEY = "__skipped__"
 
 # Checks whose verdict is the notebook kernel's alone (reported "not
 # rechecked", which the grade scores zero and flags for a hand regrade). None
@@ -119,11 +122,28 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
                                            f"{results[gid]['message']}")[:1000]
     finally:
         child.kill("recheck finished")
+    if child.skipped:
+        results[SKIPPED_KEY] = sorted(child.skipped)
     return results
 
 
 # A verdict carries at most this many diagnoses, one per failing check call.
 MAX_DIAGNOSES = 8
+
+
+def verdict_text(err: Exception) -> str:
+    """What a verdict says of an exception a test cell's statement raised:
+    the text of a check's failure (an AssertionError: the checks' and the
+    course's own words) and of the grader's own errors; of any other, raised
+    by Python or torch on a learner's value (a KeyError quotes the key, a
+    size mismatch the learner's sizes), only its type. The located line is
+    the learner's own text: it travels as a field (framed as theirs on every
+    page), not inside the check's message."""
+    if isinstance(err, (AssertionError, TimeoutError)) or type(err).__module__.startswith("autograder."):
+        text = "\n".join(line for line in str(err).strip().splitlines() if not line.strip().startswith("Where:"))
+        return (text or type(err).__name__)[:1000]
+    return (f"the test cell stopped on {known_type_name(type(err).__name__, 'an error')} (its text is not carried "
+            "into the verdict: it may quote the learner's values)")
 
 
 def run_check(source: str, ns: dict) -> dict:
@@ -143,10 +163,7 @@ def run_check(source: str, ns: dict) -> dict:
         except NotRecheckable as err:
             return {"status": "not rechecked", "message": str(err)}
         except Exception as err:  # noqa: BLE001: a failed check, in whatever form
-            # The located line is the learner's own text: it travels as a field (framed as theirs on every
-            # page), not inside the check's message.
-            text = "\n".join(line for line in str(err).strip().splitlines() if not line.strip().startswith("Where:"))
-            text = (text or type(err).__name__)[:1000]
+            text = verdict_text(err)
             if text not in failures:
                 failures.append(text)
                 found = getattr(err, "diagnosis", None)
@@ -215,10 +232,19 @@ def recheck_submission(assignment: str, notebook, limits) -> dict:
                               env=dict(os.environ, OMP_NUM_THREADS="1", NBGRADER_EXECUTION="autograde"))
         if proc.returncode == 0:
             return parse_output(proc.stdout)
-        reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        reason = how_it_ended(proc.stderr, proc.returncode)
     except subprocess.TimeoutExpired:
         reason = f"the recheck took longer than {limits.wall_s:.0f} s"
     return {"__error__": {"status": "error", "message": f"the recheck did not complete: {reason}"[:500]}}
+
+
+def how_it_ended(stderr: str, status: int) -> str:
+    """How the trusted recheck process ended, in the grader's words: the
+    type of the error it stopped on (a traceback's last line would quote
+    whatever learner value the error was raised on), or its exit status."""
+    last = (stderr.strip().splitlines() or [""])[-1]
+    name = last.split(":", 1)[0].rsplit(".", 1)[-1].strip()
+    return known_type_name(name, "") or f"it exited with status {status}"
 
 
 def main(argv=None) -> int:
@@ -250,5 +276,31 @@ LOCATED_KEPT = ("file", "line", "also", "function", "kind")
 def _without_learner_text(diagnosis: dict) -> dict:
     located = diagnosis.get("located")
     if isinstance(located, dict):
-        diagnosis["located"] = {k: located[k] for k in LOCATED_KEPT if k in located}
+        diagnosis["located"] = checked_place({k: located[k] for k in LOCATED_KEPT if k in located})
     return diagnosis
+
+
+def checked_place(located: dict) -> dict:
+    """A located place as the trusted side can confirm it: the learner's
+    process names it, so a file is kept only when this process holds its
+    text (in linecache: the submitted cells recheck_notebook put there), a
+    line only where that text has it, a function only where that
+    cell defines it, and a kind only when it is one of the tracer's; the
+    rest is dropped rather than carried as the child's text."""
+    from ...checks.trace import KIND_WORDS
+    file = located.get("file")
+    cached = linecache.cache.get(file) if isinstance(file, str) else None
+    if cached is None:
+        return {}
+    lines = cached[2]
+    kept = {"file": located["file"]}
+    for key in ("line", "also"):
+        if type(located.get(key)) is int and 1 <= located[key] <= len(lines):
+            kept[key] = located[key]
+    function = located.get("function")
+    defined = {m for line in lines for m in re.findall(r"^\s*(?:async\s+)?def\s+(\w+)", line)}
+    if function in defined or function == "<module>":
+        kept["function"] = function
+    if located.get("kind") in KIND_WORDS:
+        kept["kind"] = located["kind"]
+    return kept

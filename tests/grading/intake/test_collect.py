@@ -9,17 +9,10 @@ import zipfile
 import pytest
 
 from autograder import course, specimens
-from autograder.grading import gradebook
 from autograder.grading.intake.collect import collect, format_report
 
 A = "01_embeddings"
 pytestmark = [pytest.mark.grader, pytest.mark.skipif(A not in course.assignments(), reason="notebook 01 is not built")]
-
-
-@pytest.fixture
-def data(tmp_path, monkeypatch):
-    monkeypatch.setenv(gradebook.DATA_ENV_VAR, str(tmp_path / "course"))
-    return tmp_path / "course"
 
 
 def _nb_bytes() -> bytes:

@@ -8,8 +8,8 @@
 github.com/karpathy/nanoGPT; nothing of it is copied here). Both models get
 nanoGPT's shakespeare_char sizes, 4 layers, 4 heads, d_model 128, 64-token
 windows, batch 12, and a 256-entry byte vocabulary (tinylm: 836,736
-parameters; nanoGPT with its default biases: 833,904). They go through one
-training loop: the same batches, AdamW with tinylm's settings (fused kernel,
+parameters; nanoGPT with its default biases: 834,304; the GPT-2-style
+baseline: 836,360). They go through one training loop: the same batches, AdamW with tinylm's settings (fused kernel,
 decay on matrices only), gradient clipping at 1.0; only the call that turns
 (inputs, targets) into the loss differs, because nanoGPT's model computes its
 loss itself. The models alternate step by step, so a change in machine load

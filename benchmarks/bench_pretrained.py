@@ -2,6 +2,7 @@
 
     python benchmarks/bench_pretrained.py                    # all cores, 64 new tokens, 5 runs
     python benchmarks/bench_pretrained.py --threads 1 --new-tokens 64 --repeats 5
+    python benchmarks/bench_pretrained.py --dtype float32 bfloat16       # each dtype's speed beside its own bound
 
 Each phase runs in a fresh child process, so its peak resident memory
 (ru_maxrss) is its own: the first conversion (GGUF -> float32, into an empty
@@ -47,7 +48,9 @@ def phase_convert() -> dict:
 
 
 def read_bandwidth_gbs(n_bytes: int, repeats: int = 5) -> float:
-    """Bytes per second of x.sum() over a float32 tensor of n_bytes (median)."""
+    """Bytes per second of x.sum() over a float32 tensor of n_bytes (median).
+    Read as float32 whatever the weights' dtype: the same bytes, and a sum
+    in float32 is the fastest read torch has on every CPU."""
     import torch
 
     x = torch.ones(n_bytes // 4)
@@ -60,13 +63,13 @@ def read_bandwidth_gbs(n_bytes: int, repeats: int = 5) -> float:
     return x.numel() * 4 / statistics.median(times) / 1e9
 
 
-def phase_load_and_decode(new_tokens: int, repeats: int, bandwidth_mib: int) -> dict:
+def phase_load_and_decode(new_tokens: int, repeats: int, bandwidth_mib: int, dtype: str = "float32") -> dict:
     import torch
 
     from tinylm import generate_stream, pretrained
 
     start = time.perf_counter()
-    model, tok = pretrained.load_pretrained()
+    model, tok = pretrained.load_pretrained(dtype=getattr(torch, dtype))
     load_s = time.perf_counter() - start
     load_rss = _peak_rss_mib()
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())  # tied head counted once
@@ -91,11 +94,11 @@ def phase_load_and_decode(new_tokens: int, repeats: int, bandwidth_mib: int) -> 
             "peak_rss_mib": decode_rss}
 
 
-def run_phase(args: argparse.Namespace, phase: str, cache: str) -> dict:
+def run_phase(args: argparse.Namespace, phase: str, cache: str, dtype: str = "float32") -> dict:
     env = dict(os.environ, TINYLM_CACHE=cache, OMP_NUM_THREADS=str(args.threads))
     cmd = [sys.executable, __file__, "--phase", phase, "--threads", str(args.threads),
            "--new-tokens", str(args.new_tokens), "--repeats", str(args.repeats),
-           "--bandwidth-mib", str(args.bandwidth_mib)]
+           "--bandwidth-mib", str(args.bandwidth_mib), "--dtype", dtype]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"phase {phase} failed:\n{done.stderr[-3000:]}")
@@ -109,6 +112,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5, help="decoding runs; the median is reported")
     p.add_argument("--bandwidth-mib", type=int, default=0,
                    help="size of the tensor the bandwidth is read from (default 0: the weights' size)")
+    p.add_argument("--dtype", nargs="+", choices=("float32", "bfloat16"), default=["float32"],
+                   help="weights' dtype(s) for decoding; several are decoded in turn, each beside its own bound")
     p.add_argument("--phase", choices=("convert", "decode"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.new_tokens < 2 or args.repeats < 1 or args.bandwidth_mib < 0:
@@ -118,7 +123,7 @@ def main() -> None:
 
         torch.set_num_threads(args.threads)
         result = phase_convert() if args.phase == "convert" else phase_load_and_decode(
-            args.new_tokens, args.repeats, args.bandwidth_mib)
+            args.new_tokens, args.repeats, args.bandwidth_mib, args.dtype[0])
         print(json.dumps(result))
         return
 
@@ -129,21 +134,22 @@ def main() -> None:
         raise SystemExit(reason)
     with tempfile.TemporaryDirectory(prefix="tinylm-bench-cache-") as cache:
         c = run_phase(args, "convert", cache)
-        d = run_phase(args, "decode", cache)
+        decoded = {dtype: run_phase(args, "decode", cache, dtype) for dtype in args.dtype}
     size = pretrained.gguf_path().stat().st_size
     print(f"{pretrained.PRETRAINED_NAME} in tinylm, {args.threads} thread(s), GGUF file {size / 1e6:.0f} MB, "
-          f"float32 weights {d['weight_mib']:.0f} MiB")
+          f"load average {os.getloadavg()[0]:.2f}")
     print(f"  {'first conversion (cold cache)':<42}{c['convert_s']:8.1f} s    peak RSS {c['convert_rss_mib']:6.0f} MiB")
-    print(f"  {'load from the cache':<42}{d['load_s']:8.1f} s    peak RSS {d['load_rss_mib']:6.0f} MiB")
-    print(f"  {'prefill (' + str(d['prompt_tokens']) + '-token chat prompt)':<42}{d['prefill_s']:8.2f} s")
-    print(f"  {'greedy decoding, KV cache':<42}{d['decode_tok_s']:8.1f} tokens/s (median of {args.repeats}: "
-          + ", ".join(f"{r:.1f}" for r in d["decode_runs"]) + ")")
-    summed = f"{args.bandwidth_mib} MiB" if args.bandwidth_mib else "weight-sized tensor"
-    print(f"  {'read bandwidth (sum, ' + summed + ')':<42}{d['bandwidth_gbs']:8.1f} GB/s")
-    print(f"  {'bound: bandwidth / weight bytes':<42}{d['bound_tok_s']:8.1f} tokens/s")
-    print(f"  {'decoding / bound':<42}{d['decode_tok_s'] / d['bound_tok_s']:8.2f}")
-    print(f"  {'peak RSS, load + decoding':<42}{d['peak_rss_mib']:8.0f} MiB")
-
+    for dtype, d in decoded.items():
+        print(f"  {dtype} weights, {d['weight_mib']:.0f} MiB")
+        print(f"  {'load from the cache':<42}{d['load_s']:8.1f} s    peak RSS {d['load_rss_mib']:6.0f} MiB")
+        print(f"  {'prefill (' + str(d['prompt_tokens']) + '-token chat prompt)':<42}{d['prefill_s']:8.2f} s")
+        print(f"  {'greedy decoding, KV cache':<42}{d['decode_tok_s']:8.1f} tokens/s (median of {args.repeats}: "
+              + ", ".join(f"{r:.1f}" for r in d["decode_runs"]) + ")")
+        summed = f"{args.bandwidth_mib} MiB" if args.bandwidth_mib else "weight-sized tensor"
+        print(f"  {'read bandwidth (sum, ' + summed + ')':<42}{d['bandwidth_gbs']:8.1f} GB/s")
+        print(f"  {'bound: bandwidth / weight bytes':<42}{d['bound_tok_s']:8.1f} tokens/s")
+        print(f"  {'decoding / bound':<42}{d['decode_tok_s'] / d['bound_tok_s']:8.2f}")
+        print(f"  {'peak RSS, load + decoding':<42}{d['peak_rss_mib']:8.0f} MiB")
 
 if __name__ == "__main__":
     main()

@@ -27,6 +27,21 @@ def test_training_benchmark_prints_its_table_and_saves_the_plot(tmp_path):
 
 
 @pytest.mark.slow
+def test_step_benchmark_compares_with_the_baseline_and_profiles_both_models():
+    out = run_benchmark("bench_step.py", "--steps", "3", "--warmup", "1", "--profile", "1", "--rows", "5")
+    for row in ("tinylm", "gpt2-style", "median CPU ms", "step time ratio tinylm / gpt2-style", "aten::mm"):
+        assert row in out, out
+    assert out.count("torch.profiler, 1 steps") == 2
+
+
+@pytest.mark.slow
+def test_step_benchmark_names_the_missing_nanogpt_model(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"), "--nanogpt", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode != 0 and f"--nanogpt {tmp_path}: no model.py there" in done.stderr
+
+
+@pytest.mark.slow
 def test_kv_cache_benchmark_checks_equal_outputs_and_prints_speed_ups():
     out = run_benchmark("bench_kv_cache.py", "--sizes", "nb06", "--lengths", "8", "24", "--repeats", "1")
     assert "speed-up" in out and out.count("x ") >= 2

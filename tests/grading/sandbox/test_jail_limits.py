@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.sandbox import jail, job_cgroup, syscall_filter
+from autograder.grading.sandbox import jail_init, job_cgroup, syscall_filter
 from autograder.grading.sandbox.jail import in_fork
 
 linux_x86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="runs the x86-64 filter")
@@ -324,17 +324,17 @@ def test_a_moment_short_of_memory_does_not_give_a_weaker_jail():
     """ENOMEM/EAGAIN are retried on the strongest set (its PID namespace is
     what ends a job's daemons); a refusal that will not change is not."""
     libc = _FlakyUnshare(errno.ENOMEM, errno.EAGAIN)
-    assert jail._unshare([STRONG, WEAK], libc) == (STRONG, [])
+    assert jail_init._unshare([STRONG, WEAK], libc) == (STRONG, [])
     assert libc.calls == [STRONG, STRONG, STRONG]
 
     libc = _FlakyUnshare(errno.EPERM)
-    assert jail._unshare([STRONG, WEAK], libc) == (WEAK, [errno.EPERM])
+    assert jail_init._unshare([STRONG, WEAK], libc) == (WEAK, [errno.EPERM])
     assert libc.calls == [STRONG, WEAK]
 
 
 def test_a_lasting_shortage_falls_back_and_keeps_the_reason():
     libc = _FlakyUnshare(*[errno.ENOMEM] * 1000)
-    assert jail._unshare([STRONG, WEAK], libc, within_s=0.05) == (0, [errno.ENOMEM, errno.ENOMEM])
+    assert jail_init._unshare([STRONG, WEAK], libc, within_s=0.05) == (0, [errno.ENOMEM, errno.ENOMEM])
     assert set(libc.calls) == {STRONG, WEAK}
 
 

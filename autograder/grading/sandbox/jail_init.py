@@ -568,10 +568,27 @@ def run(settings: dict, command: list[str], env: dict, start=os.execve) -> int:
     return 1  # not reached: _be_init exits
 
 
+def die_with_starter() -> bool:
+    """SIGKILL this process the moment the one that started it dies; False
+    if it is already gone. The kernel sends it when the starter's *thread*
+    that forked us ends, not its process: every starter of a jail (the
+    kernel manager's launching thread in nbgrader, the recheck's grading
+    thread, a warm supervisor) forks from a thread that waits for the job,
+    so the two end together. Not dependent on the starter running any code
+    (a SIGKILLed grader runs none) nor on how busy the machine is."""
+    starter = os.getppid()
+    load_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return os.getppid() == starter
+
+
 def main(argv: list[str]) -> int:
     if "--" not in argv or ENV_VAR not in os.environ:
         print(f"usage: {ENV_VAR}=... python -m autograder.grading.sandbox.jail -- COMMAND ...", file=sys.stderr)
         return 2
+    # The job's first process: when whoever started it dies, it dies, and
+    # with it init (PR_SET_PDEATHSIG on this process) and the whole namespace.
+    if not die_with_starter():
+        return 128 + signal.SIGKILL
     settings = json.loads(os.environ[ENV_VAR])
     command = argv[argv.index("--") + 1:]
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}

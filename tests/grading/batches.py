@@ -136,7 +136,8 @@ def still_runs(pid: int, start: str) -> bool:
     if fields is None or fields[19] != start or fields[0] in ("Z", "X") or int(fields[6]) & PF_EXITING:
         return False
     try:
-        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        status = dict(line.split(":", 1) for line in lines if ":" in line)
     except OSError:
         return False
     return not any(int(status.get(name, "0").strip(), 16) & SIGKILL_BIT for name in ("SigPnd", "ShdPnd"))

@@ -9,7 +9,7 @@ reads its settings from the TINYLM_JAIL environment variable (JSON, made by
    student's notebook and the released data files; symlinks refused);
 2. when root: enters new mount, network, IPC and PID namespaces and pivots
    into a root of its own that holds only what the job may use (an
-   allow-list, `_enter_allowed_root`): the system folders, the interpreter,
+   allow-list, `jail_init._enter_allowed_root`): the system folders, the interpreter,
    the virtual environment and the course's packages, read-only; the job's
    own folder; a private /tmp, /var/tmp, /dev/shm; a /proc that shows only
    the job's processes. Everything else of the machine (other jobs' folders,
@@ -18,7 +18,7 @@ reads its settings from the TINYLM_JAIL environment variable (JSON, made by
    switches to an unprivileged uid reserved for this one job. When not root
    it tries an unprivileged user namespace for the same, and says what it
    could not do. Where the allow-list root cannot be made, it falls back to
-   covering the hidden paths with empty tmpfs mounts (_isolate_files) and
+   covering the hidden paths with empty tmpfs mounts (jail_init._isolate_files) and
    says so;
 3. sets resource limits (address space, CPU seconds, processes, file size),
    and installs the seccomp filter (syscall_filter.py: no kernel keyrings,

@@ -14,7 +14,7 @@ from .. import gradebook
 from .jail import JAIL_BASE, Jail, Limits
 
 KERNEL_NAME = "tinylm-sandbox"
-# `python -m JAIL_MODULE -- COMMAND` runs COMMAND jailed (jail.main), with the settings of Jail.env().
+# `python -m JAIL_MODULE -- COMMAND` runs COMMAND jailed (jail_init.main), with the settings of Jail.env().
 JAIL_MODULE = "autograder.grading.sandbox.jail"
 # Run in the kernel before any notebook cell: the working folder leaves
 # sys.path (a shipped torch.py cannot shadow torch), and warnings go to

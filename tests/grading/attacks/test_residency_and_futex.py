@@ -129,7 +129,7 @@ def test_the_control_each_channel_works_outside_a_jail(tmp_path):
     facts = _probe(tmp_path, jailed=False)
     assert facts["io_setup"] == 0 and facts["io_submit"] == 1 and facts["nowait_read"] > 0, facts
     assert facts["mincore"] == 1, f"mincore did not see the cached first page: {facts}"
-    assert (facts["shared_wake"], facts["shared_wait"]) == (1, 0), f"the waiter on the shared page was not seen: {facts}"
+    assert (facts["shared_wake"], facts["shared_wait"]) == (1, 0), f"the shared page's waiter was not seen: {facts}"
     assert (facts["private_wake"], facts["private_wait"], facts["private_slept"]) == (1, 0, True), facts
 
 

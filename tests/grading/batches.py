@@ -1,10 +1,12 @@
 """Graded batches for the grader's tests: a batch is graded once per test
 session, even under pytest-xdist (shared_batch), in a scratch course data
-folder (course_data); and what the batch left running (jailed_survivors,
-which sees this batch's processes only, whatever else runs on the machine)."""
+folder (course_data); what the batch left running (jailed_survivors,
+which sees this batch's processes only, whatever else runs on the machine);
+and whether given processes stopped (process_tree, still_runs, all_stop)."""
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -141,3 +143,14 @@ def still_runs(pid: int, start: str) -> bool:
     except OSError:
         return False
     return not any(int(status.get(name, "0").strip(), 16) & SIGKILL_BIT for name in ("SigPnd", "ShdPnd"))
+
+
+def all_stop(started: dict[int, str], within_s: float) -> bool:
+    """Whether every process of `started` ({pid: start time}) stops (see
+    still_runs) within within_s seconds."""
+    stop_by = time.monotonic() + within_s
+    while any(still_runs(p, t) for p, t in started.items()):
+        if time.monotonic() > stop_by:
+            return False
+        time.sleep(0.02)
+    return True

@@ -17,7 +17,7 @@ import pytest
 
 from autograder import course, specimens
 from autograder.grading import gradebook
-from ..batches import course_data, jailed_survivors, process_tree, shared_batch, still_runs
+from ..batches import all_stop, course_data, jailed_survivors, process_tree, shared_batch
 # SWALLOW fools the notebook kernel (every failing assert swallowed); only the recheck sees through it.
 from ..specimens import SWALLOW, WRONG_EMBED
 
@@ -128,18 +128,6 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _all_stop(started: dict[int, str], within_s: float) -> bool:
-    """Whether every process of `started` ({pid: start time}) stops within
-    within_s: each dies with its parent (the kernel's doing, whatever the
-    load), not when its submission would have been done."""
-    stop_by = time.monotonic() + within_s
-    while any(still_runs(p, t) for p, t in started.items()):
-        if time.monotonic() > stop_by:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_a_worker_killed_mid_submission_is_replaced(tmp_path):
     from autograder.grading.records import Submission
     from autograder.grading.engines.warm_pool import WarmPool
@@ -158,7 +146,7 @@ def test_a_worker_killed_mid_submission_is_replaced(tmp_path):
             # its forks, nbgrader, the jails' first processes, and its jobs under the pool's jail server
             started = {**process_tree(victim), **process_tree(pool.jail_server.pid)}
             os.kill(victim, signal.SIGKILL)
-            assert _all_stop(started, within_s=5), "the killed worker's grading kept running"
+            assert all_stop(started, within_s=5), "the killed worker's grading kept running"
             grading.join(timeout=600)
             assert not grading.is_alive()
             (first,) = results
@@ -233,7 +221,7 @@ def test_workers_stop_when_the_pools_process_dies(tmp_path):
         started = process_tree(owner.pid)  # its workers and their forks, nbgrader, the jails, the jail server's jobs
         owner.kill()
         owner.wait()
-        assert _all_stop(started, within_s=5), "the dead pool's grading kept running"
+        assert all_stop(started, within_s=5), "the dead pool's grading kept running"
         deadline = time.monotonic() + 30
         while _warm_processes(tmp_path) and time.monotonic() < deadline:
             time.sleep(0.5)

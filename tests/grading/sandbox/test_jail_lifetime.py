@@ -23,21 +23,12 @@ import pytest
 from autograder import course
 from autograder.grading.sandbox.jail import Jail, Limits, processes_of_uid
 from autograder.grading.sandbox.kernel import dying_with_this_thread
-from ..batches import process_tree, start_time, still_runs
+from ..batches import all_stop, process_tree, start_time, still_runs
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root")
 
 # Starts its arguments as a child, says the child's pid, and waits to be killed.
 STARTER = "import subprocess, sys, time; print(subprocess.Popen(sys.argv[1:]).pid, flush=True); time.sleep(600)"
-
-
-def _stops(started: dict[int, str], within_s: float) -> bool:
-    stop_by = time.monotonic() + within_s
-    while any(still_runs(p, t) for p, t in started.items()):
-        if time.monotonic() > stop_by:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @root_only
@@ -57,7 +48,7 @@ def test_a_jailed_job_dies_with_the_process_that_started_it():
             assert all(still_runs(p, t) for p, t in job.items())
             starter.kill()
             starter.wait()
-            assert _stops(job, within_s=2), "the job outlived the process that started it"
+            assert all_stop(job, within_s=2), "the job outlived the process that started it"
         finally:
             starter.kill()
             starter.wait()

@@ -350,10 +350,14 @@ def test_the_doctor_names_what_each_fallback_of_the_view_and_the_filter_loses():
     assert allow["status"] == "OK" and "allow-list" in allow["detail"]
     assert deny["status"] == "WARN" and "deny-list" in deny["detail"] and "stays readable" in deny["detail"]
     assert bare["status"] == "WARN" and "nothing hidden" in bare["detail"] and "submissions" in bare["detail"]
-    full = {"add_key": "Operation not permitted", "lock_query": "No locks available", "inotify": "Operation not permitted"}
+    full = {"add_key": "Operation not permitted", "lock_query": "No locks available", "inotify": "Operation not permitted",
+            "mincore": "Function not implemented", "shared_futex": "Resource temporarily unavailable"}
     assert protections._syscalls(full, root=True)["status"] == "OK"
+    sleeping = protections._syscalls({**full, "shared_futex": "Connection timed out"}, root=True)
+    assert sleeping["status"] == "WARN" and "shared futexes" in sleeping["detail"]
     open_locks = protections._syscalls({**full, "lock_query": "answered"}, root=True)
     assert open_locks["status"] == "WARN" and "file locks" in open_locks["detail"]
     assert "signal each other" in open_locks["detail"] and "--workers 1" in open_locks["fix"]
-    no_filter = protections._syscalls({"add_key": "allowed", "lock_query": "answered", "inotify": "allowed"}, root=False)
+    no_filter = protections._syscalls({"add_key": "allowed", "lock_query": "answered", "inotify": "allowed",
+                                       "mincore": "answered", "shared_futex": "Connection timed out"}, root=False)
     assert "leave keys" in no_filter["detail"] and "root clears" not in no_filter["detail"]

@@ -571,11 +571,12 @@ def run(settings: dict, command: list[str], env: dict, start=os.execve) -> int:
 def die_with_starter() -> bool:
     """SIGKILL this process the moment the one that started it dies; False
     if it is already gone. The kernel sends it when the starter's *thread*
-    that forked us ends, not its process: every starter of a jail (the
-    kernel manager's launching thread in nbgrader, the recheck's grading
-    thread, a warm supervisor) forks from a thread that waits for the job,
-    so the two end together. Not dependent on the starter running any code
-    (a SIGKILLed grader runs none) nor on how busy the machine is."""
+    that forked us ends, not its process: the starters of a jail (the thread
+    of nbgrader's kernel manager that launches kernels and lives as long as
+    nbgrader, the grading thread that runs the recheck) fork from a thread
+    that outlives the job. Not dependent on the starter running any code (a
+    SIGKILLed grader runs none) nor on how busy the machine is. (A warm job
+    is forked by its supervisor, and dies with it by the same signal.)"""
     starter = os.getppid()
     load_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     return os.getppid() == starter

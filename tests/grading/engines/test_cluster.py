@@ -95,6 +95,13 @@ def test_cluster_grades_like_one_machine(cluster, pg_database, tmp_path):
     assert warm, "no Dask worker graded through a warm grading worker"
 
 
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:160].decode(errors="replace")
+    except OSError:
+        return "(gone)"
+
+
 def _runs(pid: int, module: bytes) -> bool:
     """Whether pid's command line names module."""
     try:
@@ -153,6 +160,7 @@ def test_a_killed_worker_loses_nothing(cluster, pg_database, tmp_path):
             in_progress = sorted(p.name for p in (victim_data / "submitted").glob("*") if (p / A).is_dir())
             tree = process_tree(victim)  # grading child -> (warm worker -> fork ->) nbgrader -> jail -> ...
             if in_progress and any(_runs(p, b"autograder.grading.sandbox.jail") for p in tree):
+                names = {p: _command(p) for p in tree}
                 os.kill(victim, signal.SIGKILL)
                 # the grading it started stops now, not when its submission would have been done: each
                 # process dies with its parent (the kernel's doing, whatever the load), so within 5 s
@@ -162,7 +170,7 @@ def test_a_killed_worker_loses_nothing(cluster, pg_database, tmp_path):
                 while time.monotonic() < stop_by and any(still_runs(p, t) for p, t in tree.items()):
                     time.sleep(0.05)
                 killed.update(students=in_progress, tree=tree,
-                              survivors=[p for p, t in tree.items() if still_runs(p, t)])
+                              survivors={p: names[p] for p, t in tree.items() if still_runs(p, t)})
                 return
             time.sleep(0.1)
     killer = threading.Thread(target=kill_mid_grading)
@@ -184,7 +192,7 @@ def test_a_killed_worker_loses_nothing(cluster, pg_database, tmp_path):
     per_notebook = [",".join(line.split(",")[:5]) for line in csvs["grades_per_notebook.csv"].splitlines()[1:]]
     assert sorted(per_notebook) == sorted(f"{s},{A},{r['score']:g},{r['max_score']:g},graded"
                                           for s, r in results.items())
-    assert not killed["survivors"], "the killed worker's grading (nbgrader, jail, recheck) kept running"
+    assert not killed["survivors"], f"the killed worker's grading kept running: {killed['survivors']}"
 
 
 def test_sqlite_is_refused_with_a_scheduler(tmp_path):

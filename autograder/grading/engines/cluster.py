@@ -66,6 +66,7 @@ from ..intake.notebook import drop_symlinks
 from ..records import (GradeResult, Submission, error_row, nbgrader_log_file, original_path, released_data,
                        write_result)
 from ..wire import receive, send
+from ..sandbox.jail_init import die_with_starter
 from .warm_pool import WarmPool
 
 CHILD_FLAG = "--grading-child"
@@ -75,7 +76,7 @@ MODULE = "autograder.grading.engines.cluster"  # `python -m MODULE CHILD_FLAG`: 
 # whole class's notebooks in the client's memory.
 IN_FLIGHT_PER_THREAD = 2
 CLIENT_MARK = ".grading-client-{token}"
-PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 36, 1
+PR_SET_CHILD_SUBREAPER = 36
 INSTALL_HINT = "pip install 'tinylm-course[cluster]' (dask.distributed and psycopg), on the client and every worker"
 
 
@@ -222,11 +223,9 @@ def _child_main() -> None:
     import ctypes
     import queue
     libc = ctypes.CDLL(None, use_errno=True)
-    worker = os.getppid()
     # This child belongs to the worker thread that started it (one per thread, _thread_child), which
     # waits on it for each task: die with that thread, a SIGKILLed worker runs no clean-up of its own.
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != worker:
+    if not die_with_starter():
         os._exit(1)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of nbgrader and the jails stay our descendants
     requests, replies = 0, os.dup(1)  # the worker's pipes; sys.stdin is never read

@@ -31,7 +31,7 @@ from .syscall_filter import syscall_number
 # (no braces: probes built with str.format embed it).
 FILTER_FACTS = r"""
 def filter_facts(shared):
-    import ctypes, fcntl, mmap, os, struct
+    import ctypes, fcntl, os, struct
     libc = ctypes.CDLL(None, use_errno=True)
     found = dict()
     with open(shared, "rb") as fh:
@@ -40,12 +40,9 @@ def filter_facts(shared):
             found["lock_query"] = "answered"
         except OSError as err:
             found["lock_query"] = os.strerror(err.errno)
-    page = mmap.mmap(-1, 4096)
-    first = ctypes.c_char.from_buffer(page)
-    vec = ctypes.create_string_buffer(1)
-    found["mincore"] = "answered" if libc.syscall(MINCORE, ctypes.byref(first), 4096, vec) == 0 \
-        else os.strerror(ctypes.get_errno())
-    del first
+    vec = ctypes.create_string_buffer(1)   # and the page it lies in: no new mapping (a job near RLIMIT_AS)
+    page = ctypes.c_void_p(ctypes.addressof(vec) & ~4095)
+    found["mincore"] = "answered" if libc.syscall(MINCORE, page, 1, vec) == 0 else os.strerror(ctypes.get_errno())
     found["inotify"] = "allowed" if libc.inotify_init1(0) >= 0 else os.strerror(ctypes.get_errno())
     word, timeout = ctypes.c_uint32(0), ctypes.create_string_buffer(struct.pack("qq", 0, 1000000))
     found["shared_futex"] = "slept" if libc.syscall(FUTEX, ctypes.byref(word), 0, 0, timeout, None, 0) == 0 \

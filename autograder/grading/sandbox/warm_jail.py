@@ -32,8 +32,9 @@ supervisor passes its signals on to the job and sends back the job's exit
 status; when the client dies (a SIGKILL from the kernel manager), its
 socket closes and the supervisor SIGKILLs the job's outside process, whose
 init and namespace follow at once. Each process of the chain dies with its
-parent (PR_SET_PDEATHSIG), and the server with the process that started it
-(EOF on its stdin), so closing the server leaves nothing behind.
+parent (PR_SET_PDEATHSIG), and the server with the thread that started it
+(the same signal; EOF on its stdin when that process closes it), so closing
+the server, or killing its owner, leaves nothing behind.
 
 Why isolation is unchanged: a fork is a fresh address space, and it holds
 only what the server holds, which is public code and the server's minimal
@@ -353,11 +354,18 @@ def _exit_code(code) -> int:
 
 
 def serve(folder: str, cold_path: list[str]) -> None:
-    """The server's main: preload, then serve on FOLDER/socket."""
+    """The server's main: preload, then serve on FOLDER/socket. Dies with
+    the thread that started it (a warm pool's owner), by the kernel's
+    signal, and ends without the interpreter's teardown of torch (seconds on
+    a busy machine, while a dead pool's jobs should stop at once)."""
     import importlib
+    if not jail_init.die_with_starter():
+        os._exit(1)
     for name in PRELOAD:
         importlib.import_module(name)
     _Server(str(Path(folder) / "socket"), cold_path).serve()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 # ---------------------------------------------------------------------------

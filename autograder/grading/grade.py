@@ -49,7 +49,7 @@ from .recheck.run import SKIPPED_KEY, recheck_submission
 from .records import (CellResult, GradeResult, Submission, error_row, max_scores, nbgrader_log_file, original_path,
                       released_data, timing_file, write_result)
 from .sandbox.jail import Jail, Limits
-from .sandbox.kernel import KERNEL_NAME, hidden_paths, kernelspec_dir
+from .sandbox.kernel import KERNEL_NAME, dying_with_this_thread, hidden_paths, kernelspec_dir
 
 
 @dataclass
@@ -133,7 +133,7 @@ def read_log_tail(path: Path) -> str:
 def autograde_in_jail(sub: Submission, opts: Options, jail: Jail) -> tuple[int, str]:
     """`nbgrader autograde` of one submission in a new process, its kernel in
     `jail`: (exit code, the tail of its log)."""
-    args = [sys.executable, "-m", "nbgrader", *nbgrader_args(sub, opts, jail)]
+    args = dying_with_this_thread([sys.executable, "-m", "nbgrader", *nbgrader_args(sub, opts, jail)])
     env = nbgrader_env_for(jail)
     proc = subprocess.Popen(args, cwd=course.AUTOGRADER_DIR, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)

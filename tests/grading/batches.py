@@ -1,10 +1,12 @@
 """Graded batches for the grader's tests: a batch is graded once per test
 session, even under pytest-xdist (shared_batch), in a scratch course data
-folder (course_data); and what the batch left running (jailed_survivors,
-which sees this batch's processes only, whatever else runs on the machine)."""
+folder (course_data); what the batch left running (jailed_survivors,
+which sees this batch's processes only, whatever else runs on the machine);
+and whether given processes stopped (process_tree, still_runs, all_stop)."""
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -94,3 +96,61 @@ def jailed_survivors(data: Path, bases: list[str] = ()) -> list[int]:
         except OSError:  # exited meanwhile
             continue
     return [pid for pid, (ns, where) in jailed.items() if ns in ours or any(base in where for base in bases)]
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the command name (state first); None if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def process_tree(pid: int) -> dict[int, str]:
+    """{pid: start time} of every process under pid (not pid itself)."""
+    parents, starts = {}, {}
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        fields = _stat_fields(int(p))
+        if fields is not None:
+            parents[int(p)], starts[int(p)] = int(fields[1]), fields[19]
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return {p: starts[p] for p in found}
+
+
+def start_time(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[19]
+
+
+PF_EXITING = 0x4
+SIGKILL_BIT = 1 << (9 - 1)
+
+
+def still_runs(pid: int, start: str) -> bool:
+    """Whether pid is still that process and may still run its own code.
+    Stopped: gone, a zombie, exiting (PF_EXITING), or with SIGKILL pending,
+    after which it never returns to its code; how long the kernel then takes
+    to free its memory depends on the machine's load, not on the grader."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[19] != start or fields[0] in ("Z", "X") or int(fields[6]) & PF_EXITING:
+        return False
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        status = dict(line.split(":", 1) for line in lines if ":" in line)
+    except OSError:
+        return False
+    return not any(int(status.get(name, "0").strip(), 16) & SIGKILL_BIT for name in ("SigPnd", "ShdPnd"))
+
+
+def all_stop(started: dict[int, str], within_s: float) -> bool:
+    """Whether every process of `started` ({pid: start time}) stops (see
+    still_runs) within within_s seconds."""
+    stop_by = time.monotonic() + within_s
+    while any(still_runs(p, t) for p, t in started.items()):
+        if time.monotonic() > stop_by:
+            return False
+        time.sleep(0.02)
+    return True

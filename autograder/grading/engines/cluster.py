@@ -31,7 +31,10 @@ subprocess (no fork of the worker), a child subreaper, and reads its
 requests from a pipe of the worker: when the pipe closes (the worker ended
 or died, also in the middle of a grading), the child kills everything it
 started (its warm worker and that worker's forks, nbgrader, jails,
-recheck) and exits. A task is idempotent: nbgrader autograde --force for that one
+recheck) and exits. When the worker is killed, the kernel itself does it
+at once, whatever the load: the child dies with the worker thread that
+started it (PR_SET_PDEATHSIG), and each process below it with its own
+parent (warm worker and fork, nbgrader, the jail's first process, its init). A task is idempotent: nbgrader autograde --force for that one
 student replaces the submission's grades, and gradebook.override then sets
 exactly the final scores; the gradebook keeps one submission row per
 student and assignment (nbgrader's unique constraint).
@@ -63,6 +66,7 @@ from ..intake.notebook import drop_symlinks
 from ..records import (GradeResult, Submission, error_row, nbgrader_log_file, original_path, released_data,
                        write_result)
 from ..wire import receive, send
+from ..sandbox.jail_init import die_with_starter
 from .warm_pool import WarmPool
 
 CHILD_FLAG = "--grading-child"
@@ -219,6 +223,10 @@ def _child_main() -> None:
     import ctypes
     import queue
     libc = ctypes.CDLL(None, use_errno=True)
+    # This child belongs to the worker thread that started it (one per thread, _thread_child), which
+    # waits on it for each task: die with that thread, a SIGKILLed worker runs no clean-up of its own.
+    if not die_with_starter():
+        os._exit(1)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of nbgrader and the jails stay our descendants
     requests, replies = 0, os.dup(1)  # the worker's pipes; sys.stdin is never read
     os.dup2(2, 1)  # stray prints go to stderr, never into the replies

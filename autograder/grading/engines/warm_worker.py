@@ -22,6 +22,7 @@ from ..recheck.protocol import MODULE as RECHECK_MODULE
 from ..recheck.run import how_it_ended, parse_output, recheck_args
 from ..records import error_row
 from ..sandbox.jail import Jail, needed_paths
+from ..sandbox.jail_init import die_with_starter
 from ..wire import receive, send, unframe
 from .warm_pool import GRADING_MARGIN_S, JAIL_LOG_ENV, release_left_jails
 
@@ -230,7 +231,12 @@ def _grade_in_fork(sub, opts, jail_log: Path) -> tuple[str, object, list[str]]:
 
 
 def worker_main() -> int:
-    """Serve grade requests on stdin until EOF; replies on stdout."""
+    """Serve grade requests on stdin until EOF; replies on stdout. Dies with
+    the pool's thread that started it (the pool's owner, or a grading thread
+    that replaced a lost worker: both outlive their gradings), by the
+    kernel's signal: a pool that is killed runs no clean-up of its own."""
+    if not die_with_starter():
+        return 1
     requests, replies = os.dup(0), os.dup(1)
     _WORKER_FDS.extend((requests, replies))
     os.dup2(2, 1)  # stray prints go to stderr, never into the reply stream

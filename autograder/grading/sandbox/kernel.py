@@ -14,7 +14,7 @@ from .. import gradebook
 from .jail import JAIL_BASE, Jail, Limits
 
 KERNEL_NAME = "tinylm-sandbox"
-# `python -m JAIL_MODULE -- COMMAND` runs COMMAND jailed (jail.main), with the settings of Jail.env().
+# `python -m JAIL_MODULE -- COMMAND` runs COMMAND jailed (jail_init.main), with the settings of Jail.env().
 JAIL_MODULE = "autograder.grading.sandbox.jail"
 # Run in the kernel before any notebook cell: the working folder leaves
 # sys.path (a shipped torch.py cannot shadow torch), and warnings go to
@@ -27,6 +27,21 @@ KERNEL_STARTUP = ("import sys, os, warnings; "
 # locks, which the jail's seccomp filter refuses (syscall_filter.py), and a
 # graded run has no use for a history that outlives it.
 KERNEL_ARGS = ("--HistoryManager.hist_file=:memory:",)
+
+
+# `python -I -S -c DIES_WITH_STARTER STARTER_PID COMMAND...`: exec COMMAND in a
+# process the kernel SIGKILLs when the thread that started it ends (see
+# jail_init.die_with_starter), or not at all if that thread is already gone.
+DIES_WITH_STARTER = ("import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0); "
+                     "os.getppid() == int(sys.argv[1]) or os._exit(128 + signal.SIGKILL); "
+                     "os.execv(sys.argv[2], sys.argv[2:])")
+
+
+def dying_with_this_thread(command: list[str]) -> list[str]:
+    """The command line that runs `command` (a path first) as a process that
+    dies with the calling thread: nbgrader, which a grader that is killed
+    cannot stop itself, and whose death ends the job's jail in turn."""
+    return [sys.executable, "-I", "-S", "-c", DIES_WITH_STARTER, str(os.getpid()), *command]
 
 
 def jailed(command: list[str]) -> list[str]:

@@ -27,7 +27,8 @@ from .kernel import hidden_paths, jailed
 from .syscall_filter import syscall_number
 
 # What the seccomp filter refuses, as a job meets it on a file every job shares:
-# a lock query and a watch (no braces: probes built with str.format embed it).
+# a lock query and a watch; and mincore and a futex wait that is not private
+# (no braces: probes built with str.format embed it).
 FILTER_FACTS = r"""
 def filter_facts(shared):
     import ctypes, fcntl, os, struct
@@ -39,9 +40,15 @@ def filter_facts(shared):
             found["lock_query"] = "answered"
         except OSError as err:
             found["lock_query"] = os.strerror(err.errno)
+    vec = ctypes.create_string_buffer(1)   # and the page it lies in: no new mapping (a job near RLIMIT_AS)
+    page = ctypes.c_void_p(ctypes.addressof(vec) & ~4095)
+    found["mincore"] = "answered" if libc.syscall(MINCORE, page, 1, vec) == 0 else os.strerror(ctypes.get_errno())
     found["inotify"] = "allowed" if libc.inotify_init1(0) >= 0 else os.strerror(ctypes.get_errno())
+    word, timeout = ctypes.c_uint32(0), ctypes.create_string_buffer(struct.pack("qq", 0, 1000000))
+    found["shared_futex"] = "slept" if libc.syscall(FUTEX, ctypes.byref(word), 0, 0, timeout, None, 0) == 0 \
+        else os.strerror(ctypes.get_errno())
     return found
-"""
+""".replace("MINCORE", str(syscall_number("mincore") or -1)).replace("FUTEX", str(syscall_number("futex") or -1))
 PROBE = FILTER_FACTS + r"""
 import ctypes, json, os, resource, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -148,10 +155,12 @@ def _syscalls(facts: dict, root: bool) -> dict:
     """Which refusals of the seccomp filter hold in a job, and what a missing one loses."""
     refused = {"add_key": facts["add_key"] == "Operation not permitted",
                "file locks": facts["lock_query"] == "No locks available",
-               "file watches": facts["inotify"] == "Operation not permitted"}
+               "file watches": facts["inotify"] == "Operation not permitted",
+               "page-cache residency": facts["mincore"] == "Function not implemented",
+               "shared futexes": facts["shared_futex"] == "Resource temporarily unavailable"}
     if all(refused.values()):
-        return _entry("OK", "sandbox syscalls", "seccomp filter: keyrings, file locks, leases, file watches and "
-                      "page-cache probes refused")
+        return _entry("OK", "sandbox syscalls", "seccomp filter: keyrings, file locks, leases, file watches, "
+                      "page-cache residency probes and shared futexes refused")
     missing = [name for name, ok in refused.items() if not ok]
     loses = "jobs graded at the same time can signal each other through the files they share"
     if not refused["add_key"]:
@@ -159,7 +168,7 @@ def _syscalls(facts: dict, root: bool) -> dict:
                                                                if root else "")
     return _entry("WARN", "sandbox syscalls", f"not refused in a job: {', '.join(missing)}: {loses}",
                   "grade on x86-64 or arm64 Linux with seccomp; until then `grade --workers 1` (one job at a "
-                  "time) closes the channels between jobs")
+                  "time) closes the channels that need two jobs at once (locks, watches, futexes)")
 
 
 def main() -> int:

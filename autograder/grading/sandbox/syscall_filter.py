@@ -23,8 +23,28 @@ it starts (a seccomp filter cannot be removed):
     EPERM;
   - probes of the shared page cache (whether another job just read a page):
     cachestat, and preadv2/pwritev2 with RWF_NOWAIT (EOPNOTSUPP, what a file
-    system without that flag answers: a caller retries without it); and
-    io_uring, whose requests run past this filter (EPERM, as Docker does).
+    system without that flag answers: a caller retries without it); mincore
+    and Linux AIO (io_setup, io_submit, ... whose requests carry RWF_NOWAIT
+    in their own flags): ENOSYS, what a kernel built without them answers
+    (libaio users fall back to threads); and io_uring, whose requests run
+    past this filter (EPERM, as Docker does);
+  - futexes that are not private to the process. A shared futex is keyed
+    by the inode and offset of a file mapping, in every namespace: threads
+    of one job waiting on a page of a shared read-only file are seen (and
+    woken) by another job, and FUTEX_WAKE's count says whether a waiter was
+    there. futex without FUTEX_PRIVATE_FLAG: a wake (WAKE, WAKE_BITSET,
+    WAKE_OP, REQUEUE, CMP_REQUEUE, CMP_REQUEUE_PI) returns 0, nobody woken,
+    true since no shared waiter can exist; every other command (the waits,
+    the PI locks) answers EAGAIN, which glibc takes as "the value changed"
+    and retries: a shared wait spins instead of sleeping. glibc and libgomp
+    use private futexes for a process's own locks; what waits shared is
+    pthread_join (on the exiting thread's id, which the kernel clears with
+    a shared wake: the joiner spins until the thread is gone) and the
+    process-shared objects (sem_open semaphores, as multiprocessing's
+    locks are, robust and PTHREAD_PROCESS_SHARED mutexes): correct, at the
+    cost of a spinning waiter. The futex2 calls (futex_waitv, futex_wake,
+    futex_wait, futex_requeue: flags in memory the filter cannot read)
+    answer ENOSYS, as kernels before them do.
   Nothing a grading kernel needs uses these; the kernel's own command
   history (IPython's SQLite file, private to the job) is kept in memory
   instead (sandbox.KERNEL_ARGS).
@@ -50,11 +70,16 @@ import platform
 from dataclasses import dataclass
 
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_JSET_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_JSET_K, BPF_RET_K, BPF_AND_K = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54
 RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
 OFFSET_NR, OFFSET_ARCH, OFFSET_ARGS = 0, 4, 16   # struct seccomp_data: int nr; __u32 arch; __u64 ip; __u64 args[6]
 X32_SYSCALL_BIT = 0x40000000
 RWF_NOWAIT = 0x8
+# futex: the op's flag bits, and the commands that wake (their answer is a count of woken waiters)
+FUTEX_PRIVATE_FLAG, FUTEX_CLOCK_REALTIME = 128, 256
+FUTEX_WAKES = {"FUTEX_WAKE": 1, "FUTEX_REQUEUE": 3, "FUTEX_CMP_REQUEUE": 4, "FUTEX_WAKE_OP": 5,
+               "FUTEX_WAKE_BITSET": 10, "FUTEX_CMP_REQUEUE_PI": 12}
+NOBODY_WOKEN = 0   # RET_ERRNO with 0: the call returns 0 without running
 
 # fcntl commands (the same numbers on every Linux ABI): the lock commands, and
 # the ones that report another process's use of a file.
@@ -66,7 +91,10 @@ KEYRINGS = ("add_key", "request_key", "keyctl")
 REFUSED = {**dict.fromkeys(KEYRINGS, errno.EPERM),
            "flock": errno.ENOLCK,
            **dict.fromkeys(("inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
-                            "cachestat", "io_uring_setup", "io_uring_enter", "io_uring_register"), errno.EPERM)}
+                            "cachestat", "io_uring_setup", "io_uring_enter", "io_uring_register"), errno.EPERM),
+           **dict.fromkeys(("mincore", "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents",
+                            "io_pgetevents", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue"),
+                           errno.ENOSYS)}
 NOWAIT_CALLS = ("preadv2", "pwritev2")   # their flags are the sixth argument
 
 
@@ -82,11 +110,15 @@ ABIS = {
         "add_key": 248, "request_key": 249, "keyctl": 250, "fcntl": 72, "flock": 73, "inotify_init": 253,
         "inotify_add_watch": 254, "inotify_init1": 294, "fanotify_init": 300, "fanotify_mark": 301,
         "preadv2": 327, "pwritev2": 328, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "cachestat": 451}),
+        "cachestat": 451, "mincore": 27, "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209,
+        "io_cancel": 210, "io_pgetevents": 333, "futex": 202, "futex_waitv": 449, "futex_wake": 454,
+        "futex_wait": 455, "futex_requeue": 456}),
     "aarch64": Abi(0xC00000B7, False, {
         "add_key": 217, "request_key": 218, "keyctl": 219, "fcntl": 25, "flock": 32, "inotify_init1": 26,
         "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "preadv2": 286, "pwritev2": 287,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "cachestat": 451}),
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "cachestat": 451, "mincore": 232,
+        "io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4, "io_pgetevents": 292,
+        "futex": 98, "futex_waitv": 449, "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456}),
 }
 
 # keyctl's number here (root clears a jail uid's keyrings with it); None on another machine
@@ -112,6 +144,9 @@ class _Program:
 
     def jump_if(self, op: int, k: int, label: str) -> None:
         self.code.append((op, label, k))
+
+    def and_k(self, mask: int) -> None:
+        self.code.append((BPF_AND_K, None, mask))
 
     def ret(self, value: int) -> None:
         self.code.append((BPF_RET_K, None, value))
@@ -148,6 +183,7 @@ def job_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
     p.jump_if(BPF_JEQ_K, abi.numbers["fcntl"], "fcntl")
     for name in NOWAIT_CALLS:
         p.jump_if(BPF_JEQ_K, abi.numbers[name], "nowait")
+    p.jump_if(BPF_JEQ_K, abi.numbers["futex"], "futex")
     p.ret(RET_ALLOW)
     # fcntl: its command is the second argument (an unsigned int: the low word)
     p.label("fcntl")
@@ -162,7 +198,17 @@ def job_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
     p.load(OFFSET_ARGS + 8 * 5)
     p.jump_if(BPF_JSET_K, RWF_NOWAIT, f"errno_{errno.EOPNOTSUPP}")
     p.ret(RET_ALLOW)
-    for answer in (errno.EPERM, errno.ENOLCK, errno.EOPNOTSUPP):
+    # futex: the op is the second argument (an int); private ones pass
+    p.label("futex")
+    p.load(OFFSET_ARGS + 8 * 1)
+    p.jump_if(BPF_JSET_K, FUTEX_PRIVATE_FLAG, "allow")
+    p.and_k(0xFFFFFFFF & ~FUTEX_CLOCK_REALTIME)   # the command, as the kernel reads it
+    for cmd in FUTEX_WAKES.values():
+        p.jump_if(BPF_JEQ_K, cmd, f"errno_{NOBODY_WOKEN}")
+    p.ret(RET_ERRNO | errno.EAGAIN)
+    p.label("allow")
+    p.ret(RET_ALLOW)
+    for answer in (errno.EPERM, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, NOBODY_WOKEN):
         p.label(f"errno_{answer}")
         p.ret(RET_ERRNO | answer)
     p.label("other_abi")
@@ -186,8 +232,9 @@ def install_job_filter(machine: str | None = None) -> str | None:
     machine = machine or platform.machine()
     program = job_filter(machine)
     if program is None:
-        return (f"no seccomp filter for {machine}: keyrings, file locks, leases and file watches are not "
-                "blocked (jobs graded at the same time can signal each other through shared files)")
+        return (f"no seccomp filter for {machine}: keyrings, file locks, leases, file watches, page-cache probes "
+                "and shared futexes are not blocked (jobs graded at the same time can signal each other through "
+                "shared files)")
     insns = (_Instruction * len(program))(*[_Instruction(*i) for i in program])
     fprog = _Fprog(len(program), insns)
     libc = ctypes.CDLL(None, use_errno=True)

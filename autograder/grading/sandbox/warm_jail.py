@@ -19,12 +19,12 @@ its stdin, stdout and stderr (SCM_RIGHTS) with the jail settings, COMMAND and
 the jail's environment. The process tree is
 
     client (python -m autograder.grading.sandbox.jail, as before)
-      ...socket...  server -> supervisor -> job = jail.run's outside process -> init -> MODULE
+      ...socket...  server -> supervisor -> job = jail_init.run's outside process -> init -> MODULE
 
 The server only accepts and forks a supervisor per connection (it never
 reads a request, so no job's data is in the memory later jobs fork from).
 The supervisor reads the request and forks the job, which runs the same
-jail.run as a cold start (namespaces, init, uid switch, limits), whose last
+jail_init.run as a cold start (namespaces, init, uid switch, limits), whose last
 step, instead of os.execve, does what execve and Python's start would have
 done (environ, sys.path, signals, fds, dumpable, std streams) and runs
 MODULE with runpy. The client stays the process its starter knows: the
@@ -32,8 +32,9 @@ supervisor passes its signals on to the job and sends back the job's exit
 status; when the client dies (a SIGKILL from the kernel manager), its
 socket closes and the supervisor SIGKILLs the job's outside process, whose
 init and namespace follow at once. Each process of the chain dies with its
-parent (PR_SET_PDEATHSIG), and the server with the process that started it
-(EOF on its stdin), so closing the server leaves nothing behind.
+parent (PR_SET_PDEATHSIG), and the server with the thread that started it
+(the same signal; EOF on its stdin when that process closes it), so closing
+the server, or killing its owner, leaves nothing behind.
 
 Why isolation is unchanged: a fork is a fresh address space, and it holds
 only what the server holds, which is public code and the server's minimal
@@ -60,7 +61,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import jail
+from . import jail_init
 from ..wire import JsonFrames, send_json
 from .warm_client import ALLOWED_MODULES, ENV_VAR, warm_module
 
@@ -223,7 +224,7 @@ class _Supervisor:
                 os.read(self.wake_r, 4096)
                 pid, status = os.waitpid(job, os.WNOHANG)
                 if pid == job:
-                    send_json(conn, {"exit": jail.exit_status(status)})
+                    send_json(conn, {"exit": jail_init.exit_status(status)})
                     return 0
             if conn in ready:
                 try:
@@ -231,7 +232,7 @@ class _Supervisor:
                 except (OSError, ValueError):
                     alive = False
                 for frame in reader.take():
-                    if frame.get("signal") in {int(s) for s in jail.FORWARDED_SIGNALS}:
+                    if frame.get("signal") in {int(s) for s in jail_init.FORWARDED_SIGNALS}:
                         os.kill(job, frame["signal"])  # not reaped yet, so the pid is still the job's
                 if not alive:  # the client died (the kernel manager's kill): end the job now
                     _kill(job)
@@ -242,7 +243,7 @@ class _Supervisor:
         status = 1
         try:
             signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGCHLD, *jail.FORWARDED_SIGNALS):
+            for signum in (signal.SIGCHLD, *jail_init.FORWARDED_SIGNALS):
                 signal.signal(signum, signal.SIG_DFL)
             _die_with(supervisor)
             os.close(self.conn.detach())
@@ -256,7 +257,7 @@ class _Supervisor:
             settings = request["settings"]
             # Where a cold job's processes start: tests find a job's processes by its folder.
             os.chdir(settings["base"])
-            status = jail.run(settings, list(request["command"]), dict(request["env"]),
+            status = jail_init.run(settings, list(request["command"]), dict(request["env"]),
                               start=lambda _path, argv, env: _start_in_process(argv, env, self.cold_path))
         except BaseException:  # never back into the supervisor's loop
             pass
@@ -266,7 +267,7 @@ class _Supervisor:
 
 def _die_with(parent: int) -> None:
     """SIGKILL this (just forked) process when `parent` dies; exit now if it already has."""
-    jail.load_libc().prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    jail_init.load_libc().prctl(jail_init.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
 
@@ -290,7 +291,7 @@ def _as_fresh_process(env: dict, cold_path: list[str]) -> None:
     os.environ.clear()
     os.environ.update(env)
     sys.path[:] = cold_path
-    for signum in (signal.SIGCHLD, signal.SIGTERM, *jail.FORWARDED_SIGNALS):
+    for signum in (signal.SIGCHLD, signal.SIGTERM, *jail_init.FORWARDED_SIGNALS):
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGPIPE, signal.SIGXFSZ):  # as Python's start does
@@ -299,7 +300,7 @@ def _as_fresh_process(env: dict, cold_path: list[str]) -> None:
     sys.stdin = sys.__stdin__ = _std_stream(0, "rb", os.isatty(0))
     sys.stdout = sys.__stdout__ = _std_stream(1, "wb", os.isatty(1))
     sys.stderr = sys.__stderr__ = _std_stream(2, "wb", True, errors="backslashreplace")
-    jail.load_libc().prctl(jail.PR_SET_DUMPABLE, 1, 0, 0, 0)  # execve did this after the uid switch
+    jail_init.load_libc().prctl(jail_init.PR_SET_DUMPABLE, 1, 0, 0, 0)  # execve did this after the uid switch
     if "numpy" in sys.modules:  # its global generator was seeded once, in the server
         sys.modules["numpy"].random.seed()
 
@@ -353,11 +354,18 @@ def _exit_code(code) -> int:
 
 
 def serve(folder: str, cold_path: list[str]) -> None:
-    """The server's main: preload, then serve on FOLDER/socket."""
+    """The server's main: preload, then serve on FOLDER/socket. Dies with
+    the thread that started it (a warm pool's owner), by the kernel's
+    signal, and ends without the interpreter's teardown of torch (seconds on
+    a busy machine, while a dead pool's jobs should stop at once)."""
     import importlib
+    if not jail_init.die_with_starter():
+        os._exit(1)
     for name in PRELOAD:
         importlib.import_module(name)
     _Server(str(Path(folder) / "socket"), cold_path).serve()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 # ---------------------------------------------------------------------------
@@ -366,9 +374,9 @@ def serve(folder: str, cold_path: list[str]) -> None:
 def server_env() -> dict:
     """The server's whole environment: what a jail passes on, nothing else
     (no database URL, no secret); HOME is its own folder."""
-    env = {k: os.environ[k] for k in jail.PASSED_ENV if k in os.environ}
+    env = {k: os.environ[k] for k in jail_init.PASSED_ENV if k in os.environ}
     env.setdefault("OMP_NUM_THREADS", "1")  # what the grader gives every jail (sandbox.course_env_for_jail)
-    env["MPLBACKEND"] = "Agg"  # what jail.main gives every job
+    env["MPLBACKEND"] = "Agg"  # what jail_init.main gives every job
     return env
 
 
@@ -377,8 +385,8 @@ class WarmJailServer:
     cold until it has imported torch and listens (wait_ready to block)."""
 
     def __init__(self):
-        jail.JAIL_BASE.mkdir(mode=0o711, exist_ok=True)
-        self.folder = Path(tempfile.mkdtemp(prefix="warm-", dir=jail.JAIL_BASE))  # 0700, the grader's
+        jail_init.JAIL_BASE.mkdir(mode=0o711, exist_ok=True)
+        self.folder = Path(tempfile.mkdtemp(prefix="warm-", dir=jail_init.JAIL_BASE))  # 0700, the grader's
         self.socket_path = self.folder / "socket"
         # `python -I` as the jobs run, plus the grader's own checkout (its
         # code is what the jobs would import from the install, or a newer copy).

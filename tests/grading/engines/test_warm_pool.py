@@ -17,7 +17,7 @@ import pytest
 
 from autograder import course, specimens
 from autograder.grading import gradebook
-from ..batches import course_data, jailed_survivors, shared_batch
+from ..batches import all_stop, course_data, jailed_survivors, process_tree, shared_batch
 # SWALLOW fools the notebook kernel (every failing assert swallowed); only the recheck sees through it.
 from ..specimens import SWALLOW, WRONG_EMBED
 
@@ -143,7 +143,10 @@ def test_a_worker_killed_mid_submission_is_replaced(tmp_path):
                 time.sleep(0.1)
             assert _children(victim), "the worker never started grading"
             time.sleep(2)  # well inside the submission (nbgrader or its kernel at work)
+            # its forks, nbgrader, the jails' first processes, and its jobs under the pool's jail server
+            started = {**process_tree(victim), **process_tree(pool.jail_server.pid)}
             os.kill(victim, signal.SIGKILL)
+            assert all_stop(started, within_s=5), "the killed worker's grading kept running"
             grading.join(timeout=600)
             assert not grading.is_alive()
             (first,) = results
@@ -215,8 +218,10 @@ def test_workers_stop_when_the_pools_process_dies(tmp_path):
             time.sleep(0.1)
         assert _children(worker), "the worker never started grading"
         time.sleep(2)
+        started = process_tree(owner.pid)  # its workers and their forks, nbgrader, the jails, the jail server's jobs
         owner.kill()
         owner.wait()
+        assert all_stop(started, within_s=5), "the dead pool's grading kept running"
         deadline = time.monotonic() + 30
         while _warm_processes(tmp_path) and time.monotonic() < deadline:
             time.sleep(0.5)

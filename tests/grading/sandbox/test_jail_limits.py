@@ -16,11 +16,14 @@ import ctypes.util
 import errno
 import os
 import signal
+import struct
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from autograder.grading.sandbox import jail, job_cgroup, syscall_filter
+from autograder.grading.sandbox import jail_init, job_cgroup, syscall_filter
 from autograder.grading.sandbox.jail import in_fork
 
 linux_x86_64 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="runs the x86-64 filter")
@@ -85,6 +88,58 @@ def test_the_filter_refuses_locks_leases_watches_and_page_cache_probes(tmp_path)
                              "ok", "ok", "EPERM", "EPERM", "EPERM", "EPERM"], after
 
 
+def _futex(word, op: int, value: int, seconds: float) -> str:
+    timeout = ctypes.create_string_buffer(struct.pack("qq", int(seconds), int(seconds % 1 * 1e9)))
+    return _errno_of(syscall_filter.syscall_number("futex"), word, op, value, timeout, None, 0)
+
+
+def _joined_while_running() -> str:
+    """pthread_join on a thread still running (glibc waits on its id with
+    a shared futex): 'ok' once the thread is done, or the errno."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    body = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(lambda _: time.sleep(0.3))
+    thread = ctypes.c_ulong()
+    if libc.pthread_create(ctypes.byref(thread), None, body, None) != 0:
+        return "no thread"
+    code = libc.pthread_join(thread, None)
+    return "ok" if code == 0 else errno.errorcode[code]
+
+
+@linux_x86_64
+def test_the_filter_refuses_residency_probes_and_shared_futexes_only(tmp_path):
+    """mincore and Linux AIO answer ENOSYS; a futex wait that is not private
+    answers EAGAIN at once (it timed out before the filter), a shared wake
+    wakes nobody; private waits still sleep, and what glibc does with shared
+    futexes of its own (pthread_join, a process-shared semaphore as
+    multiprocessing's locks are) still works, spinning."""
+    import mmap
+    import multiprocessing
+    word, anonymous = ctypes.c_uint32(0), mmap.mmap(-1, 4096)
+
+    def tries() -> list[str]:
+        vec = ctypes.create_string_buffer(1)
+        page = ctypes.addressof(ctypes.c_char.from_buffer(anonymous))
+        lock = multiprocessing.get_context("fork").Lock()
+        lock.acquire()
+        threading.Timer(0.2, lock.release).start()
+        lock.acquire()  # contended: sem_wait on a shared semaphore
+        return [_errno_of(syscall_filter.syscall_number("mincore"), ctypes.c_void_p(page), 4096, vec),
+                _errno_of(syscall_filter.syscall_number("io_setup"), 1, ctypes.byref(ctypes.c_ulong(0))),
+                _errno_of(syscall_filter.syscall_number("futex_waitv"), None, 0, 0, None, 0),
+                _futex(ctypes.byref(word), 0, 0, 0.05),            # shared wait
+                _futex(ctypes.byref(word), 128, 0, 0.05),               # private wait
+                _errno_of(syscall_filter.syscall_number("futex"), ctypes.byref(word), 1, 1, None, None, 0),
+                _joined_while_running(), "locked"]
+
+    def before_and_after():
+        before = tries()
+        why = syscall_filter.install_job_filter()
+        return " ".join([*before, "|", str(why), *tries()])
+    before, after = in_fork(before_and_after).split(" | ")
+    assert before.split() == ["ok", "ok", "EINVAL", "ETIMEDOUT", "ETIMEDOUT", "ok", "ok", "locked"], before
+    assert after.split() == ["None", "ENOSYS", "ENOSYS", "ENOSYS", "EAGAIN", "ETIMEDOUT", "ok", "ok", "locked"], after
+
+
 @linux_x86_64
 def test_the_filter_refuses_the_x32_abi_so_its_numbers_cannot_sidestep_it():
     def x32_getpid():
@@ -117,13 +172,13 @@ def test_the_numbers_are_libseccomps(machine):
     lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
     abi = syscall_filter.ABIS[machine]
     assert abi.arch == SCMP_ARCH[machine]
-    names = [*syscall_filter.REFUSED, "fcntl", *syscall_filter.NOWAIT_CALLS]
+    names = [*syscall_filter.REFUSED, "fcntl", "futex", *syscall_filter.NOWAIT_CALLS]
     theirs = {n: lib.seccomp_syscall_resolve_name_arch(abi.arch, n.encode()) for n in names}
     assert abi.numbers == {n: nr for n, nr in theirs.items() if nr >= 0}
 
 
 def _run_bpf(program, arch: int, nr: int, args=(0,) * 6) -> int:
-    """A small classic-BPF interpreter for the five instructions the filter uses."""
+    """A small classic-BPF interpreter for the six instructions the filter uses."""
     data = {syscall_filter.OFFSET_NR: nr & 0xFFFFFFFF, syscall_filter.OFFSET_ARCH: arch}
     for i, value in enumerate(args):
         data[syscall_filter.OFFSET_ARGS + 8 * i] = value & 0xFFFFFFFF
@@ -139,6 +194,8 @@ def _run_bpf(program, arch: int, nr: int, args=(0,) * 6) -> int:
             pc += 1 + (jt if acc >= k else jf)
         elif code == syscall_filter.BPF_JSET_K:
             pc += 1 + (jt if acc & k else jf)
+        elif code == syscall_filter.BPF_AND_K:
+            acc, pc = acc & k, pc + 1
         elif code == syscall_filter.BPF_RET_K:
             return k
         else:
@@ -147,16 +204,26 @@ def _run_bpf(program, arch: int, nr: int, args=(0,) * 6) -> int:
 
 @pytest.mark.parametrize("machine", sorted(syscall_filter.ABIS))
 def test_the_program_refuses_exactly_the_listed_calls_and_commands_of_its_own_abi(machine):
-    """Every system call number, and every fcntl command and preadv2 flag
-    around the listed ones, against the rule as the docstring states it."""
+    """Every system call number, and every fcntl command, preadv2 flag and
+    futex op around the listed ones, against the rule as the docstring
+    states it."""
     abi = syscall_filter.ABIS[machine]
     program = syscall_filter.job_filter(machine)
     allow, errno_of = syscall_filter.RET_ALLOW, lambda e: syscall_filter.RET_ERRNO | e
     refused = {abi.numbers[n]: errno_of(e) for n, e in syscall_filter.REFUSED.items() if n in abi.numbers}
     fcntl, nowait = abi.numbers["fcntl"], {abi.numbers[n] for n in syscall_filter.NOWAIT_CALLS}
+    futex = abi.numbers["futex"]
     for nr in range(0, 600):
         expected = refused.get(nr, allow)
-        assert _run_bpf(program, abi.arch, nr) == expected, nr
+        if nr == futex:  # op 0 with no flag: a shared FUTEX_WAIT
+            expected = errno_of(errno.EAGAIN)
+        assert _run_bpf(program, abi.arch, nr, (0, 0, 0, 0, 0, 0)) == expected, nr
+    # futex: FUTEX_WAKE 1, REQUEUE 3, CMP_REQUEUE 4, WAKE_OP 5, WAKE_BITSET 10, CMP_REQUEUE_PI 12 (futex(2))
+    wakes = {1, 3, 4, 5, 10, 12}
+    for op in [*range(0, 1024), 1 << 32 | 1]:
+        low = op & 0xFFFFFFFF
+        expected = allow if low & 128 else errno_of(0) if low & ~256 in wakes else errno_of(errno.EAGAIN)
+        assert _run_bpf(program, abi.arch, futex, (0, op, 1, 0, 0, 0)) == expected, op
     locks, notices = set(syscall_filter.FCNTL_LOCKS.values()), set(syscall_filter.FCNTL_NOTICES.values())
     for cmd in [*range(0, 64), *range(1020, 1040), 1 << 32 | 5]:
         low = cmd & 0xFFFFFFFF  # the kernel reads the command as an unsigned int
@@ -257,17 +324,17 @@ def test_a_moment_short_of_memory_does_not_give_a_weaker_jail():
     """ENOMEM/EAGAIN are retried on the strongest set (its PID namespace is
     what ends a job's daemons); a refusal that will not change is not."""
     libc = _FlakyUnshare(errno.ENOMEM, errno.EAGAIN)
-    assert jail._unshare([STRONG, WEAK], libc) == (STRONG, [])
+    assert jail_init._unshare([STRONG, WEAK], libc) == (STRONG, [])
     assert libc.calls == [STRONG, STRONG, STRONG]
 
     libc = _FlakyUnshare(errno.EPERM)
-    assert jail._unshare([STRONG, WEAK], libc) == (WEAK, [errno.EPERM])
+    assert jail_init._unshare([STRONG, WEAK], libc) == (WEAK, [errno.EPERM])
     assert libc.calls == [STRONG, WEAK]
 
 
 def test_a_lasting_shortage_falls_back_and_keeps_the_reason():
     libc = _FlakyUnshare(*[errno.ENOMEM] * 1000)
-    assert jail._unshare([STRONG, WEAK], libc, within_s=0.05) == (0, [errno.ENOMEM, errno.ENOMEM])
+    assert jail_init._unshare([STRONG, WEAK], libc, within_s=0.05) == (0, [errno.ENOMEM, errno.ENOMEM])
     assert set(libc.calls) == {STRONG, WEAK}
 
 
@@ -283,10 +350,14 @@ def test_the_doctor_names_what_each_fallback_of_the_view_and_the_filter_loses():
     assert allow["status"] == "OK" and "allow-list" in allow["detail"]
     assert deny["status"] == "WARN" and "deny-list" in deny["detail"] and "stays readable" in deny["detail"]
     assert bare["status"] == "WARN" and "nothing hidden" in bare["detail"] and "submissions" in bare["detail"]
-    full = {"add_key": "Operation not permitted", "lock_query": "No locks available", "inotify": "Operation not permitted"}
+    full = {"add_key": "Operation not permitted", "lock_query": "No locks available", "inotify": "Operation not permitted",
+            "mincore": "Function not implemented", "shared_futex": "Resource temporarily unavailable"}
     assert protections._syscalls(full, root=True)["status"] == "OK"
+    sleeping = protections._syscalls({**full, "shared_futex": "Connection timed out"}, root=True)
+    assert sleeping["status"] == "WARN" and "shared futexes" in sleeping["detail"]
     open_locks = protections._syscalls({**full, "lock_query": "answered"}, root=True)
     assert open_locks["status"] == "WARN" and "file locks" in open_locks["detail"]
     assert "signal each other" in open_locks["detail"] and "--workers 1" in open_locks["fix"]
-    no_filter = protections._syscalls({"add_key": "allowed", "lock_query": "answered", "inotify": "allowed"}, root=False)
+    no_filter = protections._syscalls({"add_key": "allowed", "lock_query": "answered", "inotify": "allowed",
+                                       "mincore": "answered", "shared_futex": "Connection timed out"}, root=False)
     assert "leave keys" in no_filter["detail"] and "root clears" not in no_filter["detail"]

@@ -52,7 +52,7 @@ print(json.dumps(report))
 # The jail module is the same file either way; only where it may put its
 # stash differs: its own folder under /run, or (never made) a path a user
 # namespace cannot create, which makes it cover /run instead.
-RUN_JAIL = ("import sys; from pathlib import Path; import autograder.grading.sandbox.jail as jail; "
+RUN_JAIL = ("import sys; from pathlib import Path; import autograder.grading.sandbox.jail_init as jail; "
             "jail.STASH = Path(sys.argv[1]) if sys.argv[1] != '-' else jail.STASH; "
             "sys.exit(jail.main(sys.argv[2:]))")
 

@@ -62,6 +62,48 @@ def test_an_untouched_input_passes_the_row():
     assert chk.passed and [r.name for r in chk.rows] == ["inputs unchanged"]
 
 
+def test_a_result_that_is_the_changed_input_is_measured_as_returned():
+    """An in-place operation that returns its input (`masked_fill_`): giving the
+    input its values back must not change what the learner's function returned."""
+    chk = Check("mask", expects="a tensor")
+    x = torch.arange(6.0).view(2, 3)
+    got = call_keeping_inputs(chk, lambda t: t.masked_fill_(t > 2, 0.0), x)
+    assert got.tolist() == [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]]  # what the function returned
+    assert torch.equal(x, torch.arange(6.0).view(2, 3))  # the caller's input given back all the same
+    pair = call_keeping_inputs(Check("halves", expects="a tuple"), lambda t: (t.mul_(0.5), t[:1]), x)
+    assert pair[0].tolist() == [[0.0, 0.5, 1.0], [1.5, 2.0, 2.5]] and pair[1].tolist() == [[0.0, 0.5, 1.0]]
+    assert torch.equal(x, torch.arange(6.0).view(2, 3))
+
+
+def test_a_right_rms_norm_that_writes_into_x_fails_only_the_inputs_row():
+    from autograder.checks import check_rms_norm
+
+    def rms_norm(x, weight, eps=1e-6):  # right values, computed in x's own memory and returned from it
+        if x.dtype != torch.float32:
+            return weight * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+        return x.mul_(torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)).mul_(weight)
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(CheckFailed) as err:
+        check_rms_norm(rms_norm)
+    text = str(err.value)
+    assert "failed 1 of 4 checks: inputs unchanged." in text, text  # before: the value rows failed too
+    assert "eps is ignored" not in text, text  # the probes measure the function, not the input it overwrote
+
+
+def test_every_probe_reads_the_input_it_was_given():
+    """A probe that the learner's code writes into is given its input back, so
+    a fit over several probes reads the learner's function, not their writes."""
+    from autograder.checks import check_rms_norm
+
+    def rms_norm(x, weight, eps=1e-6):  # eps² where eps belongs, and x overwritten
+        x /= torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps ** 2)
+        return weight * x
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(CheckFailed) as err:
+        check_rms_norm(rms_norm)
+    text = str(err.value)
+    assert "effective eps is 1e-4 = eps²" in text, text
+    assert "effective eps (fitted" not in text, text  # before: "your effective eps ... is 1", read off overwritten x
+
+
 # -- measured facts are true --------------------------------------------------------
 def test_a_float_mask_of_the_right_pattern_gets_no_false_diagonal():
     def float_mask(q_len, kv_len):

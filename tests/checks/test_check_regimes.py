@@ -445,3 +445,26 @@ def test_no_exercise_random_by_contract_or_on_corpus_bytes_gets_a_device_regime(
     for contract in (GET_BATCH, BIGRAM_NLL):
         _, named, _ = contracts._split(contract, contract.cases()[0])
         assert not any(r.device or r.judge is contracts._stays_on_device for r in contracts.regimes(contract, named))
+
+
+def test_a_loss_that_depends_on_the_batching_fails_the_batching_row():
+    """The regrouped loss is compared with the learner's own first loss: per-batch
+    means averaged give the right loss for one batch, and differ from themselves."""
+    import math
+
+    import torch.nn.functional as F
+
+    from autograder.checks import check_evaluate
+
+    def evaluate(model, batches, bytes_per_token=1.0):
+        was = model.training
+        model.eval()
+        with torch.no_grad():
+            means = [F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100).item() for x, y in batches]
+        model.train(was)
+        loss = sum(means) / len(means)
+        return {"loss": loss, "perplexity": math.exp(loss), "bits_per_byte": loss / math.log(2) / bytes_per_token}
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(CheckFailed) as err:
+        check_evaluate(evaluate)
+    summary = str(err.value).splitlines()[0]
+    assert "same loss when the same rows are batched differently" in summary, summary  # before: that row passed

@@ -113,9 +113,28 @@ def _many_targets_in_half_row(chk: Check, nll_sum_and_count, seed: int, vocab: i
     chk.compare(f"bfloat16 logits, {n_valid} scored targets: token count", count if count is not None else out,
                 torch.tensor(float(n_valid), dtype=torch.float64), atol=0, rtol=0)
     if got in rounded - {n_valid}:
-        chk.diagnose(f"your count is {got} for {n_valid} scored targets with bfloat16 logits (measured): bfloat16 "
-                     "holds every whole number only up to 256 (8 significant bits), so a count summed in the logits' "
-                     "dtype is rounded above it; count in int64 on the bool mask, int((targets != ignore_index).sum())")
+        _count_in_float32(chk, nll_sum_and_count, logits, targets, ignore_index, got, n_valid)
+
+
+def _count_in_float32(chk: Check, nll_sum_and_count, logits, targets, ignore_index: int, got: int, n_valid: int) -> None:
+    """A count that bfloat16 rounding would give is blamed on it only when
+    the same call with float32 logits counts right (the learner's function,
+    the dtype alone changed); a count that stays wrong is another mistake
+    whose number happens to match, and is said as measured."""
+    again = chk.probe(nll_sum_and_count, logits.float(), targets, ignore_index)
+    count = _as_float_tensor(again[1]) if isinstance(again, (tuple, list)) and len(again) == 2 else None
+    if count is not None and float(count) == n_valid:
+        chk.diagnose(f"your count is {got} for {n_valid} scored targets with bfloat16 logits, and {n_valid} with the "
+                     "same logits in float32 (measured: only the dtype changed): bfloat16 holds every whole number "
+                     "only up to 256 (8 significant bits), so a count summed in the logits' dtype is rounded above "
+                     "it; count in int64 on the bool mask, int((targets != ignore_index).sum())")
+    elif count is not None:
+        padded = int(targets.numel()) - n_valid
+        what = (f"every target, the {'padded one' if padded == 1 else f'{padded} padded ones'} included"
+                if float(count) == targets.numel() else "not the scored targets")
+        chk.measured(f"your count is {got} for {n_valid} scored targets with bfloat16 logits, and {float(count):g} "
+                     f"with the same logits in float32, so bfloat16 rounding is not what makes it wrong: it counts "
+                     f"{what}")
 
 
 # ---------------------------------------------------------------- evaluate
@@ -489,6 +508,9 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
         return
     said = "; ".join(f"'{pair.decode()}': count {yours[pair][0]} of a row total {yours[pair][1]}, train has "
                      f"{truth[pair][0]} of {truth[pair][1]}" for pair in truth if yours[pair] != truth[pair])
+    if all(yours[pair][0] == truth[pair][0] for pair in truth):
+        _wrong_row_totals(chk, yours, truth, said)
+        return
     once = all(c == min(t, 1) for (c, _), (t, _) in zip(yours.values(), truth.values()))
     chk.diagnose(f"your table's counts are not train's (measured on train = 'ab' * 20 + 'ac', each count read off "
                  f"your NLL of one pair at two alphas, p = (count + alpha) / (row total + 256·alpha): {said})"
@@ -497,6 +519,22 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
                     "index_put_(..., accumulate=True)" if once else
                     ": count every (previous, next) pair of train once per occurrence, and each row's total is the "
                     "sum of its counts"))
+
+
+def _wrong_row_totals(chk: Check, yours: dict, truth: dict, said: str) -> None:
+    """Every count right, some row totals not: said as such, and the total
+    of the NEXT byte's row named only when every pair reads exactly that."""
+    row_total = {pair[0]: total for pair, (_, total) in truth.items()}  # previous byte -> its row's total in train
+    by_next = all(yours[pair][1] == row_total.get(pair[1], 0) for pair in truth)
+    fact = (f"your table's counts are train's, but the totals they are divided by are not their rows' (measured on "
+            f"train = 'ab' * 20 + 'ac', each read off your NLL of one pair at two alphas, p = (count + alpha) / (row "
+            f"total + 256·alpha): {said})")
+    if by_next:
+        chk.diagnose(f"{fact}: each pair is divided by the total of its NEXT byte's row (measured for every pair): "
+                     "a row total of shape (256,) broadcasts along the last axis; keep the axis, counts.sum(1, "
+                     "keepdim=True), so each row is divided by its own total")
+    else:
+        chk.measured(fact)
 
 
 def _unseen_previous_byte_rows(chk: Check, bigram_nll, train, val, alphas) -> None:

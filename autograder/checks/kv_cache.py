@@ -30,7 +30,9 @@ from .spies import attention_heads, unrepeated_bug
 
 def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, **kwargs):
     """chk.call, but when the learner's code raises, an error whose text
-    matches one of `hints` ((regex, likely bug) pairs) ends with that bug.
+    matches one of `hints` ((regex, likely bug) pairs) ends with that bug;
+    a bug given as a function is worked out then (a measurement that
+    confirms it), and one that gives None adds nothing.
     `inputs_row`: the table also shows the inputs-unchanged row
     (contracts.call_keeping_inputs)."""
     __tracebackhide__ = True
@@ -42,7 +44,7 @@ def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, *
         if chk.error_measured:
             raise  # the error was explained by measuring the call, not guessed from its text
         for pattern, bug in hints:
-            if re.search(pattern, err.error_text()):
+            if re.search(pattern, err.error_text()) and (bug := bug() if callable(bug) else bug):
                 raise (err.with_line(bug) if bug.startswith("Measured:") else err.with_likely_bug(bug)) from None
         raise
 

@@ -52,9 +52,35 @@ def _filter_cases(seed: int, batch: int, vocab: int, dtype):
     return x
 
 
-WRONG_AXIS = [(r"selected index k out of range|k \(\d+\) is too big|out of bounds|IndexError|dimension out of range",
-               "the filter works on the wrong axis: take top-k / sort on the LAST axis (dim=-1, thresholds [..., -1:]) so "
-               "that it works for any batch shape, a single row (V,) included")]
+INDEX_ERROR = r"selected index k out of range|k \(\d+\) is too big|out of bounds|IndexError|dimension out of range"
+
+
+def wrong_axis_hints(fn, logits: torch.Tensor, arg, reference) -> list:
+    """The hint for a filter that raises an index error on `logits`: that it
+    works on another axis is said only when the learner's own function,
+    given the same logits with the vocabulary moved to that axis, gives the
+    reference's filter there (measured; a single row is given a leading axis
+    of one); otherwise the fact and the candidates. Evaluated only when the
+    call raised."""
+    def bug() -> str:
+        shape = tuple(logits.shape)
+        want = reference(logits, arg)
+        tries = [(a, logits.movedim(-1, a), lambda out, a=a: out.movedim(a, -1)) for a in range(logits.dim() - 1)]
+        if logits.dim() == 1:
+            tries.append((1, logits[None], lambda out: out[0]))
+        for axis, moved, back in tries:
+            out = _quiet_call(fn, moved.clone(), arg)
+            if isinstance(out, torch.Tensor) and out.shape == moved.shape and torch.equal(back(out).detach().cpu(), want):
+                return (f"the filter works on axis {axis}, not on the last (measured: your function raises on {shape} "
+                        f"logits, and on the same logits with the vocabulary moved to axis {axis} it gives the right "
+                        "filter there): take top-k / sort on the LAST axis (dim=-1, thresholds [..., -1:]) so that it "
+                        "works for any batch shape, a single row (V,) included")
+        return (f"Measured: your filter raises an index error on {shape} logits, and with the vocabulary moved to "
+                "another axis it does not give the right filter there either, so it is not a filter over another "
+                "whole axis; candidates: a size or an index read from the batch axis where it needs the vocabulary "
+                "(logits.shape[0] or len(logits) for logits.shape[-1]); a threshold picked from the wrong axis "
+                "after a sort on the last one (values[k - 1] for values[..., k - 1:k])")
+    return [(INDEX_ERROR, bug)]
 
 
 TOPK_MINUS = ("top-k off by one: keeps k - 1 tokens, the k-th largest itself is dropped (`<=` instead of `<`, or the "
@@ -148,7 +174,8 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
         return lambda: wrong() if not chk.passed and law.fit() == (c, False) else None
     counts = []  # (k, tokens kept per row, the right counts) of each failing row that keeps the most likely tokens
     for label, xs, k in shapes:
-        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS, inputs_row=True)
+        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=wrong_axis_hints(top_k_filter, xs, k, ref_top_k),
+                              inputs_row=True)
         want = ref_top_k(xs, k)
         flat = xs.reshape(-1, xs.shape[-1])
         variants = {TOPK_MINUS: off_by(-1, lambda: ref_top_k(xs, k - 1))} if k > 1 else {}
@@ -279,7 +306,8 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
     cases = [(f"p={p} on {tuple(x.shape)}", x, p) for p in ps]
     cases.append((f"p={ps[1 % len(ps)]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
     for label, xs, p in cases:
-        got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=WRONG_AXIS, inputs_row=True)
+        got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=wrong_axis_hints(top_p_filter, xs, p, ref_top_p),
+                              inputs_row=True)
         want = ref_top_p(xs, p)
         probs = xs.double().softmax(-1)
         sorted_p, order = probs.sort(-1, descending=True)

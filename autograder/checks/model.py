@@ -751,7 +751,8 @@ def _decode_steps(chk: Check, module, state, idx, config, label, on_error=None) 
             return module(ids, cache=PrefilledCache([k for k, _ in pasts], [v for _, v in pasts], start,
                                                     config.max_seq_len))
         slots = cache.layers_updated
-        if slots and slots != list(range(config.n_layers)):
+        shared_slots = bool(slots) and slots != list(range(config.n_layers))
+        if shared_slots:
             chk.diagnose(f"the blocks write the cache slots {slots}, expected one per layer "
                          f"{list(range(config.n_layers))} (measured: the layer index of each cache.update): layers "
                          "sharing the same cache slot read each other's keys; pass each block its layer index, "
@@ -767,15 +768,19 @@ def _decode_steps(chk: Check, module, state, idx, config, label, on_error=None) 
         if not ok and uncached_right:
             uncached_right = not _future_through_cache(
                 chk, module, cached, lambda ids, start=start, pasts=pasts: _ref_decode(state, ids, config, start, pasts),
-                chunk, start, lambda ids: (ids + 1) % config.vocab_size)
+                chunk, start, lambda ids: (ids + 1) % config.vocab_size, shared_slots)
 
 
-def _future_through_cache(chk: Check, module, cached, reference, new, start: int, change) -> bool:
+def _future_through_cache(chk: Check, module, cached, reference, new, start: int, change,
+                          shared_slots: bool = False) -> bool:
     """For a module right without a cache and wrong with one: whether, in a
     cached call of several new tokens, an earlier token's output changes with
     a later one (`change` applied to the last new token). True when it was
     measured and said; the learner's line is then traced on that cached call
-    (cached(new), reference(new): the module's and the reference's)."""
+    (cached(new), reference(new): the module's and the reference's). With
+    `shared_slots` (blocks measured writing one cache slot), a later layer
+    reads an earlier one's new keys through it, so the mask is not blamed:
+    the fact is said as measured."""
     n = new.shape[1]
     if n < 2:
         return False
@@ -795,10 +800,14 @@ def _future_through_cache(chk: Check, module, cached, reference, new, start: int
     chk.locate_with(lambda: trace.locate(
         trace.record_learner(module, (new,), call=lambda ids: guarded_call(cached, (ids,))),
         trace.record(reference, (new,), learner=False)))
-    chk.diagnose(f"with a cache, the new tokens see the future (measured: changing the last of the {n} new tokens "
-                 f"changes the outputs at the {n - 1} earlier position{'s' if n > 2 else ''} of the same cached call): "
-                 "the causal mask must apply whenever a call has more than one new token, cache or not (a prompt is "
-                 "prefilled through the cache); causal_attention(q, k, v) aligns it for the cached keys")
+    fact = (f"with a cache, the new tokens see the future (measured: changing the last of the {n} new tokens "
+            f"changes the outputs at the {n - 1} earlier position{'s' if n > 2 else ''} of the same cached call)")
+    if shared_slots:
+        chk.measured(f"{fact}, which blocks sharing a cache slot give: a later block reads the new keys an earlier "
+                     "one appended, later positions among them")
+        return True
+    chk.diagnose(f"{fact}: the causal mask must apply whenever a call has more than one new token, cache or not (a "
+                 "prompt is prefilled through the cache); causal_attention(q, k, v) aligns it for the cached keys")
     return True
 
 

@@ -663,7 +663,11 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
         logits = sharp(prompts)[:, -1].double()                   # (copies·B, V)
     sharp.train()
     probs = logits.softmax(-1)
-    got = chk.call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
+    log = ForwardLog(sharp)
+    try:
+        got = chk.call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
+    finally:
+        log.close()
     shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == (len(prompts), prompt.shape[1] + 1)
     top_p, top = probs.max(-1)
     mean, sd = float(top_p.sum()), float((top_p * (1 - top_p)).sum().sqrt())
@@ -685,6 +689,8 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
                      "means greedy)")
     elif hits > mean:
         chk.measured(f"{measured}: the draws are sharper than the distribution")
+    elif any(c["training"] for c in log.calls):
+        _flatter_with_dropout(chk, generate, sharp, prompts, top, mean, sd, measured)
     else:
         twice = probs.softmax(-1).gather(1, top[:, None]).squeeze(1)   # a softmax of the probabilities
         t_mean, t_sd = float(twice.sum()), float((twice * (1 - twice)).sum().sqrt())
@@ -695,6 +701,29 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
                          "logits of the last position, model(idx)[:, -1, :], as they are")
         else:
             chk.measured(f"{measured}: the draws are flatter than the distribution")
+
+
+def _flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float, sd: float, measured: str) -> None:
+    """Draws flatter than the softmax from forward passes that ran in train
+    mode (dropout on): the same call on the model handed over in eval mode
+    tells dropout (the draws follow the softmax then) from a mistake in the
+    sampling itself, which is then not named from these draws."""
+    sharp.eval()
+    try:
+        again = _quiet_call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
+    finally:
+        sharp.train()
+    hits = int((again[:, -1].cpu() == top).sum()) if isinstance(again, torch.Tensor) and again.shape[0] == len(prompts) \
+        and again.dim() == 2 else None
+    if hits is not None and abs(hits - mean) <= 6 * sd:
+        chk.diagnose(f"dropout stays on while sampling (measured: {measured}, from forward passes in train mode; the "
+                     f"same call on the model handed over in eval mode draws it {hits} times, as the softmax expects): "
+                     "switch the model to eval mode for generation, model.eval(), and give the caller's mode back "
+                     "afterwards")
+    else:
+        chk.measured(f"{measured}: the draws are flatter than the distribution, from forward passes that ran in train "
+                     "mode (dropout on); handed over in eval mode they are still not the softmax's, so dropout is not "
+                     "the only cause")
 
 
 def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:

@@ -694,13 +694,33 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
     else:
         twice = probs.softmax(-1).gather(1, top[:, None]).squeeze(1)   # a softmax of the probabilities
         t_mean, t_sd = float(twice.sum()), float((twice * (1 - twice)).sum().sqrt())
-        if abs(hits - t_mean) <= 6 * t_sd:
+        if abs(hits - t_mean) <= 6 * t_sd and _hands_probabilities(generate, sharp, prompts):
             chk.diagnose(f"your draws are flatter than the model's distribution (measured: {measured}), as flat as a "
-                         f"softmax taken of the probabilities (which expects {t_mean:.1f} ± {t_sd:.1f}): the numbers "
-                         "sample_next receives are probabilities already, so its softmax flattens them; hand it the "
-                         "logits of the last position, model(idx)[:, -1, :], as they are")
+                         f"softmax taken of the probabilities (which expects {t_mean:.1f} ± {t_sd:.1f}), and what "
+                         "generate hands sample_next is probabilities (measured: every row non-negative, summing to "
+                         "1): its softmax flattens them; hand it the logits of the last position, model(idx)[:, -1, :], "
+                         "as they are")
+        elif abs(hits - t_mean) <= 6 * t_sd:
+            chk.measured(f"{measured}: the draws are flatter than the distribution, as flat as a softmax taken of the "
+                         f"probabilities would make them ({t_mean:.1f} ± {t_sd:.1f}); candidates: probabilities "
+                         "sampled as if they were logits (a second softmax), or logits of another position or context "
+                         "than the whole prompt's last (the model fed fewer tokens than it needs)")
         else:
             chk.measured(f"{measured}: the draws are flatter than the distribution")
+
+
+def _hands_probabilities(generate, model, prompts) -> bool:
+    """Whether the first logits the learner's generate hands sample_next are
+    probabilities (every entry >= 0, each row summing to 1): measured by a
+    stand-in for sample_next that stops the call; False when generate does
+    not call it by that name."""
+    received = first_call_arguments(generate, "sample_next",
+                                    lambda: generate(model, prompts, 1, 1.0, None, None, seeded(13)))
+    logits = next(iter(received.values()), None) if received else None
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() == 0:
+        return False
+    rows = logits.detach().double()
+    return bool((rows >= 0).all() and torch.allclose(rows.sum(-1), torch.ones(()).double(), atol=1e-4))
 
 
 def _flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float, sd: float, measured: str) -> None:

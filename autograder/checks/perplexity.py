@@ -278,7 +278,8 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
     """An evaluation whose summed NLL is a thousand nats (a confident, wrong
     model: the logits scaled up), as a few hundred real tokens give: exp of
     the sum overflows (above 709 for a Python float), exp of the mean does
-    not. The model comes in eval mode this time, and must leave in it."""
+    not. The model comes in eval mode, under torch.no_grad(), this time, and
+    must leave in eval mode with grad mode still off."""
     sharp = copy.deepcopy(model)
     with torch.no_grad():
         sharp.norm.weight.mul_(20.0)
@@ -286,10 +287,11 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
     total, count = sum(float(r[0]) for r in rows), sum(r[1] for r in rows)
     loss = total / count
     label = f"a summed NLL of {total:,.0f} nats (mean {loss:.1f})"
-    got = chk.call(evaluate, sharp, batches, bytes_per_token, row_label=label, on_error=lambda err: (
-        f"exp of the summed NLL overflows: the {count} tokens here sum to {total:,.0f} nats, and exp overflows a "
-        "Python float above 709 (float32 above 88); perplexity is exp of the MEAN NLL, math.exp(loss)"
-        if isinstance(err, OverflowError) or "overflow" in str(err).lower() else None))
+    with torch.no_grad():  # the other entry state: eval mode and grad mode off, as after an evaluation
+        got = chk.call(evaluate, sharp, batches, bytes_per_token, row_label=label, on_error=lambda err: (
+            f"exp of the summed NLL overflows: the {count} tokens here sum to {total:,.0f} nats, and exp overflows a "
+            "Python float above 709 (float32 above 88); perplexity is exp of the MEAN NLL, math.exp(loss)"
+            if isinstance(err, OverflowError) or "overflow" in str(err).lower() else None))
     chk.require("eval mode kept when it came in eval mode", not sharp.training and mode_split(sharp) is None,
                 "a model handed over in eval mode was left in train mode",
                 diagnosis="a model that came in eval mode leaves in train mode: model.train() at the end switches "

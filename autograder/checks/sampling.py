@@ -627,6 +627,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
             and not torch.equal(again, got):
         chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: pass temperature, top_k "
                      "and top_p on to sample_next")
+    _from_eval_mode_without_grad(chk, generate, model, prompt, max_new_tokens)
     _interrupted(chk, generate, model, prompt, max_new_tokens)
     model.train()
     log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
@@ -645,6 +646,30 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
                 diagnosis=None if same or not shaped or in_train else "the generator is not used: pass it on to sample_next")
     _plain_sampling(chk, generate, model, prompt)
     return chk
+
+
+def _from_eval_mode_without_grad(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:
+    """The other entry state: a model handed over in eval mode, with grad
+    mode off (a caller inside torch.no_grad(), after an evaluation). The
+    model must leave in eval mode (a model.train() at the end switches it
+    whatever it came in), and grad mode must stay off (Check.call measures
+    the torch settings the call leaves changed)."""
+    model.eval()
+    log = ForwardLog(model, limit=2 * max_new_tokens)
+    try:
+        with torch.no_grad():
+            chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None,
+                     row_label="a model handed over in eval mode, under torch.no_grad()")
+    finally:
+        log.close()
+    split = mode_split(model)
+    chk.require("eval mode kept when it came in eval mode", not model.training and split is None,
+                "a model handed over in eval mode was left in train mode" if split is None else
+                "submodules left in train mode",
+                diagnosis=split or "a model that came in eval mode leaves in train mode: model.train() at the end "
+                                   "switches it whatever mode it came in; restore the mode it came in, "
+                                   "model.train(was_training)")
+    model.train()
 
 
 def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharpen: float = 8.0) -> None:

@@ -41,7 +41,7 @@ KNOWN_WRONG_LINE = {
 }
 
 
-@pytest.mark.parametrize("mutation_set", ["default", "heldout", "causes", pytest.param("unseen", marks=pytest.mark.slow),
+@pytest.mark.parametrize("mutation_set", ["default", "heldout", "causes", "entry_states", pytest.param("unseen", marks=pytest.mark.slow),
                                           pytest.param("offlist", marks=pytest.mark.slow),
                                           pytest.param("fresh", marks=pytest.mark.slow),
                                           pytest.param("fresh2", marks=pytest.mark.slow),

@@ -448,7 +448,12 @@ def unshared(value, inputs: list[torch.Tensor], depth: int = 3):
         items = [unshared(v, inputs, depth - 1) for v in value]
         if all(a is b for a, b in zip(items, value)):
             return value
-        return type(value)._make(items) if hasattr(value, "_fields") else tuple(items)
+        if hasattr(value, "_make"):  # a namedtuple keeps its type
+            return type(value)._make(items)
+        try:
+            return type(value)(items)  # torch.return_types and other tuple types built from a sequence
+        except TypeError:
+            return tuple(items)
     if depth and isinstance(value, list):
         items = [unshared(v, inputs, depth - 1) for v in value]
         return value if all(a is b for a, b in zip(items, value)) else items

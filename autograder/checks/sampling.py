@@ -648,6 +648,31 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     return chk
 
 
+def _first_call_to_tinylm_sampler(call) -> dict | None:
+    """The arguments of the first call to tinylm.sample_next while call()
+    runs (a generate that calls the library's sampler by its module), read
+    by a stand-in that stops the call there; None when it makes none."""
+    import tinylm
+    seen: list = []
+
+    class Stop(Exception):
+        pass
+
+    def stand_in(logits, *args, **kwargs):
+        seen.append({"logits": logits})
+        raise Stop
+    original = tinylm.sample_next
+    tinylm.sample_next = stand_in
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+            call()
+    except Exception:  # noqa: BLE001: Stop, or the learner's own error before the call: only `seen` matters
+        pass
+    finally:
+        tinylm.sample_next = original
+    return seen[0] if seen else None
+
+
 def _from_eval_mode_without_grad(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:
     """The other entry state: a model handed over in eval mode, with grad
     mode off (a caller inside torch.no_grad(), after an evaluation). The
@@ -739,8 +764,9 @@ def _hands_probabilities(generate, model, prompts) -> bool:
     probabilities (every entry >= 0, each row summing to 1): measured by a
     stand-in for sample_next that stops the call; False when generate does
     not call it by that name."""
-    received = first_call_arguments(generate, "sample_next",
-                                    lambda: generate(model, prompts, 1, 1.0, None, None, seeded(13)))
+    def call():
+        return generate(model, prompts, 1, 1.0, None, None, seeded(13))
+    received = first_call_arguments(generate, "sample_next", call) or _first_call_to_tinylm_sampler(call)
     logits = next(iter(received.values()), None) if received else None
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() == 0:
         return False

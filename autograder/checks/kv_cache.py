@@ -21,7 +21,7 @@ from .attention import ref_mask
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
 from .core import Check, CheckFailed, CheckStopped, describe, guarded_call, randn, seeded
 from .learner_code import is_learners_file
-from .rope import ref_angles, ref_rotate
+from .rope import ref_angles, ref_rotate, rotated_after_update, rotated_with_the_cache
 from .spies import attention_heads, unrepeated_bug
 
 
@@ -30,9 +30,8 @@ from .spies import attention_heads, unrepeated_bug
 
 def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, **kwargs):
     """chk.call, but when the learner's code raises, an error whose text
-    matches one of `hints` ((regex, likely bug) pairs) ends with that bug;
-    a bug given as a function is worked out then (a measurement that
-    confirms it), and one that gives None adds nothing.
+    matches one of `hints` ((regex, likely bug, or a measurement giving one
+    or None) pairs) ends with that bug.
     `inputs_row`: the table also shows the inputs-unchanged row
     (contracts.call_keeping_inputs)."""
     __tracebackhide__ = True
@@ -119,29 +118,9 @@ def call_naming_cat_axis(chk: Check, fn, *args):
             found = _attention_inputs(fn, args)
             if found is not None:
                 raise found(err) from None
-        rotated = _rotated_after_update(text, args)
-        if rotated:
+        if rotated := rotated_after_update(text, args):
             raise err.with_likely_bug(rotated) from None
         raise
-
-
-def _rotated_after_update(text: str, args: tuple) -> str | None:
-    """For an attention step (x, attn, cos, sin, past_k, past_v) that raised
-    for positions past the RoPE table: when the rotated tensor has exactly
-    T_past + T_new positions (read off the error) and the table covers every
-    position the step reaches, the keys were rotated after the cache update,
-    and the table's size, which that error blames, is not the problem."""
-    m = re.search(r"positions (\d+)\.\.(\d+) exceed the RoPE table of (\d+) positions", text)
-    if m is None or len(args) != 6 or not all(isinstance(a, torch.Tensor) for a in (args[0], args[4])):
-        return None
-    first, last, table = map(int, m.groups())
-    new, past = int(args[0].shape[1]), int(args[4].shape[2])
-    if last - first + 1 != past + new or past + new > table:
-        return None
-    return (f"RoPE is applied after the cache update (measured from the error: your code rotates {past + new} "
-            f"positions, T_past + T_new = {past} + {new}, from position {first}): the cached keys were rotated when "
-            f"they were new, and the table's {table} positions cover every position this step reaches, 0..{past + new - 1}, "
-            "so a larger table would not help; rotate only the new q and k, at start_pos = T_past, then add k to the cache")
 
 
 def _attention_inputs(fn, args):
@@ -403,13 +382,9 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
         }))
         if not k_ok and n > 1 and isinstance(k_got, torch.Tensor) and k_got.shape == K.shape:
             s = _rotation_offset(k_got[:, :, start:end].detach().cpu(), k_raw[:, :, start:end], total + 4)
-            again = ref_rotate(k_all[:, :, :start], start)  # the cached keys rotated a second time, from start_pos
-            if s is not None and s == 2 * start and start and torch.allclose(
-                    k_got[:, :, :start].detach().cpu().to(again.dtype), again, atol=1e-4, rtol=1e-4):
-                chk.diagnose(f"RoPE is applied after the cache update (measured: the new keys are rotated for positions "
-                             f"{s}..{s + n - 1}, not {start}..{end - 1}, and the cached keys are rotated a second time "
-                             f"from position {start}): rotate only the new k, at start_pos = T_past, before it joins "
-                             "the cache")
+            after = rotated_with_the_cache(k_got, k_all, start, n, s)
+            if after:
+                chk.diagnose(after)
             elif s is not None and s != start:
                 chk.diagnose(f"the new keys are rotated for positions {s}..{s + n - 1}, not {start}..{end - 1}: RoPE "
                              f"positions of the new tokens start at the number of cached positions, "

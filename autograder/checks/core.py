@@ -419,6 +419,14 @@ def call_giving_inputs_back(named: list[tuple[str, Any]], call: Callable[[], Any
     return result
 
 
+def measuring_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None):
+    """guarded_call(fn, args, kwargs) for a measurement: the tensor
+    arguments it writes into are given their values back, what it returned
+    kept (call_giving_inputs_back), so the next measurement reads the same
+    inputs."""
+    return call_giving_inputs_back(argument_names(fn, args, kwargs or {}), lambda: guarded_call(fn, args, kwargs))
+
+
 def _give_back(dirty: list, written: list[str] | None) -> None:
     for name, t, copy in dirty:
         if written is not None:
@@ -1108,7 +1116,7 @@ class Check:
         so the next probe reads the same inputs."""
         try:
             with refuse_delegation(self.fn_name, fn), contextlib.redirect_stdout(io.StringIO()):
-                return call_giving_inputs_back(argument_names(fn, args, kwargs), lambda: guarded_call(fn, args, kwargs))
+                return measuring_call(fn, args, kwargs)
         except Delegation as err:
             self._stop(_first_line(err))
         except (Exception, LearnerTimeout):

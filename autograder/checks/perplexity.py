@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
-from .core import LOG_BASE_CONSTANTS, Check, describe, guarded_call, mode_split, python_number_problem, randn, seeded
+from .core import (LOG_BASE_CONSTANTS, Check, describe, guarded_call, measuring_call, mode_split, python_number_problem,
+                   randn, seeded)
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
 
@@ -347,7 +348,7 @@ def _measure_bytes_per_token(chk: Check, evaluate, model, batches, loss: float) 
     divisors = []
     for per in (1.0, 2.0, 4.0):
         try:
-            out = guarded_call(evaluate, (model, batches, per))
+            out = measuring_call(evaluate, (model, batches, per))
             mine, bits = _as_float_tensor(out["loss"]), _as_float_tensor(out["bits_per_byte"])
         except Exception:  # noqa: BLE001: a call that raises or returns no dict measures nothing; the rows said why
             return

@@ -10,7 +10,7 @@ import io
 
 import torch
 
-from .core import Check, guarded_call, mode_split, seeded
+from .core import Check, measuring_call, mode_split, seeded
 from .kv_cache import ForwardLog
 from .spies import first_call_arguments
 
@@ -50,7 +50,7 @@ def quiet_call(fn, *args):
     """fn(*args) for a measurement: None when it raises, its printing silenced."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            return guarded_call(fn, args, {})
+            return measuring_call(fn, args)
     except Exception:  # noqa: BLE001: a probe that raises measures nothing
         return None
 

@@ -468,3 +468,17 @@ def test_a_loss_that_depends_on_the_batching_fails_the_batching_row():
         check_evaluate(evaluate)
     summary = str(err.value).splitlines()[0]
     assert "same loss when the same rows are batched differently" in summary, summary  # before: that row passed
+
+
+def test_a_measurement_gives_back_the_batches_it_was_handed():
+    """A measuring call (bytes per token at 1, 2, 4) on batches a learner's evaluate writes into: each call reads
+    the caller's batches as they were, and what the call returned is kept."""
+    from autograder.checks.core import measuring_call
+
+    def evaluate(model, batches, per):
+        for _, y in batches:
+            y[y < 0] = 0  # the padding made a class, in the caller's tensors
+        return float(sum(int(y.sum()) for _, y in batches)) / per
+    batches = [(torch.zeros(2), torch.tensor([3, -100])), (torch.zeros(1), torch.tensor([-100]))]
+    assert [measuring_call(evaluate, (None, batches, per)) for per in (1.0, 2.0)] == [3.0, 1.5]
+    assert [y.tolist() for _, y in batches] == [[3, -100], [-100]]

@@ -54,8 +54,18 @@ Rows in parentheses, e.g. "(learner-reports)", count again the mutations written
 after the checks they test (Mutation.added), so the named rate on mistakes
 the checks were not first tuned on is reported on its own.
 
-Exits non-zero when anything is missed or named wrongly, or when the named
-rate is below 85%.
+Every diagnosis line a failure prints is classified by its evidence
+(`claims`): a measured fact ("Measured:" without candidates), candidates (a
+measured line that offers causes as candidates), or a cause printed as
+certain ("Likely bug:"), which is read against the mistake actually made: it
+names it (one of the mutation's expected words), it is a cause the mistake
+is not (one of Mutation.untrue: another mistake with the same numbers), or
+it says another cause (an extra finding, true or not: the `--claims` table
+counts them per set, for reading). "untrue" counts the causes a mistake is
+not; any is a problem.
+
+Exits non-zero when anything is missed or named wrongly, when a cause a
+mistake is not is printed as certain, or when the named rate is below 85%.
 """
 from __future__ import annotations
 
@@ -98,11 +108,38 @@ class Outcome:
     wrong_line: bool = False  # a located line was shown that the mutation did not change
     right_line: bool = False  # a located line was shown and the mutation changed it (whatever the verdict)
     hidden: bool | None = None  # missed only: True when the hidden tests fail it (None: not run)
+    claims: list = None  # (evidence class, line) of each diagnosis line printed (CLAIMS)
 
     @property
     def last_line(self) -> str:
         lines = [l.strip() for l in self.message.strip().splitlines() if l.strip()]
         return lines[-1] if lines else "(check passed)"
+
+
+CLAIMS = ("measured fact", "candidates", "cause: the mistake made", "cause: another", "cause: untrue")
+
+
+def claims(mutation: Mutation, message: str | None, diagnosis: dict | None) -> list[tuple[str, str]]:
+    """(evidence class, line) of every diagnosis line a failure printed
+    (its measured facts and its causes printed as certain), see CLAIMS."""
+    if message is None or (diagnosis or {}).get("crashed"):
+        return []
+    if diagnosis is not None:
+        facts, bugs = list(diagnosis.get("facts") or []), list(diagnosis.get("likely_bugs") or [])
+    else:
+        lines = diagnosis_lines(message)
+        facts = [l.removeprefix("Measured:").strip() for l in lines if l.startswith("Measured:")]
+        bugs = [l.removeprefix("Likely bug:").strip() for l in lines if l.startswith("Likely bug:")]
+    found = [("candidates" if "candidates" in f.lower() else "measured fact", f) for f in facts]
+    for bug in bugs:
+        text = QUOTED.sub("", bug).lower()
+        if any(w.lower() in text for w in mutation.untrue):
+            found.append(("cause: untrue", bug))
+        elif any(k.lower() in text for k in mutation.expect):
+            found.append(("cause: the mistake made", bug))
+        else:
+            found.append(("cause: another", bug))
+    return found
 
 
 def source_file(notebook: str) -> Path:
@@ -217,13 +254,14 @@ def run_mutation(notebook: str, mutation: Mutation, cells, hidden_checks: dict |
     message, diagnosis = _run_check(notebook, mutation, setup, answers, checks[mutation.cell])
     verdict = classify(message, mutation.expect, diagnosis, changed)
     located = (diagnosis or {}).get("located")
-    claims = bool(located) and located.get("kind") != "raises"  # "it raises here" is a fact, not a claim of the bug's line
+    points = bool(located) and located.get("kind") != "raises"  # "it raises here" is a fact, not a claim of the bug's line
     hidden = None
     if verdict == "missed" and hidden_checks and mutation.cell in hidden_checks:
         hidden = _run_check(notebook, mutation, setup, answers, hidden_checks[mutation.cell])[0] is not None
     return Outcome(notebook, mutation, verdict, message or "", diagnosis,
-                   wrong_line=claims and not on_changed_line(located, changed),
-                   right_line=bool(located) and on_changed_line(located, changed), hidden=hidden)
+                   wrong_line=points and not on_changed_line(located, changed),
+                   right_line=bool(located) and on_changed_line(located, changed), hidden=hidden,
+                   claims=claims(mutation, message, diagnosis))
 
 
 def _run_check(notebook: str, mutation: Mutation, setup: list, answers: dict, check: str):
@@ -279,8 +317,9 @@ def listed(sets: list[str], exclude: str) -> set[tuple]:
 
 
 def _count(outcomes: list[Outcome]) -> dict[str, int]:
-    row = dict.fromkeys(("mutations", "caught", *VERDICTS, "hidden fails", "right line", "wrong line"), 0)
+    row = dict.fromkeys(("mutations", "caught", *VERDICTS, "hidden fails", "right line", "wrong line", "untrue"), 0)
     for o in outcomes:
+        row["untrue"] += sum(kind == "cause: untrue" for kind, _ in o.claims or [])
         row["mutations"] += 1
         row["caught"] += o.verdict != "missed"
         row[o.verdict] += 1
@@ -306,7 +345,7 @@ def table(outcomes: list[Outcome], unlisted: set[tuple] | None = None) -> tuple[
     if unlisted is not None:
         extra.append(("(unlisted)", _count([o for o in outcomes if (o.notebook, o.mutation.cell, o.mutation.old,
                                                                    o.mutation.new) in unlisted])))
-    columns = ("mutations", *VERDICTS, "hidden fails", "right line", "wrong line")
+    columns = ("mutations", *VERDICTS, "hidden fails", "right line", "wrong line", "untrue")
     header = f"{'notebook':<12}" + "".join(f"{c:>16}" for c in columns) + f"{'named+located':>15}"
     lines = [header]
     for name, r in [*per_nb.items(), ("total", total), *extra]:
@@ -315,6 +354,15 @@ def table(outcomes: list[Outcome], unlisted: set[tuple] | None = None) -> tuple[
     if unlisted is not None:
         figures["unlisted"] = dict(extra)["(unlisted)"]
     return "\n".join(lines), figures
+
+
+def claim_counts(outcomes: list[Outcome]) -> dict[str, int]:
+    """How many printed diagnosis lines of each evidence class (CLAIMS)."""
+    counts = dict.fromkeys(CLAIMS, 0)
+    for o in outcomes:
+        for kind, _ in o.claims or []:
+            counts[kind] += 1
+    return counts
 
 
 def problems(outcomes: list[Outcome]) -> list[str]:
@@ -327,6 +375,8 @@ def problems(outcomes: list[Outcome]) -> list[str]:
     bad += [f"{o.notebook} {o.mutation.cell}: shows a line the mistake did not change "
             f"({o.diagnosis['located']['line']}): {o.mutation.why}" for o in outcomes
             if o.wrong_line and o.verdict != "located wrongly"]
+    bad += [f"{o.notebook} {o.mutation.cell}: prints as certain a cause it is not: {o.mutation.why} -> {line}"
+            for o in outcomes for kind, line in o.claims or [] if kind == "cause: untrue"]
     found = sum(o.verdict in ("named", "located") for o in outcomes)
     if outcomes and found / len(outcomes) < NAMED_RATE_REQUIRED:
         bad.append(f"named or located {found}/{len(outcomes)} = {found / len(outcomes):.1%} is below "
@@ -339,6 +389,8 @@ def main(argv=None) -> int:
     p.add_argument("--notebooks", nargs="*", help="notebook numbers, e.g. 01 03 (default: all)")
     p.add_argument("-v", "--verbose", action="store_true", help="each mutation's verdict and last message line")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--claims", action="store_true",
+                   help="count the printed diagnosis lines by evidence, and list the causes other than the mistake made")
     p.add_argument("--set", dest="mutation_set", choices=set_names(), default="default",
                    help="which mistakes: the nbNN.py modules (default) or a further set in benchmarks/mutations")
     args = p.parse_args(argv)
@@ -357,8 +409,16 @@ def main(argv=None) -> int:
             hidden = {True: " (the hidden tests fail it)", False: " (the hidden tests pass it too)"}.get(o.hidden, "")
             print(f"[{o.notebook} {o.mutation.cell}] {o.verdict:<15} {o.mutation.why}{hidden}\n    -> {o.last_line}{shown}")
         print()
+    if args.claims:
+        print("printed lines by evidence: " + ", ".join(f"{k} {n}" for k, n in claim_counts(outcomes).items()))
+        for o in outcomes:
+            for kind, line in o.claims or []:
+                if kind in ("cause: another", "cause: untrue"):
+                    print(f"  [{o.notebook} {o.mutation.cell}] {kind}: {o.mutation.why[:60]} -> {line[:160]}")
+        print()
     if args.json:
-        print(json.dumps(figures | {"set": args.mutation_set, "problems": problems(outcomes)}, indent=1))
+        print(json.dumps(figures | {"set": args.mutation_set, "problems": problems(outcomes),
+                                    "claims": claim_counts(outcomes)}, indent=1))
     else:
         print(f"mutation set: {args.mutation_set}")
         print(text)

@@ -465,20 +465,29 @@ class Findings:
         """Diagnose the named mistakes; returns the keys they explain."""
         keys_of: dict[str, list[str]] = {}
         readings: dict[str, Reading] = {}  # key -> its reading, as its first failing case reads it
+        tied: dict[tuple[str, ...], list[str]] = {}  # candidates -> the keys whose counts each of them gives
         for key, sets in self.per_key.items():
-            for bug in self._agreed(sets):
+            agreed = self._agreed(sets)
+            if len(agreed) > 1:  # two mistakes give the same numbers: neither is confirmed by them
+                tied.setdefault(tuple(agreed), []).append(key)
+                continue
+            for bug in agreed:
                 keys_of.setdefault(bug, []).append(key)
                 if isinstance(bug, Reading):
                     readings[key] = bug
+        for candidates, keys in tied.items():
+            chk.measured(f"{_joined(keys)}: {len(candidates)} different mistakes give exactly these counts in every "
+                         "case (measured), so the counts alone cannot tell which one is yours; candidates: "
+                         + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(candidates, 1)))
         for bug, keys in keys_of.items():
             if isinstance(bug, Reading):  # this case's numbers, per key where they differ
                 details = [readings[key].detail for key in keys]
                 detail = details[0] if len(set(details)) == 1 else "; ".join(f"{k} {d}" for k, d in zip(keys, details))
                 label = self.failures.get(keys[0], [("",)])[0][0]
                 bug = bug.replace("{detail}", f"{detail} for {label}" if label else detail)
-            named = ", ".join(keys[:-1]) + f" and {keys[-1]}" if len(keys) > 1 else keys[0]
+            named = _joined(keys)
             chk.diagnose(f"{named}: {bug}" if named else bug)
-        return {key for keys in keys_of.values() for key in keys}
+        return {key for keys in [*keys_of.values(), *tied.values()] for key in keys}
 
     @staticmethod
     def _agreed(sets: list[set[str]]) -> list[str]:
@@ -491,6 +500,10 @@ class Findings:
         if known or len({r.same for r in readings}) != 1:
             return known
         return [min(readings, key=lambda r: r.order)]
+
+
+def _joined(keys: list[str]) -> str:
+    return ", ".join(keys[:-1]) + f" and {keys[-1]}" if len(keys) > 1 else keys[0]
 
 
 def _ratio(got: int, want: int) -> str:
@@ -827,13 +840,13 @@ def check_attention_flops(attention_flops, *, cases: tuple = ATTENTION_FLOP_CASE
     labelled = [(f"B={B}, T={T}, d_model={d}, n_heads={H}", (B, T, d, H)) for B, T, d, H in cases]
     findings = _run_cases(chk, attention_flops, labelled, ATTENTION_FLOP_KEYS, lambda c: measured_attention_flops(*c),
                           explain)
-    # Half the count is the missing multiply-add factor when the projections are halved too, the causal mask when
-    # only the attention matmuls are.
+    # Half the count is the missing multiply-add factor when the projections are halved too; when.
+    # only the attention matmuls are halved, both causes give the same numbers, and both are said as candidates.
     halved = {k for k, sets in findings.per_key.items() if any(MULTIPLY_ADD in s for s in sets)}
-    drop = CAUSAL_HALF if halved & {"qkv_proj", "out_proj"} else MULTIPLY_ADD
-    for key in ("scores", "mix"):
-        for found in findings.per_key.get(key, []):
-            found.discard(drop)
+    if halved & {"qkv_proj", "out_proj"}:
+        for key in ("scores", "mix"):
+            for found in findings.per_key.get(key, []):
+                found.discard(CAUSAL_HALF)
     _finish(chk, findings)
 
 
@@ -1117,6 +1130,8 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
                  "their backward": -attention,
                  "attention counted without T: its matmuls grow with T², not T": -attention + attention // T,
                  "attention halved for the causal mask: the matmuls compute the whole T × T": -attention // 2,
+                 "one of attention's two T × T matmuls is missing (QKᵀ or weights @ V, each half of the "
+                 "attention's FLOPs), with its backward": -attention // 2,
                  "the embedding lookup counted as a matmul: it copies rows, 0 FLOPs (the tied head is the one "
                  "matmul with that matrix)": 6 * B * T * V * d,
                  "the head's matmul is missing: (B·T, d_model) @ (d_model, vocab_size), with its backward":

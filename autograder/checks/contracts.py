@@ -36,8 +36,8 @@ from typing import Any, Callable
 import torch
 
 from . import trace
-from .core import (INPUTS_ROW, RAISE_LOCATORS, Check, LearnerTimeout, Row, changed as _changed, close_to, describe,
-                   guarded_call, reached_by_gradient, refuse_delegation, tol_for)
+from .core import (INPUTS_ROW, RAISE_LOCATORS, Check, LearnerTimeout, Row, call_giving_inputs_back, close_to,
+                   describe, guarded_call, reached_by_gradient, refuse_delegation, tol_for)
 
 def call_keeping_inputs(chk: Check, fn, *args, on_error=None, **kwargs):
     """chk.call(fn, *args, **kwargs), plus one table row per check saying
@@ -497,12 +497,15 @@ def _declares_regimes(contract: Contract) -> bool:
                 or contract.generator or on_a_gpu())
 
 
-def _call(fn, contract: Contract, args: tuple, kwargs: dict, left: list[str] | None = None):
+def _call(fn, contract: Contract, args: tuple, kwargs: dict, left: list[str] | None = None,
+          written: list[str] | None = None, named: list | None = None):
     """(result, error) of one learner call in a regime; printing silenced;
-    `left` collects the torch settings it left changed (given back)."""
+    `left` collects the torch settings it left changed (given back);
+    `written` the names among `named` ((name, value) of the call's
+    arguments) that it wrote into (their values given back, its result kept)."""
     with refuse_delegation(contract.exercise, fn), contextlib.redirect_stdout(io.StringIO()):
         try:
-            return guarded_call(fn, args, kwargs, left), None
+            return call_giving_inputs_back(named or [], lambda: guarded_call(fn, args, kwargs, left), written), None
         except (Exception, LearnerTimeout) as err:  # noqa: BLE001: a regime that raises is a finding
             if type(err).__name__ == "Delegation":
                 raise
@@ -524,7 +527,7 @@ def _run_grid(chk: Check, fn: Callable, contract: Contract, cases: list) -> dict
     rows: list[dict] = []
     base = None
     if contract.params:
-        base, _ = _call(fn, contract, _positional(contract, named), kwargs)
+        base, _ = _call(fn, contract, _positional(contract, named), kwargs, named=list(named.items()))
     grid = regimes(contract, named)
     # Groups whose regimes cannot hide each other's failures (a batch of one would let a `.view` of a
     # non-contiguous tensor work: views go in a group of their own).
@@ -583,11 +586,11 @@ def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base
             generator.set_state(state)
     except Exception:  # noqa: BLE001: a regime the reference itself cannot run is not the learner's
         return "skip"
-    copies = [(n, v, v.detach().clone()) for n, v in changed_args.items() if isinstance(v, torch.Tensor)]
     left: list[str] = []
+    changed: list[str] = []
+    tensors = [(n, v) for n, v in changed_args.items() if isinstance(v, torch.Tensor)]
     with torch.enable_grad() if regime.grad else contextlib.nullcontext():
-        got, error = _call(fn, contract, args, kwargs, left)
-    changed = [n for n, v, copy in copies if v.shape == copy.shape and _changed(copy, v.detach())]
+        got, error = _call(fn, contract, args, kwargs, left, changed, tensors)
     found = _judge(contract, regime, got, want, error, args, changed_args, base)
     if found is None and left:
         found = {"note": "settings left changed", "facts": [], "bugs": []}

@@ -399,21 +399,77 @@ def changed(before: torch.Tensor, after: torch.Tensor) -> bool:
     return not bool(torch.equal(torch.nan_to_num(before), torch.nan_to_num(after)))
 
 
-@contextlib.contextmanager
-def inputs_kept(named: list[tuple[str, Any]], written: list[str]):
-    """Around one learner call: each tensor argument that holds other values
-    afterwards is named in `written` and given its values back (the check
-    goes on reading the caller's inputs, as the notebook would)."""
+def call_giving_inputs_back(named: list[tuple[str, Any]], call: Callable[[], Any], written: list[str] | None = None):
+    """call() for one learner call: each tensor argument that holds other
+    values afterwards is named in `written` and given its values back from a
+    copy the learner's code never sees (the check goes on reading the
+    caller's inputs, as the notebook would). What the call returned is never
+    changed: a returned tensor that shares memory with an input given back
+    (an in-place `masked_fill_` that returns its input) is copied first, so
+    the check measures the values the learner's function returned."""
     copies = [(name, t, t.detach().clone()) for name, t in tensors_named(named) if not t.is_meta]
     try:
-        yield
-    finally:
-        for name, t, copy in copies:
-            if changed(copy, t.detach()):
-                written.append(name)
-                if t.shape == copy.shape and t.dtype == copy.dtype:
-                    with torch.no_grad():
-                        t.copy_(copy)
+        result = call()
+    except BaseException:
+        _give_back([c for c in copies if changed(c[2], c[1].detach())], written)
+        raise
+    dirty = [c for c in copies if changed(c[2], c[1].detach())]
+    if dirty:
+        result = unshared(result, [t for _, t, _ in dirty])
+        _give_back(dirty, written)
+    return result
+
+
+def measuring_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None):
+    """guarded_call(fn, args, kwargs) for a measurement: the tensor
+    arguments it writes into are given their values back, what it returned
+    kept (call_giving_inputs_back), so the next measurement reads the same
+    inputs."""
+    return call_giving_inputs_back(argument_names(fn, args, kwargs or {}), lambda: guarded_call(fn, args, kwargs))
+
+
+def _give_back(dirty: list, written: list[str] | None) -> None:
+    for name, t, copy in dirty:
+        if written is not None:
+            written.append(name)
+        if t.shape == copy.shape and t.dtype == copy.dtype:
+            with torch.no_grad():
+                t.copy_(copy)
+
+
+def _storage(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (a subclass, a meta tensor) shares none
+        return 0
+
+
+def unshared(value, inputs: list[torch.Tensor], depth: int = 3):
+    """`value` with every tensor in it (inside tuples, lists and dicts too)
+    that shares memory with one of `inputs` replaced by a copy of itself
+    (autograd history kept): what giving those inputs back cannot reach."""
+    if isinstance(value, torch.Tensor):
+        if value.is_meta:
+            return value
+        shared = _storage(value)
+        return value.clone() if shared and any(_storage(t) == shared for t in inputs) else value
+    if depth and isinstance(value, tuple):
+        items = [unshared(v, inputs, depth - 1) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        if hasattr(value, "_make"):  # a namedtuple keeps its type
+            return type(value)._make(items)
+        try:
+            return type(value)(items)  # torch.return_types and other tuple types built from a sequence
+        except TypeError:
+            return tuple(items)
+    if depth and isinstance(value, list):
+        items = [unshared(v, inputs, depth - 1) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    if depth and isinstance(value, dict):
+        items = {k: unshared(v, inputs, depth - 1) for k, v in value.items()}
+        return value if all(items[k] is v for k, v in value.items()) else items
+    return value
 
 
 def keeping_the_random_stream(check):
@@ -925,9 +981,8 @@ class Check:
         written: list[str] = []
         left: list[str] = []
         try:
-            with refuse_delegation(self.fn_name, fn), self._given_back(written, left), \
-                    inputs_kept(self.last_call, written):
-                return guarded_call(fn, args, kwargs, left)
+            with refuse_delegation(self.fn_name, fn), self._given_back(written, left):
+                return call_giving_inputs_back(self.last_call, lambda: guarded_call(fn, args, kwargs, left), written)
         except LearnerTimeout as err:
             self._stop_on_error(CallRecord(args, kwargs, err, row_label), None, ())  # never traced: it would hang again
         except NotImplementedError:
@@ -1045,10 +1100,12 @@ class Check:
 
     def probe(self, fn: Callable, *args, **kwargs):
         """Call the learner's function for a measurement: None when it raises
-        (the comparison rows report exceptions; a probe only explains)."""
+        (the comparison rows report exceptions; a probe only explains). A
+        probe gives back what the call changed in its inputs, as call() does,
+        so the next probe reads the same inputs."""
         try:
             with refuse_delegation(self.fn_name, fn), contextlib.redirect_stdout(io.StringIO()):
-                return guarded_call(fn, args, kwargs)
+                return measuring_call(fn, args, kwargs)
         except Delegation as err:
             self._stop(_first_line(err))
         except (Exception, LearnerTimeout):

@@ -8,7 +8,7 @@ from torch import nn
 import math
 
 from .contracts import Contract, defaults, run_contract
-from .core import Check, describe, gradient_reaches, guarded_call, randn
+from .core import Check, describe, gradient_reaches, measuring_call, randn
 
 
 def _ids(batch: int, seq: int, vocab: int, seed: int) -> torch.Tensor:
@@ -86,7 +86,7 @@ def _id_past_the_table(chk: Check, fn, ids: torch.Tensor, weight: torch.Tensor) 
     bad = ids.clone()
     bad[0, 1] = vocab
     try:
-        out = guarded_call(fn, (bad, weight))
+        out = measuring_call(fn, (bad, weight))
     except Exception:  # noqa: BLE001: any error is right here: the id has no row
         out = None
     if chk.require(f"id {vocab} (past the table's {vocab} rows) raises", out is None,

@@ -21,7 +21,7 @@ from .attention import ref_mask
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
 from .core import Check, CheckFailed, CheckStopped, describe, guarded_call, randn, seeded
 from .learner_code import is_learners_file
-from .rope import ref_angles, ref_rotate
+from .rope import ref_angles, ref_rotate, rotated_after_update, rotated_with_the_cache
 from .spies import attention_heads, unrepeated_bug
 
 
@@ -30,7 +30,8 @@ from .spies import attention_heads, unrepeated_bug
 
 def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, **kwargs):
     """chk.call, but when the learner's code raises, an error whose text
-    matches one of `hints` ((regex, likely bug) pairs) ends with that bug.
+    matches one of `hints` ((regex, likely bug, or a measurement giving one
+    or None) pairs) ends with that bug.
     `inputs_row`: the table also shows the inputs-unchanged row
     (contracts.call_keeping_inputs)."""
     __tracebackhide__ = True
@@ -42,7 +43,7 @@ def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, *
         if chk.error_measured:
             raise  # the error was explained by measuring the call, not guessed from its text
         for pattern, bug in hints:
-            if re.search(pattern, err.error_text()):
+            if re.search(pattern, err.error_text()) and (bug := bug() if callable(bug) else bug):
                 raise (err.with_line(bug) if bug.startswith("Measured:") else err.with_likely_bug(bug)) from None
         raise
 
@@ -117,6 +118,8 @@ def call_naming_cat_axis(chk: Check, fn, *args):
             found = _attention_inputs(fn, args)
             if found is not None:
                 raise found(err) from None
+        if rotated := rotated_after_update(text, args):
+            raise err.with_likely_bug(rotated) from None
         raise
 
 
@@ -379,7 +382,10 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
         }))
         if not k_ok and n > 1 and isinstance(k_got, torch.Tensor) and k_got.shape == K.shape:
             s = _rotation_offset(k_got[:, :, start:end].detach().cpu(), k_raw[:, :, start:end], total + 4)
-            if s is not None and s != start:
+            after = rotated_with_the_cache(k_got, k_all, start, n, s)
+            if after:
+                chk.diagnose(after)
+            elif s is not None and s != start:
                 chk.diagnose(f"the new keys are rotated for positions {s}..{s + n - 1}, not {start}..{end - 1}: RoPE "
                              f"positions of the new tokens start at the number of cached positions, "
                              f"start_pos = past_k.shape[2]")

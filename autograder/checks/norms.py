@@ -213,13 +213,18 @@ def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None
     if not bool(torch.allclose(implied, implied.median(), rtol=1e-3, atol=1e-6)) or abs(factor - 1) < 1e-3:
         return
     k = next((k for k in (0, 0.5, 2, 3, 4) if abs(factor - k) < 1e-3), None)
-    said = f"{factor if k is None else k:.4g}·eps"
-    how = {0: "eps is not added", 2: "eps is added twice", 3: "eps is added three times"}.get(
-        k, "eps is added with another weight")
+    squared = k is None and abs(factor - eps) < 1e-3 * eps
+    said = "eps²" if squared else f"{factor if k is None else k:.4g}·eps"
     what = "variance" if centred else "mean of x²"
-    chk.diagnose(f"your normalisation divides by sqrt({what} + {said}) (measured: with eps = {eps:g} and a unit "
-                 f"gain, (x{' - mean' if centred else ''})² / y² - {what} is {factor * eps:.4g} for every value): "
-                 f"{how}; add it exactly once, under the square root, sqrt({what} + eps)")
+    fact = (f"your normalisation divides by sqrt({what} + {said}) (measured: with eps = {eps:g} and a unit "
+            f"gain, (x{' - mean' if centred else ''})² / y² - {what} is {factor * eps:.4g} for every value)")
+    how = {0: "eps is not added", 2: "eps is added twice", 3: "eps is added three times"}.get(k)
+    if squared:
+        how = "eps is squared"
+    if how is None:  # another weight: the number is measured, the code that gives it is not known
+        chk.measured(fact)
+        return
+    chk.diagnose(f"{fact}: {how}; add it exactly once, under the square root, sqrt({what} + eps)")
 
 
 def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):

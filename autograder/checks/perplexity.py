@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import shown_size
-from .core import LOG_BASE_CONSTANTS, Check, describe, guarded_call, mode_split, python_number_problem, randn, seeded
+from .core import (LOG_BASE_CONSTANTS, Check, describe, guarded_call, measuring_call, mode_split, python_number_problem,
+                   randn, seeded)
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
 
 
@@ -114,9 +115,28 @@ def _many_targets_in_half_row(chk: Check, nll_sum_and_count, seed: int, vocab: i
     chk.compare(f"bfloat16 logits, {n_valid} scored targets: token count", count if count is not None else out,
                 torch.tensor(float(n_valid), dtype=torch.float64), atol=0, rtol=0)
     if got in rounded - {n_valid}:
-        chk.diagnose(f"your count is {got} for {n_valid} scored targets with bfloat16 logits (measured): bfloat16 "
-                     "holds every whole number only up to 256 (8 significant bits), so a count summed in the logits' "
-                     "dtype is rounded above it; count in int64 on the bool mask, int((targets != ignore_index).sum())")
+        _count_in_float32(chk, nll_sum_and_count, logits, targets, ignore_index, got, n_valid)
+
+
+def _count_in_float32(chk: Check, nll_sum_and_count, logits, targets, ignore_index: int, got: int, n_valid: int) -> None:
+    """A count that bfloat16 rounding would give is blamed on it only when
+    the same call with float32 logits counts right (the learner's function,
+    the dtype alone changed); a count that stays wrong is another mistake
+    whose number happens to match, and is said as measured."""
+    again = chk.probe(nll_sum_and_count, logits.float(), targets, ignore_index)
+    count = _as_float_tensor(again[1]) if isinstance(again, (tuple, list)) and len(again) == 2 else None
+    if count is not None and float(count) == n_valid:
+        chk.diagnose(f"your count is {got} for {n_valid} scored targets with bfloat16 logits, and {n_valid} with the "
+                     "same logits in float32 (measured: only the dtype changed): bfloat16 holds every whole number "
+                     "only up to 256 (8 significant bits), so a count summed in the logits' dtype is rounded above "
+                     "it; count in int64 on the bool mask, int((targets != ignore_index).sum())")
+    elif count is not None:
+        padded = int(targets.numel()) - n_valid
+        what = (f"every target, the {'padded one' if padded == 1 else f'{padded} padded ones'} included"
+                if float(count) == targets.numel() else "not the scored targets")
+        chk.measured(f"your count is {got} for {n_valid} scored targets with bfloat16 logits, and {float(count):g} "
+                     f"with the same logits in float32, so bfloat16 rounding is not what makes it wrong: it counts "
+                     f"{what}")
 
 
 # ---------------------------------------------------------------- evaluate
@@ -226,24 +246,42 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
                 "the model was left in eval mode" if split is None else "submodules left in eval mode",
                 diagnosis=split or "the model is left in eval mode: remember was_training = model.training and restore "
                                    "it with model.train(was_training) at the end")
-    # Batch-size invariance: the same rows in one batch give the same loss.
+    _same_loss_regrouped(chk, evaluate, model, batches, bytes_per_token, got, dropout_on)
+    _large_nll_in_eval_mode(chk, evaluate, model, batches, bytes_per_token)
+    return chk
+
+
+def _same_loss_regrouped(chk: Check, evaluate, model, batches, bytes_per_token: float, first, dropout_on: bool) -> None:
+    """Batch-size invariance: the same rows in one batch give the learner's
+    own first loss (the reference's is compared by the rows above), so a
+    loss that depends on how the rows are grouped fails here even when the
+    regrouped loss is the right one. With dropout on the loss changes from
+    call to call, so the row is not measured then (the dropout row says why)."""
     x_all = torch.cat([x for x, _ in batches])
     y_all = torch.cat([y for _, y in batches])
     model.train()
-    one = chk.call(evaluate, model, [(x_all, y_all)], bytes_per_token)
+    log = ForwardLog(model)
+    try:
+        one = chk.call(evaluate, model, [(x_all, y_all)], bytes_per_token)
+    finally:
+        log.close()
+    if dropout_on or any(c["training"] for c in log.calls):
+        return
+    mine = _as_float_tensor(first.get("loss"))
     one_loss = _as_float_tensor(one.get("loss")) if isinstance(one, dict) else None
-    same = one_loss is not None and abs(float(one_loss) - float(loss)) < 1e-5
+    if mine is None or not math.isfinite(float(mine)):
+        return
+    same = one_loss is not None and math.isclose(float(one_loss), float(mine), rel_tol=1e-5, abs_tol=1e-6)
     chk.require("same loss when the same rows are batched differently", same,
-                "regrouping the rows into one batch changed the loss")
-    _large_nll_in_eval_mode(chk, evaluate, model, batches, bytes_per_token)
-    return chk
+                "your loss changed when the rows were regrouped into one batch")
 
 
 def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_token: float) -> None:
     """An evaluation whose summed NLL is a thousand nats (a confident, wrong
     model: the logits scaled up), as a few hundred real tokens give: exp of
     the sum overflows (above 709 for a Python float), exp of the mean does
-    not. The model comes in eval mode this time, and must leave in it."""
+    not. The model comes in eval mode, under torch.no_grad(), this time, and
+    must leave in eval mode with grad mode still off."""
     sharp = copy.deepcopy(model)
     with torch.no_grad():
         sharp.norm.weight.mul_(20.0)
@@ -251,10 +289,11 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
     total, count = sum(float(r[0]) for r in rows), sum(r[1] for r in rows)
     loss = total / count
     label = f"a summed NLL of {total:,.0f} nats (mean {loss:.1f})"
-    got = chk.call(evaluate, sharp, batches, bytes_per_token, row_label=label, on_error=lambda err: (
-        f"exp of the summed NLL overflows: the {count} tokens here sum to {total:,.0f} nats, and exp overflows a "
-        "Python float above 709 (float32 above 88); perplexity is exp of the MEAN NLL, math.exp(loss)"
-        if isinstance(err, OverflowError) or "overflow" in str(err).lower() else None))
+    with torch.no_grad():  # the other entry state: eval mode and grad mode off, as after an evaluation
+        got = chk.call(evaluate, sharp, batches, bytes_per_token, row_label=label, on_error=lambda err: (
+            f"exp of the summed NLL overflows: the {count} tokens here sum to {total:,.0f} nats, and exp overflows a "
+            "Python float above 709 (float32 above 88); perplexity is exp of the MEAN NLL, math.exp(loss)"
+            if isinstance(err, OverflowError) or "overflow" in str(err).lower() else None))
     chk.require("eval mode kept when it came in eval mode", not sharp.training and mode_split(sharp) is None,
                 "a model handed over in eval mode was left in train mode",
                 diagnosis="a model that came in eval mode leaves in train mode: model.train() at the end switches "
@@ -311,7 +350,7 @@ def _measure_bytes_per_token(chk: Check, evaluate, model, batches, loss: float) 
     divisors = []
     for per in (1.0, 2.0, 4.0):
         try:
-            out = guarded_call(evaluate, (model, batches, per))
+            out = measuring_call(evaluate, (model, batches, per))
             mine, bits = _as_float_tensor(out["loss"]), _as_float_tensor(out["bits_per_byte"])
         except Exception:  # noqa: BLE001: a call that raises or returns no dict measures nothing; the rows said why
             return
@@ -475,6 +514,9 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
     said = "; ".join(f"'{pair.decode()}': count {shown_size(yours[pair][0])} of a row total "
                      f"{shown_size(yours[pair][1])}, train has "
                      f"{truth[pair][0]} of {truth[pair][1]}" for pair in truth if yours[pair] != truth[pair])
+    if all(yours[pair][0] == truth[pair][0] for pair in truth):
+        _wrong_row_totals(chk, yours, truth, said)
+        return
     once = all(c == min(t, 1) for (c, _), (t, _) in zip(yours.values(), truth.values()))
     chk.diagnose(f"your table's counts are not train's (measured on train = 'ab' * 20 + 'ac', each count read off "
                  f"your NLL of one pair at two alphas, p = (count + alpha) / (row total + 256·alpha): {said})"
@@ -483,6 +525,22 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
                     "index_put_(..., accumulate=True)" if once else
                     ": count every (previous, next) pair of train once per occurrence, and each row's total is the "
                     "sum of its counts"))
+
+
+def _wrong_row_totals(chk: Check, yours: dict, truth: dict, said: str) -> None:
+    """Every count right, some row totals not: said as such, and the total
+    of the NEXT byte's row named only when every pair reads exactly that."""
+    row_total = {pair[0]: total for pair, (_, total) in truth.items()}  # previous byte -> its row's total in train
+    by_next = all(yours[pair][1] == row_total.get(pair[1], 0) for pair in truth)
+    fact = (f"your table's counts are train's, but the totals they are divided by are not their rows' (measured on "
+            f"train = 'ab' * 20 + 'ac', each read off your NLL of one pair at two alphas, p = (count + alpha) / (row "
+            f"total + 256·alpha): {said})")
+    if by_next:
+        chk.diagnose(f"{fact}: each pair is divided by the total of its NEXT byte's row (measured for every pair): "
+                     "a row total of shape (256,) broadcasts along the last axis; keep the axis, counts.sum(1, "
+                     "keepdim=True), so each row is divided by its own total")
+    else:
+        chk.measured(fact)
 
 
 def _unseen_previous_byte_rows(chk: Check, bigram_nll, train, val, alphas) -> None:

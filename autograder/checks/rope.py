@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import math
+import re
 
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from .core import Check, close_to, describe, randn
@@ -323,3 +324,38 @@ APPLY_ROPE = Contract("apply_rope", apply_rope_steps, _apply_rope_cases, names=(
 ROTARY_ATTENTION = Contract("rotary_attention", rotary_attention_steps, _rotary_cases,
                             names=("q", "k", "v", "cos", "sin", "start_pos"), batch=("q", "k", "v"),
                             views=("q", "k", "v"), cast=("q", "k", "v"), grad=("q", "k", "v"))
+
+
+# -- RoPE applied after a KV-cache update: read off the learner's own step (notebook 06) ---------------
+def rotated_with_the_cache(k_got, k_all, start: int, n: int, offset: int | None) -> str | None:
+    """The new keys of an attention step rotated `offset` = 2·start (start_pos
+    + T_past) where they belong at start, and the cached keys of its k_all
+    rotated a second time from start_pos: the whole cache was rotated after
+    the update. The cause, when both are measured; None otherwise."""
+    if offset is None or offset != 2 * start or not start:
+        return None
+    again = ref_rotate(k_all[:, :, :start], start)  # the cached keys rotated a second time, from start_pos
+    if not torch.allclose(k_got[:, :, :start].detach().cpu().to(again.dtype), again, atol=1e-4, rtol=1e-4):
+        return None
+    return (f"RoPE is applied after the cache update (measured: the new keys are rotated for positions {offset}.."
+            f"{offset + n - 1}, not {start}..{start + n - 1}, and the cached keys are rotated a second time from "
+            f"position {start}): rotate only the new k, at start_pos = T_past, before it joins the cache")
+
+
+def rotated_after_update(text: str, args: tuple) -> str | None:
+    """For an attention step (x, attn, cos, sin, past_k, past_v) that raised
+    for positions past the RoPE table: when the rotated tensor has exactly
+    T_past + T_new positions (read off the error) and the table covers every
+    position the step reaches, the keys were rotated after the cache update,
+    and the table's size, which that error blames, is not the problem."""
+    m = re.search(r"positions (\d+)\.\.(\d+) exceed the RoPE table of (\d+) positions", text)
+    if m is None or len(args) != 6 or not all(isinstance(a, torch.Tensor) for a in (args[0], args[4])):
+        return None
+    first, last, table = map(int, m.groups())
+    new, past = int(args[0].shape[1]), int(args[4].shape[2])
+    if last - first + 1 != past + new or past + new > table:
+        return None
+    return (f"RoPE is applied after the cache update (measured from the error: your code rotates {past + new} "
+            f"positions, T_past + T_new = {past} + {new}, from position {first}): the cached keys were rotated when "
+            f"they were new, and the table's {table} positions cover every position this step reaches, 0..{past + new - 1}, "
+            "so a larger table would not help; rotate only the new q and k, at start_pos = T_past, then add k to the cache")

@@ -25,6 +25,8 @@ import torch
 from .contracts import Contract, Edge, defaults, locate_call, run_contract
 from .core import RAISE_LOCATORS, Check, describe, guarded_call, mode_split, permutation_of, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
+from .sampling_probes import (flatter_with_dropout, from_eval_mode_without_grad, hands_probabilities, quiet_call,
+                              wrong_axis_hints)
 from .spies import crossed_arguments, first_call_arguments
 
 NEG_INF = float("-inf")
@@ -52,9 +54,6 @@ def _filter_cases(seed: int, batch: int, vocab: int, dtype):
     return x
 
 
-WRONG_AXIS = [(r"selected index k out of range|k \(\d+\) is too big|out of bounds|IndexError|dimension out of range",
-               "the filter works on the wrong axis: take top-k / sort on the LAST axis (dim=-1, thresholds [..., -1:]) so "
-               "that it works for any batch shape, a single row (V,) included")]
 
 
 TOPK_MINUS = ("top-k off by one: keeps k - 1 tokens, the k-th largest itself is dropped (`<=` instead of `<`, or the "
@@ -148,7 +147,8 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
         return lambda: wrong() if not chk.passed and law.fit() == (c, False) else None
     counts = []  # (k, tokens kept per row, the right counts) of each failing row that keeps the most likely tokens
     for label, xs, k in shapes:
-        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=WRONG_AXIS, inputs_row=True)
+        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=wrong_axis_hints(top_k_filter, xs, k, ref_top_k),
+                              inputs_row=True)
         want = ref_top_k(xs, k)
         flat = xs.reshape(-1, xs.shape[-1])
         variants = {TOPK_MINUS: off_by(-1, lambda: ref_top_k(xs, k - 1))} if k > 1 else {}
@@ -197,7 +197,7 @@ class KeptCounts:
         for b in self.BATCHES:
             logits = torch.stack([torch.randperm(self.vocab, generator=g) for _ in range(b)]).to(self.dtype) / 2
             for k in self.ks:
-                got = _quiet_call(self.fn, logits.clone(), k)
+                got = quiet_call(self.fn, logits.clone(), k)
                 if not isinstance(got, torch.Tensor) or got.shape != logits.shape:
                     continue
                 kept = _kept(got.detach().cpu())
@@ -230,15 +230,6 @@ class KeptCounts:
                           for k in self.ks)
         return (f"tokens kept per row on logits without ties ({self.vocab} tokens) for batches of "
                 f"{', '.join(map(str, batches))} rows: {per_k}")
-
-
-def _quiet_call(fn, *args):
-    """fn(*args) for a measurement: None when it raises, its printing silenced."""
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return guarded_call(fn, args, {})
-    except Exception:  # noqa: BLE001: a probe that raises measures nothing
-        return None
 
 
 def explain_kept_counts(chk: Check, law: KeptCounts, counts: list) -> None:
@@ -279,7 +270,8 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
     cases = [(f"p={p} on {tuple(x.shape)}", x, p) for p in ps]
     cases.append((f"p={ps[1 % len(ps)]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
     for label, xs, p in cases:
-        got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=WRONG_AXIS, inputs_row=True)
+        got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=wrong_axis_hints(top_p_filter, xs, p, ref_top_p),
+                              inputs_row=True)
         want = ref_top_p(xs, p)
         probs = xs.double().softmax(-1)
         sorted_p, order = probs.sort(-1, descending=True)
@@ -594,6 +586,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
             and not torch.equal(again, got):
         chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: pass temperature, top_k "
                      "and top_p on to sample_next")
+    from_eval_mode_without_grad(chk, generate, model, prompt, max_new_tokens)
     _interrupted(chk, generate, model, prompt, max_new_tokens)
     model.train()
     log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
@@ -630,7 +623,11 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
         logits = sharp(prompts)[:, -1].double()                   # (copies·B, V)
     sharp.train()
     probs = logits.softmax(-1)
-    got = chk.call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
+    log = ForwardLog(sharp)
+    try:
+        got = chk.call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
+    finally:
+        log.close()
     shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == (len(prompts), prompt.shape[1] + 1)
     top_p, top = probs.max(-1)
     mean, sd = float(top_p.sum()), float((top_p * (1 - top_p)).sum().sqrt())
@@ -652,14 +649,22 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
                      "means greedy)")
     elif hits > mean:
         chk.measured(f"{measured}: the draws are sharper than the distribution")
+    elif any(c["training"] for c in log.calls):
+        flatter_with_dropout(chk, generate, sharp, prompts, top, mean, sd, measured)
     else:
         twice = probs.softmax(-1).gather(1, top[:, None]).squeeze(1)   # a softmax of the probabilities
         t_mean, t_sd = float(twice.sum()), float((twice * (1 - twice)).sum().sqrt())
-        if abs(hits - t_mean) <= 6 * t_sd:
+        if abs(hits - t_mean) <= 6 * t_sd and hands_probabilities(generate, sharp, prompts):
             chk.diagnose(f"your draws are flatter than the model's distribution (measured: {measured}), as flat as a "
-                         f"softmax taken of the probabilities (which expects {t_mean:.1f} ± {t_sd:.1f}): the numbers "
-                         "sample_next receives are probabilities already, so its softmax flattens them; hand it the "
-                         "logits of the last position, model(idx)[:, -1, :], as they are")
+                         f"softmax taken of the probabilities (which expects {t_mean:.1f} ± {t_sd:.1f}), and what "
+                         "generate hands sample_next is probabilities (measured: every row non-negative, summing to "
+                         "1): its softmax flattens them; hand it the logits of the last position, model(idx)[:, -1, :], "
+                         "as they are")
+        elif abs(hits - t_mean) <= 6 * t_sd:
+            chk.measured(f"{measured}: the draws are flatter than the distribution, as flat as a softmax taken of the "
+                         f"probabilities would make them ({t_mean:.1f} ± {t_sd:.1f}); candidates: probabilities "
+                         "sampled as if they were logits (a second softmax), or logits of another position or context "
+                         "than the whole prompt's last (the model fed fewer tokens than it needs)")
         else:
             chk.measured(f"{measured}: the draws are flatter than the distribution")
 

@@ -901,7 +901,9 @@ class _Analysis:
                 re.search(r"\bself\.[A-Za-z_]", code) and not re.search(r"(?<![\w.])\d", code):
             return None  # same values in, another result, no number on the line: it may come from the module's __init__
         facts = [f"yours: {first.name}{_reduced_axis(first)} gives {_describe_value(first.outputs[0])}"]
-        if counterpart is not None:
+        # A reference call is set beside the learner's only where the two were aligned by value: for a value of
+        # a kind the reference never computes, its first call on the same input is no counterpart of this line.
+        if counterpart is not None and (how != "value" or _same_kind(first, counterpart)):
             facts.append(f"the reference's {counterpart.name}{_reduced_axis(counterpart)} gives "
                          f"{_describe_value(counterpart.outputs[0])}")
             if how == "value" and _same_kind(first, counterpart):

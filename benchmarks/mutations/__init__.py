@@ -6,8 +6,10 @@ Any other module here is a further set of its own, named after the module
 and run only when asked for (`--set NAME`), with MUTATIONS either a dict
 {notebook: [Mutation, ...]} or a list of (notebook, Mutation) pairs:
 heldout.py, unseen.py, offlist.py and fresh.py to fresh9.py (the last ten:
-mistakes in none of the other lists) were written without reading the checks. A new set needs
-no code change: drop NAME.py here."""
+mistakes in none of the other lists) were written without reading the checks; causes.py holds
+mistakes whose numbers another mistake also gives, each with the cause it was once told
+(Mutation.untrue), and entry_states.py mistakes that only a caller's other mode shows. A new set
+needs no code change: drop NAME.py here."""
 from __future__ import annotations
 
 import importlib
@@ -23,7 +25,10 @@ class Mutation:
     (case-insensitive). `why` says, in words, what the learner did.
     `added` names the occasion a mutation was written after the checks
     (e.g. "learner-reports"), so its named rate can be reported on its own; empty
-    for the mutations the checks were first measured on."""
+    for the mutations the checks were first measured on. `untrue` holds
+    words of a cause this mistake is not, though another mistake gives the
+    same numbers: a cause printed as certain ("Likely bug:") that holds one
+    is an untrue line."""
 
     cell: str
     old: str
@@ -32,6 +37,7 @@ class Mutation:
     why: str
     extra: str = ""
     added: str = ""
+    untrue: tuple[str, ...] = ()
 
     def apply(self, source: str) -> str:
         count = source.count(self.old)

@@ -62,6 +62,48 @@ def test_an_untouched_input_passes_the_row():
     assert chk.passed and [r.name for r in chk.rows] == ["inputs unchanged"]
 
 
+def test_a_result_that_is_the_changed_input_is_measured_as_returned():
+    """An in-place operation that returns its input (`masked_fill_`): giving the
+    input its values back must not change what the learner's function returned."""
+    chk = Check("mask", expects="a tensor")
+    x = torch.arange(6.0).view(2, 3)
+    got = call_keeping_inputs(chk, lambda t: t.masked_fill_(t > 2, 0.0), x)
+    assert got.tolist() == [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]]  # what the function returned
+    assert torch.equal(x, torch.arange(6.0).view(2, 3))  # the caller's input given back all the same
+    pair = call_keeping_inputs(Check("halves", expects="a tuple"), lambda t: (t.mul_(0.5), t[:1]), x)
+    assert pair[0].tolist() == [[0.0, 0.5, 1.0], [1.5, 2.0, 2.5]] and pair[1].tolist() == [[0.0, 0.5, 1.0]]
+    assert torch.equal(x, torch.arange(6.0).view(2, 3))
+
+
+def test_a_right_rms_norm_that_writes_into_x_fails_only_the_inputs_row():
+    from autograder.checks import check_rms_norm
+
+    def rms_norm(x, weight, eps=1e-6):  # right values, computed in x's own memory and returned from it
+        if x.dtype != torch.float32:
+            return weight * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+        return x.mul_(torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)).mul_(weight)
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(CheckFailed) as err:
+        check_rms_norm(rms_norm)
+    text = str(err.value)
+    assert "failed 1 of 4 checks: inputs unchanged." in text, text  # before: the value rows failed too
+    assert "eps is ignored" not in text, text  # the probes measure the function, not the input it overwrote
+
+
+def test_every_probe_reads_the_input_it_was_given():
+    """A probe that the learner's code writes into is given its input back, so
+    a fit over several probes reads the learner's function, not their writes."""
+    from autograder.checks import check_rms_norm
+
+    def rms_norm(x, weight, eps=1e-6):  # eps² where eps belongs, and x overwritten
+        x /= torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps ** 2)
+        return weight * x
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(CheckFailed) as err:
+        check_rms_norm(rms_norm)
+    text = str(err.value)
+    assert "effective eps is 1e-4 = eps²" in text, text
+    assert "effective eps (fitted" not in text, text  # before: "your effective eps ... is 1", read off overwritten x
+
+
 # -- measured facts are true --------------------------------------------------------
 def test_a_float_mask_of_the_right_pattern_gets_no_false_diagonal():
     def float_mask(q_len, kv_len):
@@ -403,3 +445,40 @@ def test_no_exercise_random_by_contract_or_on_corpus_bytes_gets_a_device_regime(
     for contract in (GET_BATCH, BIGRAM_NLL):
         _, named, _ = contracts._split(contract, contract.cases()[0])
         assert not any(r.device or r.judge is contracts._stays_on_device for r in contracts.regimes(contract, named))
+
+
+def test_a_loss_that_depends_on_the_batching_fails_the_batching_row():
+    """The regrouped loss is compared with the learner's own first loss: per-batch
+    means averaged give the right loss for one batch, and differ from themselves."""
+    import math
+
+    import torch.nn.functional as F
+
+    from autograder.checks import check_evaluate
+
+    def evaluate(model, batches, bytes_per_token=1.0):
+        was = model.training
+        model.eval()
+        with torch.no_grad():
+            means = [F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100).item() for x, y in batches]
+        model.train(was)
+        loss = sum(means) / len(means)
+        return {"loss": loss, "perplexity": math.exp(loss), "bits_per_byte": loss / math.log(2) / bytes_per_token}
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(CheckFailed) as err:
+        check_evaluate(evaluate)
+    summary = str(err.value).splitlines()[0]
+    assert "same loss when the same rows are batched differently" in summary, summary  # before: that row passed
+
+
+def test_a_measurement_gives_back_the_batches_it_was_handed():
+    """A measuring call (bytes per token at 1, 2, 4) on batches a learner's evaluate writes into: each call reads
+    the caller's batches as they were, and what the call returned is kept."""
+    from autograder.checks.core import measuring_call
+
+    def evaluate(model, batches, per):
+        for _, y in batches:
+            y[y < 0] = 0  # the padding made a class, in the caller's tensors
+        return float(sum(int(y.sum()) for _, y in batches)) / per
+    batches = [(torch.zeros(2), torch.tensor([3, -100])), (torch.zeros(1), torch.tensor([-100]))]
+    assert [measuring_call(evaluate, (None, batches, per)) for per in (1.0, 2.0)] == [3.0, 1.5]
+    assert [y.tolist() for _, y in batches] == [[3, -100], [-100]]

@@ -41,7 +41,7 @@ KNOWN_WRONG_LINE = {
 }
 
 
-@pytest.mark.parametrize("mutation_set", ["default", "heldout", pytest.param("unseen", marks=pytest.mark.slow),
+@pytest.mark.parametrize("mutation_set", ["default", "heldout", "causes", "entry_states", pytest.param("unseen", marks=pytest.mark.slow),
                                           pytest.param("offlist", marks=pytest.mark.slow),
                                           pytest.param("fresh", marks=pytest.mark.slow),
                                           pytest.param("fresh2", marks=pytest.mark.slow),
@@ -93,6 +93,31 @@ def test_classification_of_messages():
     assert bench_diagnostics.classify(f"{summary}\n  Likely bug: missing gain", ("eps",)) == "named wrongly"
     assert bench_diagnostics.classify(f"{summary}\n  Measured: output RMS 2.0", ("eps",)) == "unnamed"
     assert bench_diagnostics.classify(summary, ("a",)) == "unnamed"  # the summary line never names
+
+
+def test_each_printed_line_is_classified_by_its_evidence():
+    from benchmarks.mutations import Mutation
+
+    m = Mutation("f", "a", "b", ("eps outside",), "eps outside the sqrt", untrue=("eps ignored",))
+    fields = {"facts": ["your eps is 0.01", "the count fits two mistakes; candidates: (1) x; or (2) y"],
+              "likely_bugs": ["eps outside the sqrt", "eps ignored: add it", "x changed in place"]}
+    assert bench_diagnostics.claims(m, "f failed 1 of 2 checks: a.", fields) == [
+        ("measured fact", "your eps is 0.01"), ("candidates", fields["facts"][1]),
+        ("cause: the mistake made", "eps outside the sqrt"), ("cause: untrue", "eps ignored: add it"),
+        ("cause: another", "x changed in place")]
+    text = "f failed 1 of 2 checks: a.\n  Measured: 3 rows\n  Likely bug: eps ignored: add it"
+    assert bench_diagnostics.claims(m, text, None) == [("measured fact", "3 rows"), ("cause: untrue", "eps ignored: add it")]
+    assert bench_diagnostics.claims(m, None, None) == []  # a check that passed prints nothing
+
+
+def test_a_cause_a_mistake_is_not_printed_as_certain_is_a_problem():
+    from benchmarks.mutations import Mutation
+
+    m = Mutation("f", "a", "b", ("one of attention's two",), "one matmul short", untrue=("causal mask",))
+    said = bench_diagnostics.Outcome("09", m, "named", "failed", claims=[("cause: untrue", "halved for the causal mask")])
+    assert any("prints as certain a cause it is not" in p for p in bench_diagnostics.problems([said]))
+    fine = bench_diagnostics.Outcome("09", m, "named", "failed", claims=[("candidates", "candidates: causal mask; ...")])
+    assert not bench_diagnostics.problems([fine])
 
 
 def test_the_lines_a_mutation_changed_come_from_its_replacement_text():

@@ -1,6 +1,11 @@
 """One check per notebook exercise. Each takes the learner's function (or
 class), prints a per-quantity table, and raises CheckFailed (an
 AssertionError) naming the likely bug when something is wrong."""
+# torch imports torch._dynamo (with sympy) the first time a Python decomposition runs: a learner's function on the
+# meta device, FlopCounterMode, an optimizer's step. Every notebook's checks do one of these, so the import (about
+# 1 s of CPU) is paid here, in the notebook's setup cell, instead of by whichever check a learner runs first.
+import torch._dynamo  # noqa: F401
+
 from .attention import check_causal_attention, check_causal_mask, check_self_attention, check_split_merge
 from .core import FAIL_HOOKS, PASS_HOOKS, Check, CheckFailed, Delegation, randn, show_check
 from .embeddings import check_embed, check_one_hot_embed, check_tie_weights, check_tied_logits

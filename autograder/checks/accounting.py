@@ -110,8 +110,8 @@ def _initialisers_skipped():
 
 
 def flop_counter():
-    """A silent torch.utils.flop_counter.FlopCounterMode, imported when first
-    needed: importing it with this module would cost every notebook's setup ~0.2 s."""
+    """A silent torch.utils.flop_counter.FlopCounterMode (its module is
+    imported when first needed; with torch 2.14 that takes about 2 ms)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     return FlopCounterMode(display=False)
@@ -1099,18 +1099,36 @@ def measured_train_step(config: tinylm.ModelConfig, batch_size: int, seq_len: in
     """FLOPs of one forward and backward pass of tinylm's model with attention
     written out (attn_impl="reference"), and the bytes of the parameters,
     gradients and AdamW moments after one step, all on the meta device
-    (measured once per config, batch size and length)."""
+    (measured once per config, batch size and length; a model of more than
+    two layers through per_layer)."""
     return dict(_measured_train_step(config, batch_size, seq_len))
 
 
 @functools.lru_cache(maxsize=32)
 def _measured_train_step(config: tinylm.ModelConfig, batch_size: int, seq_len: int) -> tuple:
+    return tuple(per_layer(lambda c: _train_step_measurement(c, batch_size, seq_len), config).items())
+
+
+def _train_step_measurement(config: tinylm.ModelConfig, batch_size: int, seq_len: int) -> dict[str, int]:
     # The AdamW step uses the counted pass's gradients: what after_one_adamw_step(config) measures (no size
-    # depends on the attention's form, the batch or the length), without a second forward and backward pass
-    # on the meta device (0.5 s for SmolLM2-135M's thirty layers).
+    # depends on the attention's form, the batch or the length), without a second forward and backward pass.
     model = meta_model(config, attn_impl="reference", max_seq_len=seq_len)
     flops = train_step_flops(model, batch_size, seq_len, keep_grads=True)
-    return tuple({"flops": flops, **adamw_step_state(model)}.items())
+    return {"flops": flops, **adamw_step_state(model)}
+
+
+def per_layer(measure: Callable[[tinylm.ModelConfig], dict[str, int]], config: tinylm.ModelConfig) -> dict[str, int]:
+    """measure(config), measured on models of one and two layers: tinylm's
+    blocks are one module applied n_layers times, so each count of the whole
+    model is (the rest) + n_layers·(one block's), and the two measurements
+    give both terms exactly. A forward and backward pass on the meta device
+    costs about 30 ms of CPU per layer, counted (SmolLM2-135M's thirty: a
+    second); tests/checks/test_accounting.py holds this to a measurement of
+    the whole depth."""
+    if config.n_layers <= 2:
+        return measure(config)
+    one, two = (measure(dataclasses.replace(config, n_layers=n)) for n in (1, 2))
+    return {key: one[key] + (config.n_layers - 1) * (two[key] - one[key]) for key in one}
 
 
 def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, key: str):
@@ -1166,8 +1184,8 @@ def check_train_step_costs(train_step_costs, *, cases: tuple = TRAIN_CASES) -> N
                                    "every parameter is stored, has a gradient and two AdamW moments, not only those "
                                    "that multiply (the 6·N rule's N counts the FLOPs of the matmuls, not memory)")
 
-    # budget 0: a training step's measurement takes most of a second, and a search of the config's sizes (about 60
-    # of them) would keep the learner waiting a minute
+    # budget 0: a training step's measurement takes about 0.1 s of CPU (per_layer), and a search of the config's
+    # sizes (about 60 of them) would keep the learner waiting several seconds
     findings = _run_cases(chk, train_step_costs, cases, TRAIN_KEYS, lambda c: measured_train_step(*c), explain,
                           budget=0)
     _finish(chk, findings)

@@ -83,8 +83,9 @@ def test_kv_cache_measurement_equals_transformers_cache():
     assert held == acc.kv_cache_nbytes(config, T, batch_size=2)
 
 
-def test_train_flops_measurement_equals_transformers_eager_llama():
-    config = tinylm.ModelConfig(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=16)
+@pytest.mark.parametrize("n_layers", [2, 3], ids=["measured whole", "measured per layer"])
+def test_train_flops_measurement_equals_transformers_eager_llama(n_layers):
+    config = tinylm.ModelConfig(d_model=32, n_layers=n_layers, n_heads=4, n_kv_heads=2, max_seq_len=16)
     hf_config = tinylm.hf_llama_config(config)
     hf_config._attn_implementation = "eager"  # its attention as matmuls: the fused kernel is not counted on the CPU
     hf = transformers.LlamaForCausalLM(hf_config)
@@ -96,6 +97,27 @@ def test_train_flops_measurement_equals_transformers_eager_llama():
     # product in others); tinylm reads a table made once. The model's own FLOPs are the rest.
     table = sum(counter.get_flop_counts().get("LlamaForCausalLM.model.rotary_emb", {}).values())
     assert acc.measured_train_step(config, 3, 16)["flops"] == counter.get_total_flops() - table
+
+
+@pytest.mark.parametrize("config, batch_size, seq_len", [
+    (tinylm.ModelConfig(vocab_size=70, d_model=40, n_layers=5, n_heads=4, n_kv_heads=1, tie_embeddings=False), 3, 9),
+    (SMOLLM2_135M, 2, 64)], ids=["5 layers, MQA, untied", "SmolLM2-135M"])
+def test_a_train_step_measured_per_layer_equals_the_whole_model(config, batch_size, seq_len):
+    whole = acc.meta_model(config, attn_impl="reference", max_seq_len=seq_len)
+    flops = acc.train_step_flops(whole, batch_size, seq_len, keep_grads=True)
+    assert acc.measured_train_step(config, batch_size, seq_len) == {"flops": flops, **acc.adamw_step_state(whole)}
+
+
+def test_per_layer_measures_one_and_two_layers_only():
+    asked = []
+
+    def measure(config):
+        asked.append(config.n_layers)
+        return {"count": 7 + 5 * config.n_layers}
+
+    assert acc.per_layer(measure, tinylm.ModelConfig(n_layers=9)) == {"count": 7 + 5 * 9}
+    assert sorted(asked) == [1, 2]
+    assert acc.per_layer(measure, tinylm.ModelConfig(n_layers=2)) == {"count": 17} and asked[-1] == 2
 
 
 def test_meta_adamw_step_bytes_equal_a_real_step():

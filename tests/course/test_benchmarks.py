@@ -103,3 +103,14 @@ def test_experiments_benchmark_times_a_cell_with_all_its_seeds():
 def test_notebook_cells_benchmark_lists_the_cells_it_was_asked_for():
     out = run_benchmark("bench_notebook_cells.py", "01", "--min", "1000", "--grep", "tie_weights(")
     assert out.startswith("01_embeddings: ") and "code cells" in out and "check_tie_weights(tie_weights)" in out
+
+
+@pytest.mark.slow
+def test_check_time_benchmark_times_setup_and_every_test_cell_of_both_checkouts():
+    out = run_benchmark("bench_check_time.py", "--notebooks", "01", "--repeat", "1", "--clock", "cpu",
+                        "--baseline", str(ROOT))
+    rows = [line.split() for line in out.splitlines()]
+    cells = {row[1]: row[2:] for row in rows if row and row[0] == "01"}
+    assert set(cells) == {"setup", "check_embed", "check_one_hot_embed", "check_tied_logits", "check_tie_weights"}
+    assert all(len(times) == 6 for name, times in cells.items() if name != "setup")  # first and again: base, this, ratio
+    assert "slowest test cell on its first run: 01 check_" in out and "clock cpu" in out

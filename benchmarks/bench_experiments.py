@@ -23,7 +23,7 @@ from tinylm.experiments import pacing
 
 # experiment -> the seeds its notebook cell runs
 CELLS = {"norms": (0, 1), "attention_scale": (0, 1), "positions": (0, 1), "block_order": (0, 1), "mlp": (0, 1),
-         "moe": (0, 1), "kv_heads": (0, 1), "training_choices": (0,)}
+         "moe": (0, 1), "kv_heads": (0, 1), "training_choices": (0, 1)}
 
 
 def main() -> None:

@@ -97,14 +97,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_experiment_parser(sub) -> None:
-    from .experiments import EXPERIMENTS
+    from .experiments import EXPERIMENTS, SMALL_TRAIN
 
-    x = sub.add_parser("experiment", help="rerun one of the notebooks' experiments, with a progress bar and its plot")
-    x.add_argument("name", choices=sorted(EXPERIMENTS))
-    x.add_argument("--steps", type=int, help="training steps of every arm (default: the notebook's)")
-    x.add_argument("--seed", type=int, default=0)
+    listed = "\n".join(f"  {name:<17} {_first_paragraph(EXPERIMENTS[name][0])}" for name in sorted(EXPERIMENTS))
+    x = sub.add_parser(
+        "experiment", help="rerun one of the notebooks' experiments, with a progress bar and its plot",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Rerun one of the notebooks' experiments: small models trained side by side on the same batches "
+                    "(same seed, same steps), differing in one choice. Prints each arm's final validation loss and "
+                    "saves the plot.\n\nexperiments:\n" + listed,
+        epilog="example: python -m tinylm experiment norms --steps 1000 --seed 1   (a longer run, another seed)")
+    x.add_argument("name", choices=sorted(EXPERIMENTS), metavar="NAME", help="which experiment (listed above)")
+    x.add_argument("--steps", type=int, help=f"training steps of every arm (default: the notebook's, {SMALL_TRAIN.steps})")
+    x.add_argument("--seed", type=int, default=0, help="initial weights and batches of every arm (0): rerun with "
+                                                        "another to see how far a result moves")
     x.add_argument("--out", default=None, help="save the plot to this file (default: experiment_NAME.png)")
     _add_data_args(x)
+
+
+def _first_paragraph(function) -> str:
+    """The first paragraph of a function's docstring, on one line."""
+    return " ".join((function.__doc__ or "").strip().split("\n\n")[0].split())
 
 
 def _corpus(args):

@@ -192,7 +192,10 @@ def learner_model(config: tinylm.ModelConfig, device=None, *, quiet: bool = Fals
             why = (f"no answers saved in {folder} yet" if not passing else
                    f"mylm/{passing[DECODER]}.py was changed after its check passed (re-run the check in 05 to save "
                    f"your decoder again)" if edited else "your decoder (05) is not saved yet")
-            text = f"tinylm's model: {why}; every piece is the reference (finish 01-05 to build yours)"
+            saved = sorted({FUNCTIONS[name] for name in passing if name in FUNCTIONS}, key=lambda piece: piece[1])
+            text = (f"tinylm's model: {why}; every piece in it is tinylm's, " + (
+                f"yours ({', '.join(f'{piece} ({nb})' for piece, nb in saved)}) join it once your decoder is saved "
+                "(finish 05)" if saved else "the reference (finish 01-05 to build yours)"))
     model.learner_report = text
     if not quiet:
         print(text)

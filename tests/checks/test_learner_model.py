@@ -94,8 +94,23 @@ def test_grading_and_a_late_start_use_tinylm(course_dir, monkeypatch):
         monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
         graded = learner_model(config)
     assert type(late) is tinylm.Transformer and type(graded) is tinylm.Transformer
-    assert re.search(r"tinylm's model: no answers saved in .* every piece is the reference", out.getvalue())
+    assert re.search(r"tinylm's model: no answers saved in .* every piece in it is tinylm's, the reference",
+                     out.getvalue())
     assert "grading: tinylm's reference model" in out.getvalue()
+
+
+def test_without_a_decoder_the_report_names_the_learners_saved_pieces(course_dir, monkeypatch):
+    """Pieces of 01-04 saved and passing, no decoder yet: the model is tinylm's, and the line says which of the
+    learner's pieces wait for the decoder instead of calling every piece the reference."""
+    run_solution_notebook("02_rmsnorm", course_dir, monkeypatch, {"rms_norm"})
+    run_solution_notebook("04_rope", course_dir, monkeypatch, {"rope_cache", "apply_rope"})
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        model = learner_model(tinylm.ModelConfig(d_model=32, n_layers=1, n_heads=2, max_seq_len=16))
+    assert type(model) is tinylm.Transformer
+    assert ("every piece in it is tinylm's, yours (RMSNorm (02), RoPE (04)) join it once your decoder is saved"
+            in out.getvalue()), out.getvalue()
+    assert "every piece is the reference" not in out.getvalue()
 
 
 def test_grouped_query_attention_uses_the_learners_repeat_kv_and_keeps_the_cache_exact(course_dir, monkeypatch):

@@ -57,3 +57,40 @@ def test_every_cell_that_compares_a_model_is_gated():
         for cell in read(course.source_notebook(assignment)).cells:
             if cell.cell_type == "code" and "inside tinylm" in cell.source:
                 assert any(a == assignment and p in cell.source for a, p in gated), (assignment, cell.source[:80])
+
+
+def test_the_10_batching_row_fails_for_a_mean_of_per_batch_means():
+    """Notebook 10 regroups the windows to show that the learner's evaluate does not depend on the batching. With
+    batches of one size (16, then 5, of 240 windows) a mean of per-batch means equals the token-weighted mean, so
+    the row could not fail; with batches of 1, 2, 3, ... windows it must."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    import tinylm
+    from tinylm.presets import NB09_MODEL
+
+    @torch.no_grad()
+    def per_batch_means(model, batches, bytes_per_token=1.0):
+        means = [F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100).item() for x, y in batches]
+        loss = sum(means) / len(means)
+        return {"loss": loss, "perplexity": math.exp(loss), "bits_per_byte": loss / math.log(2) / bytes_per_token}
+
+    torch.manual_seed(0)
+    model = tinylm.Transformer(NB09_MODEL).eval()
+    with torch.no_grad():
+        model.norm.weight.mul_(20.0)  # confident and often wrong: the windows' losses spread widely
+    source = _cell("10_perplexity", "instead of 16 give the same loss")
+    ns = exercise_namespace("10_perplexity")
+    ns.update(model=model, corpus=tinylm.course_corpus(), GRADING=True)
+    right = _run(source, ns)
+    assert "tinylm.evaluate agrees: True" in right and "instead of 16 give the same loss: True" in right, right
+    ns["evaluate"] = per_batch_means
+    wrong = _run(source, ns)
+    assert "tinylm.evaluate agrees: True" in wrong, wrong  # batches of 16 windows each: the average looks right
+    assert "instead of 16 give the same loss: False" in wrong and "CheckFailed" in wrong, wrong
+    # the batching it replaced: equal batches of 5 hide the per-batch mean
+    val = ns["val"]
+    equal = per_batch_means(model, ns["windows"](val, ns["T"], 5))["loss"]
+    assert math.isclose(equal, per_batch_means(model, ns["windows"](val, ns["T"], 16))["loss"], rel_tol=1e-5)

@@ -68,3 +68,18 @@ def test_module_runs_as_a_program(tmp_path, text_file):
     assert result.returncode == 0, result.stderr
     result = run("sample", "--checkpoint", str(ckpt), "--max-new-tokens", "5", "--device", "cpu")
     assert result.returncode == 0 and result.stdout.startswith("Once upon a time")
+
+
+def test_experiment_help_describes_every_experiment_and_option(capsys):
+    from tinylm.experiments import EXPERIMENTS
+
+    with pytest.raises(SystemExit):
+        main(["experiment", "--help"])
+    text = capsys.readouterr().out
+    listing = text.split("\nexperiments:\n")[1].split("positional arguments")[0]
+    for name, (run, _) in EXPERIMENTS.items():
+        line = next((l for l in listing.splitlines() if l.split()[:1] == [name]), "")
+        assert run.__doc__.split()[0] in line, (name, line)       # its description, from its own docstring
+    for option in ("--steps", "--seed", "--out", "--text"):
+        help_line = next(l for l in text.splitlines() if l.strip().startswith(option))
+        assert len(help_line.split()) > 2, help_line                  # more than the bare option and its metavar

@@ -331,15 +331,36 @@ def test_use_threads_sets_and_says_them(monkeypatch):
 # --- verdicts: a claim only where the numbers support it ---
 
 def test_a_comparison_needs_every_seed_on_one_side():
-    finals = {"a": [0.50, 0.52], "b": [0.55, 0.60], "c": [0.51, 0.58], "d": [math.inf, 0.9]}
+    finals = {"a": [0.50, 0.52], "b": [0.60, 0.65], "c": [0.51, 0.58], "d": [math.inf, 0.9]}   # noise: c's 0.07
     assert E.compare(finals, "a", "b").result == "lower" and E.compare(finals, "b", "a").result == "higher"
     assert E.compare(finals, "a", "c").result == "unresolved"  # c's first seed lies inside a's range
     assert E.compare(finals, "d", "b").result == "higher"       # a diverged run is worse than any loss
     assert E.lowest(finals) is None and E.lowest({k: finals[k] for k in "abd"}) == "a"
-    assert E.compare(finals, "a", "b").sentence() == ("a ends lower than b in every seed, the seeds' ranges apart "
-                                                      "(final validation loss: a 0.500 and 0.520, b 0.550 and 0.600)")
+    assert E.compare(finals, "a", "b").sentence() == (
+        "a ends lower than b in every seed, the seeds' ranges 0.080 apart, more than the 0.070 one arm's seeds spread "
+        "over (final validation loss: a 0.500 and 0.520, b 0.600 and 0.650)")
     assert "not told apart by 2 seeds" in E.compare(finals, "a", "c").sentence()
     assert E.values_text([math.inf, 0.9]) == "diverged and 0.900"
+
+
+def test_no_verdict_on_a_gap_narrower_than_the_seeds_spread():
+    """Two runs still at the unigram's level a few thousandths apart, in an experiment whose seeds spread over a
+    tenth of a nat: ranges apart, but a gap another seed could close."""
+    finals = {"post-norm": [3.019, 3.022], "no norm": [3.025, 3.027], "pre-norm": [2.44, 2.70]}
+    gap = E.compare(finals, "post-norm", "no norm")
+    assert gap.result == "unresolved" and E.lowest(finals) == "pre-norm"
+    assert gap.sentence() == ("post-norm and no norm are not told apart by 2 seeds: their ranges of final validation "
+                              "loss are 0.003 apart, no more than the 0.260 one arm's seeds spread over (post-norm "
+                              "3.019 and 3.022, no norm 3.025 and 3.027)")
+    assert E.compare(finals, "pre-norm", "no norm").result == "lower"          # 0.325 apart: more than the noise
+
+
+def test_one_seed_measures_no_noise_and_gives_no_verdict():
+    finals = {"a": [2.1], "b": [2.9]}
+    assert E.seed_spread(finals) is None and E.compare(finals, "a", "b").result == "unresolved"
+    assert E.lowest(finals) is None
+    assert "one seed measures no noise" in E.compare(finals, "a", "b").sentence()
+    assert E.seed_spread({"a": [math.inf, 2.0], "b": [1.0, 1.5]}) == 0.5     # a diverged seed is not noise
 
 
 def test_yardsticks_name_the_runs_still_at_the_unigrams_level():

@@ -18,8 +18,8 @@ from .plots import (plot_attention_scale, plot_curves, plot_kv_heads, plot_lr_sw
                     plot_training_choices)
 from .runs import (SMALL_MODEL, SMALL_TRAIN, Arm, small_model, Curves, attention_entropy, entropy_vs_head_dim, kv_bytes_per_token,
                    loss_per_position, train_side_by_side, uniform_causal_entropy, with_steps, yardsticks)
-from .pacing import PacedRun, choose, paced, use_threads
-from .verdicts import Comparison, Yardsticks, compare, final_losses, largest_rise, lowest, values_text
+from .pacing import PacedRun, announce, choose, paced, use_threads
+from .verdicts import Comparison, Yardsticks, compare, final_losses, largest_rise, lowest, seed_spread, values_text
 from .variants import (GELUMLP, MoEMLP, PostNormBlock, TokenAndPosition, UnscaledAttention, gelu_hidden_size,
                        with_gelu_mlp, with_layer_norm, with_learned_positions, with_moe, with_post_norm,
                        with_unscaled_attention, without_norm, without_positions)

@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 import torch
 
 __all__ = ["STATED_MACHINE", "SLOW_FACTOR", "REPORT_EVERY_S", "STATED_S", "use_threads", "per_call", "choose", "paced",
-           "PacedRun", "Pacer", "duration"]
+           "PacedRun", "Pacer", "announce", "duration"]
 
 STATED_MACHINE = "an idle 2-core machine with one thread"
 SLOW_FACTOR = 3.0        # the full work is replaced by the shorter variant beyond this many times its stated time
@@ -37,9 +37,10 @@ PROBE_STEPS = 3          # timed training steps of each model in the slice (afte
 ALWAYS_FULL = False      # True: a slow machine still runs the full work (after saying how long it will take)
 # Seconds each notebook's experiment cell takes at its full size (all its
 # seeds) on STATED_MACHINE: the wall column of `benchmarks/bench_experiments.py`
-# on an idle 2-core machine (2026-12-03, load average under 1), rounded up.
+# on an idle 2-core machine (2026-12-03, load average under 1), rounded up;
+# training_choices is twice its one seed's 17 s since its cell runs two seeds.
 STATED_S = {"norms": 28, "attention_scale": 9, "positions": 21, "block_order": 18, "mlp": 10, "moe": 11,
-            "kv_heads": 23, "training_choices": 17}
+            "kv_heads": 23, "training_choices": 34}
 FULL_HINT = "to run the full one anyway: tinylm.experiments.pacing.ALWAYS_FULL = True, then rerun this cell"
 
 
@@ -67,6 +68,12 @@ def use_threads(threads: int | None = None, *, say: Callable[[str], None] = prin
     say(f"torch computes with {threads} CPU thread{'s' if threads > 1 else ''} ({cores} cores here); the times this "
         f"notebook states are for {STATED_MACHINE} (set TINYLM_THREADS before starting Jupyter to change it)")
     return threads
+
+
+def announce(what: str, stated_s: float, *, say: Callable[[str], None] = print) -> None:
+    """The first line of a long cell that has no shorter variant: what it does and how long it takes on
+    STATED_MACHINE, said before it starts (a busy machine takes longer, and the line says so)."""
+    say(f"{what}: about {duration(stated_s)} on {STATED_MACHINE}, longer on a busy one ...")
 
 
 def per_call(fn: Callable[[], object], repeats: int = 1, clock: Callable[[], float] = time.perf_counter) -> float:
@@ -200,7 +207,8 @@ def paced(experiment: Callable, corpus, *, stated_s: float, short_steps: int, se
 
     full = SMALL_TRAIN.steps if steps is None else steps
     what = what or f"{experiment.__name__} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
-    say(f"{what}: timing a few steps of each model first ...")
+    say(f"{what}: about {duration(stated_s)} on {STATED_MACHINE}; timing a few steps of each model first, to say "
+        "how long here ...")
     probe = Pacer(clock, say, probing=True)
     start = clock()
     with _pacing(probe):

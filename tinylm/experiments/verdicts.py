@@ -2,9 +2,12 @@
 
 A notebook prints a claim only where its output backs it. Across seeds, one
 arm counts as ending below another only when every seed's value lies below
-every seed's value of the other (the seeds' ranges do not overlap);
-otherwise the sentence says that this run does not tell them apart, and
-gives the numbers either way.
+every seed's value of the other, and the gap between the two ranges is wider
+than the experiment's noise: the widest range any one arm's seeds spread
+over. A gap narrower than that (two runs still at the unigram's level differ
+by a few thousandths) is what another seed could close, and one seed
+measures no noise at all. Otherwise the sentence says that this run does not
+tell them apart, and gives the numbers either way.
 
     finals = final_losses([curves_seed0, curves_seed1])   # label -> one value per seed
     print(compare(finals, "RMSNorm", "LayerNorm").sentence())
@@ -14,7 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Comparison", "Yardsticks", "compare", "final_losses", "lowest", "largest_rise", "values_text"]
+__all__ = ["Comparison", "Yardsticks", "compare", "final_losses", "lowest", "largest_rise", "seed_spread",
+           "values_text"]
 
 
 def values_text(values: list[float]) -> str:
@@ -36,36 +40,55 @@ def final_losses(curves_per_seed: list) -> dict[str, list[float]]:
     return out
 
 
+def seed_spread(values: dict[str, list[float]]) -> float | None:
+    """The experiment's noise: the widest range over which one arm's seeds spread (finite values only: a diverged
+    run is not noise). None where no arm has two finite seeds, so nothing was measured."""
+    spreads = [max(v) - min(v) for v in ([x for x in vs if math.isfinite(x)] for vs in values.values()) if len(v) > 1]
+    return max(spreads) if spreads else None
+
+
 @dataclass
 class Comparison:
     a: str
     b: str
     a_values: list[float]
     b_values: list[float]
+    noise: float | None = None   # seed_spread of the experiment the two arms belong to
+
+    @property
+    def gap(self) -> float:
+        """How far apart the two ranges of seeds lie (negative where they overlap)."""
+        return max(min(self.b_values) - max(self.a_values), min(self.a_values) - max(self.b_values))
 
     @property
     def result(self) -> str:
-        """'lower' or 'higher' (a against b, in every seed, the ranges apart), else 'unresolved'."""
-        if max(self.a_values) < min(self.b_values):
-            return "lower"
-        if min(self.a_values) > max(self.b_values):
-            return "higher"
-        return "unresolved"
+        """'lower' or 'higher' (a against b, in every seed, the ranges further apart than the noise), else
+        'unresolved'."""
+        if self.noise is None or not self.gap > self.noise:
+            return "unresolved"
+        return "lower" if max(self.a_values) < min(self.b_values) else "higher"
 
     def sentence(self, quantity: str = "final validation loss", lower: str = "ends lower than",
                  higher: str = "ends higher than") -> str:
         seeds = len(self.a_values)
         numbers = f"{self.a} {values_text(self.a_values)}, {self.b} {values_text(self.b_values)}"
-        every = "in every seed, the seeds' ranges apart" if seeds > 1 else "in this one run"
+        apart = f"the seeds' ranges {self.gap:.3f} apart, more than the {self.noise or 0:.3f} one arm's seeds spread over"
         if self.result == "lower":
-            return f"{self.a} {lower} {self.b} {every} ({quantity}: {numbers})"
+            return f"{self.a} {lower} {self.b} in every seed, {apart} ({quantity}: {numbers})"
         if self.result == "higher":
-            return f"{self.a} {higher} {self.b} {every} ({quantity}: {numbers})"
-        return f"{self.a} and {self.b} are not told apart by {seeds} seeds: their ranges of {quantity} overlap ({numbers})"
+            return f"{self.a} {higher} {self.b} in every seed, {apart} ({quantity}: {numbers})"
+        told = f"{self.a} and {self.b} are not told apart by {seeds} seed{'s' if seeds > 1 else ''}"
+        if self.noise is None:
+            return f"{told}: one seed measures no noise to hold the difference against ({quantity}: {numbers})"
+        if self.gap > 0:
+            return (f"{told}: their ranges of {quantity} are {self.gap:.3f} apart, no more than the {self.noise:.3f} "
+                    f"one arm's seeds spread over ({numbers})")
+        return f"{told}: their ranges of {quantity} overlap ({numbers})"
 
 
 def compare(values: dict[str, list[float]], a: str, b: str) -> Comparison:
-    return Comparison(a, b, values[a], values[b])
+    """a against b, with the noise measured over every arm of `values` (the experiment's seeds)."""
+    return Comparison(a, b, values[a], values[b], seed_spread(values))
 
 
 def lowest(values: dict[str, list[float]]) -> str | None:

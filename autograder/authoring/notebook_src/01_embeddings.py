@@ -47,7 +47,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. From text to ids: bytes

@@ -45,7 +45,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. The formula
@@ -166,15 +166,16 @@ for name, inp in (("zero-mean input", x_centred), ("input + 3", x_centred + 3)):
 # difference stands out from that range.
 
 # %%
-from tinylm.measure import clearly_more, timed_ms  # (median, spread) of repeated timings; a difference beyond both
+from tinylm.measure import clearly_more, timed_together  # (median, spread) of timings taken in turn
 
 xt = torch.randn(16, 256, 512, device=DEVICE)
 gt, bt = torch.ones(512, device=DEVICE), torch.zeros(512, device=DEVICE)
 repeats = 3 if GRADING else 15  # grading only needs the cell to run
-times = {"rms_norm": timed_ms(lambda: rms_norm(xt, gt), repeats, DEVICE),
-         "layer_norm": timed_ms(lambda: layer_norm(xt, gt, bt), repeats, DEVICE)}
+times = timed_together({"rms_norm": lambda: rms_norm(xt, gt), "layer_norm": lambda: layer_norm(xt, gt, bt)},
+                       repeats, DEVICE)  # in turn, round by round: a change of load falls on both
 for name, (median, spread) in times.items():
-    print(f"{name:10s} {median:6.2f} ms per call on {DEVICE} (median of {repeats}, middle runs within {spread:.2f} ms)")
+    print(f"{name:10s} {median:6.2f} ms per call on {DEVICE} (median of {repeats}, "
+          f"{'middle' if repeats >= 5 else 'all'} runs within {spread:.2f} ms)")
 if clearly_more(times["rms_norm"], times["layer_norm"]):
     print(f"measured: layer_norm takes {times['layer_norm'][0] / times['rms_norm'][0]:.1f}x the time of rms_norm here")
 elif clearly_more(times["layer_norm"], times["rms_norm"]):
@@ -295,7 +296,7 @@ plt.show()
 # tinylm's model, not yours, so that the three differ in the norm only. A run whose loss becomes infinite or NaN
 # stops and is marked as diverged. Differences between norms at this size are small, so the whole comparison runs
 # twice, from two seeds (other initial weights, other batches): a difference counts only where both seeds agree
-# and their ranges do not overlap.
+# and their ranges lie further apart than any norm's two seeds spread over.
 #
 # The cell first times a few steps of each model on this machine and says how long the experiment will take; on a
 # machine where that is far beyond its stated time it runs a shorter, announced variant, and the verdicts below say
@@ -326,7 +327,8 @@ else:
 
 # %% [markdown]
 # **Reading the output.** The verdict lines say, for each pair of norms, whether one ended lower in both seeds with
-# the seeds' ranges apart, or whether this run cannot tell them apart; only the first kind is a result. Where
+# the seeds' ranges further apart than the seeds' own spread, or whether this run cannot tell them apart; only the
+# first kind is a result. Where
 # RMSNorm is not told apart from LayerNorm, the run supports "as good, for less work" (one reduction instead of two,
 # no bias), not "better".
 #

@@ -48,7 +48,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. The computation and its shapes
@@ -436,7 +436,7 @@ show_check(check_split_merge, pitfalls.split_heads_view, pitfalls.merge_heads_ok
 #   (`tinylm.experiments.with_unscaled_attention`). Both are tinylm's model, not yours, so that the two differ
 #   in this one thing. We measure the attention entropy at initialisation and after training, the loss, and how far
 #   the training loss climbs back up after its first drop (a spike). The pair is trained from two seeds; a
-#   difference counts only where both seeds agree with their ranges apart.
+#   difference counts only where both seeds agree with their ranges further apart than the seeds' own spread.
 #
 # The cell times a few steps first and says how long it will take here (a shorter, announced variant on a slow
 # machine). `python -m tinylm experiment attention_scale --steps 1000` reruns it longer.

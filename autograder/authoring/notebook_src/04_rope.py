@@ -45,7 +45,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. Attention without positions is blind to order
@@ -323,7 +323,8 @@ show_check(check_rope_cache, pitfalls.rope_cache_half_exponent)
 #   added to the token embedding; rows past 64 never receive a gradient.
 #
 # They are tinylm's model (not yours) so that the arms differ in the position scheme only. The four are trained
-# from two seeds; a difference counts only where both seeds agree with their ranges apart. The cell times a few
+# from two seeds; a difference counts only where both seeds agree with their ranges further apart than the seeds'
+# own spread. The cell times a few
 # steps first and says how long it will take here (a shorter, announced variant on a slow machine).
 # `python -m tinylm experiment positions --steps 1000` reruns it longer.
 

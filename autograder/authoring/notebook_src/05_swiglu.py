@@ -54,7 +54,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. A gated MLP
@@ -548,6 +548,7 @@ why = "skipped while grading" if GRADING else pretrained.why_unavailable()  # No
 if why:
     print(f"real weights: {why}")
 else:
+    tinylm.experiments.announce(f"loading {pretrained.PRETRAINED_NAME} into your decoder", stated_s=9)
     real, bpe = pretrained_learner_model()      # your Transformer (with your functions) holding SmolLM2's weights
     yours = getattr(real, "learner_choices", None) is not None  # False: your decoder is not saved yet, this is tinylm's
     WHOSE = "your decoder" if yours else "tinylm's decoder"
@@ -603,6 +604,8 @@ if not why:
 
 # %%
 if not why:
+    tinylm.experiments.announce(f"{len(questions)} answers of up to 24 tokens, from your decoder and from transformers",
+                                stated_s=6)
     hf = hf_twin(real)  # tinylm.to_hf_llama(real), without drawing random weights first
     for question in questions:
         answer = greedy_reply(real, bpe, question, max_new_tokens=24, use_cache=False)
@@ -651,7 +654,8 @@ show_check(check_block, pitfalls.PostNormBlock)
 # Two claims of this notebook, each measured on tinylm models trained side by side on the course corpus (same
 # seed, same initial weights, same batches, same steps). They are tinylm's model, not yours, so that two arms differ
 # in one thing only. Each comparison runs from two seeds; a difference counts only where both seeds agree with their
-# ranges apart. Each cell times a few steps first and says how long it will take here (a shorter, announced variant
+# ranges further apart than the seeds' own spread. Each cell times a few steps first and says how long it will take
+# here (a shorter, announced variant
 # on a slow machine). `python -m tinylm experiment block_order --steps 1000` (or `mlp`) reruns either longer.
 #
 # **Pre-norm against post-norm.** The original Transformer normalised the *sum*, `x = norm(x + f(x))`

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 import tinylm
 import tinylm.experiments
-from tinylm.measure import clearly_more, timed_ms  # (median, spread) of repeated timings; a difference beyond both spreads
+from tinylm.measure import Timing, clearly_more, timed_ms, timed_together  # (median, spread) of repeated timings
 from tinylm.presets import NB06_MODEL
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
 from autograder.checks import (check_attention_step, check_cache_update, check_generate_greedy, check_kv_cache_bytes,
@@ -50,7 +50,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 
 # %% [markdown]
@@ -300,6 +300,12 @@ check_generate_greedy(generate_greedy, seed=31, batch=3, prompts=(2, 7, 4), max_
 # is fixed (four positions, at most 257 tokens), so the cell takes seconds, not minutes, on a slow machine too.
 
 # %%
+def error_bars(timings):
+    """The bars of a list of timed_ms results: from each median down to the fastest and up to the slowest of the
+    middle runs (the range is not centred on the median, and a bar drawn from it cannot reach below zero)."""
+    return [[t[0] - t.low for t in timings], [t.high - t[0] for t in timings]]
+
+
 def step_timing(model, T, use_cache):
     """(median, spread) ms of one decoding step at position T; the prefill is not timed."""
     ids = torch.randint(256, (1, T + 1), device=DEVICE)
@@ -316,7 +322,7 @@ with_cache = [step_timing(model, T, True) for T in positions]
 without = [step_timing(model, T, False) for T in positions]
 fig, ax = plt.subplots(figsize=(6.5, 3))
 for timings, label in ((without, "no cache: recompute T + 1 tokens"), (with_cache, "KV cache: 1 new token")):
-    ax.errorbar(positions, [m for m, _ in timings], yerr=[r / 2 for _, r in timings], fmt="o-", capsize=3, label=label)
+    ax.errorbar(positions, [m for m, _ in timings], yerr=error_bars(timings), fmt="o-", capsize=3, label=label)
 ax.set_xlabel("position T of the generated token"), ax.set_ylabel("ms per token (median of 7)"), ax.legend()
 plt.show()
 if clearly_more(without[0], without[-1]) and clearly_more(with_cache[-1], without[-1]):
@@ -342,8 +348,8 @@ else:
 def generation_timing(model, use_cache, n_new=32):
     """(median, spread) ms per generated token, greedy, from a 16-token prompt."""
     prompt = torch.randint(256, (1, 16), device=DEVICE)
-    median, spread = timed_ms(lambda: tinylm.generate(model, prompt, n_new, temperature=0, use_cache=use_cache), 5)
-    return median / n_new, spread / n_new
+    whole = timed_ms(lambda: tinylm.generate(model, prompt, n_new, temperature=0, use_cache=use_cache), 5)
+    return Timing(whole[0] / n_new, whole.low / n_new, whole.high / n_new)
 
 widths = [32, 128] if GRADING else [32, 64, 128, 256]
 cached, uncached = [], []
@@ -353,9 +359,10 @@ for width in widths:
     cached.append(generation_timing(wide, use_cache=True))
     uncached.append(generation_timing(wide, use_cache=False))
 speedup = [u / c for (u, _), (c, _) in zip(uncached, cached)]
-# The slowest and fastest speed-up the spreads allow, per width: a trend counts only where these ranges do not overlap.
-low = [(u - du) / (c + dc) for (u, du), (c, dc) in zip(uncached, cached)]
-high = [(u + du) / max(c - dc, 1e-9) for (u, du), (c, dc) in zip(uncached, cached)]
+# The slowest and fastest speed-up the ranges of the middle runs allow, per width (ratios of positive times, so never
+# below zero): a trend counts only where these ranges do not overlap.
+low = [u.low / c.high for u, c in zip(uncached, cached)]
+high = [u.high / c.low for u, c in zip(uncached, cached)]
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3))
 left.plot(widths, [u for u, _ in uncached], "o-", label="no cache")
 left.plot(widths, [c for c, _ in cached], "o-", label="KV cache")
@@ -464,7 +471,8 @@ if not why:
 
 # %% [markdown]
 # **The speed the cache buys, at real size.** The time of one greedy step at position $T$, with your cache (one new
-# token) and without it (all $T + 1$ tokens again), each the median of a few runs with the range of the middle ones,
+# token) and without it (all $T + 1$ tokens again), taken in turn, each the median of a few runs with the range of
+# the middle ones (of all of them where only three ran),
 # as in the timing above; the cell says whether the differences stand out from that range or are **too noisy to
 # tell**. It first times the longest recompute once and, on a machine where the whole measurement would take more
 # than three times its stated time, measures fewer runs per point, and says so.
@@ -503,17 +511,23 @@ if not why:
     with torch.no_grad():
         steps = [real_steps(real, T) for T in lengths]
         per_run_s = sum(per_call(cached) + per_call(recompute) for cached, recompute in steps)  # the timed slice
-        repeats = choose(5, 3, per_run_s * (5 + 1), stated_s=15, unit="runs per point",
+        repeats = choose(5, 3, per_run_s * (5 + 1), stated_s=15, unit="runs per point",  # one warm-up run each
+                         expected_short_s=per_run_s * (3 + 1),
                          what="timing SmolLM2's steps at 4 positions, cached and recomputed",
-                         short_note="the medians are noisier, and the verdict below says so if they are")
-        cached_ms, recomputed_ms = zip(*((timed_ms(c, repeats), timed_ms(r, repeats)) for c, r in steps))
-    print(f"{'position T':>10} {'cached ms':>10} {'recompute ms':>13} {'speed-up':>9}  (median of {repeats}, range of "
-          "the middle runs)")
-    for T, (a, da), (b, db) in zip(lengths, cached_ms, recomputed_ms):
-        print(f"{T:>10} {a:6.0f} ±{da / 2:<3.0f} {b:9.0f} ±{db / 2:<3.0f} {b / a:9.1f}")
+                         short_note="all 3 runs make the range, which is wider, and the verdict below says so if "
+                                    "it hides the differences")
+        # cached and recomputed in turn, so a change of load falls on both alike
+        timed = [timed_together({"cached": c, "recomputed": r}, repeats) for c, r in steps]
+        cached_ms, recomputed_ms = [t["cached"] for t in timed], [t["recomputed"] for t in timed]
+    kept = "the middle runs" if repeats >= 5 else "all runs"
+    print(f"{'position T':>10} {'cached ms':>16} {'recompute ms':>18} {'speed-up':>9}  (median [range of {kept}] of "
+          f"{repeats} runs)")
+    for T, a, b in zip(lengths, cached_ms, recomputed_ms):
+        print(f"{T:>10} {f'{a[0]:.0f} [{a.low:.0f}, {a.high:.0f}]':>16} {f'{b[0]:.0f} [{b.low:.0f}, {b.high:.0f}]':>18} "
+              f"{b[0] / a[0]:9.1f}")
     fig, ax = plt.subplots(figsize=(6.5, 3))
     for timings, label in ((recomputed_ms, "no cache: recompute T + 1 tokens"), (cached_ms, "your KV cache: 1 new token")):
-        ax.errorbar(lengths, [m for m, _ in timings], yerr=[r / 2 for _, r in timings], fmt="o-", capsize=3, label=label)
+        ax.errorbar(lengths, [m for m, _ in timings], yerr=error_bars(timings), fmt="o-", capsize=3, label=label)
     ax.set_xlabel("position T"), ax.set_ylabel("ms per token"), ax.set_title(pretrained.PRETRAINED_NAME), ax.legend()
     plt.show()
     if clearly_more(recomputed_ms[0], recomputed_ms[-1]) and clearly_more(cached_ms[-1], recomputed_ms[-1]):

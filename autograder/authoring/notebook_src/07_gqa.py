@@ -49,7 +49,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. Sharing key/value heads
@@ -384,7 +384,8 @@ show_check(check_gqa_step, pitfalls.gqa_step_expanded_cache)
 # seed, same batches, same steps); each point is a model's final validation loss against what its cache costs per
 # token (keys and values, every layer, float32). Fewer KV heads also means fewer parameters (the `k_proj` and
 # `v_proj` matrices shrink): the output lists them. The four are trained from two seeds; a difference counts only
-# where both seeds agree with their ranges apart. The cell times a few steps first and says how long it will take
+# where both seeds agree with their ranges further apart than the seeds' own spread. The cell times a few steps
+# first and says how long it will take
 # here (a shorter, announced variant on a slow machine). `python -m tinylm experiment kv_heads --steps 1000` reruns it
 # longer.
 
@@ -418,7 +419,8 @@ else:
 # **Reading the output.** The memory axis is exact: it is computed from the config, and the first verdict line
 # checks that each halving of `n_kv_heads` halves the cache. The loss axis is measured, with each step from MHA
 # towards MQA compared on its own: a step counts as a cost only where the model with fewer KV heads ends higher in
-# both seeds with the ranges apart, and as a gain where it ends lower. Where the verdict says the seeds overlap,
+# both seeds with the ranges further apart than the seeds' own spread, and as a gain where it ends lower. Where the
+# verdict does not tell them apart,
 # this run cannot tell the two apart, which is not the same as finding no cost; the seed's trade-off predicts the
 # cost to grow towards MQA. The last two lines give the scale: a run that ended at the unigram's level had, in all
 # its steps, learned only which bytes are common. Where the model with fewer KV heads is such a run, "ends higher"

@@ -45,7 +45,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. From logits to a token
@@ -285,6 +285,8 @@ why = "skipped while grading" if GRADING else pretrained.why_unavailable()  # No
 if why:
     print(f"real weights: {why}")
 else:
+    tinylm.experiments.announce(f"loading {pretrained.PRETRAINED_NAME}, then 5 answers of up to 28 tokens drawn by "
+                                "your sample_next", stated_s=15)
     real, bpe = pretrained_learner_model(DEVICE)
     chat = torch.tensor([bpe.chat_ids("Write one sentence about the sea.")], device=DEVICE)  # (1, T)
     settings = {"greedy": dict(temperature=0), "T = 0.7": dict(temperature=0.7), "T = 2.0": dict(temperature=2.0),

@@ -62,7 +62,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. What the model learns from
@@ -292,8 +292,8 @@ def expected_seconds(model, train_data, val_data, steps):
         x, y = (t.to(DEVICE) for t in get_batch(train_data, tc.batch_size, tc.seq_len, probe_gen))
         return train_step(probe, probe_opt, x, y)
 
-    probe_step()                                  # the first step pays for allocations: not timed
-    return steps * per_call(probe_step, 5) + N_EVALS * per_call(lambda: val_loss(probe, val_data))
+    first_s = per_call(probe_step)                # the first step pays for allocations, and so will the run's
+    return first_s + (steps - 1) * per_call(probe_step, 5) + N_EVALS * per_call(lambda: val_loss(probe, val_data))
 
 
 def choose_steps(model, train_data, val_data, steps, short_steps, stated_s, short_loss, what):
@@ -332,7 +332,7 @@ def train_model(model, train_data, val_data, total, seed=0):
 # %%
 VAL = corpus.val[: (16 if GRADING else 64) * tc.seq_len + 1]  # 64 windows of 256 bytes (16 when graded)
 low, high = NB09_SHORT_VAL_LOSS_SEEDS  # how much the short run's end depends on the initialisation
-total = choose_steps(model, corpus.train, VAL, STEPS, NB09_SHORT_STEPS, NB09_TIME_LIMIT,
+total = choose_steps(model, corpus.train, VAL, STEPS, NB09_SHORT_STEPS, NB09_TIME_LIMIT * STEPS / NB09_STEPS,
                      f"{NB09_SHORT_VAL_LOSS} nats/byte (other initialisations measured between {low} and {high})",
                      "the training run")
 history, optimizer = train_model(model, corpus.train, VAL, total)
@@ -450,6 +450,9 @@ check_train_step_costs(train_step_costs, cases=(
 # times steps of a copy of your model on one batch (the median of seven), and reads the memory off the model and the
 # optimizer the run left behind. The **MFU** (model FLOPs utilisation) is the share of the machine's matmul
 # throughput the step achieves: your predicted FLOPs per step divided by the measured step time, over the peak.
+# The step and the matmuls below are timed in turn, round by round, so that a change in the machine's load falls on
+# all of them alike; the peak is the fastest matmul measured (never below the step's own rate: a peak slowed by
+# other work would give a share above 100%), and the line says when the figure is unreliable.
 #
 # The peak is measured on a 512 × 512 matmul, and this step multiplies other shapes. So the cell also times the two
 # kinds of matmul the step is made of, at their own shapes: a weight matrix applied to every token of the batch (the
@@ -470,17 +473,21 @@ with FlopCounterMode(display=False) as counter:  # one forward and backward pass
     lm_loss(written_out(ids), ids).backward()
 counted = counter.get_total_flops()
 per_head = sum(n for op, n in counter.get_flop_counts()["Global"].items() if str(op) == "aten.bmm")  # QKᵀ, weights·V
-peak = measure.matmul_throughput(DEVICE)
 probe, x_probe = copy.deepcopy(model), get_batch(corpus.train, tc.batch_size, tc.seq_len, torch.Generator().manual_seed(2))
 probe_opt = make_optimizer(probe)
-step_ms = measure.timed_ms(lambda: train_step(probe, probe_opt, *(t.to(DEVICE) for t in x_probe)), device=DEVICE)
-predicted_ms = 1e3 * predicted["flops"] / peak[0]
 tokens, heads = tc.batch_size * tc.seq_len, tc.batch_size * cfg.n_heads
 rows, w_mlp = torch.randn(tokens, cfg.d_model, device=DEVICE), torch.randn(cfg.d_model, cfg.d_ff, device=DEVICE)
 q_heads = torch.randn(heads, tc.seq_len, cfg.head_dim, device=DEVICE)
-weights_speed = measure.rate(2 * tokens * cfg.d_model * cfg.d_ff, measure.timed_ms(lambda: rows @ w_mlp, device=DEVICE))
-scores_speed = measure.rate(2 * heads * tc.seq_len ** 2 * cfg.head_dim,
-                            measure.timed_ms(lambda: q_heads @ q_heads.transpose(1, 2), device=DEVICE))
+square, square_flops = measure.square_matmul(DEVICE)
+# the step and the three matmuls timed in turn, round by round: a change of load falls on all of them alike
+timed = measure.timed_together({"step": lambda: train_step(probe, probe_opt, *(t.to(DEVICE) for t in x_probe)),
+                                "512 x 512": square, "weights": lambda: rows @ w_mlp,
+                                "scores": lambda: q_heads @ q_heads.transpose(1, 2)}, device=DEVICE)
+step_ms = timed["step"]
+peak = measure.rate(square_flops, timed["512 x 512"])
+predicted_ms = 1e3 * predicted["flops"] / peak[0]
+weights_speed = measure.rate(2 * tokens * cfg.d_model * cfg.d_ff, timed["weights"])
+scores_speed = measure.rate(2 * heads * tc.seq_len ** 2 * cfg.head_dim, timed["scores"])
 at_own_speeds = 1e3 * ((counted - per_head) / weights_speed[0] + per_head / scores_speed[0])
 print(f"FLOPs per step: yours {predicted['flops']:,}, counted {counted:,} ({per_head / counted:.0%} of them in "
       f"attention's per-head matmuls); per token {predicted['flops'] / tokens:,.0f}")
@@ -491,7 +498,9 @@ print(f"the step's own shapes: weights ({tokens}, {cfg.d_model}) @ ({cfg.d_model
       f"{tc.seq_len}) per head at {scores_speed[0] / 1e9:.1f} GFLOP/s: the counted FLOPs at these speeds take "
       f"{at_own_speeds:.1f} ms, leaving {step_ms[0] - at_own_speeds:.1f} ms of the measured step that no FLOP count "
       "explains")
-print(f"MFU of this run's step: {predicted['flops'] / (step_ms[0] / 1e3) / peak[0]:.1%}")
+mfu, mfu_text = measure.model_flops_utilisation(predicted["flops"], step_ms, {
+    "512 x 512": peak, "the weights' shape": weights_speed, "the scores' shape": scores_speed})
+print(f"this run's step: {mfu_text}")
 state = training_state_nbytes(model, optimizer)  # the run's own model and AdamW, after its last step
 print(f"{'':>13} {'yours (KiB)':>12} {'measured (KiB)':>15}")
 for key in ("weights", "grads", "adam_moments"):
@@ -584,13 +593,14 @@ if path is None:
           "not set: skipping the second run")
 else:
     text = tinylm.data.load_text(path)
-    print(text)
     torch.manual_seed(0)
     text_model = learner_model(cfg, DEVICE, quiet=True)  # a fresh copy of your model
     text_val = text.val[: (16 if GRADING else 64) * tc.seq_len + 1]
-    text_steps = choose_steps(text_model, text.train, text_val, 10 if GRADING else NB09_TEXT_STEPS,
-                              NB09_TEXT_STEPS // 4, 45.0, "the unigram's, still above the bigram's",
-                              "the run on this text")
+    text_full = 10 if GRADING else NB09_TEXT_STEPS
+    text_steps = choose_steps(text_model, text.train, text_val, text_full, NB09_TEXT_STEPS // 4,
+                              45.0 * text_full / NB09_TEXT_STEPS, "the unigram's, still above the bigram's",
+                              f"the run on {path.name}")
+    print(text)
     text_history, _ = train_model(text_model, text.train, text_val, text_steps)
     base = {"unigram": tinylm.data.unigram_nll(text.train, text_val),
             "bigram": tinylm.data.bigram_nll(text.train, text_val)}
@@ -662,47 +672,49 @@ from tinylm import experiments
 if GRADING:
     print("experiment skipped while grading")
 else:
-    run = experiments.paced(experiments.training_choices, corpus, short_steps=50,
+    run = experiments.paced(experiments.training_choices, corpus, seeds=(0, 1), short_steps=50,
                             stated_s=experiments.pacing.STATED_S["training_choices"],
-                            what="7 runs of your model (5 learning rates, no warmup, no clipping)",
+                            what="7 runs of your model (5 learning rates, no warmup, no clipping) from 2 seeds",
                             build=lambda config: learner_model(config, quiet=True))
-    choices = run.results[0]
+    choices = run.results[0]  # seed 0: its losses and its plots; the verdicts below use both seeds
     print(f"what ran: {run.ran}")
-    print("learning-rate sweep:\n" + choices.sweep.curves.summary())
-    print("warmup:\n" + choices.warmup.summary())
-    print("clipping:\n" + choices.clipping.summary())
+    print("learning-rate sweep, seed 0:\n" + choices.sweep.curves.summary())
+    print("warmup, seed 0:\n" + choices.warmup.summary())
+    print("clipping, seed 0:\n" + choices.clipping.summary())
     clipped = next(iter(choices.clipping.histories.values())).grad_norm  # gradient norms before clipping
     print(f"each run: {run.steps} steps of {experiments.SMALL_TRAIN.batch_size} windows of "
           f"{experiments.SMALL_TRAIN.seq_len} bytes; the clip at 1 shortened {sum(g > 1 for g in clipped)} of "
-          f"{len(clipped)} steps of the baseline")
-    finals = choices.sweep.final_val
-    best = finals.index(min(finals))
-    u_shape = 0 < best < len(finals) - 1 and finals[0] > finals[best] < finals[-1]
-    print(f"sweep: best at lr={choices.sweep.lrs[best]:g}; both ends higher than the best: {u_shape}; "
-          f"losses fall then rise in order: {finals[:best + 1] == sorted(finals[:best + 1], reverse=True) and finals[best:] == sorted(finals[best:])}")
-    for name, curves in (("warmup", choices.warmup), ("clipping", choices.clipping)):
-        with_it, without = curves.final_val().values()
-        print(f"{name}: the run with it ends {'lower' if with_it < without else 'higher'} "
-              f"({with_it:.3f} vs {without:.3f} nats/byte)")
-    every_run = {label: [loss] for curves in (choices.sweep.curves, choices.warmup, choices.clipping)
-                 for label, loss in curves.final_val().items()}
-    print(experiments.yardsticks(corpus).sentence(every_run, run.seeds))
+          f"{len(clipped)} steps of seed 0's baseline")
+    sweep = experiments.final_losses([result.sweep.curves for result in run.results])  # "lr=…" -> a loss per seed
+    best = min(sweep, key=lambda label: sum(sweep[label]))                             # the lowest mean of the seeds
+    print(f"\nwhat this run shows ({run.ran}):\n  sweep: the lowest mean of the seeds at {best}")
+    for end in dict.fromkeys((next(iter(sweep)), list(sweep)[-1])):                   # the smallest and largest rate
+        if end != best:
+            print("  " + experiments.compare(sweep, end, best).sentence())
+    every_run = dict(sweep)
+    for name in ("warmup", "clipping"):
+        finals = experiments.final_losses([getattr(result, name) for result in run.results])
+        with_it, without = finals
+        print("  " + experiments.compare(finals, with_it, without).sentence())
+        every_run |= finals
+    print("  " + experiments.yardsticks(corpus).sentence(every_run, run.seeds))
     experiments.plot_training_choices(choices)
     plt.show()
 
 # %% [markdown]
-# **Reading the output** (one seed, short runs of a 2-layer model; the last lines of the output are the verdicts,
-# computed from the numbers above them). Read the sweep for its ends first: where both the smallest and the largest
-# rate end above the best one, the broad U of the classic picture is there. Between neighbours the curve need not
-# be smooth at this scale (the output says whether the losses fall and rise in order): one seed of a short run can
-# move by more than the difference between neighbouring rates, so read the sweep for its ends and its best region,
-# not for the exact best rate. At the high rate, the verdict lines say whether warmup and clipping helped this run;
-# with one seed, a difference in either direction is this run's, not a law (`python -m tinylm experiment
-# training_choices --seed 1` reruns it from another seed). Both exist for the rare early blow-up of large, deep
-# models trained for long; the run of section 7 keeps both, as `tinylm.train` does by default. The last two lines
-# give the scale, as in the experiments of notebooks 02 to 07: the unigram's and the bigram's loss on the same
-# validation bytes, and the runs (if any) that ended at the unigram's level, having learned only which bytes are
-# common. A run that ends between the two yardsticks has only begun to use context; these runs are short, and the
+# **Reading the output** (two seeds, short runs of a 2-layer model; the lines after "what this run shows" are the
+# verdicts, computed from the numbers above them). Read the sweep for its ends first: where the smallest and the
+# largest rate each end above the best one in both seeds, with the seeds' ranges further apart than the seeds' own
+# spread, the broad U of the classic picture is there. Between neighbours the curve need not be smooth at this
+# scale: one seed of a short run can move by more than the difference between neighbouring rates, so read the sweep
+# for its ends and its best region, not for the exact best rate. At the high rate, the verdict lines say whether
+# warmup and clipping changed where this run ended by more than another seed moves it; where they are not told
+# apart, this run cannot say which helped (`python -m tinylm experiment training_choices --steps 1000` reruns it
+# longer). Both exist for the rare early blow-up of large, deep models trained for long; the run of section 7 keeps
+# both, as `tinylm.train` does by default. The last two lines give the scale, as in the experiments of notebooks 02
+# to 07: the unigram's and the bigram's loss on the same validation bytes, and the runs (if any) that ended at the
+# unigram's level, having learned only which bytes are common. A run that ends between the two yardsticks has only
+# begun to use context; these runs are short, and the
 # sweep compares how fast each rate gets a model going, not where each would end.
 
 # %% [markdown]

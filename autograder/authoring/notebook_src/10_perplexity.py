@@ -53,7 +53,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 torch.manual_seed(0)
 DEVICE = tinylm.device()
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader while it validates or grades
-tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
+THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the line it prints says why
 
 # %% [markdown]
 # ## 1. From loss to perplexity and bits
@@ -205,8 +205,9 @@ else:
 
     full = 20 if GRADING else 300
     probe = tinylm.Trainer(copy.deepcopy(model), corpus.train, corpus.val, replace(NB09_TRAIN, steps=full))
-    probe.step()                                  # the first step pays for allocations: not timed
-    STAND_IN_STEPS = choose(full, full if GRADING else full // 3, full * per_call(probe.step, 3), stated_s=35,
+    first_s = per_call(probe.step)                # the first step pays for allocations, and so will the run's
+    STAND_IN_STEPS = choose(full, full if GRADING else full // 3, first_s + (full - 1) * per_call(probe.step, 3),
+                            stated_s=35 * full / 300,
                             what="training a stand-in",
                             short_note="the stand-in's losses below end higher")
     del probe
@@ -231,16 +232,29 @@ def windows(data, seq_len, batch_size):
     y = data[1: n * seq_len + 1].long().view(n, seq_len)   # (n, T) targets, shifted by one
     return [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, n, batch_size)]
 
+
+def uneven_batches(data, seq_len):
+    """The same windows in batches of 1, 2, 3, ... windows. Batches of one size would let a mean of per-batch means
+    pass for the token-weighted mean; here the first window alone weighs as much as each whole later batch."""
+    (x, y), = windows(data, seq_len, len(data))                # every window in one batch
+    batches, start, size = [], 0, 1
+    while start < len(x):
+        batches.append((x[start:start + size], y[start:start + size]))
+        start, size = start + size, size + 1
+    return batches
+
 T = NB09_TRAIN.seq_len
 val = corpus.val[: (80 if GRADING else 240) * T + 1]  # a whole number of windows, so both sides score the same bytes
+tinylm.experiments.announce("your evaluate on the validation windows in batches of 16 and of 1, 2, 3, ..., and "
+                            "tinylm.evaluate", stated_s=5)
 mine = evaluate(model, windows(val, T, 16))
 theirs = tinylm.evaluate(model, val, seq_len=T)
-other_batching = evaluate(model, windows(val, T, 5))
+other_batching = evaluate(model, uneven_batches(val, T))
 print(f"yours: loss {mine['loss']:.4f} nats/byte, perplexity {mine['perplexity']:.3f}, "
       f"{mine['bits_per_byte']:.3f} bits/byte")
 require_agreement("tinylm.evaluate agrees", math.isclose(mine["loss"], theirs.loss, rel_tol=1e-4),
                   "your evaluate (exercise 2 above) scores these windows differently from tinylm.evaluate: rerun its check")
-require_agreement("batch size 5 instead of 16 gives the same loss",
+require_agreement("batches of 1, 2, 3, ... windows instead of 16 give the same loss",
                   math.isclose(mine["loss"], other_batching["loss"], rel_tol=1e-5),
                   "your evaluate (exercise 2 above) depends on how the windows are batched: weight each batch by its "
                   "token count (sum the NLL, divide once); rerun its check")
@@ -327,6 +341,7 @@ def batched(pairs, batch_size):
 CONTEXT = 128
 text = corpus.text("val")
 n_stories = 40 if GRADING else 150
+tinylm.experiments.announce(f"{n_stories} whole stories scored three ways, each story's floor computed", stated_s=3)
 scored = corpus.val[: sum(len(s) for s in text.splitlines(keepends=True)[:n_stories])]  # whole stories only
 short = [s for s in text.splitlines(keepends=True)[:n_stories] if len(s) <= T]           # fit in one window
 aligned = evaluate(model, batched(story_windows(scored, T, CONTEXT), 16))
@@ -470,6 +485,8 @@ else:
 from autograder.checks import real_bugs
 
 if not why:
+    tinylm.experiments.announce(f"the clean model and {len(real_bugs.BUGS)} bugs, each answering in up to 8 tokens and "
+                                "scored on 64", stated_s=7)
     rows = real_bugs.measure_bugs(real, bpe.chat_ids("What is the capital of France?"), ids[0, :64].tolist(),
                                   bpe.decode, stop_id=bpe.eos_id, max_new_tokens=8)
     print(real_bugs.table(rows))

@@ -191,7 +191,7 @@ def test_warm_recheck_child_is_jailed_as_a_cold_one(warm, tmp_path):
     before = len(warm.jobs())
     with _jail(tmp_path) as jail:
         child = Child(jail, timeout=60, total=120)
-        assert child.request(("exec", "probe", _probe_code(warm))) == ("ok",)
+        assert child.request(("exec", "probe", _probe_code(warm))) == ("ok", [])
         facts = _facts(jail)
         assert facts["sockets"] == [], "the child holds a socket (the server's?): it talks through pipes only"
         child.kill("done")
@@ -206,7 +206,7 @@ def test_killing_the_client_ends_the_warm_job_at_once(warm, tmp_path):
     from autograder.grading.recheck.parent import Child
     with _jail(tmp_path) as jail:
         child = Child(jail, timeout=60, total=120)
-        assert child.request(("exec", "w", WARM_ASSERT)) == ("ok",)
+        assert child.request(("exec", "w", WARM_ASSERT)) == ("ok", [])
         assert len(processes_of_uid(jail.uid)) == 2, "expected the job's init and its command"
         child.proc.kill()
         child.proc.wait()
@@ -226,7 +226,7 @@ open('alloc.txt', 'w').write(outcome)
 """
     with _jail(tmp_path) as jail:
         child = Child(jail, timeout=60, total=120)
-        assert child.request(("exec", "alloc", code)) == ("ok",)
+        assert child.request(("exec", "alloc", code)) == ("ok", [])
         child.kill("done")
         assert (jail.workdir / "alloc.txt").read_text() == "MemoryError"
 
@@ -358,7 +358,7 @@ def test_what_a_job_asked_never_enters_the_server(server, tmp_path):
             pytest.MonkeyPatch.context() as mp:
         mp.setenv(warm_jail.ENV_VAR, str(server.socket_path))
         child = Child(jail, timeout=60, total=120)
-        assert child.request(("exec", "w", WARM_ASSERT + f"; open('{name}.ipynb').read()")) == ("ok",)
+        assert child.request(("exec", "w", WARM_ASSERT + f"; open('{name}.ipynb').read()")) == ("ok", [])
         child.kill("done")
     assert not _memory_holds(server.pid, name.encode())
     assert _memory_holds(os.getpid(), name.encode()), "the memory scan cannot find what is there"
@@ -465,7 +465,7 @@ def test_closing_the_server_ends_its_jobs_and_leaves_no_process(tmp_path, monkey
         monkeypatch.setenv(key, value)
     with _jail(tmp_path) as jail:
         child = Child(jail, timeout=60, total=120)
-        assert child.request(("exec", "w", WARM_ASSERT)) == ("ok",)
+        assert child.request(("exec", "w", WARM_ASSERT)) == ("ok", [])
         srv.close()
         assert child.proc.wait(timeout=10) == 128 + signal.SIGKILL
         assert _gone(jail.uid, within_s=2.0) == []

@@ -44,7 +44,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
     whole head_dim rather than as two half-width products: every operation
     then runs over contiguous rows of head_dim values, not half-rows, and
     autograd has fewer pieces to put back together (a quarter less CPU time
-    for a training step's rotation, and fewer operations per decoded token)."""
+    for a training step's rotation, and fewer operations per decoded token).
+
+    rotate_half's minus sign is moved onto the small (T, hd) sin table:
+    (-x2, x1) * (s1, s2) = (x2, x1) * (-s1, s2), exactly, for any tables. The
+    halves are then only swapped, and the negation of a whole (B, H, T, hd/2)
+    activation, forward and backward, becomes one of T·hd/2 table values."""
     seq_len = x.shape[-2]
     if start_pos + seq_len > cos.shape[0]:
         raise ValueError(
@@ -53,4 +58,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
         )
     cos = cos[start_pos:start_pos + seq_len].to(x.dtype)  # (T, hd), broadcasts over (B, H)
     sin = sin[start_pos:start_pos + seq_len].to(x.dtype)
-    return x * cos + rotate_half(x) * sin
+    sin_first, sin_second = sin.chunk(2, dim=-1)
+    signed_sin = torch.cat((-sin_first, sin_second), dim=-1)  # (T, hd)
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((x2, x1), dim=-1) * signed_sin

@@ -34,7 +34,8 @@ def choose_threads(requested: int | None, cpus: int | None = None,
     Decoding one token is 30 layers of small matrix-vector products whose
     threads wait for each other at every layer: a thread that shares its core
     with another job stalls them all. On an idle 2-core machine two threads
-    decoded 1.7x faster than one; at load 6, ten times slower
+    decoded 1.7x faster than one; at load 6 (measured once, on torch
+    2.14.1's CUDA build running on the CPU) ten times slower
     (docs/benchmarks.md, "Threads of the chat"). So: one thread per core
     that the last minute's load average leaves idle, and at least one.
     """

@@ -35,7 +35,11 @@ def source_to_run(source: str) -> str:
         compile(source, "<cell>", "exec")
         return source
     except SyntaxError:
-        pass
+        return ipython_transformed(source)
+
+
+def ipython_transformed(source: str) -> str:
+    """What IPython's input transformer makes of a cell that is not Python."""
     from IPython.core.inputtransformer2 import TransformerManager  # only for a cell that needs it
     return TransformerManager().transform_cell(source)
 
@@ -85,10 +89,14 @@ def run_cell(source: str, label: str, ns: dict) -> list[str]:
     docstring); returns the NOTES keys of what was skipped. get_ipython is
     in `ns` only while a transformed cell runs (and its functions run
     later without it, as plain Python would)."""
-    text = source_to_run(source)
-    if text is source:
-        exec(compile(text, label, "exec"), ns)
+    try:
+        code = compile(source, label, "exec")
+    except SyntaxError:  # not plain Python: IPython's transformer makes it so
+        code = None
+    if code is not None:
+        exec(code, ns)
         return []
+    text = ipython_transformed(source)
     shell = CellShell(ns, label)
     had = ns.get("get_ipython")
     ns["get_ipython"] = lambda: shell

@@ -568,16 +568,17 @@ def run(settings: dict, command: list[str], env: dict, start=os.execve) -> int:
     return 1  # not reached: _be_init exits
 
 
-def die_with_starter() -> bool:
+def die_with_starter(starter: int | None = None) -> bool:
     """SIGKILL this process the moment the one that started it dies; False
-    if it is already gone. The kernel sends it when the starter's *thread*
+    if it is already gone (`starter`: its pid as known before the fork, which
+    rules out a starter that died before this call; default the parent now). The kernel sends it when the starter's *thread*
     that forked us ends, not its process: the starters of a jail (the thread
     of nbgrader's kernel manager that launches kernels and lives as long as
     nbgrader, the grading thread that runs the recheck) fork from a thread
     that outlives the job. Not dependent on the starter running any code (a
     SIGKILLed grader runs none) nor on how busy the machine is. (A warm job
     is forked by its supervisor, and dies with it by the same signal.)"""
-    starter = os.getppid()
+    starter = os.getppid() if starter is None else starter
     load_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     return os.getppid() == starter
 

@@ -267,8 +267,7 @@ class _Supervisor:
 
 def _die_with(parent: int) -> None:
     """SIGKILL this (just forked) process when `parent` dies; exit now if it already has."""
-    jail_init.load_libc().prctl(jail_init.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
+    if not jail_init.die_with_starter(parent):
         os._exit(1)
 
 

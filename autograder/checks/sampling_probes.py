@@ -10,6 +10,8 @@ import io
 
 import torch
 
+import tinylm
+
 from .core import Check, measuring_call, mode_split, seeded
 from .kv_cache import ForwardLog
 from .spies import first_call_arguments
@@ -62,37 +64,13 @@ def hands_probabilities(generate, model, prompts) -> bool:
     not call it by that name."""
     def call():
         return generate(model, prompts, 1, 1.0, None, None, seeded(13))
-    received = first_call_arguments(generate, "sample_next", call) or first_call_to_tinylm_sampler(call)
+    received = (first_call_arguments(generate, "sample_next", call)
+                or first_call_arguments(generate, "sample_next", call, [vars(tinylm)]))
     logits = next(iter(received.values()), None) if received else None
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() == 0:
         return False
     rows = logits.detach().double()
     return bool((rows >= 0).all() and torch.allclose(rows.sum(-1), torch.ones(()).double(), atol=1e-4))
-
-
-def first_call_to_tinylm_sampler(call) -> dict | None:
-    """The arguments of the first call to tinylm.sample_next while call()
-    runs (a generate that calls the library's sampler by its module), read
-    by a stand-in that stops the call there; None when it makes none."""
-    import tinylm
-    seen: list = []
-
-    class Stop(Exception):
-        pass
-
-    def stand_in(logits, *args, **kwargs):
-        seen.append({"logits": logits})
-        raise Stop
-    original = tinylm.sample_next
-    tinylm.sample_next = stand_in
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
-            call()
-    except Exception:  # noqa: BLE001: Stop, or the learner's own error before the call: only `seen` matters
-        pass
-    finally:
-        tinylm.sample_next = original
-    return seen[0] if seen else None
 
 
 def flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float, sd: float, measured: str) -> None:

@@ -64,12 +64,14 @@ def unrepeated_bug(heads: tuple[int, int, int] | None) -> str | None:
     return None
 
 
-def first_call_arguments(fn, callee: str, call) -> dict | None:
+def first_call_arguments(fn, callee: str, call, spaces: list[dict] | None = None) -> dict | None:
     """The arguments (name -> value, bound to the callee's own signature) of
     the first call the learner's `fn` makes to the function it calls by the
-    name `callee`, while `call()` runs; None when it makes none."""
+    name `callee`, while `call()` runs; None when it makes none. `spaces`:
+    the namespaces `callee` is looked up in (default: fn's globals; a
+    module's vars() for a call through the module, tinylm.sample_next)."""
     seen: list = []
-    spaces = [g for g in globals_of(fn) if callable(g.get(callee))]
+    spaces = [g for g in (globals_of(fn) if spaces is None else spaces) if callable(g.get(callee))]
     if not spaces:
         return None
     original = spaces[0][callee]

@@ -840,8 +840,8 @@ def check_attention_flops(attention_flops, *, cases: tuple = ATTENTION_FLOP_CASE
     labelled = [(f"B={B}, T={T}, d_model={d}, n_heads={H}", (B, T, d, H)) for B, T, d, H in cases]
     findings = _run_cases(chk, attention_flops, labelled, ATTENTION_FLOP_KEYS, lambda c: measured_attention_flops(*c),
                           explain)
-    # Half the count is the missing multiply-add factor when the projections are halved too; when.
-    # only the attention matmuls are halved, both causes give the same numbers, and both are said as candidates.
+    # Half the count is the missing multiply-add factor when the projections are halved too; when only the
+    # attention matmuls are halved, both causes give the same numbers, and both are said as candidates.
     halved = {k for k, sets in findings.per_key.items() if any(MULTIPLY_ADD in s for s in sets)}
     if halved & {"qkv_proj", "out_proj"}:
         for key in ("scores", "mix"):

@@ -408,12 +408,14 @@ def call_giving_inputs_back(named: list[tuple[str, Any]], call: Callable[[], Any
     (an in-place `masked_fill_` that returns its input) is copied first, so
     the check measures the values the learner's function returned."""
     copies = [(name, t, t.detach().clone()) for name, t in tensors_named(named) if not t.is_meta]
+    def written_into() -> list:  # the copies of the arguments the call changed
+        return [c for c in copies if changed(c[2], c[1].detach())]
     try:
         result = call()
     except BaseException:
-        _give_back([c for c in copies if changed(c[2], c[1].detach())], written)
+        _give_back(written_into(), written)
         raise
-    dirty = [c for c in copies if changed(c[2], c[1].detach())]
+    dirty = written_into()
     if dirty:
         result = unshared(result, [t for _, t, _ in dirty])
         _give_back(dirty, written)

@@ -218,9 +218,8 @@ def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None
     what = "variance" if centred else "mean of x²"
     fact = (f"your normalisation divides by sqrt({what} + {said}) (measured: with eps = {eps:g} and a unit "
             f"gain, (x{' - mean' if centred else ''})² / y² - {what} is {factor * eps:.4g} for every value)")
-    how = {0: "eps is not added", 2: "eps is added twice", 3: "eps is added three times"}.get(k)
-    if squared:
-        how = "eps is squared"
+    how = "eps is squared" if squared else {0: "eps is not added", 2: "eps is added twice",
+                                             3: "eps is added three times"}.get(k)
     if how is None:  # another weight: the number is measured, the code that gives it is not known
         chk.measured(fact)
         return

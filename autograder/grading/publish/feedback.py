@@ -42,7 +42,7 @@ from pathlib import Path
 import nbformat
 import nh3
 
-from ... import course
+from ... import course, mathjax
 from .. import deadlines, gradebook
 from ...notebook_format import HIDDEN_BLOCK, is_check, nbg, read, visible_part
 from ..escape import MARKDOWN_TAGS, sanitized
@@ -223,8 +223,6 @@ def render(result: GradeResult, hidden: set[str]) -> str:
     nb = read(path) if path.is_file() else nbformat.v4.new_notebook()
     body = sanitized(summary_html(result, hidden) + cells_html(nb, result, hidden))
     css = PAGE_CSS + HtmlFormatter().get_style_defs(".highlight")
-    from ... import mathjax
-
     scripts = (f'<script src="{MATHJAX_FROM_PAGE}/{mathjax.CONFIG_JS.name}"></script>'
                f'<script src="{MATHJAX_FROM_PAGE}/MathJax.js"></script>')
     return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Feedback: '
@@ -233,8 +231,6 @@ def render(result: GradeResult, hidden: set[str]) -> str:
 
 
 def write_feedback(results: list[GradeResult]) -> list[Path]:
-    from ... import mathjax
-
     written = []
     if results:
         mathjax.copy_mathjax(gradebook.folder("feedback") / MATHJAX_FOLDER)

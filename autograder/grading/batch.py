@@ -17,6 +17,8 @@ from .engines.warm_pool import WarmPool
 from .grade import Options, safe_grade_one
 from .intake.notebook import rejection
 from .records import GradeResult, find_submissions, load_result, original_digest
+from .sandbox import page_cache
+from .sandbox.jail import PAGE_CACHE_STATE, visible_paths
 
 __all__ = ["Options", "grade_all"]
 
@@ -62,6 +64,10 @@ def _grade_here(todo: list, opts: Options, bar) -> list[GradeResult]:
     the cold per-submission processes with Options.warm False."""
     workers = max(1, min(opts.workers, len(todo)))
     results = []
+    # Every job checks the page cache before it starts (Jail.reserve); once a
+    # batch the whole pass runs anyway, for files added or dropped by the host
+    # since the last one, which that check does not see.
+    page_cache.keep_warm(visible_paths(), PAGE_CACHE_STATE, force=True)
     with contextlib.ExitStack() as stack:
         grade_one = safe_grade_one
         if opts.warm:

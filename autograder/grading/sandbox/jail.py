@@ -74,9 +74,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ... import course
-from . import job_cgroup
-from .jail_init import (ENV_VAR, JAIL_BASE, MNT_DETACH, MS_NODEV, MS_NOSUID, DEFAULT_SCRATCH_MB, folder_mounts,
-                        libc_call, load_libc, main)
+from . import job_cgroup, page_cache
+from .jail_init import (ENV_VAR, ETC_SHARED, JAIL_BASE, MNT_DETACH, MS_NODEV, MS_NOSUID, DEFAULT_SCRATCH_MB,
+                        SYSTEM_PATHS, folder_mounts, libc_call, load_libc, main)
 from .syscall_filter import KEYCTL
 
 UID_FIRST, UID_COUNT = 61000, 1000
@@ -117,6 +117,9 @@ class Jail:
         never share one) and make the job's folders."""
         JAIL_BASE.mkdir(mode=0o711, exist_ok=True)
         os.chmod(JAIL_BASE, 0o711)
+        # Before any job of ours runs: nothing it can read is cold, so it can
+        # neither load a page for a later job to find nor find one loaded.
+        warmth = page_cache.keep_warm(visible_paths(), PAGE_CACHE_STATE)
         for uid in range(UID_FIRST, UID_FIRST + UID_COUNT):
             fh = open(JAIL_BASE / f"uid-{uid}.lock", "w")
             try:
@@ -127,6 +130,8 @@ class Jail:
             _reclaim(uid)  # what a holder of this slot that died left behind
             base = Path(tempfile.mkdtemp(prefix=f"{uid}-", dir=JAIL_BASE))
             jail = cls(limits, [str(p) for p in copy], [str(p) for p in hide], uid, str(base), _lock=fh)
+            if warmth.skipped and not warmth.skipped.startswith(page_cache.NOTHING_RECLAIMED):
+                jail.notes.append(f"page cache not kept warm ({warmth.skipped})")
             if os.geteuid() == 0:
                 try:
                     _mount_folder(base, uid, limits.folder_mb)
@@ -176,6 +181,17 @@ class Jail:
 
     def __exit__(self, *exc):
         self.release()
+
+
+PAGE_CACHE_STATE = JAIL_BASE / "page-cache.json"
+
+
+def visible_paths() -> list[str]:
+    """Every file a job can read that another job can read too: the
+    read-only part of its allow-list root (sysfs, which has no page cache,
+    left out)."""
+    system = [p for p in SYSTEM_PATHS if not p.startswith("/sys/")]
+    return [*system, *(f"/etc/{name}" for name in ETC_SHARED), *needed_paths()]
 
 
 # The course's packages, the only part of a checkout a job may read (a

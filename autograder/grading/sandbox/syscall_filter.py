@@ -45,6 +45,20 @@ it starts (a seccomp filter cannot be removed):
     cost of a spinning waiter. The futex2 calls (futex_waitv, futex_wake,
     futex_wait, futex_requeue: flags in memory the filter cannot read)
     answer ENOSYS, as kernels before them do.
+  - eviction of shared pages from the page cache. A job that drops a page
+    of a shared read-only file leaves it cold for the next job, whose read
+    then takes a major fault: one bit a page. posix_fadvise's DONTNEED (and
+    NOREUSE, which ages the file's pages first) and madvise's MADV_PAGEOUT
+    and MADV_COLD are hints, and are answered 0 without running, which the
+    caller cannot tell from a kernel that kept the pages; process_madvise,
+    which gives the same hints through a pidfd, answers ENOSYS (a kernel
+    before 5.10). The other madvise advices that drop pages do not drop
+    those of a shared file: MADV_DONTNEED and MADV_DONTNEED_LOCKED unmap
+    them from the caller only, MADV_FREE is for anonymous memory, and
+    MADV_REMOVE needs a writable shared mapping, which a read-only mount
+    refuses. The other half, a job loading a page that was cold, the
+    trusted side closes: it makes every page a job can read resident
+    before the job starts (page_cache.py).
   Nothing a grading kernel needs uses these; the kernel's own command
   history (IPython's SQLite file, private to the job) is kept in memory
   instead (sandbox.KERNEL_ARGS).
@@ -80,6 +94,12 @@ FUTEX_PRIVATE_FLAG, FUTEX_CLOCK_REALTIME = 128, 256
 FUTEX_WAKES = {"FUTEX_WAKE": 1, "FUTEX_REQUEUE": 3, "FUTEX_CMP_REQUEUE": 4, "FUTEX_WAKE_OP": 5,
                "FUTEX_WAKE_BITSET": 10, "FUTEX_CMP_REQUEUE_PI": 12}
 NOBODY_WOKEN = 0   # RET_ERRNO with 0: the call returns 0 without running
+HINT_IGNORED = 0   # the same, for a hint
+# Hints that drop (or age first) pages of a file from the page cache: answered 0 without running.
+# The advice is fadvise64's fourth argument and madvise's third (an int: the low word).
+FADV_DROPS = {"POSIX_FADV_DONTNEED": 4, "POSIX_FADV_NOREUSE": 5}
+MADV_DROPS = {"MADV_COLD": 20, "MADV_PAGEOUT": 21}
+ADVICE_CALLS = {"fadvise64": (3, FADV_DROPS), "madvise": (2, MADV_DROPS)}
 
 # fcntl commands (the same numbers on every Linux ABI): the lock commands, and
 # the ones that report another process's use of a file.
@@ -93,7 +113,8 @@ REFUSED = {**dict.fromkeys(KEYRINGS, errno.EPERM),
            **dict.fromkeys(("inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
                             "cachestat", "io_uring_setup", "io_uring_enter", "io_uring_register"), errno.EPERM),
            **dict.fromkeys(("mincore", "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents",
-                            "io_pgetevents", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue"),
+                            "io_pgetevents", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue",
+                            "process_madvise"),
                            errno.ENOSYS)}
 NOWAIT_CALLS = ("preadv2", "pwritev2")   # their flags are the sixth argument
 
@@ -112,13 +133,14 @@ ABIS = {
         "preadv2": 327, "pwritev2": 328, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "cachestat": 451, "mincore": 27, "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209,
         "io_cancel": 210, "io_pgetevents": 333, "futex": 202, "futex_waitv": 449, "futex_wake": 454,
-        "futex_wait": 455, "futex_requeue": 456}),
+        "futex_wait": 455, "futex_requeue": 456, "fadvise64": 221, "madvise": 28, "process_madvise": 440}),
     "aarch64": Abi(0xC00000B7, False, {
         "add_key": 217, "request_key": 218, "keyctl": 219, "fcntl": 25, "flock": 32, "inotify_init1": 26,
         "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "preadv2": 286, "pwritev2": 287,
         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "cachestat": 451, "mincore": 232,
         "io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4, "io_pgetevents": 292,
-        "futex": 98, "futex_waitv": 449, "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456}),
+        "futex": 98, "futex_waitv": 449, "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456,
+        "fadvise64": 223, "madvise": 233, "process_madvise": 440}),
 }
 
 # keyctl's number here (root clears a jail uid's keyrings with it); None on another machine
@@ -184,7 +206,16 @@ def job_filter(machine: str) -> list[tuple[int, int, int, int]] | None:
     for name in NOWAIT_CALLS:
         p.jump_if(BPF_JEQ_K, abi.numbers[name], "nowait")
     p.jump_if(BPF_JEQ_K, abi.numbers["futex"], "futex")
+    for name in ADVICE_CALLS:
+        p.jump_if(BPF_JEQ_K, abi.numbers[name], name)
     p.ret(RET_ALLOW)
+    # fadvise64/madvise: the hints that drop pages do nothing and answer 0
+    for name, (arg, drops) in ADVICE_CALLS.items():
+        p.label(name)
+        p.load(OFFSET_ARGS + 8 * arg)
+        for advice in drops.values():
+            p.jump_if(BPF_JEQ_K, advice, f"errno_{HINT_IGNORED}")
+        p.ret(RET_ALLOW)
     # fcntl: its command is the second argument (an unsigned int: the low word)
     p.label("fcntl")
     p.load(OFFSET_ARGS + 8 * 1)
@@ -232,8 +263,8 @@ def install_job_filter(machine: str | None = None) -> str | None:
     machine = machine or platform.machine()
     program = job_filter(machine)
     if program is None:
-        return (f"no seccomp filter for {machine}: keyrings, file locks, leases, file watches, page-cache probes "
-                "and shared futexes are not blocked (jobs graded at the same time can signal each other through "
+        return (f"no seccomp filter for {machine}: keyrings, file locks, leases, file watches, page-cache probes, "
+                "shared futexes and page-cache eviction are not blocked (jobs can signal each other through "
                 "shared files)")
     insns = (_Instruction * len(program))(*[_Instruction(*i) for i in program])
     fprog = _Fprog(len(program), insns)

@@ -172,7 +172,7 @@ def test_the_numbers_are_libseccomps(machine):
     lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
     abi = syscall_filter.ABIS[machine]
     assert abi.arch == SCMP_ARCH[machine]
-    names = [*syscall_filter.REFUSED, "fcntl", "futex", *syscall_filter.NOWAIT_CALLS]
+    names = [*syscall_filter.REFUSED, "fcntl", "futex", *syscall_filter.NOWAIT_CALLS, *syscall_filter.ADVICE_CALLS]
     theirs = {n: lib.seccomp_syscall_resolve_name_arch(abi.arch, n.encode()) for n in names}
     assert abi.numbers == {n: nr for n, nr in theirs.items() if nr >= 0}
 
@@ -233,6 +233,14 @@ def test_the_program_refuses_exactly_the_listed_calls_and_commands_of_its_own_ab
         for flags in range(0, 32):
             expected = errno_of(errno.EOPNOTSUPP) if flags & syscall_filter.RWF_NOWAIT else allow
             assert _run_bpf(program, abi.arch, nr, (3, 0, 1, 0, 0, flags)) == expected, (nr, flags)
+    # fadvise64 (advice the fourth argument) and madvise (the third): POSIX_FADV_DONTNEED 4 and NOREUSE 5,
+    # MADV_COLD 20 and MADV_PAGEOUT 21 (posix_fadvise(2), madvise(2)) answer 0; every other advice runs
+    for name, arg, drops in (("fadvise64", 3, {4, 5}), ("madvise", 2, {20, 21})):
+        for advice in [*range(0, 128), 1 << 32 | 4]:
+            args = [3, 0, 0, 0, 0, 0]
+            args[arg] = advice
+            expected = errno_of(0) if advice & 0xFFFFFFFF in drops else allow
+            assert _run_bpf(program, abi.arch, abi.numbers[name], args) == expected, (name, advice)
     first = next(iter(refused))
     assert _run_bpf(program, 0x40000003, first) == errno_of(errno.ENOSYS)  # i386 / another ABI
     x32 = syscall_filter.X32_SYSCALL_BIT | first

@@ -1,0 +1,263 @@
+"""Every page a job can read is resident before the job starts.
+
+Jobs share the page cache of the files they all read (the interpreter, the
+virtual environment, the course's packages, /usr). A page is either cached
+or not, and a job tells which by touching it: a cold page costs a major
+fault (getrusage, /proc/self/stat) and a disk read's time. So a job that
+loads some cold pages, or drops some cached ones, leaves bits for a later
+job to read, one a page, and the state outlives both jobs (grading one job
+after another does not close it). The seccomp filter refuses the drops
+(syscall_filter.py: fadvise's DONTNEED, madvise's MADV_PAGEOUT and
+MADV_COLD); this module closes the loads, from the trusted side: before a
+job's jail is made (`Jail.reserve`), every regular file the jail will show
+is read until all of its pages are cached. A job then finds nothing cold to
+load, and every page it touches is a minor fault, whatever ran before it.
+
+The full pass costs a walk of every visible file (about 250,000 on the
+project's CI machine, 8.6 GB: 2 s when all is cached, one syscall a file)
+plus the reads of what is not cached (the first pass on a machine: the
+whole size, from disk). It is skipped when nothing can have left the cache
+since the last full pass: the kernel's count of file pages it reclaimed
+(pgsteal_file in /proc/vmstat, global and per-cgroup reclaim alike) and of
+`drop_caches` writes are unchanged. That check costs one read of
+/proc/vmstat, and is what a job pays on a machine with memory to spare; on
+one short of memory the pass runs again before each job, and it is not
+tried at all where the visible files would fill more than half the memory
+(`keep_warm` says so: the channel stays open there). What the count does
+not see: a page dropped by the host's own processes (their fadvise, a
+truncated or replaced file), which no job can cause.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import mmap
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PAGE = mmap.PAGESIZE
+SYS_CACHESTAT = 451          # the same number on x86-64 and arm64 (Linux 6.5)
+READ_CHUNK = 1 << 20
+MAX_SHARE_OF_MEMORY = 0.5    # warm only what fits in this share of the machine's memory
+NOTHING_RECLAIMED = "nothing reclaimed since the last pass"
+PASSES = 3                   # a pass whose own reads made the kernel reclaim is run again, at most this often
+
+
+@dataclass
+class Warmth:
+    files: int = 0           # regular files seen
+    size: int = 0            # their bytes
+    loaded_files: int = 0    # files that were not all cached, read in full
+    loaded_bytes: int = 0
+    seconds: float = 0.0
+    skipped: str = ""        # why no pass ran ("" when one did)
+
+
+class _Range(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class _Cachestat(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in ("cache", "dirty", "writeback", "evicted", "recently_evicted")]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+_has_cachestat = [True]
+
+
+def cached_pages(fd: int, size: int) -> int:
+    """How many of the file's pages are in the page cache (cachestat; on a
+    kernel before 6.5, mincore on a mapping of it)."""
+    if _has_cachestat[0]:
+        stat = _Cachestat()
+        if _libc.syscall(SYS_CACHESTAT, fd, ctypes.byref(_Range(0, 0)), ctypes.byref(stat), 0) == 0:
+            return stat.cache
+        _has_cachestat[0] = False
+    try:
+        return cached_pages_in(fd, 0, size)
+    except OSError:
+        return 0
+
+
+def cached_pages_in(fd: int, offset: int, length: int) -> int:
+    """How many pages of [offset, offset + length) of the file are cached
+    (mincore on a mapping of that range, the same on every kernel)."""
+    start = offset - offset % PAGE
+    length += offset - start
+    address = _libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, start)
+    if address in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap")
+    try:
+        vector = ctypes.create_string_buffer((length + PAGE - 1) // PAGE)
+        if _libc.mincore(address, length, vector) != 0:
+            raise OSError(ctypes.get_errno(), "mincore")
+        return sum(byte & 1 for byte in vector.raw)
+    finally:
+        _libc.munmap(address, length)
+
+
+def resident(path: str | Path) -> bool:
+    """Whether every page of the file is in the page cache."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        return cached_pages(fd, size) >= (size + PAGE - 1) // PAGE
+    finally:
+        os.close(fd)
+
+
+def top_folders(paths) -> list[str]:
+    """The real paths, without those inside another one of them."""
+    real = sorted({os.path.realpath(p) for p in paths if os.path.lexists(p)})
+    return [p for p in real if not any(p != q and Path(p).is_relative_to(q) for q in real)]
+
+
+def _files(top: str, seen: set):
+    """(path, size) of each regular file at or below `top`, once per inode;
+    symbolic links are not followed (their targets are visible in their own
+    place, or not at all)."""
+    try:
+        st = os.lstat(top)
+    except OSError:
+        return
+    if not os.path.isdir(top) or os.path.islink(top):
+        if os.path.isfile(top) and not os.path.islink(top) and (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            yield top, st.st_size
+        return
+    stack = [top]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        if (st.st_dev, st.st_ino) not in seen:
+                            seen.add((st.st_dev, st.st_ino))
+                            yield entry.path, st.st_size
+                except OSError:
+                    continue
+
+
+def warm(roots) -> Warmth:
+    """One pass: every regular file under `roots` that is not wholly cached
+    is read in full (reading a cached page costs a copy, not a disk read)."""
+    began = time.perf_counter()
+    out = Warmth()
+    seen: set = set()
+    buffer = bytearray(READ_CHUNK)
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_NOATIME if os.geteuid() == 0 else 0)
+    for top in top_folders(roots):
+        for path, size in _files(top, seen):
+            out.files += 1
+            out.size += size
+            if size == 0:
+                continue
+            try:
+                fd = os.open(path, flags)
+            except OSError:   # not readable by the grader: not by a job either
+                continue
+            try:
+                if cached_pages(fd, size) >= (size + PAGE - 1) // PAGE:
+                    continue
+                out.loaded_files += 1
+                offset = 0
+                while offset < size:
+                    got = os.preadv(fd, [buffer], offset)
+                    if got <= 0:
+                        break
+                    offset += got
+                out.loaded_bytes += offset
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+    out.seconds = time.perf_counter() - began
+    return out
+
+
+def reclaim_count() -> tuple[int, int]:
+    """(file pages the kernel has reclaimed, drop_caches writes) since boot:
+    while both stay the same, no page left the cache but by a file's own
+    truncation, removal or fadvise."""
+    counts = {}
+    try:
+        with open("/proc/vmstat") as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name.startswith("pgsteal_") or name == "drop_pagecache":
+                    counts[name] = int(value)
+    except OSError:
+        return (-1, -1)
+    stolen = counts.get("pgsteal_file")
+    if stolen is None:   # before Linux 5.8: kswapd's and direct reclaim's (anonymous pages too: a pass too many)
+        stolen = sum(v for k, v in counts.items() if k.startswith("pgsteal_"))
+    return (stolen, counts.get("drop_pagecache", -1))
+
+
+def _memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def visible_size(roots) -> int:
+    """The bytes of every regular file under `roots` (a walk, nothing read)."""
+    seen: set = set()
+    return sum(size for top in top_folders(roots) for _, size in _files(top, seen))
+
+
+def keep_warm(roots, state: Path, force: bool = False) -> Warmth:
+    """Make every page under `roots` resident unless nothing can have left
+    the cache since the last pass over the same roots (recorded in `state`,
+    a file only the grader writes), or always with `force` (a file added to
+    those folders, or one the host dropped, is seen by a pass only). A pass whose own reads made the kernel
+    reclaim is repeated (up to PASSES); only a pass during which nothing was
+    reclaimed is recorded as such, so the next call checks again otherwise."""
+    roots = top_folders(roots)
+    before = reclaim_count()
+    try:
+        last = json.loads(state.read_text())
+    except (OSError, ValueError):
+        last = {}
+    if last.get("roots") != roots or "size" not in last:
+        last = {"roots": roots, "size": visible_size(roots)}
+        _record(state, last)
+    if not force and tuple(last.get("reclaimed", ())) == before and before != (-1, -1):
+        return Warmth(size=last["size"], skipped=NOTHING_RECLAIMED)
+    if last["size"] > MAX_SHARE_OF_MEMORY * _memory_bytes():
+        return Warmth(size=last["size"], skipped=f"the visible files ({last['size'] >> 20} MB) would fill more "
+                      f"than {MAX_SHARE_OF_MEMORY:.0%} of memory: not kept resident")
+    total = Warmth()
+    for _ in range(PASSES):
+        done = warm(roots)
+        total = Warmth(done.files, done.size, total.loaded_files + done.loaded_files,
+                       total.loaded_bytes + done.loaded_bytes, total.seconds + done.seconds)
+        after = reclaim_count()
+        if after == before:
+            _record(state, {"roots": roots, "size": done.size, "reclaimed": list(after)})
+            return total
+        before = after
+    _record(state, {"roots": roots, "size": total.size})   # still reclaiming: the next job checks again
+    return total
+
+
+def _record(state: Path, data: dict) -> None:
+    """Write the state whole (a reader never sees half of it)."""
+    partial = state.with_name(f".{state.name}.{os.getpid()}")
+    try:
+        partial.write_text(json.dumps(data))
+        os.replace(partial, state)
+    except OSError:
+        partial.unlink(missing_ok=True)

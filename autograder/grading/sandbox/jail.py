@@ -22,9 +22,9 @@ reads its settings from the TINYLM_JAIL environment variable (JSON, made by
    says so;
 3. sets resource limits (address space, CPU seconds, processes, file size),
    and installs the seccomp filter (syscall_filter.py: no kernel keyrings,
-   no file locks, leases or watches, no page-cache residency probes and no
-   shared futexes, which would signal between jobs through the files they
-   share read-only);
+   no file locks, leases or watches, no page-cache residency probes or
+   drops and no shared futexes, which would signal between jobs through the
+   files they share read-only);
 4. execs COMMAND with a minimal environment (no database URL, no secrets).
 
 Totals for the whole job (job_cgroup.py, made by `Jail.reserve`): where the
@@ -47,6 +47,10 @@ namespace (daemons a student forked included), and init dies when the
 outside process dies (PR_SET_PDEATHSIG), so killing the process a kernel
 manager started ends the whole job. `Jail.release` also kills whatever still
 runs under the job's uid before the uid is reused.
+
+Before the job, `Jail.reserve` makes every page of the files the jail
+shows resident (page_cache.py), so no job finds a cold page to load, or one
+another job loaded.
 
 What it does not isolate (docs/security.md says it in full): the files it
 shows read-only are the same files for every job (the filter refuses the
@@ -119,7 +123,10 @@ class Jail:
         os.chmod(JAIL_BASE, 0o711)
         # Before any job of ours runs: nothing it can read is cold, so it can
         # neither load a page for a later job to find nor find one loaded.
-        warmth = page_cache.keep_warm(visible_paths(), PAGE_CACHE_STATE)
+        try:
+            warmth = page_cache.keep_warm(visible_paths(), PAGE_CACHE_STATE)
+        except OSError as err:
+            warmth = page_cache.Warmth(skipped=str(err))
         for uid in range(UID_FIRST, UID_FIRST + UID_COUNT):
             fh = open(JAIL_BASE / f"uid-{uid}.lock", "w")
             try:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from ... import course
 from .. import gradebook
-from .jail import Jail, Limits
+from . import page_cache
+from .jail import Jail, Limits, visible_paths
 from .kernel import hidden_paths, jailed
 from .syscall_filter import syscall_number
 
@@ -132,7 +133,19 @@ def report(limits: Limits | None = None) -> list[dict]:
                       "" if folder and scratch else "grade as root to cap the job's folder"))
     out.append(_view(facts["canaries"]))
     out.append(_syscalls(facts, root))
+    out.append(_page_cache(page_cache.visible_size(visible_paths()), page_cache.memory_bytes()))
     return out
+
+
+def _page_cache(visible: int, memory: int) -> dict:
+    """Whether every page a job can read is made resident before it starts."""
+    if visible > page_cache.MAX_SHARE_OF_MEMORY * memory:
+        return _entry("WARN", "sandbox page cache", f"the jail shows {visible // MIB} MB of files, more than "
+                      f"{page_cache.MAX_SHARE_OF_MEMORY:.0%} of the machine's {memory // MIB} MB: they are not kept "
+                      "resident, so a job can leave bits for a later one in which pages are cached",
+                      "grade on a machine with more memory; until then `grade --workers 1` does not close this one")
+    return _entry("OK", "sandbox page cache", f"the {visible // MIB} MB of files a job can read are made resident "
+                  "before each job starts (again only after the kernel reclaimed pages), and jobs cannot drop them")
 
 
 def _view(canaries: dict[str, str]) -> dict:

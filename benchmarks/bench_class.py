@@ -91,10 +91,12 @@ class CpuMeter:
                 time.sleep(0.1)
 
 
-def first_bug(assignment: str):
-    """The first mistake of benchmarks/mutations/nbNN.py that applies to the solution, as a notebook."""
+def bugs(assignment: str, count: int) -> list:
+    """Notebooks with one mistake each from benchmarks/mutations/nbNN.py (those that apply to the solution),
+    spread over its list: different exercises, not only the first."""
     import importlib
     module = importlib.import_module(f"benchmarks.mutations.nb{assignment[:2]}")
+    found = []
     for m in module.MUTATIONS:
         try:
             nb = specimens.with_bugs(assignment, [(m.cell, m.old, m.new)])
@@ -104,18 +106,20 @@ def first_bug(assignment: str):
             for cell in nb.cells:
                 if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == m.cell:
                     cell.source += "\n\n" + m.extra
-        return nb
-    raise SystemExit(f"no mutation of {assignment} applies to its solution")
+        found.append(nb)
+    if count and not found:
+        raise SystemExit(f"no mutation of {assignment} applies to its solution")
+    return [found[i * len(found) // count] for i in range(count)] if count else []
 
 
-def synthesise(data: Path, assignments: list[str], honest: int, bugs: int, release: int) -> list[tuple[str, str, str]]:
+def synthesise(data: Path, assignments: list[str], honest: int, buggy: int, release: int) -> list[tuple[str, str, str]]:
     """(student, assignment, kind) of every submission written under data/submitted."""
     out = []
     for a in assignments:
-        kinds = {"honest": (honest, specimens.honest(a)), "bug": (bugs, first_bug(a) if bugs else None),
-                 "release": (release, specimens.notebook(a))}
-        for kind, (count, nb) in kinds.items():
-            for i in range(count):
+        kinds = {"honest": [specimens.honest(a)] * honest, "bug": bugs(a, buggy),
+                 "release": [specimens.notebook(a)] * release}
+        for kind, nbs in kinds.items():
+            for i, nb in enumerate(nbs):
                 student = f"{kind}{i:03d}"
                 specimens.submit(data, student, a, nb)
                 out.append((student, a, kind))

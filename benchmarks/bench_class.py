@@ -154,7 +154,8 @@ def spread(values: list[float]) -> str:
 
 def report(rows: dict, assignments: list[str], modes: list[str], students: int, cores: int, fixed_cpu: float | None):
     basis = "cpu" if all(r[2] is not None for rs in rows.values() for r in rs) else "wall"
-    print(f"\nper graded notebook ({basis} seconds: mean +- sd [min-max] over the sample; honest, bug and release mixed)")
+    print(f"\nper graded notebook ({basis} seconds: mean +- sd [min-max] over the sample; honest, bug and release "
+          "mixed)")
     print(f"{'notebook':<20}  " + "  ".join(f"{m + ' cpu':>28}  {m + ' wall':>10}" for m in modes)
           + ("  ratio" if len(modes) == 2 else ""))
     totals = dict.fromkeys(modes, 0.0)

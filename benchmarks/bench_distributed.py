@@ -130,9 +130,9 @@ def main() -> int:
                 cpus[engine] = cpu
                 vs_pool = f"{cpu / cpus['pool']:.2f}x" if engine != "pool" and cpu and cpus.get("pool") else ""
                 ratio = f"{rates['warm'] / rates['cold']:.2f}x" if engine == "warm" and "cold" in rates else ""
+                per_sub = "-" if cpu is None else f"{cpu / total:.2f}"
                 print(f"{workers:>7}  {engine:>6}  {elapsed:>8.1f}  {rates[engine]:>8.2f}  "
-                      f"{rates[engine] / workers:>10.2f}  {ratio:>9}  {'-' if cpu is None else f'{cpu / total:.2f}':>9}  {vs_pool:>8}",
-                      flush=True)
+                      f"{rates[engine] / workers:>10.2f}  {ratio:>9}  {per_sub:>9}  {vs_pool:>8}", flush=True)
     finally:
         meter.close()
     return 0

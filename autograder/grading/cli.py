@@ -66,7 +66,7 @@ def cmd_grade(args) -> int:
     opts = Options(assignments=_assignments(args.assignments), students=args.student or None,
                    workers=args.workers, cell_timeout=args.cell_timeout, limits=limits, db_url=args.db_url or "",
                    force=args.force, recheck=not args.no_recheck, progress=not args.no_progress, warm=not args.cold,
-                   scheduler=args.scheduler or "")
+                   scheduler=args.scheduler or "", skip_tail=not args.every_cell)
     results = grade_all(opts)
     print(summary(results))
     return 0
@@ -171,6 +171,9 @@ def add_commands(sub) -> None:
     g.add_argument("--force", action="store_true", help="regrade submissions already graded")
     g.add_argument("--no-recheck", action="store_true", help="skip the out-of-process recheck (not recommended)")
     g.add_argument("--no-progress", action="store_true")
+    g.add_argument("--every-cell", action="store_true",
+                   help="also run the cells after a notebook's last graded cell (they cannot change a grade; "
+                        "by default they are left out, each with a note)")
     g.add_argument("--cold", action="store_true",
                    help="start nbgrader and the recheck afresh per submission instead of in warm worker processes")
     g.add_argument("--db-url", help=db_help)

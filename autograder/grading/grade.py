@@ -66,6 +66,7 @@ class Options:
     max_output_bytes: int = 64 * 1024
     warm: bool = True            # grade in warm worker processes (grading/engines/warm_pool.py); False: cold processes
     scheduler: str = ""          # a Dask scheduler's address: grade on that cluster (grading/engines/cluster.py)
+    skip_tail: bool = True       # leave out the cells after the last graded cell (preprocessors.tail_start)
 
 
 def nbgrader_args(sub: Submission, opts: Options, jail: Jail) -> list[str]:
@@ -78,7 +79,8 @@ def nbgrader_args(sub: Submission, opts: Options, jail: Jail) -> list[str]:
             f"--Execute.kernel_name={KERNEL_NAME}", f"--Execute.timeout={opts.cell_timeout}",
             "--KernelManager.transport=ipc", f"--KernelManager.ip={jail.rundir / 'kernel'}",
             "--OverwriteCells.add_missing_cells=True", f"--CapOutputBytes.max_bytes={opts.max_output_bytes}",
-            f"--CappedExecute.max_output_bytes={opts.max_output_bytes}"]
+            f"--CappedExecute.max_output_bytes={opts.max_output_bytes}",
+            f"--CappedExecute.skip_tail={opts.skip_tail}"]
     return args + [f"--Autograde.autograde_preprocessors={p}" for p in autograde_preprocessors()]
 
 

@@ -22,6 +22,11 @@ more run after it.
   unbounded, grow the process that reads them (cell output
   travels over the kernel's messages, not those descriptors). Its timing
   marks go to `timing_file`, a file of the grader's outside the jail.
+  With `skip_tail` it leaves out the code cells after the notebook's last
+  graded cell (tail_start): the kernel runs the cells in order, so by then
+  every graded cell has its output, and nothing a later cell does can change
+  a score (the recheck never runs the course's own cells after it either).
+  Each such cell gets a note that says so instead of its output.
 
 - StderrIsNotFailure: stock nbgrader scores a test cell zero when anything
   reached stderr, so a correct answer that triggers a library warning loses
@@ -138,6 +143,20 @@ class BoundedKernelClient(AsyncKernelClient):
         super().stop_channels()
 
 
+NOT_RUN = ("[not run while grading: this cell comes after the notebook's last graded cell, so nothing it does "
+           "can change a grade]\n")
+
+
+def tail_start(nb) -> int:
+    """The index of the first cell after the notebook's last graded cell
+    (an answer or a test cell, by nbgrader's metadata); 0 when none is graded,
+    so a notebook without graded cells runs nothing."""
+    graded = [i for i, cell in enumerate(nb.cells)
+              if cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+              or cell.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    return graded[-1] + 1 if graded else 0
+
+
 def _error_kept_short(out):
     """An error output with its message and traceback shortened: the verdict
     needs the error, not megabytes of it."""
@@ -153,6 +172,7 @@ class CappedExecute(Execute):
     # cell whose output was refused (BoundedKernelClient) loses its output, not
     # the notebook: its error, if any, comes from the execute reply.
     raise_on_iopub_timeout = Bool(False).tag(config=True)
+    skip_tail = Bool(False, help="leave out the code cells after the last graded cell").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -164,6 +184,7 @@ class CappedExecute(Execute):
         answered (its first cell starts) and when the last cell ended, as
         epoch seconds, for grade's per-stage timing."""
         began = time.time()
+        self._tail_from = tail_start(nb) if self.skip_tail else len(nb.cells)
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -184,6 +205,10 @@ class CappedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):
         if self._first_cell is None:
             self._first_cell = time.time()
+        if index >= getattr(self, "_tail_from", len(self.nb.cells)) and cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=NOT_RUN)]
+            cell.execution_count = None
+            return cell, resources
         cell, resources = super().preprocess_cell(cell, resources, index)
         if isinstance(self.kc, BoundedKernelClient) and self.kc.refused_message():
             cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=REFUSED.format(

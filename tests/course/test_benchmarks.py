@@ -85,6 +85,17 @@ def test_autograde_setup_mode_sets_nbgraders_commands_beside_the_graders_own():
 
 
 @pytest.mark.slow
+def test_class_benchmark_grades_each_submission_in_both_modes_and_projects_the_class():
+    out = run_benchmark("bench_class.py", "--notebooks", "01", "--mix", "1", "0", "1")
+    # each submission once per mode, and the first once more before them (it starts the pool, untimed)
+    assert out.count("every-cell 01_embeddings") == 3 and out.count("skip-tail  01_embeddings") == 2, out
+    for row in ("per graded notebook", "01_embeddings", "projected on 2 idle cores", "ratio every-cell / skip-tail",
+                "scores identical in both modes for every submission"):
+        assert row in out, out
+    assert "GRADES NOT AS EXPECTED" not in out
+
+
+@pytest.mark.slow
 def test_report_benchmark_times_every_stage():
     out = run_benchmark("bench_report.py", "--students", "20", "--repeats", "1")
     for row in ("read gradebook + results", "compute tables", "HTML + CSV + JSON", "python -m autograder report"):

@@ -63,6 +63,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from ..diagnosis_record import Diagnosis
 from ..learner_values import describe, known_sizes, shown_shape
 from .learner_code import LearnerTimeout, is_learners_file, walk_traceback
 from .trace import size_one_axis
@@ -86,56 +87,6 @@ FAIL_HOOKS: list[Callable[[Any], str | None]] = []
 # Exercise name -> locate(fn, args, kwargs): the learner's first wrong line for one of its calls that raised,
 # traced against the exercise's step-by-step reference (each contracts.Contract registers its own).
 RAISE_LOCATORS: dict[str, Callable[[Callable, tuple, dict], Any]] = {}
-
-
-@dataclass
-class Diagnosis:
-    """A failure as data: what the report, the feedback page and the
-    benchmarks read, so rewording a message changes none of them.
-
-    exercise: the function or class checked; kind: "failed" (rows failed),
-    "raised" (the learner's code raised), "not implemented", "delegated" or
-    "stopped" (any other stop, e.g. not callable); rows: every row's name;
-    failed_rows: those that failed; regime: the regime a failure showed in
-    ({"name", "text"}: "float64", "right in float32, wrong in float64"), None
-    when the table rows failed; located: the learner's line where the first
-    wrong value is made ({"file", "line", "function", "code", "facts", "kind"};
-    "code" is the learner's own text); variants: known wrong variants that
-    reproduce every failing row; likely_bugs: every named cause, most useful
-    last (variants included); facts: true measurements that name no bug;
-    error: the type of the learner's exception; stop: the first line of a
-    stop's message."""
-    exercise: str
-    kind: str = "failed"
-    rows: list[str] = field(default_factory=list)
-    failed_rows: list[str] = field(default_factory=list)
-    regime: dict | None = None
-    located: dict | None = None
-    variants: list[str] = field(default_factory=list)
-    likely_bugs: list[str] = field(default_factory=list)
-    facts: list[str] = field(default_factory=list)
-    error: str | None = None
-    stop: str | None = None
-
-    def to_dict(self) -> dict:
-        return {"exercise": self.exercise, "kind": self.kind, "rows": list(self.rows),
-                "failed_rows": list(self.failed_rows), "regime": dict(self.regime) if self.regime else None,
-                "located": dict(self.located) if self.located else None, "variants": list(self.variants),
-                "likely_bugs": list(self.likely_bugs), "facts": list(self.facts), "error": self.error,
-                "stop": self.stop}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "Diagnosis":
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
-
-    def with_bug(self, bug: str) -> "Diagnosis":
-        bugs = self.likely_bugs if bug in self.likely_bugs else [*self.likely_bugs, bug]
-        return Diagnosis(**{**self.to_dict(), "likely_bugs": bugs})
-
-    def with_fact(self, fact: str) -> "Diagnosis":
-        facts = self.facts if fact in self.facts else [*self.facts, fact]
-        return Diagnosis(**{**self.to_dict(), "facts": facts})
 
 
 class CheckFailed(AssertionError):
@@ -989,12 +940,13 @@ class Check:
             self._stop_on_error(CallRecord(args, kwargs, err, row_label), None, ())  # never traced: it would hang again
         except NotImplementedError:
             self._stop(f"{self.fn_name} is not implemented yet (it raised NotImplementedError). "
-                       f"Replace the `raise NotImplementedError()` line with your code; it should return {self.expects}.")
+                       f"Replace the `raise NotImplementedError()` line with your code; it should return {self.expects}.",
+                       kind="not implemented")
         except CheckFailed:
             raise
         except Exception as err:  # the learner's bug, reported in one line
             if type(err).__name__ == "Delegation":  # also the recheck's re-raised form
-                self._stop(_first_line(err))
+                self._stop(_first_line(err), kind="delegated")
             self._locate_raise(fn, args, kwargs)
             if self._number_type_tells(fn, args, kwargs):
                 self.error_measured = True
@@ -1109,7 +1061,7 @@ class Check:
             with refuse_delegation(self.fn_name, fn), contextlib.redirect_stdout(io.StringIO()):
                 return measuring_call(fn, args, kwargs)
         except Delegation as err:
-            self._stop(_first_line(err))
+            self._stop(_first_line(err), kind="delegated")
         except (Exception, LearnerTimeout):
             return None
 
@@ -1140,14 +1092,18 @@ class Check:
         self.diagnose(f"{what} is the right result scaled by {describe_factor(fit[0], named)}: drop that factor")
         return True
 
-    def _stop(self, message: str, learner_error: BaseException | None = None, extra_row: Row | None = None):
+    def _stop(self, message: str, learner_error: BaseException | None = None, extra_row: Row | None = None, *,
+              kind: str | None = None):
+        """Print the table and raise the failure. kind: the Diagnosis kind of
+        this stop, named by the caller ("not implemented", "delegated"); by
+        default "raised" when the learner's code raised, else "stopped"."""
         __tracebackhide__ = True
         self.errors.append(message)
         self._print_table([*self.rows, extra_row] if extra_row else self.rows)
         hints = "".join(f"\n  {line}" for line in self._explanation())
-        kind = ("not implemented" if "is not implemented yet" in message else
-                "delegated" if type(learner_error).__name__ == "Delegation" or message.startswith(f"{self.fn_name} calls tinylm")
-                or " tinylm." in message.split(":")[0] else "raised" if learner_error is not None else "stopped")
+        if kind is None:
+            kind = ("delegated" if type(learner_error).__name__ == "Delegation" else
+                    "raised" if learner_error is not None else "stopped")
         rows = [*self.rows, extra_row] if extra_row else self.rows
         if kind == "raised" and self.located is None:
             from .trace import locate_error

@@ -60,6 +60,7 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..diagnosis_record import KIND_WORDS
 from .learner_code import LearnerTimeout, is_learners_file, walk_traceback
 
 # Bounds that keep a trace cheap: a check traces its small visible inputs,
@@ -604,33 +605,6 @@ def _same_up_to_layout(v: torch.Tensor, ref: torch.Tensor, rel: float, permute: 
         if _merges(tuple(r.shape[p] for p in perm), tuple(v.shape)) and _close(r.permute(perm).reshape(v.shape), v, rel):
             return True
     return False
-
-
-KIND_WORDS = {
-    "value": "the first line whose value the reference never computes",
-    "missing": "a step is missing between these lines: the value made here reaches a later line without it",
-    "role": "a value is used in another's place: the value made here is not the one the reference uses there",
-    "swapped": "a value is used in another's place: the same line makes the value the reference uses there too",
-    "layout": "the value made here reaches the later line with its axes split or ordered differently",
-    "output": "your result is this value, which the reference has only before its last steps (a step after it is "
-              "missing)",
-    "twice": "this step is applied twice: the value it reads already went through the same step",
-    "ahead": "the value read here already went through later steps: the steps run in another order than the "
-             "reference's",
-    "sizes": "the sizes this call is given differ from the reference's; they are read on the other line",
-    "shape": "the value made here has the reference's numbers in another shape, and a later line raises on it",
-    "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
-    "grad": "the gradient stops here",
-    "raises": "it raises here",
-    "unregistered": "this line stores a plain tensor where the module built on the CPU registers a Parameter or buffer",
-    "order": "this call's arguments bind to other parameters than the names passed",
-    "bound": "the value the line that raised reads is made here",
-    "read": "this line reads another value than the reference reads there, although your code makes that one too",
-    "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
-            "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
-    "dtype": "a dtype is fixed here",
-    "saved": "this line registers a tensor that the module's state_dict saves with its weights",
-}
 
 
 @dataclass

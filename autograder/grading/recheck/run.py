@@ -22,6 +22,7 @@ import time
 from ... import course
 from ...notebook_format import defined_names, is_answer, is_check, nbg, read, setup_cells
 from ..sandbox.kernel import jail_for_recheck
+from ...diagnosis_record import KIND_WORDS
 from .parent import Child, make_proxy
 from .protocol import MODULE, NotRecheckable, known_type_name
 
@@ -287,7 +288,6 @@ def checked_place(located: dict) -> dict:
     line only where that text has it, a function only where that
     cell defines it, and a kind only when it is one of the tracer's; the
     rest is dropped rather than carried as the child's text."""
-    from ...checks.trace import KIND_WORDS
     file = located.get("file")
     cached = linecache.cache.get(file) if isinstance(file, str) else None
     if cached is None:

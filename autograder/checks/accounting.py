@@ -42,7 +42,9 @@ import tinylm
 from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
 
 from ..learner_values import MAX_SHOWN_SIZE, count_words
-from .core import Check, Row, describe, python_number_problem
+from ..learner_values import describe
+from .framework.check import Check, Row
+from .framework.measure import python_number_problem
 
 # ---------------------------------------------------------------------------
 # measurements (also used by the notebooks' prediction-against-measurement cells)

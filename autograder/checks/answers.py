@@ -40,10 +40,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .core import FAIL_HOOKS, PASS_HOOKS
 from ..mylm_manifest import ENV, MANIFEST, load_manifest, source_hash, used_from
 from ..mylm_manifest import passing as passing_in
 from ..notebook_format import defined_names
+from .framework.check import FAIL_HOOKS, PASS_HOOKS
 
 NOTEBOOK_FOLDER = re.compile(r"^(\d\d)_(\w+)$")
 # Where IPython compiles a cell: ipykernel >= 6 writes /tmp/ipykernel_<pid>/<hash>.py,

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
-from .core import Check, close_to, describe_factor, fit_scale, randn, tol_for
+from .framework.check import Check
+from .framework.measure import close_to, describe_factor, fit_scale, randn, tol_for
 
 
 def ref_mask(q_len: int, kv_len: int) -> torch.Tensor:

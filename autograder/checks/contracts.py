@@ -36,8 +36,11 @@ from typing import Any, Callable
 import torch
 
 from . import trace
-from .core import (INPUTS_ROW, RAISE_LOCATORS, Check, LearnerTimeout, Row, call_giving_inputs_back, close_to,
-                   describe, guarded_call, reached_by_gradient, refuse_delegation, tol_for)
+from ..learner_values import describe
+from .framework.calling import call_giving_inputs_back, guarded_call, refuse_delegation
+from .framework.check import Check, RAISE_LOCATORS, Row
+from .framework.measure import close_to, reached_by_gradient, tol_for
+from .learner_code import LearnerTimeout
 
 def call_keeping_inputs(chk: Check, fn, *args, on_error=None, **kwargs):
     """chk.call(fn, *args, **kwargs), plus one table row per check saying

@@ -11,8 +11,10 @@ import torch.nn.functional as F
 from .attention import attention_steps, repeat_kv_steps
 from .contracts import Contract, defaults, run_contract
 from ..learner_values import known_sizes, shown_size
-from .core import Check, CheckFailed, randn
 from .kv_cache import TILED, call_with_hints, head_mismatch_fact, check_attention_step, finish_with_upstream, ref_repeat_kv
+from .framework.check import Check
+from .framework.failure import CheckFailed
+from .framework.measure import randn
 
 
 

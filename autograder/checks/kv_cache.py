@@ -19,10 +19,14 @@ import torch.nn.functional as F
 from . import trace
 from .attention import ref_mask
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
-from .core import Check, CheckFailed, CheckStopped, describe, guarded_call, randn, seeded
+from ..learner_values import describe
 from .learner_code import is_learners_file
 from .rope import ref_angles, ref_rotate, rotated_after_update, rotated_with_the_cache
 from .spies import attention_heads, unrepeated_bug
+from .framework.calling import guarded_call
+from .framework.check import Check
+from .framework.failure import CheckFailed, CheckStopped
+from .framework.measure import randn, seeded
 
 
 # --------------------------------------------------------------------------

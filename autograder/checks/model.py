@@ -26,10 +26,12 @@ import tinylm
 from . import trace
 from .contracts import apply_outcome, defaults, noncontiguous, remembered
 from ..learner_values import describe, known_sizes, shown_shape
-from .core import Check, globals_of, guarded_call, parameter_dtypes, reached_by_gradient, randn
 from .kv_cache import TILED
 from .learner_code import is_learners_file
 from .spies import attention_heads, unrepeated_bug
+from .framework.calling import globals_of, guarded_call
+from .framework.check import Check
+from .framework.measure import parameter_dtypes, randn, reached_by_gradient
 
 
 # -- an independent reference, from a state dict ------------------------------
@@ -628,7 +630,7 @@ def _fails_own_check(check, cls) -> bool:
     import contextlib
     import io
 
-    from .core import CheckFailed
+    from .framework.failure import CheckFailed
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             check(cls)

@@ -13,7 +13,9 @@ import math
 import re
 
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
-from .core import Check, close_to, describe, randn
+from ..learner_values import describe
+from .framework.check import Check
+from .framework.measure import close_to, randn
 
 
 def ref_angles(head_dim: int, positions: torch.Tensor, theta: float) -> torch.Tensor:

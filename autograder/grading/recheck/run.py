@@ -75,8 +75,8 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
     except Exception:  # unreadable: every exercise fails, the intake said why
         answers, added = {}, {}
     setup = setup_cells(source)
-    from ...checks import core as checks_core  # torch: imported once main has limited this process's memory
-    checks_core.CALL_TIME_LIMIT = None  # the learner's calls run in the child, under the Child's own time limits
+    from ...checks.framework import calling as checks_calling  # torch: imported after main limits its memory
+    checks_calling.CALL_TIME_LIMIT = None  # the learner's calls run in the child, under the Child's own time limits
     child = Child(jail, timeout, total)
     trusted: dict = {"__name__": "__recheck__"}
     results: dict = {}

@@ -8,13 +8,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .attention import attention_steps, repeat_kv_steps
 from .contracts import Contract, defaults, run_contract
 from ..learner_values import known_sizes, shown_size
-from .kv_cache import TILED, call_with_hints, head_mismatch_fact, check_attention_step, finish_with_upstream, ref_repeat_kv
 from .framework.check import Check
 from .framework.failure import CheckFailed
 from .framework.measure import randn
+from .references.attention import attention_steps, repeat_kv_steps
+from .references.attention_step import check_attention_step
+from .references.heads import TILED, head_mismatch_fact, ref_repeat_kv
+from .references.hints import call_with_hints, finish_with_upstream
 
 
 

@@ -24,7 +24,8 @@ from autograder.checks import (check_bigram_nll, check_causal_attention, check_e
                                check_top_k_filter, check_train_step)
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check, independent_copy, seeded
-from autograder.checks.kv_cache import _measure_cache_length, tiny_model
+from autograder.checks.references.attention_step import _measure_cache_length
+from autograder.checks.references.generation import tiny_model
 from autograder.checks.model import _list_lengths
 from autograder.checks.mlp import SWIGLU
 from autograder.checks.perplexity import _measure_conversion

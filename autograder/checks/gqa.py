@@ -14,7 +14,7 @@ from .framework.check import Check
 from .framework.failure import CheckFailed
 from .framework.measure import randn
 from .references.attention import attention_steps, repeat_kv_steps
-from .references.attention_step import check_attention_step
+from .references.attention_step import attention_step_check
 from .references.heads import TILED, head_mismatch_fact, ref_repeat_kv
 from .references.hints import call_with_hints, finish_with_upstream
 
@@ -154,7 +154,7 @@ def check_gqa_step(gqa_step, **kw) -> None:
     kw.setdefault("n_heads", 4)
     kw.setdefault("n_kv_heads", 2)
     kw.setdefault("head_dim", 6)
-    check_attention_step(gqa_step, fn_name="gqa_step", **kw)
+    attention_step_check(gqa_step, fn_name="gqa_step", **kw)
 
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------

@@ -24,13 +24,23 @@ from .framework.check import Check
 from .framework.failure import CheckFailed
 from .framework.measure import randn, seeded
 from .references.attention_step import AXES, call_naming_cat_axis, measure_growth
-from .references.attention_step import check_attention_step  # noqa: F401: notebook 06's exercise, shared with gqa_step
+from .references.attention_step import attention_step_check
 from .references.generation import ForwardLog, greedy_with, measure_length, ref_greedy, tiny_model
 
 
 # --------------------------------------------------------------------------
-# helpers shared by the part-2 checks (06-10)
+# attention_step(x, attn, cos, sin, past_k, past_v) -> (y, k_all, v_all)
+# --------------------------------------------------------------------------
 
+def check_attention_step(attention_step, *, seed: int = 0, batch: int = 2, n_heads: int = 3, n_kv_heads: int | None = None,
+                         head_dim: int = 4, steps: tuple = (5, 3, 1, 1), dtype=torch.float32,
+                         fn_name: str = "attention_step") -> None:
+    """Feed a sequence chunk by chunk (prefill, then decode steps) and compare
+    each step's output and cache with a full recompute of the whole sequence
+    (references.attention_step, which gqa_step's check shares)."""
+    __tracebackhide__ = True
+    attention_step_check(attention_step, seed=seed, batch=batch, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                         head_dim=head_dim, steps=steps, dtype=dtype, fn_name=fn_name)
 
 
 # --------------------------------------------------------------------------

@@ -160,7 +160,7 @@ def _rotation_offset(got_new: torch.Tensor, raw: torch.Tensor, limit: int) -> in
     return None
 
 
-def check_attention_step(attention_step, *, seed: int = 0, batch: int = 2, n_heads: int = 3, n_kv_heads: int | None = None,
+def attention_step_check(attention_step, *, seed: int = 0, batch: int = 2, n_heads: int = 3, n_kv_heads: int | None = None,
                          head_dim: int = 4, steps: tuple = (5, 3, 1, 1), dtype=torch.float32,
                          fn_name: str = "attention_step") -> None:
     """Feed a sequence chunk by chunk (prefill, then decode steps) and compare
@@ -330,7 +330,7 @@ def _grouping(n_heads: int, n_kv_heads: int) -> Edge:
     def transform(args: dict) -> dict:
         p = {"batch": args["x"].shape[0], "head_dim": args["attn"].head_dim, "dtype": args["x"].dtype,
              "n_heads": n_heads, "n_kv_heads": n_kv_heads}
-        (_, case, _), = _step_cases(check_attention_step, **p)()
+        (_, case, _), = _step_cases(attention_step_check, **p)()
         return dict(zip(STEP_NAMES, case))
     group = n_heads // n_kv_heads
     return Edge(f"{n_heads} heads over {n_kv_heads} kv heads",
@@ -343,9 +343,9 @@ def _step_contract(name: str, cases, edges: tuple = ()) -> Contract:
 
 
 STEP_CONTRACTS = {
-    "attention_step": _step_contract("attention_step", _step_cases(check_attention_step)),
+    "attention_step": _step_contract("attention_step", _step_cases(attention_step_check)),
     # The visible grouping has n_kv_heads² = n_heads: a group size taken for the group count passes it.
-    "gqa_step": _step_contract("gqa_step", _step_cases(check_attention_step, batch=3, n_heads=4, n_kv_heads=2, head_dim=6),
+    "gqa_step": _step_contract("gqa_step", _step_cases(attention_step_check, batch=3, n_heads=4, n_kv_heads=2, head_dim=6),
                                edges=(_grouping(6, 2),)),
 }
 

@@ -34,7 +34,6 @@ def call_keeping_inputs(chk: Check, fn, *args, on_error=None, **kwargs):
 # -- the regime grid ------------------------------------------------------------------
 
 
-
 # A function whose regimes have been run, and what they found: the hidden
 # tests call the same check again with other parameters, and the grid, built
 # from the visible inputs, would only repeat itself.

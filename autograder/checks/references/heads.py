@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 
-
 # A broadcast error at dimension 1 of (B, heads, T, ·) is a head-count
 # mismatch, whichever tensor it comes from: the error text does not say
 # whether k, v or both lacked the repetition, so only the fact is stated.

@@ -23,7 +23,6 @@ import torch
 from .record import LEAF, Op, Trace
 
 
-
 # -- comparing values up to layout -------------------------------------------------
 def tolerance_for(dtype: torch.dtype) -> float:
     return {torch.float64: 1e-5, torch.float32: 2e-4, torch.bfloat16: 3e-2, torch.float16: 5e-3}.get(dtype, 0.0)

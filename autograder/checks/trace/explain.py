@@ -38,8 +38,6 @@ from .align import base_name, owner_value, same_kind, sized_axes, tolerance_for,
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
-
-
 @dataclass
 class Located:
     """The line of the learner's code where the first wrong value is made."""

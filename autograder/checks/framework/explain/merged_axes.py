@@ -2,7 +2,6 @@
 one split). One explainer of a failing row (see __init__)."""
 from __future__ import annotations
 
-
 import torch
 
 from ..measure import axis_groups, close_to

@@ -2,7 +2,6 @@
 last entries. One explainer of a failing row (see __init__)."""
 from __future__ import annotations
 
-
 import torch
 
 from ..measure import close_to

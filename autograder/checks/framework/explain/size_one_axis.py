@@ -1,7 +1,6 @@
 """A result one axis of size 1 apart from the expected shape. One explainer of a failing row (see __init__)."""
 from __future__ import annotations
 
-
 import torch
 
 from ...trace import size_one_axis

@@ -19,7 +19,7 @@ LIST_CAP = 12
 
 
 def capped_diagnosis(found) -> dict:
-    """A diagnosis (checks.core.Diagnosis.to_dict) with only its known
+    """A diagnosis (Diagnosis.to_dict) with only its known
     fields, of the right types, sizes capped: what a verdict may carry into
     the result file. Anything else becomes empty."""
     def text(value) -> str | None:

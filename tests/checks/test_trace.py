@@ -1,5 +1,5 @@
-"""The learner's wrong line, found by measurement (autograder/checks/trace.py),
-and the regimes every exercise declares (autograder/checks/contracts.py).
+"""The learner's wrong line, found by measurement (autograder/checks/trace/),
+and the regimes every exercise declares (autograder/checks/contracts/).
 
 Each wrong function here is written as a learner would, in a "cell" whose
 source is registered with linecache as IPython registers a notebook cell's;

@@ -1,8 +1,15 @@
-"""The record of a failed check that may leave the learner's process: a
-diagnosis's known fields, of the right types, sizes capped. Plain Python
-(no torch), so the grading process can cap what a verdict carries without
-importing the checks."""
+"""The record of a failed check: the Diagnosis fields every reader uses (the
+notebook's message, the self-check, the benchmarks, the feedback page), the
+words for where a located line goes wrong, and the capped form of a record
+that may leave the learner's process. Plain Python (no torch), so the
+grading process and the feedback page read it without importing the checks.
+
+A record's `kind` is given by whoever makes it (Check._stop names it with
+the stop), never read back from the message text."""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
 
 
 # What a diagnosis may carry into a grading result: each text field cut to
@@ -12,7 +19,7 @@ LIST_CAP = 12
 
 
 def capped_diagnosis(found) -> dict:
-    """A diagnosis (checks.core.Diagnosis.to_dict) with only its known
+    """A diagnosis (Diagnosis.to_dict) with only its known
     fields, of the right types, sizes capped: what a verdict may carry into
     the result file. Anything else becomes empty."""
     def text(value) -> str | None:
@@ -35,3 +42,80 @@ def capped_diagnosis(found) -> dict:
         "variants": texts(found.get("variants")), "likely_bugs": texts(found.get("likely_bugs")),
         "facts": texts(found.get("facts")), "error": text(found.get("error")), "stop": text(found.get("stop")),
     }
+
+
+@dataclass
+class Diagnosis:
+    """A failure as data: what the report, the feedback page and the
+    benchmarks read, so rewording a message changes none of them.
+
+    exercise: the function or class checked; kind: "failed" (rows failed),
+    "raised" (the learner's code raised), "not implemented", "delegated" or
+    "stopped" (any other stop, e.g. not callable); rows: every row's name;
+    failed_rows: those that failed; regime: the regime a failure showed in
+    ({"name", "text"}: "float64", "right in float32, wrong in float64"), None
+    when the table rows failed; located: the learner's line where the first
+    wrong value is made ({"file", "line", "function", "code", "facts", "kind"};
+    "code" is the learner's own text); variants: known wrong variants that
+    reproduce every failing row; likely_bugs: every named cause, most useful
+    last (variants included); facts: true measurements that name no bug;
+    error: the type of the learner's exception; stop: the first line of a
+    stop's message."""
+    exercise: str
+    kind: str = "failed"
+    rows: list[str] = field(default_factory=list)
+    failed_rows: list[str] = field(default_factory=list)
+    regime: dict | None = None
+    located: dict | None = None
+    variants: list[str] = field(default_factory=list)
+    likely_bugs: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    error: str | None = None
+    stop: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"exercise": self.exercise, "kind": self.kind, "rows": list(self.rows),
+                "failed_rows": list(self.failed_rows), "regime": dict(self.regime) if self.regime else None,
+                "located": dict(self.located) if self.located else None, "variants": list(self.variants),
+                "likely_bugs": list(self.likely_bugs), "facts": list(self.facts), "error": self.error,
+                "stop": self.stop}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Diagnosis":
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+    def with_bug(self, bug: str) -> "Diagnosis":
+        bugs = self.likely_bugs if bug in self.likely_bugs else [*self.likely_bugs, bug]
+        return Diagnosis(**{**self.to_dict(), "likely_bugs": bugs})
+
+    def with_fact(self, fact: str) -> "Diagnosis":
+        facts = self.facts if fact in self.facts else [*self.facts, fact]
+        return Diagnosis(**{**self.to_dict(), "facts": facts})
+
+
+KIND_WORDS = {
+    "value": "the first line whose value the reference never computes",
+    "missing": "a step is missing between these lines: the value made here reaches a later line without it",
+    "role": "a value is used in another's place: the value made here is not the one the reference uses there",
+    "swapped": "a value is used in another's place: the same line makes the value the reference uses there too",
+    "layout": "the value made here reaches the later line with its axes split or ordered differently",
+    "output": "your result is this value, which the reference has only before its last steps (a step after it is "
+              "missing)",
+    "twice": "this step is applied twice: the value it reads already went through the same step",
+    "ahead": "the value read here already went through later steps: the steps run in another order than the "
+             "reference's",
+    "sizes": "the sizes this call is given differ from the reference's; they are read on the other line",
+    "shape": "the value made here has the reference's numbers in another shape, and a later line raises on it",
+    "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
+    "grad": "the gradient stops here",
+    "raises": "it raises here",
+    "unregistered": "this line stores a plain tensor where the module built on the CPU registers a Parameter or buffer",
+    "order": "this call's arguments bind to other parameters than the names passed",
+    "bound": "the value the line that raised reads is made here",
+    "read": "this line reads another value than the reference reads there, although your code makes that one too",
+    "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
+            "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
+    "dtype": "a dtype is fixed here",
+    "saved": "this line registers a tensor that the module's state_dict saves with its weights",
+}

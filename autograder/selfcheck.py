@@ -29,7 +29,7 @@ class Row:
     points: float
     passed: bool
     message: str
-    diagnosis: dict | None = None   # the failure's fields (checks.core.Diagnosis.to_dict), when the kernel logged them
+    diagnosis: dict | None = None   # the failure's fields (diagnosis_record.Diagnosis.to_dict), when the kernel logged them
     lines: list[str] = field(default_factory=list)
 
 

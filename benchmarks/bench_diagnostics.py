@@ -95,7 +95,7 @@ from benchmarks.mutations import SETS, Mutation, set_names  # noqa: E402
 NAMED_RATE_REQUIRED = 0.85
 SUMMARY = re.compile(r"^\S.* failed \d+ of \d+ checks")
 VERDICTS = ("named", "located", "located wrongly", "named wrongly", "unnamed", "missed")
-QUOTED = re.compile(r"\(line \d+: `[^`]*`\)")  # the learner's own line, as core._learner_place quotes it
+QUOTED = re.compile(r"\(line \d+: `[^`]*`\)")  # the learner's own line, as framework.failure.learner_place quotes it
 
 
 @dataclass

@@ -7,7 +7,9 @@ AssertionError) naming the likely bug when something is wrong."""
 import torch._dynamo  # noqa: F401
 
 from .attention import check_causal_attention, check_causal_mask, check_self_attention, check_split_merge
-from .core import FAIL_HOOKS, PASS_HOOKS, Check, CheckFailed, Delegation, randn, show_check
+from .framework.check import FAIL_HOOKS, PASS_HOOKS, Check
+from .framework.failure import CheckFailed, Delegation, show_check
+from .framework.measure import randn
 from .embeddings import check_embed, check_one_hot_embed, check_tie_weights, check_tied_logits
 from .mlp import check_pre_norm_block, check_swiglu, check_swiglu_hidden
 from .norms import check_layer_norm, check_rms_norm, check_rms_norm_module
@@ -23,7 +25,7 @@ from .model import check_attention_module, check_block, check_decoder
 from .accounting import (check_attention_flops, check_decode_bytes_per_token, check_kv_cache_bytes, check_param_counts,
                          check_train_step_costs)
 from . import answers as _answers  # noqa: F401: registers the saver of passing answers (mylm/)
-from .core import keeping_the_random_stream as _keeping_the_random_stream
+from .framework.calling import keeping_the_random_stream as _keeping_the_random_stream
 
 
 for _name, _check in list(globals().items()):

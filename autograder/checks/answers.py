@@ -1,6 +1,6 @@
 """Save the learner's passing answers into their own package, `mylm/`.
 
-When a check passes (autograder.checks.core.PASS_HOOKS), `record` finds the
+When a check passes (autograder.checks.framework.check.PASS_HOOKS), `record` finds the
 notebook cell that defined the checked function or class and writes that
 cell's code into `mylm/nbNN_name.py`, one module per notebook, and the PASS
 line says so and from which notebook on the answer is used:
@@ -40,10 +40,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .core import FAIL_HOOKS, PASS_HOOKS
 from ..mylm_manifest import ENV, MANIFEST, load_manifest, source_hash, used_from
 from ..mylm_manifest import passing as passing_in
 from ..notebook_format import defined_names
+from .framework import failure
+from .framework.check import FAIL_HOOKS, PASS_HOOKS
 
 NOTEBOOK_FOLDER = re.compile(r"^(\d\d)_(\w+)$")
 # Where IPython compiles a cell: ipykernel >= 6 writes /tmp/ipykernel_<pid>/<hash>.py,
@@ -85,7 +86,7 @@ def _showing_a_pitfall() -> bool:
     """True inside show_check (a deliberately wrong function that happens to pass)."""
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code.co_name == "show_check" and frame.f_globals.get("__name__") == "autograder.checks.core":
+        if frame.f_code.co_name == "show_check" and frame.f_globals.get("__name__") == failure.__name__:
             return True
         frame = frame.f_back
     return False

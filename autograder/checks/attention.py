@@ -8,15 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
-from .core import Check, close_to, describe_factor, fit_scale, randn, tol_for
-
-
-def ref_mask(q_len: int, kv_len: int) -> torch.Tensor:
-    """Closed form: query i sits at absolute position kv_len - q_len + i and
-    may see key j iff j <= that position."""
-    i = torch.arange(q_len)[:, None] + (kv_len - q_len)
-    j = torch.arange(kv_len)[None, :]
-    return j <= i  # (q_len, kv_len)
+from .framework.check import Check
+from .framework.measure import close_to, describe_factor, fit_scale, randn, tol_for
+from .references.attention import attention_steps, causal_mask_steps, ref_mask
 
 
 def check_causal_mask(causal_mask, *, cases: tuple = ((5, 5), (3, 7), (1, 6))) -> None:
@@ -404,14 +398,6 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
     chk.finish()
 
 
-# -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
-def causal_mask_steps(q_len: int, kv_len: int | None = None) -> torch.Tensor:
-    kv_len = q_len if kv_len is None else kv_len
-    position = torch.arange(q_len)[:, None] + (kv_len - q_len)   # (q_len, 1): where each query sits
-    key = torch.arange(kv_len)[None, :]                           # (1, kv_len)
-    return key <= position
-
-
 def split_heads_steps(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     B, T, d = x.shape
     return x.reshape(B, T, n_heads, d // n_heads).transpose(1, 2)  # (B, H, T, hd)
@@ -420,20 +406,6 @@ def split_heads_steps(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 def merge_heads_steps(y: torch.Tensor) -> torch.Tensor:
     B, H, T, hd = y.shape
     return y.transpose(1, 2).reshape(B, T, H * hd)
-
-
-def repeat_kv_steps(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    return x.repeat_interleave(n_rep, dim=1)   # head h of the result is kv head h // n_rep
-
-
-def attention_steps(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Causal attention written out: scores, scale, mask, softmax over the keys, weighted values."""
-    scores = q @ k.transpose(-2, -1)                              # (..., Tq, Tk)
-    scores = scores / math.sqrt(q.shape[-1])
-    allowed = causal_mask_steps(q.shape[-2], k.shape[-2]).to(q.device)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return weights @ v
 
 
 def self_attention_steps(x, w_q, w_k, w_v, w_o, n_heads: int) -> torch.Tensor:

@@ -8,7 +8,10 @@ from torch import nn
 import math
 
 from .contracts import Contract, defaults, run_contract
-from .core import Check, describe, gradient_reaches, measuring_call, randn
+from ..learner_values import describe
+from .framework.calling import measuring_call
+from .framework.check import Check
+from .framework.measure import gradient_reaches, randn
 
 
 def _ids(batch: int, seq: int, vocab: int, seed: int) -> torch.Tensor:

@@ -8,11 +8,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .attention import attention_steps, repeat_kv_steps
 from .contracts import Contract, defaults, run_contract
 from ..learner_values import known_sizes, shown_size
-from .core import Check, CheckFailed, randn
-from .kv_cache import TILED, call_with_hints, head_mismatch_fact, check_attention_step, finish_with_upstream, ref_repeat_kv
+from .framework.check import Check
+from .framework.failure import CheckFailed
+from .framework.measure import randn
+from .references.attention import attention_steps, repeat_kv_steps
+from .references.attention_step import attention_step_check
+from .references.heads import TILED, head_mismatch_fact, ref_repeat_kv
+from .references.hints import call_with_hints, finish_with_upstream
 
 
 
@@ -150,7 +154,7 @@ def check_gqa_step(gqa_step, **kw) -> None:
     kw.setdefault("n_heads", 4)
     kw.setdefault("n_kv_heads", 2)
     kw.setdefault("head_dim", 6)
-    check_attention_step(gqa_step, fn_name="gqa_step", **kw)
+    attention_step_check(gqa_step, fn_name="gqa_step", **kw)
 
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------

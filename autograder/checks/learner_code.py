@@ -10,7 +10,7 @@ from pathlib import Path
 
 class LearnerTimeout(BaseException):
     """Raised inside the learner's code when one call of it runs past
-    core.CALL_TIME_LIMIT seconds. A BaseException, like KeyboardInterrupt, so an
+    framework.calling.CALL_TIME_LIMIT seconds. A BaseException, like KeyboardInterrupt, so an
     `except Exception` in the learner's loop does not swallow it."""
 
 

@@ -340,7 +340,7 @@ def _own_check_diagnosis(name: str, module) -> str | None:
     """The last line of the failure message of `name`'s own notebook check run on the saved answer
     (None when it passes or there is no such check); no answer is saved by this run."""
     from autograder import checks
-    from .core import PASS_HOOKS
+    from .framework.check import PASS_HOOKS
     runs = {DECODER: [("check_attention_module", "Attention"), ("check_block", "Block"), ("check_decoder", DECODER)]}
     saved = PASS_HOOKS[:]
     PASS_HOOKS.clear()
@@ -393,7 +393,8 @@ def check_model_agrees(label: str, holds, model: nn.Module) -> None:
     ok = bool(holds(model))
     print(f"{label}: {ok}")
     if not ok:
-        from .core import CheckFailed, Diagnosis
+        from .framework.failure import CheckFailed
+        from ..diagnosis_record import Diagnosis
         owner = owner_of_failure(model, holds)
         raise CheckFailed(f"{label}: False\n  Likely bug: {owner}",
                           diagnosis=Diagnosis(label, rows=[label], failed_rows=[label], likely_bugs=[owner]))
@@ -404,6 +405,7 @@ def require_agreement(label: str, ok: bool, owner: str) -> None:
     __tracebackhide__ = True
     print(f"{label}: {bool(ok)}")
     if not ok:
-        from .core import CheckFailed, Diagnosis
+        from .framework.failure import CheckFailed
+        from ..diagnosis_record import Diagnosis
         raise CheckFailed(f"{label}: False\n  Likely bug: {owner}",
                           diagnosis=Diagnosis(label, rows=[label], failed_rows=[label], likely_bugs=[owner]))

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
-from .core import Check, identify_activation, python_number_problem, randn
+from .framework.check import Check
+from .framework.measure import identify_activation, python_number_problem, randn
 
 
 def check_swiglu(swiglu, *, seed: int = 0, batch: int = 2, seq: int = 3, d_model: int = 6, d_ff: int = 10,

@@ -12,10 +12,7 @@ first one that differs.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import re
-import sys
 
 import torch
 import torch.nn.functional as F
@@ -24,119 +21,16 @@ from torch import nn
 import tinylm
 
 from . import trace
-from .contracts import apply_outcome, defaults, noncontiguous, remembered
-from ..learner_values import describe, known_sizes, shown_shape
-from .core import Check, globals_of, guarded_call, parameter_dtypes, reached_by_gradient, randn
-from .kv_cache import TILED
-from .learner_code import is_learners_file
 from .spies import attention_heads, unrepeated_bug
-
-
-# -- an independent reference, from a state dict ------------------------------
-def _ref_rope_tables(head_dim: int, n_pos: int, theta: float):
-    """cos, sin (n_pos, head_dim): feature i and i + hd/2 turn by pos · theta^(-2i/hd)."""
-    i = torch.arange(head_dim // 2, dtype=torch.float64)
-    angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * theta ** (-2 * i / head_dim)  # (T, hd/2)
-    angles = torch.cat((angles, angles), dim=-1)
-    return angles.cos().float(), angles.sin().float()
-
-
-def _ref_rotate(x, cos, sin):
-    """(B, H, T, hd), halves paired: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin)."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
-
-
-def _ref_rms(x, weight, eps):
-    return weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-
-
-def _ref_attention(state: dict, prefix: str, x, config, cos, sin, tile=False, explicit=False, unmerged=False):
-    """tile=True: the kv heads repeated by x.repeat (query head h reads kv head h % n_kv), a known bug;
-    unmerged=True: the heads merged by a reshape without the transpose (positions and heads mixed), another.
-    explicit=True: attention written out step by step (scores, mask, softmax), for the tracer's reference."""
-    B, T, _ = x.shape
-    H, K, hd = config.n_heads, config.n_kv_heads, config.head_dim
-
-    def heads(name, n):
-        return F.linear(x, state[f"{prefix}{name}.weight"]).view(B, T, n, hd).transpose(1, 2)  # (B, n, T, hd)
-
-    q = _ref_rotate(heads("q_proj", H), cos[:T], sin[:T])
-    k = _ref_rotate(heads("k_proj", K), cos[:T], sin[:T])
-    v = heads("v_proj", K)
-    if tile:
-        k, v = k.repeat(1, H // K, 1, 1), v.repeat(1, H // K, 1, 1)
-    else:
-        k, v = k.repeat_interleave(H // K, dim=1), v.repeat_interleave(H // K, dim=1)  # (B, H, T, hd)
-    if explicit:
-        from .attention import attention_steps
-        y = attention_steps(q, k, v)
-    else:
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)                  # (B, H, T, hd)
-    merged = y.reshape(B, T, H * hd) if unmerged else y.transpose(1, 2).reshape(B, T, H * hd)
-    return F.linear(merged, state[f"{prefix}o_proj.weight"])
-
-
-def _ref_kv(state, prefix, h, config, start: int):
-    """Keys (rotated) and values (B, n_kv, T, hd) of the attention input h at positions start .. start + T - 1."""
-    B, T, _ = h.shape
-    K, hd = config.n_kv_heads, config.head_dim
-    cos, sin = _ref_rope_tables(hd, start + T, config.rope_theta)
-    k = F.linear(h, state[f"{prefix}k_proj.weight"]).view(B, T, K, hd).transpose(1, 2)
-    v = F.linear(h, state[f"{prefix}v_proj.weight"]).view(B, T, K, hd).transpose(1, 2)
-    return _ref_rotate(k, cos[start:], sin[start:]), v
-
-
-def _ref_step(state, prefix, h, config, start: int, past_k, past_v, *, q_from_zero=False, k_from_zero=False,
-              top_left=False):
-    """One cached attention step: new inputs h (B, n, d) at positions start.., the past keys and values given.
-    The switches are the known ways of getting the cached path wrong: q or the new k rotated as if they
-    began at position 0 (start_pos ignored), the causal triangle aligned top-left (is_causal=True)."""
-    B, n, _ = h.shape
-    H, K, hd = config.n_heads, config.n_kv_heads, config.head_dim
-    cos, sin = _ref_rope_tables(hd, start + n, config.rope_theta)
-    q_at = 0 if q_from_zero else start
-    q = F.linear(h, state[f"{prefix}q_proj.weight"]).view(B, n, H, hd).transpose(1, 2)
-    q = _ref_rotate(q, cos[q_at:q_at + n], sin[q_at:q_at + n])                  # (B, H, n, hd)
-    k, v = _ref_kv(state, prefix, h, config, 0 if k_from_zero else start)       # (B, K, n, hd)
-    k_all = torch.cat((past_k, k), dim=2).repeat_interleave(H // K, dim=1)      # (B, H, start + n, hd)
-    v_all = torch.cat((past_v, v), dim=2).repeat_interleave(H // K, dim=1)
-    mask = torch.ones(n, start + n, dtype=torch.bool).tril(diagonal=0 if top_left else start)
-    y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask)         # (B, H, n, hd)
-    return F.linear(y.transpose(1, 2).reshape(B, n, H * hd), state[f"{prefix}o_proj.weight"])
-
-
-def _ref_mlp(state, prefix, x):
-    w = lambda name: state[f"{prefix}{name}.weight"]  # noqa: E731
-    return F.linear(F.silu(F.linear(x, w("gate_proj"))) * F.linear(x, w("up_proj")), w("down_proj"))
-
-
-def _ref_block(state, prefix, x, config, cos, sin, *, post_norm=False, residual=True,
-               norms=("attn_norm", "mlp_norm"), attention=None, explicit=False):
-    """The pre-norm block; the keyword arguments give the known wrong variants
-    (attention: a stand-in for the attention branch, e.g. a cached one)."""
-    norm1, norm2 = (f"{prefix}{n}.weight" for n in norms)
-    eps = config.norm_eps
-    attend = attention or (lambda h: _ref_attention(state, f"{prefix}attn.", h, config, cos, sin, explicit=explicit))
-    if post_norm:
-        h = _ref_rms(x + attend(x), state[norm1], eps)
-        return _ref_rms(h + _ref_mlp(state, f"{prefix}mlp.", h), state[norm2], eps)
-    h = (x if residual else 0) + attend(_ref_rms(x, state[norm1], eps))
-    return h + _ref_mlp(state, f"{prefix}mlp.", _ref_rms(h, state[norm2], eps))
-
-
-def _ref_stages(state, idx, config, explicit=False) -> list[tuple[str, torch.Tensor]]:
-    """[(stage, residual stream after it)] for the whole decoder."""
-    cos, sin = _ref_rope_tables(config.head_dim, idx.shape[1], config.rope_theta)
-    x = F.embedding(idx, state["tok_emb.weight"])
-    stages = [("embedding", x)]
-    for i in range(config.n_layers):
-        x = _ref_block(state, f"blocks.{i}.", x, config, cos, sin, explicit=explicit)
-        stages.append((f"block {i}", x))
-    x = _ref_rms(x, state["norm.weight"], config.norm_eps)
-    stages.append(("final norm", x))
-    stages.append(("logits", x @ state["lm_head.weight"].T))
-    return stages
+from .framework.calling import guarded_call
+from .framework.check import Check
+from .framework.measure import parameter_dtypes, randn
+from .references.heads import TILED
+from .references.modules import plain_tensors, registered_elsewhere, saved_buffers
+from .model_reference import (state_attention, state_block, state_kv, state_rms, state_rope_tables, state_rotate,
+                              state_stages, state_step)
+from .model_regimes import VISIBLE_CHECKS, module_contract
+from .model_reference import reference_module
 
 
 # -- shared steps ---------------------------------------------------------------
@@ -283,18 +177,6 @@ def _shared_modules(module: nn.Module, reference: nn.Module) -> str | None:
             "place (nn.ModuleList(Block(config) for _ in range(n_layers)) builds n_layers different blocks)")
 
 
-def plain_tensors(module: nn.Module, names: list[str]) -> list[str]:
-    """The names in `names` that the module holds as plain tensor attributes (not Parameters, not buffers)."""
-    def plain(name):
-        owner, _, attribute = name.rpartition(".")
-        try:
-            value = vars(module.get_submodule(owner)).get(attribute)
-        except AttributeError:
-            return False
-        return isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
-    return [name for name in names if plain(name)]
-
-
 def _unwrapped(plain: list[str], missing: list[str]) -> str | None:
     """When every missing parameter is a plain tensor attribute of that name (built the same on every device)."""
     if not plain or plain != missing:
@@ -323,156 +205,14 @@ def _modules_out_of_sight(module: nn.Module, missing: list[str]) -> str | None:
             f"so their weights are not parameters() and not in state_dict(); use self.{name} = nn.ModuleList(...)")
 
 
-def saved_buffers(chk: Check, cls, args: tuple, module: nn.Module, extra: list[str]) -> str | None:
-    """When keys the learner's state_dict has beyond the reference's are
-    buffers their module registers: what that costs a checkpoint, and the fix
-    (the line that registers one is located by building the module again)."""
-    buffers = {name for name, _ in module.named_buffers()}
-    saved = [name for name in extra if name in buffers]
-    if not saved:
-        return None
-    chk.locate_with(lambda: registering_line(cls, args, {name.split(".")[-1] for name in saved}))
-    keys = ", ".join(f"'{name}'" for name in saved[:4]) + (", ..." if len(saved) > 4 else "")
-    what = chk.fn_name
-    return (f"your {what}'s state_dict has {keys}, which tinylm's {what} (and Hugging Face's) does not have (measured: "
-            f"{'a buffer' if len(saved) == 1 else 'buffers'} your module registers): register_buffer saves a tensor "
-            f"with the weights, so a checkpoint of tinylm's or Hugging Face's model no longer loads into yours with "
-            f"load_state_dict(strict=True) (missing key {keys}), nor a checkpoint of yours into theirs (unexpected key "
-            f"{keys}); keep a number as a plain attribute (self.eps = eps), and register a tensor that must not be "
-            "saved with register_buffer(name, tensor, persistent=False)")
-
-
-def registering_line(cls, args: tuple, names: set) -> trace.Located | None:
-    """The learner's line that registers a saved buffer named in `names`,
-    seen by building cls(*args) again with nn.Module.register_buffer watched."""
-    found = []
-    register = nn.Module.register_buffer
-
-    def watched(self, name, tensor, persistent=True):
-        caller = sys._getframe(1)
-        if name in names and persistent and not found and is_learners_file(caller.f_code.co_filename):
-            code = caller.f_code
-            found.append(trace.Located(code.co_filename, caller.f_lineno, getattr(code, "co_qualname", code.co_name),
-                                       trace.source_line(code.co_filename, caller.f_lineno),
-                                       [f"the buffer `{name}`"], kind="saved"))
-        return register(self, name, tensor, persistent)
-    nn.Module.register_buffer = watched
-    try:
-        with torch.random.fork_rng():
-            guarded_call(cls, args)
-    except Exception:  # noqa: BLE001: a module that cannot be built again has no line to show
-        pass
-    finally:
-        nn.Module.register_buffer = register
-    return found[0] if found else None
-
-
-# A GPU the check may not have: the meta device stands in for it (.to() and device= behave as on any other device).
-ELSEWHERE = torch.device("meta")
-ELSEWHERE_ROW = "the same parameters whatever device DEVICE names"
-
-
-def _device_globals(cls) -> list[tuple[dict, str]]:
-    """(namespace, name) of every torch.device the learner's class reads from its globals (the notebook's DEVICE)."""
-    return [(g, name) for g in globals_of(cls) for name, value in list(g.items()) if isinstance(value, torch.device)]
-
-
-def _built_with_device(cls, args: tuple, device: torch.device, watch=None) -> nn.Module | None:
-    """cls(*args) built again while the learner's device globals name `device` (given back afterwards); None when
-    the build raises. watch: an nn.Module.__setattr__ to run the build under."""
-    saved = [(g, name, g[name]) for g, name in _device_globals(cls)]
-    setattr_ = nn.Module.__setattr__
-    try:
-        for g, name, _ in saved:
-            g[name] = device
-        if watch is not None:
-            nn.Module.__setattr__ = watch
-        with torch.random.fork_rng(), contextlib.redirect_stdout(io.StringIO()):
-            return guarded_call(cls, args)
-    except Exception:  # noqa: BLE001: a build that needs real values (a meta tensor has none) measures nothing
-        return None
-    finally:
-        nn.Module.__setattr__ = setattr_
-        for g, name, value in saved:
-            g[name] = value
-
-
-def _registered(module: nn.Module) -> dict[str, str]:
-    return {**{n: "parameter" for n, _ in module.named_parameters()}, **{n: "buffer" for n, _ in module.named_buffers()}}
-
-
-def registered_elsewhere(chk: Check, cls, args: tuple) -> bool:
-    """The row ELSEWHERE_ROW: cls(*args) built with the notebook's DEVICE naming the CPU and another device registers
-    the same parameters and buffers (a Parameter moved with .to(DEVICE) is a plain tensor once the device differs).
-    Measured only where the learner's code reads a torch.device from its globals and both builds run. False when
-    the row fails (now or before)."""
-    if any(r.name == ELSEWHERE_ROW for r in chk.rows) or not _device_globals(cls):
-        return all(r.ok for r in chk.rows if r.name == ELSEWHERE_ROW)
-    here, there = _built_with_device(cls, args, torch.device("cpu")), _built_with_device(cls, args, ELSEWHERE)
-    if here is None or there is None:
-        return True
-    mine, theirs = _registered(here), _registered(there)
-    lost = [n for n in mine if theirs.get(n) != mine[n]]
-    gained = [n for n in theirs if n not in mine]
-    if chk.require(ELSEWHERE_ROW, not lost and not gained, f"lost {lost[:3]}, gained {gained[:3]}"):
-        return True
-    names = " and ".join(f"`{name}`" for _, name in _device_globals(cls))
-    built = (f"built with {names} naming another device than the CPU (the meta device, as a GPU would be), your "
-             f"{chk.fn_name} registers")
-    if not lost:
-        chk.diagnose(f"{built} {gained[:3]}, which it does not register on the CPU: what a module registers must not "
-                     "depend on the device it is built for")
-        return False
-    name, more = lost[0], f"; {len(lost) - 1} more names differ alike" if len(lost) > 1 else ""
-    plain = bool(plain_tensors(there, [name]))
-    missing = (f"{built} no {mine[name]} `{name}` (measured: built with {names} = cpu it does{more}): on a GPU it "
-               f"would be absent from {mine[name]}s() and the state_dict, never trained, saved or loaded")
-    chk.diagnose(missing + ("; there it is a plain tensor attribute: .to(DEVICE) (or .cuda()) of a Parameter returns a "
-                            "plain tensor when the device differs; create the tensor on the device, "
-                            "nn.Parameter(torch.ones(dim, device=DEVICE)), or make it on the CPU and let "
-                            "model.to(DEVICE) move the whole model" if plain else
-                            "; what a module registers must not depend on the device it is built for"))
-    chk.locate_with(lambda: unregistering_line(cls, args, {n.rpartition(".")[2] for n in lost}))
-    return False
-
-
-def unregistering_line(cls, args: tuple, names: set) -> trace.Located | None:
-    """The learner's line that stores a plain tensor as an attribute in `names` while DEVICE names another device."""
-    found = []
-    setattr_ = nn.Module.__setattr__
-
-    def watched(self, name, value):
-        caller = sys._getframe(1)
-        if (name in names and isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and not found
-                and is_learners_file(caller.f_code.co_filename)):
-            code = caller.f_code
-            found.append(trace.Located(code.co_filename, caller.f_lineno, getattr(code, "co_qualname", code.co_name),
-                                       trace.source_line(code.co_filename, caller.f_lineno),
-                                       [f"`{name}` is a plain tensor there, not a Parameter"],
-                                       kind="unregistered"))
-        setattr_(self, name, value)
-    _built_with_device(cls, args, ELSEWHERE, watch=watched)
-    return found[0] if found else None
-
-
 def _prepare(chk: Check, cls, reference_cls, seed: int, d_model: int, n_heads: int, n_layers: int, seq: int,
              n_kv_heads=None, on_error=None):
     """(config, the learner's module with the reference weights or None, those weights as a state dict)."""
     __tracebackhide__ = True
     config = _config(d_model, n_heads, n_layers, seq, n_kv_heads)
-    reference = _reference(reference_cls, config, seed)
+    reference = reference_module(reference_cls, config, seed)
     state = {n: p.detach() for n, p in reference.state_dict().items()}
     return config, _build(chk, cls, config, reference, on_error), state
-
-
-def _reference(cls, config, seed: int) -> nn.Module:
-    torch.manual_seed(seed)
-    module = cls(config).eval()
-    with torch.no_grad():  # RMSNorm gains away from 1, so a missing or misplaced gain shows
-        for name, p in module.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1 + 0.5 * randn(*p.shape, seed=seed + len(name)))
-    return module
 
 
 def _grouped_hint(config):
@@ -514,7 +254,7 @@ def _attention_steps(chk: Check, module, state, prefix, inputs, config, seed, *,
     wrap = wrap or (lambda xs, attend, start: attend(xs))
     attn_input = call or (lambda xs: xs)
     cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
-    full_k, full_v = _ref_kv(state, prefix, attn_input(inputs), config, 0)  # (B, n_kv, T, hd)
+    full_k, full_v = state_kv(state, prefix, attn_input(inputs), config, 0)  # (B, n_kv, T, hd)
     uncached_right = chk.passed
     for start, end in decode_chunks(inputs.shape[1]):
         past_k, past_v = full_k[:, :, :start], full_v[:, :, :start]
@@ -530,7 +270,7 @@ def _attention_steps(chk: Check, module, state, prefix, inputs, config, seed, *,
             got = chk.call(cached, xs, on_error=_cached_hint if chk.passed and start else None)
 
         def step(past=(past_k, past_v), start=start, **wrong):
-            return lambda new=xs: wrap(new, lambda h: _ref_step(state, prefix, h, config, start, *past, **wrong), start)
+            return lambda new=xs: wrap(new, lambda h: state_step(state, prefix, h, config, start, *past, **wrong), start)
         variants = {CACHED_BUGS[name]: step(**kw) for name, kw in WRONG_STEP.items()} if start else {}
         if start:
             variants[f"the cache's layer 0 is read instead of layer {layer_idx}: pass layer_idx on to the attention, "
@@ -555,17 +295,17 @@ def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch
         on_error = lambda err: unrepeated_bug(attention_heads(module, lambda: module(x, cos, sin))) or hint(err)  # noqa: E731
     with torch.no_grad():
         got = chk.call(module, x, cos, sin, on_error=on_error)
-    ref_cos, ref_sin = _ref_rope_tables(config.head_dim, seq, config.rope_theta)
+    ref_cos, ref_sin = state_rope_tables(config.head_dim, seq, config.rope_theta)
     no_rope = dict(cos=torch.ones_like(ref_cos), sin=torch.zeros_like(ref_sin))
     variants = {"RoPE missing: rotate q and k with apply_rope before attention":
-                lambda: _ref_attention(state, "", x, config, **no_rope)}
+                lambda: state_attention(state, "", x, config, **no_rope)}
     if config.n_kv_heads < config.n_heads:
-        variants[TILED] = lambda: _ref_attention(state, "", x, config, ref_cos, ref_sin, tile=True)
+        variants[TILED] = lambda: state_attention(state, "", x, config, ref_cos, ref_sin, tile=True)
     if config.n_kv_heads == config.n_heads:
         variants["heads split wrongly: view(B, T, n_heads, head_dim).transpose(1, 2), not view(B, n_heads, T, "
                  "head_dim)"] = lambda: _split_wrong(state, x, config, ref_cos, ref_sin)
-    variants[UNMERGED] = lambda: _ref_attention(state, "", x, config, ref_cos, ref_sin, unmerged=True)
-    chk.compare(f"{label}: forward {tuple(x.shape)}", got, _ref_attention(state, "", x, config, ref_cos, ref_sin),
+    variants[UNMERGED] = lambda: state_attention(state, "", x, config, ref_cos, ref_sin, unmerged=True)
+    chk.compare(f"{label}: forward {tuple(x.shape)}", got, state_attention(state, "", x, config, ref_cos, ref_sin),
                 variants=variants)
     with torch.no_grad():
         changed = x.clone()
@@ -628,7 +368,7 @@ def _fails_own_check(check, cls) -> bool:
     import contextlib
     import io
 
-    from .core import CheckFailed
+    from .framework.failure import CheckFailed
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             check(cls)
@@ -644,7 +384,7 @@ def _split_wrong(state, x, config, cos, sin):
     B, T, _ = x.shape
     H, hd = config.n_heads, config.head_dim
     q, k, v = (F.linear(x, state[f"{n}_proj.weight"]).view(B, H, T, hd) for n in "qkv")
-    y = F.scaled_dot_product_attention(_ref_rotate(q, cos, sin), _ref_rotate(k, cos, sin), v, is_causal=True)
+    y = F.scaled_dot_product_attention(state_rotate(q, cos, sin), state_rotate(k, cos, sin), v, is_causal=True)
     return F.linear(y.transpose(1, 2).reshape(B, T, H * hd), state["o_proj.weight"])
 
 
@@ -656,14 +396,14 @@ def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, s
     config, module, state = _prepare(chk, Block, tinylm.Block, seed, d_model, n_heads, 2, seq)
     if module is not None:
         cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
-        ref_cos, ref_sin = _ref_rope_tables(config.head_dim, seq, config.rope_theta)
+        ref_cos, ref_sin = state_rope_tables(config.head_dim, seq, config.rope_theta)
         x = randn(batch, seq, d_model, seed=seed) * 3  # a residual stream far from unit RMS
         with torch.no_grad():
             got = chk.call(module, x, cos, sin)
 
         def variant(**kw):
-            return lambda: _ref_block(state, "", x, config, ref_cos, ref_sin, **kw)
-        chk.compare(f"forward {tuple(x.shape)}", got, _ref_block(state, "", x, config, ref_cos, ref_sin), variants={
+            return lambda: state_block(state, "", x, config, ref_cos, ref_sin, **kw)
+        chk.compare(f"forward {tuple(x.shape)}", got, state_block(state, "", x, config, ref_cos, ref_sin), variants={
             "post-norm: normalise each branch's input (x + attn(attn_norm(x))), not the sum": variant(post_norm=True),
             "missing residual: x = x + attn(...), not x = attn(...)": variant(residual=False),
             "norms swapped: attn_norm goes before attention, mlp_norm before the MLP":
@@ -672,8 +412,8 @@ def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, s
         })
         if chk.passed:
             _attention_steps(chk, module, state, "attn.", x, config, seed, layer_idx=1, label="cached",
-                             call=lambda xs: _ref_rms(xs, state["attn_norm.weight"], config.norm_eps),
-                             wrap=lambda xs, attend, start: _ref_block(state, "", xs, config, None, None,
+                             call=lambda xs: state_rms(xs, state["attn_norm.weight"], config.norm_eps),
+                             wrap=lambda xs, attend, start: state_block(state, "", xs, config, None, None,
                                                                        attention=attend))
         if not chk.passed and not chk.votes:  # no known block bug explains it: measure the parts
             part = type(getattr(module, "attn", None))
@@ -707,7 +447,7 @@ def check_decoder(Transformer, *, seed: int = 95, d_model: int = 32, n_layers: i
             for h in hooks:
                 h.remove()
         seen["logits"] = got
-        _compare_stages(chk, seen, _ref_stages(state, idx, config), module, config)
+        _compare_stages(chk, seen, state_stages(state, idx, config), module, config)
         with torch.no_grad():
             changed = idx.clone()
             changed[:, -1] = (changed[:, -1] + 1) % config.vocab_size
@@ -735,10 +475,10 @@ def _decode_steps(chk: Check, module, state, idx, config, label, on_error=None) 
     """Each decode chunk's logits, from a cache prefilled with the reference's
     keys and values of every layer, against the full recompute."""
     __tracebackhide__ = True
-    stages = _ref_stages(state, idx, config)
+    stages = state_stages(state, idx, config)
     full_logits = stages[-1][1]
     streams = [x for _, x in stages[:config.n_layers]]          # the input of block i
-    kv = [_ref_kv(state, f"blocks.{i}.attn.", _ref_rms(streams[i], state[f"blocks.{i}.attn_norm.weight"],
+    kv = [state_kv(state, f"blocks.{i}.attn.", state_rms(streams[i], state[f"blocks.{i}.attn_norm.weight"],
                                                         config.norm_eps), config, 0) for i in range(config.n_layers)]
     uncached_right = chk.passed
     for start, end in decode_chunks(idx.shape[1]):
@@ -762,7 +502,7 @@ def _decode_steps(chk: Check, module, state, idx, config, label, on_error=None) 
         what = f"prefill {end} tokens" if start == 0 else f"{end - start} new at start_pos={start}"
         ok = chk.compare(f"{label}: {what}", got, full_logits[:, start:end], variants={
             "the blocks never get the cache: pass cache and the layer index to every block, block(x, cos, sin, "
-            "cache, i)": lambda: _ref_stages(state, chunk, config)[-1][1],
+            "cache, i)": lambda: state_stages(state, chunk, config)[-1][1],
             "every block reads layer 0 of the cache: pass each block its own index, block(x, cos, sin, cache, i)":
                 lambda: _ref_decode(state, chunk, config, start, [pasts[0]] * config.n_layers),
         })
@@ -817,9 +557,9 @@ def _ref_decode(state, chunk, config, start, pasts):
     x = F.embedding(chunk, state["tok_emb.weight"])
     for i in range(config.n_layers):
         prefix = f"blocks.{i}."
-        x = _ref_block(state, prefix, x, config, None, None, attention=lambda h, p=prefix, past=pasts[i]: _ref_step(
+        x = state_block(state, prefix, x, config, None, None, attention=lambda h, p=prefix, past=pasts[i]: state_step(
             state, f"{p}attn.", h, config, start, *past))
-    return _ref_rms(x, state["norm.weight"], config.norm_eps) @ state["lm_head.weight"].T
+    return state_rms(x, state["norm.weight"], config.norm_eps) @ state["lm_head.weight"].T
 
 
 def _record_stages(module, config):
@@ -954,241 +694,4 @@ def _block_alone(module, config, i: int, x, want, arguments) -> str:
             f"gives the right output: the Transformer's call of block {i} differs in {shown}")
 
 
-# -- the regimes every module promises, on the visible check's own inputs ----------------------
-# Each config field the exercise text names, at a non-default value one at a time (Attention reads
-# only the head counts, which the grouped regime varies already).
-CONFIG_FIELDS = {
-    "Attention": (),
-    "Block": (("norm_eps", 0.25), ("d_ff", 40)),
-    "Transformer": (("norm_eps", 0.25), ("d_ff", 40), ("vocab_size", 97)),
-}
-
-
-class _Visible:
-    """One module exercise at its visible check's parameters, for a config:
-    the reference weights, the input, and the reference output."""
-
-    def __init__(self, kind: str, **overrides):
-        check = {"Attention": check_attention_module, "Block": check_block, "Transformer": check_decoder}[kind]
-        p = defaults(check)
-        self.kind, self.seed, self.batch, self.seq = kind, p["seed"], p["batch"], p["seq"]
-        self.config = tinylm.ModelConfig(**{"d_model": p["d_model"], "n_heads": p["n_heads"],
-                                            "n_layers": p.get("n_layers", 2), "max_seq_len": p["seq"] + 3, **overrides})
-        ref_cls = {"Attention": tinylm.Attention, "Block": tinylm.Block, "Transformer": tinylm.Transformer}[kind]
-        self.reference = _reference(ref_cls, self.config, self.seed)
-        self.state = {n: t.detach() for n, t in self.reference.state_dict().items()}
-        if kind == "Transformer":
-            self.input = torch.randint(self.config.vocab_size, (self.batch, self.seq),
-                                       generator=torch.Generator().manual_seed(self.seed))
-        else:
-            self.input = randn(self.batch, self.seq, self.config.d_model, seed=self.seed) * (3 if kind == "Block" else 1)
-        c = self.config
-        self.cos, self.sin = tinylm.rope_cache(c.head_dim, c.max_seq_len, c.rope_theta)
-
-    def args(self, inp) -> tuple:
-        return (inp,) if self.kind == "Transformer" else (inp, self.cos, self.sin)
-
-    def call(self, module, inp):
-        return module(*self.args(inp))
-
-    def expected(self, inp, explicit: bool = False):
-        c = self.config
-        if self.kind == "Transformer":
-            return _ref_stages(self.state, inp, c, explicit=explicit)[-1][1]
-        cos, sin = _ref_rope_tables(c.head_dim, inp.shape[1], c.rope_theta)
-        if self.kind == "Block":
-            return _ref_block(self.state, "", inp, c, cos, sin, explicit=explicit)
-        return _ref_attention(self.state, "", inp, c, cos, sin, explicit=explicit)
-
-
-def _built(cls, visible: "_Visible"):
-    """(the learner's module with the reference weights, None) or (None, what went wrong)."""
-    try:
-        with torch.random.fork_rng():
-            module = guarded_call(cls, (visible.config,))
-    except Exception as err:  # noqa: BLE001: a regime that cannot even build the module is a finding
-        return None, f"{cls.__name__}(config) raised {type(err).__name__}"
-    if not isinstance(module, nn.Module):
-        return None, f"{cls.__name__}(config) is not an nn.Module"
-    want = {n: tuple(t.shape) for n, t in visible.state.items()}
-    got = {n: tuple(t.shape) for n, t in module.state_dict().items()}
-    wrong = sorted(n for n in want if n in got and got[n] != want[n])
-    if set(want) != set(got) or wrong:
-        shown = ", ".join(f"{n} {shown_shape(got[n], known_sizes(want[n]))} (expected {want[n]})" for n in wrong[:2])
-        return None, f"its parameters have other names or shapes: {shown or 'names differ'}"
-    module.load_state_dict(visible.state)
-    return module.eval(), None
-
-
-def _module_outcome(cls, kind: str) -> dict:
-    """{"rows": [...], "failed": {...} or None}: batch of one, a non-contiguous
-    input, gradients to every parameter, then each config field changed."""
-    base = _Visible(kind)
-    module, problem = _built(cls, base)
-    if module is None:
-        return {"rows": []}
-    rows: list[dict] = []
-    inp = base.input
-    grid = [("batch of 1", f"for batch {base.batch}", "for batch 1", lambda: (base, inp[:1].clone(), False))]
-    if kind != "Transformer":
-        grid.append(("non-contiguous x", "for a contiguous x", "for x as a non-contiguous view (what a caller's "
-                     "transpose or slice passes; `.view` fails on it where `.reshape` works)",
-                     lambda: (base, noncontiguous(inp), False)))
-    grid.append(("gradient reaches every parameter", "for the values", "with gradients", lambda: (base, inp, True)))
-    for field_name, value in CONFIG_FIELDS[kind]:
-        grid.append((f"config.{field_name}={value}", "for the default config", f"for config.{field_name}={value}",
-                     lambda f=field_name, v=value: (_Visible(kind, **{f: v}), None, False)))
-    for name, passes, fails, make in grid:
-        visible, x, grad = make()
-        x = visible.input if x is None else x
-        mod = module
-        if visible is not base:
-            mod, problem = _built(cls, visible)
-            if mod is None:
-                found = {"note": problem, "facts": [f"{fails}: {problem}"],
-                         "bugs": [f"`config.{name.split('=')[0].removeprefix('config.')}` is not used where your "
-                                  f"{kind} builds its parts: {problem}"]}
-                rows.append({"name": f"regime: {name}", "ok": False, "close": "FAIL", "note": problem})
-                return {"rows": rows, "failed": {**found, "name": name, "text": f"right {passes}, wrong {fails}"}}
-        norms, hooks = _watch_norms(mod) if name.startswith("config.norm_eps") else ({}, [])
-        with torch.enable_grad() if grad else torch.no_grad():
-            try:
-                got, error = guarded_call(visible.call, (mod, x)), None
-            except Exception as err:  # noqa: BLE001
-                got, error = None, err
-            finally:
-                for h in hooks:
-                    h.remove()
-        want = visible.expected(x.detach() if isinstance(x, torch.Tensor) else x)
-        found = _judge_module(kind, visible, mod, name, got, want, error, grad, base, module)
-        rows.append({"name": f"regime: {name}", "ok": found is None, "close": "ok" if found is None else "FAIL",
-                     "note": "" if found is None else found["note"]})
-        if found is not None:
-            wrong_eps = _norm_eps_facts(norms, visible.config.norm_eps) if norms else []
-            if wrong_eps and not found.get("bugs"):
-                found["bugs"] = [f"{'; '.join(wrong_eps)} (measured from each norm's input and output): "
-                                 "`config.norm_eps` does not reach it; build every RMSNorm with "
-                                 "RMSNorm(config.d_model, config.norm_eps)"]
-            elif wrong_eps:
-                found["facts"] = found.get("facts", []) + wrong_eps
-            # A config field is read where the module is built: the forward's values cannot show that line.
-            located = None if name.startswith("config.") and error is None else _locate_module(mod, visible, x, error, grad)
-            found.update(name=name, text=f"right {passes}, {'raises' if error else 'wrong'} {fails}", located=located)
-            return {"rows": rows, "failed": found}
-    return {"rows": rows}
-
-
-def _judge_module(kind, visible, mod, name, got, want, error, grad, base, base_module) -> dict | None:
-    if error is not None:
-        return {"note": f"raised {type(error).__name__}", "facts": [], "bugs": []}
-    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
-        shape = shown_shape(got.shape, known_sizes(want.shape)) if isinstance(got, torch.Tensor) else None
-        note, said = ((f"shape {shape} != {tuple(want.shape)}", f"has shape {shape}") if shape else
-                      (f"{describe(got)}, not a tensor", f"is {describe(got)}"))
-        return {"note": note, "facts": [f"{name}: your output {said}, expected shape {tuple(want.shape)}"], "bugs": []}
-    if grad:
-        params = [(n, p) for n, p in mod.named_parameters() if p.requires_grad]
-        reached = _reached_params(got, params)
-        missed = [n for n, _ in params if n not in reached]
-        if missed:
-            return {"note": f"no gradient reaches {missed[0]}", "facts": [],
-                    "bugs": [f"no gradient reaches {', '.join(missed[:3])}{' ...' if len(missed) > 3 else ''} (measured: "
-                             "a backward pass from your output leaves their .grad empty): forward cuts the graph "
-                             "(`.detach()`, `.data`, torch.no_grad() inside forward); training would never change them"]}
-        got = got.detach()
-    if torch.allclose(got.double(), want.double(), atol=1e-4, rtol=1e-3):
-        return None
-    if name.startswith("config.norm_eps"):
-        c = visible.config
-        old = tinylm.ModelConfig(**{**{f: getattr(c, f) for f in ("vocab_size", "d_model", "n_layers", "n_heads",
-                                                                     "n_kv_heads", "d_ff", "max_seq_len", "rope_theta")}})
-        unchanged = _expected_with(visible, old)
-        if torch.allclose(got.double(), unchanged.double(), atol=1e-4, rtol=1e-3):
-            return {"note": "norm_eps ignored", "facts": [], "bugs": [
-                f"`config.norm_eps` has no effect on your {kind} (measured: with norm_eps=0.25 your output equals the "
-                "output with the default 1e-6): pass config.norm_eps as the eps of every RMSNorm"]}
-    return {"note": "values differ", "facts": [], "bugs": []}
-
-
-def _watch_norms(module) -> tuple[dict, list]:
-    """Forward hooks on every submodule named like a norm (attn_norm,
-    mlp_norm, norm) with a `weight` parameter: each one's (input, output).
-    In the grader's recheck the parts never run here: nothing is seen."""
-    seen: dict[str, tuple] = {}
-    hooks = []
-    for name, sub in module.named_modules():
-        if name.split(".")[-1].endswith("norm") and isinstance(getattr(sub, "_parameters", {}).get("weight"), torch.Tensor):
-            hooks.append(sub.register_forward_hook(
-                lambda mod, args, out, name=name: seen.__setitem__(name, (args[0], out, mod._parameters["weight"]))
-                if args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor) else None))
-    return seen, hooks
-
-
-def _norm_eps_facts(norms: dict, eps: float) -> list[str]:
-    """'`blocks.0.attn_norm` uses eps 1e-06' for each watched norm whose
-    effective eps, fitted from y = w · x / sqrt(mean(x²) + eps), is not eps."""
-    facts = []
-    for name, (x, y, w) in norms.items():
-        x, y, w = x.detach().double(), y.detach().double(), w.detach().double()
-        ok = (y.abs() > 1e-8) & (w.abs() > 1e-8)
-        if not ok.any() or x.shape != y.shape:
-            continue
-        r = (w * x / y)[ok]                                   # sqrt(mean(x²) + eps) where it can be read
-        mean_square = x.pow(2).mean(-1, keepdim=True).expand_as(x)[ok]
-        used = float((r.pow(2) - mean_square).median())
-        if abs(used - eps) > 0.1 * eps:
-            facts.append(f"your `{name}` uses eps {used:.2g}, not config.norm_eps = {eps:g}")
-    return facts[:3]
-
-
-def _expected_with(visible: "_Visible", config) -> torch.Tensor:
-    """The reference output on the same weights and input under another config."""
-    saved = visible.config
-    try:
-        visible.config = config
-        return visible.expected(visible.input)
-    finally:
-        visible.config = saved
-
-
-def _reached_params(got, params) -> list[str]:
-    remote = getattr(got, "recheck_gradient_reaches", None)
-    if remote is not None:
-        return [n for n, p in params if any(t is p for t in remote)]
-    try:
-        return reached_by_gradient(got, params)
-    except RuntimeError:
-        return []
-
-
-def _locate_module(module, visible: "_Visible", x, error, grad):
-    """The learner's line for a failing module regime (None when it cannot be told)."""
-    try:
-        if error is not None:
-            return trace.locate_error(error)
-        with torch.enable_grad() if grad else torch.no_grad():
-            mine = trace.record_learner(module, visible.args(x), call=lambda *a: guarded_call(module, a))
-            if grad:
-                return trace.locate_grad_cut(mine)
-            theirs = trace.record(lambda inp: visible.expected(inp, explicit=True), (x,), learner=False)
-        return trace.locate(mine, theirs)
-    except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
-        return None
-
-
-def module_contract(chk: Check, cls, kind: str) -> None:
-    """The module's regime grid (once its table rows pass) and the locator of
-    its first wrong line on the visible inputs (when they fail)."""
-    __tracebackhide__ = True
-
-    def locate_visible():
-        visible = _Visible(kind)
-        module, _ = _built(cls, visible)
-        return None if module is None else _locate_module(module, visible, visible.input, None, False)
-    chk.locate_with(locate_visible)
-    if not chk.passed or not callable(cls):
-        return
-    def run() -> dict:
-        with torch.random.fork_rng():
-            return _module_outcome(cls, kind)
-    apply_outcome(chk, remembered(cls, kind, run))
+VISIBLE_CHECKS.update({"Attention": check_attention_module, "Block": check_block, "Transformer": check_decoder})

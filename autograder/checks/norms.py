@@ -10,9 +10,10 @@ from torch import nn
 import tinylm
 
 from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
-from .core import (Check, close_to, gradient_reaches, guarded_call, parameter_dtypes, parameter_problems, randn,
-                   tol_for)
-from .model import plain_tensors, registered_elsewhere, saved_buffers
+from .framework.calling import guarded_call
+from .framework.check import Check
+from .framework.measure import close_to, gradient_reaches, parameter_dtypes, parameter_problems, randn, tol_for
+from .references.modules import plain_tensors, registered_elsewhere, saved_buffers
 
 
 def _ref_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

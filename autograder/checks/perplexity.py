@@ -15,9 +15,12 @@ import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import shown_size
-from .core import (LOG_BASE_CONSTANTS, Check, describe, guarded_call, measuring_call, mode_split, python_number_problem,
-                   randn, seeded)
-from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
+from ..learner_values import describe
+from .framework.calling import guarded_call, measuring_call
+from .framework.check import Check
+from .framework.measure import LOG_BASE_CONSTANTS, mode_split, python_number_problem, randn, seeded
+from .references.generation import ForwardLog, tiny_model
+from .references.hints import call_with_hints, finish_with_upstream
 
 
 def _as_float_tensor(value) -> torch.Tensor | None:

@@ -23,11 +23,15 @@ import math
 import torch
 
 from .contracts import Contract, Edge, defaults, locate_call, run_contract
-from .core import RAISE_LOCATORS, Check, describe, guarded_call, mode_split, permutation_of, randn, seeded
-from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
+from ..learner_values import describe
 from .sampling_probes import (flatter_with_dropout, from_eval_mode_without_grad, hands_probabilities, quiet_call,
                               wrong_axis_hints)
 from .spies import crossed_arguments, first_call_arguments
+from .framework.calling import guarded_call
+from .framework.check import Check, RAISE_LOCATORS
+from .framework.measure import mode_split, permutation_of, randn, seeded
+from .references.generation import ForwardLog, greedy_with, measure_length, ref_greedy, tiny_model
+from .references.hints import call_with_hints, finish_with_upstream
 
 NEG_INF = float("-inf")
 

@@ -12,9 +12,11 @@ import torch
 
 import tinylm
 
-from .core import Check, measuring_call, mode_split, seeded
-from .kv_cache import ForwardLog
 from .spies import first_call_arguments
+from .framework.calling import measuring_call
+from .framework.check import Check
+from .framework.measure import mode_split, seeded
+from .references.generation import ForwardLog
 
 
 INDEX_ERROR = r"selected index k out of range|k \(\d+\) is too big|out of bounds|IndexError|dimension out of range"

@@ -10,8 +10,8 @@ import io
 
 import torch
 import torch.nn.functional as F
+from .framework.calling import globals_of
 
-from .core import globals_of
 
 ATTENTION_NAMES = ("causal_attention", "gqa_attention", "scaled_dot_product_attention")
 

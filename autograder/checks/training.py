@@ -13,8 +13,11 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
-from .core import Check, describe, python_number_problem, randn, seeded
-from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, tiny_model
+from ..learner_values import describe
+from .framework.check import Check
+from .framework.measure import python_number_problem, randn, seeded
+from .references.generation import ForwardLog, tiny_model
+from .references.hints import call_with_hints, finish_with_upstream
 
 UNSHIFTED = ("labels not shifted: y must be x shifted left by one (y[t] = data[start + t + 1]), the token that "
              "follows x[t]; scoring a token against itself teaches the model to copy its input")

@@ -96,7 +96,7 @@ def random_class(n_students: int, structure: dict[str, dict[str, float]] | None 
 
 def failure_message(exercise: str, mistake: str) -> str:
     """The recheck's message for a failed exercise, in the form the course's
-    checks raise (autograder/checks/core.py), twice as a hidden test repeats it."""
+    checks raise (autograder/checks/framework/check.py), twice as a hidden test repeats it."""
     fn = exercise.removeprefix("check_")
     if mistake == NOT_ATTEMPTED:
         one = (f"{fn}: {fn} is not implemented yet (it raised NotImplementedError). Replace the "
@@ -112,7 +112,7 @@ ROWS = ["float32", "float64", "bfloat16", "batch of 1", "gradient"]
 
 
 def failure_diagnosis(exercise: str, mistake: str) -> dict:
-    """The fields of the same failure (checks.core.Diagnosis.to_dict), as the
+    """The fields of the same failure (diagnosis_record.Diagnosis.to_dict), as the
     recheck stores them next to the message: what the report reads."""
     fn = exercise.removeprefix("check_")
     fields = {"exercise": fn, "kind": "failed", "rows": list(ROWS), "failed_rows": [], "regime": None,

@@ -24,7 +24,8 @@ from autograder.checks import (check_bigram_nll, check_causal_attention, check_e
                                check_top_k_filter, check_train_step)
 from autograder.checks import contracts, trace
 from autograder.checks.core import Check, independent_copy, seeded
-from autograder.checks.kv_cache import _measure_cache_length, tiny_model
+from autograder.checks.references.attention_step import _measure_cache_length
+from autograder.checks.references.generation import tiny_model
 from autograder.checks.model import _list_lengths
 from autograder.checks.mlp import SWIGLU
 from autograder.checks.perplexity import _measure_conversion
@@ -302,8 +303,8 @@ def gate_without_projection(x, w):
 
 
 def test_a_step_taken_later_places_the_line_that_reads_the_input_too_early():
-    _, named, _ = contracts._split(SWIGLU, SWIGLU.cases()[0])
-    args = contracts._positional(SWIGLU, named)
+    _, named, _ = contracts.split_case(SWIGLU, SWIGLU.cases()[0])
+    args = contracts.positional_args(SWIGLU, named)
     found = _place(swiglu_silu_first, SWIGLU, args)
     assert found is not None and found.kind == "value" and "F.silu(x) @ w_gate.T" in found.code
     # a step never taken has no line of the learner's: nothing is claimed
@@ -322,8 +323,8 @@ def top_p_unsorted(logits, p):
 
 
 def test_an_input_read_where_the_learner_made_the_reference_value_is_placed():
-    _, named, _ = contracts._split(TOP_P_FILTER, TOP_P_FILTER.cases()[0])
-    found = _place(top_p_unsorted, TOP_P_FILTER, contracts._positional(TOP_P_FILTER, named))
+    _, named, _ = contracts.split_case(TOP_P_FILTER, TOP_P_FILTER.cases()[0])
+    found = _place(top_p_unsorted, TOP_P_FILTER, contracts.positional_args(TOP_P_FILTER, named))
     assert found is not None and found.kind == "read" and "logits.softmax" in found.code
     assert "reads the value its sort makes, a value your line" in found.facts[0]
 

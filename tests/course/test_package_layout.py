@@ -188,7 +188,7 @@ def test_tinylm_never_imports_autograder():
 def test_the_graph_resolves_relative_imports_and_the_rules_bite():
     g = graph()
     assert "autograder.grading.sandbox.kernel" in g["autograder.grading.grade"]   # from .sandbox.kernel import ...
-    assert "autograder.checks.core" in g["autograder.grading.recheck.run"]        # from ...checks import core
+    assert "autograder.checks.framework.calling" in g["autograder.grading.recheck.run"]  # from ...checks.framework import calling
     assert "autograder.course" in g["autograder.authoring.gates"]                 # from .. import course
     made_up = {"autograder.grading.grade": {"autograder.authoring.gates"},
                "autograder.checks.core": {"autograder.grading.recheck.run"},

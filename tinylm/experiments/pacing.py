@@ -27,6 +27,8 @@ from typing import Callable, Iterator
 
 import torch
 
+from .sizes import SMALL_TRAIN
+
 __all__ = ["STATED_MACHINE", "SLOW_FACTOR", "REPORT_EVERY_S", "STATED_S", "use_threads", "per_call", "choose", "paced",
            "PacedRun", "Pacer", "announce", "duration"]
 
@@ -203,8 +205,6 @@ def paced(experiment: Callable, corpus, *, stated_s: float, short_steps: int, se
     First a slice: the experiment once with every model cut after a few
     steps, which times the steps, the evaluations and everything around them
     (building the models, the measurements after training) here."""
-    from .runs import SMALL_TRAIN
-
     full = SMALL_TRAIN.steps if steps is None else steps
     what = what or f"{experiment.__name__} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
     say(f"{what}: about {duration(stated_s)} on {STATED_MACHINE}; timing a few steps of each model first, to say "

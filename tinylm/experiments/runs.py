@@ -24,16 +24,12 @@ from ..model import Transformer
 from ..rope import apply_rope
 from ..training import History, TrainConfig, Trainer, TrainingDiverged
 from . import pacing
+from .sizes import SMALL_MODEL, SMALL_SIZES, SMALL_TRAIN
 from .verdicts import Yardsticks
 
 __all__ = ["SMALL_MODEL", "SMALL_TRAIN", "small_model", "Arm", "Curves", "train_side_by_side", "attention_entropy",
            "entropy_vs_head_dim", "loss_per_position", "kv_bytes_per_token", "yardsticks"]
 
-# About 40 ms a step on one busy CPU core: 150 steps of an arm take seconds.
-SMALL_SIZES = dict(d_model=64, n_layers=2, n_heads=4, max_seq_len=64)
-SMALL_MODEL = ModelConfig(**SMALL_SIZES)
-SMALL_TRAIN = TrainConfig(steps=150, batch_size=8, seq_len=64, lr=1e-2, min_lr=1e-3, warmup_steps=15,
-                          eval_every=50, eval_tokens=8192)
 
 
 @dataclass

@@ -43,6 +43,7 @@ import nbformat
 import nh3
 
 from ... import course, mathjax
+from ...diagnosis_record import KIND_WORDS
 from .. import deadlines, gradebook
 from ...notebook_format import HIDDEN_BLOCK, is_check, nbg, read, visible_part
 from ..escape import MARKDOWN_TAGS, sanitized
@@ -168,7 +169,6 @@ def _located_html(located: dict) -> str:
     def cut(text) -> str:
         text = str(text)
         return text if len(text) <= LOCATED_CAP else text[:LOCATED_CAP - 1] + "…"
-    from ...checks.trace import KIND_WORDS  # torch: only for a page that shows a located line
     facts = [f for f in located.get("facts") or [] if isinstance(f, str)]
     words = KIND_WORDS.get(str(located.get("kind")), "")
     place = f"line {located['line']}" + (f" and line {located['also']}" if type(located.get("also")) is int else "")

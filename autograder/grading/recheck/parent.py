@@ -383,7 +383,7 @@ def call_child(child: Child, head: tuple, args, kwargs, owner=None):
     if raised is not None:
         raise raised
     if isinstance(result, torch.Tensor):
-        result.recheck_gradient_reaches = reached  # read by checks.core.gradient_reaches
+        result.recheck_gradient_reaches = reached  # read by checks.framework.measure.gradient_reaches
     return result
 
 

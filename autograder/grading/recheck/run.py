@@ -22,6 +22,7 @@ import time
 from ... import course
 from ...notebook_format import defined_names, is_answer, is_check, nbg, read, setup_cells
 from ..sandbox.kernel import jail_for_recheck
+from ...diagnosis_record import KIND_WORDS
 from .parent import Child, make_proxy
 from .protocol import MODULE, NotRecheckable, known_type_name
 
@@ -74,8 +75,8 @@ def recheck_notebook(assignment: str, notebook_path: str, timeout: float = RECHE
     except Exception:  # unreadable: every exercise fails, the intake said why
         answers, added = {}, {}
     setup = setup_cells(source)
-    from ...checks import core as checks_core  # torch: imported once main has limited this process's memory
-    checks_core.CALL_TIME_LIMIT = None  # the learner's calls run in the child, under the Child's own time limits
+    from ...checks.framework import calling as checks_calling  # torch: imported after main limits its memory
+    checks_calling.CALL_TIME_LIMIT = None  # the learner's calls run in the child, under the Child's own time limits
     child = Child(jail, timeout, total)
     trusted: dict = {"__name__": "__recheck__"}
     results: dict = {}
@@ -287,7 +288,6 @@ def checked_place(located: dict) -> dict:
     line only where that text has it, a function only where that
     cell defines it, and a kind only when it is one of the tracer's; the
     rest is dropped rather than carried as the child's text."""
-    from ...checks.trace import KIND_WORDS
     file = located.get("file")
     cached = linecache.cache.get(file) if isinstance(file, str) else None
     if cached is None:

@@ -427,14 +427,14 @@ def test_the_learner_draws_from_the_state_the_reference_drew_from():
 def test_no_device_regime_for_inputs_the_course_keeps_on_the_cpu():
     """A generator cannot move, and an exercise marked elsewhere=False (corpus bytes) is right on the CPU only."""
     x = torch.arange(12.0).view(3, 4)
-    assert not any(r.device or r.judge is contracts._stays_on_device
+    assert not any(r.device or r.judge is contracts.stays_on_device
                    for r in contracts.regimes(_DRAWS, {"x": x, "generator": torch.Generator()}))
     kept = contracts.Contract("rows", _one_hot_rows, _ONE_HOT.cases, names=("ids", "weight"), elsewhere=False)
     ids, weight = torch.tensor([2, 0]), torch.randn(4, 3)
-    assert not any(r.device or r.judge is contracts._stays_on_device
+    assert not any(r.device or r.judge is contracts.stays_on_device
                    for r in contracts.regimes(kept, {"ids": ids, "weight": weight}))
     moved = contracts.regimes(_ONE_HOT, {"ids": ids, "weight": weight})
-    assert any(r.device or r.judge is contracts._stays_on_device for r in moved)
+    assert any(r.device or r.judge is contracts.stays_on_device for r in moved)
 
 
 def test_no_exercise_random_by_contract_or_on_corpus_bytes_gets_a_device_regime():
@@ -443,8 +443,8 @@ def test_no_exercise_random_by_contract_or_on_corpus_bytes_gets_a_device_regime(
     from autograder.checks.perplexity import BIGRAM_NLL
     from autograder.checks.training import GET_BATCH
     for contract in (GET_BATCH, BIGRAM_NLL):
-        _, named, _ = contracts._split(contract, contract.cases()[0])
-        assert not any(r.device or r.judge is contracts._stays_on_device for r in contracts.regimes(contract, named))
+        _, named, _ = contracts.split_case(contract, contract.cases()[0])
+        assert not any(r.device or r.judge is contracts.stays_on_device for r in contracts.regimes(contract, named))
 
 
 def test_a_loss_that_depends_on_the_batching_fails_the_batching_row():

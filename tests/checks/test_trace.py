@@ -1,5 +1,5 @@
-"""The learner's wrong line, found by measurement (autograder/checks/trace.py),
-and the regimes every exercise declares (autograder/checks/contracts.py).
+"""The learner's wrong line, found by measurement (autograder/checks/trace/),
+and the regimes every exercise declares (autograder/checks/contracts/).
 
 Each wrong function here is written as a learner would, in a "cell" whose
 source is registered with linecache as IPython registers a notebook cell's;
@@ -19,6 +19,7 @@ import torch.nn.functional as F
 import tinylm
 from autograder.checks import CheckFailed, check_causal_attention, check_layer_norm, check_rms_norm, check_top_k_filter
 from autograder.checks import contracts, core, trace
+from autograder.checks.framework import calling
 from autograder.checks.attention import attention_steps
 from autograder.checks.core import independent_copy, randn
 from autograder.checks.norms import rms_norm_steps
@@ -219,7 +220,7 @@ def test_correct_answers_pass_every_regime():
 
 # -- what a learner function may do to a check --------------------------------------------
 def test_a_hanging_function_is_stopped_with_its_line(monkeypatch):
-    monkeypatch.setattr(core, "CALL_TIME_LIMIT", 0.3)
+    monkeypatch.setattr(calling, "CALL_TIME_LIMIT", 0.3)
     hang = cell("def rms_norm(x, weight, eps=1e-6):\n    while True:\n        try:\n            pass\n"
                 "        except Exception:\n            pass\n", "rms_norm")
     err = _failure(check_rms_norm, hang)

@@ -1,0 +1,45 @@
+"""A result with the right values with its axes in another order. One explainer of a failing row (see __init__)."""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from ..measure import close_to
+
+# How a result with its axes in another order is said; a later row says it again only where its sizes name
+# the moved axes better.
+LAYOUT = "your result holds the right values with its axes in another order"
+
+
+def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
+    """A result with the right values in another order of axes: which axes moved, and where they belong."""
+    if got.dim() != want.dim() or sorted(got.shape) != sorted(want.shape) or got.dim() > 6:
+        return
+    for order in itertools.permutations(range(got.dim())):
+        moved = got.permute(order)
+        if tuple(moved.shape) == tuple(want.shape) and close_to(moved, want, atol, rtol):
+            break
+    else:
+        return
+    # the axes by the names the check gives them, else by where the call's inputs have their sizes
+    owners = ({size: [n for n, s in chk.axes.items() if s == size] for size in set(chk.axes.values())}
+              if chk.axes else chk.sizes_named())
+    moved_axes = [(j, a) for j, a in enumerate(order) if j != a]
+    place = lambda axis: "the last" if axis == want.dim() - 1 else f"{axis}"  # noqa: E731
+    misplaced = [f"the axis of size {got.shape[a]}" + (f" ({' or '.join(owners[got.shape[a]])})"
+                                                        if owners.get(got.shape[a]) else "")
+                 + f" is at position {a}, expected at {place(j)}" for j, a in moved_axes]
+    text = (f"{LAYOUT} (measured: its shape is {tuple(got.shape)}, expected {tuple(want.shape)}, and your "
+            f"result.permute{tuple(order)} equals the right result): {'; '.join(misplaced)}; compute it in the "
+            "expected layout, or transpose/permute the axes into place")
+    # Said once, for the row whose moved axes the inputs' sizes name best (one owner each).
+    unclear = sum(len(owners.get(got.shape[a], [])) != 1 for _, a in moved_axes)
+    said = next((i for i, d in enumerate(chk.diagnoses) if d.startswith(LAYOUT)), None)
+    if said is None:
+        chk.diagnose(text)
+    elif unclear < chk.layout_unclear:
+        chk.diagnoses[said] = text
+    else:
+        return
+    chk.layout_unclear = unclear

@@ -1,0 +1,32 @@
+"""A result shorter than the right one along one axis, holding its first or
+last entries. One explainer of a failing row (see __init__)."""
+from __future__ import annotations
+
+import torch
+
+from ..measure import close_to
+
+
+def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
+    """A result shorter than the right one along one axis that holds its first or last entries there: how many
+    were dropped, and from which end."""
+    if got.dim() != want.dim() or got.dim() == 0:
+        return
+    apart = [a for a in range(got.dim()) if got.shape[a] != want.shape[a]]
+    if len(apart) != 1 or not 0 < got.shape[apart[0]] < want.shape[apart[0]]:
+        return
+    axis, n, total = apart[0], got.shape[apart[0]], want.shape[apart[0]]
+    for end, part in (("last", want.narrow(axis, total - n, n)), ("first", want.narrow(axis, 0, n))):
+        if close_to(got, part, atol, rtol):
+            said = chk.ratio_rows.setdefault("part kept", [])  # one row says it; the others would repeat it
+            said.append(name)
+            if len(said) > 1:
+                return
+            dropped, gone = "first" if end == "last" else "last", total - n
+            owners = chk.sizes_named().get(gone)
+            chk.diagnose(f"`{name}` holds the {end} {n} of the {total} entries the right result has along axis "
+                         f"{axis} (measured: they equal the right result's {end} {n} there): the {dropped} "
+                         f"{gone}" + (f" ({' and '.join(owners)})" if owners else "")
+                         + (" are" if gone > 1 else " is") + " dropped; keep every entry: no part of the result "
+                         "may be cut to a fixed length")
+            return

@@ -1,0 +1,105 @@
+"""A tiny seeded model and the reference greedy decoding the generation,
+sampling, training and evaluation checks drive the learner's code with;
+ForwardLog counts and bounds the forward calls a learner's loop makes."""
+from __future__ import annotations
+
+import torch
+
+from ..framework.check import Check
+from ..framework.failure import CheckStopped
+from ..framework.measure import randn
+
+
+def tiny_model(seed: int, *, d_model: int = 24, n_layers: int = 2, n_heads: int = 3, n_kv_heads: int | None = None,
+               vocab: int = 29, max_seq_len: int = 48, dropout: float = 0.0, dtype=torch.float32):
+    """A small tinylm.Transformer with seeded weights large enough that its
+    argmax is far from ties (random init at std 0.02 gives near-flat logits)."""
+    import tinylm
+
+    cfg = tinylm.ModelConfig(vocab_size=vocab, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+                             n_kv_heads=n_kv_heads, max_seq_len=max_seq_len, dropout=dropout)
+    model = tinylm.Transformer(cfg)
+    with torch.no_grad():
+        for i, (name, p) in enumerate(sorted(model.named_parameters())):
+            if p.dim() >= 2:
+                p.copy_(randn(*p.shape, seed=seed * 100 + i) / p.shape[1] ** 0.5)
+    return model.to(dtype).eval()
+
+
+def ref_greedy(model, prompt: torch.Tensor, n: int) -> torch.Tensor:
+    """Greedy decoding by full recompute: no cache at all."""
+    idx = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = model(idx)[:, -1].argmax(-1)              # (B,)
+            idx = torch.cat((idx, nxt[:, None]), dim=1)     # (B, T + 1)
+    return idx
+
+
+def greedy_with(model, prompt, n, pick):
+    """Greedy decoding where pick(model, idx) gives the (B, V) logits used."""
+    idx = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            idx = torch.cat((idx, pick(model, idx).argmax(-1)[:, None]), dim=1)
+    return idx
+
+
+def measure_length(chk: Check, got, prompt: torch.Tensor, max_new_tokens: int, want: torch.Tensor) -> None:
+    """What the returned token ids are, measured against the prompt and the
+    right sequence `want`: only the new tokens, the prompt with too few or
+    too many, or a sequence that lost its beginning (the right sequence's tail)."""
+    batch, prompt_len = prompt.shape
+    if not isinstance(got, torch.Tensor) or got.dim() != 2 or got.shape[0] != batch:
+        return
+    n, expected = got.shape[1], prompt_len + max_new_tokens
+    g, w = got.detach().cpu(), want.detach().cpu()
+    starts = n >= prompt_len and torch.equal(g[:, :prompt_len], prompt.cpu())
+    if n == expected:
+        return
+    if starts:
+        chk.diagnose(f"your result is the prompt followed by {n - prompt_len} new tokens; max_new_tokens = "
+                     f"{max_new_tokens} new tokens are expected (one per loop step)")
+    elif n == max_new_tokens and torch.equal(g, w[:, prompt_len:]):
+        chk.diagnose(f"returned only the {n} new tokens: return the prompt followed by them, "
+                     f"(batch, prompt_len + max_new_tokens)")
+    elif n < expected and torch.equal(g, w[:, expected - n:]):
+        chk.diagnose(f"your result holds only the last {n} of the {expected} tokens (the prompt's {prompt_len} and "
+                     f"{max_new_tokens} new ones), and they are right: the sequence loses its earlier tokens at "
+                     "each step; keep appending to the whole sequence, idx = torch.cat((idx, next_id), dim=1)")
+    else:
+        chk.measured(f"your result has {n} tokens per row and does not begin with the prompt; expected the prompt's "
+                     f"{prompt_len} tokens followed by {max_new_tokens} new ones ({expected})")
+
+
+class TooManyForwardCalls(CheckStopped):
+    """Raised inside the learner's decoding loop once it has called the model
+    more often than its max_new_tokens allow: a wrong loop (one that never
+    appends, or decodes far past max_new_tokens) is stopped in a fraction of a
+    second instead of running until the cell's timeout."""
+
+
+class ForwardLog:
+    """Records every forward call of a model: input length, cache length at
+    entry, train mode, grad mode. Used to see *how* a learner decodes. With
+    `limit`, the call after the limit-th raises TooManyForwardCalls."""
+
+    def __init__(self, model, limit: int | None = None):
+        self.calls: list[dict] = []
+        self.limit = limit
+        self.handle = model.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, module, args, kwargs):
+        if self.limit is not None and len(self.calls) >= self.limit:
+            raise TooManyForwardCalls(
+                f"the check stopped the decoding after {self.limit} forward passes of the model, more than "
+                "max_new_tokens allows (one pass per new token, the first one the prefill): does the loop stop "
+                "after max_new_tokens steps, and does every step append its token?")
+        idx = args[0] if args else kwargs.get("idx")
+        cache = args[1] if len(args) > 1 else kwargs.get("cache")
+        self.calls.append({"len": idx.shape[-1] if isinstance(idx, torch.Tensor) else None, "cache": cache,
+                           "cache_len": None if cache is None else cache.length,
+                           "training": module.training, "grad": torch.is_grad_enabled()})
+
+    def close(self):
+        self.handle.remove()

@@ -1,0 +1,57 @@
+"""Calling a learner's function with error hints (a cause named only when its
+pattern matches what the learner's code raised), and finishing a check that
+may fail only because an earlier exercise it calls is wrong."""
+from __future__ import annotations
+
+import re
+
+from ..contracts import call_keeping_inputs
+from ..framework.check import Check
+from ..framework.failure import CheckFailed
+
+
+def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, **kwargs):
+    """chk.call, but when the learner's code raises, an error whose text
+    matches one of `hints` ((regex, likely bug, or a measurement giving one
+    or None) pairs) ends with that bug.
+    `inputs_row`: the table also shows the inputs-unchanged row
+    (contracts.call_keeping_inputs)."""
+    __tracebackhide__ = True
+    try:
+        if inputs_row:
+            return call_keeping_inputs(chk, fn, *args, **kwargs)
+        return chk.call(fn, *args, **kwargs)
+    except CheckFailed as err:
+        if chk.error_measured:
+            raise  # the error was explained by measuring the call, not guessed from its text
+        for pattern, bug in hints:
+            if re.search(pattern, err.error_text()) and (bug := bug() if callable(bug) else bug):
+                raise (err.with_line(bug) if bug.startswith("Measured:") else err.with_likely_bug(bug)) from None
+        raise
+
+
+def _passes(body) -> bool:
+    try:
+        return body().passed
+    except CheckFailed:
+        return False
+
+
+def finish_with_upstream(name: str, body, fn, references: dict, labels: dict) -> None:
+    """Run a check `body()` (builds and fills a Check, or stops with
+    CheckFailed); when it fails and `fn` calls an earlier exercise of this
+    notebook that is wrong (references: {name: correct version}), the
+    earlier one is named first (Check.upstream re-runs body with the
+    correct versions in place of the learner's)."""
+    __tracebackhide__ = True
+    try:
+        chk = body()
+    except CheckFailed as err:
+        probe = Check(name)
+        probe.errors.append("stopped")
+        if probe.upstream(fn, references, lambda: _passes(body), labels):
+            raise err.with_likely_bug(probe.diagnoses[0]) from None
+        raise
+    if not chk.passed:
+        chk.upstream(fn, references, lambda: _passes(body), labels)
+    chk.finish()

@@ -1,0 +1,25 @@
+"""Where a wrong answer goes wrong: the first line of the learner's code
+whose value the reference never computes. In layers, each importing only
+those before it:
+
+  record  runs a function under a recorder and keeps every torch call's
+          values and the learner's line that made it (Trace, record,
+          record_learner, record_lines);
+  align   sets the learner's values against the reference's (Values,
+          Analysis: which values are matched, good, and the frontier);
+  explain names the place of the first wrong value and what is said about
+          it (Located, locate, locate_numbers, locate_grad_cut);
+  raised  the same for a call that raised (locate_raise, locate_error,
+          values_at_raise, locate_dtype);
+  plain   a trace as plain data, for the grader's jailed recheck.
+
+Callers use the names below, through this package (`trace.locate(...)`)."""
+from __future__ import annotations
+
+from ...diagnosis_record import KIND_WORDS  # noqa: F401
+from .record import (LEAF, MAX_CODE, MAX_ELEMENTS, MAX_OPS, Lines, Op, Recorder, Trace, home_code, op_name,  # noqa: F401
+                     record, record_learner, record_lines, source_line, tensors_in)
+from .align import Analysis, Values, size_one_axis  # noqa: F401
+from .explain import Located, locate, locate_grad_cut, locate_numbers  # noqa: F401
+from .raised import locate_dtype, locate_error, locate_raise, values_at_raise  # noqa: F401
+from .plain import from_plain_trace, plain_trace  # noqa: F401

@@ -1,0 +1,646 @@
+"""Where a wrong answer goes wrong: the first line of the learner's code
+whose value the reference never computes.
+
+The place, from the first call of the frontier: a call the reference makes
+too, from the same values, with another result, is wrong for sure (a wrong
+axis, a wrong constant), and when such calls sit on one line, that line is
+the place (unless that line reads `self.` attributes and writes no number
+itself: the wrong number may have been set in the module's __init__, and
+nothing is said); otherwise the frontier must sit on one line (a call the reference
+never makes may be another right route that a later mistake spoiled), else
+nothing is said. For that call: when the
+reference's call of that kind reads a different value (a step was skipped,
+or a value is used in another's role, keys for values), the line that made
+the learner's value (for another layout of the same value, the learner's
+last reshape or transpose of it); a value the reference only reaches after a cast the
+learner skipped has no line of its own, and nothing is said. When every
+value is good but the output is wrong, the learner returned an earlier
+step's value: the place is the function's return line.
+
+What is said about the place: the learner's value and the reference's at
+that step (shape, dtype, the axis a reduction ran over, a few statistics),
+never the reference tensor itself. The recorder's own failures end in
+`None` (no place), never in an error of the learner's.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ...diagnosis_record import KIND_WORDS
+from .align import base_name, owner_value, same_kind, sized_axes, tolerance_for, values_close, Analysis, Owner
+from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
+
+
+@dataclass
+class Located:
+    """The line of the learner's code where the first wrong value is made."""
+    file: str
+    line: int
+    function: str
+    code: str
+    facts: list[str]
+    kind: str = "value"   # a key of KIND_WORDS
+    also: int | None = None   # a second line of the same code (kind missing / role)
+    also_code: str = ""
+
+    def text(self) -> str:
+        where = f"line {self.line}" + (f" of your {self.function}" if self.function and not self.function.startswith("<")
+                                       else "")
+        facts = "; ".join(self.facts)
+        second = f" and line {self.also}, `{self.also_code}`" if self.also else ""
+        return (f"{where}, `{self.code}`{second}: {KIND_WORDS.get(self.kind, KIND_WORDS['value'])}"
+                + (f" ({facts})" if facts else ""))
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "function": self.function, "code": self.code,
+                "facts": list(self.facts), "kind": self.kind, "also": self.also, "also_code": self.also_code}
+
+
+def _stats(t: torch.Tensor) -> str:
+    if t.numel() == 0:
+        return "empty"
+    if not t.is_floating_point():
+        if t.dtype == torch.bool:
+            return f"{int(t.sum())} of {t.numel()} True"
+        return f"values {int(t.min())} to {int(t.max())}"
+    d = t.double()
+    finite = d[torch.isfinite(d)]
+    parts = []
+    if finite.numel() < d.numel():
+        parts.append(f"{d.numel() - finite.numel()} of {d.numel()} not finite")
+    if finite.numel():
+        parts.append(f"mean {float(finite.mean()):.3g}, range {float(finite.min()):.3g} to {float(finite.max()):.3g}")
+    return ", ".join(parts)
+
+
+def describe_value(t: torch.Tensor) -> str:
+    return f"shape {tuple(t.shape)}, {str(t.dtype).removeprefix('torch.')}, {_stats(t)}"
+
+
+def _reduced_axis(op: Op) -> str:
+    """'over axis -1 (size 8)' for a reduction op, from its dim argument."""
+    dim = op.kwargs.get("dim")
+    if op.name not in REDUCTIONS or dim is None or not op.input_shapes:
+        return ""
+    shape = op.input_shapes[0]
+    dims = dim if isinstance(dim, tuple) else (dim,)
+    try:
+        sizes = ", ".join(str(shape[d]) for d in dims)
+    except (IndexError, TypeError):
+        return ""
+    return f" over axis {dim if not isinstance(dim, tuple) else list(dim)} (size {sizes})"
+
+
+def locate(learner: Trace, reference: Trace) -> Located | None:
+    """The place of the first wrong value (see the module docstring); None
+    when a trace is incomplete, the output is right, nothing diverges, or
+    the place cannot be told."""
+    if learner.truncated or reference.truncated or not learner.ops:
+        return None
+    final_ref = [t.detach().cpu() for t in tensors_in(reference.result)] or _number_source(reference)
+    outputs = tensors_in(learner.result) or _number_source(learner)
+    if outputs and len(outputs) == len(final_ref) and all(_same_as(t.detach().cpu(), r) for t, r in zip(outputs, final_ref)):
+        return None
+    out_ops = sorted({learner.producer[id(t)] for t in outputs if learner.producer.get(id(t), -1) >= 0})
+    if not out_ops and outputs and not tensors_in(learner.result):  # a number read with .item(): from its tensor's op
+        out_ops = [op.index for op in learner.ops if any(o is outputs[0] for o in op.outputs)]
+    if not out_ops:
+        return None
+    seen = Analysis(learner, reference)
+    frontier = seen.frontier(out_ops)
+    if not frontier:
+        final = {(reference.producer.get(id(t), -1), reference.slot.get(id(t), 0)) for t in tensors_in(reference.result)}
+        if any(owner in final for owners in seen.found[max(out_ops)] for owner in owners):
+            return None  # the right values in another shape: the table's shape column says it
+        last = learner.ops[max(out_ops)]
+        made_by = {reference.ops[i].name for owners in seen.found[last.index] for i, _ in owners if i >= 0}
+        final_by = {reference.ops[i].name for i, _ in final if i >= 0}
+        if last.name in made_by & final_by:
+            return None  # the reference's loop makes this value at an earlier step: iterations are missing, not a line
+        return _returned_early(learner, last, seen.matched, final_ref)
+    return place(seen, frontier)
+
+
+# Calls whose result's shape is set by numbers they are given (a count of copies, sizes, bounds).
+SIZED_OPS = {"expand", "reshape", "view", "repeat", "repeat_interleave", "__getitem__", "narrow", "tile", "unflatten"}
+
+
+def _number_written_in(file: str, line: int) -> tuple[str, int, int] | None:
+    """(name, value, line) for the one name `line` reads that its function
+    binds once, on an earlier line, to an integer literal (`n_rep = 2`)."""
+    found = _bound_once_before(file, line, lambda value: isinstance(value, ast.Constant) and type(value.value) is int)
+    return (found[0], found[1].value, found[2]) if found else None
+
+
+def true_division_read(file: str, line: int) -> tuple[str, int] | None:
+    """(name, line) for the one name `line` reads that its function binds
+    once, on an earlier line, to a true division (`n_rep = a / b`: a float)."""
+    found = _bound_once_before(file, line, lambda value: any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
+                                                             for n in ast.walk(value)))
+    return (found[0], found[2]) if found else None
+
+
+def function_around(file: str, line: int):
+    """The innermost function definition of `file`'s source holding `line` (None if none, or no source)."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(file)))
+    except (SyntaxError, ValueError):
+        return None
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return max(functions, key=lambda n: n.lineno) if functions else None
+
+
+def _bound_once_before(file: str, line: int, kind: Callable) -> tuple[str, Any, int] | None:
+    """(name, value node, line) for the one name `line` reads that its
+    function binds exactly once, on an earlier line, with `kind(value)` true."""
+    body = function_around(file, line)
+    if body is None:
+        return None
+    read = {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.lineno == line}
+    found = []
+    for node in ast.walk(body):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value if isinstance(node, ast.Assign) else None
+            found += [(t.id, value, node.lineno) for t in targets if isinstance(t, ast.Name) and t.id in read]
+    chosen = [f for f in found if f[1] is not None and f[2] < line and kind(f[1])]
+    if len(chosen) != 1 or sum(f[0] == chosen[0][0] for f in found) != 1:
+        return None
+    return chosen[0]
+
+
+def _same_call(a: Op, b: Op) -> bool:
+    """The same call with the same small arguments on values of the same shapes, giving the same shapes."""
+    return a.name == b.name and a.kwargs == b.kwargs and a.input_shapes == b.input_shapes and \
+        [o.shape for o in a.outputs] == [o.shape for o in b.outputs]
+
+
+def blamed_lines(blamed: Op, also: Op | None) -> tuple[tuple[str, int, str], int | None]:
+    """((file, line, function) of the blamed call, the second line or None).
+    A value made inside a function the other call's function called (a
+    block's result reaching the final norm) is shown where that caller
+    got it: the line of their common caller that called the function."""
+    place = (blamed.file, blamed.line, blamed.function)
+    if also is None:
+        return place, None
+    lifted = _common_lines(blamed, also)
+    if lifted is not None and blamed.stack and lifted[0] != blamed.stack[0][:3]:
+        place = lifted[0]
+    second = also.line if also.file == place[0] and also.line != place[1] else None
+    return place, second
+
+
+def _common_lines(a: Op, b: Op):
+    """The lines of the innermost frame both calls ran in that made each
+    (file, line, function), or None when they share no frame of the checked code."""
+    sa, sb = list(reversed(a.stack)), list(reversed(b.stack))
+    common = None
+    for fa, fb in zip(sa, sb):
+        if fa[3] != fb[3]:
+            break
+        common = (fa[:3], fb[:3])
+    return common
+
+
+def _steps_between(reference: Trace, counterpart: Op | None, first: Op, blamed: Op, found: list,
+                   ahead: bool = False) -> str:
+    """'its steps in between: pow, mean, add, rsqrt': the reference's calls
+    between the value the learner's `blamed` call made and the one the
+    reference's `counterpart` reads in its place (ahead: from what the
+    counterpart reads to the learner's value)."""
+    if counterpart is None or not blamed.outputs or blamed.index not in first.inputs:
+        return ""
+    k = first.inputs.index(blamed.index)
+    if k >= len(counterpart.inputs):
+        return ""
+    w = (counterpart.inputs[k], (counterpart.slots or [0] * len(counterpart.inputs))[k])
+    slot = (first.slots or [0] * len(first.inputs))[k]
+    for owner in found[blamed.index][slot] if slot < len(found[blamed.index]) else []:
+        path = path_between(reference, owner, w) if ahead else path_between(reference, w, owner)
+        names = [reference.ops[i].name for i in reversed(path or []) if reference.ops[i].name not in LAYOUT_OPS]
+        if names:
+            return "its steps in between: " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return ""
+
+
+def _argument_facts(mine: Op, theirs: Op) -> list[str]:
+    """The small arguments (minlength=..., keepdim=..., a reduction's axis)
+    in which the learner's call differs from the reference's call of the same kind."""
+    facts = []
+    for key in sorted(set(mine.kwargs) | set(theirs.kwargs)):
+        if key in ("sizes", "index") or (key == "dim" and mine.name in REDUCTIONS) or key.startswith("_"):
+            continue  # said with the shapes, or as the axis a reduction ran over; `_stacklevel`: torch's own
+        a, b = mine.kwargs.get(key), theirs.kwargs.get(key)
+        if a == b or (a is None and b is False):
+            continue
+        yours = f"{key}={a!r}" if key in mine.kwargs else f"no {key}"
+        facts.append(f"your {mine.name} is called with {yours}, the reference's with "
+                     + (f"{key}={b!r}" if key in theirs.kwargs else f"no {key}"))
+    return facts[:3]
+
+
+def sizes_differ(mine: Op, theirs: Op | None) -> str | None:
+    """For a reshape, view, expand or slice that the reference makes from
+    the same value with other sizes or bounds: what each is given."""
+    if theirs is None or mine.name not in ("reshape", "view", "expand", "__getitem__") or not same_kind(mine, theirs):
+        return None
+    key = "index" if mine.name == "__getitem__" else "sizes"
+    a, b = mine.kwargs.get(key), theirs.kwargs.get(key)
+    if a is None or b is None or a == b:
+        return None
+    shape = mine.input_shapes[0] if mine.input_shapes else None
+    if key == "index":
+        return f"your slice {a} of shape {shape} gives {tuple(mine.outputs[0].shape)}; the reference's {b} gives " \
+               f"{tuple(theirs.outputs[0].shape)}" if mine.outputs and theirs.outputs else None
+    return (f"your {mine.name} turns shape {shape} into sizes {a}; the reference's turns it into {b}"
+            if shape is not None else f"your {mine.name} is given sizes {a}; the reference's {b}")
+
+
+def sizes_bound_at(file: str, line: int, call: str) -> int | str | None:
+    """The one earlier line of the same function that binds every name the
+    `call` (reshape, view, a slice...) on `line` reads as a size or bound,
+    e.g. `B, T, H, hd = y.shape`; None when it reads no name bound in the
+    function (numbers, arguments), "elsewhere" when they are bound on
+    several lines."""
+    body = function_around(file, line)
+    if body is None:
+        return None
+    if call == "__getitem__":
+        parts = [n.slice for n in ast.walk(body) if isinstance(n, ast.Subscript)
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    else:
+        parts = [a for n in ast.walk(body) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == call for a in n.args]
+    names = {n.id for a in parts for n in ast.walk(a) if isinstance(n, ast.Name)}
+    if not names:
+        return None
+    binding: dict[str, set[int]] = {}
+    for node in ast.walk(body):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
+        for target in targets:
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name) and n.id in names and node.lineno < line:
+                    binding.setdefault(n.id, set()).add(node.lineno)
+    lines = set().union(*binding.values()) if binding else set()
+    return lines.pop() if len(lines) == 1 else "elsewhere" if lines else None
+
+
+def _number_passed_at(file: str, line: int, computing: set) -> int | None:
+    """The one earlier line of the same function that binds, once, a name
+    `line` reads, with no tensor computed on that line (so a number, such as
+    `start = past_k.shape[2] - 1`); None when there is not exactly one."""
+    body = function_around(file, line)
+    if body is None:
+        return None
+    read = {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.lineno <= line <= (n.end_lineno or n.lineno)}
+    binding: dict[str, list[int]] = {}
+    for node in ast.walk(body):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
+        for target in targets:
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name) and n.id in read:
+                    binding.setdefault(n.id, []).append(node.lineno)
+    lines = {at[0] for at in binding.values() if len(at) == 1 and at[0] < line and (file, at[0]) not in computing}
+    return lines.pop() if len(lines) == 1 else None
+
+
+def _number_source(t: Trace) -> list:
+    """For a call that returns a Python number made by .item(): the tensor it
+    was read from (kept alive in the trace), standing for the result."""
+    if not isinstance(t.result, (int, float)) or isinstance(t.result, bool):
+        return []
+    items = [op for op in t.ops if op.number_out and op.name == "item" and op.inputs]
+    if not items or items[-1].inputs[0] < 0:
+        return []
+    source = t.ops[items[-1].inputs[0]]
+    return [source.outputs[items[-1].slots[0] if items[-1].slots else 0]] if source.outputs else []
+
+
+def _returned_early(learner: Trace, op: Op, matched: list[bool], final_ref: list) -> Located | None:
+    """Every value is one the reference computes, yet the output is wrong:
+    the output is an earlier step's value, made at `op`'s line; the steps
+    after it are missing between that line and the return line."""
+    if not matched[op.index] or op.factory:
+        return None
+    if sum((o.file, o.line) == (op.file, op.line) and o.name == op.name for o in learner.ops) > 1:
+        return None  # a line run in a loop: the missing steps may be iterations, which have no line of their own
+    facts = [f"yours: {describe_value(op.outputs[0])}"]
+    if final_ref:
+        facts.append(f"the reference goes on to {describe_value(final_ref[0])}")
+    returned = learner.returned
+    also = returned[1] if returned and returned[0] == op.file and returned[1] != op.line else None
+    return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="output",
+                   also=also, also_code=source_line(op.file, also) if also else "")
+
+
+def input_owners(op: Op, ops: list[Op], found: list, given: dict | None = None) -> list[set]:
+    """For each tensor `op` read: the reference owners its value matches
+    (given: those of the call's inputs and of the leaves, by owner code)."""
+    owned = []
+    for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs)):
+        if j <= -2:
+            owned.append(set(given[j]) if given and j in given else {(j, 0)} if j > LEAF else set())
+        elif j >= 0 and slot < len(found[j]):
+            owned.append(set(found[j][slot]))
+        else:
+            owned.append(set())
+    return owned
+
+
+def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dict | None = None):
+    """(op to blame, a second op or None, the reference's call of the same
+    kind, how) for the frontier op `first`, or None when no line can be
+    told (see the module docstring). how: "value" (the call itself gives
+    another result), "missing" (it reads a value the reference only uses
+    after more steps: they are missing between the two lines), "role" (it
+    reads a value the reference uses elsewhere)."""
+    owned = input_owners(first, ops, found, given)
+    kind = base_name(first.name)
+    candidates = [r for r in reference.ops if base_name(r.name) == kind and len(r.inputs) == len(first.inputs)]
+    if not candidates:
+        if _cast_skipped(first, owned, reference):
+            return None  # the reference casts this input first: the missing step has no line of its own
+        return first, None, _reference_step(owned, reference), "value"
+
+    def same_input(r: Op, k: int) -> bool:
+        slots = r.slots or [0] * len(r.inputs)
+        return (r.inputs[k], slots[k]) in owned[k] and sized_axes(r.input_shapes[k]) == sized_axes(first.input_shapes[k])
+
+    def agreement(r: Op) -> float:  # an input in the very same shape counts more than one in another axis order
+        return sum(same_input(r, k) * (1.0 if tuple(r.input_shapes[k]) == tuple(first.input_shapes[k]) else 0.5)
+                   for k in range(len(r.inputs)))
+
+    best = max(candidates, key=agreement)
+    slots = best.slots or [0] * len(best.inputs)
+    differing = [k for k in range(len(best.inputs)) if not same_input(best, k)]
+    if not differing and first.name not in LAYOUT_OPS:
+        # The same values, but one of them laid out otherwise (transposed): a computing call, right on a wrong
+        # layout (a reshape given the wrong layout is itself the place: it is where a permute is missing).
+        for k in range(len(best.inputs)):
+            j, slot = first.inputs[k], (first.slots or [0] * len(first.inputs))[k]
+            theirs = owner_value(reference, (best.inputs[k], slots[k]))
+            if j >= 0 and theirs is not None and slot < len(ops[j].outputs) and ops[j].outputs[slot].numel() > 1:
+                mine = ops[j].outputs[slot]
+                if tuple(mine.shape) != tuple(theirs.shape) or not values_close(mine.double(), theirs.double(),
+                                                                          tolerance_for(mine.dtype)):
+                    return ops[j], first, best, "layout"
+    if not differing:
+        return first, None, best, "value"   # the same call on the same values, another result: its own arguments
+    k = differing[0]
+    wanted = (best.inputs[k], slots[k])
+    paths = [path_between(reference, wanted, owner) for owner in owned[k]]
+    lagging = any(p is not None for p in paths)
+    layout_only = lagging and all(reference.ops[i].name in LAYOUT_OPS for p in paths if p is not None for i in p)
+    j = first.inputs[k]
+    tied = [r for r in candidates if agreement(r) == agreement(best)]
+    if not lagging and j >= 0 and any(wanted in owners for owners in found[j]):
+        # Another result of the very call that made the value read is the one the reference reads here (the
+        # results of var_mean, chunk or split unpacked in another order).
+        return ops[j], first, best, "swapped"
+    if not lagging and j >= 0 and len(tied) == 1:
+        # The value read is one the reference makes only later, from the one its call reads: the learner's
+        # value already went through more steps; through this very call (applied twice) or others (an order).
+        ahead = [p for p in (path_between(reference, owner, wanted) for owner in owned[k]) if p]
+        if ahead and any(reference.ops[i].name not in LAYOUT_OPS for p in ahead for i in p):
+            return ops[j], first, best, "twice" if any(best.index in p for p in ahead) else "ahead"
+    while not layout_only and j >= 0 and ops[j].name in LAYOUT_OPS and ops[j].inputs:
+        j = ops[j].inputs[0]                # back through reshapes and transposes to the call that made the value
+    if j < 0:
+        # an input of the call: used in another's place (the using line is the place), or read where the
+        # reference reads it only after steps of its own. When the learner's code takes those steps too, but
+        # later, on what this call made (silu(x) @ W where the reference has silu(x @ W)), the order goes wrong
+        # here: this line is the place. Steps it never takes have no line of the learner's: nothing can be told.
+        if lagging and not layout_only and _steps_taken_later(first, ops, reference, paths):
+            return first, None, best, "value"
+        maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
+        if lagging and not layout_only and maker is not None:
+            return first, maker, best, "read"  # the learner made the value the reference reads here, and reads another
+        if layout_only and first.name not in LAYOUT_OPS and \
+                not any(reference.ops[i].name in CASTS for p in paths if p is not None for i in p):
+            # the reference's call reads this input only reshaped: the same call on the same values, another result
+            # (log_softmax over the positions of (B, T, V) where the reference's runs over V of (B·T, V))
+            return first, None, best, "value"
+        return None if lagging or not owned[k] else (first, None, best, "role")
+    return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _steps_taken_later(first: Op, ops: list[Op], reference: Trace, paths: list) -> bool:
+    """True when every computing step (not a layout change) the reference
+    takes between a value and its call is one the learner takes on a value
+    computed from `first`'s result."""
+    steps = {base_name(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS}
+    later, taken = {first.index}, set()
+    for op in ops[first.index + 1:]:
+        if any(i in later for i in op.inputs):
+            later.add(op.index)
+            taken.add(base_name(op.name))
+    return bool(steps) and steps <= taken
+
+
+def path_between(reference: Trace, value: Owner, ancestor: Owner) -> list[int] | None:
+    """The reference's calls from `ancestor` to `value` (one path), or None
+    when `value` is not computed from `ancestor`."""
+    ops = reference.ops
+    stack, seen = [(value, [])], set()
+    while stack:
+        owner, path = stack.pop()
+        if owner == ancestor:
+            return path
+        i = owner[0]
+        if i < 0 or owner in seen:
+            continue
+        seen.add(owner)
+        stack += [((j, s), path + [i]) for j, s in zip(ops[i].inputs, ops[i].slots or [0] * len(ops[i].inputs))]
+    return None
+
+
+CASTS = {"float", "double", "half", "bfloat16", "to", "type", "type_as"}
+
+
+def _cast_skipped(op: Op, owned: list[set], reference: Trace) -> bool:
+    """True when every reference call that reads what the learner's `op`
+    read is a dtype cast (and `op` is not): the learner skipped a cast."""
+    if op.name in CASTS:
+        return False
+    owners = set().union(*owned) if owned else set()
+    readers = [r for r in reference.ops if any((j, s) in owners for j, s in zip(r.inputs, r.slots or [0] * len(r.inputs)))]
+    return bool(readers) and all(r.name in CASTS for r in readers)
+
+
+def _reference_step(owned: list[set], reference: Trace) -> Op | None:
+    """The reference's first call (not a pure layout change) that reads a
+    reference value the learner's op read: what the reference did there."""
+    owners = set().union(*owned) if owned else set()
+    for ref_op in reference.ops:
+        if ref_op.name not in LAYOUT_OPS and ref_op.outputs and any(
+                (j, s) in owners for j, s in zip(ref_op.inputs, ref_op.slots or [0] * len(ref_op.inputs))):
+            return ref_op
+    return None
+
+
+def _same_as(t: torch.Tensor, ref: torch.Tensor) -> bool:
+    return (tuple(t.shape) == tuple(ref.shape) and t.dtype == ref.dtype
+            and values_close(t.double(), ref.double(), tolerance_for(t.dtype)))
+
+
+def locate_numbers(learner: list[Lines], reference: list[Lines], rel: float = 1e-9) -> Located | None:
+    """For Python-number answers: over the calls whose result differs from
+    the reference's, the first line that binds a number the reference never
+    has in that call; the same line in every such call, and a line whose
+    numbers are wrong in most of the calls it runs in (a line right for most
+    inputs computes well: the branch that led to it is the suspect, and
+    nothing is said), or nothing is said."""
+    places = set()
+    runs: dict[tuple, int] = {}
+    wrong: dict[tuple, int] = {}
+    for mine, theirs in zip(learner, reference):
+        if mine.error is not None or theirs.error is not None:
+            continue
+        want = numbers_in(theirs.result)
+        known = [n for step in theirs.steps for n in step[3]] + want
+        first = None
+        for file, line, function, numbers in mine.steps:
+            bad = any(not any(math.isclose(n, k, rel_tol=rel, abs_tol=1e-12) for k in known) for n in numbers)
+            runs[file, line] = runs.get((file, line), 0) + 1
+            wrong[file, line] = wrong.get((file, line), 0) + bad
+            if bad and first is None:
+                first = (file, line, function)
+        got = numbers_in(mine.result)
+        if len(got) == len(want) and all(math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-12) for g, w in zip(got, want)):
+            continue
+        if first is None:
+            return None
+        places.add(first)
+    if len(places) != 1:
+        return None
+    file, line, function = places.pop()
+    # Every call ran the same lines: no branch chose the way, so a line wrong for some inputs only is the place.
+    one_path = len({frozenset((f, ln) for f, ln, _, _ in mine.steps) for mine in learner if mine.error is None}) == 1
+    if 2 * wrong[file, line] <= runs[file, line] and not one_path:
+        return None
+    return Located(file, line, function, source_line(file, line),
+                   [f"the numbers your code makes here are ones the reference never has, in {wrong[file, line]} of "
+                    f"the {runs[file, line]} calls that run this line"], kind="value")
+
+
+def locate_grad_cut(learner: Trace) -> Located | None:
+    """The line where the learner's code leaves autograd: a call that reads
+    a tensor requiring grad and returns floating values that do not (detach,
+    .data, a copy made under no_grad) or Python numbers (item, tolist). Only
+    when all such calls sit on one line."""
+    if learner.truncated:
+        return None
+    cuts = [op for op in learner.ops if op.grad_in and not op.grad_out
+            and (op.number_out or any(t.is_floating_point() for t in op.outputs))]
+    if len({(op.file, op.line) for op in cuts}) != 1:
+        return None
+    op = cuts[0]
+    what = "turns it into Python numbers" if op.number_out else "returns a tensor without a gradient"
+    return Located(op.file, op.line, op.function, source_line(op.file, op.line),
+                   [f"{op.name} reads a tensor that requires grad and {what}"], kind="grad")
+
+
+def place(seen: Analysis, frontier: list[int]) -> Located | None:
+    """The learner's line to show for the frontier `seen` found (see the module docstring), or None."""
+    ops, reference = seen.ops, seen.reference
+    blames = {i: blame_of(ops[i], ops, seen.found, reference, seen.given) for i in frontier}
+    # A call that the reference makes too, from the same values, with another result, is wrong for sure; a
+    # call the reference never makes may be another right route whose result only a later mistake spoiled.
+    # So is one that reads an argument where the reference's call reads a value the learner made too.
+    sure = [i for i in frontier if blames[i] is not None and blames[i][2] is not None and (
+        blames[i][3] == "value" and same_kind(ops[i], blames[i][2]) or blames[i][3] in ("read", "swapped"))]
+    # A call made inside a library component (a module's forward, tinylm) got its arguments there, from what
+    # the learner's line passed: a wrong value the learner's own code made earlier comes first.
+    direct = [i for i in frontier if not ops[i].inside]
+    if direct and any(ops[i].inside and i > direct[0] for i in sure):
+        sure = [i for i in sure if not ops[i].inside or i < direct[0]]
+        if not sure and len({(ops[i].file, ops[i].line) for i in direct}) == 1:
+            sure = [direct[0]]
+    if len({(ops[i].file, ops[i].line) for i in sure}) == 1 or sure and all(_same_call(ops[i], ops[sure[0]])
+                                                                          for i in sure):
+        chosen = sure[0]  # one line, or one mistake repeated line after line (cos and sin sliced alike): the first
+    elif len({(ops[i].file, ops[i].line) for i in frontier}) == 1:
+        chosen = frontier[0]
+    else:
+        return None
+    first = ops[chosen]
+    made = [ops[j] for j in first.inputs if j >= 0 and ops[j].factory and not seen.matched[j]]
+    if any((m.file, m.line) != (first.file, first.line) for m in made):
+        return None  # a constant the reference never has, read on another line: either line may be wrong
+    blame = blames[chosen]
+    if blame is None:
+        return None
+    blamed, also, counterpart, how = blame
+    maker = None
+    if how == "read":  # the second op is where the value it should read is made, not a line of the pair
+        maker, also = also, None
+    if not blamed.file:
+        return None  # a line of code whose text is not at hand (the grader keeps only the submission's cells)
+    code = source_line(first.file, first.line)
+    sizes = sizes_differ(first, counterpart) if how == "value" else None
+    if how == "value" and counterpart is not None and same_kind(first, counterpart) and not sizes and \
+            re.search(r"\bself\.[A-Za-z_]", code) and not re.search(r"(?<![\w.])\d", code):
+        return None  # same values in, another result, no number on the line: it may come from the module's __init__
+    facts = [f"yours: {first.name}{_reduced_axis(first)} gives {describe_value(first.outputs[0])}"]
+    # A reference call is set beside the learner's only where the two were aligned by value: for a value of
+    # a kind the reference never computes, its first call on the same input is no counterpart of this line.
+    if counterpart is not None and (how != "value" or same_kind(first, counterpart)):
+        facts.append(f"the reference's {counterpart.name}{_reduced_axis(counterpart)} gives "
+                     f"{describe_value(counterpart.outputs[0])}")
+        if how == "value" and same_kind(first, counterpart):
+            arguments = _argument_facts(first, counterpart)
+            if first.inside and arguments and all("training=" in a for a in arguments):
+                return None  # a module's mode (train or eval), set elsewhere or nowhere: not this line's doing
+            facts[1:1] = arguments
+    (file, line, function), second = blamed_lines(blamed, also)
+    if how == "layout":
+        facts.insert(0, f"the value line {line} makes reaches line {second or line} in another layout than the "
+                        f"reference's {counterpart.name} reads")
+    elif how == "missing":
+        steps = _steps_between(reference, counterpart, also or first, blamed, seen.found)
+        facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {line} makes, "
+                        f"{steps or 'one or more steps later'}")
+    elif how in ("role", "swapped"):
+        facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference's "
+                        f"{counterpart.name} reads another value" + (", one that line makes too"
+                                                                     if how == "swapped" else ""))
+    elif how == "read":
+        facts.insert(0, f"your {first.name} reads an argument of your function where the reference's "
+                        f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
+                        "makes too")
+    elif how in ("twice", "ahead"):
+        steps = _steps_between(reference, counterpart, also or first, blamed, seen.found, ahead=True)
+        facts.insert(0, f"your {first.name} reads a value the reference has only after its own {counterpart.name}"
+                        + (f" ({steps})" if steps else "") if how == "twice" else
+                        f"your {first.name} reads a value the reference has only after more steps"
+                        + (f" ({steps})" if steps else ""))
+    if sizes is not None:
+        # A call made inside a library component got its sizes there, from the numbers the line passed it.
+        bound = _number_passed_at(file, line, {(o.file, o.line) for o in ops}) if first.inside else \
+            sizes_bound_at(file, line, first.name)
+        facts.insert(0, sizes)
+        if bound == "elsewhere":
+            return None  # the sizes come from names bound on several lines: any of them may be wrong
+        if bound is not None and bound != line:
+            how, second = "sizes", bound
+    if how == "value" and sizes is None and first.name in SIZED_OPS:
+        written = _number_written_in(file, line)
+        if written is not None:
+            name, value, bound = written
+            facts.insert(0, f"line {line} reads {name} = {value}, a number written in at line {bound}, where the "
+                            f"reference's sizes follow from its inputs' shapes")
+            how, second = "sizes", bound
+    return Located(file, line, function, source_line(file, line), facts, kind=how, also=second,
+                   also_code=source_line(file, second) if second else "")

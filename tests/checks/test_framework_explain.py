@@ -1,0 +1,126 @@
+"""framework.measure and framework.explain: the measurement helpers, and the
+explainers that say what a failing row measures (a size or constant factor,
+merged or reordered axes)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autograder import checks
+
+
+# -- measurement helpers and the issue's examples -------------------------------
+
+def test_measurement_helpers_measure():
+    from torch import nn
+
+    from autograder.checks import core
+
+    w = torch.rand(2, 3, 4, 5).softmax(1)                      # sums to 1 over axis 1 only
+    assert core.sums_to_one_axes(w) == [1]
+    want = torch.randn(10, dtype=torch.float64)
+    c, residual = core.fit_scale(want / math.sqrt(48), want)
+    assert residual < 1e-12 and core.describe_factor(c, {"1/sqrt(48)": 1 / math.sqrt(48)}) == "1/6.93 = 1/sqrt(48)"
+    assert core.identify_activation(torch.relu) == "ReLU" and core.identify_activation(F.silu).startswith("SiLU")
+    assert core.identify_activation(lambda a: a ** 3) is None
+    x = torch.randn(3, 6)
+    assert core.permutation_of(x.flip(-1), x) and not core.permutation_of(x, x) and not core.permutation_of(x + 1, x)
+    assert core.python_number_problem(1.5, float) is None and core.python_number_problem(3, int) is None
+    assert "call .item()" in core.python_number_problem(torch.tensor(1.5), float)
+    assert core.python_number_problem(True, int) is not None
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.ones(3)
+
+    assert "not an nn.Parameter" in core.parameter_problems(Plain(), "weight")
+    assert core.parameter_problems(nn.Linear(2, 2), "weight") is None
+    p = nn.Parameter(torch.ones(3))
+    assert core.gradient_reaches(p * 2, p) and not core.gradient_reaches(p.detach() * 2, p)
+
+
+# -- the measurement explainers of a failing row (framework/explain) ------------------------------
+
+def test_a_result_a_size_times_off_names_the_size():
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(0)) + 3
+    chk = checks.core.Check("total", expects="a scalar")
+    got = chk.call(lambda x: x.sum() / x.shape[0], x)
+    chk.compare("sum", got, x.sum())
+    assert any("exactly 1/5 of the right value" in f and "5 is x.shape[0]" in f for f in chk.facts)
+    root = checks.core.Check("total", expects="a scalar")
+    root.call(lambda x: x.sum() / math.sqrt(x.shape[0]), x)
+    root.compare("sum", x.sum() / math.sqrt(5), x.sum())
+    assert any("exactly 1/sqrt(5) = 1/2.236 of" in f and "a division by sqrt(5)" in f for f in root.facts)
+    halved = checks.core.Check("total", expects="a scalar")  # a factor 2 has too many causes to be named by a size
+    halved.call(lambda x: x.sum() * 2, torch.ones(2, 4))
+    halved.compare("sum", torch.ones(2, 4).sum() * 2, torch.ones(2, 4).sum())
+    assert len(halved.facts) == 1 and "exactly 2 = 2 times" in halved.facts[0] and "x.shape" not in halved.facts[0]
+    other = checks.core.Check("total", expects="a scalar")  # neither a size nor a constant: nothing said
+    other.call(lambda x: x.sum() * 1.5, torch.ones(2, 4))
+    other.compare("sum", torch.ones(2, 4).sum() * 1.5, torch.ones(2, 4).sum())
+    assert not other.facts
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_result_off_by_a_change_of_logarithm_base_names_the_base(dtype):
+    nats = torch.rand(3, 6, generator=torch.Generator().manual_seed(0)).to(dtype) + 1
+    want = nats / math.log(2)  # bits
+    chk = checks.core.Check("to_bits", expects="bits")
+    got = chk.call(lambda nats: nats / math.log10(2), nats)  # log10(2) where ln 2 is meant
+    chk.compare("bits", got, want)
+    said = [f for f in chk.facts if "exactly 2.303 = ln 10 times" in f]
+    assert said and "math.log10(2) for math.log(2)" in said[0] and "nats into bits" in said[0]
+    scalar = checks.core.Check("to_bits", expects="bits")  # a single number: its ratio is the measurement
+    scalar.compare("bits", torch.tensor(3.7 / math.log(2)), torch.tensor(3.7))
+    assert any("1.443 = log2(e) = 1/ln 2 times" in f for f in scalar.facts)
+    right = checks.core.Check("to_bits", expects="bits")
+    assert right.compare("bits", right.call(lambda nats: nats / math.log(2), nats), want) and not right.facts
+    uneven = checks.core.Check("to_bits", expects="bits")  # ln 10 on one row only: no factor common to every value
+    uneven.compare("bits", torch.cat((want[:1] * math.log(10), want[1:])), want)
+    assert not uneven.facts
+
+
+def test_a_result_with_adjacent_axes_merged_names_the_axes():
+    y = torch.randn(2, 3, 5, 4, generator=torch.Generator().manual_seed(0))
+    want = y.transpose(1, 2).flatten(2)  # (B, T, d)
+    chk = checks.core.Check("merge_heads", expects="(B, T, d)")
+    got = chk.call(lambda y: y.transpose(1, 2).flatten(1), y)  # every axis after the batch merged
+    chk.compare("merge", got, want)
+    said = [d for d in chk.diagnoses if "merged into your axis 1" in d]
+    assert said and "expected axes 1 and 2 (sizes 5 = y.shape[2] and 12)" in said[0] and "(2, 60)" in said[0]
+    split = checks.core.Check("merge_heads", expects="(B, T, d)")
+    split.compare("merge", want.unflatten(-1, (3, 4)), want)
+    assert any("axis 2 (size 12) is split into your axes 2 and 3" in d for d in split.diagnoses)
+    right = checks.core.Check("merge_heads", expects="(B, T, d)")
+    assert right.compare("merge", right.call(lambda y: y.transpose(1, 2).flatten(2), y), want) and not right.diagnoses
+    scrambled = checks.core.Check("merge_heads", expects="(B, T, d)")  # the right shape's merge of other axes
+    scrambled.compare("merge", y.flatten(1), want)
+    assert not scrambled.diagnoses
+
+
+def test_an_angle_without_pi_is_named_and_other_factors_say_nothing():
+    """An angle in turns where radians are meant is 1/(2π) of it; a factor 1.5 is no constant a formula mixes up."""
+    radians = torch.tensor([2.1, 0.7, 1.3], dtype=torch.float64)
+    turns = checks.core.Check("angles", expects="a tensor")
+    turns.compare("angles", radians / (2 * math.pi), radians)
+    assert any("1/(2π) times" in f and "turns where radians are meant" in f for f in turns.facts), turns.facts
+    for got in (radians * 1.5, radians.clone()):
+        quiet = checks.core.Check("angles", expects="a tensor")
+        quiet.compare("angles", got, radians)
+        assert not quiet.facts and not quiet.diagnoses
+
+
+def test_a_result_with_its_axes_in_another_order_is_named_with_the_sizes_owners():
+    x, weight = torch.randn(2, 3, 5), torch.randn(9, 5)
+    chk = checks.core.Check("logits", expects="(B, T, V)")
+    got = chk.call(lambda x, weight: weight @ x.transpose(-2, -1), x, weight)
+    chk.compare("logits", got, x @ weight.T)
+    said = [d for d in chk.diagnoses if "axes in another order" in d]
+    assert said and "permute(0, 2, 1)" in said[0] and "size 9 (weight.shape[0]) is at position 1, expected at the last" in said[0]
+    right = checks.core.Check("logits", expects="(B, T, V)")
+    right.compare("logits", torch.randn(2, 9, 3), x @ weight.T)  # another shape, other values: nothing said
+    assert not right.diagnoses

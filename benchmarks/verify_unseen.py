@@ -1,7 +1,7 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
 of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7",
-"fresh8" and "fresh9" sets (fresh.py to fresh9.py, in none of the lists either) is a real
+"fresh8", "fresh9" and "fresh10" sets (fresh.py to fresh10.py) is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -23,10 +23,12 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh7
     python benchmarks/verify_unseen.py --set fresh8
     python benchmarks/verify_unseen.py --set fresh9
+    python benchmarks/verify_unseen.py --set fresh10
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
-(its original text is not found exactly once) or changes nothing.
+(its original text is not found exactly once) or changes nothing, or if one of
+the set's SAME edits (no mistake: the same result another way) changes a probe.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
 
 import tinylm  # noqa: E402
 from benchmarks.bench_diagnostics import notebook_cells  # noqa: E402
-from benchmarks.mutations import SETS  # noqa: E402
+from benchmarks.mutations import SETS, same_edits  # noqa: E402
 from benchmarks.verify_heldout import _attention_steps, _model_agreement, _reference, _config, attempt, namespace  # noqa: E402
 
 
@@ -782,7 +784,8 @@ VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fr
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Prove each held-out mistake a real bug against tinylm, PyTorch or a closed form.")
     parser.add_argument("--set", choices=VERIFIED_SETS, default="unseen", help="which held-out set (default: unseen)")
-    chosen = SETS[parser.parse_args(argv).set]()
+    args = parser.parse_args(argv)
+    chosen = SETS[args.set]()
     problems, rows = [], 0
     for notebook, mutations in chosen.items():
         _, answers, _ = notebook_cells(notebook)
@@ -800,6 +803,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {mark} {mutation.cell:<17} {mutation.why[:64]:<66} {changed or 'NO CHANGE'}")
             if not changed:
                 problems.append(f"{notebook} {mutation.cell}: changes nothing the probes see: {mutation.why}")
+    same = same_edits(args.set)
+    for notebook, edits in same.items():  # no mistakes: each must leave every probe as the solution has it
+        solution = PROBES[notebook](namespace(notebook))
+        for edit in edits:
+            seen = attempt(lambda: PROBES[notebook](namespace(notebook, edit)))
+            changed = {k: v for k, v in seen.items() if solution.get(k) != v} if isinstance(seen, dict) else seen
+            print(f"  = {edit.cell:<17} {edit.why[:64]:<66} {changed or 'same as the solution'}")
+            if changed:
+                problems.append(f"{notebook} {edit.cell}: an edit listed as computing the same changes a probe: {edit.why}")
     for line in problems:
         print(f"PROBLEM: {line}")
     every = [m for found in chosen.values() for m in found]

@@ -16,7 +16,10 @@ before the set was first measured. Not part of the default run:
 Each mistake is one substitution in one answer cell. `expect` holds words a
 check that found this mistake would likely say; `untrue` words of causes that
 would be wrong for it (what a check reading only the numbers might blame);
-`regime` the situation in which a mistake that is right by default shows.
+`regime` the situation in which a mistake that is right by default shows;
+`in_lists`, filled in after the first measurement by comparing the texts,
+marks the 26 that turned out to be character for character an entry of
+another list (21 of them of the default set).
 
 SAME lists 10 edits that are not mistakes: the cell computes what the solution
 computes, another way (F.embedding for indexing, SDPA's enable_gqa for
@@ -40,17 +43,17 @@ MUTATIONS = {
           SHAPE + ("row", "column", "(..., d)", "[v, d]"),
           "indexes the columns of the [V, d] table (weight[:, ids]) as if it were stored [d, V]: the rows are the "
           "tokens, so the result is (d, ...) and holds feature values picked by id, not embeddings",
-          untrue=("dtype", "gradient", "copy", "one-hot")),
+          untrue=("dtype", "gradient", "copy", "one-hot"), in_lists=True),
         M("one_hot_embed", ".to(weight.dtype)", "",
           DTYPE + ("int64", "long", "integer", "float"),
           "leaves the one-hot matrix as F.one_hot returns it, int64, and multiplies it by the float table: matmul "
           "of an integer and a float tensor raises (torch does not promote in @)",
-          untrue=("num_classes", "transpose", "width")),
+          untrue=("num_classes", "transpose", "width"), in_lists=True),
         M("one_hot_embed", "num_classes=weight.shape[0]", "num_classes=weight.shape[1]",
           ("num_classes", "vocab", "width", "shape[0]", "(..., v)", "one-hot"),
           "sizes the one-hot vectors by the embedding width d (weight.shape[1]) instead of the vocabulary V: "
           "ids >= d raise, and (..., d) @ (V, d) does not fit unless d == V",
-          untrue=("dtype", "int64", "transpose")),
+          untrue=("dtype", "int64", "transpose"), in_lists=True),
         M("tied_logits", "return x @ weight.T", "return weight @ x.transpose(-2, -1)",
           SHAPE + ("(b, t, v)", "(b, v, t)", "order"),
           "writes the product the other way round, W @ xᵀ as in the maths notation: the values are the logits but "
@@ -61,7 +64,7 @@ MUTATIONS = {
           "ties in the wrong direction: both modules now share the head's Parameter, so the embedding table is "
           "thrown away and replaced by the head's initial values (an optimizer built before holds a Parameter "
           "the model no longer uses)",
-          untrue=("copy", "clone", "detach", "shape")),
+          untrue=("copy", "clone", "detach", "shape"), in_lists=True),
     ],
     "02": [
         # https://github.com/pytorch/pytorch/pull/133085 (nn.RMSNorm squared float16 input without upcasting)
@@ -69,7 +72,7 @@ MUTATIONS = {
           DTYPE + ("overflow", "inf", "256"),
           "squares the input in its own dtype, as torch's fused nn.RMSNorm did before pytorch/pytorch#133085: "
           "float16 entries above 256 square to inf, the RMS is inf and the token comes out as zeros",
-          regime="float16 input with entries above 256", untrue=("eps", "axis", "dim", "sum")),
+          regime="float16 input with entries above 256", untrue=("eps", "axis", "dim", "sum"), in_lists=True),
         M("rms_norm", "x32.pow(2).mean(dim=-1, keepdim=True)", "x32.pow(2).mean(dim=0, keepdim=True)",
           SHAPE + ("dim", "per token", "feature", "over the batch", "last axis"),
           "takes the mean square over the first axis (the batch) instead of the features: one statistic per "
@@ -84,17 +87,17 @@ MUTATIONS = {
           ("unbiased", "bessel", "d - 1", "n - 1", "n-1", "d-1", "correction", "biased"),
           "uses torch.var with its default correction, the unbiased variance (divides by d - 1): LayerNorm "
           "divides by d",
-          untrue=("eps", "mean", "axis", "centre")),
+          untrue=("eps", "mean", "axis", "centre"), in_lists=True),
         M("RMSNorm", "self.weight = nn.Parameter(torch.ones(dim))", "self.weight = torch.ones(dim)",
           ("parameter", "trainable", "parameters()", "state_dict", "requires_grad", "learn"),
           "stores the gain as a plain tensor: the values are right, but it is not a Parameter, so the "
           "optimizer never sees it, it gets no gradient and it is missing from state_dict",
-          untrue=("eps", "ones", "init", "dtype")),
+          untrue=("eps", "ones", "init", "dtype"), in_lists=True),
         M("RMSNorm", "return rms_norm(x, self.weight, self.eps)", "return rms_norm(x, self.weight)",
           ("eps", "epsilon", "self.eps"),
           "stores eps but calls rms_norm without it, so the default 1e-6 is used whatever eps the module was "
           "built with",
-          regime="an eps other than 1e-6", untrue=("parameter", "dtype", "axis")),
+          regime="an eps other than 1e-6", untrue=("parameter", "dtype", "axis"), in_lists=True),
     ],
     "03": [
         # https://github.com/pytorch/pytorch/issues/108108 (SDPA's is_causal is top-left aligned when Tq != Tk)
@@ -119,7 +122,7 @@ MUTATIONS = {
           ("dim", "axis", "keys", "sum to 1", "sums to 1", "rows", "softmax"),
           "normalises over the queries (dim=-2) instead of the keys: the columns sum to 1, not the rows, and the "
           "masked -inf of the upper triangle lands in each column's softmax",
-          untrue=("mask", "scale", "sqrt", "offset")),
+          untrue=("mask", "scale", "sqrt", "offset"), in_lists=True),
         M("attention_flops", "per_head = 2 * T * T * head_dim", "per_head = T * (T + 1) * head_dim",
           ("causal", "half", "masked", "full", "t * t", "t²", "t^2", "triangle"),
           "counts only the causal half of the score and mix matmuls, 2 · T(T+1)/2 · hd, as if masked entries were "
@@ -133,7 +136,7 @@ MUTATIONS = {
           "lays the angles out for adjacent pairs (θ0, θ0, θ1, θ1, ...) while rotate_half pairs feature i with "
           "i + hd/2, the mismatch of raiyanyahya/how-to-train-your-gpt#6: the paired features get different "
           "angles and the dot product no longer depends on the relative position only",
-          untrue=("theta", "start_pos", "sign", "dtype")),
+          untrue=("theta", "start_pos", "sign", "dtype"), in_lists=True),
         M("rope_cache", "-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim",
           "-torch.arange(head_dim // 2, dtype=torch.float32) / head_dim",
           ("frequenc", "2i", "exponent", "inv_freq", "step", "theta"),
@@ -143,7 +146,7 @@ MUTATIONS = {
         M("apply_rope", "torch.cat((-x2, x1), dim=-1)", "torch.cat((x2, -x1), dim=-1)",
           ("sign", "direction", "-x2", "negat", "clockwise", "rotate_half", "-θ", "angle"),
           "puts the minus sign on the other half, (x2, -x1): every pair is rotated by -θ instead of θ",
-          untrue=("frequenc", "start_pos", "interleav", "dtype")),
+          untrue=("frequenc", "start_pos", "interleav", "dtype"), in_lists=True),
         # https://github.com/pytorch/executorch/pull/2010 (cached branch did not slice the tables at start_pos)
         M("apply_rope", "cos = cos[start_pos:start_pos + T].to(x.dtype)", "cos = cos[:T].to(x.dtype)",
           ROPE_OFFSET + ("cos",),
@@ -161,8 +164,9 @@ MUTATIONS = {
         M("swiglu", "F.silu(x @ w_gate.T)", "torch.sigmoid(x @ w_gate.T)",
           ("silu", "sigmoid", "swish", "x · sigmoid", "x * sigmoid", "activation"),
           "gates with the sigmoid (GLU) instead of SiLU = x · sigmoid(x) (SwiGLU)",
-          untrue=("transpose", "swap", "w_down", "shape")),
-        M("swiglu", "F.silu(x @ w_gate.T)  # (B, T, d_ff): the nonlinearity lives on the gate only\n    up = x @ w_up.T",
+          untrue=("transpose", "swap", "w_down", "shape"), in_lists=True),
+        M("swiglu",
+          "F.silu(x @ w_gate.T)  # (B, T, d_ff): the nonlinearity lives on the gate only\n    up = x @ w_up.T",
           "F.silu(x @ w_up.T)  # (B, T, d_ff): the nonlinearity lives on the gate only\n    up = x @ w_gate.T",
           ("gate", "up", "swap", "w_gate", "w_up", "nonlinearity", "branch"),
           "swaps the two branches: SiLU is applied to the up projection and the gate projection stays linear, so "
@@ -182,7 +186,7 @@ MUTATIONS = {
           "return tied_logits(x, self.lm_head.weight)",
           ("final norm", "self.norm", "norm", "normalis", "normaliz"),
           "feeds the head the raw residual stream: the final RMSNorm is built but never applied",
-          untrue=("tie", "transpose", "residual", "rope")),
+          untrue=("tie", "transpose", "residual", "rope"), in_lists=True),
         M("param_counts", '"lm_head": 0 if config.tie_embeddings else config.vocab_size * d',
           '"lm_head": config.vocab_size * d',
           ("tie", "tied", "shared", "twice", "counted once", "same parameter", "tie_embeddings"),
@@ -255,7 +259,7 @@ MUTATIONS = {
           ("n_kv", "repeated", "n_heads", "small cache", "memory", "shape", "kv heads"),
           "hands back the repeated keys and values as the cache: the cache holds n_heads heads, n_rep times the "
           "memory GQA saves, and the next step's concatenation with n_kv-head keys fails",
-          regime="n_kv_heads < n_heads", untrue=("order", "mask", "rope", "dtype")),
+          regime="n_kv_heads < n_heads", untrue=("order", "mask", "rope", "dtype"), in_lists=True),
         M("decode_bytes_per_token", "kv_cache = 2 * L * config.n_kv_heads", "kv_cache = 2 * L * config.n_heads",
           ("n_kv_heads", "kv heads", "repeated", "n_heads", "gqa"),
           "counts the cache read per token with n_heads heads, as if the repeated heads were stored: only "
@@ -277,7 +281,7 @@ MUTATIONS = {
           ("order", "sorted", "scatter", "vocabulary order", "unsort", "permut", "index"),
           "applies the mask computed in sorted order to the logits in vocabulary order: the tokens dropped are "
           "those whose id is the rank of a dropped token",
-          untrue=("crossing", "cumsum", "threshold", "temperature")),
+          untrue=("crossing", "cumsum", "threshold", "temperature"), in_lists=True),
         # https://github.com/huggingface/transformers/issues/18976 (an extra token kept when the mass equals p)
         M("top_p_filter", "mass_before >= p", "mass_before > p",
           (">=", "exactly", "equal", "boundary", "extra token", "reaches p"),
@@ -301,7 +305,7 @@ MUTATIONS = {
           ("generator", "reproducib", "seed", "random state", "rng"),
           "draws without the caller's generator: the global RNG is used, so a seeded generator does not make the "
           "samples reproducible",
-          untrue=("temperature", "top_k", "top_p", "order")),
+          untrue=("temperature", "top_k", "top_p", "order"), in_lists=True),
         # https://github.com/karpathy/ng-video-lecture/issues/16 and https://github.com/pytorch/examples/pull/114
         M("generate", "model.eval()", "pass  # no_grad already turns dropout off",
           ("eval", "dropout", "train mode", "training", "mode"),
@@ -320,13 +324,13 @@ MUTATIONS = {
           ("shift", "next token", "y = x", "same as x", "+ 1", "offset", "targets"),
           "returns the inputs as the targets, unshifted: the model is trained to copy the current token, the "
           "bug macrocosm-os/pretraining#64 found in BartForCausalLM's loss",
-          untrue=("dtype", "int64", "generator", "range")),
+          untrue=("dtype", "int64", "generator", "range"), in_lists=True),
         # https://github.com/karpathy/ng-video-lecture/issues/56 (a proposed "fix" of an off-by-one that was not one)
         M("get_batch", "torch.randint(len(data) - seq_len,", "torch.randint(len(data) - seq_len - 1,",
           ("last", "start", "range", "n - t - 1", "never", "off by one", "final"),
           "draws the start below N - T - 1, the change proposed in karpathy/ng-video-lecture#56 (randint's upper "
           "bound is already exclusive): the last window, and with it the last token as a target, is never drawn",
-          untrue=("shift", "dtype", "generator")),
+          untrue=("shift", "dtype", "generator"), in_lists=True),
         # https://github.com/huggingface/transformers/pull/44642 (users shifting labels the model shifts again)
         M("lm_loss", "F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)",
           "F.cross_entropy(logits[:, :-1].flatten(0, 1), targets[:, 1:].flatten(), ignore_index=-100)",
@@ -334,7 +338,7 @@ MUTATIONS = {
           "shifts logits and targets again, as Hugging Face's causal LM loss does inside the model, although "
           "get_batch already shifted them: position t is scored on token t + 2 (the double shift "
           "huggingface/transformers#44642 warns about)",
-          untrue=("ignore_index", "padding", "dtype", "mean")),
+          untrue=("ignore_index", "padding", "dtype", "mean"), in_lists=True),
         M("lm_loss", "F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)",
           'F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="none").mean()',
           ("padding", "denominator", "count", "mean over", "real targets", "ignored", "reduction"),
@@ -346,11 +350,11 @@ MUTATIONS = {
           ("step 0", "zero", "first step", "step + 1", "off by one", "0 at", "lr = 0", "wasted"),
           "ramps from 0: step 0 gets lr = 0 and the first optimizer step does nothing, the warmup "
           "meta-pytorch/torchtune#2010 reported",
-          untrue=("cosine", "min_lr", "decay", "clamp")),
+          untrue=("cosine", "min_lr", "decay", "clamp"), in_lists=True),
         M("lr_schedule", "min(progress, 1.0)", "progress",
           ("clamp", "after total_steps", "beyond", "past the end", "rises", "min_lr", "progress"),
           "drops the clamp on the decay's progress: past total_steps the cosine comes back up towards max_lr",
-          regime="step >= total_steps", untrue=("warmup", "step + 1", "zero")),
+          regime="step >= total_steps", untrue=("warmup", "step + 1", "zero"), in_lists=True),
         # https://github.com/awslabs/graphstorm/issues/1366 (clip_grad_norm_ after optimizer.step did nothing)
         M("train_step",
           "    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # global gradient norm <= grad_clip\n"
@@ -379,19 +383,20 @@ MUTATIONS = {
           DTYPE + ("sum",),
           "sums the losses in the logits' dtype: for bfloat16 logits the sum of many terms is rounded to 8 bits "
           "of mantissa",
-          regime="bfloat16 or float16 logits", untrue=("padding", "count", "mean", "ignore_index")),
+          regime="bfloat16 or float16 logits", untrue=("padding", "count", "mean", "ignore_index"), in_lists=True),
         M("nll_sum_and_count", "ignore_index=ignore_index,", "ignore_index=-100,",
           ("ignore_index", "caller", "-100", "argument", "padding"),
           "scores with the default ignore_index -100 whatever the caller passed: with ignore_index=0 the padding "
           "is scored but not counted",
-          regime="an ignore_index other than -100", untrue=("float32", "mean", "dtype")),
+          regime="an ignore_index other than -100", untrue=("float32", "mean", "dtype"), in_lists=True),
         # https://github.com/keras-team/keras-hub/pull/2958 and https://github.com/huggingface/transformers/pull/34387
         M("evaluate", "total, count = total + s, count + n", "total, count = total + s / n, count + 1",
           ("batch", "token-weighted", "average of averages", "mean of means", "per batch", "weighted",
            "tokens"),
           "averages the batches' mean losses, each batch weighing the same whatever its number of tokens, the "
           "mistake keras-team/keras-hub#2958 and huggingface/transformers#34387 fixed",
-          regime="batches with different numbers of scored tokens", untrue=("padding", "eval", "no_grad", "base")),
+          regime="batches with different numbers of scored tokens", untrue=("padding", "eval", "no_grad", "base"),
+          in_lists=True),
         # https://github.com/shubhamagarwal92/mmd/issues/14 (evaluation left the model in eval mode)
         M("evaluate", "model.train(was_training)", "pass  # the trainer sets its own mode",
           ("train mode", "restore", "mode", "was_training", "eval mode", "left"),
@@ -401,12 +406,12 @@ MUTATIONS = {
         M("evaluate", '"perplexity": math.exp(loss)', '"perplexity": 2 ** loss',
           ("base", "exp", "2 **", "nats", "bits", "e^", "natural"),
           "raises 2 to the loss, reading perplexity as 2^entropy: the loss is in nats, so the perplexity is e^loss",
-          untrue=("token", "batch", "mode", "padding")),
+          untrue=("token", "batch", "mode", "padding"), in_lists=True),
         M("bigram_nll", "counts.sum(dim=1, keepdim=True)", "counts.sum(dim=0, keepdim=True)",
           ("row", "dim", "axis", "column", "sum to 1", "normalis", "normaliz", "prev"),
           "normalises each column (the counts of the next byte over all previous bytes) instead of each row: "
           "the rows of the table no longer sum to 1",
-          untrue=("alpha", "256", "pair", "last")),
+          untrue=("alpha", "256", "pair", "last"), in_lists=True),
     ],
 }
 
@@ -423,7 +428,8 @@ SAME = [
     ("04", Mutation("apply_rope", "x1, x2 = x.chunk(2, dim=-1)",
                     "x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]", (),
                     "splits the halves by slicing instead of chunk")),
-    ("05", Mutation("swiglu", "gate = F.silu(x @ w_gate.T)", "gate = F.linear(x, w_gate) * torch.sigmoid(F.linear(x, w_gate))", (),
+    ("05", Mutation("swiglu", "gate = F.silu(x @ w_gate.T)",
+                    "gate = F.linear(x, w_gate) * torch.sigmoid(F.linear(x, w_gate))", (),
                     "writes SiLU out as x · sigmoid(x) on F.linear's product")),
     ("06", Mutation("cache_update", "torch.cat((past_k, k), dim=2)", "torch.cat([past_k, k], dim=-2)", (),
                     "concatenates along dim=-2, the same axis of a 4-d tensor")),

@@ -416,6 +416,17 @@ def _measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: to
     support = int((want > 0).sum())
     if distinct > support:
         chk.measured(f"{label}: draws landed on {distinct} different tokens; the filters allow {support}")
+    drawn = freq > 0
+    if not torch.equal(drawn, want > 0):
+        # Another kept set: a temperature fitted over it says nothing of the division, so the frequencies are
+        # compared with the given temperature's softmax over the very tokens drawn first.
+        within = torch.zeros_like(freq)
+        within[drawn] = (row.double()[drawn] / T).softmax(-1)
+        if torch.allclose(freq, within, rtol=0, atol=5 * (0.25 / n_draws) ** 0.5):
+            chk.measured(f"{label}: over the {distinct} tokens your draws landed on, the frequencies are "
+                         f"softmax(logits / {T}), the temperature given; the filters at temperature {T} keep "
+                         f"{support} tokens, so the set of tokens kept is what differs")
+            return
     t_eff = _fitted_temperature(freq, row, n_draws)
     if t_eff is not None and support > 2 and distinct <= support:
         chk.measured(f"{label}: your frequencies follow softmax(logits / {t_eff:.2f}); expected temperature {T}")

@@ -272,6 +272,13 @@ def sizes_differ(mine: Op, theirs: Op | None) -> str | None:
             if shape is not None else f"your {mine.name} is given sizes {a}; the reference's {b}")
 
 
+def _comparable(mine: Op, theirs: Op | None) -> bool:
+    """Both calls give a tensor of one dtype: values that may stand for each other."""
+    return (theirs is not None and bool(mine.outputs) and bool(theirs.outputs)
+            and isinstance(mine.outputs[0], torch.Tensor) and isinstance(theirs.outputs[0], torch.Tensor)
+            and mine.outputs[0].dtype == theirs.outputs[0].dtype)
+
+
 def _same_length_elsewhere(mine: Op, theirs: Op) -> bool:
     """Two slices of inputs of one shape giving one shape with other bounds: the sizes agree and the start
     differs, so the line binding the sizes is not where they go wrong."""
@@ -614,9 +621,10 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if blame is None:
         return None
     blamed, also, counterpart, how = blame
-    if how == "role" and blamed is first and also is None:
+    if how == "role" and (blamed is first and also is None or not _comparable(first, counterpart)):
         # The call reads the function's own input, through layout steps only, where the reference's call of that
-        # name reads another value: the two calls are paired by name, not by value, so none is set beside it.
+        # name reads another value, or the two give values of another dtype: they are paired by name, not by
+        # value, so none is set beside it.
         how, counterpart = "value", None
     maker = None
     if how == "read":  # the second op is where the value it should read is made, not a line of the pair

@@ -470,7 +470,11 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
             # the reference's call reads this input only reshaped: the same call on the same values, another result
             # (log_softmax over the positions of (B, T, V) where the reference's runs over V of (B·T, V))
             return first, None, best, "value"
+        if not lagging and owned[k] and not agreement(best):
+            return first, None, None, "value"  # no input in common: the reference's call is paired by name only
         return None if lagging or not owned[k] else (first, None, best, "role")
+    if not layout_only and not lagging and not agreement(best):
+        return first, None, None, "value"  # no input in common: the reference's call is paired by name only
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
 
 
@@ -621,11 +625,9 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if blame is None:
         return None
     blamed, also, counterpart, how = blame
-    if how == "role" and (blamed is first and also is None or not _comparable(first, counterpart)):
-        # The call reads the function's own input, through layout steps only, where the reference's call of that
-        # name reads another value, or the two give values of another dtype: they are paired by name, not by
-        # value, so none is set beside it.
-        how, counterpart = "value", None
+    if how == "role" and not _comparable(first, counterpart):
+        # the two give values of different dtypes: paired by name, not by value, so none is set beside it
+        blamed, also, counterpart, how = first, None, None, "value"
     maker = None
     if how == "read":  # the second op is where the value it should read is made, not a line of the pair
         maker, also = also, None

@@ -671,7 +671,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
                         + (f" ({steps})" if steps else "") if how == "twice" else
                         f"your {first.name} reads a value the reference has only after more steps"
                         + (f" ({steps})" if steps else ""))
-    if sizes is not None and _same_length_elsewhere(first, counterpart):
+    if sizes is not None and not first.inside and _same_length_elsewhere(first, counterpart):
         facts.insert(0, sizes)
         how = "offset"
     elif sizes is not None:

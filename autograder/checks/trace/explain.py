@@ -474,7 +474,9 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
             return first, None, None, "value"  # no input in common: the reference's call is paired by name only
         return None if lagging or not owned[k] else (first, None, best, "role")
     if not layout_only and not lagging and not agreement(best):
-        return first, None, None, "value"  # no input in common: the reference's call is paired by name only
+        # no input in common: the reference's call is paired by name only, so none is named; the line that made
+        # the value read is still the place
+        return ops[j], first, None, "role"
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
 
 
@@ -625,7 +627,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if blame is None:
         return None
     blamed, also, counterpart, how = blame
-    if how == "role" and not _comparable(first, counterpart):
+    if how == "role" and counterpart is not None and not _comparable(first, counterpart):
         # the two give values of different dtypes: paired by name, not by value, so none is set beside it
         blamed, also, counterpart, how = first, None, None, "value"
     maker = None
@@ -657,6 +659,9 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         steps = _steps_between(reference, counterpart, also or first, blamed, seen.found)
         facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {line} makes, "
                         f"{steps or 'one or more steps later'}")
+    elif how == "role" and counterpart is None:
+        facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference uses another "
+                        "value")
     elif how in ("role", "swapped"):
         facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference's "
                         f"{counterpart.name} reads another value" + (", one that line makes too"

@@ -102,10 +102,13 @@ KIND_WORDS = {
     "layout": "the value made here reaches the later line with its axes split or ordered differently",
     "output": "your result is this value, which the reference has only before its last steps (a step after it is "
               "missing)",
+    "permuted": "your result, made here, holds the reference's values at other places (the same values, "
+                "permuted): the values are right, their order is not",
     "twice": "this step is applied twice: the value it reads already went through the same step",
     "ahead": "the value read here already went through later steps: the steps run in another order than the "
              "reference's",
     "sizes": "the sizes this call is given differ from the reference's; they are read on the other line",
+    "offset": "this slice has the shape of the reference's, not its bounds: it reads other entries",
     "shape": "the value made here has the reference's numbers in another shape, and a later line raises on it",
     "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "grad": "the gradient stops here",

@@ -64,8 +64,13 @@ it says another cause (an extra finding, true or not: the `--claims` table
 counts them per set, for reading). "untrue" counts the causes a mistake is
 not; any is a problem.
 
-Exits non-zero when anything is missed or named wrongly, when a cause a
-mistake is not is printed as certain, or when the named rate is below 85%.
+A set may hold SAME, edits that are no mistake (the cell computes what the
+solution computes, another way): each is run against its visible check, and
+one the check fails is a false alarm, a problem of its own.
+
+Exits non-zero when anything is missed or named wrongly, when an edit of SAME
+fails its check, when a cause a mistake is not is printed as certain, or when
+the named rate is below 85%.
 """
 from __future__ import annotations
 
@@ -90,7 +95,7 @@ from autograder.checks import CheckFailed  # noqa: E402
 from autograder.checks.core import torch_settings_kept  # noqa: E402
 from autograder.course import NOTEBOOK_SOURCES  # noqa: E402
 from autograder.notebook_format import nbg, visible_part  # noqa: E402
-from benchmarks.mutations import SETS, Mutation, set_names  # noqa: E402
+from benchmarks.mutations import SETS, Mutation, same_edits, set_names  # noqa: E402
 
 NAMED_RATE_REQUIRED = 0.85
 SUMMARY = re.compile(r"^\S.* failed \d+ of \d+ checks")
@@ -311,6 +316,28 @@ def run(notebooks: list[str] | None = None, mutation_set: str = "default") -> li
     return outcomes
 
 
+def false_alarms(notebooks: list[str] | None = None, mutation_set: str = "default") -> tuple[int, list[tuple]]:
+    """(how many of the set's SAME edits were run, (notebook, edit, the
+    failure's message) of each one the visible check failed): an edit that
+    computes what the solution computes must pass."""
+    found, alarms, ran = same_edits(mutation_set), [], 0
+    for nb in sorted(found):
+        if notebooks and nb not in notebooks:
+            continue
+        setup, answers, checks = notebook_cells(nb)
+        for edit in found[nb]:
+            ran += 1
+            message, _ = _run_check(nb, edit, setup, answers, checks[edit.cell])
+            if message is not None:
+                alarms.append((nb, edit, message))
+    return ran, alarms
+
+
+def alarm_line(nb: str, edit: Mutation, message: str) -> str:
+    last = [l.strip() for l in message.strip().splitlines() if l.strip()][-1]
+    return f"{nb} {edit.cell}: fails an edit that computes the same: {edit.why} -> {last}"
+
+
 def listed(sets: list[str], exclude: str) -> set[tuple]:
     """(notebook, cell, old, new) of every mutation of the named sets but `exclude`."""
     return {(nb, m.cell, m.old, m.new) for name in sets if name != exclude for nb, ms in SETS[name]().items() for m in ms}
@@ -401,6 +428,8 @@ def main(argv=None) -> int:
         others = listed(set_names(), args.mutation_set)
         unlisted = {(o.notebook, o.mutation.cell, o.mutation.old, o.mutation.new) for o in outcomes} - others
     text, figures = table(outcomes, unlisted)
+    same_run, alarms = false_alarms(args.notebooks, args.mutation_set)
+    found = problems(outcomes) + [alarm_line(*a) for a in alarms]
     if args.verbose:
         for o in outcomes:
             where = (o.diagnosis or {}).get("located")
@@ -408,6 +437,8 @@ def main(argv=None) -> int:
                      + f" [{where.get('kind')}]") if where else ""
             hidden = {True: " (the hidden tests fail it)", False: " (the hidden tests pass it too)"}.get(o.hidden, "")
             print(f"[{o.notebook} {o.mutation.cell}] {o.verdict:<15} {o.mutation.why}{hidden}\n    -> {o.last_line}{shown}")
+        for nb, edit, message in alarms:
+            print(f"[{nb} {edit.cell}] FALSE ALARM on an edit that computes the same: {edit.why}\n{message}")
         print()
     if args.claims:
         print("printed lines by evidence: " + ", ".join(f"{k} {n}" for k, n in claim_counts(outcomes).items()))
@@ -417,15 +448,18 @@ def main(argv=None) -> int:
                     print(f"  [{o.notebook} {o.mutation.cell}] {kind}: {o.mutation.why[:60]} -> {line[:160]}")
         print()
     if args.json:
-        print(json.dumps(figures | {"set": args.mutation_set, "problems": problems(outcomes),
+        print(json.dumps(figures | {"set": args.mutation_set, "problems": found,
+                                    "same_edits": {"run": same_run, "failed": len(alarms)},
                                     "claims": claim_counts(outcomes)}, indent=1))
     else:
         print(f"mutation set: {args.mutation_set}")
         print(text)
         print(f"({len(outcomes)} mutations in {time.perf_counter() - start:.1f} s)")
-        for line in problems(outcomes):
+        if same_run:
+            print(f"edits that compute the same (SAME): {same_run}, passed {same_run - len(alarms)}")
+        for line in found:
             print(f"PROBLEM: {line}")
-    return 1 if problems(outcomes) else 0
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

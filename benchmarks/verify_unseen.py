@@ -1,7 +1,7 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
 of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7",
-"fresh8" and "fresh9" sets (fresh.py to fresh9.py, in none of the lists either) is a real
+"fresh8", "fresh9" and "fresh10" sets (fresh.py to fresh10.py) is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -23,10 +23,12 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh7
     python benchmarks/verify_unseen.py --set fresh8
     python benchmarks/verify_unseen.py --set fresh9
+    python benchmarks/verify_unseen.py --set fresh10
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
-(its original text is not found exactly once) or changes nothing.
+(its original text is not found exactly once) or changes nothing, or if one of
+the set's SAME edits (no mistake: the same result another way) changes a probe.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
 
 import tinylm  # noqa: E402
 from benchmarks.bench_diagnostics import notebook_cells  # noqa: E402
-from benchmarks.mutations import SETS  # noqa: E402
+from benchmarks.mutations import SETS, same_edits  # noqa: E402
 from benchmarks.verify_heldout import _attention_steps, _model_agreement, _reference, _config, attempt, namespace  # noqa: E402
 
 
@@ -355,6 +357,7 @@ def probe_06(ns):
             "prefill, then steps == full": attempt(lambda: _attention_steps(ns["attention_step"], 4, chunks=(4, 2, 1))),
             **{f"greedy, batch of {b} == tinylm": attempt(lambda b=b: greedy_matches(b)) for b in (2, 1)},
             "greedy, bfloat16 model and cache: output shape": attempt(lambda: _greedy_bfloat16_shape(ns, prompt)),
+            "greedy of two prompts with one cache, second == tinylm": attempt(lambda: _greedy_twice(ns, model)),
             "kv_cache_bytes(int8) == KVCache nbytes": attempt(lambda: ns["kv_cache_bytes"](
                 sized, 40, 2, torch.int8) == _kv_cache_nbytes(sized, 40, 2, torch.int8)),
             # prompt 5 + 28 new = max_seq_len 32 + 1: the last new token is never fed back, so the cache holds 32
@@ -368,6 +371,16 @@ def _greedy_to_the_end(ns, model, prompt: torch.Tensor) -> tuple:
     tinylm's greedy continuation (tinylm.generate stops at max_seq_len ids)."""
     ids = ns["generate_greedy"](model, prompt, 28, tinylm.KVCache(model.config, prompt.shape[0]))
     return tuple(ids.shape), torch.equal(ids[:, :32], tinylm.generate(model, prompt, 27, temperature=0))
+
+
+def _greedy_twice(ns, model) -> bool:
+    """Two generations, of two prompts, with one KVCache: the second starts from an empty cache, so it is tinylm's
+    greedy continuation of its own prompt (a cache still holding the first prompt's 18 positions changes it)."""
+    gen = _gen(3)
+    first, second = torch.randint(0, 256, (2, 12), generator=gen), torch.randint(0, 256, (2, 3), generator=gen)
+    cache = tinylm.KVCache(model.config, 2)
+    ns["generate_greedy"](model, first, 6, cache)
+    return torch.equal(ns["generate_greedy"](model, second, 6, cache), tinylm.generate(model, second, 6, temperature=0))
 
 
 def _greedy_bfloat16_shape(ns, prompt: torch.Tensor) -> tuple:
@@ -501,11 +514,30 @@ def _probe_08(ns):
                 lambda: abs(float((_drawn(ns, [1.0, 0.0], 4000, 2.0) == 0).float().mean()) - 1 / (1 + math.exp(-0.5))) < 0.03),
             "top_k=2 then top_p=0.5: draws only token 0": attempt(
                 lambda: set(_drawn(ns, [math.log(p) for p in (0.4, 0.3, 0.2, 0.1)], 400, 1.0, 2, 0.5).tolist()) == {0}),
+            # closed form: logits (2, 1, 0) at T = 0.5 give token 0 the mass e^4 / (e^4 + e^2 + 1) = 0.87 > 0.8, so
+            # top-p 0.8 keeps it alone; untempered it has 0.67 and token 1 would be kept too
+            "T=0.5, top_p=0.8, logits (2, 1, 0): draws only token 0": attempt(
+                lambda: set(_drawn(ns, [2.0, 1.0, 0.0], 400, 0.5, None, 0.8).tolist()) == {0}),
+            "top_k keeps the caller's logits": attempt(lambda: _filter_keeps_input(
+                ns["top_k_filter"], torch.randn(2, 12, generator=_gen(73)), 4)),
+            "a model in eval mode is back in eval mode after generate": attempt(lambda: _eval_mode_kept(ns["generate"])),
             "generate without filters, uniform logits: more than one token id drawn": attempt(
                 lambda: _distinct_uniform_draws(ns) > 1),
             # closed form: logits (3, 0, ..., 0) over 16 tokens give token 0 the probability e^3 / (e^3 + 15)
             "generate, logits (3, 0, ..., 0): share of token 0 == softmax +- 0.04": attempt(
                 lambda: abs(_share_of_token_0(ns) - math.exp(3) / (math.exp(3) + 15)) < 0.04)}
+
+
+def _filter_keeps_input(filter_fn, logits: torch.Tensor, *args) -> bool:
+    kept = logits.clone()
+    filter_fn(logits, *args)
+    return torch.equal(logits, kept)
+
+
+def _eval_mode_kept(generate) -> bool:
+    model = Recorder().eval()
+    generate(model, torch.zeros(2, 2, dtype=torch.long), 2, generator=_gen(0))
+    return not model.training
 
 
 def _share_of_token_0(ns) -> float:
@@ -722,6 +754,8 @@ def probe_10(ns):
                                                                          rel_tol=1e-9)),
             "bigram_nll(uint8) == counted": attempt(lambda: math.isclose(_quiet(ns["bigram_nll"], train, val), expected,
                                                                          rel_tol=1e-9)),
+            # the same bfloat16 logits upcast: a sum of about 600 rounded to bfloat16 (spacing 4 there) is off by up to 2
+            "nll_sum_and_count, bfloat16 logits: sum == float32 sum": attempt(lambda: _bfloat16_sum_matches(ns)),
             # 257 scored targets: bfloat16 holds whole numbers exactly up to 256 only
             "nll_sum_and_count, bfloat16 logits, 257 targets: count": attempt(lambda: ns["nll_sum_and_count"](
                 torch.zeros(1, 257, 7, dtype=torch.bfloat16), torch.randint(0, 7, (1, 257), generator=_gen(70)))[1]),
@@ -734,17 +768,24 @@ def probe_10(ns):
                 rel_tol=1e-5)}
 
 
+def _bfloat16_sum_matches(ns) -> bool:
+    logits, targets = torch.randn(1, 257, 7, generator=_gen(71)).to(torch.bfloat16), torch.randint(0, 7, (1, 257), generator=_gen(72))
+    reference = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="sum").item()
+    return math.isclose(ns["nll_sum_and_count"](logits, targets)[0], reference, rel_tol=1e-5)
+
+
 PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
 VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
-                 "fresh9")
+                 "fresh9", "fresh10")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Prove each held-out mistake a real bug against tinylm, PyTorch or a closed form.")
     parser.add_argument("--set", choices=VERIFIED_SETS, default="unseen", help="which held-out set (default: unseen)")
-    chosen = SETS[parser.parse_args(argv).set]()
+    args = parser.parse_args(argv)
+    chosen = SETS[args.set]()
     problems, rows = [], 0
     for notebook, mutations in chosen.items():
         _, answers, _ = notebook_cells(notebook)
@@ -762,6 +803,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {mark} {mutation.cell:<17} {mutation.why[:64]:<66} {changed or 'NO CHANGE'}")
             if not changed:
                 problems.append(f"{notebook} {mutation.cell}: changes nothing the probes see: {mutation.why}")
+    same = same_edits(args.set)
+    for notebook, edits in same.items():  # no mistakes: each must leave every probe as the solution has it
+        solution = PROBES[notebook](namespace(notebook))
+        for edit in edits:
+            seen = attempt(lambda: PROBES[notebook](namespace(notebook, edit)))
+            changed = {k: v for k, v in seen.items() if solution.get(k) != v} if isinstance(seen, dict) else seen
+            print(f"  = {edit.cell:<17} {edit.why[:64]:<66} {changed or 'same as the solution'}")
+            if changed:
+                problems.append(f"{notebook} {edit.cell}: an edit listed as computing the same changes a probe: {edit.why}")
     for line in problems:
         print(f"PROBLEM: {line}")
     every = [m for found in chosen.values() for m in found]

@@ -54,7 +54,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
     if start_pos + seq_len > cos.shape[0]:
         raise ValueError(
             f"apply_rope: positions {start_pos}..{start_pos + seq_len - 1} exceed the RoPE table "
-            f"of {cos.shape[0]} positions; build rope_cache with a larger max_seq_len."
+            f"of {cos.shape[0]} positions (start_pos={start_pos}, x of shape {tuple(x.shape)}, positions "
+            f"along axis -2). Either the sequence is longer than the table (build rope_cache with a larger "
+            f"max_seq_len), or start_pos or x's positions are not those meant: x is (B, H, T, hd) with only "
+            f"the new positions in it, start_pos the number of positions before them."
         )
     cos = cos[start_pos:start_pos + seq_len].to(x.dtype)  # (T, hd), broadcasts over (B, H)
     sin = sin[start_pos:start_pos + seq_len].to(x.dtype)

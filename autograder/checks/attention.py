@@ -100,8 +100,10 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
     chk.fn_name = "split_heads"
     got = chk.call(split_heads, x, n_heads)
     chk.compare(f"split {tuple(x.shape)} -> (B, H, T, hd)", got, want, variants={
-        "wrong layout after reshape: x.view(B, H, T, hd) reinterprets memory laid out as (B, T, d); reshape to "
-        "(B, T, H, hd) first, then transpose(1, 2)": lambda: x.reshape(batch, n_heads, seq, head_dim),
+        "wrong layout after reshape: your result is x's memory read straight as (B, H, T, hd), as a reshape or "
+        "view to that shape reads it, so each 'head' holds pieces of several positions; the memory is laid out "
+        "(B, T, H, hd): split the features to that, then swap the axes with transpose(1, 2)":
+            lambda: x.reshape(batch, n_heads, seq, head_dim),
         "head_dim and heads swapped: reshape (B, T, d) to (B, T, H, hd), not (B, T, hd, H)":
             lambda: x.unflatten(-1, (head_dim, n_heads)).permute(0, 3, 1, 2),
     })

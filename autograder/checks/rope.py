@@ -226,6 +226,8 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
         chk.compare(f"start_pos={s}", got, attend(rot(q, s), rot(k, s), v), variants={
             "RoPE applied to values: position enters through the q·k scores only; rotate q and k, leave v alone":
                 lambda: attend(rot(q, s), rot(k, s), rot(v, s)),
+            "RoPE applied to the values instead of the keys (your output is attention of rotated q on unrotated k, "
+            "mixing rotated v): rotate q and k, leave v alone": lambda: attend(rot(q, s), k, rot(v, s)),
             "RoPE applied to queries only: keys must be rotated too, or scores stop depending on relative position":
                 lambda: attend(rot(q, s), k, v),
             "RoPE applied to keys only: queries must be rotated too": lambda: attend(q, rot(k, s), v),

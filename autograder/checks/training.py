@@ -114,10 +114,26 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     chk.require("every window start in [0, len(data) - seq_len - 1] occurs", first == set(range(12 - 4)),
                 f"starts drawn: {sorted(first)}; expected 0..{12 - 4 - 1}",
                 diagnosis=None if first == set(range(12 - 4)) or len(first) < 2 or not y_ok else
-                "window starts off by one: draw start from torch.randint(len(data) - seq_len, ...) so that the last "
-                "target data[start + seq_len] still exists")
+                _start_bound_words(first, 12 - 4 - 1))
     run_contract(chk, get_batch, GET_BATCH)
     chk.finish()
+
+
+def _start_bound_words(first: set, last: int) -> str:
+    """What the starts drawn show, by the direction the range is off (the
+    words differ: a start past `last` reads past the data's end, a range
+    short of it never draws the last window)."""
+    if max(first) > last:
+        return (f"window starts off by one: starts up to {max(first)} are drawn, past the last one, {last}, whose "
+                "target data[start + seq_len] is the data's last token; draw start from "
+                "torch.randint(len(data) - seq_len, ...)")
+    if max(first) < last:
+        return (f"window starts off by one: the last start, {last} = len(data) - seq_len - 1, is never drawn (the "
+                f"largest drawn is {max(first)}), so the last window and its last target never occur; randint's "
+                "upper bound is already exclusive: torch.randint(len(data) - seq_len, ...)")
+    missing = sorted(set(range(last + 1)) - first)
+    return (f"window starts: the starts {missing[:5]} are never drawn; every start in 0 .. len(data) - seq_len - 1 "
+            "must be possible: torch.randint(len(data) - seq_len, ...)")
 
 
 # ---------------------------------------------------------------- the loss

@@ -9,7 +9,8 @@ heldout.py, unseen.py, offlist.py and fresh.py to fresh9.py (the last ten:
 mistakes in none of the other lists) were written without reading the checks; causes.py holds
 mistakes whose numbers another mistake also gives, each with the cause it was once told
 (Mutation.untrue), and entry_states.py mistakes that only a caller's other mode shows. A new set
-needs no code change: drop NAME.py here."""
+needs no code change: drop NAME.py here. A set may also hold SAME, a list of (notebook, Mutation)
+edits that are no mistake (the cell computes the same another way): the check must pass them."""
 from __future__ import annotations
 
 import importlib
@@ -64,6 +65,18 @@ def set_mutations(name: str) -> dict[str, list[Mutation]]:
     grouped: dict[str, list[Mutation]] = {}
     for nb, mutation in found:
         grouped.setdefault(str(nb), []).append(mutation)
+    return dict(sorted(grouped.items()))
+
+
+def same_edits(name: str) -> dict[str, list[Mutation]]:
+    """{notebook number: edits} of the set's SAME list: edits that compute what
+    the solution computes another way, which a check must pass (none when the
+    module has no SAME)."""
+    grouped: dict[str, list[Mutation]] = {}
+    if name == "default":
+        return grouped
+    for nb, edit in getattr(importlib.import_module(f"{__name__}.{name}"), "SAME", ()):
+        grouped.setdefault(str(nb), []).append(edit)
     return dict(sorted(grouped.items()))
 
 

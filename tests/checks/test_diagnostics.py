@@ -23,7 +23,13 @@ OUT_OF_CONTRACT = {
 }
 # A mistake of a set worked on that the checks still do not name or place, with what it would take; a fourth item,
 # words of its `why`, tells apart two mistakes of one cell.
-NOT_YET: dict[tuple, str] = {}
+NOT_YET: dict[tuple, str] = {
+    ("fresh10", "03", "attention_flops"):
+        "counts the causal half, T(T+1)·hd per head: measured (0.53x of the measured count) but no cause or candidates "
+        "yet; the accounting checks print them once their module is split",
+}
+# The fewest mistakes of a set that must be named or located, where it was measured higher than NAMED_RATE_REQUIRED.
+FOUND_AT_LEAST = {"fresh10": 59}
 
 
 def _listed(table: dict, mutation_set: str, outcome) -> bool:
@@ -51,7 +57,8 @@ KNOWN_WRONG_LINE = {
                                           pytest.param("fresh6", marks=pytest.mark.slow),
                                           pytest.param("fresh7", marks=pytest.mark.slow),
                                           pytest.param("fresh8", marks=pytest.mark.slow),
-                                          pytest.param("fresh9", marks=pytest.mark.slow)])
+                                          pytest.param("fresh9", marks=pytest.mark.slow),
+                                          pytest.param("fresh10", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     """The held-out sets (mistakes written without reading the checks) that
     the checks were improved on: each was measured first (docs/benchmarks.md
@@ -73,6 +80,8 @@ def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
             o.wrong_line = False
     offenders = bench_diagnostics.problems(kept)
     assert not offenders, "\n".join(offenders)
+    found = sum(o.verdict in ("named", "located") for o in outcomes)
+    assert found >= FOUND_AT_LEAST.get(mutation_set, 0), f"{mutation_set}: {found} named or located"
 
 
 def test_a_mutation_that_no_longer_applies_fails_loudly():

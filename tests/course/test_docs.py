@@ -78,9 +78,14 @@ def test_the_readmes_mistake_counts_are_the_mutation_sets_and_the_benchmarks_pag
     assert quoted and quoted.group(4) == newest, f"the README should quote the newest set, {newest}"
     total, named, percent = int(quoted.group(1)), int(quoted.group(2)), quoted.group(3)
     assert total == sum(map(len, SETS[newest]().values())) and float(percent) == round(100 * named / total, 1)
+    # the row's count in parentheses is of the mistakes in none of the other sets (a set written without
+    # reading the checks can still hit a listed mistake exactly)
+    others = {(nb, m.cell, m.old, m.new) for name in set_names() if name != newest
+              for nb, found in SETS[name]().items() for m in found}
+    unlisted = sum((nb, m.cell, m.old, m.new) not in others for nb, found in SETS[newest]().items() for m in found)
     row = next(line for line in (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").splitlines()
                if line.startswith(f"| `{newest}.py` |"))
-    assert f"| {total} ({total}) | **{named}: {percent}%**" in row, row
+    assert f"| {total} ({unlisted}) | **{named}: {percent}%**" in row, row
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)

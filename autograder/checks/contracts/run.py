@@ -225,7 +225,10 @@ def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base
     found["name"] = regime.name
     found["text"] = f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}"
     found["changed"] = changed
-    found["located"] = locate_regime(fn, contract, regime, args, kwargs, error, got, want)
+    found["located"] = located = locate_regime(fn, contract, regime, args, kwargs, error, got, want)
+    if located is not None and located.kind != "raises" and located.facts:
+        # the values quoted were measured on this row's inputs, which the visible call may compute rightly
+        located.facts.append(f"measured on the inputs of the row '{regime.name}'")
     return found
 
 

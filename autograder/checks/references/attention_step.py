@@ -223,8 +223,10 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
             RESTART: lambda: merge(_attend(q0, k0, V, mask)),
             "queries rotated as if they started at position 0: pass start_pos to apply_rope for q as well as k":
                 lambda: merge(_attend(q0, K, V, mask)),
-            "mask wrong for the new tokens: it is aligned top-left (is_causal=True, or tril without offset), so a "
-            "new token cannot see the cached keys; use causal_mask(new, past + new), which is bottom-right aligned":
+            "mask wrong for the new tokens: it is aligned top-left (is_causal=True, or tril without offset): new "
+            "token i sees keys 0 .. i only, the first of the cache, where it must see keys 0 .. past + i (every "
+            "cached key and the new ones up to itself); use causal_mask(new, past + new), which is bottom-right "
+            "aligned":
                 lambda: merge(_attend(q_new, K, V, torch.ones(n, end, dtype=torch.bool).tril())),
             "mask wrong for the new tokens: no mask, so each new token also sees the new tokens after it":
                 lambda: merge(_attend(q_new, K, V)),

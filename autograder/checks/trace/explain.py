@@ -259,10 +259,30 @@ def sizes_differ(mine: Op, theirs: Op | None) -> str | None:
         return None
     shape = mine.input_shapes[0] if mine.input_shapes else None
     if key == "index":
+        if not (mine.outputs and theirs.outputs):
+            return None
+        if _same_length_elsewhere(mine, theirs):
+            return f"your slice {a} of shape {shape} gives {tuple(mine.outputs[0].shape)}, as the reference's {b} " \
+                   "does: the same length, other bounds"
         return f"your slice {a} of shape {shape} gives {tuple(mine.outputs[0].shape)}; the reference's {b} gives " \
-               f"{tuple(theirs.outputs[0].shape)}" if mine.outputs and theirs.outputs else None
+               f"{tuple(theirs.outputs[0].shape)}"
     return (f"your {mine.name} turns shape {shape} into sizes {a}; the reference's turns it into {b}"
             if shape is not None else f"your {mine.name} is given sizes {a}; the reference's {b}")
+
+
+def _comparable(mine: Op, theirs: Op | None) -> bool:
+    """Both calls give a tensor of one dtype: values that may stand for each other."""
+    return (theirs is not None and bool(mine.outputs) and bool(theirs.outputs)
+            and isinstance(mine.outputs[0], torch.Tensor) and isinstance(theirs.outputs[0], torch.Tensor)
+            and mine.outputs[0].dtype == theirs.outputs[0].dtype)
+
+
+def _same_length_elsewhere(mine: Op, theirs: Op) -> bool:
+    """Two slices of inputs of one shape giving one shape with other bounds: the sizes agree and the start
+    differs, so the line binding the sizes is not where they go wrong."""
+    return (mine.name == "__getitem__" and bool(mine.outputs) and bool(theirs.outputs)
+            and list(mine.input_shapes[:1]) == list(theirs.input_shapes[:1])
+            and tuple(mine.outputs[0].shape) == tuple(theirs.outputs[0].shape))
 
 
 def sizes_bound_at(file: str, line: int, call: str) -> int | str | None:
@@ -337,12 +357,28 @@ def _returned_early(learner: Trace, op: Op, matched: list[bool], final_ref: list
     if sum((o.file, o.line) == (op.file, op.line) and o.name == op.name for o in learner.ops) > 1:
         return None  # a line run in a loop: the missing steps may be iterations, which have no line of their own
     facts = [f"yours: {describe_value(op.outputs[0])}"]
-    if final_ref:
-        facts.append(f"the reference goes on to {describe_value(final_ref[0])}")
     returned = learner.returned
     also = returned[1] if returned and returned[0] == op.file and returned[1] != op.line else None
+    mine = [t.detach().cpu() for t in tensors_in(learner.result)]
+    if len(mine) == 1 and len(final_ref) == 1 and _permutation_of(mine[0], final_ref[0]):
+        # Every value is right and only their places differ: a layout step is wrong, no step is missing (a
+        # later step would change the values, not only move them).
+        facts = [f"yours: {describe_value(mine[0])}; the reference's result has the same shape and the very same "
+                 "values, at other places"]
+        return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="permuted",
+                       also=also, also_code=source_line(op.file, also) if also else "")
+    if final_ref:
+        facts.append(f"the reference goes on to {describe_value(final_ref[0])}")
     return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="output",
                    also=also, also_code=source_line(op.file, also) if also else "")
+
+
+def _permutation_of(mine: torch.Tensor, ref: torch.Tensor) -> bool:
+    """The same shape, dtype and multiset of values, not equal: the values are right, their places are not."""
+    if tuple(mine.shape) != tuple(ref.shape) or mine.dtype != ref.dtype or mine.numel() < 2:
+        return False
+    a, b = mine.flatten().double().sort().values, ref.flatten().double().sort().values
+    return bool(values_close(a, b, tolerance_for(mine.dtype)))
 
 
 def input_owners(op: Op, ops: list[Op], found: list, given: dict | None = None) -> list[set]:
@@ -432,7 +468,13 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
             # the reference's call reads this input only reshaped: the same call on the same values, another result
             # (log_softmax over the positions of (B, T, V) where the reference's runs over V of (B·T, V))
             return first, None, best, "value"
+        if not lagging and owned[k] and not agreement(best):
+            return first, None, None, "value"  # no input in common: the reference's call is paired by name only
         return None if lagging or not owned[k] else (first, None, best, "role")
+    if not layout_only and not lagging and not agreement(best):
+        # no input in common: the reference's call is paired by name only, so none is named; the line that made
+        # the value read is still the place
+        return ops[j], first, None, "role"
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
 
 
@@ -583,6 +625,9 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if blame is None:
         return None
     blamed, also, counterpart, how = blame
+    if how == "role" and counterpart is not None and not _comparable(first, counterpart):
+        # the two give values of different dtypes: paired by name, not by value, so none is set beside it
+        blamed, also, counterpart, how = first, None, None, "value"
     maker = None
     if how == "read":  # the second op is where the value it should read is made, not a line of the pair
         maker, also = also, None
@@ -612,6 +657,9 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         steps = _steps_between(reference, counterpart, also or first, blamed, seen.found)
         facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {line} makes, "
                         f"{steps or 'one or more steps later'}")
+    elif how == "role" and counterpart is None:
+        facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference uses another "
+                        "value")
     elif how in ("role", "swapped"):
         facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference's "
                         f"{counterpart.name} reads another value" + (", one that line makes too"
@@ -626,7 +674,10 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
                         + (f" ({steps})" if steps else "") if how == "twice" else
                         f"your {first.name} reads a value the reference has only after more steps"
                         + (f" ({steps})" if steps else ""))
-    if sizes is not None:
+    if sizes is not None and not first.inside and _same_length_elsewhere(first, counterpart):
+        facts.insert(0, sizes)
+        how = "offset"
+    elif sizes is not None:
         # A call made inside a library component got its sizes there, from the numbers the line passed it.
         bound = _number_passed_at(file, line, {(o.file, o.line) for o in ops}) if first.inside else \
             sizes_bound_at(file, line, first.name)

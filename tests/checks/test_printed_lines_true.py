@@ -1,0 +1,121 @@
+"""Every line a check prints is true of the learner's code: for mistakes
+whose printed lines were read against the code and found untrue (the
+fresh10 set's first measurement, and a known suspect of the default set),
+the message now states what the code does and no longer states what it
+does not. Each test runs one mistake through its notebook's check."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_diagnostics  # noqa: E402
+from benchmarks.mutations import SETS  # noqa: E402
+
+
+def _message(mutation_set: str, notebook: str, cell: str, new_text: str) -> str:
+    """The failure message of the one mistake of `cell` whose replacement is, or else holds, `new_text`."""
+    mutations = [m for m in SETS[mutation_set]()[notebook] if m.cell == cell]
+    found = [m for m in mutations if m.new == new_text] or [m for m in mutations if new_text in m.new]
+    assert len(found) == 1, f"{mutation_set} {notebook} {cell}: {len(found)} mistakes hold {new_text!r}"
+    outcome = bench_diagnostics.run_mutation(notebook, found[0], bench_diagnostics.notebook_cells(notebook))
+    assert outcome.message, "the check passed the mistake"
+    return outcome.message
+
+
+def _line(message: str, head: str) -> str:
+    lines = [line.strip() for line in message.splitlines() if line.strip().startswith(head)]
+    assert lines, f"no {head!r} line in:\n{message}"
+    return "\n".join(lines)
+
+
+def test_a_merge_with_another_permutation_is_not_told_a_step_is_missing():
+    message = _message("fresh10", "03", "split_heads", "y.permute(0, 2, 3, 1)")
+    where = _line(message, "Where:")
+    assert "a step after it is missing" not in where
+    assert "the same values, permuted" in where
+
+
+def test_a_split_reshaped_straight_is_not_told_of_a_view_it_never_wrote():
+    message = _message("fresh10", "03", "split_heads", "x.reshape(B, n_heads, T, d // n_heads)")
+    assert "x.view(B, H, T, hd)" not in message
+    assert "reshape to (B, T, H, hd) first" not in message  # the learner did split to (B, T, H, hd) first
+    assert "the reference's reshape" not in _line(message, "Where:")  # the check's reference has no such call there
+    assert "transpose(1, 2)" in _line(message, "Likely bug:")
+
+
+def test_a_strict_top_p_comparison_says_which_inputs_its_line_was_measured_on():
+    message = _message("fresh10", "08", "top_p_filter", "mass_before > p")
+    assert "right for the visible inputs, wrong when the mass before a token is exactly p" in message
+    # the Where line's values are those of the edge row, where > and >= differ (on the visible inputs they agree)
+    assert "measured on the inputs of the row 'mass exactly p'" in _line(message, "Where:")
+
+
+def test_temperature_after_the_filters_is_measured_on_the_kept_set_not_as_another_temperature():
+    message = _message("fresh10", "08", "sample_next", "logits = logits / temperature             # on the kept")
+    assert "expected temperature" not in message  # the code divides by exactly T
+    measured = _line(message, "Measured:")
+    assert "softmax(logits / 2.0), the temperature given" in measured
+    assert "the set of tokens kept is what differs" in measured
+    assert "temperature applied after top-k/top-p filtering" in _line(message, "Likely bug:")
+
+
+def test_a_start_range_one_short_is_told_the_last_start_is_never_drawn():
+    message = _message("fresh10", "09", "get_batch", "len(data) - seq_len - 1")
+    bug = _line(message, "Likely bug:")
+    assert "still exists" not in bug  # every target exists; the range is short, not long
+    assert "is never drawn" in bug and "torch.randint(len(data) - seq_len, ...)" in bug
+
+
+def test_is_causal_after_a_prefill_states_which_keys_a_new_token_sees():
+    message = _message("fresh10", "06", "attention_step", "is_causal=True)")
+    bug = _line(message, "Likely bug:")
+    assert "cannot see the cached keys" not in bug  # new token i sees cached keys 0 .. i
+    assert "new token i sees keys 0 .. i only" in bug and "0 .. past + i" in bug
+
+
+def test_a_second_shift_is_not_set_beside_an_unrelated_reference_value():
+    message = _message("fresh10", "09", "lm_loss", "logits[:, :-1].flatten(0, 1), targets[:, 1:]")
+    where = _line(message, "Where:")
+    assert "int64" not in where and "the reference's __getitem__" not in where
+    assert "the first line whose value the reference never computes" in where
+
+
+def test_a_table_sliced_from_zero_points_at_its_slice_not_at_the_length_it_reads():
+    message = _message("fresh10", "04", "apply_rope", "cos = cos[:T]")
+    where = _line(message, "Where:")
+    assert "they are read on the other line" not in where and "T = x.shape[-2]" not in where
+    assert "cos[:T]" in where and "not its bounds" in where
+
+
+def test_rope_on_the_values_instead_of_the_keys_is_named():
+    message = _message("fresh10", "04", "rotary_attention", "v = apply_rope(v")
+    assert "RoPE applied to the values instead of the keys" in _line(message, "Likely bug:")
+
+
+def test_a_nucleus_on_the_logits_is_not_blamed_on_the_crossing_token():
+    message = _message("default", "08", "top_p_filter", "probs = sorted_logits")
+    bugs = _line(message, "Likely bug:")
+    assert "top-p drops the crossing token" not in bugs
+    assert "nucleus computed on logits, not probabilities" in bugs
+
+
+def test_the_crossing_token_dropped_is_still_named():
+    message = _message("default", "08", "top_p_filter", "drop_sorted = probs.cumsum(dim=-1) > p")
+    assert "top-p drops the crossing token" in _line(message, "Likely bug:")
+
+
+def test_apply_ropes_table_error_gives_both_candidates():
+    import tinylm
+
+    cos, sin = tinylm.rope_cache(8, 6)
+    with pytest.raises(ValueError) as raised:
+        tinylm.apply_rope(torch.zeros(1, 1, 4, 8), cos, sin, start_pos=4)  # positions 4..7 of a 6-row table
+    text = str(raised.value)
+    assert "positions 4..7 exceed the RoPE table of 6 positions" in text
+    assert "larger max_seq_len" in text and "start_pos" in text and "(B, H, T, hd)" in text

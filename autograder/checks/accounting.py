@@ -857,6 +857,9 @@ PARAM_CASES = (
     ("d_model 64, MHA, tied head", tinylm.ModelConfig(vocab_size=256, d_model=64, n_layers=2, n_heads=4)),
     ("d_model 48, GQA, untied head", tinylm.ModelConfig(vocab_size=300, d_model=48, n_layers=3, n_heads=6,
                                                         n_kv_heads=2, d_ff=100, tie_embeddings=False)),
+    # head_dim set apart from d_model // n_heads = 10, as Gemma and Mistral NeMo set it
+    ("d_model 40, 4 heads of head_dim 16, GQA 4/2", tinylm.ModelConfig(vocab_size=200, d_model=40, n_layers=2,
+                                                                     n_heads=4, n_kv_heads=2, head_dim=16)),
     ("SmolLM2-135M", SMOLLM2_135M),
     ("Llama-3-8B", LLAMA3_8B),
 )
@@ -887,6 +890,12 @@ def parameter_mistakes(c: tinylm.ModelConfig, key: str) -> tuple[dict[str, float
             "biases on q, k and v that do not exist (bias=False)": L * (H + 2 * kv) * hd,
             "the output projection o_proj is missing (n_heads·head_dim -> d_model)": -L * H * hd * d,
             "k_proj or v_proj is missing: both map d_model to n_kv_heads·head_dim": -L * kv * hd * d,
+            # zero, so never named, where head_dim is d_model // n_heads
+            "head_dim taken as d_model // n_heads: this config sets head_dim apart from it, and every projection is "
+            "n_heads·head_dim or n_kv_heads·head_dim wide; read config.head_dim": 2 * L * d * (H + kv) * (d // H - hd),
+            "head_dim taken as d_model // n_heads in q_proj and o_proj (sized d_model × d_model): they map between "
+            "d_model and n_heads·head_dim, which this config sets apart from d_model; read config.head_dim":
+                2 * L * d * (d - H * hd),
         })
     elif key == "mlp":
         diffs.update({

@@ -284,11 +284,11 @@ print("rope_half(P x) == P rope_interleaved(x):", same)
 #
 # Meta's original Llama checkpoints were trained with the interleaved rotation; tinylm and Hugging Face rotate
 # halves. Load such a checkpoint as it is and nothing complains: every shape fits, the model runs, and its text is
-# garbage, because each query and key feature now pairs with the wrong partner. This has bitten real projects:
-# llama2.c's export of Hugging Face weights skipped the undo of this permutation and its model "starts degenerating
-# and printing gibberish after ~20 or more tokens"
-# ([karpathy/llama2.c#286](https://github.com/karpathy/llama2.c/pull/286)), and llama.cpp's converter, which
-# permutes for its interleaved kernel, gave garbage for TinyLlama until the permutation was dropped for that model
+# garbage, because each query and key feature now pairs with the wrong partner. This has bitten real projects: the
+# first export of Hugging Face weights to llama2.c's interleaved format left this permutation in place, and the model
+# drifted into gibberish after a couple of dozen tokens
+# ([karpathy/llama2.c#286](https://github.com/karpathy/llama2.c/pull/286)); a TinyLlama checkpoint converted for
+# llama.cpp printed garbage until the thread traced it to which pairing the q/k permutation assumed
 # ([jzhang38/TinyLlama#24](https://github.com/jzhang38/TinyLlama/issues/24)).
 #
 # The fix happens once, on the weights. `wq` is `(n_heads · head_dim, d_model)`: row block `h` (rows

@@ -369,7 +369,8 @@ def multiplied_roles(config: tinylm.ModelConfig) -> frozenset:
     forward pass of a small model built like `config` (its heads, tying and
     attention; small sizes, real tensors), with the storages of every
     matmul's operands recorded."""
-    small = dataclasses.replace(config, vocab_size=16, d_model=2 * config.n_heads, d_ff=8, n_layers=1, max_seq_len=4)
+    small = dataclasses.replace(config, vocab_size=16, d_model=2 * config.n_heads, d_ff=8, n_layers=1, max_seq_len=4,
+                                head_dim=None)
     with torch.device("cpu"):
         model = tinylm.Transformer(small)
     seen = matmuls_seen()
@@ -707,6 +708,17 @@ def _field_values(config: tinylm.ModelConfig, field: str) -> dict[int, list[str]
     return values
 
 
+def _head_dim_apart(config: tinylm.ModelConfig) -> bool:
+    return config.head_dim != config.d_model // config.n_heads
+
+
+def _one_size_changed(config: tinylm.ModelConfig, field: str, value: int) -> tinylm.ModelConfig:
+    """config with one size at another value; a head_dim that is d_model // n_heads is derived again from the new
+    sizes (as the config derives it), one set apart stays."""
+    again = {} if field == "head_dim" or _head_dim_apart(config) else {"head_dim": None}
+    return dataclasses.replace(config, **{field: value}, **again)
+
+
 def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> str | None:
     """When every failing count is the measurement of its case with one size
     field of the config at another value (n_kv_heads = 1 instead of 4), and
@@ -717,7 +729,10 @@ def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> 
     at = next((i for i, arg in enumerate(failures[0][1]) if isinstance(arg, tinylm.ModelConfig)), None)
     if at is None:
         return None
-    fields = [f.name for f in dataclasses.fields(tinylm.ModelConfig) if f.name in config_sizes(failures[0][1][at])]
+    first = failures[0][1][at]
+    # head_dim is searched only where a config sets it apart; elsewhere it follows d_model and n_heads
+    fields = [f.name for f in dataclasses.fields(tinylm.ModelConfig) if f.name in config_sizes(first)
+              and (f.name != "head_dim" or _head_dim_apart(first))]
     spent, found = 0, {}
     for field in fields:
         per_case = []
@@ -725,7 +740,7 @@ def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> 
             config, hits = case[at], {}
             for value, names in _field_values(config, field).items():
                 try:
-                    changed = dataclasses.replace(config, **{field: value})
+                    changed = _one_size_changed(config, field, value)
                 except ValueError:
                     continue  # a config the model refuses
                 if spent == budget:
@@ -857,11 +872,17 @@ PARAM_CASES = (
     ("d_model 64, MHA, tied head", tinylm.ModelConfig(vocab_size=256, d_model=64, n_layers=2, n_heads=4)),
     ("d_model 48, GQA, untied head", tinylm.ModelConfig(vocab_size=300, d_model=48, n_layers=3, n_heads=6,
                                                         n_kv_heads=2, d_ff=100, tie_embeddings=False)),
-    # head_dim set apart from d_model // n_heads = 10, as Gemma and Mistral NeMo set it
-    ("d_model 40, 4 heads of head_dim 16, GQA 4/2", tinylm.ModelConfig(vocab_size=200, d_model=40, n_layers=2,
-                                                                     n_heads=4, n_kv_heads=2, head_dim=16)),
     ("SmolLM2-135M", SMOLLM2_135M),
     ("Llama-3-8B", LLAMA3_8B),
+)
+# head_dim set apart from d_model // n_heads, as published models set it; checked after PARAM_CASES pass, so a
+# count that gets them right and these wrong has read head_dim from somewhere else
+HEAD_DIM_PARAM_CASES = (
+    ("d_model 40, 4 heads of head_dim 16 (40 // 4 = 10), GQA 4/2",
+     tinylm.ModelConfig(vocab_size=200, d_model=40, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16)),
+    ("Gemma-7B sizes: d_model 3072, 16 heads of head_dim 256 (3072 // 16 = 192)",
+     tinylm.ModelConfig(vocab_size=256000, d_model=3072, n_layers=28, n_heads=16, head_dim=256, d_ff=24576,
+                        max_seq_len=8192)),
 )
 
 
@@ -895,7 +916,10 @@ def parameter_mistakes(c: tinylm.ModelConfig, key: str) -> tuple[dict[str, float
             "n_heads·head_dim or n_kv_heads·head_dim wide; read config.head_dim": 2 * L * d * (H + kv) * (d // H - hd),
             "head_dim taken as d_model // n_heads in q_proj and o_proj (sized d_model × d_model): they map between "
             "d_model and n_heads·head_dim, which this config sets apart from d_model; read config.head_dim":
-                2 * L * d * (d - H * hd),
+                2 * L * d * (d - H * hd) if d != H * hd else 0,
+            "head_dim taken as d_model // n_heads, and k_proj and v_proj sized like q_proj (every projection "
+            "d_model × d_model): read config.head_dim, and n_kv_heads·head_dim for k and v":
+                4 * L * d * d - L * (2 * d * H * hd + 2 * d * kv * hd) if d != H * hd else 0,
         })
     elif key == "mlp":
         diffs.update({

@@ -57,18 +57,35 @@ def _param_counts(head_dim_of, q_and_o_of=None):
 
 
 def test_param_counts_with_head_dim_apart():
-    assert check_failure(check_param_counts, _param_counts(lambda c: c.head_dim)) is None
+    from autograder.checks.accounting import HEAD_DIM_PARAM_CASES
+    assert check_failure(check_param_counts, _param_counts(lambda c: c.head_dim), cases=HEAD_DIM_PARAM_CASES) is None
     for wrong in (_param_counts(lambda c: c.d_model // c.n_heads),
                   _param_counts(lambda c: c.head_dim, lambda c: 2 * c.d_model ** 2)):
-        assert QUOTIENT in diagnosis_texts(check_failure(check_param_counts, wrong))
+        assert QUOTIENT in diagnosis_texts(check_failure(check_param_counts, wrong, cases=HEAD_DIM_PARAM_CASES))
+        # the usual configs cannot tell: head_dim is d_model // n_heads there
+        assert check_failure(check_param_counts, wrong) is None
 
 
-def test_the_head_dim_param_case_is_counted_by_hand():
-    from autograder.checks.accounting import PARAM_CASES, config_parameters
-    label, c = next(case for case in PARAM_CASES if "head_dim 16" in case[0])
-    assert (c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.n_layers) == (40, 4, 2, 16, 2)
+def test_every_projection_d_model_square_is_named_for_what_each_set_of_configs_shows():
+    def square(c):
+        d, L = c.d_model, c.n_layers
+        return {"embedding": c.vocab_size * d, "attention": 4 * L * d * d, "mlp": L * 3 * d * c.d_ff,
+                "norms": (2 * L + 1) * d, "lm_head": 0 if c.tie_embeddings else c.vocab_size * d}
+    from autograder.checks.accounting import HEAD_DIM_PARAM_CASES
+    usual = diagnosis_texts(check_failure(check_param_counts, square))
+    assert "k_proj and v_proj sized like q_proj" in usual and QUOTIENT not in usual
+    apart = diagnosis_texts(check_failure(check_param_counts, square, cases=HEAD_DIM_PARAM_CASES))
+    assert QUOTIENT in apart and "k_proj and v_proj sized like q_proj" in apart
+
+
+def test_the_head_dim_param_cases_are_counted_by_hand():
+    from autograder.checks.accounting import HEAD_DIM_PARAM_CASES, config_parameters
+    (_, small), (_, gemma) = HEAD_DIM_PARAM_CASES
+    assert (small.d_model, small.n_heads, small.n_kv_heads, small.head_dim, small.n_layers) == (40, 4, 2, 16, 2)
     # q and o: 2 · 40 · 64; k and v: 2 · 40 · 32; per block, two blocks
-    assert config_parameters(c)["attention"] == 2 * (2 * 40 * 64 + 2 * 40 * 32)
+    assert config_parameters(small)["attention"] == 2 * (2 * 40 * 64 + 2 * 40 * 32)
+    # Gemma 7B: four 3072 × 4096 projections per block (16 · 256 = 4096), 28 blocks
+    assert config_parameters(gemma)["attention"] == 28 * 4 * 3072 * 4096
 
 
 # -- notebook 04: a checkpoint in the interleaved layout ---------------------------------------------------------

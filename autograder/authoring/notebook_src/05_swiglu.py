@@ -46,6 +46,7 @@ from tinylm import apply_rope, causal_attention, embed, rms_norm, rope_cache, ti
 from autograder.checks import pitfalls
 from autograder.checks import (check_attention_module, check_block, check_decoder, check_param_counts, check_pre_norm_block,
                                check_swiglu, check_swiglu_hidden, show_check)
+from autograder.checks.accounting import HEAD_DIM_PARAM_CASES
 from autograder.checks.learner_model import learner_model, require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -443,7 +444,9 @@ print(type(mine).__module__, type(mine).__name__)
 # Return a dict with the five keys of the table, each the number of parameters of that component summed over all
 # blocks (an int). The check builds tinylm's `Transformer` for several configs on PyTorch's **meta device** (tensors
 # with a shape and no memory: Llama 3 8B costs nothing) and holds your counts against `p.numel()` of its parameters,
-# component by component, so a wrong count names the component and the mistake.
+# component by component, so a wrong count names the component and the mistake. A second call does the same for two
+# configs whose `head_dim` is set apart from `d_model // n_heads` (a small one, and Gemma 7B's sizes: 16 heads of 256
+# on a 3072-wide stream), where a count that reads `d_model // n_heads` or `d_model × d_model` for q and o is off.
 
 # %% nbgrader={"grade": false, "grade_id": "param_counts", "locked": false, "schema_version": 3, "solution": true}
 def param_counts(config: tinylm.ModelConfig) -> dict:
@@ -462,6 +465,7 @@ def param_counts(config: tinylm.ModelConfig) -> dict:
 
 # %% nbgrader={"grade": true, "grade_id": "check_param_counts", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_param_counts(param_counts)
+check_param_counts(param_counts, cases=HEAD_DIM_PARAM_CASES)  # head_dim set apart from d_model // n_heads
 ### BEGIN HIDDEN TESTS
 from autograder.checks.accounting import PARAM_CASES
 check_param_counts(param_counts, cases=(

@@ -13,6 +13,7 @@ first one that differs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import re
 import sys
@@ -153,7 +154,6 @@ def head_dim_apart(config) -> bool:
 def _quotient_shapes(reference: nn.Module, config) -> dict[str, tuple]:
     """The parameter shapes of the reference module built for `config` with head_dim = d_model // n_heads
     (on the meta device: shapes only)."""
-    import dataclasses
     with torch.device("meta"):
         module = type(reference)(dataclasses.replace(config, head_dim=None))
     return {n: tuple(p.shape) for n, p in module.state_dict().items()}

@@ -160,6 +160,8 @@ def cmd_train(args) -> int:
                   if getattr(args, k) is not None}
     if "seq_len" in train_over and train_over["seq_len"] > model_config.max_seq_len:
         model_over["max_seq_len"] = train_over["seq_len"]
+    if {"d_model", "n_heads"} & model_over.keys():
+        model_over["head_dim"] = None  # derived again from the new sizes, not carried over from the preset
     model_config = dataclasses.replace(model_config, **model_over)
     corpus = _corpus(args)
     torch.manual_seed(train_over.get("seed", train_config.seed))

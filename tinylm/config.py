@@ -30,6 +30,9 @@ class ModelConfig:
     dropout: float = 0.0           # dropout on attention weights and residual branches (training only)
     tie_embeddings: bool = True    # output head shares the token embedding matrix
     attn_impl: str = "sdpa"        # "sdpa" (torch's fused kernel) or "reference" (causal_attention: explicit softmax)
+    # Features per head: None = d_model // n_heads. Published models may set it apart (Gemma 7B: 256 with
+    # d_model 3072 and 16 heads), so q/k/v are n_heads·head_dim wide and o_proj maps that back to d_model.
+    head_dim: int | None = None
 
     def __post_init__(self) -> None:
         # Frozen dataclass: fill the derived defaults through object.__setattr__.
@@ -38,10 +41,6 @@ class ModelConfig:
         if self.d_ff is None and _is_positive_int(self.d_model):
             object.__setattr__(self, "d_ff", default_d_ff(self.d_model))
         self._validate()
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
 
     @property
     def n_rep(self) -> int:
@@ -53,11 +52,17 @@ class ModelConfig:
             value = getattr(self, name)
             if not _is_positive_int(value):
                 raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}.")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"ModelConfig.d_model={self.d_model} is not divisible by n_heads={self.n_heads}: "
-                f"each head gets d_model // n_heads features. Pick n_heads among the divisors of d_model."
-            )
+        if self.head_dim is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(
+                    f"ModelConfig.d_model={self.d_model} is not divisible by n_heads={self.n_heads}: "
+                    f"without head_dim each head gets d_model // n_heads features. Pick n_heads among the "
+                    f"divisors of d_model, or set head_dim."
+                )
+            object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
+        elif not _is_positive_int(self.head_dim):
+            raise ValueError(f"ModelConfig.head_dim must be a positive integer or None (= d_model // n_heads), "
+                             f"got {self.head_dim!r}.")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"ModelConfig.n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}: "
@@ -66,8 +71,8 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ValueError(
-                f"ModelConfig head_dim = d_model // n_heads = {self.head_dim} is odd, but RoPE rotates "
-                f"features in pairs. Choose d_model and n_heads so that d_model // n_heads is even."
+                f"ModelConfig.head_dim={self.head_dim} is odd, but RoPE rotates features in pairs. "
+                f"Set an even head_dim (or, leaving it None, choose d_model and n_heads so that d_model // n_heads is even)."
             )
         if not self.rope_theta > 0:
             raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta!r}.")

@@ -111,7 +111,6 @@ def from_hf_llama(hf_model) -> Transformer:
         "hidden_act": (c.hidden_act, "silu"),
         "attention_bias": (getattr(c, "attention_bias", False), False),
         "mlp_bias": (getattr(c, "mlp_bias", False), False),
-        "head_dim": (getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads, c.hidden_size // c.num_attention_heads),
     }
     for field, (value, needed) in unsupported.items():
         if value != needed:
@@ -119,7 +118,9 @@ def from_hf_llama(hf_model) -> Transformer:
     fields = {ours: getattr(c, theirs) for ours, theirs in _CONFIG_FIELDS.items()}
     fields["n_kv_heads"] = fields["n_kv_heads"] or c.num_attention_heads  # None means MHA in old configs
     fields["dropout"] = float(fields["dropout"])
-    config = ModelConfig(**fields, rope_theta=_rope_theta(c))
+    # Older configs leave head_dim out (or None), meaning hidden_size // num_attention_heads.
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    config = ModelConfig(**fields, head_dim=head_dim, rope_theta=_rope_theta(c))
     model = Transformer(config)
     theirs = hf_model.state_dict()
     model.load_state_dict({name: theirs[hf_name] for name, hf_name in _name_map(config).items()}, strict=not config.tie_embeddings)

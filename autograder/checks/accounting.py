@@ -151,6 +151,15 @@ PARAM_CASES = (
     ("SmolLM2-135M", SMOLLM2_135M),
     ("Llama-3-8B", LLAMA3_8B),
 )
+# head_dim set apart from d_model // n_heads, as published models set it; checked after PARAM_CASES pass, so a
+# count that gets them right and these wrong has read head_dim from somewhere else
+HEAD_DIM_PARAM_CASES = (
+    ("d_model 40, 4 heads of head_dim 16 (40 // 4 = 10), GQA 4/2",
+     tinylm.ModelConfig(vocab_size=200, d_model=40, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16)),
+    ("Gemma-7B sizes: d_model 3072, 16 heads of head_dim 256 (3072 // 16 = 192)",
+     tinylm.ModelConfig(vocab_size=256000, d_model=3072, n_layers=28, n_heads=16, head_dim=256, d_ff=24576,
+                        max_seq_len=8192)),
+)
 
 
 def parameter_mistakes(c: tinylm.ModelConfig, key: str) -> tuple[dict[str, float], dict[str, int]]:
@@ -178,6 +187,15 @@ def parameter_mistakes(c: tinylm.ModelConfig, key: str) -> tuple[dict[str, float
             "biases on q, k and v that do not exist (bias=False)": L * (H + 2 * kv) * hd,
             "the output projection o_proj is missing (n_heads·head_dim -> d_model)": -L * H * hd * d,
             "k_proj or v_proj is missing: both map d_model to n_kv_heads·head_dim": -L * kv * hd * d,
+            # zero, so never named, where head_dim is d_model // n_heads
+            "head_dim taken as d_model // n_heads: this config sets head_dim apart from it, and every projection is "
+            "n_heads·head_dim or n_kv_heads·head_dim wide; read config.head_dim": 2 * L * d * (H + kv) * (d // H - hd),
+            "head_dim taken as d_model // n_heads in q_proj and o_proj (sized d_model × d_model): they map between "
+            "d_model and n_heads·head_dim, which this config sets apart from d_model; read config.head_dim":
+                2 * L * d * (d - H * hd) if d != H * hd else 0,
+            "head_dim taken as d_model // n_heads, and k_proj and v_proj sized like q_proj (every projection "
+            "d_model × d_model): read config.head_dim, and n_kv_heads·head_dim for k and v":
+                4 * L * d * d - L * (2 * d * H * hd + 2 * d * kv * hd) if d != H * hd else 0,
         })
     elif key == "mlp":
         diffs.update({

@@ -182,7 +182,8 @@ def multiplied_roles(config: tinylm.ModelConfig) -> frozenset:
     forward pass of a small model built like `config` (its heads, tying and
     attention; small sizes, real tensors), with the storages of every
     matmul's operands recorded."""
-    small = dataclasses.replace(config, vocab_size=16, d_model=2 * config.n_heads, d_ff=8, n_layers=1, max_seq_len=4)
+    small = dataclasses.replace(config, vocab_size=16, d_model=2 * config.n_heads, d_ff=8, n_layers=1, max_seq_len=4,
+                                head_dim=None)
     with torch.device("cpu"):
         model = tinylm.Transformer(small)
     seen = matmuls_seen()
@@ -520,6 +521,17 @@ def _field_values(config: tinylm.ModelConfig, field: str) -> dict[int, list[str]
     return values
 
 
+def _head_dim_apart(config: tinylm.ModelConfig) -> bool:
+    return config.head_dim != config.d_model // config.n_heads
+
+
+def _one_size_changed(config: tinylm.ModelConfig, field: str, value: int) -> tinylm.ModelConfig:
+    """config with one size at another value; a head_dim that is d_model // n_heads is derived again from the new
+    sizes (as the config derives it), one set apart stays."""
+    again = {} if field == "head_dim" or _head_dim_apart(config) else {"head_dim": None}
+    return dataclasses.replace(config, **{field: value}, **again)
+
+
 def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> str | None:
     """When every failing count is the measurement of its case with one size
     field of the config at another value (n_kv_heads = 1 instead of 4), and
@@ -530,7 +542,10 @@ def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> 
     at = next((i for i, arg in enumerate(failures[0][1]) if isinstance(arg, tinylm.ModelConfig)), None)
     if at is None:
         return None
-    fields = [f.name for f in dataclasses.fields(tinylm.ModelConfig) if f.name in config_sizes(failures[0][1][at])]
+    first = failures[0][1][at]
+    # head_dim is searched only where a config sets it apart; elsewhere it follows d_model and n_heads
+    fields = [f.name for f in dataclasses.fields(tinylm.ModelConfig) if f.name in config_sizes(first)
+              and (f.name != "head_dim" or _head_dim_apart(first))]
     spent, found = 0, {}
     for field in fields:
         per_case = []
@@ -538,7 +553,7 @@ def _one_field_off(failures: list[tuple], key: str, build_want, budget: int) -> 
             config, hits = case[at], {}
             for value, names in _field_values(config, field).items():
                 try:
-                    changed = dataclasses.replace(config, **{field: value})
+                    changed = _one_size_changed(config, field, value)
                 except ValueError:
                     continue  # a config the model refuses
                 if spent == budget:

@@ -12,6 +12,7 @@ first one that differs.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import torch
@@ -34,9 +35,39 @@ from .model_reference import reference_module
 
 
 # -- shared steps ---------------------------------------------------------------
-def _config(d_model, n_heads, n_layers, seq, n_kv_heads=None) -> tinylm.ModelConfig:
+def _config(d_model, n_heads, n_layers, seq, n_kv_heads=None, head_dim=None) -> tinylm.ModelConfig:
     return tinylm.ModelConfig(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, n_layers=n_layers,
-                              max_seq_len=seq + 3)
+                              max_seq_len=seq + 3, head_dim=head_dim)
+
+
+def head_dim_apart(config) -> bool:
+    """True when config.head_dim is set apart from d_model // n_heads (as Gemma and Mistral NeMo set it)."""
+    return config.head_dim != config.d_model // config.n_heads
+
+
+def _quotient_shapes(reference: nn.Module, config) -> dict[str, tuple]:
+    """The parameter shapes of the reference module built for `config` with head_dim = d_model // n_heads
+    (on the meta device: shapes only)."""
+    with torch.device("meta"):
+        module = type(reference)(dataclasses.replace(config, head_dim=None))
+    return {n: tuple(p.shape) for n, p in module.state_dict().items()}
+
+
+def _sized_by_the_quotient(wrong: list[str], got: dict, want: dict, reference: nn.Module, config) -> str | None:
+    """When head_dim is set apart and every parameter of a wrong shape has exactly the shape it would have with
+    head_dim = d_model // n_heads (measured), that cause, with one of them."""
+    if not wrong or not head_dim_apart(config):
+        return None
+    quotient = _quotient_shapes(reference, config)
+    if any(quotient.get(n) != got[n] for n in wrong):
+        return None
+    n = wrong[0]
+    return (f"head_dim taken as d_model // n_heads: this config sets head_dim = {config.head_dim}, apart from "
+            f"d_model // n_heads = {config.d_model // config.n_heads} (as Gemma and Mistral NeMo do), and your "
+            f"{', '.join(wrong[:4])} {'has' if len(wrong) == 1 else 'have'} the shape{'s' if len(wrong) > 1 else ''} "
+            f"of head_dim = d_model // n_heads (measured: {n} is {list(got[n])}, tinylm's is {list(want[n])}); size "
+            "the projections with config.head_dim: q_proj d_model -> n_heads · head_dim, k_proj and v_proj d_model "
+            "-> n_kv_heads · head_dim, o_proj n_heads · head_dim -> d_model")
 
 
 def grouped_kv_heads(n_heads: int) -> int:
@@ -136,8 +167,9 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
         return None
     registered_elsewhere(chk, cls, (config,))
     if not chk.require("parameter shapes", not wrong, f"{[(n, got[n], want[n]) for n in wrong[:3]]} (got, want)",
-                       diagnosis="a projection has the wrong shape: nn.Linear(in_features, out_features) stores "
-                                 "weight as [out, in]; k_proj and v_proj have n_kv_heads · head_dim outputs"):
+                       diagnosis=_sized_by_the_quotient(wrong, got, want, reference, config)
+                       or "a projection has the wrong shape: nn.Linear(in_features, out_features) stores "
+                          "weight as [out, in]; k_proj and v_proj have n_kv_heads · head_dim outputs"):
         return None
     dtypes = parameter_dtypes(module, {n: p.dtype for n, p in reference.state_dict().items()})
     if not chk.require("parameter dtypes", dtypes is None, dtypes or "", diagnosis=dtypes):
@@ -206,10 +238,10 @@ def _modules_out_of_sight(module: nn.Module, missing: list[str]) -> str | None:
 
 
 def _prepare(chk: Check, cls, reference_cls, seed: int, d_model: int, n_heads: int, n_layers: int, seq: int,
-             n_kv_heads=None, on_error=None):
+             n_kv_heads=None, on_error=None, head_dim=None):
     """(config, the learner's module with the reference weights or None, those weights as a state dict)."""
     __tracebackhide__ = True
-    config = _config(d_model, n_heads, n_layers, seq, n_kv_heads)
+    config = _config(d_model, n_heads, n_layers, seq, n_kv_heads, head_dim)
     reference = reference_module(reference_cls, config, seed)
     state = {n: p.detach() for n, p in reference.state_dict().items()}
     return config, _build(chk, cls, config, reference, on_error), state
@@ -281,11 +313,11 @@ def _attention_steps(chk: Check, module, state, prefix, inputs, config, seed, *,
 
 
 def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch, n_kv_heads, label,
-                       on_error=None) -> None:
+                       on_error=None, head_dim=None) -> None:
     """One configuration of the Attention check: full forward, causality, cached steps."""
     __tracebackhide__ = True
     config, module, state = _prepare(chk, Attention, tinylm.Attention, seed, d_model, n_heads, 2, seq, n_kv_heads,
-                                     on_error=on_error)
+                                     on_error=on_error, head_dim=head_dim)
     if module is None:
         return
     cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
@@ -346,12 +378,27 @@ def _earlier_positions_changed(chk: Check, got, later, what: str) -> None:
 
 
 # -- the checks -------------------------------------------------------------------
+def _head_dim_hint(config):
+    """on_error for the regime with head_dim set apart, run only once the same sizes with head_dim =
+    d_model // n_heads passed: the one thing that differs is head_dim."""
+    return lambda err: head_dim_cause(config)
+
+
+def head_dim_cause(config) -> str:
+    return (f"head_dim taken as d_model // n_heads (or n_heads · head_dim as d_model) in your Attention (measured: "
+            f"it fails only with head_dim = {config.head_dim} set apart from d_model // n_heads = "
+            f"{config.d_model // config.n_heads}; the MHA rows, with the same d_model, n_heads, inputs and seed and "
+            f"head_dim = d_model // n_heads, pass): split heads with view(B, T, n, self.head_dim) and merge them "
+            "to n_heads * self.head_dim features before o_proj, never to d_model or x.shape[-1]")
+
+
 def check_attention_module(Attention, *, seed: int = 93, d_model: int = 32, n_heads: int = 4, seq: int = 6,
-                           batch: int = 2) -> None:
+                           batch: int = 2, head_dim: int = 12) -> None:
     """Attention(config): q/k/v/o projections named as tinylm's; forward(x, cos, sin) equals
     projections -> RoPE on q and k -> causal attention -> merged heads -> o_proj. In every regime the later
     notebooks use: without a cache and with one (a prefill, then decode steps at start_pos = cache.length, in
-    layer 1 of the cache), with as many kv heads as query heads and with fewer (grouped, notebook 07)."""
+    layer 1 of the cache), with as many kv heads as query heads and with fewer (grouped, notebook 07), and with
+    config.head_dim set apart from d_model // n_heads (`head_dim`, as published models set it)."""
     __tracebackhide__ = True
     chk = Check("Attention", expects="an nn.Module whose forward(x, cos, sin, cache, layer_idx) returns (B, T, d_model)")
     _attention_regimes(chk, Attention, seed, d_model, n_heads, seq, batch, None, "MHA")
@@ -359,6 +406,12 @@ def check_attention_module(Attention, *, seed: int = 93, d_model: int = 32, n_he
         n_kv = grouped_kv_heads(n_heads)
         _attention_regimes(chk, Attention, seed + 1, d_model, n_heads, seq, batch, n_kv, f"GQA {n_heads}/{n_kv}",
                            on_error=_grouped_hint(_config(d_model, n_heads, 2, seq, n_kv)))
+    apart = _config(d_model, n_heads, 2, seq, head_dim=head_dim)
+    if chk.passed and head_dim_apart(apart):  # the MHA rows are this regime with head_dim = d_model // n_heads
+        _attention_regimes(chk, Attention, seed, d_model, n_heads, seq, batch, None, f"head_dim {head_dim}",
+                           on_error=_head_dim_hint(apart), head_dim=head_dim)
+        if not chk.passed and not chk.likely_bugs():
+            chk.diagnose(head_dim_cause(apart))
     module_contract(chk, Attention, "Attention")
     chk.finish()
 

@@ -78,4 +78,29 @@ MUTATIONS = [
     M("Transformer", "self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))",
       "self.blocks = [Block(config) for _ in range(config.n_layers)]", ("ModuleList",),
       "keeps the blocks in a plain Python list", added="learner-reports"),
+    # head_dim set apart from d_model // n_heads (Gemma, Mistral NeMo)
+    M("Transformer", """        self.q_proj = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=False)
+        self.k_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.v_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.o_proj = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)""",
+      """        hd = config.d_model // config.n_heads
+        self.q_proj = nn.Linear(config.d_model, config.d_model, bias=False)
+        self.k_proj = nn.Linear(config.d_model, config.n_kv_heads * hd, bias=False)
+        self.v_proj = nn.Linear(config.d_model, config.n_kv_heads * hd, bias=False)
+        self.o_proj = nn.Linear(config.d_model, config.d_model, bias=False)""",
+      ("head_dim taken as d_model // n_heads",), "sizes the projections with d_model // n_heads", added="shipped-bugs"),
+    M("Transformer", "self.o_proj = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)",
+      "self.o_proj = nn.Linear(config.d_model, config.d_model, bias=False)",
+      ("head_dim taken as d_model // n_heads",), "sizes o_proj d_model x d_model", added="shipped-bugs"),
+    M("Transformer", "config.n_heads, config.n_kv_heads, config.head_dim\n",
+      "config.n_heads, config.n_kv_heads, config.d_model // config.n_heads\n",
+      ("head_dim taken as d_model // n_heads",), "computes self.head_dim as d_model // n_heads", added="shipped-bugs"),
+    M("Transformer", "y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)",
+      "y = y.transpose(1, 2).reshape(B, T, x.shape[-1])",
+      ("head_dim taken as d_model // n_heads",), "merges the heads into d_model features", added="shipped-bugs"),
+    M("param_counts", "q_and_o = 2 * d * config.n_heads * hd", "q_and_o = 2 * d * d",
+      ("head_dim taken as d_model // n_heads",), "counts q_proj and o_proj as d_model x d_model", added="shipped-bugs"),
+    M("param_counts", "d, L, hd = config.d_model, config.n_layers, config.head_dim",
+      "d, L, hd = config.d_model, config.n_layers, config.d_model // config.n_heads",
+      ("head_dim taken as d_model // n_heads",), "computes head_dim as d_model // n_heads", added="shipped-bugs"),
 ]

@@ -70,6 +70,16 @@ class _RMSNorm(torch.nn.Module):
         return tinylm.rms_norm(x, self.weight, self.eps)
 
 
+def _gguf_rows_to_half(w, n_heads):
+    """tinylm's GGUF loader undoes llama.cpp's interleaving of q/k rows: the same conversion, written apart."""
+    from tinylm.pretrained import _unpermute_rope_rows
+    return torch.from_numpy(_unpermute_rope_rows(w.numpy(), n_heads))
+
+
+def _meta_to_hf(wq, wk, wv, wo, n_heads, n_kv_heads):
+    return _gguf_rows_to_half(wq, n_heads), _gguf_rows_to_half(wk, n_kv_heads), wv, wo
+
+
 def _block(x, attn, mlp, n1, n2):
     x = x + attn(n1(x))
     return x + mlp(n2(x))
@@ -112,6 +122,8 @@ CORRECT = [
     (checks.check_rope_cache, (independent_copy(tinylm.rope_cache),)),
     (checks.check_apply_rope, (independent_copy(tinylm.apply_rope),)),
     (checks.check_rotary_attention, (_rotary,)),
+    (checks.check_interleaved_to_half, (_gguf_rows_to_half,)),
+    (checks.check_meta_to_hf_attention, (_meta_to_hf,)),
     (checks.check_swiglu, (independent_copy(tinylm.swiglu),)),
     (checks.check_swiglu_hidden, (tinylm.default_d_ff,)),
     (checks.check_pre_norm_block, (_block,)),

@@ -115,6 +115,14 @@ BUGS = [
      "the head is not tied"),
     ("05_swiglu", "Transformer", "return tied_logits(self.norm(x), self.lm_head.weight)",
      "return tied_logits(x, self.lm_head.weight)", "self.norm never ran"),
+    # two bugs that shipped in public projects: a checkpoint in the interleaved RoPE layout, head_dim set apart
+    ("04_rope", "interleaved_to_half", "k_proj = interleaved_to_half(wk, n_kv_heads)", "k_proj = wk", "forgetting k"),
+    ("04_rope", "interleaved_to_half", "pairs = w.reshape(n_heads, hd // 2, 2, d_in)",
+     "pairs = w.reshape(1, rows // 2, 2, d_in)", "over the whole matrix instead of per head"),
+    ("05_swiglu", "Transformer", "self.o_proj = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)",
+     "self.o_proj = nn.Linear(config.d_model, config.d_model, bias=False)", "head_dim taken as d_model // n_heads"),
+    ("05_swiglu", "param_counts", "q_and_o = 2 * d * config.n_heads * hd", "q_and_o = 2 * d * d",
+     "head_dim taken as d_model // n_heads"),
     # the accounting exercises of 03 and 05: what the layer and the model cost
     ("03_causal_attention", "attention_flops", "projection = 2 * B * T * d * d", "projection = B * T * d * d",
      "the factor 2 of a multiply-add"),

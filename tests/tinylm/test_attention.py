@@ -109,3 +109,26 @@ def test_attention_dropout_only_in_training(config, gen):
     assert not torch.allclose(attn(x, cos, sin), attn(x, cos, sin))
     attn.eval()
     assert torch.equal(attn(x, cos, sin), attn(x, cos, sin))
+
+
+def test_head_dim_apart_from_the_quotient_sets_every_width(gen):
+    from tinylm import KVCache, ModelConfig, Transformer
+    # 3 query heads of 14 features, 1 kv head, over a 20-wide stream: 3 · 14 = 42, 20 // 3 = 6.
+    config = ModelConfig(vocab_size=50, d_model=20, n_layers=2, n_heads=3, n_kv_heads=1, head_dim=14, d_ff=40,
+                         max_seq_len=16)
+    model = Transformer(config).eval()
+    shapes = {name: tuple(p.shape) for name, p in model.blocks[0].attn.named_parameters()}
+    assert shapes == {"q_proj.weight": (42, 20), "k_proj.weight": (14, 20), "v_proj.weight": (14, 20),
+                      "o_proj.weight": (20, 42)}
+    # The count by hand: per block q and o 2·20·42, k and v 2·20·14, two norms and the SwiGLU; embedding and final norm.
+    per_block = 2 * 20 * 42 + 2 * 20 * 14 + 2 * 20 + 3 * 20 * 40
+    assert model.num_parameters() == 50 * 20 + 2 * per_block + 20
+    assert tuple(model.rope_cos.shape) == (16, 14)
+    cache = KVCache(config, batch_size=2)
+    assert tuple(cache.k.shape) == (2, 2, 1, 16, 14)
+    idx = torch.randint(0, 50, (2, 9), generator=gen)
+    with torch.no_grad():
+        full = model(idx)
+        model(idx[:, :6], cache)
+        steps = torch.cat([model(idx[:, i:i + 1], cache) for i in range(6, 9)], dim=1)
+    torch.testing.assert_close(steps, full[:, 6:], atol=1e-5, rtol=1e-5)

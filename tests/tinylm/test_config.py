@@ -58,3 +58,24 @@ def test_divisibility_errors_say_how_to_fix():
     with pytest.raises(ValueError, match="even"):
         ModelConfig(d_model=36, n_heads=4)
     assert math.isclose(ModelConfig().rope_theta, 10000.0)
+
+
+def test_head_dim_defaults_to_the_quotient_and_can_be_set_apart():
+    assert ModelConfig(d_model=96, n_heads=6).head_dim == 16
+    # Gemma 7B's attention: 16 heads of 256 features over a 3072-wide stream (3072 // 16 = 192).
+    gemma = ModelConfig(d_model=3072, n_heads=16, head_dim=256)
+    assert (gemma.head_dim, gemma.d_model // gemma.n_heads) == (256, 192)
+    # Set apart, d_model need not be a multiple of n_heads.
+    assert ModelConfig(d_model=40, n_heads=3, head_dim=12).head_dim == 12
+    assert ModelConfig(d_model=64, n_heads=4) == ModelConfig(d_model=64, n_heads=4, head_dim=16)
+
+
+@pytest.mark.parametrize("head_dim", [0, -8, 8.0, True, "16"])
+def test_a_head_dim_that_is_not_a_positive_int_is_refused_by_name(head_dim):
+    with pytest.raises(ValueError, match="ModelConfig.head_dim must be a positive integer"):
+        ModelConfig(d_model=64, n_heads=4, head_dim=head_dim)
+
+
+def test_an_odd_head_dim_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"ModelConfig.head_dim=7 is odd"):
+        ModelConfig(d_model=64, n_heads=4, head_dim=7)

@@ -84,3 +84,27 @@ def test_unsupported_hf_configs_are_refused():
                                       num_attention_heads=4, attention_bias=True)
     with pytest.raises(ValueError, match="attention_bias"):
         from_hf_llama(transformers.LlamaForCausalLM(hf_cfg))
+
+
+def test_head_dim_apart_from_the_quotient_matches_hf(gen):
+    # 4 query heads of 12 features over 2 kv heads, a 40-wide stream: 4 · 12 = 48 != 40, and 40 // 4 = 10.
+    hf_cfg = transformers.LlamaConfig(
+        vocab_size=256, hidden_size=40, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=12, max_position_embeddings=64, rope_theta=1000.0, rms_norm_eps=1e-5,
+        tie_word_embeddings=True)
+    torch.manual_seed(5)
+    hf = transformers.LlamaForCausalLM(hf_cfg).eval()  # HF's own random init and its own projection shapes
+    model = from_hf_llama(hf)
+    assert model.config.head_dim == 12
+    attn = model.blocks[0].attn
+    assert (tuple(attn.q_proj.weight.shape), tuple(attn.k_proj.weight.shape), tuple(attn.o_proj.weight.shape)) == \
+        ((48, 40), (24, 40), (40, 48))
+    idx = torch.randint(0, 256, (2, 23), generator=gen)
+    with torch.no_grad():
+        assert (model(idx) - hf(idx).logits).abs().max() < 1e-5
+        assert (to_hf_llama(model)(idx).logits - hf(idx).logits).abs().max() == 0
+    prompt = idx[:, :7]
+    ours = generate(model, prompt, 12, temperature=0)  # the KV cache holds 2 kv heads of 12 features
+    theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12,
+                         do_sample=False, use_cache=True, pad_token_id=0)
+    assert torch.equal(ours, theirs)

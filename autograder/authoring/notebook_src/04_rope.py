@@ -15,7 +15,9 @@
 #
 # 1. `rope_cache(head_dim, max_seq_len, theta)`: the cos and sin tables;
 # 2. `apply_rope(x, cos, sin, start_pos)`: the rotation, in the half-split form of Llama checkpoints;
-# 3. `rotary_attention(q, k, v, cos, sin, start_pos)`: RoPE in its place inside attention.
+# 3. `rotary_attention(q, k, v, cos, sin, start_pos)`: RoPE in its place inside attention;
+# 4. `interleaved_to_half(w, n_heads)` and `meta_to_hf_attention(...)`: a checkpoint written for the other pairing
+#    (Meta's original Llama weights) converted so that your rotation reads it right.
 #
 # **Since notebook 03:** `tinylm.causal_attention(q, k, v)` is your attention; here it receives rotated
 # queries and keys.
@@ -36,7 +38,8 @@ import torch
 import tinylm
 import tinylm.experiments
 from autograder.checks import pitfalls
-from autograder.checks import check_apply_rope, check_rope_cache, check_rotary_attention, show_check
+from autograder.checks import (check_apply_rope, check_interleaved_to_half, check_meta_to_hf_attention, check_rope_cache,
+                               check_rotary_attention, show_check)
 from autograder.checks.learner_model import require_agreement, swapped
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -243,7 +246,7 @@ require_agreement("your apply_rope inside tinylm gives the same logits", torch.a
 
 
 # %% [markdown]
-# ## 3. Side box: the interleaved form
+# ## 3. The interleaved form, and loading a checkpoint written in it
 #
 # The RoFormer paper (and e.g. CS336) pairs *neighbouring* features $(2i, 2i+1)$ instead of $(i, i + d_h/2)$.
 # The rotation of each pair is the same; only the bookkeeping of which features form a pair differs. So the
@@ -274,6 +277,95 @@ x = torch.randn(1, 1, 5, hd, generator=torch.Generator().manual_seed(4))
 cos8, sin8 = rope_cache(hd, 16)
 same = torch.allclose(apply_rope(x[..., P], cos8, sin8, 3), rope_interleaved(x, cos8, sin8, 3)[..., P], atol=1e-6)
 print("rope_half(P x) == P rope_interleaved(x):", same)
+
+
+# %% [markdown]
+# ### Exercise 4: converting a checkpoint from the interleaved layout
+#
+# Meta's original Llama checkpoints were trained with the interleaved rotation; tinylm and Hugging Face rotate
+# halves. Load such a checkpoint as it is and nothing complains: every shape fits, the model runs, and its text is
+# garbage, because each query and key feature now pairs with the wrong partner. This has bitten real projects: the
+# first export of Hugging Face weights to llama2.c's interleaved format left this permutation in place, and the model
+# drifted into gibberish after a couple of dozen tokens
+# ([karpathy/llama2.c#286](https://github.com/karpathy/llama2.c/pull/286)); a TinyLlama checkpoint converted for
+# llama.cpp printed garbage until the thread traced it to which pairing the q/k permutation assumed
+# ([jzhang38/TinyLlama#24](https://github.com/jzhang38/TinyLlama/issues/24)).
+#
+# The fix happens once, on the weights. `wq` is `(n_heads · head_dim, d_model)`: row block `h` (rows
+# `h·head_dim .. (h+1)·head_dim - 1`) makes head `h`'s features, and within a block rows `2i, 2i+1` form pair `i`.
+# Reorder each block's rows evens then odds ($P$ above), and the half rotation of `x @ W_permuted.T` is the
+# interleaved rotation of `x @ W.T` with its features listed by $P$, so every score is unchanged.
+#
+# ```
+# w                      (n_heads · head_dim, d_in)
+# .reshape(n_heads, head_dim/2, 2, d_in)   pair i of head h = rows 2i, 2i+1 of its block
+# swap the middle axes   (n_heads, 2, head_dim/2, d_in): first members, then second members
+# .reshape back          (n_heads · head_dim, d_in)
+# ```
+#
+# 1. `interleaved_to_half(w, n_heads)`: that reordering, per head (never across heads).
+# 2. `meta_to_hf_attention(wq, wk, wv, wo, n_heads, n_kv_heads)`: one layer's `(q_proj, k_proj, v_proj, o_proj)`.
+#    Only what is rotated moves: queries (`n_heads` blocks) and keys (`n_kv_heads` blocks); values and the output
+#    projection stay as they are.
+#
+# The check uses its own interleaved rotation (complex numbers over neighbouring pairs) and compares, in every head,
+# Meta's rotation of `x @ w.T` with the half rotation of `x @ yours.T`; then the attention built from your four weights
+# with the half rotation against Meta's attention (4 query heads, 2 kv heads, head_dim 8, d_model 24).
+
+# %% nbgrader={"grade": false, "grade_id": "interleaved_to_half", "locked": false, "schema_version": 3, "solution": true}
+def interleaved_to_half(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """w (n_heads·head_dim, d_in), each head's rows in the interleaved layout -> the same rows in the half layout."""
+    ### BEGIN SOLUTION
+    rows, d_in = w.shape
+    hd = rows // n_heads
+    pairs = w.reshape(n_heads, hd // 2, 2, d_in)      # (nh, hd/2, 2, d_in): pair i of head h is rows 2i, 2i+1
+    return pairs.transpose(1, 2).reshape(rows, d_in)  # (nh, 2, hd/2, d_in): each head's evens, then its odds
+    ### END SOLUTION
+
+
+def meta_to_hf_attention(wq, wk, wv, wo, n_heads: int, n_kv_heads: int):
+    """One layer of an interleaved-layout checkpoint -> (q_proj, k_proj, v_proj, o_proj) for the half rotation."""
+    ### BEGIN SOLUTION
+    q_proj = interleaved_to_half(wq, n_heads)     # (nh·hd, d): queries are rotated
+    k_proj = interleaved_to_half(wk, n_kv_heads)  # (n_kv·hd, d): keys too, in their own n_kv_heads blocks
+    return q_proj, k_proj, wv, wo                 # values and o_proj: never rotated, unchanged
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "check_interleaved_to_half", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check_interleaved_to_half(interleaved_to_half)
+check_meta_to_hf_attention(meta_to_hf_attention)
+### BEGIN HIDDEN TESTS
+check_interleaved_to_half(interleaved_to_half, seed=41, n_heads=2, head_dim=6, d_in=7, batch=3, seq=4, start_pos=5,
+                          dtype=torch.float64)
+check_meta_to_hf_attention(meta_to_hf_attention, seed=42, n_heads=6, n_kv_heads=3, head_dim=4, d_model=10, seq=7)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The same mistake on a whole model: tinylm's weights written out in the interleaved layout (the inverse reordering,
+# as a converter to Meta's format would), then loaded back twice, once through your conversion and once as they are.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from autograder.checks.rope import interleaved_rows
+torch.manual_seed(0)
+cfg = tinylm.ModelConfig(d_model=48, n_layers=2, n_heads=3, n_kv_heads=1, max_seq_len=32)
+model = tinylm.Transformer(cfg).eval()
+meta = {name: w.clone() for name, w in model.state_dict().items()}
+for i in range(cfg.n_layers):  # what the checkpoint would hold: q and k rows in the interleaved order
+    for proj, n in (("q_proj", cfg.n_heads), ("k_proj", cfg.n_kv_heads)):
+        meta[f"blocks.{i}.attn.{proj}.weight"] = meta[f"blocks.{i}.attn.{proj}.weight"][interleaved_rows(n, cfg.head_dim)]
+converted = dict(meta)
+for i in range(cfg.n_layers):
+    names = [f"blocks.{i}.attn.{p}.weight" for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    converted.update(zip(names, meta_to_hf_attention(*(meta[n] for n in names), cfg.n_heads, cfg.n_kv_heads)))
+ids = tinylm.ByteTokenizer().encode("pairs of features")[None]  # (1, T)
+as_is, yours = tinylm.Transformer(cfg).eval(), tinylm.Transformer(cfg).eval()
+as_is.load_state_dict(meta), yours.load_state_dict(converted)
+with torch.no_grad():
+    want = model(ids)
+    print("loaded as it is: runs, same logits:", torch.allclose(as_is(ids), want, atol=1e-5))
+    print("through your conversion: same logits:", torch.allclose(yours(ids), want, atol=1e-5))
 
 # %% [markdown]
 # ## 4. Pitfalls
@@ -396,6 +488,8 @@ else:
 #
 # - Pair $i$ turns at frequency $\theta^{-2i/d_h}$; position $m$ rotates it by $m\,\omega_i$.
 # - Half-split form: `x * cos + rotate_half(x) * sin`, tables `[angles, angles]`; interleaved form = same rotation, permuted features.
+# - A checkpoint trained with the interleaved form loads into the half form after one reordering of the q and k rows,
+#   per head (keys with n_kv_heads blocks); v and o stay. Without it the model runs and is wrong.
 # - Rotate q and k, never v; the score then depends on the distance between tokens only.
 # - Offset positions by `start_pos` when tokens come after a cache.
 #

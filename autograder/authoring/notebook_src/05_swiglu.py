@@ -46,6 +46,7 @@ from tinylm import apply_rope, causal_attention, embed, rms_norm, rope_cache, ti
 from autograder.checks import pitfalls
 from autograder.checks import (check_attention_module, check_block, check_decoder, check_param_counts, check_pre_norm_block,
                                check_swiglu, check_swiglu_hidden, show_check)
+from autograder.checks.accounting import HEAD_DIM_PARAM_CASES
 from autograder.checks.learner_model import learner_model, require_agreement
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -246,6 +247,21 @@ print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs l
 # `(B, T, n·hd) -> (B, n, T, hd)`, rotate `q` and `k` with `apply_rope(..., cos, sin, start_pos)`, attend with
 # `causal_attention(q, k, v)`, merge heads, `o_proj`. The two cache lines are given: notebook 06 explains them.
 #
+# **`head_dim` is a field of its own.** `config.head_dim` is `d_model // n_heads` unless the config sets it, and
+# published models do: Gemma 7B runs 16 heads of 256 features on a 3072-wide stream (16 · 256 = 4096, not 3072),
+# Mistral NeMo 32 heads of 128 on a 5120-wide one. So the shapes are
+#
+# ```
+# q_proj.weight  (n_heads · head_dim, d_model)      k_proj, v_proj  (n_kv_heads · head_dim, d_model)
+# o_proj.weight  (d_model, n_heads · head_dim)      y before o_proj (B, T, n_heads · head_dim)
+# ```
+#
+# and nothing in the module may compute `d_model // n_heads` or merge the heads back into `d_model` (or
+# `x.shape[-1]`) features. Libraries have shipped that assumption: Hugging Face transformers' Mixtral attention forced
+# its head size to `hidden_size // num_heads` while its Llama and Mistral already read a configured `head_dim`, so a
+# Mixtral with heads of another size could not be expressed
+# ([transformers issue 34261](https://github.com/huggingface/transformers/issues/34261)).
+#
 # **`Block`.** `RMSNorm` and `SwiGLU` are given: your `rms_norm` and `swiglu` as modules with tinylm's parameter
 # names. Build the block from them and your `Attention`: `attn_norm`, `attn`, `mlp_norm`, `mlp`; its forward pass is
 # the pre-norm block of Exercise 3 (attention takes `cos, sin, cache, layer_idx` along: block `i` of the
@@ -253,8 +269,8 @@ print(f"initial loss {F.cross_entropy(mine[0, :-1], idx[0, 1:]).item():.1f} vs l
 #
 # **The check runs every regime the later notebooks use**: without a cache, with one (a prefill, then decode steps
 # whose tokens start at `start_pos = cache.length`, compared with a full recompute), and with fewer key/value heads
-# than query heads (`n_kv_heads < n_heads`, notebook 07). A bug that only shows in one of them is caught here, where
-# it is made, not later.
+# than query heads (`n_kv_heads < n_heads`, notebook 07), and with `head_dim` set apart (d_model 32, 4 heads of 12
+# features, where 32 // 4 = 8). A bug that only shows in one of them is caught here, where it is made, not later.
 #
 # **`Transformer`.** Embedding → `n_layers` blocks → final `RMSNorm` → head. The head is
 # `nn.Linear(d_model, vocab_size)` whose `weight` **is** the embedding's Parameter (notebook 01's tying). Use `embed`
@@ -389,7 +405,7 @@ check_attention_module(Attention)
 check_block(Block)
 check_decoder(Transformer)
 ### BEGIN HIDDEN TESTS
-check_attention_module(Attention, seed=95, d_model=24, n_heads=3, seq=7, batch=3)
+check_attention_module(Attention, seed=95, d_model=24, n_heads=3, seq=7, batch=3, head_dim=10)
 check_block(Block, seed=96, d_model=40, n_heads=5, seq=6, batch=2)
 check_decoder(Transformer, seed=97, d_model=48, n_layers=3, n_heads=6, seq=9, batch=2)
 ### END HIDDEN TESTS
@@ -428,7 +444,9 @@ print(type(mine).__module__, type(mine).__name__)
 # Return a dict with the five keys of the table, each the number of parameters of that component summed over all
 # blocks (an int). The check builds tinylm's `Transformer` for several configs on PyTorch's **meta device** (tensors
 # with a shape and no memory: Llama 3 8B costs nothing) and holds your counts against `p.numel()` of its parameters,
-# component by component, so a wrong count names the component and the mistake.
+# component by component, so a wrong count names the component and the mistake. A second call does the same for two
+# configs whose `head_dim` is set apart from `d_model // n_heads` (a small one, and Gemma 7B's sizes: 16 heads of 256
+# on a 3072-wide stream), where a count that reads `d_model // n_heads` or `d_model × d_model` for q and o is off.
 
 # %% nbgrader={"grade": false, "grade_id": "param_counts", "locked": false, "schema_version": 3, "solution": true}
 def param_counts(config: tinylm.ModelConfig) -> dict:
@@ -447,6 +465,7 @@ def param_counts(config: tinylm.ModelConfig) -> dict:
 
 # %% nbgrader={"grade": true, "grade_id": "check_param_counts", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check_param_counts(param_counts)
+check_param_counts(param_counts, cases=HEAD_DIM_PARAM_CASES)  # head_dim set apart from d_model // n_heads
 ### BEGIN HIDDEN TESTS
 from autograder.checks.accounting import PARAM_CASES
 check_param_counts(param_counts, cases=(

@@ -11,7 +11,7 @@ from autograder.checks.accounting import check_param_counts
 from autograder.checks.rope import evens_then_odds, meta_rotate
 
 from ..helpers import check_failure, diagnosis_texts
-from .test_checks_framework import _decoder_classes, _gguf_rows_to_half
+from .test_framework_check import _decoder_classes, _gguf_rows_to_half
 
 QUOTIENT = "head_dim taken as d_model // n_heads"
 

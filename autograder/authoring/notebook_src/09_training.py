@@ -285,6 +285,7 @@ torch.manual_seed(0)
 whole = tinylm.Transformer(tinylm.ModelConfig(d_model=32, n_layers=1, n_heads=2, max_seq_len=64))
 pieces = copy.deepcopy(whole)
 xb, yb = get_batch(corpus.train, 8, 64, torch.Generator().manual_seed(3))  # (8, 64) each
+yb = yb.clone()                                                           # y shares its storage with x
 yb[4:, 16:] = -100                                                        # windows 4-7: 16 targets scored of 64
 loss_whole = train_step_accumulated(whole, torch.optim.SGD(whole.parameters(), lr=0.1), [(xb, yb)])
 loss_pieces = train_step_accumulated(pieces, torch.optim.SGD(pieces.parameters(), lr=0.1),

@@ -255,7 +255,7 @@ check_train_step(train_step, seed=9, batch=2, seq=5, dropout=0.1, grad_clip=0.05
 def train_step_accumulated(model, optimizer, micro_batches, grad_clip=1.0):
     """One optimizer step on a batch given as micro-batches [(x, y), ...], each (b, T); returns its mean loss."""
     ### BEGIN SOLUTION
-    model.train()
+    model.train()                                                     # as in train_step
     n_tokens = sum(int((y != -100).sum()) for _, y in micro_batches)  # N: target tokens of the WHOLE batch
     optimizer.zero_grad(set_to_none=True)                             # once, before the first micro-batch
     total = 0.0

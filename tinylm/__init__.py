@@ -24,6 +24,6 @@ from . import data
 from .data import Corpus, course_corpus, load_text
 from .evaluation import EvalResult, evaluate
 from .training import (History, TrainConfig, Trainer, TrainingDiverged, get_batch, load_model, lr_at,
-                       plot_history, train)
+                       plot_history, train, train_step_accumulated)
 # SmolLM2-135M-Instruct's real weights in this model (imports gguf/tokenizers only when used).
 from . import pretrained

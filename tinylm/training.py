@@ -27,7 +27,7 @@ from .evaluation import check_data, evaluate
 from .validation import check_token_ids
 
 __all__ = ["TrainConfig", "History", "Trainer", "TrainingDiverged", "get_batch", "train", "lr_at",
-           "plot_history", "load_model"]
+           "train_step_accumulated", "plot_history", "load_model"]
 
 
 def get_batch(data: torch.Tensor, batch_size: int, seq_len: int,
@@ -102,6 +102,38 @@ def lr_at(step: int, config: TrainConfig) -> float:
     decay_steps = max(1, c.steps - 1 - c.warmup_steps)
     progress = min(1.0, (step - c.warmup_steps) / decay_steps)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (c.lr - min_lr)
+
+
+def train_step_accumulated(model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches, grad_clip: float | None = 1.0,
+                     ignore_index: int = -100) -> float:
+    """One optimizer step on a batch given as micro-batches [(x, y), ...]
+    (each (b, T); y may hold ignore_index), with the gradients of the whole
+    batch: returns the mean loss over every target token of every micro-batch.
+
+    Each micro-batch's summed loss is divided by the number of target tokens in
+    the whole batch, so the gradients that add up in .grad are those of one
+    big batch, whatever the micro-batches' token counts; zero_grad, clipping
+    and the step happen once, around the loop.
+    """
+    micro_batches = list(micro_batches)
+    if not micro_batches:
+        raise ValueError("train_step_accumulated needs at least one micro-batch")
+    n_tokens = sum(int((y != ignore_index).sum()) for _, y in micro_batches)
+    if n_tokens == 0:
+        raise ValueError(f"every target of the batch is ignore_index={ignore_index}: there is no loss to train on")
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    total = 0.0
+    for x, y in micro_batches:
+        logits = model(x)  # (b, T, V)
+        summed = nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=ignore_index,
+                                             reduction="sum")
+        (summed / n_tokens).backward()  # adds this micro-batch's share of the batch's gradient to .grad
+        total += summed.item()
+    if grad_clip is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # the norm of the whole batch's gradient
+    optimizer.step()
+    return total / n_tokens
 
 
 @dataclass

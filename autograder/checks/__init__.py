@@ -21,6 +21,7 @@ from .kv_cache import check_attention_step, check_cache_update, check_generate_g
 from .sampling import check_generate, check_sample_next, check_top_k_filter, check_top_p_filter
 from .perplexity import check_bigram_nll, check_evaluate, check_nll_sum_and_count
 from .training import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step
+from .training_accumulation import check_train_step_accumulated
 from .model import check_attention_module, check_block, check_decoder
 # what the model costs: parameters, FLOPs and bytes, predicted from the config (03, 05, 06, 07, 09)
 from .accounting import (check_attention_flops, check_decode_bytes_per_token, check_kv_cache_bytes, check_param_counts,

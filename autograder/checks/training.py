@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .contracts import Contract, Edge, defaults, run_contract
+from .contracts import Contract, defaults, run_contract
 from ..learner_values import describe
 from .framework.check import Check
 from .framework.measure import python_number_problem, randn, seeded
@@ -223,8 +223,64 @@ def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr:
         "warmup runs one step too long (step <= warmup_steps): warmup covers steps 0 .. warmup_steps - 1":
             curve(lambda s: max_lr * (s + 1) / warmup if s <= warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
     })
+    _schedule_edges(chk, lr_schedule, warmup, total, max_lr, min_lr)
     run_contract(chk, lr_schedule, LR_SCHEDULE)
     chk.finish()
+
+
+def _unclamped(step: int, warmup: int, total: int, max_lr: float, min_lr: float) -> float:
+    progress = (step - warmup) / max(1, total - 1 - warmup)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+
+
+def _schedule_edges(chk: Check, lr_schedule, warmup: int, total: int, max_lr: float, min_lr: float) -> None:
+    """Rows at the schedule's edges, each against the closed form: its first step, no warmup, a single step after
+    the warmup (no decay steps to divide by), and steps past the end (the rate stays at min_lr)."""
+    no_warmup = max(4, total // 5)
+    past = (total, total + 1, total + total // 2, 2 * total)
+    edges = [
+        (f"step 0 (warmup {warmup}): max_lr / warmup_steps", [(0, warmup, total)], {
+            "warmup starts at 0: step 0 would not move the weights; use max_lr * (step + 1) / warmup_steps": [0.0]}),
+        (f"warmup_steps 0, total_steps {no_warmup}: every step", [(s, 0, no_warmup) for s in range(no_warmup)], {}),
+        (f"total_steps {warmup + 1} = warmup_steps + 1: every step", [(s, warmup, warmup + 1) for s in range(warmup + 1)],
+         {}),
+        (f"steps {', '.join(map(str, past))} (past total_steps {total}): min_lr", [(s, warmup, total) for s in past], {
+            "the cosine's progress is not clamped: past the last step it passes 1 and the rate climbs back toward "
+            "max_lr; use min(progress, 1.0) so that it stays at min_lr":
+                [_unclamped(s, warmup, total, max_lr, min_lr) for s in past],
+            "the rate drops to 0 past the last step: it stays at min_lr there (a run trained on, or resumed, keeps "
+            "learning at min_lr)": [0.0] * len(past)}),
+    ]
+
+    def on_error(args):
+        step, w, t = args
+        def hint(err):
+            if not isinstance(err, ZeroDivisionError):
+                return None
+            if w == 0:
+                return ("a division by warmup_steps runs when warmup_steps = 0 (measured: ZeroDivisionError at step "
+                        f"{step} with warmup_steps 0): with no warmup, step < warmup_steps is never true, so keep the "
+                        "warmup's division inside that branch")
+            if t == w + 1:
+                return ("the cosine divides by its number of decay steps, total_steps - 1 - warmup_steps, which is 0 "
+                        f"when total_steps = warmup_steps + 1 (measured: ZeroDivisionError at step {step}, total_steps "
+                        f"{t}, warmup_steps {w}): divide by max(1, total_steps - 1 - warmup_steps); the single step "
+                        "after the warmup then runs at max_lr")
+            return None
+        return hint
+
+    for name, calls, variants in edges:
+        got = []
+        for args in calls:
+            value = chk.call(lr_schedule, *args, max_lr, min_lr, on_error=on_error(args),
+                             row_label=f"{name}: step {args[0]}")
+            try:
+                got.append(float(value))
+            except (TypeError, ValueError):
+                chk._stop(f"lr_schedule returned {describe(value)} at step {args[0]}; it should return a number")
+        want = torch.tensor([ref_lr(*args, max_lr, min_lr) for args in calls], dtype=torch.float64)
+        chk.compare(name, torch.tensor(got, dtype=torch.float64), want, atol=1e-12, rtol=1e-9,
+                    variants={bug: torch.tensor(v, dtype=torch.float64) for bug, v in variants.items()})
 
 
 # ---------------------------------------------------------------- one step
@@ -247,7 +303,7 @@ def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=Tru
     return loss.detach()
 
 
-def _flat(model) -> torch.Tensor:
+def flat_parameters(model) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
@@ -257,7 +313,7 @@ def _setup(seed: int, dropout: float, lr: float):
     return model, opt
 
 
-def _between_steps(model, seed: int, i: int) -> None:
+def between_steps(model, seed: int, i: int) -> None:
     """Before the second step, gradients left in .grad by something between the steps (an evaluation run with
     autograd on, a gradient check), which a step must not add to its own; the first step meets a fresh model,
     whose .grad are None."""
@@ -285,7 +341,7 @@ def _grad_norm(grads) -> float:
 def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> None:
     """What the learner's step did to the parameters and their gradients."""
     grads = [p.grad for p in model.parameters()]
-    moved = not torch.equal(_flat(model), before)
+    moved = not torch.equal(flat_parameters(model), before)
     if all(g is None for g in grads):  # after the call: moved parameters had gradients at the step, cleared since
         if not moved:
             chk.diagnose("no parameter has a gradient at optimizer.step(): call loss.backward() before the step, and "
@@ -320,10 +376,10 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         model, opt = _setup(seed, dropout, lr)
         out = []
         for i in range(n_steps):
-            _between_steps(model, seed, i)
+            between_steps(model, seed, i)
             torch.manual_seed(seed + i)
             loss = _ref_step(model, opt, x, y, grad_clip, **kw)
-            out.append((loss, _flat(model)))
+            out.append((loss, flat_parameters(model)))
         return out
 
     want = trajectory()
@@ -352,9 +408,9 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
     returned_floats = True
     try:
         for i in range(n_steps):
-            _between_steps(model, seed, i)
+            between_steps(model, seed, i)
             torch.manual_seed(seed + i)
-            before = _flat(model)
+            before = flat_parameters(model)
             got = call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
             problem = python_number_problem(got, float)
             if problem and returned_floats:
@@ -366,7 +422,7 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
             if isinstance(got_t, torch.Tensor):
                 got_t = got_t.detach()
             chk.compare(f"step {i + 1}: returned loss", got_t, want[i][0], atol=1e-5, variants=variant_at(i, 0))
-            if not chk.compare(f"step {i + 1}: parameters after the step", _flat(model), want[i][1],
+            if not chk.compare(f"step {i + 1}: parameters after the step", flat_parameters(model), want[i][1],
                                variants=variant_at(i, 1)):
                 _measure_step(chk, model, before, grad_clip)
     finally:
@@ -384,13 +440,13 @@ def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float
     model, opt = _setup(seed, dropout, lr)
     torch.manual_seed(seed)
     _ref_step(model, opt, x, y, grad_clip)
-    want = _flat(model)
+    want = flat_parameters(model)
     norm = _grad_norm(p.grad for p in model.parameters())
     model, opt = _setup(seed, dropout, lr)
     torch.manual_seed(seed)
     call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
     if chk.compare(f"grad_clip = {grad_clip:g}, far above the gradients' norm: parameters after the step",
-                   _flat(model), want):
+                   flat_parameters(model), want):
         return
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     left = _grad_norm(grads) if grads else None
@@ -461,16 +517,8 @@ def _lr_cases():
     return [(f"step {s}", (s, p["warmup"], p["total"], p["max_lr"], p["min_lr"]), {}) for s in range(p["total"])]
 
 
-# The schedule's domain goes on past its last step (a run trained on, a resumed run): the rate stays at min_lr there.
+# The schedule's edges (no warmup, one step after the warmup, steps past the end) are rows of the check itself.
 LR_SCHEDULE = Contract("lr_schedule", ref_lr, _lr_cases, names=("step", "warmup_steps", "total_steps", "max_lr", "min_lr"),
                        dtypes=(), numbers=True,
                        params=(("max_lr", 1.0), ("min_lr", 0.0, lambda a: {**a, "step": a["total_steps"] - 1}),
-                               ("warmup_steps", 3), ("total_steps", 200, lambda a: {**a, "step": a["warmup_steps"] + 5})),
-                       edges=(
-                           Edge("one step after the warmup", "for a schedule with a single step after the warmup "
-                                "(total_steps = warmup_steps + 1: no decay steps to divide by)",
-                                lambda a: {**a, "step": a["warmup_steps"], "total_steps": a["warmup_steps"] + 1}),
-                           Edge("step = total_steps", "at step = total_steps, one past the last scheduled step",
-                                lambda a: {**a, "step": a["total_steps"]}),
-                           Edge("step past total_steps", "for a step past total_steps (a run trained on: the rate "
-                                "stays at min_lr)", lambda a: {**a, "step": a["total_steps"] + a["total_steps"] // 2})))
+                               ("warmup_steps", 3), ("total_steps", 200, lambda a: {**a, "step": a["warmup_steps"] + 5})))

@@ -1,9 +1,13 @@
-"""Mistakes in notebook 09 (training: get_batch, lm_loss, lr_schedule, train_step)."""
+"""Mistakes in notebook 09 (training: get_batch, lm_loss, lr_schedule, train_step, train_step_accumulated)."""
 from . import Mutation
 
 M = Mutation
 RET = "return window[:, :-1], window[:, 1:]"
 CE = "F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)"
+SHARE = "(summed / n_tokens).backward()"
+CLIP_STEP = ("        total += summed.item()\n"
+             "    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)    # once: the whole batch's gradient\n"
+             "    optimizer.step()                                                  # once\n")
 MUTATIONS = [
     # get_batch
     M("get_batch", RET, "return window[:, :-1], window[:, :-1]", ("not shifted",), "labels not shifted"),
@@ -43,6 +47,16 @@ MUTATIONS = [
     M("lr_schedule", "total_steps - 1 - warmup_steps", "total_steps - warmup_steps", ("min_lr",), "decays one step too long"),
     M("lr_schedule", "(max_lr - min_lr)", "max_lr", ("min_lr",), "cosine to 0 plus min_lr"),
     M("lr_schedule", "if step < warmup_steps:", "if step <= warmup_steps:", ("warmup",), "warmup one step too long"),
+    # the schedule's edges; the first two shipped (DeepSpeed's WarmupCosineLR, Composer's warmup schedulers)
+    M("lr_schedule", "max(1, total_steps - 1 - warmup_steps)", "(total_steps - 1 - warmup_steps)",
+      ("max(1, total_steps - 1 - warmup_steps)",), "divides by the decay's length, 0 when total = warmup + 1",
+      added="real-world-edges"),
+    M("lr_schedule", "    if step < warmup_steps:\n        return max_lr * (step + 1) / warmup_steps",
+      "    warm = max_lr * (step + 1) / warmup_steps\n    if step < warmup_steps:\n        return warm",
+      ("warmup_steps = 0",), "divides by warmup_steps outside the warmup branch: warmup 0 divides by zero",
+      added="real-world-edges"),
+    M("lr_schedule", "min(progress, 1.0)", "progress", ("not clamped",),
+      "no clamp: past the last step the rate climbs back up the cosine", added="real-world-edges"),
     # train_step
     M("train_step", "    optimizer.zero_grad(set_to_none=True) ", "    pass ", ("zero_grad",), "no zero_grad"),
     M("train_step", "    model.train() ", "    pass ", ("eval mode", "train()"), "no model.train()"),
@@ -61,4 +75,29 @@ MUTATIONS = [
       "correct itself, but the lm_loss it calls (exercise 2) sums",
       extra="def lm_loss(logits, targets):  # the learner's broken exercise 2\n"
             "    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, reduction='sum')"),
+    # train_step_accumulated; the first shipped in Hugging Face transformers' Trainer (October 2024), the second
+    # in the models its fix did not reach
+    M("train_step_accumulated", SHARE, "(lm_loss(logits, y) / len(micro_batches)).backward()",
+      ("mean of per-micro-batch means",), "each micro-batch's mean loss, divided by the number of micro-batches",
+      added="real-world-edges"),
+    M("train_step_accumulated", SHARE, "lm_loss(logits, y).backward()", ("not divided by the number of micro-batches",),
+      "each micro-batch's mean loss backpropagated as it is", added="real-world-edges"),
+    M("train_step_accumulated", CLIP_STEP,
+      "        total += summed.item()\n"
+      "        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)\n"
+      "    optimizer.step()\n", ("clip_grad_norm_ runs before the last",), "clips inside the loop, each running sum",
+      added="real-world-edges"),
+    M("train_step_accumulated", "        logits = model(x)  ", "        optimizer.zero_grad()\n        logits = model(x)  ",
+      ("zero_grad() runs inside the loop",), "zero_grad inside the loop: only the last micro-batch is left",
+      added="real-world-edges"),
+    M("train_step_accumulated", CLIP_STEP,
+      "        total += summed.item()\n"
+      "        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)\n"
+      "        optimizer.step()\n", ("optimizer.step() runs",), "clips and steps after every micro-batch",
+      added="real-world-edges"),
+    M("train_step_accumulated", "optimizer.zero_grad(set_to_none=True)", "pass  # no zero_grad",
+      ("no zero_grad() before the first",), "never zeroes the gradients: what .grad held is added",
+      added="real-world-edges"),
+    M("train_step_accumulated", "    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)", "    pass",
+      ("not clipped",), "no clipping", added="real-world-edges"),
 ]

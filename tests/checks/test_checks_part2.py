@@ -82,6 +82,7 @@ CORRECT = [
         F.cross_entropy(lg.flatten(0, 1).float(), t.flatten(), ignore_index=ig, reduction="sum").item(),
         int((t != ig).sum())),)),  # .float(): half-precision logits are summed in float32
     (checks.check_train_step, (_train_step,)),
+    (checks.check_train_step_accumulated, (independent_copy(tinylm.train_step_accumulated),)),
     (checks.check_evaluate, (_evaluate,)),
     (checks.check_bigram_nll, (_bigram,)),
 ]

@@ -83,7 +83,8 @@ def _schedule(step, warmup_steps, total_steps, max_lr, min_lr, guard: bool):
 def test_a_schedule_with_one_step_after_the_warmup_divides_by_nothing():
     assert check_failure(check_lr_schedule, lambda *a: _schedule(*a, guard=True)) is None
     err = check_failure(check_lr_schedule, lambda *a: _schedule(*a, guard=False))
-    assert err is not None and err.diagnosis.regime["name"] == "one step after the warmup"
+    assert err is not None and "total_steps 11 = warmup_steps + 1" in err.diagnosis.failed_rows[0]
+    assert any("max(1, total_steps - 1 - warmup_steps)" in bug for bug in err.diagnosis.likely_bugs)
 
 
 # -- what a result is used for next, and its shape ---------------------------------------------

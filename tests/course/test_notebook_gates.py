@@ -22,6 +22,9 @@ from ..helpers import ACCOUNTING_CHECK_MODULE
 from .learner_run import learner_run_of, same_checked_outputs
 
 ACCOUNTING_CHECKS = {n for n in dir(checks) if n.startswith("check_") and getattr(checks, n).__module__ == ACCOUNTING_CHECK_MODULE}
+# Exercises on a bug that shipped in public projects (a real-world edge of the notebook's component): at most one per
+# notebook, on top of the spine's exercises.
+SHIPPED_BUG_CHECKS = {"check_train_step_accumulated"}
 PART_1 = ("01_embeddings", "02_rmsnorm", "03_causal_attention", "04_rope", "05_swiglu")
 ASSIGNMENTS = course.assignments()
 
@@ -122,10 +125,13 @@ def test_every_answer_is_followed_by_its_check(assignment):
     nb = read(course.source_notebook(assignment))
     exs = exercises(nb)
     # 2-4 exercises on the component, and at most one accounting exercise (what it costs, autograder/checks/accounting.py)
+    # and at most one on a bug that shipped (SHIPPED_BUG_CHECKS)
     accounting = [ex for ex in exs if ex.check is not None and ex.check.source.split("(")[0] in ACCOUNTING_CHECKS]
-    assert 2 <= len(exs) - len(accounting) <= 4 and len(accounting) <= 1, \
-        f"{assignment}: {len(exs) - len(accounting)} exercises and {len(accounting)} of accounting; the spine asks " \
-        "for 2-4, and at most one of accounting"
+    shipped = [ex for ex in exs if ex.check is not None and ex.check.source.split("(")[0] in SHIPPED_BUG_CHECKS]
+    spine = len(exs) - len(accounting) - len(shipped)
+    assert 2 <= spine <= 4 and len(accounting) <= 1 and len(shipped) <= 1, \
+        f"{assignment}: {spine} exercises, {len(accounting)} of accounting and {len(shipped)} on a shipped bug; the " \
+        "spine asks for 2-4, and at most one of each of the others"
     for ex in exs:
         assert ex.check is not None, f"{assignment}: answer cell {ex.grade_id} is not followed by a graded check cell"
         names = ex.defines

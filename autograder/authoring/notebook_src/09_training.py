@@ -16,7 +16,9 @@
 # 2. `lm_loss(logits, targets)`: next-token cross-entropy over flattened logits, padding ignored;
 # 3. `lr_schedule(step, warmup_steps, total_steps, max_lr, min_lr)`: linear warmup, then cosine decay;
 # 4. `train_step(model, optimizer, x, y, grad_clip)`: one AdamW step with gradient clipping, in train mode;
-# 5. `train_step_costs(config, batch_size, seq_len)`: what a step costs in FLOPs and memory, held against the run.
+# 5. `train_step_accumulated(model, optimizer, micro_batches, grad_clip)`: the same step for a batch too big to run
+#    at once, in pieces whose gradients add up to the whole batch's;
+# 6. `train_step_costs(config, batch_size, seq_len)`: what a step costs in FLOPs and memory, held against the run.
 #
 # Then you use them: check the initial loss, overfit one batch, and train for about a minute on the corpus, with a
 # progress bar, a loss curve, a checkpoint, and samples that read like the corpus; then a second, shorter run on
@@ -52,8 +54,8 @@ import tinylm.experiments
 from tinylm.presets import (NB09_MODEL, NB09_SHORT_STEPS, NB09_SHORT_VAL_LOSS, NB09_SHORT_VAL_LOSS_SEEDS, NB09_STEPS,
                             NB09_TEXT_STEPS, NB09_TIME_LIMIT, NB09_TRAIN)
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
-from autograder.checks import (check_get_batch, check_lm_loss, check_lr_schedule, check_train_step, check_train_step_costs,
-                               show_check)
+from autograder.checks import (check_get_batch, check_lm_loss, check_lr_schedule, check_train_step,
+                               check_train_step_accumulated, check_train_step_costs, show_check)
 from autograder.checks.learner_model import check_model_agrees, learner_function, learner_model, reload_gives_same_logits
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
@@ -156,6 +158,14 @@ print(f"initial loss {init_loss:.2f} vs ln(256) = {math.log(256):.2f}")
 #
 # $$\text{lr} = \text{min\_lr} + \tfrac{1}{2}\,(1 + \cos \pi p)\,(\text{max\_lr} - \text{min\_lr}), \qquad
 #   p = \frac{\text{step} - \text{warmup}}{\text{total} - 1 - \text{warmup}}$$
+#
+# **Its edges.** A schedule is called with settings nobody tried: no warmup (`warmup_steps = 0`: step 0 is already
+# at `max_lr`), a single step after the warmup (`total_steps = warmup_steps + 1`: the decay has 0 steps, so divide by
+# `max(1, total - 1 - warmup)`; that step runs at `max_lr`), and steps past the end (a run trained on: clamp $p$ at 1,
+# so the rate stays at `min_lr` instead of climbing back up the cosine). The check has a row for each. The division
+# by zero shipped: DeepSpeed's `WarmupCosineLR` raised `ZeroDivisionError` when the total equalled the warmup
+# (https://github.com/deepspeedai/DeepSpeed/pull/8142), as did Composer's warmup schedulers
+# (https://github.com/mosaicml/composer/issues/1077).
 
 # %% nbgrader={"grade": false, "grade_id": "lr_schedule", "locked": false, "schema_version": 3, "solution": true}
 def lr_schedule(step, warmup_steps, total_steps, max_lr, min_lr):
@@ -217,6 +227,72 @@ check_train_step(train_step)
 ### BEGIN HIDDEN TESTS
 check_train_step(train_step, seed=9, batch=2, seq=5, dropout=0.1, grad_clip=0.05, lr=3e-3, n_steps=3)
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Gradient accumulation: one batch, in pieces
+#
+# A batch too big for memory can run as $k$ **micro-batches**: forward and backward on each, the gradients adding up
+# in `.grad`, then one optimizer step. Done right, that step is *the* step of the whole batch. Three things decide it:
+#
+# - **The denominator.** The whole batch's loss is the mean over all its $N = \sum_i n_i$ target tokens ($n_i$: the
+#   targets of micro-batch $i$ that are not `-100`). So micro-batch $i$ backpropagates its *summed* loss divided by
+#   $N$, not its own mean. A mean of per-micro-batch means weighs a micro-batch of 3 real tokens like one of 12; each
+#   mean backpropagated as it is makes the gradient about $k$ times too large.
+# - **Clip once**, after the loop: the norm to bound is the whole batch's gradient's, which exists only then.
+# - **`zero_grad` once** before the loop, **`step` once** after it: a `zero_grad` inside the loop erases the
+#   micro-batches before it, a `step` inside it takes $k$ small steps instead of one.
+#
+# **This shipped.** In October 2024 the Hugging Face `transformers` Trainer was found to train differently with
+# gradient accumulation than with the same batch in one piece: each micro-batch's loss was its own mean, so the
+# accumulated loss was a mean of per-micro-batch means, wrong whenever sequences have different numbers of real tokens
+# (https://github.com/huggingface/transformers/pull/34191 fixed it by dividing by the whole accumulated batch's token
+# count). Models the fix did not reach then got a loss $k$ times too large
+# (https://github.com/huggingface/transformers/issues/37197).
+#
+# Return the batch's mean loss over its $N$ tokens, as a float.
+
+# %% nbgrader={"grade": false, "grade_id": "train_step_accumulated", "locked": false, "schema_version": 3, "solution": true}
+def train_step_accumulated(model, optimizer, micro_batches, grad_clip=1.0):
+    """One optimizer step on a batch given as micro-batches [(x, y), ...], each (b, T); returns its mean loss."""
+    ### BEGIN SOLUTION
+    model.train()                                                     # as in train_step
+    n_tokens = sum(int((y != -100).sum()) for _, y in micro_batches)  # N: target tokens of the WHOLE batch
+    optimizer.zero_grad(set_to_none=True)                             # once, before the first micro-batch
+    total = 0.0
+    for x, y in micro_batches:
+        logits = model(x)                                             # (b, T, V)
+        summed = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum")
+        (summed / n_tokens).backward()                                # .grad += this micro-batch's share
+        total += summed.item()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)    # once: the whole batch's gradient
+    optimizer.step()                                                  # once
+    return total / n_tokens                                           # mean over all N target tokens
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "check_train_step_accumulated", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check_train_step_accumulated(train_step_accumulated)
+### BEGIN HIDDEN TESTS
+check_train_step_accumulated(train_step_accumulated, seed=4, rows=(1, 3), seq=5, kept=(5, 4), grad_clip=0.02)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The check compares your step with one on the whole batch at once (SGD, whose step shows the gradient's size). The
+# same on the corpus: one batch of 8 windows, half of them with only 16 scored targets, as one piece and as 4.
+
+# %%
+torch.manual_seed(0)
+whole = tinylm.Transformer(tinylm.ModelConfig(d_model=32, n_layers=1, n_heads=2, max_seq_len=64))
+pieces = copy.deepcopy(whole)
+xb, yb = get_batch(corpus.train, 8, 64, torch.Generator().manual_seed(3))  # (8, 64) each
+yb = yb.clone()                                                           # y shares its storage with x
+yb[4:, 16:] = -100                                                        # windows 4-7: 16 targets scored of 64
+loss_whole = train_step_accumulated(whole, torch.optim.SGD(whole.parameters(), lr=0.1), [(xb, yb)])
+loss_pieces = train_step_accumulated(pieces, torch.optim.SGD(pieces.parameters(), lr=0.1),
+                                     [(xb[i:i + 2], yb[i:i + 2]) for i in range(0, 8, 2)])  # 4 x (2, 64)
+gap = max((a - b).abs().max().item() for a, b in zip(whole.parameters(), pieces.parameters()))
+print(f"loss: whole batch {loss_whole:.4f}, 4 micro-batches {loss_pieces:.4f}; "
+      f"largest difference between the weights after the two steps: {gap:.1e}")
 
 # %% [markdown]
 # ## 6. Overfit one batch
@@ -721,7 +797,10 @@ else:
 # ## Summary
 #
 # - Inputs and targets are the same window, shifted by one; cross-entropy over `(B·T, V)` logits, padding ignored.
-# - A step: `train()`, forward, loss, `zero_grad`, `backward`, clip, `step`. Warmup, then cosine decay.
+# - A step: `train()`, forward, loss, `zero_grad`, `backward`, clip, `step`. Warmup, then cosine decay, with no
+#   division by zero at its edges and `min_lr` past its end.
+# - Gradient accumulation: divide each micro-batch's summed loss by the whole batch's target tokens; `zero_grad`,
+#   clip and `step` once.
 # - Check the initial loss against $\ln V$ and overfit one batch before spending time on a real run.
 # - Size a run in steps, fixed, so that warmup and cosine finish and reruns agree; a run cut by a clock never
 #   decays. Decay the weight matrices, not the RMSNorm gains.

@@ -1,0 +1,311 @@
+"""Check for notebook 09's gradient accumulation: one optimizer step from
+several micro-batches, compared with the same step on one batch that holds
+them all (SGD, so the step is the gradient itself); a cause is named only
+when the call order or a rerun on micro-batches of equal size confirms it.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .framework.calling import globals_of, refuse_delegation
+from .framework.check import Check
+from .framework.measure import describe_factor, fit_scale, python_number_problem, seeded
+from .references.generation import tiny_model
+from .references.hints import call_with_hints, finish_with_upstream
+from .training import NO_GRAPH, between_steps, flat_parameters, ref_lm_loss
+
+ACCUM_LR = 1.0        # SGD: one step from a fresh optimizer moves every parameter by exactly -lr x its gradient
+ACCUM_NO_CLIP = 1e6   # a grad_clip far above any gradient norm here: clipping leaves the gradient as it is
+
+
+def _accum_model(seed: int):
+    """A dropout-free model (the big batch and its micro-batches then see the same network) and SGD with momentum.
+    SGD's first step shows the gradient's scale (AdamW's first step divides it away); with momentum, a second
+    step inside the same call moves the parameters by more than the first, so extra steps show too."""
+    model = tiny_model(seed, vocab=23, d_model=20, n_heads=2)
+    return model, torch.optim.SGD(model.parameters(), lr=ACCUM_LR, momentum=0.9)
+
+
+def _accum_batches(seed: int, rows, seq: int, kept):
+    """Micro-batches [(x, y)]: rows[i] sequences of seq tokens; of micro-batch i's targets (row-major) the first
+    kept[i] are scored and the rest are -100 (padding)."""
+    out = []
+    for i, (b, n) in enumerate(zip(rows, kept)):
+        x = torch.randint(23, (b, seq), generator=seeded(seed + 10 + i))
+        y = torch.randint(23, (b * seq,), generator=seeded(seed + 20 + i))
+        y[n:] = -100
+        out.append((x, y.view(b, seq)))
+    return out
+
+
+def _flat_grads(model) -> torch.Tensor:
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().flatten()
+                      for p in model.parameters()])
+
+
+class _FullBatch:
+    """The independent reference: the micro-batches concatenated into one big batch, one mean loss over its target
+    tokens, one backward pass. Also each micro-batch's own mean-loss gradient, for the known wrong ways to add them."""
+
+    def __init__(self, seed: int, batches):
+        model, _ = _accum_model(seed)
+        model.train()
+        x, y = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+        full = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100)
+        full.backward()
+        self.loss, self.grad = full.item(), _flat_grads(model)             # L and G of the whole batch
+        self.counts = [int((yi != -100).sum()) for _, yi in batches]       # target tokens per micro-batch
+        self.means, self.each = [], []                                     # each micro-batch's mean loss, gradient
+        for xi, yi in batches:
+            model.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(xi).flatten(0, 1), yi.flatten(), ignore_index=-100)
+            loss.backward()
+            self.means.append(loss.item())
+            self.each.append(_flat_grads(model))
+
+    def clipped(self, grad_clip: float) -> torch.Tensor:
+        return self.grad * min(1.0, grad_clip / float(self.grad.double().norm()))
+
+    def clipped_as_it_accumulates(self, grad_clip: float) -> torch.Tensor:
+        """clip_grad_norm_ called inside the loop: after each micro-batch's share is added, the running sum is clipped."""
+        total, acc = sum(self.counts), torch.zeros_like(self.grad)
+        for n, g in zip(self.counts, self.each):
+            acc = acc + g * n / total
+            acc = acc * min(1.0, grad_clip / float(acc.double().norm()))
+        return acc
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-3))
+
+
+class _Spied(Exception):
+    pass
+
+
+def _call_order(fn, seed: int, batches, grad_clip: float) -> list[str] | None:
+    """The order in which one call of the learner's step ran backward passes, zero_grad, clip_grad_norm_ and
+    optimizer.step on a fresh model (a call of its own, for the diagnosis only, on the same inputs): each seen by a
+    hook or a pass-through stand-in, so the call computes what it would otherwise. None when no backward pass was seen
+    (the call ran elsewhere, e.g. in the grader's separate process, or raised first)."""
+    model, opt = _accum_model(seed)
+    events: list[str] = []
+    first = next(model.parameters())  # the token embedding: every forward pass reaches it
+    handles = [first.register_post_accumulate_grad_hook(lambda p: events.append("backward")),
+               opt.register_step_pre_hook(lambda o, a, k: events.append("step"))]
+    for owner in (opt, model):
+        def zero(*a, _original=owner.zero_grad, **k):
+            events.append("zero_grad")
+            return _original(*a, **k)
+        owner.zero_grad = zero  # an instance attribute: found before the class's method
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def counted_clip(*a, **k):
+        events.append("clip")
+        return clip(*a, **k)
+    spots = [(vars(torch.nn.utils), "clip_grad_norm_")]
+    for g in globals_of(fn):
+        spots += [(g, key) for key, value in list(g.items()) if value is clip]
+    try:
+        for space, key in spots:
+            space[key] = counted_clip
+        with contextlib.redirect_stdout(io.StringIO()), refuse_delegation("train_step_accumulated", fn):
+            fn(model, opt, batches, grad_clip)
+    except Exception:  # noqa: BLE001: the order seen up to an error is still the order
+        pass
+    finally:
+        for space, key in spots:
+            space[key] = clip
+        for handle in handles:
+            handle.remove()
+        for owner in (opt, model):
+            vars(owner).pop("zero_grad", None)
+    return events if "backward" in events else None
+
+
+def _order_text(events: list[str]) -> str:
+    return ", ".join(events)
+
+
+def _order_bugs(chk: Check, events: list[str], k: int) -> None:
+    """Causes read off the order of the calls (measured, so stated as causes)."""
+    steps = events.count("step")
+    if steps > 1:
+        chk.diagnose(f"optimizer.step() runs {steps} times in one call of {k} micro-batches (measured, in this order: "
+                     f"{_order_text(events)}): an accumulated step is ONE optimizer step; call optimizer.step() once, "
+                     "after the last micro-batch's backward() (and the clipping)")
+    pending = False  # gradients added since the last step, not yet used by one
+    for e in events:
+        if e == "backward":
+            pending = True
+        elif e == "step":
+            pending = False
+        elif e == "zero_grad" and pending:
+            chk.diagnose(f"zero_grad() runs inside the loop, after a micro-batch's backward() (measured, in this order: "
+                         f"{_order_text(events)}): it erases the gradients of the micro-batches before it; call optimizer.zero_grad() once, before the first "
+                         "micro-batch")
+            break
+    def backward_before_the_step(i: int) -> bool:  # a backward pass after events[i] and before the next step
+        after = events[i + 1:]
+        return "backward" in after[:after.index("step") if "step" in after else len(after)]
+    if any(e == "clip" and backward_before_the_step(i) for i, e in enumerate(events)):
+        chk.diagnose(f"clip_grad_norm_ runs before the last micro-batch's backward() (measured, in this order: "
+                     f"{_order_text(events)}): it clips a partial sum, so the step's gradient is not the whole batch's "
+                     "gradient clipped; clip once, after the loop, just before optimizer.step()")
+
+
+def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullBatch, moved: torch.Tensor) -> None:
+    """The step with clipping out of the way followed another gradient than the full batch's: which one, confirmed
+    on the learner's own function with micro-batches whose target counts are equal (then a mean of per-micro-batch
+    means IS the token mean, and a sum over micro-batches is exactly k times it)."""
+    k, total = len(kept), sum(ref.counts)
+    mean_of_means = sum(ref.each) / k
+    sum_of_means = sum(ref.each)
+    equal = max(1, min(b * seq for b in rows) - 1)
+    if _close(moved, mean_of_means) or _close(moved, sum_of_means):
+        eq_rows, eq_kept = tuple(rows) + (rows[0],), (equal,) * (k + 1)  # one micro-batch more: another k
+        eq_batches = _accum_batches(seed + 50, eq_rows, seq, eq_kept)
+        eq_ref = _FullBatch(seed, eq_batches)
+        model, opt = _accum_model(seed)
+        before = flat_parameters(model)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), refuse_delegation("train_step_accumulated", fn):
+                fn(model, opt, eq_batches, ACCUM_NO_CLIP)
+        except Exception:  # noqa: BLE001: no confirmation, the candidates below stay candidates
+            eq_moved = None
+        else:
+            eq_moved = (before - flat_parameters(model)) / ACCUM_LR
+        counts = ", ".join(map(str, ref.counts))
+        if _close(moved, mean_of_means):
+            if eq_moved is not None and _close(eq_moved, eq_ref.grad):
+                chk.diagnose(f"mean of per-micro-batch means (measured: with {k} micro-batches of {counts} target "
+                             f"tokens your step follows the mean of the {k} micro-batches' mean-loss gradients; with "
+                             f"{k + 1} micro-batches of {equal} target tokens each, where that mean IS the token mean, "
+                             "it follows the full batch's): a micro-batch with few target tokens weighs as much as one "
+                             "with many; divide each micro-batch's summed loss by the number of target tokens of the "
+                             "WHOLE batch, (y != -100).sum() added over every micro-batch")
+            else:
+                chk.measured(f"with {k} micro-batches of {counts} target tokens your step follows the mean of the "
+                             f"micro-batches' mean-loss gradients, not the full batch's (candidate: each micro-batch's "
+                             "mean loss divided by the number of micro-batches)")
+        elif eq_moved is not None and _close(eq_moved, (k + 1) * eq_ref.grad):
+            chk.diagnose(f"loss not divided by the number of micro-batches (measured: with {k} micro-batches of "
+                         f"{counts} target tokens your step follows the SUM of their mean-loss gradients; with {k + 1} "
+                         f"micro-batches of equal token counts it is {k + 1} times the full batch's gradient): each "
+                         "micro-batch's mean loss goes into backward() as it is, so the gradient grows with the number "
+                         "of micro-batches; divide each micro-batch's summed loss by the number of target tokens of "
+                         "the whole batch (dividing mean losses by the number of micro-batches would still weigh "
+                         "micro-batches, not tokens)")
+        else:
+            chk.measured(f"with {k} micro-batches of {counts} target tokens your step follows the sum of the "
+                         "micro-batches' mean-loss gradients, not the full batch's mean (candidate: each micro-batch's "
+                         "mean loss backpropagated without dividing by the number of micro-batches)")
+        return
+    fit = fit_scale(moved, ref.grad)
+    if fit is not None and fit[1] < 1e-4 and abs(fit[0] - 1) > 1e-3:
+        named = {"the number of micro-batches": k, "the number of target tokens in the batch": total}
+        chk.measured(f"your step follows {describe_factor(fit[0], named)} times the full batch's gradient")
+        return
+    last = fit_scale(moved, ref.each[-1])
+    if last is not None and last[1] < 1e-4:
+        chk.measured(f"your step follows the last micro-batch's gradient alone ({last[0]:.3g} times its mean-loss "
+                     "gradient): the earlier micro-batches' gradients are not in it (candidates: zero_grad() or "
+                     ".grad = None inside the loop, a loss variable overwritten before one backward() after the loop)")
+
+
+def _clip_diagnosis(chk: Check, ref: _FullBatch, moved: torch.Tensor, grad_clip: float) -> None:
+    norm = float(moved.double().norm())
+    if _close(moved, ref.grad):
+        chk.diagnose(f"the gradients are not clipped (measured: with grad_clip = {grad_clip:g} your step follows the "
+                     f"full batch's gradient unclipped, norm {norm:.3g}): call torch.nn.utils.clip_grad_norm_("
+                     "model.parameters(), grad_clip) once, after the loop, before optimizer.step()")
+    elif _close(moved, ref.clipped_as_it_accumulates(grad_clip)):
+        chk.measured(f"with grad_clip = {grad_clip:g} your step follows the gradient clipped after each micro-batch's "
+                     "share was added (each running sum clipped to grad_clip), not the whole batch's gradient clipped "
+                     "once (candidate: clip_grad_norm_ inside the loop)")
+    elif norm > grad_clip * 1.001:
+        chk.measured(f"with grad_clip = {grad_clip:g} your step's gradient has norm {norm:.3g}, above grad_clip")
+
+
+def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
+    k = len(kept)
+    chk = Check("train_step_accumulated", expects="the mean loss over every target token of the batch, as a Python "
+                                                  "float")
+    batches = _accum_batches(seed, rows, seq, kept)
+    ref = _FullBatch(seed, batches)
+    counts = ", ".join(map(str, ref.counts))
+
+    def step(clip, stale=False):
+        model, opt = _accum_model(seed)
+        if stale:  # gradients left by something before the call (an evaluation with autograd on)
+            between_steps(model, seed, 1)
+        before = flat_parameters(model)
+        got = call_with_hints(chk, fn, model, opt, batches, clip, hints=NO_GRAPH)
+        return got, (before - flat_parameters(model)) / ACCUM_LR  # the gradient a single SGD step followed
+
+    got, moved = step(ACCUM_NO_CLIP)
+    problem = python_number_problem(got, float)
+    if problem:
+        chk.require("returns a Python float", False, f"returned {problem}",
+                    diagnosis=f"train_step_accumulated returned {problem}: return the batch's mean loss as a Python "
+                              "float (accumulate summed.item() over the micro-batches, divide by the target tokens)")
+    got_t = torch.tensor(float(got), dtype=torch.float64) if isinstance(got, (int, float)) else got
+    if isinstance(got_t, torch.Tensor):
+        got_t = got_t.detach().double()
+    loss_ok = chk.compare(f"{k} micro-batches of {counts} target tokens: returned loss", got_t,
+                          torch.tensor(ref.loss, dtype=torch.float64), atol=1e-5, rtol=1e-5)
+    if not loss_ok and isinstance(got_t, torch.Tensor) and got_t.numel() == 1:
+        for words, value in ((f"the mean of the {k} micro-batches' mean losses", sum(ref.means) / k),
+                             (f"the sum of the {k} micro-batches' mean losses", sum(ref.means)),
+                             ("the last micro-batch's mean loss", ref.means[-1])):
+            if math.isclose(float(got_t), value, rel_tol=1e-5):
+                chk.measured(f"the returned loss is {words} ({value:.6g}); the batch's mean over its {sum(ref.counts)} "
+                             f"target tokens is {ref.loss:.6g}")
+                break
+    grads_ok = chk.compare(f"grad_clip {ACCUM_NO_CLIP:g} (no clipping): the step follows the full batch's gradient", moved, ref.grad,
+                           atol=1e-5, rtol=1e-3)
+    clip_ok = True
+    if grads_ok:
+        _, clipped = step(grad_clip)
+        clip_ok = chk.compare(f"grad_clip {grad_clip:g}: the step follows that gradient clipped to norm {grad_clip:g}",
+                              clipped, ref.clipped(grad_clip), atol=1e-5, rtol=1e-3)
+    stale_ok = True
+    if grads_ok and clip_ok:
+        _, with_stale = step(ACCUM_NO_CLIP, stale=True)
+        stale_ok = chk.compare("gradients left in .grad before the call: not added", with_stale, ref.grad,
+                               atol=1e-5, rtol=1e-3)
+    if not (grads_ok and clip_ok and stale_ok):
+        events = _call_order(fn, seed, batches, ACCUM_NO_CLIP if not grads_ok or not stale_ok else grad_clip)
+        if events is not None:
+            _order_bugs(chk, events, k)
+            if not stale_ok and "zero_grad" not in events[:events.index("backward")]:
+                chk.diagnose(f"no zero_grad() before the first micro-batch's backward() (measured, in this order: "
+                             f"{_order_text(events)}; the step is right on a fresh model and wrong when .grad already "
+                             "holds gradients): those are added to the batch's; call optimizer.zero_grad() once, "
+                             "before the loop")
+        if not stale_ok and events is None:
+            chk.measured("the step is right on a fresh model and wrong when .grad already holds gradients before the "
+                         "call: they are added to the batch's (candidate: no optimizer.zero_grad() before the loop)")
+        if not grads_ok and not chk.diagnoses:
+            _grad_diagnosis(chk, fn, seed, rows, seq, kept, ref, moved)
+        if grads_ok and not clip_ok and not chk.diagnoses:
+            _clip_diagnosis(chk, ref, clipped, grad_clip)
+    return chk
+
+
+def check_train_step_accumulated(train_step_accumulated, *, seed: int = 0, rows=(2, 2, 2), seq: int = 6,
+                                 kept=(12, 7, 3), grad_clip: float = 0.05) -> None:
+    """train_step_accumulated(model, optimizer, micro_batches, grad_clip) on
+    micro-batches with different numbers of target tokens, against one big
+    batch of them all (one mean over its target tokens, one backward pass):
+    the step must follow the full batch's gradient, clipped once. SGD shows
+    the gradient in the step; the order of the step's calls names the cause."""
+    __tracebackhide__ = True
+    finish_with_upstream("train_step_accumulated",
+                         lambda: _body_train_step_accumulated(train_step_accumulated, seed, rows, seq, kept, grad_clip),
+                         train_step_accumulated, {"lm_loss": ref_lm_loss}, {"lm_loss": "exercise 2"})

@@ -1,4 +1,4 @@
-"""Checks for notebook 08: top-k, top-p, sample_next and generate.
+"""Checks for notebook 08: top-k, top-p, sample_next, generate, and decoding a left-padded batch.
 
 Filters are compared with closed-form masks. A sampler cannot be compared
 draw by draw, so sample_next is judged by its *distribution*: many draws
@@ -25,15 +25,17 @@ import torch
 from .contracts import Contract, Edge, defaults, locate_call, run_contract
 from .core import RAISE_LOCATORS, Check, describe, guarded_call, mode_split, permutation_of, randn, seeded
 from .kv_cache import ForwardLog, call_with_hints, finish_with_upstream, greedy_with, measure_length, ref_greedy, tiny_model
-from .sampling_probes import (flatter_with_dropout, from_eval_mode_without_grad, hands_probabilities, quiet_call,
-                              wrong_axis_hints)
+from .sampling_probes import (PaddedBatchSpy, flatter_with_dropout, from_eval_mode_without_grad, hands_probabilities,
+                              quiet_call, quiet_rerun, wrong_axis_hints)
 from .spies import crossed_arguments, first_call_arguments
 
 NEG_INF = float("-inf")
 
 
 def ref_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep logits >= the k-th largest (ties with it kept), the rest -inf."""
+    """Keep logits >= the k-th largest (ties with it kept), the rest -inf; k
+    larger than the vocabulary keeps every token."""
+    k = min(k, logits.shape[-1])
     kth = logits.sort(dim=-1, descending=True).values[..., k - 1:k]  # (..., 1)
     return logits.masked_fill(logits < kth, NEG_INF)
 
@@ -140,13 +142,16 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
     x = _filter_cases(seed, batch, vocab, dtype)
     shapes = [(f"k={k} on {tuple(x.shape)}", x, k) for k in ks]
     shapes += [(f"k={ks[0]} on one row {tuple(x[-1].shape)}", x[-1], ks[0]),
-               (f"k={ks[0]} on {(2, 2, vocab)}", randn(2, 2, vocab, seed=seed + 5, dtype=dtype) * 2, ks[0])]
+               (f"k={ks[0]} on {(2, 2, vocab)}", randn(2, 2, vocab, seed=seed + 5, dtype=dtype) * 2, ks[0]),
+               # the edges: every token kept (k equal to the vocabulary, and larger, which torch.topk refuses)
+               (f"k={vocab}, the whole vocabulary, on {tuple(x.shape)}", x, vocab),
+               (f"k={vocab + 4}, more than the {vocab} tokens, on {tuple(x.shape)}", x, vocab + 4)]
     law = KeptCounts(top_k_filter, vocab, dtype)
 
     def off_by(c, wrong):  # an off-by-one is named only when the counts law shows it at every k and batch size
         return lambda: wrong() if not chk.passed and law.fit() == (c, False) else None
     counts = []  # (k, tokens kept per row, the right counts) of each failing row that keeps the most likely tokens
-    for label, xs, k in shapes:
+    for label, xs, k in shapes[:-2]:
         got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=wrong_axis_hints(top_k_filter, xs, k, ref_top_k),
                               inputs_row=True)
         want = ref_top_k(xs, k)
@@ -166,8 +171,35 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
                 counts.append((k, *counted))
     if counts:
         explain_kept_counts(chk, law, counts)
+    # The edges come last: a filter that raises on k past the vocabulary stops the check, after the rows above
+    # have been read.
+    for label, xs, k in shapes[-2:]:
+        hints = k_past_vocabulary_hints(top_k_filter, xs, k) if k > xs.shape[-1] else ()
+        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=hints, row_label=label)
+        want = ref_top_k(xs, k)
+        if not chk.compare(label, got, want):  # every token kept: no smaller set to mistake it for
+            diagnose_filter(chk, got, xs, want, "top_k_filter", xs, k=k, label=label)
     run_contract(chk, top_k_filter, TOP_K_FILTER)
     chk.finish()
+
+
+def k_past_vocabulary_hints(fn, logits: torch.Tensor, k: int) -> list:
+    """The hint for a top_k_filter that raises when k is larger than the
+    vocabulary: named as that only when the learner's own function, given the
+    same logits with k equal to the vocabulary, keeps every token (measured);
+    otherwise the fact."""
+    vocab = logits.shape[-1]
+
+    def bug() -> str:
+        out = quiet_call(fn, logits.clone(), vocab)
+        if isinstance(out, torch.Tensor) and out.shape == logits.shape and torch.equal(out.detach().cpu(), logits):
+            return (f"top-k larger than the vocabulary raises (measured: your filter raises for k={k} on {vocab} tokens, "
+                    f"and keeps every token for k={vocab}): k can exceed the vocabulary (a setting made for a larger "
+                    "model); clamp it, k = min(k, logits.shape[-1]), which keeps every token")
+        return (f"Measured: your filter raises for k={k} on {vocab} tokens, and with k={vocab} it does not return the "
+                "logits whole either; k larger than the vocabulary must keep every token: clamp it, "
+                "k = min(k, logits.shape[-1])")
+    return [(r"[\s\S]", bug)]  # whatever the error says: the measurement decides
 
 
 class KeptCounts:
@@ -269,6 +301,12 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
     x = randn(batch, vocab, seed=seed, dtype=dtype) * 2
     cases = [(f"p={p} on {tuple(x.shape)}", x, p) for p in ps]
     cases.append((f"p={ps[1 % len(ps)]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
+    # the edges: at least one token per row, each row as if alone
+    sure, flat = _nucleus_edges(seed, vocab, dtype)
+    cases += [(f"p=0.5 on {tuple(sure.shape)}: rows 0 and 3 hold one token of more than p, row 2 a tie at the top",
+               sure, 0.5),
+              (f"p=0.001 on {tuple(flat.shape)}: one token per row, row 1 nearly flat", flat, 0.001)]
+    edges = {label for label, _, _ in cases[-2:]}
     for label, xs, p in cases:
         got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=wrong_axis_hints(top_p_filter, xs, p, ref_top_p),
                               inputs_row=True)
@@ -294,8 +332,58 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
         if not chk.compare(label, got, want, variants=variants):
             diagnose_filter(chk, got, xs, want, "top_p_filter", xs, p=p, label=label)
             _measure_nucleus(chk, got, xs, p)
+            if label in edges:
+                _rows_alone(chk, top_p_filter, got, xs, p, want)
     run_contract(chk, top_p_filter, TOP_P_FILTER)
     chk.finish()
+
+
+def _nucleus_edges(seed: int, vocab: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two (4, vocab) batches for top-p's edges. The first (for p = 0.5): rows
+    0 and 3 put more than 0.99 of their mass on one token (at different
+    places), row 1 is ordinary, row 2 has two tokens tied at the top (each
+    below p, so both are kept whichever the sort puts first). The second
+    (for a tiny p): the same rows 0 and 3, row 1 nearly flat, row 2 ordinary;
+    each row keeps its top token alone."""
+    x = randn(4, vocab, seed=seed + 31, dtype=dtype) * 2
+    sure = x.clone()
+    sure[0, 1] = sure[0].max() + 10
+    sure[3, -1] = sure[3].max() + 10
+    # row 2: two tokens tied on top (about 0.2 each, so a running sum passes p = 0.5 only at the third token), the
+    # rest spread thinner
+    probs = (randn(vocab, seed=seed + 33, dtype=torch.float64) * 0.3).softmax(-1) * 0.6
+    probs[[0, 4]] = 0.2
+    sure[2] = (probs / probs.sum()).log().to(dtype)
+    flat = sure.clone()
+    flat[1] = randn(vocab, seed=seed + 32, dtype=dtype) * 0.1
+    flat[2] = x[2]
+    return sure, flat
+
+
+def _rows_alone(chk: Check, top_p_filter, got, x: torch.Tensor, p: float, want: torch.Tensor) -> None:
+    """Rows the learner's filter left empty, and each row filtered alone (a
+    (1, V) batch) against the same row inside the batch: a row right alone and
+    wrong in the batch is a filter whose rows are not independent."""
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+        return
+    kept, right = _kept(got.detach().cpu()), _kept(want)
+    empty = (~kept).all(-1).nonzero().flatten().tolist()
+    if empty:
+        top = x.double().softmax(-1).max(-1).values
+        chk.measured(f"p={p}: row(s) {empty} keep no token at all (every logit -inf, so sampling gives NaN); their most "
+                     f"likely token holds {[round(float(top[r]), 3) for r in empty]}; the token that crosses p is kept "
+                     "even when it alone holds more than p")
+    wrong = [r for r in range(x.shape[0]) if not torch.equal(kept[r], right[r])]
+    alone = [quiet_call(top_p_filter, x[r:r + 1].clone(), p) for r in wrong]
+    fine = [r for r, out in zip(wrong, alone) if isinstance(out, torch.Tensor) and out.shape == (1, x.shape[-1])
+            and torch.equal(_kept(out.detach().cpu())[0], right[r])]
+    if wrong and fine == wrong:
+        chk.diagnose(f"rows are not filtered independently (measured: with p={p}, row(s) {wrong} keep the right tokens "
+                     "when filtered alone, as a batch of one, and other tokens inside the batch): every step must work "
+                     "per row on the last axis; an index such as drop[0] or drop[0, 0] on a (B, V) mask reaches the "
+                     "first row only, where drop[..., 0] reaches the first column of every row")
+    elif fine:
+        chk.measured(f"p={p}: row(s) {fine} keep the right tokens when filtered alone and other tokens inside the batch")
 
 
 def _nucleus_sorted_softmax0(x, p):
@@ -777,3 +865,225 @@ SAMPLE_NEXT = Contract("sample_next", sure_draw, _sure_draw_cases,
                        params=(("temperature", 0.0),),  # greedy: the same sure token, the same shape
                        fixed=(("top_k", "the check's rows judge the filters on real draws; here top_k=1 makes the "
                                "draw sure"),))
+
+
+# ---------------------------------------------------------------- left-padded batch decoding
+
+POS_PROMPT = "positions counted from the padded start"
+MASK_NONE = "pad keys not masked"
+MASK_RIGHT = "mask built for right padding"
+MASK_NOT_CARRIED = "mask not carried into the cached steps"
+
+
+def _span(a: int, b: int) -> str:
+    return f"slot {a}" if a == b else f"slots {a}..{b}"
+
+
+class _PaddedCalls:
+    """What the learner's decoding handed the model, call by call (a
+    PaddedBatchSpy's record), read against the right values for a left-padded
+    batch: each finding is (cause it names, which part a counterfactual
+    replaces: "positions" or "mask", the measured fact)."""
+
+    def __init__(self, spy: PaddedBatchSpy, prompts: list[torch.Tensor]):
+        self.spy, self.prompts = spy, prompts
+        self.findings: list[tuple[str, str, str]] = []
+        self.layout = None  # a fact when the first call's ids are not the prompts padded on the left
+
+    def read(self) -> None:
+        calls, spy = self.spy.calls, self.spy
+        if not calls or spy.pads is None:
+            return
+        first = calls[0]["idx"]
+        if not all(torch.equal(first[b, p:].long(), prompt) for b, (p, prompt) in enumerate(zip(spy.pads, self.prompts))):
+            rows = [b for b, (p, prompt) in enumerate(zip(spy.pads, self.prompts)) if not torch.equal(first[b, p:].long(), prompt)]
+            right = all(torch.equal(first[b, :len(prompt)].long(), prompt) for b, prompt in enumerate(self.prompts))
+            self.layout = (f"the first forward pass gets ids of shape {tuple(first.shape)} whose row {rows[0]} does not end "
+                           "with its prompt" + (" (every prompt sits at the start of its row: padded on the right)"
+                                                if right else ""))
+            return
+        self._positions(calls)
+        self._masks(calls)
+
+    def _positions(self, calls) -> None:
+        spy = self.spy
+        for i, call in enumerate(calls):
+            idx = call["idx"]
+            if not isinstance(idx, torch.Tensor) or idx.dim() != 2:
+                return
+            n = idx.shape[1]
+            slots = torch.arange(call["start"], call["start"] + n).expand(idx.shape[0], n)
+            given = call["positions"]
+            if given is not None and (not isinstance(given, torch.Tensor) or tuple(given.shape) != tuple(idx.shape)):
+                return
+            got = slots if given is None else given.long()
+            want = spy.right_positions(call["start"], n)
+            real = slots >= torch.tensor(spy.pads)[:, None]
+            bad = ((got != want) & real).any(-1).nonzero().flatten().tolist()
+            if not bad:
+                continue
+            b = bad[0]
+            j = int(real[b].nonzero()[0])
+            where = "the prompt's forward pass" if i == 0 else f"decoding step {i} (forward call {i + 1})"
+            source = "no positions passed, so tinylm counts slots" if given is None else "your positions"
+            padded_start = bool(((got == slots) | ~real).all()) and any(spy.pads)
+            fact = (f"at {where}, row {b}'s token in slot {int(slots[b, j])} is given position {int(got[b, j])} "
+                    f"({source}), but it is token {int(want[b, j])} of its row counted from its first real token "
+                    f"(row {b} has {spy.pads[b]} pads in front)")
+            self.findings.append((POS_PROMPT if padded_start else "positions", "positions", fact))
+            return
+
+    def _masks(self, calls) -> None:
+        spy = self.spy
+        for i, call in enumerate(calls):
+            idx, given = call["idx"], call["mask"]
+            if not isinstance(idx, torch.Tensor) or idx.dim() != 2:
+                return
+            width = call["start"] + idx.shape[1]
+            want = spy.right_mask(width)
+            where = "the prompt's forward pass" if i == 0 else f"decoding step {i} (forward call {i + 1})"
+            if given is None:
+                if not any(spy.pads):
+                    return
+                if i > 0 and calls[0]["mask"] is not None:
+                    self.findings.append((MASK_NOT_CARRIED, "mask", f"the prompt's forward pass gets an attention_mask, "
+                                          f"{where} gets none, so its new token attends to the padding keys kept in the "
+                                          "cache"))
+                else:
+                    self.findings.append((MASK_NONE, "mask", f"{where} gets no attention_mask, so every query attends "
+                                          "to the padding"))
+                return
+            if not isinstance(given, torch.Tensor) or given.is_floating_point() or tuple(given.shape) != tuple(want.shape):
+                return  # tinylm's own message reaches the learner as the error of their call
+            mask = given.bool()
+            if torch.equal(mask, want):
+                continue
+            b = int((mask != want).any(-1).nonzero()[0])
+            p, n = spy.pads[b], width - spy.pads[b]
+            right = torch.stack([torch.arange(width) < width - pads for pads in spy.pads])
+            if torch.equal(mask, ~want):
+                self.findings.append(("mask inverted", "mask", f"at {where} your attention_mask is True at the padding and "
+                                      "False at the real tokens: tinylm's attention_mask (like Hugging Face's) is True, "
+                                      "or 1, at real tokens; PyTorch's key_padding_mask is the opposite convention"))
+            elif torch.equal(mask, right):
+                self.findings.append((MASK_RIGHT, "mask", f"at {where} row {b}'s attention_mask is True at "
+                                      f"{_span(0, n - 1)} and False after, the layout of a right-padded row; its padding "
+                                      f"is in front, {_span(0, p - 1)}"))
+            elif bool(mask[~want].all()):
+                self.findings.append((MASK_NONE, "mask", f"at {where} your attention_mask marks the padding as real "
+                                      f"(row {b}: True at its pads, {_span(0, p - 1)})"))
+            else:
+                wrong = (mask[b] != want[b]).nonzero().flatten().tolist()
+                self.findings.append(("mask", "mask", f"at {where} row {b}'s attention_mask is wrong at slots "
+                                      f"{wrong[:6]} (it has {p} pads in front, then {n} real tokens)"))
+            return
+
+
+def _rerun_restores(fn, model, prompts, lengths, max_new_tokens, pad_id, alone, fix) -> bool:
+    """The learner's function run again with the positions and/or the mask it hands the model replaced by the right
+    ones: True when every row then equals decoding its prompt alone."""
+    spy = PaddedBatchSpy(model, lengths, fix=fix, limit=4 * max_new_tokens + 4)
+    out = quiet_rerun(fn, spy, [p.clone() for p in prompts], max_new_tokens, pad_id)
+    return isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(alone.shape) and torch.equal(out.long().cpu(), alone)
+
+
+def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: tuple = (3, 7, 5),
+                               max_new_tokens: int = 6, vocab: int = 29, n_kv_heads: int = 1, pad_id: int = 0) -> None:
+    """generate_left_padded(model, prompts, max_new_tokens, pad_id) on prompts
+    of different lengths: greedy new tokens (B, max_new_tokens), each row
+    equal to decoding its prompt alone (an independent reference: no padding,
+    no mask, no cache), and the positions handed to the model counted from 0
+    at each row's first real token. A failing row is explained from what the
+    function hands the model (a stand-in records every call), and a cause is
+    named only when re-running the function with that part replaced by the
+    right values gives every row the reference."""
+    __tracebackhide__ = True
+    B = len(lengths)
+    chk = Check("generate_left_padded", expects=f"a ({B}, max_new_tokens) tensor of new token ids, one row per prompt")
+    model = tiny_model(seed, vocab=vocab, n_kv_heads=n_kv_heads, max_seq_len=max(lengths) + max_new_tokens + 4)
+    g = seeded(seed)
+    prompts = [torch.randint(1, vocab, (n,), generator=g) for n in lengths]  # ids >= 1: the pad id never occurs
+    alone = torch.stack([ref_greedy(model, p[None], max_new_tokens)[0, len(p):] for p in prompts])  # (B, new)
+    spy = PaddedBatchSpy(model, lengths, limit=4 * max_new_tokens + 4)
+    got = chk.call(generate_left_padded, spy, [p.clone() for p in prompts], max_new_tokens, pad_id)
+    pads = [max(lengths) - n for n in lengths]
+    if not (isinstance(got, torch.Tensor) and tuple(got.shape) == (B, max_new_tokens)):
+        chk.compare(f"new tokens of {B} prompts", got, alone)
+        if isinstance(got, torch.Tensor) and got.dim() == 2 and got.shape[0] == B and got.shape[1] > max_new_tokens:
+            chk.measured(f"your function returns {got.shape[1]} columns per row; it should return only the "
+                         f"{max_new_tokens} new tokens, without the padded prompt")
+        chk.finish()
+        return
+    ok = [chk.compare(f"prompt {b}: {n} tokens after {p} pads, new tokens = that prompt decoded alone", got[b].long(),
+                      alone[b], dtype=got.dtype) for b, (n, p) in enumerate(zip(lengths, pads))]
+    differs = [b for b in range(B) if not ok[b]]
+    if differs:
+        b = differs[0]
+        first = int((got[b].long().cpu() != alone[b]).nonzero()[0])
+        chk.measured(f"prompt {b}'s new tokens follow its decoding alone up to new token {first}, which differs "
+                     f"(rows {differs} differ; the max|diff| column compares token ids, a distance that means nothing)")
+    calls = _PaddedCalls(spy, prompts)
+    calls.read()
+    for part, name in (("positions", "positions handed to the model: 0 at each row's first real token, then one more "
+                                      "per token"),
+                       ("mask", "attention mask handed to the model: False at the padding, True at real tokens, at every "
+                                "call")):
+        chk.require(name, calls.layout is None and not any(f[1] == part for f in calls.findings),
+                    "see below" if calls.layout is None else "the ids are not left-padded prompts")
+    if all(ok):
+        for cause, part, fact in calls.findings:
+            why = ("RoPE scores depend only on differences of positions, which a shift of a whole row keeps; a model "
+                   "with learned absolute positions (GPT-2) reads them as they are" if part == "positions" else
+                   "this model happens to pick the same tokens; the attention weights on the padding are not zero")
+            chk.diagnose(f"{_CAUSE_TEXT.get(cause, cause)} (measured: {fact}); your tokens still equal decoding each "
+                         f"prompt alone here: {why}" + _fix_for(cause))
+        chk.finish()
+        return
+    _explain_left_padded(chk, calls, generate_left_padded, model, prompts, list(lengths), max_new_tokens, pad_id, alone)
+    chk.finish()
+
+
+def _explain_left_padded(chk, calls, fn, model, prompts, lengths, max_new_tokens, pad_id, alone) -> None:
+    if not calls.spy.calls:
+        chk.measured("your function never calls the model it is given: decode with it, model(ids, cache=..., "
+                     "positions=..., attention_mask=...)")
+        return
+    if calls.layout:
+        chk.measured(calls.layout + "; put each prompt at the END of its row, the pad id in front (left padding)")
+        return
+    parts = list(dict.fromkeys(part for _, part, _ in calls.findings))
+    tries = [(part,) for part in parts] + ([tuple(parts)] if len(parts) > 1 else [])
+    restored = next((fix for fix in tries if _rerun_restores(fn, model, prompts, lengths, max_new_tokens, pad_id, alone,
+                                                             fix)), None)
+    named = {"positions": "the positions", "mask": "the attention mask"}
+    for cause, part, fact in calls.findings:
+        if restored is not None and part in restored:
+            replaced = " and ".join(named[p] for p in restored)
+            chk.diagnose(f"{_CAUSE_TEXT.get(cause, cause)} (measured: {fact}; with only {replaced} your function hands the model replaced by the "
+                         "right ones, every row equals its prompt decoded alone)" + _fix_for(cause))
+        else:
+            chk.measured(fact)
+    if restored is None and calls.findings:
+        chk.measured("with the positions and the mask your function hands the model replaced by the right ones, the "
+                     "rows still differ from decoding each prompt alone: something else differs too; candidates: the "
+                     "next token taken from another position than each call's last ([:, -1]), a new token fed back to "
+                     "another row, the cache rebuilt or not advanced between steps")
+    elif not calls.findings:
+        chk.measured("the positions and the attention mask your function hands the model are right at every call, yet "
+                     "rows differ from decoding each prompt alone; candidates: the next token taken from another "
+                     "position than each call's last ([:, -1]), a new token fed back to another row, the cache rebuilt "
+                     "or not advanced between steps, the mask not grown by one real column per new token")
+
+
+_CAUSE_TEXT = {"positions": "wrong positions handed to the model", "mask": "wrong attention mask handed to the model"}
+
+
+def _fix_for(cause: str) -> str:
+    return {POS_PROMPT: ": count each row from 0 at its first real token, positions = (mask.cumsum(-1) - 1).clamp(min=0), "
+                        "and give each new token one more than its row's last position, not the padded length",
+            MASK_NONE: ": pass attention_mask (True at real tokens, False at the padding) to every forward call",
+            MASK_RIGHT: ": the padding is in front (left padding), so a row of n real tokens in width T is False at "
+                        "slots 0..T-n-1 and True after",
+            MASK_NOT_CARRIED: ": at every cached step pass the whole mask so far, one True column appended per new "
+                              "token (width = cached + new)",
+            "mask inverted": ": True (or 1) at real tokens, False at the padding"}.get(cause, "")

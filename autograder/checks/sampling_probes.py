@@ -118,3 +118,54 @@ def from_eval_mode_without_grad(chk: Check, generate, model, prompt, max_new_tok
                                    "switches it whatever mode it came in; restore the mode it came in, "
                                    "model.train(was_training)")
     model.train()
+
+
+class PaddedBatchSpy(torch.nn.Module):
+    """Stands in for the model handed to the learner's left-padded decoding:
+    every forward call is recorded (the ids, the KV cache's length at entry,
+    the positions and the attention mask it was given, as copies) and passed
+    on to the real model unchanged, or, for a counterfactual re-run, with the
+    positions and/or the mask replaced by the right ones for the slots the
+    call covers. `pads` (one per row) is read from the first call's width;
+    the right values assume the prompts sit at the end of that width (left
+    padding), which is only what the caller compares against, never assumed
+    of the learner's ids."""
+
+    def __init__(self, model: torch.nn.Module, lengths: list[int], fix: tuple = (), limit: int = 64):
+        super().__init__()
+        self.inner, self.lengths, self.fix, self.limit = model, list(lengths), set(fix), limit
+        self.config = model.config
+        self.calls: list[dict] = []
+        self.pads: list[int] | None = None
+
+    def forward(self, idx, cache=None, positions=None, attention_mask=None):
+        if len(self.calls) >= self.limit:
+            raise RuntimeError(f"the check stopped the decoding after {self.limit} forward passes of the model, more "
+                               "than max_new_tokens allows: does the loop stop after max_new_tokens steps?")
+        start = cache.length if isinstance(cache, tinylm.KVCache) else 0
+        if self.pads is None and isinstance(idx, torch.Tensor) and idx.dim() == 2:
+            self.pads = [max(idx.shape[1] - n, 0) for n in self.lengths]
+        copy_of = lambda t: t.detach().clone().cpu() if isinstance(t, torch.Tensor) else t  # noqa: E731
+        self.calls.append({"idx": copy_of(idx), "start": start, "positions": copy_of(positions),
+                           "mask": copy_of(attention_mask), "cached": cache is not None})
+        if self.pads is not None and isinstance(idx, torch.Tensor) and idx.dim() == 2:
+            if "positions" in self.fix:
+                positions = self.right_positions(start, idx.shape[1]).to(idx.device)
+            if "mask" in self.fix:
+                attention_mask = self.right_mask(start + idx.shape[1]).to(idx.device)
+        return self.inner(idx, cache=cache, positions=positions, attention_mask=attention_mask)
+
+    def right_mask(self, width: int) -> torch.Tensor:
+        """(B, width) bool: slot j of row b is a real token from slot pads[b] on."""
+        slots = torch.arange(width)
+        return torch.stack([slots >= p for p in self.pads])
+
+    def right_positions(self, start: int, n: int) -> torch.Tensor:
+        """(B, n): slots start .. start + n - 1 of each row, counted from 0 at the row's first real token (0 on pads)."""
+        slots = torch.arange(start, start + n)
+        return torch.stack([(slots - p).clamp(min=0) for p in self.pads])
+
+
+def quiet_rerun(fn, *args):
+    """fn(*args) for a counterfactual: its result, or None when it raises."""
+    return quiet_call(fn, *args)

@@ -84,3 +84,34 @@ def test_unsupported_hf_configs_are_refused():
                                       num_attention_heads=4, attention_bias=True)
     with pytest.raises(ValueError, match="attention_bias"):
         from_hf_llama(transformers.LlamaForCausalLM(hf_cfg))
+
+
+def _left_padded(prompts, pad_id=0):
+    """(B, T) ids padded on the left and the (B, T) bool mask of real tokens."""
+    T = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(prompts), T, dtype=torch.bool)
+    for b, p in enumerate(prompts):
+        ids[b, T - len(p):], mask[b, T - len(p):] = p, True
+    return ids, mask
+
+
+def test_left_padded_forward_matches_hf_position_ids_and_mask(pair, gen):
+    # HF is told each row's positions (position_ids) and its padding (attention_mask); tinylm the same, by its names.
+    model, hf = pair
+    ids, mask = _left_padded([torch.randint(1, 256, (n,), generator=gen) for n in (5, 11, 8)])
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        ours = model(ids, positions=positions, attention_mask=mask)
+        theirs = hf(ids, attention_mask=mask.long(), position_ids=positions).logits
+    assert (ours - theirs)[mask].abs().max() < 1e-5  # real tokens only: HF and tinylm treat a pad query differently
+
+
+def test_left_padded_greedy_generation_matches_hf_generate(pair, gen):
+    # HF's generate derives position_ids from the attention mask itself.
+    model, hf = pair
+    ids, mask = _left_padded([torch.randint(1, 256, (n,), generator=gen) for n in (4, 9, 6)])
+    ours = generate(model, ids, 20, temperature=0, attention_mask=mask)
+    theirs = hf.generate(ids, attention_mask=mask.long(), max_new_tokens=20, do_sample=False, use_cache=True,
+                         pad_token_id=0)
+    assert torch.equal(ours, theirs)

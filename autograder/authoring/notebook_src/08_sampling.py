@@ -16,7 +16,9 @@
 # 2. `top_p_filter(logits, p)`: keep the smallest set of most likely tokens holding probability `p` (nucleus);
 # 3. `sample_next(logits, temperature, top_k, top_p, generator)`: temperature, then top-k, then top-p, then one
 #    draw; temperature 0 is greedy;
-# 4. `generate(model, prompt, max_new_tokens, ...)`: the decoding loop, in eval mode.
+# 4. `generate(model, prompt, max_new_tokens, ...)`: the decoding loop, in eval mode;
+# 5. `generate_left_padded(model, prompts, max_new_tokens)`: prompts of different lengths decoded as one batch with
+#    the KV cache, each row as if it were alone.
 #
 # **Since notebook 07:** the model (with its KV cache and GQA) produces logits `(B, T, vocab)`; decoding uses the
 # last position, `logits[:, -1]`, shape `(B, vocab)`.
@@ -37,7 +39,8 @@ import tinylm
 import tinylm.experiments
 import tinylm.data
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
-from autograder.checks import check_generate, check_sample_next, check_top_k_filter, check_top_p_filter, show_check
+from autograder.checks import (check_generate, check_generate_left_padded, check_sample_next, check_top_k_filter,
+                               check_top_p_filter, show_check)
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -84,11 +87,18 @@ plt.show()
 # Keep every logit that is at least the $k$-th largest, set the others to `-inf`. "At least" keeps ties with the
 # $k$-th value (so a tie can keep more than $k$); `logits.topk(k, dim=-1).values[..., -1:]` is the threshold, with
 # a trailing axis so it broadcasts over the vocabulary. Work on the last axis, for any batch shape.
+#
+# **The edge.** A `k` larger than the vocabulary is a legal setting (one written for a model with more tokens) and
+# keeps everything, but `torch.topk` refuses it ("selected index k out of range"): clamp first,
+# `min(k, logits.shape[-1])`. This crash shipped in a real library: TransformerLens's `sample_logits` passed `top_k`
+# straight to `topk` until [TransformerLens#1347](https://github.com/TransformerLensOrg/TransformerLens/pull/1347)
+# clamped it, as Hugging Face's `TopKLogitsWarper` does. The check tries `k` equal to the vocabulary and larger.
 
 # %% nbgrader={"grade": false, "grade_id": "top_k_filter", "locked": false, "schema_version": 3, "solution": true}
 def top_k_filter(logits, k):
     """logits (..., V) -> same shape, -inf outside the k largest (ties with the k-th kept)."""
     ### BEGIN SOLUTION
+    k = min(k, logits.shape[-1])                           # k past the vocabulary keeps every token
     kth = logits.topk(k, dim=-1).values[..., -1:]          # (..., 1): the k-th largest value
     return logits.masked_fill(logits < kth, float("-inf"))
     ### END SOLUTION
@@ -109,6 +119,13 @@ check_top_k_filter(top_k_filter, seed=8, batch=2, vocab=17, ks=(2, 7, 17), dtype
 #
 # `sort` returns the permutation `order`; a mask computed in sorted order goes back to vocabulary order with
 # `mask.scatter(-1, order, mask)`.
+#
+# **The edge.** "At least one token" must hold in every row of a batch on its own: a row whose top token alone holds
+# more than $p$, a tiny $p$, a tie at the top. A filter that drops the crossing token, or that keeps one token only
+# when asked, empties such a row, and the softmax of an all `-inf` row is NaN. Hugging Face's `TopPLogitsWarper`
+# applied its "keep at least `min_tokens_to_keep`" only when that number was above 1, so `top_p=0.0` crashed
+# `generate` until [transformers#24111](https://github.com/huggingface/transformers/pull/24111). The check's last two
+# rows are such batches; where a row fails, it also filters that row alone to see whether the rows are independent.
 
 # %% nbgrader={"grade": false, "grade_id": "top_p_filter", "locked": false, "schema_version": 3, "solution": true}
 def top_p_filter(logits, p):
@@ -343,7 +360,77 @@ if not why:
                       "the position")
 
 # %% [markdown]
-# ## 6. Pitfalls
+# ## 6. A batch of prompts of different lengths
+#
+# Serving decodes many prompts at once. A tensor needs rows of one length, so the shorter prompts are **padded on the
+# left** (the pad id in front): every row then ends with its last real token, and one `[:, -1]` reads every row's next
+# token. Three prompts of 3, 7 and 5 tokens, padded to width 7 (`·` = pad):
+#
+# | row | slots 0..6 | attention_mask | positions (RoPE) |
+# |---|---|---|---|
+# | 0 | `· · · · a b c` | `0 0 0 0 1 1 1` | `0 0 0 0 0 1 2` |
+# | 1 | `d e f g h i j` | `1 1 1 1 1 1 1` | `0 1 2 3 4 5 6` |
+# | 2 | `· · k l m n o` | `0 0 1 1 1 1 1` | `0 0 0 1 2 3 4` |
+#
+# Two things make row 0 decode as the prompt `a b c` alone:
+#
+# - **the mask:** no query attends to a pad key, at the prompt *and at every cached step*: the pads stay in the KV
+#   cache, so each step's mask covers every position so far, `(B, cached + 1)`, one `True` column appended per new
+#   token;
+# - **the positions:** each row counts from 0 at its first real token, `(mask.cumsum(-1) - 1).clamp(min=0)` (the pads'
+#   positions are never read), and a new token gets one more than its row's last position, not the padded length.
+#
+# tinylm's model takes both: `model(ids, cache=cache, positions=positions, attention_mask=mask)`, with `ids` and
+# `positions` of shape `(B, T_new)` and `mask` of shape `(B, cached + T_new)`, True (or 1) at real tokens, as in
+# Hugging Face. Without `positions` it counts slots, pads included.
+#
+# RoPE makes scores depend on *differences* of positions, so a row whose positions are all shifted by its pad count
+# still attends correctly; what breaks it is a count that changes between the prompt and the decoding steps, and a
+# model with learned absolute positions breaks at once. All of it shipped: Llama in transformers counts positions from
+# the padded start unless the caller passes `position_ids`
+# ([transformers#33095](https://github.com/huggingface/transformers/issues/33095)); TransformerLens applied a
+# caller's mask at the first step only and gave each new token the padded length as its position
+# ([TransformerLens#1617](https://github.com/TransformerLensOrg/TransformerLens/pull/1617)); OpenNMT-py's language
+# models masked the padding only in the first decoding step
+# ([OpenNMT-py#2532](https://github.com/OpenNMT/OpenNMT-py/pull/2532)).
+#
+# Write `generate_left_padded`: pad, build the mask and the positions, prefill with a `tinylm.KVCache`, then decode
+# greedily (`argmax`) one token per step. The check decodes each prompt alone (no padding, no mask) and compares every
+# row; it also records what your function hands the model at every call.
+
+# %% nbgrader={"grade": false, "grade_id": "generate_left_padded", "locked": false, "schema_version": 3, "solution": true}
+def generate_left_padded(model, prompts, max_new_tokens, pad_id=0):
+    """prompts: B token-id tensors (n_b,) of different lengths -> (B, max_new_tokens) greedy new tokens."""
+    ### BEGIN SOLUTION
+    B, T = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)                  # (B, T)
+    mask = torch.zeros(B, T, dtype=torch.bool)                          # (B, T): True at real tokens
+    for b, p in enumerate(prompts):
+        ids[b, T - len(p):] = p                                         # the padding goes in front
+        mask[b, T - len(p):] = True
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)              # (B, T): 0 at each row's first real token
+    cache = tinylm.KVCache(model.config, B)
+    new = []
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(ids, cache=cache, positions=positions, attention_mask=mask)[:, -1]  # (B, V)
+            next_id = logits.argmax(dim=-1)                             # (B,)
+            new.append(next_id)
+            ids, positions = next_id[:, None], positions[:, -1:] + 1    # (B, 1) each: one past the row's last position
+            mask = torch.cat((mask, mask.new_ones(B, 1)), dim=1)        # (B, cached + 1): the new token is real
+    return torch.stack(new, dim=1)                                      # (B, max_new_tokens)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "check_generate_left_padded", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check_generate_left_padded(generate_left_padded)
+### BEGIN HIDDEN TESTS
+check_generate_left_padded(generate_left_padded, seed=21, lengths=(6, 2, 9, 4), max_new_tokens=8, vocab=31,
+                           n_kv_heads=3)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 7. Pitfalls
 #
 # Each pitfall below is a function in `autograder/checks/pitfalls.py` with one deliberate mistake; the cell shows what the
 # check reports for it.
@@ -389,6 +476,9 @@ show_check(check_generate, pitfalls.generate_train_mode)
 # - Top-k keeps ties with the $k$-th value; top-p keeps the crossing token, so something always survives.
 # - A seeded `torch.Generator` makes sampling reproducible; temperature 0 is greedy.
 # - Generate in eval mode under `no_grad`, and give the caller its mode back.
+# - A `k` past the vocabulary keeps everything; top-p keeps at least one token in every row.
+# - A left-padded batch decodes each row as if alone only with the padding masked at every step and each row's
+#   positions counted from its own first token.
 #
 # `tinylm.sample_next` and `tinylm.generate` are these functions (with the KV cache). **Next:** notebook 09 trains
 # the model, so there is finally something worth sampling from.

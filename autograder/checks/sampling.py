@@ -307,6 +307,7 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
                sure, 0.5),
               (f"p=0.001 on {tuple(flat.shape)}: one token per row, row 1 nearly flat", flat, 0.001)]
     edges = {label for label, _, _ in cases[-2:]}
+    coupled = []  # (p, wrong rows, those right when filtered alone) of each failing batch
     for label, xs, p in cases:
         got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=wrong_axis_hints(top_p_filter, xs, p, ref_top_p),
                               inputs_row=True)
@@ -332,8 +333,21 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
         if not chk.compare(label, got, want, variants=variants):
             diagnose_filter(chk, got, xs, want, "top_p_filter", xs, p=p, label=label)
             _measure_nucleus(chk, got, xs, p)
-            if label in edges:
-                _rows_alone(chk, top_p_filter, got, xs, p, want)
+            if xs.dim() > 1 and xs.shape[0] > 1:
+                coupled += _rows_alone(chk, top_p_filter, got, xs, p, want, label in edges)
+    if coupled and all(fine == wrong for _, wrong, fine in coupled):
+        p, rows, _ = coupled[0]
+        # Every wrong row is right on its own, so the per-row rule (the crossing token included) is not the cause.
+        chk.diagnoses[:] = [d for d in chk.diagnoses if d != CROSSING]
+        chk.diagnose(f"rows are not filtered independently (measured: with p={p}, row(s) {rows} keep the right tokens "
+                     "when filtered alone, as a batch of one, and other tokens inside the batch): every step must work "
+                     "per row on the last axis; an index such as drop[0], drop[0, 0] or a flattened view's [0] on a "
+                     "(B, V) mask reaches the first row only, where drop[..., 0] reaches the first column of every row")
+    else:
+        for p, _, fine in coupled:
+            if fine:
+                chk.measured(f"p={p}: row(s) {fine} keep the right tokens when filtered alone (a batch of one) and "
+                             "other tokens inside the batch")
     run_contract(chk, top_p_filter, TOP_P_FILTER)
     chk.finish()
 
@@ -360,15 +374,15 @@ def _nucleus_edges(seed: int, vocab: int, dtype) -> tuple[torch.Tensor, torch.Te
     return sure, flat
 
 
-def _rows_alone(chk: Check, top_p_filter, got, x: torch.Tensor, p: float, want: torch.Tensor) -> None:
-    """Rows the learner's filter left empty, and each row filtered alone (a
-    (1, V) batch) against the same row inside the batch: a row right alone and
-    wrong in the batch is a filter whose rows are not independent."""
+def _rows_alone(chk: Check, top_p_filter, got, x: torch.Tensor, p: float, want: torch.Tensor, edge: bool) -> list:
+    """On an edge batch, the rows the learner's filter left empty (a fact);
+    on any batch, each wrong row filtered alone (a (1, V) batch): returns
+    [(p, wrong rows, those of them right alone)] when a row is wrong."""
     if not isinstance(got, torch.Tensor) or got.shape != x.shape:
-        return
+        return []
     kept, right = _kept(got.detach().cpu()), _kept(want)
     empty = (~kept).all(-1).nonzero().flatten().tolist()
-    if empty:
+    if empty and edge:
         top = x.double().softmax(-1).max(-1).values
         chk.measured(f"p={p}: row(s) {empty} keep no token at all (every logit -inf, so sampling gives NaN); their most "
                      f"likely token holds {[round(float(top[r]), 3) for r in empty]}; the token that crosses p is kept "
@@ -377,13 +391,7 @@ def _rows_alone(chk: Check, top_p_filter, got, x: torch.Tensor, p: float, want: 
     alone = [quiet_call(top_p_filter, x[r:r + 1].clone(), p) for r in wrong]
     fine = [r for r, out in zip(wrong, alone) if isinstance(out, torch.Tensor) and out.shape == (1, x.shape[-1])
             and torch.equal(_kept(out.detach().cpu())[0], right[r])]
-    if wrong and fine == wrong:
-        chk.diagnose(f"rows are not filtered independently (measured: with p={p}, row(s) {wrong} keep the right tokens "
-                     "when filtered alone, as a batch of one, and other tokens inside the batch): every step must work "
-                     "per row on the last axis; an index such as drop[0] or drop[0, 0] on a (B, V) mask reaches the "
-                     "first row only, where drop[..., 0] reaches the first column of every row")
-    elif fine:
-        chk.measured(f"p={p}: row(s) {fine} keep the right tokens when filtered alone and other tokens inside the batch")
+    return [(p, wrong, fine)] if wrong else []
 
 
 def _nucleus_sorted_softmax0(x, p):

@@ -93,6 +93,11 @@ MUTATIONS = [
     M("top_p_filter", "drop_sorted = mass_before >= p", "drop_sorted = probs.cumsum(dim=-1) > p\n    drop_sorted[0, 0] = False",
       ("crossing",), "keeps the top token of the first row only, so a row whose top token alone holds more than p "
       "keeps nothing", added="real-world-edges"),
+    M("top_p_filter", "drop_sorted = mass_before >= p",
+      "drop_sorted = probs.cumsum(dim=-1) > p\n    drop_sorted[..., 1:] = drop_sorted[..., :-1].clone()\n"
+      "    drop_sorted.view(-1, drop_sorted.shape[-1])[0, 0] = False", ("not filtered independently",),
+      "keeps the crossing token by shifting the mask, but sets 'keep the top token' on the first row only",
+      added="real-world-edges"),
     M("generate_left_padded", "positions = (mask.long().cumsum(-1) - 1).clamp(min=0)",
       "positions = torch.arange(T).expand(B, T)", ("padded start",),
       "positions counted from the padded start, at every step (RoPE forgives the tokens; the positions are wrong)",

@@ -66,9 +66,26 @@ def test_prefill_logits_at_real_tokens_equal_the_prompt_alone(model, prompts):
         logits = model(ids, positions=positions, attention_mask=mask)
         for b, p in enumerate(prompts):
             torch.testing.assert_close(logits[b, mask[b]], model(p[None])[0], rtol=1e-5, atol=1e-5)
-        # positions counted from the padded start (the default) move the short rows' rotations
+        # Positions counted from the padded start (the default) shift a whole row: RoPE scores depend on
+        # differences of positions only, so the prompt's logits agree up to rounding.
         shifted = model(ids, attention_mask=mask)
-    assert not torch.allclose(shifted[0, mask[0]], logits[0, mask[0]], atol=1e-3)
+    torch.testing.assert_close(shifted[mask], logits[mask], rtol=1e-4, atol=1e-4)
+
+
+def test_a_step_positioned_at_the_padded_length_changes_the_padded_rows(model, prompts):
+    # What does break a row: the prompt counted per row, then a new token given the padded length as its position.
+    ids, mask = left_padded(prompts)
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    nxt = torch.tensor([[1]] * len(prompts))
+    grown = torch.cat((mask, mask.new_ones(len(prompts), 1)), 1)
+    logits = {}
+    with torch.no_grad():
+        for name, step_positions in (("per row", positions[:, -1:] + 1), ("padded length", None)):
+            cache = KVCache(CONFIG, len(prompts))
+            model(ids, cache=cache, positions=positions, attention_mask=mask)
+            logits[name] = model(nxt, cache=cache, positions=step_positions, attention_mask=grown)[:, -1]
+    moved = [not torch.allclose(a, b, atol=1e-4) for a, b in zip(logits["per row"], logits["padded length"])]
+    assert moved == [n < max(LENGTHS) for n in LENGTHS]
 
 
 def test_reference_attention_gives_the_same_masked_result(model, prompts):

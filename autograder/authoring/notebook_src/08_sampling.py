@@ -121,8 +121,8 @@ check_top_k_filter(top_k_filter, seed=8, batch=2, vocab=17, ks=(2, 7, 17), dtype
 # `mask.scatter(-1, order, mask)`.
 #
 # **The edge.** "At least one token" must hold in every row of a batch on its own: a row whose top token alone holds
-# more than $p$, a tiny $p$, a tie at the top. A filter that drops the crossing token, or that keeps one token only
-# when asked, empties such a row, and the softmax of an all `-inf` row is NaN. Hugging Face's `TopPLogitsWarper`
+# more than $p$, a tiny $p$, a tie at the top. A filter that drops the crossing token, or whose "keep the top token"
+# step is skipped or reaches only some rows, empties such a row, and the softmax of an all `-inf` row is NaN. Hugging Face's `TopPLogitsWarper`
 # applied its "keep at least `min_tokens_to_keep`" only when that number was above 1, so `top_p=0.0` crashed
 # `generate` until [transformers#24111](https://github.com/huggingface/transformers/pull/24111). The check's last two
 # rows are such batches; where a row fails, it also filters that row alone to see whether the rows are independent.

@@ -16,9 +16,7 @@
 # 2. `top_p_filter(logits, p)`: keep the smallest set of most likely tokens holding probability `p` (nucleus);
 # 3. `sample_next(logits, temperature, top_k, top_p, generator)`: temperature, then top-k, then top-p, then one
 #    draw; temperature 0 is greedy;
-# 4. `generate(model, prompt, max_new_tokens, ...)`: the decoding loop, in eval mode;
-# 5. `generate_left_padded(model, prompts, max_new_tokens)`: prompts of different lengths decoded as one batch with
-#    the KV cache, each row as if it were alone.
+# 4. `generate(model, prompt, max_new_tokens, ...)`: the decoding loop, in eval mode.
 #
 # **Since notebook 07:** the model (with its KV cache and GQA) produces logits `(B, T, vocab)`; decoding uses the
 # last position, `logits[:, -1]`, shape `(B, vocab)`.
@@ -39,8 +37,7 @@ import tinylm
 import tinylm.experiments
 import tinylm.data
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
-from autograder.checks import (check_generate, check_generate_left_padded, check_sample_next, check_top_k_filter,
-                               check_top_p_filter, show_check)
+from autograder.checks import check_generate, check_sample_next, check_top_k_filter, check_top_p_filter, show_check
 
 # nbgrader counts anything on stderr as a failed cell: silence known library warnings once.
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -360,77 +357,7 @@ if not why:
                       "the position")
 
 # %% [markdown]
-# ## 6. A batch of prompts of different lengths
-#
-# Serving decodes many prompts at once. A tensor needs rows of one length, so the shorter prompts are **padded on the
-# left** (the pad id in front): every row then ends with its last real token, and one `[:, -1]` reads every row's next
-# token. Three prompts of 3, 7 and 5 tokens, padded to width 7 (`·` = pad):
-#
-# | row | slots 0..6 | attention_mask | positions (RoPE) |
-# |---|---|---|---|
-# | 0 | `· · · · a b c` | `0 0 0 0 1 1 1` | `0 0 0 0 0 1 2` |
-# | 1 | `d e f g h i j` | `1 1 1 1 1 1 1` | `0 1 2 3 4 5 6` |
-# | 2 | `· · k l m n o` | `0 0 1 1 1 1 1` | `0 0 0 1 2 3 4` |
-#
-# Two things make row 0 decode as the prompt `a b c` alone:
-#
-# - **the mask:** no query attends to a pad key, at the prompt *and at every cached step*: the pads stay in the KV
-#   cache, so each step's mask covers every position so far, `(B, cached + 1)`, one `True` column appended per new
-#   token;
-# - **the positions:** each row counts from 0 at its first real token, `(mask.cumsum(-1) - 1).clamp(min=0)` (the pads'
-#   positions are never read), and a new token gets one more than its row's last position, not the padded length.
-#
-# tinylm's model takes both: `model(ids, cache=cache, positions=positions, attention_mask=mask)`, with `ids` and
-# `positions` of shape `(B, T_new)` and `mask` of shape `(B, cached + T_new)`, True (or 1) at real tokens, as in
-# Hugging Face. Without `positions` it counts slots, pads included.
-#
-# RoPE makes scores depend on *differences* of positions, so a row whose positions are all shifted by its pad count
-# still attends correctly; what breaks it is a count that changes between the prompt and the decoding steps, and a
-# model with learned absolute positions breaks at once. All of it shipped: Llama in transformers counts positions from
-# the padded start unless the caller passes `position_ids`
-# ([transformers#33095](https://github.com/huggingface/transformers/issues/33095)); TransformerLens applied a
-# caller's mask at the first step only and gave each new token the padded length as its position
-# ([TransformerLens#1617](https://github.com/TransformerLensOrg/TransformerLens/pull/1617)); OpenNMT-py's language
-# models masked the padding only in the first decoding step
-# ([OpenNMT-py#2532](https://github.com/OpenNMT/OpenNMT-py/pull/2532)).
-#
-# Write `generate_left_padded`: pad, build the mask and the positions, prefill with a `tinylm.KVCache`, then decode
-# greedily (`argmax`) one token per step. The check decodes each prompt alone (no padding, no mask) and compares every
-# row; it also records what your function hands the model at every call.
-
-# %% nbgrader={"grade": false, "grade_id": "generate_left_padded", "locked": false, "schema_version": 3, "solution": true}
-def generate_left_padded(model, prompts, max_new_tokens, pad_id=0):
-    """prompts: B token-id tensors (n_b,) of different lengths -> (B, max_new_tokens) greedy new tokens."""
-    ### BEGIN SOLUTION
-    B, T = len(prompts), max(len(p) for p in prompts)
-    ids = torch.full((B, T), pad_id, dtype=torch.long)                  # (B, T)
-    mask = torch.zeros(B, T, dtype=torch.bool)                          # (B, T): True at real tokens
-    for b, p in enumerate(prompts):
-        ids[b, T - len(p):] = p                                         # the padding goes in front
-        mask[b, T - len(p):] = True
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)              # (B, T): 0 at each row's first real token
-    cache = tinylm.KVCache(model.config, B)
-    new = []
-    with torch.no_grad():
-        for _ in range(max_new_tokens):
-            logits = model(ids, cache=cache, positions=positions, attention_mask=mask)[:, -1]  # (B, V)
-            next_id = logits.argmax(dim=-1)                             # (B,)
-            new.append(next_id)
-            ids, positions = next_id[:, None], positions[:, -1:] + 1    # (B, 1) each: one past the row's last position
-            mask = torch.cat((mask, mask.new_ones(B, 1)), dim=1)        # (B, cached + 1): the new token is real
-    return torch.stack(new, dim=1)                                      # (B, max_new_tokens)
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "check_generate_left_padded", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-check_generate_left_padded(generate_left_padded)
-### BEGIN HIDDEN TESTS
-check_generate_left_padded(generate_left_padded, seed=21, lengths=(6, 2, 9, 4), max_new_tokens=8, vocab=31,
-                           n_kv_heads=3)
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ## 7. Pitfalls
+# ## 6. Pitfalls
 #
 # Each pitfall below is a function in `autograder/checks/pitfalls.py` with one deliberate mistake; the cell shows what the
 # check reports for it.
@@ -477,8 +404,6 @@ show_check(check_generate, pitfalls.generate_train_mode)
 # - A seeded `torch.Generator` makes sampling reproducible; temperature 0 is greedy.
 # - Generate in eval mode under `no_grad`, and give the caller its mode back.
 # - A `k` past the vocabulary keeps everything; top-p keeps at least one token in every row.
-# - A left-padded batch decodes each row as if alone only with the padding masked at every step and each row's
-#   positions counted from its own first token.
 #
 # `tinylm.sample_next` and `tinylm.generate` are these functions (with the KV cache). **Next:** notebook 09 trains
 # the model, so there is finally something worth sampling from.

@@ -594,7 +594,7 @@ def generate_left_padded(model, prompts, max_new_tokens, pad_id=0):
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)              # (B, T): 0 at each row's first real token
     cache = tinylm.KVCache(model.config, B)
     new = []
-    with torch.no_grad():
+    with torch.no_grad():                                               # no graph: nothing here is trained
         for _ in range(max_new_tokens):
             logits = model(ids, cache=cache, positions=positions, attention_mask=mask)[:, -1]  # (B, V)
             next_id = logits.argmax(dim=-1)                             # (B,)

@@ -541,6 +541,7 @@ if not why:
               "(rerun this cell when the machine is idle)")
     del real
 
+
 # %% [markdown]
 # ## 5. A batch of prompts of different lengths
 #

@@ -1,5 +1,5 @@
 """Check for notebook 06's batched decoding of left-padded prompts:
-generate_left_padded(model, prompts, max_new_tokens, pad_id).
+generate_left_padded(model, prompts, max_new_tokens, cache, pad_id).
 
 The reference is independent of the code under test: each prompt decoded
 alone (no padding, no mask, no cache), greedily. The model the learner's
@@ -21,7 +21,7 @@ from .kv_cache import ref_greedy, tiny_model
 from .sampling_probes import quiet_call
 
 
-class PaddedBatchSpy(torch.nn.Module):
+class PaddedBatchSpy(tinylm.Transformer):
     """Stands in for the model handed to the learner's left-padded decoding:
     every forward call is recorded (the ids, the KV cache's length at entry,
     the positions and the attention mask it was given, as copies) and passed
@@ -30,10 +30,15 @@ class PaddedBatchSpy(torch.nn.Module):
     call covers. `pads` (one per row) is read from the first call's width;
     the right values assume the prompts sit at the end of that width (left
     padding), which is only what the caller compares against, never assumed
-    of the learner's ids."""
+    of the learner's ids.
+
+    A tinylm.Transformer by type only (none of its own layers are built): so
+    that the grader's trusted recheck keeps it, like the check's model in
+    the other decoding exercises, in the trusted process, where its records
+    are read."""
 
     def __init__(self, model: torch.nn.Module, lengths: list[int], fix: tuple = (), limit: int = 64):
-        super().__init__()
+        torch.nn.Module.__init__(self)
         self.inner, self.lengths, self.fix, self.limit = model, list(lengths), set(fix), limit
         self.config = model.config
         self.calls: list[dict] = []
@@ -183,13 +188,14 @@ def _rerun_restores(fn, model, prompts, lengths, max_new_tokens, pad_id, alone, 
     """The learner's function run again with the positions and/or the mask it hands the model replaced by the right
     ones: True when every row then equals decoding its prompt alone."""
     spy = PaddedBatchSpy(model, lengths, fix=fix, limit=4 * max_new_tokens + 4)
-    out = quiet_call(fn, spy, [p.clone() for p in prompts], max_new_tokens, pad_id)
+    cache = tinylm.KVCache(model.config, len(prompts))
+    out = quiet_call(fn, spy, [p.clone() for p in prompts], max_new_tokens, cache, pad_id)
     return isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(alone.shape) and torch.equal(out.long().cpu(), alone)
 
 
 def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: tuple = (3, 7, 5),
                                max_new_tokens: int = 6, vocab: int = 29, n_kv_heads: int = 1, pad_id: int = 0) -> None:
-    """generate_left_padded(model, prompts, max_new_tokens, pad_id) on prompts
+    """generate_left_padded(model, prompts, max_new_tokens, cache, pad_id) on prompts
     of different lengths: greedy new tokens (B, max_new_tokens), each row
     equal to decoding its prompt alone (an independent reference: no padding,
     no mask, no cache), and the positions handed to the model counted from 0
@@ -205,7 +211,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
     prompts = [torch.randint(1, vocab, (n,), generator=g) for n in lengths]  # ids >= 1: the pad id never occurs
     alone = torch.stack([ref_greedy(model, p[None], max_new_tokens)[0, len(p):] for p in prompts])  # (B, new)
     spy = PaddedBatchSpy(model, lengths, limit=4 * max_new_tokens + 4)
-    got = chk.call(generate_left_padded, spy, [p.clone() for p in prompts], max_new_tokens, pad_id)
+    cache = tinylm.KVCache(model.config, B)
+    got = chk.call(generate_left_padded, spy, [p.clone() for p in prompts], max_new_tokens, cache, pad_id)
     pads = [max(lengths) - n for n in lengths]
     if not (isinstance(got, torch.Tensor) and tuple(got.shape) == (B, max_new_tokens)):
         chk.compare(f"new tokens of {B} prompts", got, alone)

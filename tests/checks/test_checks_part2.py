@@ -63,7 +63,7 @@ def _train_step(model, opt, x, y, clip=1.0):
 _GENERATE = independent_copy(tinylm.generate)
 
 
-def _left_padded(model, prompts, max_new_tokens, pad_id=0):
+def _left_padded(model, prompts, max_new_tokens, cache, pad_id=0):
     """tinylm.generate on the left-padded batch, told which slots are padding."""
     T = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import tinylm
 from autograder import checks
 
 
@@ -27,12 +26,13 @@ def _pad(prompts, pad_id):
     return ids, mask
 
 
-def decode(model, prompts, max_new_tokens, pad_id=0, *, cache=True, mask_steps=True, last=-1, positions_from=None):
+def decode(model, prompts, max_new_tokens, kv, pad_id=0, *, cache=True, mask_steps=True, last=-1,
+           positions_from=None):
     """A left-padded greedy decoder with switches for its mistakes."""
     ids, mask = _pad(prompts, pad_id)
     B, T = ids.shape
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0) if positions_from is None else positions_from(B, T)
-    kv = tinylm.KVCache(model.config, B) if cache else None
+    kv.reset()
     seq, new = ids, []
     with torch.no_grad():
         for step in range(max_new_tokens):
@@ -52,13 +52,14 @@ def decode(model, prompts, max_new_tokens, pad_id=0, *, cache=True, mask_steps=T
 
 def test_a_right_decoder_passes_with_and_without_the_cache(capsys):
     checks.check_generate_left_padded(decode)
-    checks.check_generate_left_padded(lambda m, p, n, pad_id=0: decode(m, p, n, pad_id, cache=False))
+    checks.check_generate_left_padded(lambda m, p, n, c, pad_id=0: decode(m, p, n, c, pad_id, cache=False))
     checks.check_generate_left_padded(decode, seed=21, lengths=(6, 2, 9, 4), max_new_tokens=8, vocab=31, n_kv_heads=3)
     assert capsys.readouterr().out.count("PASS generate_left_padded") == 3
 
 
 def test_mask_dropped_after_the_prompt_is_named_after_the_rerun():
-    said = _failure(checks.check_generate_left_padded, lambda m, p, n, pad_id=0: decode(m, p, n, pad_id, mask_steps=False))
+    said = _failure(checks.check_generate_left_padded,
+                    lambda m, p, n, c, pad_id=0: decode(m, p, n, c, pad_id, mask_steps=False))
     assert "Likely bug: mask not carried into the cached steps" in said, said
     assert "with only the attention mask your function hands the model replaced by the right ones" in said
 
@@ -67,7 +68,7 @@ def test_no_cause_is_certain_when_the_rerun_does_not_restore_the_reference():
     # Two mistakes: no mask at the decoding steps, and the next token read from the first position. Replacing the
     # mask alone cannot give the reference, so the mask is said as a measured fact, not as the cause.
     said = _failure(checks.check_generate_left_padded,
-                    lambda m, p, n, pad_id=0: decode(m, p, n, pad_id, mask_steps=False, last=0))
+                    lambda m, p, n, c, pad_id=0: decode(m, p, n, c, pad_id, mask_steps=False, last=0))
     assert "Likely bug" not in said, said
     assert "Measured: the prompt's forward pass gets an attention_mask, decoding step 1" in said
     assert "candidates" in said
@@ -75,7 +76,8 @@ def test_no_cause_is_certain_when_the_rerun_does_not_restore_the_reference():
 
 def test_positions_shifted_by_the_padding_everywhere_fail_the_positions_row_only():
     said = _failure(checks.check_generate_left_padded,
-                    lambda m, p, n, pad_id=0: decode(m, p, n, pad_id, positions_from=lambda B, T: torch.arange(T).expand(B, T)))
+                    lambda m, p, n, c, pad_id=0: decode(m, p, n, c, pad_id,
+                                                        positions_from=lambda B, T: torch.arange(T).expand(B, T)))
     assert "failed 1 of" in said and "positions handed to the model" in said, said
     assert "Likely bug: positions counted from the padded start" in said
     assert "your tokens still equal decoding each prompt alone here" in said

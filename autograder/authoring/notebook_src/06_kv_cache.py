@@ -16,7 +16,7 @@
 # 3. `attention_step(x, attn, cos, sin, past_k, past_v)`: attention for a few *new* tokens that reads every cached
 #    key, with RoPE positions offset by the cache length and a mask aligned for the new tokens;
 # 4. `generate_greedy(model, prompt, max_new_tokens, cache)`: prefill once, then decode one token per step;
-# 5. `generate_left_padded(model, prompts, max_new_tokens)`: prompts of different lengths decoded as one batch with
+# 5. `generate_left_padded(model, prompts, max_new_tokens, cache)`: prompts of different lengths decoded as one batch with
 #    the cache, each row as if it were alone.
 #
 # **Since notebook 05:** you have the whole model, `tinylm.Transformer`: embedding, blocks of RMSNorm, RoPE attention
@@ -577,15 +577,18 @@ if not why:
 # models masked the padding only in the first decoding step
 # ([OpenNMT-py#2532](https://github.com/OpenNMT/OpenNMT-py/pull/2532)).
 #
-# Write `generate_left_padded`: pad, build the mask and the positions, prefill with a `tinylm.KVCache`, then decode
+# Write `generate_left_padded`: pad, build the mask and the positions, prefill into the `KVCache` you are given
+# (reset it first, as in `generate_greedy`), then decode
 # greedily (`argmax`) one token per step, as `generate_greedy` does. Return only the new tokens, `(B, max_new_tokens)`:
 # the prompts have different lengths. The check decodes each prompt alone (no padding, no mask) and compares every
 # row; it also records what your function hands the model at every call.
 
 # %% nbgrader={"grade": false, "grade_id": "generate_left_padded", "locked": false, "schema_version": 3, "solution": true}
-def generate_left_padded(model, prompts, max_new_tokens, pad_id=0):
-    """prompts: B token-id tensors (n_b,) of different lengths -> (B, max_new_tokens) greedy new tokens."""
+def generate_left_padded(model, prompts, max_new_tokens, cache, pad_id=0):
+    """prompts: B token-id tensors (n_b,) of different lengths, cache: a KVCache for B rows
+    -> (B, max_new_tokens) greedy new tokens."""
     ### BEGIN SOLUTION
+    cache.reset()                                                       # it may hold an earlier batch
     B, T = len(prompts), max(len(p) for p in prompts)
     ids = torch.full((B, T), pad_id, dtype=torch.long)                  # (B, T)
     mask = torch.zeros(B, T, dtype=torch.bool)                          # (B, T): True at real tokens
@@ -593,7 +596,6 @@ def generate_left_padded(model, prompts, max_new_tokens, pad_id=0):
         ids[b, T - len(p):] = p                                         # the padding goes in front
         mask[b, T - len(p):] = True
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)              # (B, T): 0 at each row's first real token
-    cache = tinylm.KVCache(model.config, B)
     new = []
     with torch.no_grad():                                               # no graph: nothing here is trained
         for _ in range(max_new_tokens):

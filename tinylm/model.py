@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import Attention
+from .attention import Attention, padded_causal_mask
 from .config import ModelConfig
 from .kv_cache import KVCache
 from .mlp import SwiGLU
@@ -31,8 +31,9 @@ class Block(nn.Module):
         self.drop = nn.Dropout(config.dropout)  # residual dropout: active in train mode only
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache | None = None,
-                layer_idx: int = 0) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.attn_norm(x), cos, sin, cache, layer_idx))  # (B, T, d)
+                layer_idx: int = 0, positions: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        at = {} if positions is None and mask is None else {"positions": positions, "mask": mask}
+        x = x + self.drop(self.attn(self.attn_norm(x), cos, sin, cache, layer_idx, **at))  # (B, T, d)
         x = x + self.drop(self.mlp(self.mlp_norm(x)))                                # (B, T, d)
         return x
 
@@ -72,15 +73,30 @@ class Transformer(nn.Module):
         """Distinct parameters: a tied head is counted once."""
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None, positions: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """idx (B, T) token ids of any integer dtype -> logits (B, T, vocab_size).
         With a cache, idx holds only the new tokens; they continue at position
-        cache.length, and the cache advances by T."""
+        cache.length, and the cache advances by T.
+
+        For a batch of left-padded prompts (rows of different lengths, padding
+        in front): attention_mask (B, cache.length + T), True or 1 at real
+        tokens, covers every position so far (the cached ones too, at every
+        decoding step), and no query attends to a padding key; positions
+        (B, T) are each row's RoPE positions of the new tokens, counted from 0
+        at the row's first real token. The model does not derive positions
+        from the mask: without `positions`, row b's tokens sit at their slot
+        numbers, padding counted."""
         idx = self._checked_ids(idx, cache)                        # (B, T) int64
         T = idx.shape[1]
+        start_pos = 0 if cache is None else cache.length
+        positions = self._checked_positions(positions, idx)
+        mask = None if attention_mask is None else padded_causal_mask(
+            self._checked_mask(attention_mask, idx, start_pos), T)  # (B, 1, T, start_pos + T)
+        at = {} if positions is None and mask is None else {"positions": positions, "mask": mask}
         x = self.drop(self.tok_emb(idx))                           # (B, T, d)
         for i, block in enumerate(self.blocks):
-            x = block(x, self.rope_cos, self.rope_sin, cache, i)   # (B, T, d)
+            x = block(x, self.rope_cos, self.rope_sin, cache, i, **at)  # (B, T, d)
         if cache is not None:
             cache.advance(T)  # after every layer has written the same slots
         x = self.norm(x)                                           # (B, T, d)
@@ -107,6 +123,29 @@ class Transformer(nn.Module):
                 f"max_seq_len={self.config.max_seq_len}; crop the input or build the model with a larger max_seq_len."
             )
         return idx.long()
+
+    def _checked_positions(self, positions: torch.Tensor | None, idx: torch.Tensor) -> torch.Tensor | None:
+        if positions is None:
+            return None
+        check_token_tensor(positions, "positions")
+        if tuple(positions.shape) != tuple(idx.shape):
+            raise ValueError(f"positions must be (batch, seq) like idx, {tuple(idx.shape)}, got {tuple(positions.shape)}.")
+        if positions.numel() and not torch.compiler.is_compiling():
+            low, high = positions.aminmax()
+            if int(low) < 0 or int(high) >= self.config.max_seq_len:
+                raise ValueError(f"positions must lie in [0, max_seq_len={self.config.max_seq_len}), got "
+                                 f"{int(low)}..{int(high)}.")
+        return positions.to(self.rope_cos.device).long()
+
+    def _checked_mask(self, attention_mask: torch.Tensor, idx: torch.Tensor, start_pos: int) -> torch.Tensor:
+        if not isinstance(attention_mask, torch.Tensor) or attention_mask.is_floating_point():
+            raise TypeError("attention_mask must be a bool or integer tensor (True or 1 = a real token), got "
+                            f"{attention_mask.dtype if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__}.")
+        want = (idx.shape[0], start_pos + idx.shape[1])
+        if tuple(attention_mask.shape) != want:
+            raise ValueError(f"attention_mask must cover every position so far, (batch, cached + new) = {want}, got "
+                             f"{tuple(attention_mask.shape)}; with a KV cache, append one column per decoded token.")
+        return attention_mask.to(idx.device)
 
 
 def next_token_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:

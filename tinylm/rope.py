@@ -34,10 +34,15 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos: int = 0,
+               positions: torch.Tensor | None = None) -> torch.Tensor:
     """Rotate queries or keys x (B, H, T, hd) as if they sat at positions
     start_pos .. start_pos + T - 1. start_pos is the KV-cache length when
     decoding; restarting it at 0 is a classic cache bug.
+
+    positions (B, T), when given, replaces start_pos: each row's own
+    positions, for a batch whose rows start at different places (left-padded
+    prompts, whose first real token is position 0 of its row).
 
     x * cos + rotate_half(x) * sin: the first half becomes x1·cos - x2·sin, the
     second x2·cos + x1·sin, each pair turned by its angle. Written over the
@@ -51,16 +56,22 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
     halves are then only swapped, and the negation of a whole (B, H, T, hd/2)
     activation, forward and backward, becomes one of T·hd/2 table values."""
     seq_len = x.shape[-2]
-    if start_pos + seq_len > cos.shape[0]:
-        raise ValueError(
-            f"apply_rope: positions {start_pos}..{start_pos + seq_len - 1} exceed the RoPE table "
-            f"of {cos.shape[0]} positions (start_pos={start_pos}, x of shape {tuple(x.shape)}, positions "
-            f"along axis -2). Either the sequence is longer than the table (build rope_cache with a larger "
-            f"max_seq_len), or start_pos or x's positions are not those meant: x is (B, H, T, hd) with only "
-            f"the new positions in it, start_pos the number of positions before them."
-        )
-    cos = cos[start_pos:start_pos + seq_len].to(x.dtype)  # (T, hd), broadcasts over (B, H)
-    sin = sin[start_pos:start_pos + seq_len].to(x.dtype)
+    if positions is not None:
+        if positions.shape != (x.shape[0], seq_len):
+            raise ValueError(f"apply_rope: positions must be (batch, seq) = {(x.shape[0], seq_len)}, got {tuple(positions.shape)}.")
+        cos = cos[positions][:, None].to(x.dtype)  # (B, 1, T, hd): each row's own angles, broadcast over H
+        sin = sin[positions][:, None].to(x.dtype)
+    else:
+        if start_pos + seq_len > cos.shape[0]:
+            raise ValueError(
+                f"apply_rope: positions {start_pos}..{start_pos + seq_len - 1} exceed the RoPE table "
+                f"of {cos.shape[0]} positions (start_pos={start_pos}, x of shape {tuple(x.shape)}, positions "
+                f"along axis -2). Either the sequence is longer than the table (build rope_cache with a larger "
+                f"max_seq_len), or start_pos or x's positions are not those meant: x is (B, H, T, hd) with only "
+                f"the new positions in it, start_pos the number of positions before them."
+            )
+        cos = cos[start_pos:start_pos + seq_len].to(x.dtype)  # (T, hd), broadcasts over (B, H)
+        sin = sin[start_pos:start_pos + seq_len].to(x.dtype)
     sin_first, sin_second = sin.chunk(2, dim=-1)
     signed_sin = torch.cat((-sin_first, sin_second), dim=-1)  # (T, hd)
     x1, x2 = x.chunk(2, dim=-1)

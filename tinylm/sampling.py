@@ -102,9 +102,14 @@ def _check_samplable(logits: torch.Tensor) -> None:
 def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None,
              generator: torch.Generator | None = None, use_cache: bool = True,
-             stop_token: int | None = None) -> torch.Tensor:
+             stop_token: int | None = None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Autoregressive decoding. prompt (B, T) or (T,) -> the prompt followed
     by up to max_new_tokens new tokens, same number of dims as the prompt.
+
+    attention_mask (B, T), for prompts of different lengths padded on the
+    left (True or 1 = a real token): each row is decoded as if it were alone,
+    its positions counted from its first real token and its padding never
+    attended to, at the prompt and at every later step.
 
     stop_token (e.g. a chat model's end-of-turn id) ends decoding once every
     row has produced it; the output keeps it, and a row that stopped earlier
@@ -113,8 +118,9 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
     Runs in eval mode (dropout off: a train-mode model samples from a noisy
     distribution) and restores the previous mode afterwards."""
     idx, unbatched, max_new_tokens = _checked_prompt(model, prompt, max_new_tokens, stop_token)
+    mask = _checked_left_padding(attention_mask, idx)
     pick = lambda logits: sample_next(logits, temperature, top_k, top_p, generator)  # noqa: E731
-    new = list(_in_eval_mode(model, _steps(model, idx, max_new_tokens, use_cache, pick, stop_token)))
+    new = list(_in_eval_mode(model, _steps(model, idx, max_new_tokens, use_cache, pick, stop_token, mask)))
     idx = torch.cat([idx.to(next(model.parameters()).device)] + [t[:, None] for t in new], dim=1)  # (B, T + new)
     idx = idx.clone()  # an ordinary tensor again, usable with autograd (e.g. as training data)
     return idx[0] if unbatched else idx
@@ -158,6 +164,25 @@ def _checked_prompt(model, prompt: torch.Tensor, max_new_tokens: int, stop_token
     return idx, unbatched, max_new_tokens
 
 
+def _checked_left_padding(attention_mask, idx: torch.Tensor) -> torch.Tensor | None:
+    """The prompt's padding mask as bool (B, T), or None; every row must end
+    with a real token (decoding continues each row from its last column)."""
+    if attention_mask is None:
+        return None
+    mask = attention_mask[None] if attention_mask.dim() == 1 else attention_mask
+    if not isinstance(mask, torch.Tensor) or mask.is_floating_point() or tuple(mask.shape) != tuple(idx.shape):
+        raise ValueError(f"generate: attention_mask must be a bool or integer tensor shaped like the prompt, "
+                         f"{tuple(idx.shape)}, got {getattr(mask, 'dtype', type(mask).__name__)} "
+                         f"{tuple(getattr(mask, 'shape', ()))}.")
+    mask = mask.bool()
+    ends_padded = ~mask[:, -1]
+    if bool(ends_padded.any()):
+        row = int(ends_padded.nonzero()[0])
+        raise ValueError(f"generate: row {row} of attention_mask ends with padding; pad prompts on the left, so that "
+                         "every row's last column is a real token (decoding continues each row from there).")
+    return mask
+
+
 def _in_eval_mode(model, steps):
     """Run the decoding generator `steps` with the model in eval mode and
     under inference_mode, restoring the previous mode afterwards (also when
@@ -177,20 +202,31 @@ def _in_eval_mode(model, steps):
         model.train(was_training)
 
 
-def _steps(model, idx: torch.Tensor, max_new_tokens: int, use_cache: bool, pick, stop_token=None):
-    """Yield the next ids (B,) one step at a time."""
+def _steps(model, idx: torch.Tensor, max_new_tokens: int, use_cache: bool, pick, stop_token=None, mask=None):
+    """Yield the next ids (B,) one step at a time. mask (B, T): the prompt's
+    left padding, or None; it grows by one real column per step, and each
+    row's positions count its real tokens only."""
     weight = next(model.parameters())
     cache = KVCache(model.config, idx.shape[0], device=weight.device, dtype=_kv_dtype(weight)) if use_cache else None
     idx = idx.to(weight.device)
     step_input = idx  # prefill: the whole prompt in one pass
     stopped = torch.zeros(idx.shape[0], dtype=torch.bool, device=weight.device)
+    if mask is not None:
+        mask = mask.to(weight.device)
     for _ in range(max_new_tokens):
-        logits = model(step_input if use_cache else idx, cache=cache)[:, -1, :]  # (B, V)
+        padding = {}
+        if mask is not None:
+            positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, T_total): 0 at each row's first real token
+            n_in = step_input.shape[1] if use_cache else idx.shape[1]
+            padding = {"positions": positions[:, -n_in:], "attention_mask": mask}
+        logits = model(step_input if use_cache else idx, cache=cache, **padding)[:, -1, :]  # (B, V)
         next_id = pick(logits)                                                   # (B,)
         if stop_token is not None:
             next_id = next_id.masked_fill(stopped, stop_token)  # finished rows repeat the stop token
             stopped |= next_id == stop_token
         idx = torch.cat((idx, next_id[:, None]), dim=1)                          # (B, T + 1)
+        if mask is not None:
+            mask = torch.cat((mask, mask.new_ones(mask.shape[0], 1)), dim=1)     # the new token is real
         step_input = next_id[:, None]  # decode: only the new token goes in
         yield next_id
         if stop_token is not None and bool(stopped.all()):

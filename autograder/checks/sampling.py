@@ -37,7 +37,9 @@ NEG_INF = float("-inf")
 
 
 def ref_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep logits >= the k-th largest (ties with it kept), the rest -inf."""
+    """Keep logits >= the k-th largest (ties with it kept), the rest -inf; k
+    larger than the vocabulary keeps every token."""
+    k = min(k, logits.shape[-1])
     kth = logits.sort(dim=-1, descending=True).values[..., k - 1:k]  # (..., 1)
     return logits.masked_fill(logits < kth, NEG_INF)
 
@@ -150,13 +152,16 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
     x = _filter_cases(seed, batch, vocab, dtype)
     shapes = [(f"k={k} on {tuple(x.shape)}", x, k) for k in ks]
     shapes += [(f"k={ks[0]} on one row {tuple(x[-1].shape)}", x[-1], ks[0]),
-               (f"k={ks[0]} on {(2, 2, vocab)}", randn(2, 2, vocab, seed=seed + 5, dtype=dtype) * 2, ks[0])]
+               (f"k={ks[0]} on {(2, 2, vocab)}", randn(2, 2, vocab, seed=seed + 5, dtype=dtype) * 2, ks[0]),
+               # the edges: every token kept (k equal to the vocabulary, and larger, which torch.topk refuses)
+               (f"k={vocab}, the whole vocabulary, on {tuple(x.shape)}", x, vocab),
+               (f"k={vocab + 4}, more than the {vocab} tokens, on {tuple(x.shape)}", x, vocab + 4)]
     law = KeptCounts(top_k_filter, vocab, dtype)
 
     def off_by(c, wrong):  # an off-by-one is named only when the counts law shows it at every k and batch size
         return lambda: wrong() if not chk.passed and law.fit() == (c, False) else None
     counts = []  # (k, tokens kept per row, the right counts) of each failing row that keeps the most likely tokens
-    for label, xs, k in shapes:
+    for label, xs, k in shapes[:-2]:
         got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=wrong_axis_hints(top_k_filter, xs, k, ref_top_k),
                               inputs_row=True)
         want = ref_top_k(xs, k)
@@ -176,8 +181,35 @@ def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: in
                 counts.append((k, *counted))
     if counts:
         explain_kept_counts(chk, law, counts)
+    # The edges come last: a filter that raises on k past the vocabulary stops the check, after the rows above
+    # have been read.
+    for label, xs, k in shapes[-2:]:
+        hints = k_past_vocabulary_hints(top_k_filter, xs, k) if k > xs.shape[-1] else ()
+        got = call_with_hints(chk, top_k_filter, xs.clone(), k, hints=hints, row_label=label)
+        want = ref_top_k(xs, k)
+        if not chk.compare(label, got, want):  # every token kept: no smaller set to mistake it for
+            diagnose_filter(chk, got, xs, want, "top_k_filter", xs, k=k, label=label)
     run_contract(chk, top_k_filter, TOP_K_FILTER)
     chk.finish()
+
+
+def k_past_vocabulary_hints(fn, logits: torch.Tensor, k: int) -> list:
+    """The hint for a top_k_filter that raises when k is larger than the
+    vocabulary: named as that only when the learner's own function, given the
+    same logits with k equal to the vocabulary, keeps every token (measured);
+    otherwise the fact."""
+    vocab = logits.shape[-1]
+
+    def bug() -> str:
+        out = quiet_call(fn, logits.clone(), vocab)
+        if isinstance(out, torch.Tensor) and out.shape == logits.shape and torch.equal(out.detach().cpu(), logits):
+            return (f"top-k larger than the vocabulary raises (measured: your filter raises for k={k} on {vocab} tokens, "
+                    f"and keeps every token for k={vocab}): k can exceed the vocabulary (a setting made for a larger "
+                    "model); clamp it, k = min(k, logits.shape[-1]), which keeps every token")
+        return (f"Measured: your filter raises for k={k} on {vocab} tokens, and with k={vocab} it does not return the "
+                "logits whole either; k larger than the vocabulary must keep every token: clamp it, "
+                "k = min(k, logits.shape[-1])")
+    return [(r"[\s\S]", bug)]  # whatever the error says: the measurement decides
 
 
 class KeptCounts:
@@ -279,6 +311,13 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
     x = randn(batch, vocab, seed=seed, dtype=dtype) * 2
     cases = [(f"p={p} on {tuple(x.shape)}", x, p) for p in ps]
     cases.append((f"p={ps[1 % len(ps)]} on one row {tuple(x[-1].shape)}", x[-1], ps[1 % len(ps)]))
+    # the edges: at least one token per row, each row as if alone
+    sure, flat = _nucleus_edges(seed, vocab, dtype)
+    cases += [(f"p=0.5 on {tuple(sure.shape)}: rows 0 and 3 hold one token of more than p, row 2 a tie at the top",
+               sure, 0.5),
+              (f"p=0.001 on {tuple(flat.shape)}: one token per row, row 1 nearly flat", flat, 0.001)]
+    edges = {label for label, _, _ in cases[-2:]}
+    coupled = []  # (p, wrong rows, those right when filtered alone) of each failing batch
     for label, xs, p in cases:
         got = call_with_hints(chk, top_p_filter, xs.clone(), p, hints=wrong_axis_hints(top_p_filter, xs, p, ref_top_p),
                               inputs_row=True)
@@ -304,8 +343,65 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
         if not chk.compare(label, got, want, variants=variants):
             diagnose_filter(chk, got, xs, want, "top_p_filter", xs, p=p, label=label)
             _measure_nucleus(chk, got, xs, p)
+            if xs.dim() > 1 and xs.shape[0] > 1:
+                coupled += _rows_alone(chk, top_p_filter, got, xs, p, want, label in edges)
+    if coupled and all(fine == wrong for _, wrong, fine in coupled):
+        p, rows, _ = coupled[0]
+        # Every wrong row is right on its own, so the per-row rule (the crossing token included) is not the cause.
+        chk.diagnoses[:] = [d for d in chk.diagnoses if d != CROSSING]
+        chk.diagnose(f"rows are not filtered independently (measured: with p={p}, row(s) {rows} keep the right tokens "
+                     "when filtered alone, as a batch of one, and other tokens inside the batch): every step must work "
+                     "per row on the last axis; an index such as drop[0], drop[0, 0] or a flattened view's [0] on a "
+                     "(B, V) mask reaches the first row only, where drop[..., 0] reaches the first column of every row")
+    else:
+        for p, _, fine in coupled:
+            if fine:
+                chk.measured(f"p={p}: row(s) {fine} keep the right tokens when filtered alone (a batch of one) and "
+                             "other tokens inside the batch")
     run_contract(chk, top_p_filter, TOP_P_FILTER)
     chk.finish()
+
+
+def _nucleus_edges(seed: int, vocab: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two (4, vocab) batches for top-p's edges. The first (for p = 0.5): rows
+    0 and 3 put more than 0.99 of their mass on one token (at different
+    places), row 1 is ordinary, row 2 has two tokens tied at the top (each
+    below p, so both are kept whichever the sort puts first). The second
+    (for a tiny p): the same rows 0 and 3, row 1 nearly flat, row 2 ordinary;
+    each row keeps its top token alone."""
+    x = randn(4, vocab, seed=seed + 31, dtype=dtype) * 2
+    sure = x.clone()
+    sure[0, 1] = sure[0].max() + 10
+    sure[3, -1] = sure[3].max() + 10
+    # row 2: two tokens tied on top (about 0.2 each, so a running sum passes p = 0.5 only at the third token), the
+    # rest spread thinner
+    probs = (randn(vocab, seed=seed + 33, dtype=torch.float64) * 0.3).softmax(-1) * 0.6
+    probs[[0, 4]] = 0.2
+    sure[2] = (probs / probs.sum()).log().to(dtype)
+    flat = sure.clone()
+    flat[1] = randn(vocab, seed=seed + 32, dtype=dtype) * 0.1
+    flat[2] = x[2]
+    return sure, flat
+
+
+def _rows_alone(chk: Check, top_p_filter, got, x: torch.Tensor, p: float, want: torch.Tensor, edge: bool) -> list:
+    """On an edge batch, the rows the learner's filter left empty (a fact);
+    on any batch, each wrong row filtered alone (a (1, V) batch): returns
+    [(p, wrong rows, those of them right alone)] when a row is wrong."""
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+        return []
+    kept, right = _kept(got.detach().cpu()), _kept(want)
+    empty = (~kept).all(-1).nonzero().flatten().tolist()
+    if empty and edge:
+        top = x.double().softmax(-1).max(-1).values
+        chk.measured(f"p={p}: row(s) {empty} keep no token at all (every logit -inf, so sampling gives NaN); their most "
+                     f"likely token holds {[round(float(top[r]), 3) for r in empty]}; the token that crosses p is kept "
+                     "even when it alone holds more than p")
+    wrong = [r for r in range(x.shape[0]) if not torch.equal(kept[r], right[r])]
+    alone = [quiet_call(top_p_filter, x[r:r + 1].clone(), p) for r in wrong]
+    fine = [r for r, out in zip(wrong, alone) if isinstance(out, torch.Tensor) and out.shape == (1, x.shape[-1])
+            and torch.equal(_kept(out.detach().cpu())[0], right[r])]
+    return [(p, wrong, fine)] if wrong else []
 
 
 def _nucleus_sorted_softmax0(x, p):

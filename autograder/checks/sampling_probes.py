@@ -120,3 +120,4 @@ def from_eval_mode_without_grad(chk: Check, generate, model, prompt, max_new_tok
                                    "switches it whatever mode it came in; restore the mode it came in, "
                                    "model.train(was_training)")
     model.train()
+

@@ -86,6 +86,18 @@ MUTATIONS = [
       "one token too few"),
     M("generate", "logits = model(idx)[:, -1]", "logits = model(idx[:, -1:])[:, -1]", ("only the last token", "context"),
       "feeds only the last token without a cache", untrue=("softmax taken of the probabilities",)),
+    # the edges real implementations shipped wrong
+    M("top_k_filter", "    k = min(k, logits.shape[-1])                           # k past the vocabulary keeps every token\n",
+      "", ("larger than the vocabulary",), "passes a k larger than the vocabulary to topk, which raises",
+      added="real-world-edges"),
+    M("top_p_filter", "drop_sorted = mass_before >= p", "drop_sorted = probs.cumsum(dim=-1) > p\n    drop_sorted[0, 0] = False",
+      ("crossing",), "keeps the top token of the first row only, so a row whose top token alone holds more than p "
+      "keeps nothing", added="real-world-edges"),
+    M("top_p_filter", "drop_sorted = mass_before >= p",
+      "drop_sorted = probs.cumsum(dim=-1) > p\n    drop_sorted[..., 1:] = drop_sorted[..., :-1].clone()\n"
+      "    drop_sorted.view(-1, drop_sorted.shape[-1])[0, 0] = False", ("not filtered independently",),
+      "keeps the crossing token by shifting the mask, but sets 'keep the top token' on the first row only",
+      added="real-world-edges"),
     # after learners' reports: contracts and the order of the transforms
     M("top_k_filter", 'return logits.masked_fill(logits < kth, float("-inf"))',
       'return logits.masked_fill_(logits < kth, float("-inf"))', ("in place",), "fills the caller's logits in place",

@@ -62,6 +62,16 @@ def _train_step(model, opt, x, y, clip=1.0):
 
 _GENERATE = independent_copy(tinylm.generate)
 
+
+def _left_padded(model, prompts, max_new_tokens, cache, pad_id=0):
+    """tinylm.generate on the left-padded batch, told which slots are padding."""
+    T = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(prompts), T, dtype=torch.long)  # 1/0 rather than bool: both are accepted
+    for b, p in enumerate(prompts):
+        ids[b, T - len(p):], mask[b, T - len(p):] = p, 1
+    return _GENERATE(model, ids, max_new_tokens, temperature=0, attention_mask=mask)[:, T:]
+
 CORRECT = [
     (checks.check_cache_update, (lambda pk, pv, k, v: (torch.cat((pk, k), 2), torch.cat((pv, v), 2)),)),
     (checks.check_attention_step, (_step,)),
@@ -74,6 +84,7 @@ CORRECT = [
     (checks.check_sample_next, (independent_copy(tinylm.sample_next),)),
     (checks.check_generate, (lambda m, p, n, t, k, tp, g: _GENERATE(m, p, n, temperature=t, top_k=k, top_p=tp,
                                                                             generator=g),)),
+    (checks.check_generate_left_padded, (_left_padded,)),
     (checks.check_get_batch, (independent_copy(tinylm.get_batch),)),
     (checks.check_lm_loss, (independent_copy(tinylm.next_token_loss),)),
     (checks.check_lr_schedule, (lambda s, w, t, hi, lo: tinylm.lr_at(s, tinylm.TrainConfig(

@@ -30,6 +30,8 @@ BUGS = [
      "keys cached before RoPE"),
     ("06_kv_cache", "generate_greedy", "    cache.reset()", "    pass", "cache not reset between prompts"),
     ("06_kv_cache", "generate_greedy", "step_input = next_id ", "step_input = idx ", "the whole sequence is fed again"),
+    ("06_kv_cache", "generate_left_padded", "attention_mask=mask)", "attention_mask=mask if cache.length == 0 else None)",
+     "mask not carried into the cached steps"),
     ("06_kv_cache", "generate_greedy", "model(step_input, cache=cache)", "model(idx)",
      "the cache is not used"),
     ("06_kv_cache", "cache_update", "torch.cat((past_v, v), dim=2)", "torch.stack((past_v, v), dim=2)", "torch.stack adds"),

@@ -15,7 +15,9 @@
 # 2. `cache_update(past_k, past_v, k, v)`: append the new keys and values along the sequence axis;
 # 3. `attention_step(x, attn, cos, sin, past_k, past_v)`: attention for a few *new* tokens that reads every cached
 #    key, with RoPE positions offset by the cache length and a mask aligned for the new tokens;
-# 4. `generate_greedy(model, prompt, max_new_tokens, cache)`: prefill once, then decode one token per step.
+# 4. `generate_greedy(model, prompt, max_new_tokens, cache)`: prefill once, then decode one token per step;
+# 5. `generate_left_padded(model, prompts, max_new_tokens, cache)`: prompts of different lengths decoded as one batch with
+#    the cache, each row as if it were alone.
 #
 # **Since notebook 05:** you have the whole model, `tinylm.Transformer`: embedding, blocks of RMSNorm, RoPE attention
 # and SwiGLU, final norm, tied head. Its forward pass already accepts `cache=`; here you build what goes on inside.
@@ -39,8 +41,8 @@ import tinylm.experiments
 from tinylm.measure import Timing, clearly_more, timed_ms, timed_together  # (median, spread) of repeated timings
 from tinylm.presets import NB06_MODEL
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
-from autograder.checks import (check_attention_step, check_cache_update, check_generate_greedy, check_kv_cache_bytes,
-                               show_check)
+from autograder.checks import (check_attention_step, check_cache_update, check_generate_greedy,
+                               check_generate_left_padded, check_kv_cache_bytes, show_check)
 from autograder.checks.learner_model import (cached_matches_full, check_model_agrees, learner_cache, learner_model,
                                               require_agreement)
 
@@ -539,8 +541,82 @@ if not why:
               "(rerun this cell when the machine is idle)")
     del real
 
+
 # %% [markdown]
-# ## 5. Pitfalls
+# ## 5. A batch of prompts of different lengths
+#
+# Serving decodes many prompts at once. A tensor needs rows of one length, so the shorter prompts are **padded on the
+# left** (the pad id in front): every row then ends with its last real token, and one `[:, -1]` reads every row's next
+# token. Three prompts of 3, 7 and 5 tokens, padded to width 7 (`·` = pad):
+#
+# | row | slots 0..6 | attention_mask | positions (RoPE) |
+# |---|---|---|---|
+# | 0 | `· · · · a b c` | `0 0 0 0 1 1 1` | `0 0 0 0 0 1 2` |
+# | 1 | `d e f g h i j` | `1 1 1 1 1 1 1` | `0 1 2 3 4 5 6` |
+# | 2 | `· · k l m n o` | `0 0 1 1 1 1 1` | `0 0 0 1 2 3 4` |
+#
+# Two things make row 0 decode as the prompt `a b c` alone:
+#
+# - **the mask:** no query attends to a pad key, at the prompt *and at every cached step*: the pads stay in the KV
+#   cache, so each step's mask covers every position so far, `(B, cached + 1)`, one `True` column appended per new
+#   token;
+# - **the positions:** each row counts from 0 at its first real token, `(mask.cumsum(-1) - 1).clamp(min=0)` (the pads'
+#   positions are never read), and a new token gets one more than its row's last position, not the padded length.
+#
+# tinylm's model takes both: `model(ids, cache=cache, positions=positions, attention_mask=mask)`, with `ids` and
+# `positions` of shape `(B, T_new)` and `mask` of shape `(B, cached + T_new)`, True (or 1) at real tokens, as in
+# Hugging Face. Without `positions` it counts slots, pads included.
+#
+# RoPE makes scores depend on *differences* of positions, so a row whose positions are all shifted by its pad count
+# still attends correctly; what breaks it is a count that changes between the prompt and the decoding steps, and a
+# model with learned absolute positions breaks at once. All of it shipped: Llama in transformers counts positions from
+# the padded start unless the caller passes `position_ids`
+# ([transformers#33095](https://github.com/huggingface/transformers/issues/33095)); TransformerLens applied a
+# caller's mask at the first step only and gave each new token the padded length as its position
+# ([TransformerLens#1617](https://github.com/TransformerLensOrg/TransformerLens/pull/1617)); OpenNMT-py's language
+# models masked the padding only in the first decoding step
+# ([OpenNMT-py#2532](https://github.com/OpenNMT/OpenNMT-py/pull/2532)).
+#
+# Write `generate_left_padded`: pad, build the mask and the positions, prefill into the `KVCache` you are given
+# (reset it first, as in `generate_greedy`), then decode
+# greedily (`argmax`) one token per step, as `generate_greedy` does. Return only the new tokens, `(B, max_new_tokens)`:
+# the prompts have different lengths. The check decodes each prompt alone (no padding, no mask) and compares every
+# row; it also records what your function hands the model at every call.
+
+# %% nbgrader={"grade": false, "grade_id": "generate_left_padded", "locked": false, "schema_version": 3, "solution": true}
+def generate_left_padded(model, prompts, max_new_tokens, cache, pad_id=0):
+    """prompts: B token-id tensors (n_b,) of different lengths, cache: a KVCache for B rows
+    -> (B, max_new_tokens) greedy new tokens."""
+    ### BEGIN SOLUTION
+    cache.reset()                                                       # it may hold an earlier batch
+    B, T = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)                  # (B, T)
+    mask = torch.zeros(B, T, dtype=torch.bool)                          # (B, T): True at real tokens
+    for b, p in enumerate(prompts):
+        ids[b, T - len(p):] = p                                         # the padding goes in front
+        mask[b, T - len(p):] = True
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)              # (B, T): 0 at each row's first real token
+    new = []
+    with torch.no_grad():                                               # no graph: nothing here is trained
+        for _ in range(max_new_tokens):
+            logits = model(ids, cache=cache, positions=positions, attention_mask=mask)[:, -1]  # (B, V)
+            next_id = logits.argmax(dim=-1)                             # (B,)
+            new.append(next_id)
+            ids, positions = next_id[:, None], positions[:, -1:] + 1    # (B, 1) each: one past the row's last position
+            mask = torch.cat((mask, mask.new_ones(B, 1)), dim=1)        # (B, cached + 1): the new token is real
+    return torch.stack(new, dim=1)                                      # (B, max_new_tokens)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "check_generate_left_padded", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check_generate_left_padded(generate_left_padded)
+### BEGIN HIDDEN TESTS
+check_generate_left_padded(generate_left_padded, seed=21, lengths=(6, 2, 9, 4), max_new_tokens=8, vocab=31,
+                           n_kv_heads=3)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 6. Pitfalls
 #
 # **Cache concatenated along the wrong axis.** `dim=1` stacks the new token as extra *heads*; the shapes still
 # broadcast in places, and the error (if any) appears far from the cause.
@@ -578,6 +654,8 @@ show_check(check_generate_greedy, pitfalls.generate_greedy_no_reset)
 #   ones along the sequence axis.
 # - New tokens continue at position `cache.length`: RoPE with `start_pos`, and a bottom-right aligned mask.
 # - Prefill the prompt once, then decode one token per step; reset the cache for every new prompt.
+# - A left-padded batch decodes each row as if alone only with the padding masked at every step (the pads stay in the
+#   cache) and each row's positions counted from its own first token.
 # - The cache costs `2 · n_layers · n_kv · d_head · T · bytes` per sequence, which at long contexts dominates the
 #   memory of serving.
 #

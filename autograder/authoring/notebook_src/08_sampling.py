@@ -84,11 +84,18 @@ plt.show()
 # Keep every logit that is at least the $k$-th largest, set the others to `-inf`. "At least" keeps ties with the
 # $k$-th value (so a tie can keep more than $k$); `logits.topk(k, dim=-1).values[..., -1:]` is the threshold, with
 # a trailing axis so it broadcasts over the vocabulary. Work on the last axis, for any batch shape.
+#
+# **The edge.** A `k` larger than the vocabulary is a legal setting (one written for a model with more tokens) and
+# keeps everything, but `torch.topk` refuses it ("selected index k out of range"): clamp first,
+# `min(k, logits.shape[-1])`. This crash shipped in a real library: TransformerLens's `sample_logits` passed `top_k`
+# straight to `topk` until [TransformerLens#1347](https://github.com/TransformerLensOrg/TransformerLens/pull/1347)
+# clamped it, as Hugging Face's `TopKLogitsWarper` does. The check tries `k` equal to the vocabulary and larger.
 
 # %% nbgrader={"grade": false, "grade_id": "top_k_filter", "locked": false, "schema_version": 3, "solution": true}
 def top_k_filter(logits, k):
     """logits (..., V) -> same shape, -inf outside the k largest (ties with the k-th kept)."""
     ### BEGIN SOLUTION
+    k = min(k, logits.shape[-1])                           # k past the vocabulary keeps every token
     kth = logits.topk(k, dim=-1).values[..., -1:]          # (..., 1): the k-th largest value
     return logits.masked_fill(logits < kth, float("-inf"))
     ### END SOLUTION
@@ -109,6 +116,13 @@ check_top_k_filter(top_k_filter, seed=8, batch=2, vocab=17, ks=(2, 7, 17), dtype
 #
 # `sort` returns the permutation `order`; a mask computed in sorted order goes back to vocabulary order with
 # `mask.scatter(-1, order, mask)`.
+#
+# **The edge.** "At least one token" must hold in every row of a batch on its own: a row whose top token alone holds
+# more than $p$, a tiny $p$, a tie at the top. A filter that drops the crossing token, or whose "keep the top token"
+# step is skipped or reaches only some rows, empties such a row, and the softmax of an all `-inf` row is NaN. Hugging Face's `TopPLogitsWarper`
+# applied its "keep at least `min_tokens_to_keep`" only when that number was above 1, so `top_p=0.0` crashed
+# `generate` until [transformers#24111](https://github.com/huggingface/transformers/pull/24111). The check's last two
+# rows are such batches; where a row fails, it also filters that row alone to see whether the rows are independent.
 
 # %% nbgrader={"grade": false, "grade_id": "top_p_filter", "locked": false, "schema_version": 3, "solution": true}
 def top_p_filter(logits, p):
@@ -389,6 +403,7 @@ show_check(check_generate, pitfalls.generate_train_mode)
 # - Top-k keeps ties with the $k$-th value; top-p keeps the crossing token, so something always survives.
 # - A seeded `torch.Generator` makes sampling reproducible; temperature 0 is greedy.
 # - Generate in eval mode under `no_grad`, and give the caller its mode back.
+# - A `k` past the vocabulary keeps everything; top-p keeps at least one token in every row.
 #
 # `tinylm.sample_next` and `tinylm.generate` are these functions (with the KV cache). **Next:** notebook 09 trains
 # the model, so there is finally something worth sampling from.

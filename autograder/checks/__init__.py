@@ -18,7 +18,8 @@ from .rope import (check_apply_rope, check_interleaved_to_half, check_meta_to_hf
 # notebooks 06-10
 from .gqa import check_gqa_attention, check_gqa_step, check_repeat_kv
 from .kv_cache import check_attention_step, check_cache_update, check_generate_greedy
-from .sampling import check_generate, check_sample_next, check_top_k_filter, check_top_p_filter
+from .sampling import check_sample_next, check_top_k_filter, check_top_p_filter
+from .sampling_generate import check_generate
 from .left_padding import check_generate_left_padded
 from .perplexity import check_bigram_nll, check_evaluate, check_nll_sum_and_count
 from .training import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step

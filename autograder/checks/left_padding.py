@@ -16,9 +16,10 @@ import torch
 
 import tinylm
 
-from .core import Check, seeded
-from .kv_cache import ref_greedy, tiny_model
-from .sampling_probes import quiet_call
+from .framework.check import Check
+from .framework.measure import seeded
+from .references.generation import ref_greedy, tiny_model
+from .framework.calling import quiet_call
 
 
 class PaddedBatchSpy(tinylm.Transformer):

@@ -14,23 +14,16 @@ whether the right values come back in sorted order.
 """
 from __future__ import annotations
 
-import contextlib
-import copy
-import inspect
-import io
 import math
 
 import torch
 
-from .contracts import Contract, Edge, defaults, locate_call, run_contract
+from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import describe
-from .sampling_probes import (flatter_with_dropout, from_eval_mode_without_grad, hands_probabilities, quiet_call,
-                              wrong_axis_hints)
-from .spies import crossed_arguments, first_call_arguments
-from .framework.calling import guarded_call
-from .framework.check import Check, RAISE_LOCATORS
-from .framework.measure import mode_split, permutation_of, randn, seeded
-from .references.generation import ForwardLog, greedy_with, measure_length, ref_greedy, tiny_model
+from .sampling_probes import quiet_call, wrong_axis_hints
+from .spies import first_call_arguments
+from .framework.check import Check
+from .framework.measure import permutation_of, randn, seeded
 from .references.hints import call_with_hints, finish_with_upstream
 
 NEG_INF = float("-inf")
@@ -623,203 +616,6 @@ def _measure_filter_inputs(chk: Check, sample_next, logits: torch.Tensor, T: flo
             continue
         chk.measured(f"sample_next hands {callee} {what} as its `logits` (measured on its first call): the filter "
                      "takes logits and applies its own softmax; pass it the (temperature-scaled) logits")
-
-
-# ---------------------------------------------------------------- generate
-
-def _crossed_to_sampler(generate, model, prompt, max_new_tokens) -> str | None:
-    """After generate raised with top_k and top_p set: whether it handed sample_next one in the other's place."""
-    args = (model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(11))
-    try:
-        given = dict(inspect.signature(generate).bind(*args).arguments)
-    except (TypeError, ValueError):
-        return None
-    received = first_call_arguments(generate, "sample_next", lambda: generate(*args))
-    return crossed_arguments("generate", given, "sample_next", received)
-
-
-def greedy_generate_steps(model, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None):
-    """generate at temperature 0, step by step, as a right answer takes the
-    steps: eval mode, the last position's logits, argmax, append; the mode restored."""
-    was_training = model.training
-    model.eval()
-    try:
-        return ref_greedy(model, prompt, max_new_tokens)
-    finally:
-        model.train(was_training)
-
-
-def _locate_generate(fn, args: tuple, kwargs: dict):
-    """The learner's first wrong line of a greedy generate call (temperature
-    0: the steps are the reference's); a sampling call's steps are not."""
-    if len(args) < 4 or args[3] != 0 or any(a is not None for a in args[4:]):
-        return None
-    return locate_call(fn, greedy_generate_steps, args, kwargs, "generate")
-
-
-RAISE_LOCATORS["generate"] = _locate_generate
-
-
-def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -> Check:
-    model = tiny_model(seed, dropout=dropout)
-    prompt = torch.randint(model.config.vocab_size, (batch, prompt_len), generator=seeded(seed))
-    want = ref_greedy(model.eval(), prompt, max_new_tokens)
-    model.train()
-    chk = Check("generate", expects=f"token ids (batch, prompt_len + max_new_tokens) = {(batch, prompt_len + max_new_tokens)}")
-    log = ForwardLog(model, limit=2 * max_new_tokens)  # bounded: a wrong loop is stopped, not waited for
-    try:
-        got = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
-    finally:
-        log.close()
-    in_train = sum(c["training"] for c in log.calls)
-    ok = chk.compare(f"greedy, {batch}x{prompt_len} prompt + {max_new_tokens} new", got, want, variants={
-        "the logits of the first position are used: the next token is predicted by the LAST position, logits[:, -1]":
-            lambda: greedy_with(model.eval(), prompt, max_new_tokens, lambda m, i: m(i)[:, 0]),
-        "only the last token is fed, without a cache: the model then sees no context; feed the whole sequence, "
-        "model(idx)[:, -1]": lambda: greedy_with(model.eval(), prompt, max_new_tokens, lambda m, i: m(i[:, -1:])[:, -1]),
-    })
-    model.train()
-    if not ok:
-        measure_length(chk, got, prompt, max_new_tokens, want)
-        chk.locate_with(lambda: _locate_generate(generate, (model, prompt, max_new_tokens, 0.0, None, None, None), {}))
-    chk.require("dropout off while generating (eval mode)", log.calls and not in_train,
-                f"{in_train} of {len(log.calls)} forward passes ran in train mode",
-                diagnosis="dropout left on during generation: the model was in train mode, so every step samples "
-                          "from a randomly damaged network; call model.eval() before decoding")
-    chk.require("no autograd graph (torch.no_grad)", log.calls and not any(c["grad"] for c in log.calls),
-                "forward passes recorded gradients",
-                diagnosis="decoding records an autograd graph: wrap the loop in torch.no_grad()")
-    log2 = ForwardLog(model, limit=2 * max_new_tokens)
-    try:
-        again = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
-    finally:
-        log2.close()
-    split = mode_split(model)
-    chk.require("train mode restored afterwards", model.training and split is None,
-                "the model was left in eval mode" if split is None else "submodules left in eval mode",
-                diagnosis=split or "the model is left in eval mode: remember was_training = model.training and restore "
-                                   "it with model.train(was_training) at the end")
-    if not ok and not in_train and isinstance(again, torch.Tensor) and isinstance(got, torch.Tensor) \
-            and not torch.equal(again, got):
-        chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: pass temperature, top_k "
-                     "and top_p on to sample_next")
-    from_eval_mode_without_grad(chk, generate, model, prompt, max_new_tokens)
-    _interrupted(chk, generate, model, prompt, max_new_tokens)
-    model.train()
-    log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
-    try:
-        runs = [chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(s),
-                         on_error=lambda err: _crossed_to_sampler(generate, model, prompt, max_new_tokens))
-                for s in (11, 11, 12)]
-    finally:
-        log3.close()
-    shaped = all(isinstance(r, torch.Tensor) and r.shape == want.shape for r in runs)
-    chk.require("sampling: prompt kept at the front", shaped and all(torch.equal(r[:, :prompt_len].cpu(), prompt) for r in runs),
-                "the returned ids must start with the prompt")
-    same = shaped and torch.equal(runs[0], runs[1])
-    chk.require("sampling: same seed, same tokens", same,
-                "two runs with identically seeded generators differ",
-                diagnosis=None if same or not shaped or in_train else "the generator is not used: pass it on to sample_next")
-    _plain_sampling(chk, generate, model, prompt)
-    return chk
-
-
-def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharpen: float = 8.0) -> None:
-    """Sampling at temperature 1 with no filter, the first new token of `copies` copies of each prompt row, from the
-    model with its final norm's gain times `sharpen` (logits that far from uniform make a flattened distribution
-    show): how often the most likely token is drawn, against the softmax's own probability. The count is a sum of
-    independent Bernoulli draws; more than 6 standard deviations from its mean, on either side, happens to a right
-    answer with a probability below 1e-6 for the check's model (the exact tails), whereas a greedy answer draws that
-    token every time and one that flattens the softmax draws it a few times."""
-    sharp = copy.deepcopy(model)
-    with torch.no_grad():
-        sharp.norm.weight.mul_(sharpen)
-    prompts = prompt.repeat(copies, 1)
-    sharp.eval()
-    with torch.no_grad():
-        logits = sharp(prompts)[:, -1].double()                   # (copies·B, V)
-    sharp.train()
-    probs = logits.softmax(-1)
-    log = ForwardLog(sharp)
-    try:
-        got = chk.call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
-    finally:
-        log.close()
-    shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == (len(prompts), prompt.shape[1] + 1)
-    top_p, top = probs.max(-1)
-    mean, sd = float(top_p.sum()), float((top_p * (1 - top_p)).sum().sqrt())
-    hits = int((got[:, -1].cpu() == top).sum()) if shaped else 0
-    if chk.require("plain sampling (temperature 1, no filter) draws from the softmax",
-                   shaped and abs(hits - mean) <= 6 * sd,
-                   f"returned {describe(got)}" if not shaped else f"{hits} of {len(prompts)} draws are the most likely "
-                   f"token, the softmax expects {mean:.1f} ± {sd:.1f}"):
-        return
-    if not shaped:
-        return
-    measured = (f"with temperature 1 and neither top_k nor top_p, {hits} of {len(prompts)} draws are the most likely "
-                f"token, where the model's softmax gives it {mean / len(prompts):.2g} on average (so {mean:.1f} ± "
-                f"{sd:.1f} of them)")
-    if hits == len(prompts):
-        chk.diagnose(f"your generate decodes greedily when no filter is set (measured: {measured}): temperature and "
-                     "the generator are ignored, so plain sampling never happens; sample from softmax(logits / "
-                     "temperature) whenever temperature > 0, with or without top_k and top_p (temperature 0 alone "
-                     "means greedy)")
-    elif hits > mean:
-        chk.measured(f"{measured}: the draws are sharper than the distribution")
-    elif any(c["training"] for c in log.calls):
-        flatter_with_dropout(chk, generate, sharp, prompts, top, mean, sd, measured)
-    else:
-        twice = probs.softmax(-1).gather(1, top[:, None]).squeeze(1)   # a softmax of the probabilities
-        t_mean, t_sd = float(twice.sum()), float((twice * (1 - twice)).sum().sqrt())
-        if abs(hits - t_mean) <= 6 * t_sd and hands_probabilities(generate, sharp, prompts):
-            chk.diagnose(f"your draws are flatter than the model's distribution (measured: {measured}), as flat as a "
-                         f"softmax taken of the probabilities (which expects {t_mean:.1f} ± {t_sd:.1f}), and what "
-                         "generate hands sample_next is probabilities (measured: every row non-negative, summing to "
-                         "1): its softmax flattens them; hand it the logits of the last position, model(idx)[:, -1, :], "
-                         "as they are")
-        elif abs(hits - t_mean) <= 6 * t_sd:
-            chk.measured(f"{measured}: the draws are flatter than the distribution, as flat as a softmax taken of the "
-                         f"probabilities would make them ({t_mean:.1f} ± {t_sd:.1f}); candidates: probabilities "
-                         "sampled as if they were logits (a second softmax), or logits of another position or context "
-                         "than the whole prompt's last (the model fed fewer tokens than it needs)")
-        else:
-            chk.measured(f"{measured}: the draws are flatter than the distribution")
-
-
-def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:
-    """A generation that an exception stops midway (the model's second
-    forward pass raises, as a KeyboardInterrupt or a bad argument would):
-    the model must still come back in the mode it came in (train)."""
-    model.train()
-    stop = ForwardLog(model, limit=1)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            guarded_call(generate, (model, prompt, max_new_tokens, 0.0, None, None, None), {})
-    except Exception:  # noqa: BLE001: the check's own stop, or an error of the learner's the rows above report
-        pass
-    finally:
-        stop.close()
-    split = mode_split(model)
-    restored = model.training and split is None
-    model.train()
-    if len(stop.calls) == 1:  # the stop did happen inside the decoding loop
-        chk.require("train mode restored when generation is interrupted", restored,
-                    "an exception in the second forward pass left the model in eval mode",
-                    diagnosis=split or "an exception during generation leaves the model in eval mode (measured: the "
-                                       "check raised in the second forward pass): restore the mode in a try/finally, "
-                                       "`try: ... finally: model.train(was_training)`, so it is restored however the "
-                                       "loop ends")
-
-
-def check_generate(generate, *, seed: int = 3, batch: int = 2, prompt_len: int = 4, max_new_tokens: int = 7,
-                   dropout: float = 0.5) -> None:
-    """generate(model, prompt, max_new_tokens, temperature, top_k, top_p,
-    generator) on a model *in train mode with dropout*: greedy output must
-    equal eval-mode greedy decoding, the mode must be restored, and seeded
-    sampling must be reproducible."""
-    __tracebackhide__ = True
-    finish_with_upstream("generate", lambda: _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout),
-                         generate, {"sample_next": ref_sample_next}, {"sample_next": "exercise 3"})
 
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------

@@ -5,15 +5,13 @@ generate hands the sampler (read by a stand-in), and generate called from
 the caller's other entry state (eval mode under torch.no_grad())."""
 from __future__ import annotations
 
-import contextlib
-import io
 
 import torch
 
 import tinylm
 
 from .spies import first_call_arguments
-from .framework.calling import measuring_call
+from .framework.calling import quiet_call
 from .framework.check import Check
 from .framework.measure import mode_split, seeded
 from .references.generation import ForwardLog
@@ -48,15 +46,6 @@ def wrong_axis_hints(fn, logits: torch.Tensor, arg, reference) -> list:
                 "(logits.shape[0] or len(logits) for logits.shape[-1]); a threshold picked from the wrong axis "
                 "after a sort on the last one (values[k - 1] for values[..., k - 1:k])")
     return [(INDEX_ERROR, bug)]
-
-
-def quiet_call(fn, *args):
-    """fn(*args) for a measurement: None when it raises, its printing silenced."""
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return measuring_call(fn, args)
-    except Exception:  # noqa: BLE001: a probe that raises measures nothing
-        return None
 
 
 def hands_probabilities(generate, model, prompts) -> bool:

@@ -46,8 +46,8 @@ LAYERS = (
                     "references.generation", "references.hints", "references.modules", "spies")),
     ("shared checks", ("references.attention_step",)),
     ("exercises", ("attention", "embeddings", "norms", "rope", "mlp", "model", "model_reference", "model_regimes",
-                   "gqa", "kv_cache", "sampling", "sampling_probes", "perplexity", "training", "training_accumulation",
-                   "accounting", "accounting_measure", "accounting_reading")),
+                   "gqa", "kv_cache", "left_padding", "sampling", "sampling_probes", "sampling_generate", "perplexity",
+                   "training", "training_accumulation", "accounting", "accounting_measure", "accounting_reading")),
     ("course", ("pitfalls", "answers")),
     ("names kept for callers", ("core", "")),
     # the learner's own model assembled from their saved answers, judged by the package's public checks
@@ -57,7 +57,8 @@ EXERCISES = "exercises"
 # Exercise modules of one topic, which may import each other; any other exercise module is a topic of its own.
 TOPICS = {"model": ("model", "model_reference", "model_regimes"),
           "accounting": ("accounting", "accounting_measure", "accounting_reading"),
-          "sampling": ("sampling", "sampling_probes"),
+          "sampling": ("sampling", "sampling_probes", "sampling_generate"),
+          "kv_cache": ("kv_cache", "left_padding"),
           "training": ("training", "training_accumulation")}
 
 

@@ -394,3 +394,12 @@ def independent_copy(fn: types.FunctionType) -> types.FunctionType:
     copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
     return copy
+
+
+def quiet_call(fn, *args):
+    """fn(*args) for a measurement: None when it raises, its printing silenced."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return measuring_call(fn, args)
+    except Exception:  # noqa: BLE001: a probe that raises measures nothing
+        return None

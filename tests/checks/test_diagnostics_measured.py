@@ -156,7 +156,7 @@ def top_k_with(threshold, compare=lambda logits, kth: logits < kth):
     return top_k_filter
 
 
-top_k_right = top_k_with(lambda logits, k: logits.topk(k, dim=-1).values[..., -1:])
+top_k_right = top_k_with(lambda logits, k: logits.topk(min(k, logits.shape[-1]), dim=-1).values[..., -1:])
 top_k_clamped_by_batch = top_k_with(lambda logits, k: logits.topk(min(k, logits.size(0)), dim=-1).values[..., -1:])
 top_k_drops_the_kth = top_k_with(lambda logits, k: logits.topk(k, dim=-1).values[..., -1:], lambda l, kth: l <= kth)
 top_k_second_to_last = top_k_with(lambda logits, k: logits.topk(k, dim=-1).values[..., -2:-1])

@@ -113,7 +113,11 @@ def test_top_p_rows_right_alone_and_wrong_in_the_batch_are_named_as_such():
     assert "drops the crossing token" not in said  # each row alone keeps it
 
 
-def test_top_p_empty_rows_are_measured_and_the_crossing_rule_named():
+def test_top_p_empty_rows_and_the_dropped_crossing_token_are_measured():
+    # the filter is not the crossing-token variant everywhere (its first row keeps its top token), so the rows it
+    # gets wrong are measured, each row's rule said as a fact, not named as one cause of the whole filter
     said = _failure(checks.check_top_p_filter, lambda x, p: _top_p(x, p, first_row_only=False))
-    assert "Likely bug: top-p drops the crossing token" in said, said
+    assert "your filter keeps the most likely tokens up to, not including, the one whose probability takes the " \
+           "running sum past p" in said, said
+    assert "keep no token at all" in said
     assert "rows are not filtered independently" not in said

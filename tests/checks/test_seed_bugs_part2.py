@@ -96,6 +96,8 @@ BUGS = [
     ("09_training", "get_batch", "window = data[idx].long()", "window = data[idx]", "uint8 corpus"),
     ("09_training", "train_step", "return loss.item()", "return loss", "return loss.item(), a Python float"),
     ("09_training", "train_step", "    loss.backward() ", "    pass ", "no parameter has a gradient"),
+    ("09_training", "train_step_accumulated", "(summed / n_tokens).backward()",
+     "(lm_loss(logits, y) / len(micro_batches)).backward()", "mean of per-micro-batch means"),
     # 10 perplexity
     ("10_perplexity", "nll_sum_and_count", "ignore_index=ignore_index,", "ignore_index=-100,", "ignore_index argument is not used"),
     ("10_perplexity", "nll_sum_and_count", "return nll.item(), count", "return nll, count", "must be a Python float"),

@@ -6,10 +6,8 @@ BATCH, SEQ = 3, 11
 
 # The check modules of notebooks 06-10, exercised by checks/test_checks_part2.py;
 # checks/test_framework_check.py covers the others.
-PART_2_CHECK_MODULES = frozenset(f"autograder.checks.{m}" for m in ("kv_cache", "gqa", "sampling", "sampling_generate", "left_padding",
-                                                                      "training",
-                                                                      "training_accumulation",
-                                                                      "perplexity"))
+PART_2_CHECK_MODULES = frozenset(f"autograder.checks.{m}" for m in (
+    "kv_cache", "gqa", "sampling", "sampling_generate", "left_padding", "training", "training_accumulation", "perplexity"))
 # The checks of the accounting exercises (03, 05, 06, 07, 09), exercised by checks/test_accounting.py.
 ACCOUNTING_CHECK_MODULE = "autograder.checks.accounting"
 
@@ -156,3 +154,24 @@ def need_pretrained_weights() -> None:
     if os.environ.get("TINYLM_REQUIRE_PRETRAINED") == "1":
         pytest.fail(f"TINYLM_REQUIRE_PRETRAINED=1, but: {reason}")
     pytest.skip(reason)
+
+
+def import_cycles(edges) -> list[str]:
+    """Every cycle of an import graph {module: the modules it imports}, each as 'a -> b -> a'."""
+    # a package's __init__ importing its own modules is not a cycle with them
+    edges = {src: {d for d in dsts if not src.startswith(d + ".")} for src, dsts in edges.items()}
+    found, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    return found

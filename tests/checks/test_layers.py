@@ -17,6 +17,8 @@ import ast
 import functools
 from pathlib import Path
 
+from ..helpers import import_cycles as cycles
+
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS = "autograder.checks"
 MAX_LINES = 800
@@ -134,26 +136,6 @@ def layer_violations(edges: dict[str, dict[str, int]], layers: dict[str, int]) -
                 found.append(f"{where}: layer '{LAYERS[layers[dst]][0]}' is above '{LAYERS[layers[src]][0]}'")
             elif layers[src] == layers[dst] == exercises and topic_of(src) != topic_of(dst):
                 found.append(f"{where}: exercise modules import the framework and references, not each other")
-    return found
-
-
-def cycles(edges: dict[str, dict[str, int]]) -> list[str]:
-    # a package's __init__ importing its own modules is not a cycle with them
-    edges = {src: {d for d in dsts if not src.startswith(d + ".")} for src, dsts in edges.items()}
-    found, state = [], {}
-
-    def visit(node: str, stack: list[str]) -> None:
-        state[node] = "open"
-        for nxt in sorted(edges.get(node, ())):
-            if state.get(nxt) == "open":
-                found.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
-            elif nxt not in state:
-                visit(nxt, stack + [nxt])
-        state[node] = "done"
-
-    for node in sorted(edges):
-        if node not in state:
-            visit(node, [node])
     return found
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from ..helpers import import_cycles as cycles
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "autograder"
 # Which parts each part may import; "base" is autograder's own top-level modules.
@@ -94,26 +96,6 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
             if layer_of(src) is not None and layer_of(dst) is not None and layer_of(dst) > layer_of(src):
                 found.append(f"{src} (layer {layer_of(src)}) imports {dst} (layer {layer_of(dst)})")
     return sorted(found)
-
-
-def cycles(edges: dict[str, set[str]]) -> list[str]:
-    # a package's __init__ importing its own modules is not a cycle with them
-    edges = {src: {d for d in dsts if not src.startswith(d + ".")} for src, dsts in edges.items()}
-    found, state = [], {}
-
-    def visit(node: str, stack: list[str]) -> None:
-        state[node] = "open"
-        for nxt in sorted(edges.get(node, ())):
-            if state.get(nxt) == "open":
-                found.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
-            elif nxt not in state:
-                visit(nxt, stack + [nxt])
-        state[node] = "done"
-
-    for node in sorted(edges):
-        if node not in state:
-            visit(node, [node])
-    return found
 
 
 def private_imports(path: Path, modules: set[str]) -> set[tuple[str, str]]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -32,7 +31,8 @@ import pytest
 from autograder import course
 from autograder.grading.sandbox import jail as jail_module
 from autograder.grading.sandbox import page_cache, syscall_filter
-from autograder.grading.sandbox.jail import Jail, Limits
+
+from .scripts import run_reporting
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root")
 on_x86_64 = pytest.mark.skipif(os.uname().machine not in syscall_filter.ABIS, reason="no filter for this machine")
@@ -140,21 +140,7 @@ def _bit_pages_cached(path) -> list[int]:
 
 
 def _agent(tmp_path, jailed: bool, *args) -> dict:
-    script = tmp_path / "agent.py"
-    script.write_text(AGENT)
-    command = [sys.executable, "-I", "agent.py", *map(str, args)]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    if not jailed:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    else:
-        with Jail.reserve(Limits(memory_mb=1024, cpu_s=60), copy=[script]) as jail:
-            env.update(PYTHONPATH=str(course.ROOT), **jail.env())
-            done = subprocess.run([sys.executable, "-m", "autograder.grading.sandbox.jail", "--", *command], env=env,
-                                  capture_output=True, text=True, timeout=60, cwd="/")
-    assert done.returncode == 0, done.stderr
-    line = next((l for l in done.stdout.splitlines() if l.startswith("AGENT ")), None)
-    assert line is not None, done.stdout + done.stderr
-    return json.loads(line[len("AGENT "):])
+    return run_reporting(tmp_path, "agent.py", AGENT, args, jailed, "AGENT")
 
 
 def test_the_control_outside_a_jail_the_whole_message_crosses(tmp_path, channel_file):

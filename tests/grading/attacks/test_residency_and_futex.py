@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from autograder import course, specimens
 from autograder.grading.sandbox import syscall_filter
-from autograder.grading.sandbox.jail import Jail, Limits
+
+from .scripts import run_reporting
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root")
 on_x86_64 = pytest.mark.skipif(os.uname().machine not in syscall_filter.ABIS, reason="no filter for this machine")
@@ -107,21 +106,7 @@ print("PROBE", json.dumps(facts), flush=True)
 
 
 def _probe(tmp_path, jailed: bool) -> dict:
-    script = tmp_path / "probe.py"
-    script.write_text(PROBE)
-    command = [sys.executable, "-I", "probe.py", str(SHARED), json.dumps(NUMBERS)]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    if not jailed:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    else:
-        with Jail.reserve(Limits(memory_mb=1024, cpu_s=60), copy=[script]) as jail:
-            env.update(PYTHONPATH=str(course.ROOT), **jail.env())
-            done = subprocess.run([sys.executable, "-m", "autograder.grading.sandbox.jail", "--", *command], env=env,
-                                  capture_output=True, text=True, timeout=60, cwd="/")
-    assert done.returncode == 0, done.stderr
-    line = next((l for l in done.stdout.splitlines() if l.startswith("PROBE ")), None)
-    assert line is not None, done.stdout + done.stderr
-    return json.loads(line[len("PROBE "):])
+    return run_reporting(tmp_path, "probe.py", PROBE, [SHARED, json.dumps(NUMBERS)], jailed, "PROBE")
 
 
 @on_x86_64

@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from autograder import course, specimens
@@ -132,7 +133,11 @@ def test_a_worker_killed_mid_submission_is_replaced(tmp_path):
     from autograder.grading.records import Submission
     from autograder.grading.engines.warm_pool import WarmPool
     with course_data(tmp_path):
-        opts = _prepared(tmp_path, {"first": specimens.honest(A), "second": specimens.honest(A)})
+        # an honest notebook with a slow cell of its own, so the kill lands inside the submission however fast
+        # the grader gets (a cell before the graded ones: grading runs it)
+        slow = specimens.honest(A)
+        slow.cells.insert(1, nbformat.v4.new_code_cell("import time\ntime.sleep(8)"))
+        opts = _prepared(tmp_path, {"first": slow, "second": specimens.honest(A)})
         with WarmPool(1) as pool:
             (victim,) = pool.pids()
             results = []
@@ -143,6 +148,7 @@ def test_a_worker_killed_mid_submission_is_replaced(tmp_path):
                 time.sleep(0.1)
             assert _children(victim), "the worker never started grading"
             time.sleep(2)  # well inside the submission (nbgrader or its kernel at work)
+            assert not results, "the submission was graded before its worker could be killed"
             # its forks, nbgrader, the jails' first processes, and its jobs under the pool's jail server
             started = {**process_tree(victim), **process_tree(pool.jail_server.pid)}
             os.kill(victim, signal.SIGKILL)

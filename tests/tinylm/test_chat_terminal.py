@@ -9,6 +9,7 @@ asked for them. TERM=xterm and an empty INPUTRC keep the reader's own
 settings out of it.
 """
 import os
+import signal
 import subprocess
 import sys
 
@@ -36,6 +37,13 @@ def _chat_env() -> dict:
     return dict(os.environ, TERM="xterm", INPUTRC="/dev/null", PYTHONUNBUFFERED="1")
 
 
+def _as_a_terminals_foreground_job() -> None:
+    # A shell without job control starts a background command (`make test &`) with SIGINT ignored, and an
+    # ignored signal stays ignored across exec: the chat would never see the Ctrl-C typed at its terminal.
+    # At a terminal, the foreground program gets it; so here too.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def spawn_chat():
     """Start `python -m tinylm chat OPTIONS` in a pseudo-terminal; the
@@ -47,7 +55,8 @@ def spawn_chat():
 
     def spawn(*options: str):
         session = pexpect.spawn(sys.executable, ["-m", "tinylm", "chat", "--device", "cpu", *options],
-                                env=_chat_env(), encoding="utf-8", dimensions=(24, 200), timeout=TIMEOUT_S)
+                                env=_chat_env(), encoding="utf-8", dimensions=(24, 200), timeout=TIMEOUT_S,
+                                preexec_fn=_as_a_terminals_foreground_job)
         session.transcript = io.StringIO()
         session.logfile_read = session.transcript
         sessions.append(session)

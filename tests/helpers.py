@@ -139,6 +139,21 @@ def greedy_with_cache(model, prompt, n: int, cache, *, feed_last: bool = False):
     return idx
 
 
+def left_padded(prompts, pad_id: int = 0):
+    """A batch of 1-d prompts padded on the left: (ids, mask, positions), each (B, T). The positions count each
+    row from 0 at its first real token (pads at 0). Written here, apart from tinylm's own line, since the tests
+    hold tinylm to it."""
+    import torch
+    B, T = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    mask = torch.zeros(B, T, dtype=torch.bool)
+    positions = torch.zeros(B, T, dtype=torch.long)
+    for b, p in enumerate(prompts):
+        ids[b, T - len(p):], mask[b, T - len(p):] = p, True
+        positions[b, T - len(p):] = torch.arange(len(p))
+    return ids, mask, positions
+
+
 def need_pretrained_weights() -> None:
     """Skip the calling test when SmolLM2's weights are not installed, with the
     reason; fail instead under TINYLM_REQUIRE_PRETRAINED=1 (CI)."""

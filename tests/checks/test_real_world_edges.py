@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from autograder import checks
+from ..helpers import left_padded
 
 
 def _failure(check, fn, **kwargs) -> str:
@@ -17,21 +18,12 @@ def _failure(check, fn, **kwargs) -> str:
     return str(err.value)
 
 
-def _pad(prompts, pad_id):
-    B, T = len(prompts), max(len(p) for p in prompts)
-    ids = torch.full((B, T), pad_id, dtype=torch.long)
-    mask = torch.zeros(B, T, dtype=torch.bool)
-    for b, p in enumerate(prompts):
-        ids[b, T - len(p):], mask[b, T - len(p):] = p, True
-    return ids, mask
-
-
 def decode(model, prompts, max_new_tokens, kv, pad_id=0, *, cache=True, mask_steps=True, last=-1,
            positions_from=None):
     """A left-padded greedy decoder with switches for its mistakes."""
-    ids, mask = _pad(prompts, pad_id)
+    ids, mask, row_positions = left_padded(prompts, pad_id)
     B, T = ids.shape
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0) if positions_from is None else positions_from(B, T)
+    positions = row_positions if positions_from is None else positions_from(B, T)
     kv.reset()
     seq, new = ids, []
     with torch.no_grad():
@@ -40,7 +32,7 @@ def decode(model, prompts, max_new_tokens, kv, pad_id=0, *, cache=True, mask_ste
             if cache:
                 logits = model(ids, cache=kv, positions=positions, attention_mask=given_mask)[:, last]
             else:
-                full = (mask.long().cumsum(-1) - 1).clamp(min=0)
+                full = torch.cat((row_positions, row_positions[:, -1:] + torch.arange(1, step + 1)), 1)
                 logits = model(seq, positions=full, attention_mask=mask)[:, last]
             next_id = logits.argmax(-1)
             new.append(next_id)

@@ -8,7 +8,7 @@ transformers = pytest.importorskip("transformers")
 
 from tinylm import ModelConfig, Transformer, from_hf_llama, generate, next_token_loss, to_hf_llama  # noqa: E402
 
-from .test_left_padding import left_padded  # noqa: E402
+from ..helpers import left_padded  # noqa: E402
 
 # GQA (6 query heads over 2 kv heads), tied head, every size different.
 CONFIG = ModelConfig(vocab_size=256, d_model=48, n_layers=3, n_heads=6, n_kv_heads=2, d_ff=136,
@@ -115,8 +115,7 @@ def test_head_dim_apart_from_the_quotient_matches_hf(gen):
 def test_left_padded_forward_matches_hf_position_ids_and_mask(pair, gen):
     # HF is told each row's positions (position_ids) and its padding (attention_mask); tinylm the same, by its names.
     model, hf = pair
-    ids, mask = left_padded([torch.randint(1, 256, (n,), generator=gen) for n in (5, 11, 8)])
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    ids, mask, positions = left_padded([torch.randint(1, 256, (n,), generator=gen) for n in (5, 11, 8)])
     with torch.no_grad():
         ours = model(ids, positions=positions, attention_mask=mask)
         theirs = hf(ids, attention_mask=mask.long(), position_ids=positions).logits
@@ -126,7 +125,7 @@ def test_left_padded_forward_matches_hf_position_ids_and_mask(pair, gen):
 def test_left_padded_greedy_generation_matches_hf_generate(pair, gen):
     # HF's generate derives position_ids from the attention mask itself.
     model, hf = pair
-    ids, mask = left_padded([torch.randint(1, 256, (n,), generator=gen) for n in (4, 9, 6)])
+    ids, mask, _ = left_padded([torch.randint(1, 256, (n,), generator=gen) for n in (4, 9, 6)])
     ours = generate(model, ids, 20, temperature=0, attention_mask=mask)
     theirs = hf.generate(ids, attention_mask=mask.long(), max_new_tokens=20, do_sample=False, use_cache=True,
                          pad_token_id=0)

@@ -5,6 +5,7 @@ step). The reference is each prompt run alone, with no mask and no padding."""
 import pytest
 import torch
 
+from ..helpers import left_padded
 from tinylm import KVCache, ModelConfig, Transformer, generate, top_p_filter
 
 CONFIG = ModelConfig(vocab_size=37, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48, max_seq_len=40)
@@ -24,15 +25,6 @@ def model():
     return m
 
 
-def left_padded(prompts, pad_id=0):
-    T = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
-    mask = torch.zeros(len(prompts), T, dtype=torch.bool)
-    for b, p in enumerate(prompts):
-        ids[b, T - len(p):], mask[b, T - len(p):] = p, True
-    return ids, mask
-
-
 @pytest.fixture(scope="module")
 def prompts():
     g = torch.Generator().manual_seed(9)
@@ -45,7 +37,7 @@ def alone(model, prompts, n):
 
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_each_row_decodes_as_its_prompt_alone(model, prompts, use_cache):
-    ids, mask = left_padded(prompts)
+    ids, mask, _ = left_padded(prompts)
     got = generate(model, ids, 12, temperature=0, attention_mask=mask, use_cache=use_cache)[:, ids.shape[1]:]
     for row, want in zip(got, alone(model, prompts, 12)):
         assert torch.equal(row, want)
@@ -53,15 +45,14 @@ def test_each_row_decodes_as_its_prompt_alone(model, prompts, use_cache):
 
 def test_the_padding_matters_without_the_mask(model, prompts):
     # The check above can fail: the same batch without its mask decodes the padded rows differently.
-    ids, _ = left_padded(prompts)
+    ids, _, _ = left_padded(prompts)
     got = generate(model, ids, 12, temperature=0)[:, ids.shape[1]:]
     differs = [not torch.equal(row, want) for row, want in zip(got, alone(model, prompts, 12))]
     assert differs == [n < max(LENGTHS) for n in LENGTHS]
 
 
 def test_prefill_logits_at_real_tokens_equal_the_prompt_alone(model, prompts):
-    ids, mask = left_padded(prompts)
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    ids, mask, positions = left_padded(prompts)
     with torch.no_grad():
         logits = model(ids, positions=positions, attention_mask=mask)
         for b, p in enumerate(prompts):
@@ -74,8 +65,7 @@ def test_prefill_logits_at_real_tokens_equal_the_prompt_alone(model, prompts):
 
 def test_a_step_positioned_at_the_padded_length_changes_the_padded_rows(model, prompts):
     # What does break a row: the prompt counted per row, then a new token given the padded length as its position.
-    ids, mask = left_padded(prompts)
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    ids, mask, positions = left_padded(prompts)
     nxt = torch.tensor([[1]] * len(prompts))
     grown = torch.cat((mask, mask.new_ones(len(prompts), 1)), 1)
     logits = {}
@@ -89,8 +79,7 @@ def test_a_step_positioned_at_the_padded_length_changes_the_padded_rows(model, p
 
 
 def test_reference_attention_gives_the_same_masked_result(model, prompts):
-    ids, mask = left_padded(prompts)
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    ids, mask, positions = left_padded(prompts)
     with torch.no_grad():
         fused = model(ids, positions=positions, attention_mask=mask)
         for block in model.blocks:
@@ -105,7 +94,7 @@ def test_reference_attention_gives_the_same_masked_result(model, prompts):
 
 
 def test_mask_must_cover_the_cached_positions(model, prompts):
-    ids, mask = left_padded(prompts)
+    ids, mask, _ = left_padded(prompts)
     cache = KVCache(CONFIG, len(prompts))
     with torch.no_grad():
         model(ids, cache=cache, attention_mask=mask)
@@ -114,13 +103,13 @@ def test_mask_must_cover_the_cached_positions(model, prompts):
 
 
 def test_generate_refuses_a_right_padded_mask(model, prompts):
-    ids, mask = left_padded(prompts)
+    ids, mask, _ = left_padded(prompts)
     with pytest.raises(ValueError, match="pad prompts on the left"):
         generate(model, ids, 2, temperature=0, attention_mask=mask.flip(-1))
 
 
 def test_positions_are_checked(model, prompts):
-    ids, mask = left_padded(prompts)
+    ids, mask, _ = left_padded(prompts)
     with pytest.raises(ValueError, match="positions must be"):
         model(ids, positions=torch.zeros(len(prompts), 2, dtype=torch.long))
     with pytest.raises(ValueError, match=r"positions must lie in \[0, max_seq_len"):

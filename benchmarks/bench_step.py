@@ -73,8 +73,10 @@ def nanogpt_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Te
 class Contestant:
     """A model, its optimizer and its loss call, stepped by the one loop below."""
 
-    def __init__(self, name: str, model: nn.Module, loss_of, optimizer_impl: str):
+    def __init__(self, name: str, model: nn.Module, loss_of, optimizer_impl: str, compiled: bool = False):
         self.name, self.model, self.loss_of = name, model.train(), loss_of
+        # torch.compile wraps the same module (its parameters, its one forward path): only the kernels differ.
+        self.forward_model = torch.compile(self.model) if compiled else self.model
         flags = {"fused": {"fused": _fused_adamw_available(model)}, "foreach": {"foreach": True},
                  "for-loop": {"foreach": False}}[optimizer_impl]
         self.optimizer = torch.optim.AdamW(_param_groups(model, 0.1), lr=1e-3, betas=(0.9, 0.95), **flags)
@@ -83,7 +85,7 @@ class Contestant:
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         start, cpu_start = time.perf_counter(), time.process_time()
-        loss = self.loss_of(self.model, x, y)
+        loss = self.loss_of(self.forward_model, x, y)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
@@ -94,18 +96,18 @@ class Contestant:
         return value
 
 
-def contestants(nanogpt: Path | None, optimizer_impl: str) -> list[Contestant]:
+def contestants(nanogpt: Path | None, optimizer_impl: str, compiled: bool = False) -> list[Contestant]:
     torch.manual_seed(0)
-    ours = Contestant("tinylm", Transformer(CONFIG), logits_loss, optimizer_impl)
+    ours = Contestant("tinylm", Transformer(CONFIG), logits_loss, optimizer_impl, compiled)
     torch.manual_seed(0)
     if nanogpt is None:
-        return [ours, Contestant("gpt2-style", gpt2_like(CONFIG), logits_loss, optimizer_impl)]
+        return [ours, Contestant("gpt2-style", gpt2_like(CONFIG), logits_loss, optimizer_impl, compiled)]
     import contextlib
     import io
 
     with contextlib.redirect_stdout(io.StringIO()):  # its constructor prints the parameter count
         theirs = load_nanogpt(nanogpt, CONFIG)
-    return [ours, Contestant("nanoGPT", theirs, nanogpt_loss, optimizer_impl)]
+    return [ours, Contestant("nanoGPT", theirs, nanogpt_loss, optimizer_impl, compiled)]
 
 
 def batch(data: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,6 +152,8 @@ def main() -> None:
     p.add_argument("--profile", type=int, default=0, metavar="STEPS",
                    help="also print torch.profiler's op table of STEPS steps of each model")
     p.add_argument("--rows", type=int, default=18, help="rows of each profile table")
+    p.add_argument("--compile", action="store_true",
+                   help="both models through torch.compile (inductor's fused CPU kernels; compiled in the warm-up)")
     args = p.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.profile < 0 or args.threads < 1:
         p.error("--steps and --threads must be at least 1, --warmup and --profile at least 0")
@@ -158,7 +162,7 @@ def main() -> None:
     # Random bytes: the step's cost does not depend on what the text says.
     data = torch.randint(0, CONFIG.vocab_size, (200_000,), generator=torch.Generator().manual_seed(0),
                          dtype=torch.uint8)
-    models = contestants(args.nanogpt, args.optimizer)
+    models = contestants(args.nanogpt, args.optimizer, args.compile)
     load_before = os.getloadavg()
     wall = time.perf_counter()
     run(models, args.steps, args.warmup, data)
@@ -167,7 +171,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, {args.threads} thread(s), {platform.processor() or platform.machine()}, "
           f"load average {load_before[0]:.2f} before / {load_after[0]:.2f} after, wall {time.perf_counter() - wall:.0f} s")
     print(f"d_model {CONFIG.d_model}, {CONFIG.n_layers} layers, {CONFIG.n_heads} heads, batch {BATCH_SIZE} x "
-          f"{CONFIG.max_seq_len} tokens, AdamW {args.optimizer}, {args.steps} interleaved steps each "
+          f"{CONFIG.max_seq_len} tokens, AdamW {args.optimizer}, {'compiled, ' if args.compile else ''}"
+          f"{args.steps} interleaved steps each "
           f"after {args.warmup} warm-up steps\n")
     print(f"{'':14}{'parameters':>12}{'median CPU ms':>15}{'p10-p90':>13}{'median wall ms':>16}")
     for c in models:

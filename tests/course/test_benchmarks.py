@@ -35,6 +35,12 @@ def test_step_benchmark_compares_with_the_baseline_and_profiles_both_models():
 
 
 @pytest.mark.slow
+def test_step_benchmark_compiles_both_models_on_request():
+    out = run_benchmark("bench_step.py", "--steps", "2", "--warmup", "1", "--compile")
+    assert "AdamW fused, compiled," in out and "step time ratio tinylm / gpt2-style" in out, out
+
+
+@pytest.mark.slow
 def test_step_benchmark_names_the_missing_nanogpt_model(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_step.py"), "--nanogpt", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -177,3 +177,23 @@ def test_tex_the_converter_cannot_take_is_typeset_by_the_mathjax_beside_the_page
         assert RAW_TEX.findall(page.evaluate(RAW_MATH)) == []
         assert page.evaluate(MATH_ERRORS) == []
         assert page.left_loopback == []
+
+
+def test_jupyterlabs_html_viewer_shows_the_math_without_running_the_page(page, learner_server, tmp_path):
+    """Lab shows an HTML file in a sandboxed frame that runs no script until the user trusts it."""
+    assignment = "02_rmsnorm"
+    html = _page_alone(tmp_path, assignment)
+    rel = f"feedback_{tmp_path.name}_{assignment}.html"  # tmp_path's name is unique to this test run
+    shutil.copy(html, learner_server.root_dir / rel)
+    page.goto(learner_server.page_url(f"lab/tree/{rel}"))
+    frame = page.frame_locator(".jp-HTMLViewer iframe")
+    frame.get_by_text(f"Feedback: {assignment}").wait_for()
+    assert "allow-scripts" not in (page.locator(".jp-HTMLViewer iframe").get_attribute("sandbox") or "allow-scripts")
+    frame.locator(".jp-RenderedMarkdown mfrac").first.scroll_into_view_if_needed()
+    page.shots("lab-viewer")
+    body = frame.locator("body")
+    assert body.evaluate("b => b.querySelectorAll('.jp-RenderedMarkdown math').length") == len(_fragments(_notebook(assignment)))
+    wrong = body.evaluate("""b => [...b.querySelectorAll('.jp-RenderedMarkdown mfrac')]
+        .filter(f => !(f.children[0].getBoundingClientRect().bottom <= f.children[1].getBoundingClientRect().top + 1))
+        .map(f => f.textContent)""")
+    assert wrong == [], f"fractions not drawn as math in Lab's viewer: {wrong}"

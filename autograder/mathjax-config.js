@@ -2,9 +2,10 @@
 // loads. Both serve MathJax themselves (autograder/mathjax.py copies it from the
 // package jupyter-server-mathjax: the site's assets/mathjax/, a feedback
 // folder's mathjax/), so no page loads anything from another host.
-// Math is looked for only where authors write it: the notebooks' markdown
-// (class jp-RenderedMarkdown on the site and on the feedback pages, $...$ and
-// $$...$$ as Jupyter reads them) and pymdownx.arithmatex's spans on the site's
+// A feedback page loads it only for TeX that autograder/mathml.py could not
+// convert to MathML. Math is looked for only where authors write it: the
+// notebooks' markdown (class jp-RenderedMarkdown on the site and on the feedback
+// pages, $...$ and $$...$$ as Jupyter reads them) and pymdownx.arithmatex's spans on the site's
 // markdown pages; code, outputs, verdicts and the rest of a page (md-typeset on
 // the site, grader-page on a feedback page) are left alone.
 // A feedback page shows a student's notebook, whose markdown the student can
@@ -23,6 +24,10 @@ window.MathJax = {
     ignoreClass: "md-typeset|grader-page",
     processClass: "arithmatex|jp-RenderedMarkdown",
   },
+  // MathML already on a page (a feedback page's converted math, where some TeX
+  // was left for MathJax) is the browser's to draw: the combined configuration's
+  // MathML reader is given no <math> element to take.
+  mml2jax: { Augment: { PushMathElements: function () {} } },
   // the package holds the STIX-Web web fonts only
   "HTML-CSS": { availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null },
   messageStyle: "none",

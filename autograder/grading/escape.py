@@ -34,10 +34,10 @@ def quoted(text, limit: int = 60) -> str:
     return "«" + (text[:limit] + "…" if len(text) > limit else text) + "»"
 
 
-def sanitized(body: str, attributes: dict[str, set[str]] = PAGE_ATTRIBUTES) -> str:
+def sanitized(body: str, attributes: dict[str, set[str]] = PAGE_ATTRIBUTES, tags: set[str] = MARKDOWN_TAGS) -> str:
     """The second pass over a page made of escaped parts: whatever slipped
     through the per-part escaping, no script, style or event handler
     survives (class is kept for the page's own CSS; learner markdown lost
-    its classes when it was cleaned). The feedback pages and the class
-    report use it."""
-    return nh3.clean(body, tags=MARKDOWN_TAGS, attributes=attributes)
+    its classes when it was cleaned). The feedback pages (which add the
+    MathML of their math) and the class report use it."""
+    return nh3.clean(body, tags=tags, attributes=attributes)

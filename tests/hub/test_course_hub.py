@@ -212,6 +212,10 @@ def student_reads_feedback(person: Person) -> str:
     feedback = page.frame_locator(".jp-HTMLViewer iframe")
     feedback.get_by_text(f"Feedback: {NB}").wait_for()
     person.shot("feedback")
+    # Lab's viewer runs no script of the page: the notebook's math is the page's own MathML
+    assert feedback.locator(".jp-RenderedMarkdown math").count() > 0, "no MathML in the feedback page"
+    prose = "\n".join(feedback.locator(".jp-RenderedMarkdown").all_inner_texts())
+    assert not re.findall(r"\\(?:mathrm|frac|text)\b", prose), "TeX left in the feedback page's prose"
     text = feedback.locator("body").inner_text()
     if SHIFT_DIAGNOSIS in text:  # student 2: scroll to where the page names the bug
         feedback.get_by_text(SHIFT_DIAGNOSIS).first.scroll_into_view_if_needed()

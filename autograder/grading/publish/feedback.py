@@ -27,7 +27,10 @@ shows, and why:
   dress itself up as the grader's banner. Each is shown in a frame marked
   "From your notebook", its headings demoted to bold paragraphs: a
   heading "Score: 8 / 8" in the notebook would otherwise look like the
-  grader's own. Only the grader's banner has headings.
+  grader's own. Only the grader's banner has headings. Their math is
+  MathML, converted when the page is written (autograder/mathml.py): the
+  page needs no script and no file beside it. A fragment that does not
+  convert stays TeX, for the MathJax copied into the feedback folder then.
 * Every message from the result file is dropped if it quotes a line of the
   hidden tests (defence in depth: the trusted side should never put one
   there), and the whole page body goes through nh3 once more.
@@ -42,11 +45,11 @@ from pathlib import Path
 import nbformat
 import nh3
 
-from ... import course, mathjax
+from ... import course, mathjax, mathml
 from ...diagnosis_record import KIND_WORDS
 from .. import deadlines, gradebook
 from ...notebook_format import HIDDEN_BLOCK, is_check, nbg, read, visible_part
-from ..escape import MARKDOWN_TAGS, sanitized
+from ..escape import MARKDOWN_TAGS, PAGE_ATTRIBUTES, sanitized
 from ..records import CellResult, GradeResult
 
 PAGE_CSS = """
@@ -63,21 +66,27 @@ table.grader-summary td, table.grader-summary th { border: 1px solid #bbb; paddi
 .learner-label { font-size: 0.75rem; color: #666; text-transform: uppercase; letter-spacing: 0.05em; }
 .learner-heading { font-weight: bold; }
 .diagnosis { margin-top: 0.3rem; }
+math { font-size: 1.1em; }
+math[display="block"] { margin: 0.6rem 0; }
+math [mathvariant="monospace"] { font-family: monospace; }
 """
 OUTPUTS_NOTE = ("Outputs of the grading run are not shown: code in a notebook can print anything there, "
                 "including text that is not its own. Run your notebook in Jupyter to see your outputs; "
                 "the verdicts on this page come from the grader.")
 WITHHELD = "(message withheld: it quoted the grader's hidden test code)"
 LEARNER_LABEL = "From your notebook"
-# MathJax (autograder/mathjax-config.js) typesets math inside this class only, which
-# only a markdown cell's frame carries: the learner's markdown lost every class
-# when nh3 cleaned it, and code, verdicts and the banner are under PAGE_CLASS,
-# which MathJax ignores.
+# MathJax (autograder/mathjax-config.js), on a page with TeX left unconverted,
+# typesets math inside this class only, which only a markdown cell's frame
+# carries: the learner's markdown lost every class when nh3 cleaned it, and
+# code, verdicts and the banner are under PAGE_CLASS, which MathJax ignores.
 MATH_CLASS, PAGE_CLASS = "jp-RenderedMarkdown", "grader-page"
-# Each feedback folder holds one copy of MathJax; a page sits two folders below
-# it (<student>/<assignment>/<assignment>.html).
+# A feedback folder holds one copy of MathJax once a page needs it; a page sits
+# two folders below it (<student>/<assignment>/<assignment>.html).
 MATHJAX_FOLDER = "mathjax"
 MATHJAX_FROM_PAGE = f"../../{MATHJAX_FOLDER}"
+MATHJAX_SCRIPTS = (f'<script src="{MATHJAX_FROM_PAGE}/{mathjax.CONFIG_JS.name}"></script>'
+                   f'<script src="{MATHJAX_FROM_PAGE}/MathJax.js"></script>')
+PAGE_TAGS = MARKDOWN_TAGS | mathml.MATHML_TAGS
 HEADING_TAG = re.compile(r"<(/?)h[1-6]>")
 
 
@@ -96,12 +105,12 @@ def _message(text: str, hidden: set[str]) -> str:
     return html.escape(WITHHELD if any(line in text for line in hidden) else text)
 
 
-def _clean_markdown(source: str) -> str:
+def _clean_markdown(source: str, math: mathml.MathPage) -> str:
     """A learner's markdown cell as safe HTML, its headings demoted (after
-    nh3, which left every tag bare of attributes) and framed as the learner's."""
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
-    clean = nh3.clean(markdown2html_mistune(source), tags=MARKDOWN_TAGS, attributes={"a": {"href", "title"}})
-    demoted = HEADING_TAG.sub(lambda m: "</p>" if m.group(1) else '<p class="learner-heading">', clean)
+    nh3, which left every tag bare of attributes) and framed as the learner's;
+    its math converted by `math`, put in place after the cleaning."""
+    clean = nh3.clean(math.markdown(source), tags=MARKDOWN_TAGS, attributes={"a": {"href", "title"}})
+    demoted = HEADING_TAG.sub(lambda m: "</p>" if m.group(1) else '<p class="learner-heading">', math.fill(clean))
     return (f'<div class="learner-markdown"><div class="learner-label">{html.escape(LEARNER_LABEL)}</div>'
             f'<div class="{MATH_CLASS}">{demoted}</div></div>')
 
@@ -199,11 +208,11 @@ def summary_html(result: GradeResult, hidden: set[str]) -> str:
             f'<p><em>{html.escape(OUTPUTS_NOTE)}</em></p></div>')
 
 
-def cells_html(nb: nbformat.NotebookNode, result: GradeResult, hidden: set[str]) -> str:
+def cells_html(nb: nbformat.NotebookNode, result: GradeResult, hidden: set[str], math: mathml.MathPage) -> str:
     parts = []
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            parts.append(f'<div class="cell">{_clean_markdown(cell.source)}</div>')
+            parts.append(f'<div class="cell">{_clean_markdown(cell.source, math)}</div>')
         elif cell.cell_type == "code" and is_check(cell):
             source = visible_part(cell.source).rstrip() + "\n"
             verdict = _verdict(result.get("cells", {}).get(nbg(cell).get("grade_id")), hidden)
@@ -215,25 +224,26 @@ def cells_html(nb: nbformat.NotebookNode, result: GradeResult, hidden: set[str])
     return "\n".join(parts)
 
 
-def render(result: GradeResult, hidden: set[str]) -> str:
-    """One student's page; `hidden`: hidden_test_lines of their assignment."""
+def render(result: GradeResult, hidden: set[str]) -> tuple[str, list[str]]:
+    """One student's page, and the TeX fragments on it left unconverted (the
+    page then loads MathJax); `hidden`: hidden_test_lines of their assignment."""
     from pygments.formatters import HtmlFormatter
 
     path = gradebook.folder("autograded") / result["student"] / result["assignment"] / f"{result['assignment']}.ipynb"
     nb = read(path) if path.is_file() else nbformat.v4.new_notebook()
-    body = sanitized(summary_html(result, hidden) + cells_html(nb, result, hidden))
+    math = mathml.MathPage()
+    body = sanitized(summary_html(result, hidden) + cells_html(nb, result, hidden, math),
+                     tags=PAGE_TAGS, attributes={**PAGE_ATTRIBUTES, **mathml.MATHML_ATTRIBUTES})
     css = PAGE_CSS + HtmlFormatter().get_style_defs(".highlight")
-    scripts = (f'<script src="{MATHJAX_FROM_PAGE}/{mathjax.CONFIG_JS.name}"></script>'
-               f'<script src="{MATHJAX_FROM_PAGE}/MathJax.js"></script>')
-    return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Feedback: '
+    scripts = MATHJAX_SCRIPTS if math.unconverted else ""
+    page = (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Feedback: '
             f'{html.escape(result["assignment"])} ({html.escape(result["student"])})</title>'
             f"<style>{css}</style>{scripts}</head>\n<body class=\"{PAGE_CLASS}\">{body}</body></html>\n")
+    return page, math.unconverted
 
 
 def write_feedback(results: list[GradeResult]) -> list[Path]:
-    written = []
-    if results:
-        mathjax.copy_mathjax(gradebook.folder("feedback") / MATHJAX_FOLDER)
+    written, mathjax_copied = [], False
     hidden = {a: hidden_test_lines(a) for a in {r["assignment"] for r in results}}  # one read per notebook
     rules = deadlines.load()
     for r in results:
@@ -241,7 +251,11 @@ def write_feedback(results: list[GradeResult]) -> list[Path]:
         r = {**r, "late": {**deadlines.late_fields(late, late.penalty(r["score"]), r["score"]), "text": late.describe()}}
         dest = gradebook.folder("feedback") / r["student"] / r["assignment"] / f"{r['assignment']}.html"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(render(r, hidden[r["assignment"]]), encoding="utf-8")
+        page, unconverted = render(r, hidden[r["assignment"]])
+        if unconverted and not mathjax_copied:
+            mathjax.copy_mathjax(gradebook.folder("feedback") / MATHJAX_FOLDER)
+            mathjax_copied = True
+        dest.write_text(page, encoding="utf-8")
         # `nbgrader release_feedback` (the hub's exchange) names each page after the
         # submission's timestamp and secret, which `nbgrader collect` left beside it.
         submitted = gradebook.folder("submitted") / r["student"] / r["assignment"]

@@ -11,8 +11,9 @@ the learner's code the first wrong value is made. Last the causes confirmed
 on their code, the most useful last: a notebook shows the end of a long
 message, and the cause ends with its fix.
 
-The Where line quotes the learner's own line only when asked (quote_code):
-a page the grader publishes frames that text as the learner's instead."""
+The Where line quotes the learner's own line and names their function only
+when asked (learners_text): a page the grader publishes says "line 4 of your
+answer" and frames the learner's line apart, as their text."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,31 +58,36 @@ def headline(record: Diagnosis | Mapping) -> str:
     return str(d.get("stop") or "")
 
 
-def where(located: Mapping | None, quote_code: bool = True) -> str | None:
-    """The Where line's words for a located place, None without a line number."""
+def where(located: Mapping | None, learners_text: bool = True) -> str | None:
+    """The Where line's words for a located place, None without a line
+    number. learners_text=False leaves out what the learner chose (their
+    line's text and their function's name): "line 4 of your answer"."""
     if not isinstance(located, Mapping) or type(located.get("line")) is not int:
         return None
-    function = str(located.get("function") or "")
-    place = f"line {located['line']}" + (f" of your {function}" if function and not function.startswith("<") else "")
     also = located.get("also") if type(located.get("also")) is int else None
-    code, also_code = str(located.get("code") or ""), str(located.get("also_code") or "")
-    if quote_code and code:
-        place += f", `{code}`" + (f" and line {also}, `{also_code}`" if also else "")
-    elif also:
-        place += f" and line {also}"
+    if learners_text:
+        function = str(located.get("function") or "")
+        code, also_code = str(located.get("code") or ""), str(located.get("also_code") or "")
+        place = f"line {located['line']}" + (f" of your {function}" if function and not function.startswith("<") else "")
+        if code:
+            place += f", `{code}`" + (f" and line {also}, `{also_code}`" if also else "")
+        elif also:
+            place += f" and line {also}"
+    else:
+        place = f"line {located['line']}" + (f" and line {also}" if also else "") + " of your answer"
     facts = "; ".join(_strings(located.get("facts")))
     words = KIND_WORDS.get(str(located.get("kind")))  # a kind the tracer does not have says nothing
     return place + (f": {words}" if words else "") + (f" ({facts})" if facts else "")
 
 
-def lines(record: Diagnosis | Mapping, quote_code: bool = True) -> list[Line]:
+def lines(record: Diagnosis | Mapping, learners_text: bool = True) -> list[Line]:
     """The diagnosis lines of a record, in the order the module docstring gives."""
     d = _fields(record)
     facts = _strings(d.get("facts"))
     regime = d.get("regime") if isinstance(d.get("regime"), Mapping) else {}
     said = [Line(MEASURED, str(regime["text"]))] if regime.get("text") and regime["text"] not in facts else []
     said += [Line(MEASURED, f) for f in facts]
-    place = where(d.get("located"), quote_code)
+    place = where(d.get("located"), learners_text)
     if place:
         said.append(Line(WHERE, place))
     return said + [Line(CONFIRMED, b) for b in _strings(d.get("likely_bugs"))]

@@ -1,8 +1,9 @@
 """One renderer: the notebook's CheckFailed message, the self-check's table
 and the feedback page say the same diagnosis lines in the same order, read
 from the same failure records (autograder.diagnosis_text). The page leaves
-the learner's own line out of its Where line (it frames that text as theirs
-below it); everything else is word for word."""
+the learner's own words out of its Where line (their line's text, framed as
+theirs below it, and their function's name); everything else is word for
+word."""
 from __future__ import annotations
 
 import contextlib
@@ -96,14 +97,16 @@ def test_the_notebook_the_self_check_and_the_page_say_the_same_lines_in_the_same
         "Measured", "Where", "Likely bug"].index(label)), "measured facts, then the place, then the causes"
     assert _said(table) == said
     located = d.get("located") or {}
-    quoted = [f", `{located[k]}`" for k in ("code", "also_code") if located.get(k)]
-    unquoted = []
+    learners = [f" of your {located.get('function')}"] + [f", `{located[k]}`" for k in ("code", "also_code") if located.get(k)]
+    graders = []
     for line in said:
         if line.startswith("Where: "):
-            for q in quoted:
-                line = line.replace(q, "")
-        unquoted.append(line)
-    assert _said(page) == unquoted, "the page says the same, the learner's own line framed apart"
+            for text in learners:
+                line = line.replace(text, "")
+            place, _, rest = line.partition(": ")[2].partition(": ")
+            line = f"Where: {place} of your answer: {rest}"
+        graders.append(line)
+    assert _said(page) == graders, "the page says the same, without the learner's own words (their line framed apart)"
     if d["kind"] == "failed":
         assert page[0] == notebook[0], "the same first line"
     assert said[-1].startswith("Likely bug: ") and said[-1].removeprefix("Likely bug: ") == d["likely_bugs"][-1]

@@ -149,8 +149,8 @@ def _diagnosis_html(d: dict, hidden: set[str]) -> str:
         return f'<div class="diagnosis">{html.escape(WITHHELD)}</div>'
     head = diagnosis_text.headline(d)
     body = html.escape(head) if head else ""
-    # the notebook's lines (diagnosis_text), the learner's own line left out of the Where line and framed below it
-    for line in diagnosis_text.lines(d, quote_code=False):
+    # the notebook's lines (diagnosis_text), the learner's own text left out of the Where line, their line framed below
+    for line in diagnosis_text.lines(d, learners_text=False):
         body += ("<br>" if body and not body.endswith("</div>") else "") + html.escape(str(line))
         if line.kind == diagnosis_text.WHERE:
             body += _located_html(located)

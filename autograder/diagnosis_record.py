@@ -93,6 +93,43 @@ class Diagnosis:
         facts = self.facts if fact in self.facts else [*self.facts, fact]
         return Diagnosis(**{**self.to_dict(), "facts": facts})
 
+    def with_evidence(self, evidence: "Evidence") -> "Diagnosis":
+        """The record with one more line, in the field its kind says."""
+        return self.with_bug(evidence.text) if evidence.kind == CONFIRMED else self.with_fact(evidence.text)
+
+
+# How a diagnosis line is known. MEASURED: a fact about the learner's output
+# or error that names no cause. CANDIDATES: a measured fact and the causes it
+# fits, stated as candidates (a record keeps it among its facts). CONFIRMED:
+# a cause shown on the learner's own code (its likely_bugs).
+MEASURED, CANDIDATES, CONFIRMED = "measured", "candidates", "confirmed"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One diagnosis line as data: what a hint gives a failure, so where it
+    goes and how it is worded follow from `kind`, never from its text."""
+    kind: str
+    text: str
+
+    def __post_init__(self):
+        if self.kind not in (MEASURED, CANDIDATES, CONFIRMED):
+            raise ValueError(f"unknown evidence kind {self.kind!r}")
+        if self.kind == CANDIDATES and "candidate" not in self.text.lower():
+            raise ValueError("a line of candidates names them as candidates")
+
+
+def measured(text: str) -> Evidence:
+    return Evidence(MEASURED, text)
+
+
+def candidates(text: str) -> Evidence:
+    return Evidence(CANDIDATES, text)
+
+
+def confirmed(text: str) -> Evidence:
+    return Evidence(CONFIRMED, text)
+
 
 KIND_WORDS = {
     "value": "the first line whose value the reference never computes",

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import diagnosis_text
 from .notebook_format import is_check, nbg, read
 
 MESSAGE_WIDTH = 100
@@ -92,17 +93,9 @@ def _logged(path: Path) -> dict[str, dict]:
 
 
 def diagnosis_lines(d: dict) -> list[str]:
-    """The lines a row shows under its message, from the failure's fields."""
-    lines = []
-    regime = d.get("regime") or {}
-    if regime.get("text"):
-        lines.append(f"Measured: {regime['text']}")
-    located = d.get("located") or {}
-    if located.get("line") and located.get("code"):
-        also = f" (and line {located['also']})" if located.get("also") else ""
-        lines.append(f"Where: line {located['line']}{also}: {located['code']}")
-    lines += [f"Likely bug: {b}" for b in d.get("likely_bugs") or []]
-    return lines
+    """The lines a row shows under its message, from the failure's fields:
+    the notebook's own lines (diagnosis_text), the learner's line quoted."""
+    return [str(line) for line in diagnosis_text.lines(d)]
 
 
 def run(path: Path, timeout: int = 300) -> list[Row]:

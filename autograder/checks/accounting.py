@@ -93,6 +93,9 @@ MULTIPLY_ADD = ("the factor 2 of a multiply-add is missing: an (m, n) @ (n, p) m
                 "and as many additions, 2·m·n·p FLOPs")
 CAUSAL_HALF = ("halved for the causal mask: the matmul computes the whole T × T (the masked half is computed, then "
                "discarded), and that is what is counted here")
+# A count of (T + 1) / (2T) of the measurement: the T(T + 1) / 2 query-key pairs on and below the diagonal. Matched
+# alone (the ratio changes with T), and said as a measurement with candidates, never as a cause by itself.
+CAUSAL_TRIANGLE = "the causal triangle"
 
 
 def check_attention_flops(attention_flops, *, cases: tuple = ATTENTION_FLOP_CASES) -> None:
@@ -108,8 +111,9 @@ def check_attention_flops(attention_flops, *, cases: tuple = ATTENTION_FLOP_CASE
         ratios = {MULTIPLY_ADD: 0.5,
                   "counted twice over (4 FLOPs per multiply-add?): 2·m·n·p for an (m, n) @ (n, p) matmul": 2.0,
                   "the batch is missing: every sequence of the batch is computed": 1 / B}
-        diffs = {}
+        diffs, alone = {}, {}
         if key in ("scores", "mix"):
+            alone[CAUSAL_TRIANGLE] = (T + 1) / (2 * T)
             product = "q @ kᵀ multiplies (T, head_dim) by (head_dim, T)" if key == "scores" else \
                 "the (T, T) weights multiply v, (T, head_dim)"
             ratios.update({f"counted without T: per head, {product}, so it grows with T², not T": 1 / T,
@@ -126,7 +130,7 @@ def check_attention_flops(attention_flops, *, cases: tuple = ATTENTION_FLOP_CASE
             else:
                 diffs["the output projection is missing"] = -want
         outputs = dataclasses.replace(PER_OUTPUT, numbers=matmul_outputs(attention_matmuls(*case)[key]))
-        return explanations(got, want, ratios, diffs) | parts_apart([outputs], got, want, "FLOPs")
+        return explanations(got, want, ratios, diffs, alone) | parts_apart([outputs], got, want, "FLOPs")
 
     labelled = [(f"B={B}, T={T}, d_model={d}, n_heads={H}", (B, T, d, H)) for B, T, d, H in cases]
     findings = run_cases(chk, attention_flops, labelled, ATTENTION_FLOP_KEYS, lambda c: measured_attention_flops(*c),
@@ -138,7 +142,37 @@ def check_attention_flops(attention_flops, *, cases: tuple = ATTENTION_FLOP_CASE
         for key in ("scores", "mix"):
             for found in findings.per_key.get(key, []):
                 found.discard(CAUSAL_HALF)
+    _say_causal_triangle(chk, findings)
     finish_findings(chk, findings)
+
+
+def _say_causal_triangle(chk: Check, findings: Findings) -> None:
+    """Scores or mix counted as the causal triangle in every failing case:
+    the measured fact (the ratio follows (T + 1) / (2T) across the cases'
+    T) with its candidates. It replaces that key's other lines only when no
+    other mistake gives the same counts."""
+    keys, seen = [], set()
+    for key in ("scores", "mix"):
+        sets = findings.per_key.get(key, [])
+        if sets and all(CAUSAL_TRIANGLE in found for found in sets):
+            others = set.intersection(*sets) - {CAUSAL_TRIANGLE}
+            if not others:
+                keys.append(key)
+                findings.per_key.pop(key)
+                findings.first_wrong.pop(key, None)
+                seen |= {case[1] for _, case, _ in findings.failures.get(key, [])}
+        for found in findings.per_key.get(key, []):
+            found.discard(CAUSAL_TRIANGLE)
+    if not keys:
+        return
+    where = " and ".join(keys)
+    lengths = ", ".join(str(T) for T in sorted(seen))
+    chk.measured(f"{where}: yours is exactly (T + 1) / (2T) of the measured count in every case (measured at T = "
+                 f"{lengths}): the count of the T(T + 1) / 2 query-key pairs on and below the diagonal, the ones the "
+                 "causal mask keeps; candidates: (1) the masked entries left out, as if the matmul skipped them; or "
+                 "(2) a sum over query positions of the keys each one attends to (i + 1 for query i). The dense "
+                 "matmul computes the whole T × T, the masked half included, and that is what is counted here: "
+                 "2·T·T·head_dim per head")
 
 
 # ---------------------------------------------------------------------------

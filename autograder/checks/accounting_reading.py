@@ -237,11 +237,15 @@ def _near(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.5)
 
 
-def explanations(got: int, want: int, ratios: Mapping[str, float], diffs: Mapping[str, int]) -> set[str]:
+def explanations(got: int, want: int, ratios: Mapping[str, float], diffs: Mapping[str, int],
+                 alone: Mapping[str, float] | None = None) -> set[str]:
     """The named mistakes that reproduce `got` exactly: a ratio got/want, a
-    difference got - want, or two of them together."""
+    difference got - want, or two of them together. `alone`: ratios matched
+    only by themselves, never composed with another (a ratio that depends on
+    a size of the case, such as (T + 1) / (2T), composed with a constant one
+    fits counts that neither mistake makes)."""
     found = set()
-    for bug, r in ratios.items():
+    for bug, r in [*ratios.items(), *(alone or {}).items()]:
         if r != 1 and _near(got, want * r):
             found.add(bug)
     for bug, d in diffs.items():

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, defaults, run_contract
+from ..diagnosis_record import Evidence, confirmed
 from ..learner_values import known_sizes, shown_size
 from .framework.check import Check
 from .framework.failure import CheckFailed
@@ -131,18 +132,18 @@ def _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim, kv_h
     return chk
 
 
-def _unrepeated(chk: Check, gqa_attention, q, k, v, kr, vr, want) -> str | None:
+def _unrepeated(chk: Check, gqa_attention, q, k, v, kr, vr, want) -> Evidence | None:
     """Which of k and v the learner's attention leaves unrepeated, measured by
     handing it the other one already repeated to the query heads."""
     def right_with(k_in, v_in):
         out = chk.probe(gqa_attention, q, k_in, v_in)
         return isinstance(out, torch.Tensor) and out.shape == want.shape and torch.allclose(out, want, atol=1e-5)
     if right_with(k, vr):
-        return ("Likely bug: the values are not repeated (measured: with v already repeated to the query heads your "
-                "function is right): v = repeat_kv(v, n_rep), like k")
+        return confirmed("the values are not repeated (measured: with v already repeated to the query heads your "
+                         "function is right): v = repeat_kv(v, n_rep), like k")
     if right_with(kr, v):
-        return ("Likely bug: the keys are not repeated (measured: with k already repeated to the query heads your "
-                "function is right): k = repeat_kv(k, n_rep), like v")
+        return confirmed("the keys are not repeated (measured: with k already repeated to the query heads your "
+                         "function is right): k = repeat_kv(k, n_rep), like v")
     return head_mismatch_fact(str(chk.errors[-1] if chk.errors else ""))
 
 

@@ -396,7 +396,7 @@ def check_model_agrees(label: str, holds, model: nn.Module) -> None:
         from .framework.failure import CheckFailed
         from ..diagnosis_record import Diagnosis
         owner = owner_of_failure(model, holds)
-        raise CheckFailed(f"{label}: False\n  Likely bug: {owner}",
+        raise CheckFailed(head=f"{label}: False",
                           diagnosis=Diagnosis(label, rows=[label], failed_rows=[label], likely_bugs=[owner]))
 
 
@@ -407,5 +407,5 @@ def require_agreement(label: str, ok: bool, owner: str) -> None:
     if not ok:
         from .framework.failure import CheckFailed
         from ..diagnosis_record import Diagnosis
-        raise CheckFailed(f"{label}: False\n  Likely bug: {owner}",
+        raise CheckFailed(head=f"{label}: False",
                           diagnosis=Diagnosis(label, rows=[label], failed_rows=[label], likely_bugs=[owner]))

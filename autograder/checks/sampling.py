@@ -19,6 +19,7 @@ import math
 import torch
 
 from .contracts import Contract, Edge, defaults, run_contract
+from ..diagnosis_record import Evidence, confirmed, measured
 from ..learner_values import describe
 from .sampling_probes import quiet_call, wrong_axis_hints
 from .spies import first_call_arguments
@@ -193,15 +194,16 @@ def k_past_vocabulary_hints(fn, logits: torch.Tensor, k: int) -> list:
     otherwise the fact."""
     vocab = logits.shape[-1]
 
-    def bug() -> str:
+    def bug() -> Evidence:
         out = quiet_call(fn, logits.clone(), vocab)
         if isinstance(out, torch.Tensor) and out.shape == logits.shape and torch.equal(out.detach().cpu(), logits):
-            return (f"top-k larger than the vocabulary raises (measured: your filter raises for k={k} on {vocab} tokens, "
-                    f"and keeps every token for k={vocab}): k can exceed the vocabulary (a setting made for a larger "
-                    "model); clamp it, k = min(k, logits.shape[-1]), which keeps every token")
-        return (f"Measured: your filter raises for k={k} on {vocab} tokens, and with k={vocab} it does not return the "
-                "logits whole either; k larger than the vocabulary must keep every token: clamp it, "
-                "k = min(k, logits.shape[-1])")
+            return confirmed(f"top-k larger than the vocabulary raises (measured: your filter raises for k={k} on "
+                             f"{vocab} tokens, and keeps every token for k={vocab}): k can exceed the vocabulary (a "
+                             "setting made for a larger model); clamp it, k = min(k, logits.shape[-1]), which keeps "
+                             "every token")
+        return measured(f"your filter raises for k={k} on {vocab} tokens, and with k={vocab} it does not return the "
+                        "logits whole either; k larger than the vocabulary must keep every token: clamp it, "
+                        "k = min(k, logits.shape[-1])")
     return [(r"[\s\S]", bug)]  # whatever the error says: the measurement decides
 
 

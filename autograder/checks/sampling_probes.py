@@ -10,6 +10,7 @@ import torch
 
 import tinylm
 
+from ..diagnosis_record import Evidence, candidates, confirmed
 from .spies import first_call_arguments
 from .framework.calling import quiet_call
 from .framework.check import Check
@@ -27,7 +28,7 @@ def wrong_axis_hints(fn, logits: torch.Tensor, arg, reference) -> list:
     reference's filter there (measured; a single row is given a leading axis
     of one); otherwise the fact and the candidates. Evaluated only when the
     call raised."""
-    def bug() -> str:
+    def bug() -> Evidence:
         shape = tuple(logits.shape)
         want = reference(logits, arg)
         tries = [(a, logits.movedim(-1, a), lambda out, a=a: out.movedim(a, -1)) for a in range(logits.dim() - 1)]
@@ -36,15 +37,16 @@ def wrong_axis_hints(fn, logits: torch.Tensor, arg, reference) -> list:
         for axis, moved, back in tries:
             out = quiet_call(fn, moved.clone(), arg)
             if isinstance(out, torch.Tensor) and out.shape == moved.shape and torch.equal(back(out).detach().cpu(), want):
-                return (f"the filter works on axis {axis}, not on the last (measured: your function raises on {shape} "
-                        f"logits, and on the same logits with the vocabulary moved to axis {axis} it gives the right "
-                        "filter there): take top-k / sort on the LAST axis (dim=-1, thresholds [..., -1:]) so that it "
-                        "works for any batch shape, a single row (V,) included")
-        return (f"Measured: your filter raises an index error on {shape} logits, and with the vocabulary moved to "
-                "another axis it does not give the right filter there either, so it is not a filter over another "
-                "whole axis; candidates: a size or an index read from the batch axis where it needs the vocabulary "
-                "(logits.shape[0] or len(logits) for logits.shape[-1]); a threshold picked from the wrong axis "
-                "after a sort on the last one (values[k - 1] for values[..., k - 1:k])")
+                return confirmed(f"the filter works on axis {axis}, not on the last (measured: your function raises "
+                                 f"on {shape} logits, and on the same logits with the vocabulary moved to axis {axis} "
+                                 "it gives the right filter there): take top-k / sort on the LAST axis (dim=-1, "
+                                 "thresholds [..., -1:]) so that it works for any batch shape, a single row (V,) "
+                                 "included")
+        return candidates(f"your filter raises an index error on {shape} logits, and with the vocabulary moved to "
+                          "another axis it does not give the right filter there either, so it is not a filter over "
+                          "another whole axis; candidates: a size or an index read from the batch axis where it needs "
+                          "the vocabulary (logits.shape[0] or len(logits) for logits.shape[-1]); a threshold picked "
+                          "from the wrong axis after a sort on the last one (values[k - 1] for values[..., k - 1:k])")
     return [(INDEX_ERROR, bug)]
 
 

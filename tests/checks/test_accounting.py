@@ -15,6 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import tinylm
 from autograder import checks
 from autograder.checks import CheckFailed
+from autograder.checks.framework.check import Check
 from autograder.checks import accounting as acc
 from tinylm import measure
 from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
@@ -312,6 +313,22 @@ def test_a_size_off_by_one_in_one_part_of_a_count_is_measured(check, wrong, phra
     assert all(p in str(err.value) for p in phrases), str(err.value)
 
 
+def _attention_causal_triangle(B, T, d, H):
+    """Scores and mix counted over the T(T + 1) / 2 pairs the causal mask keeps, 2 FLOPs each per feature."""
+    return {**_attention_flops(B, T, d, H), "scores": B * T * (T + 1) * d, "mix": B * T * (T + 1) * d}
+
+
+def test_counting_the_causal_triangle_is_measured_with_its_candidates_not_named_as_certain():
+    with pytest.raises(CheckFailed) as err:
+        checks.check_attention_flops(_attention_causal_triangle)
+    message, d = str(err.value), err.value.diagnosis
+    # the ratio is T-dependent: (16 + 1) / 32 at T = 16 and (40 + 1) / 80 at T = 40 are both read as one fact
+    line = next(l for l in message.splitlines() if "(T + 1) / (2T)" in l)
+    assert line.strip().startswith("Measured: scores and mix:") and "T = 16, 40" in line and "candidates:" in line
+    assert not d.likely_bugs and "Likely bug" not in message, message
+    assert "counted twice over" not in message and "halved" not in message, message
+
+
 @pytest.mark.parametrize("check, wrong, phrase", MISTAKES[-4:], ids=[p[:30] for _, _, p in MISTAKES[-4:]])
 def test_a_count_off_for_another_reason_is_not_read_as_an_off_by_one(check, wrong, phrase):
     with pytest.raises(CheckFailed) as err:
@@ -394,7 +411,7 @@ def test_parts_read_only_what_one_change_explains():
     findings = acc.Findings()
     findings.add("attention", acc.parts_apart([p for p in parts if "proj" in p.name and "every" in p.name],
                                               -q, 0, "parameters"))
-    chk = checks.core.Check("f")
+    chk = Check("f")
     assert not findings.name(chk) and not chk.diagnoses
 
 

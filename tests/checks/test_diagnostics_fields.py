@@ -16,7 +16,7 @@ import torch
 
 from autograder.checks import CheckFailed, check_rms_norm
 from autograder.checks.core import Diagnosis
-from autograder.diagnosis_record import capped_diagnosis
+from autograder.diagnosis_record import capped_diagnosis, measured
 from autograder import selfcheck
 from autograder.grading.publish import feedback
 from autograder.grading.recheck.run import run_check as _run_check
@@ -46,9 +46,13 @@ def test_a_failure_carries_its_diagnosis_as_fields():
 
 def test_an_added_cause_reaches_the_fields():
     err = _failure()
-    more = err.with_likely_bug("a cause found later").with_line("Measured: a fact found later")
+    more = err.with_likely_bug("a cause found later").with_line(measured("a fact found later"))
     assert more.diagnosis.likely_bugs[-1] == "a cause found later"
     assert "a fact found later" in more.diagnosis.facts
+    lines = str(more).splitlines()
+    assert lines[-1].strip() == "Likely bug: a cause found later", "a cause added later is still the last line"
+    assert lines.index("  Measured: a fact found later") < min(i for i, l in enumerate(lines) if "Likely bug:" in l), \
+        "a fact added later is said with the other facts, before the causes"
 
 
 def test_capped_diagnosis_keeps_known_fields_of_the_right_types():

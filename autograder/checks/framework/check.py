@@ -23,8 +23,11 @@ output (or error) shows it; every other observation is a "Measured:" line
     named only when the regex matches what their code raised;
   * upstream attribution (`chk.upstream(...)`): a later exercise that fails
     only because an earlier answer it calls is wrong says so.
-A CheckFailed caught to add a cause gets it with `err.with_likely_bug(bug)`
-(keeps the learner's frames; a line already there is not repeated).
+A CheckFailed caught to add a cause gets it with `err.with_likely_bug(bug)`,
+and any other line with `err.with_line(evidence)` (diagnosis_record.Evidence:
+measured, candidates or confirmed); both keep the learner's frames, a line
+already there is not repeated, and the message is rendered again from the
+record (diagnosis_text), so an added line takes its kind's place.
 
 What a failure shows: the table (printed), then the message. In a notebook
 the message renders without a traceback (CheckFailed._render_traceback_),
@@ -51,6 +54,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from ... import diagnosis_text
 from ...diagnosis_record import Diagnosis
 from ...learner_values import describe, known_sizes, shown_shape
 from ..learner_code import LearnerTimeout
@@ -346,7 +350,6 @@ class Check:
         __tracebackhide__ = True
         self.errors.append(message)
         self._print_table([*self.rows, extra_row] if extra_row else self.rows)
-        hints = "".join(f"\n  {line}" for line in self._explanation())
         if kind is None:
             kind = ("delegated" if type(learner_error).__name__ == "Delegation" else
                     "raised" if learner_error is not None else "stopped")
@@ -359,7 +362,7 @@ class Check:
                 self.located = None
         diagnosis = self.diagnosis(kind, rows=rows, stop=message.splitlines()[0],
                                    error=type(learner_error).__name__ if learner_error is not None else None)
-        raise self._failure(f"{self.fn_name}: {message}{hints}", learner_error, diagnosis) from None
+        raise self._failure(f"{self.fn_name}: {message}", learner_error, diagnosis) from None
 
     # -- recording results ---------------------------------------------------
     def compare(self, name: str, got: Any, want: torch.Tensor, *, dtype: torch.dtype | None = None,
@@ -530,18 +533,6 @@ class Check:
     def likely_bugs(self) -> list[str]:
         return self.diagnoses + self.named_variants()
 
-    def _explanation(self) -> list[str]:
-        """Measurements first (the regime a failure showed in among them),
-        then the learner's first wrong line, then named bugs; the last line
-        is the most useful."""
-        bugs = self.likely_bugs()
-        lines = [f"Measured: {f}" for f in self.facts]
-        if self.regime and self.regime.get("text") and f"Measured: {self.regime['text']}" not in lines:
-            lines.insert(0, f"Measured: {self.regime['text']}")
-        if self.located is not None:
-            lines.append(f"Where: {self.located.text()}")
-        return lines + [f"Likely bug: {d}" for d in reversed(bugs)]
-
     def locate_with(self, locator: Callable[[], Any]) -> None:
         """locator() -> trace.Located or None, run if the check fails (on the
         visible check's own inputs): the learner's first wrong line. A check
@@ -581,24 +572,22 @@ class Check:
             print(f"PASS {self.fn_name}: {len(self.rows)}/{len(self.rows)} checks" + "".join(f"; {n}" for n in notes))
             return
         self._locate()
-        failed = [r.name for r in self.rows if not r.ok]
-        lines = [f"{self.fn_name} failed {len(failed)} of {len(self.rows)} checks: {'; '.join(failed)}."]
-        explanation = self._explanation()
-        if not explanation:
-            notes = [r.note for r in self.rows if not r.ok and r.note]
-            if not notes:
-                lines.append("  Compare your code with the formula in the exercise text; the rows above show "
-                             "which inputs give a different result.")
-        lines += [f"  {line}" for line in explanation]
-        raise self._failure("\n".join(lines), diagnosis=self.diagnosis())
+        diagnosis = self.diagnosis()
+        head = diagnosis_text.headline(diagnosis)
+        if not diagnosis_text.lines(diagnosis) and not any(r.note for r in self.rows if not r.ok):
+            head += ("\n  Compare your code with the formula in the exercise text; the rows above show "
+                     "which inputs give a different result.")
+        raise self._failure(head, diagnosis=diagnosis)
 
-    def _failure(self, message: str, learner_error: BaseException | None = None,
+    def _failure(self, head: str, learner_error: BaseException | None = None,
                  diagnosis: Diagnosis | None = None) -> CheckFailed:
-        """The CheckFailed to raise, with FAIL_HOOKS' notes as 'Saved:' lines after the first line."""
-        first, _, rest = message.partition("\n")
+        """The CheckFailed to raise: `head` (the failure's first line, then
+        FAIL_HOOKS' notes as 'Saved:' lines, then the rest of head), then the
+        diagnosis's lines (CheckFailed renders them)."""
+        first, _, rest = head.partition("\n")
         notes = "".join(f"\n  Saved: {n}" for n in self._run_hooks(FAIL_HOOKS))
-        return CheckFailed(first + notes + (f"\n{rest}" if rest else ""), learner_error=learner_error,
-                           diagnosis=diagnosis)
+        return CheckFailed(learner_error=learner_error, diagnosis=diagnosis,
+                           head=first + notes + (f"\n{rest}" if rest else ""))
 
     def _run_hooks(self, hooks: list) -> list[str]:
         """Each hook's note (a hook returns a string or None) for self.subject."""

@@ -15,7 +15,8 @@ import types
 from typing import Callable
 
 
-from ...diagnosis_record import Diagnosis
+from ... import diagnosis_text
+from ...diagnosis_record import Diagnosis, Evidence, confirmed
 from ..learner_code import is_learners_file, walk_traceback
 
 
@@ -31,14 +32,17 @@ class CheckFailed(AssertionError):
     failure as fields (Diagnosis)."""
 
     def __init__(self, message: str = "", *, learner_error: BaseException | None = None,
-                 diagnosis: Diagnosis | None = None):
+                 diagnosis: Diagnosis | None = None, head: str | None = None):
+        if head is not None:  # the diagnosis's lines are rendered from its fields
+            message = head + "".join(f"\n  {line}" for line in (diagnosis_text.lines(diagnosis) if diagnosis else []))
         super().__init__(unique_lines(str(message)))
         self.learner_error = learner_error
         self.diagnosis = diagnosis
+        self.head = head if diagnosis is not None else None
         _log_diagnosis(self)
 
     def __reduce__(self):  # the learner's error holds frames, which do not pickle
-        return _rebuild_failure, (str(self), self.diagnosis.to_dict() if self.diagnosis else None)
+        return _rebuild_failure, (str(self), self.diagnosis.to_dict() if self.diagnosis else None, self.head)
 
     def error_text(self) -> str:
         """The text of the error the learner's code raised (the stop line,
@@ -51,26 +55,29 @@ class CheckFailed(AssertionError):
         return re.sub(r"\(line \d+: `[^`]*`\)", "", stop) if self.diagnosis is not None and self.diagnosis.kind == "raised" else ""
 
     def with_likely_bug(self, bug: str) -> "CheckFailed":
-        """The same failure with one more 'Likely bug:' line (kept once)."""
-        diagnosis = self.diagnosis.with_bug(bug) if self.diagnosis else None
-        return self.with_line(f"Likely bug: {bug}", diagnosis)
+        """The same failure with one more cause confirmed on the learner's
+        code (kept once)."""
+        return self.with_line(confirmed(bug))
 
-    def with_line(self, line: str, diagnosis: Diagnosis | None = None) -> "CheckFailed":
-        """The same failure with one more diagnosis line, e.g. a 'Measured:'
-        fact, keeping the learner's error and frames."""
-        if diagnosis is None and self.diagnosis is not None:
-            text = line.strip()
-            diagnosis = (self.diagnosis.with_fact(text.removeprefix("Measured: ")) if text.startswith("Measured:") else
-                         self.diagnosis.with_bug(text.removeprefix("Likely bug: ")) if text.startswith("Likely bug:")
-                         else self.diagnosis)
-        return CheckFailed(f"{self}\n  {line}", learner_error=self.learner_error, diagnosis=diagnosis)
+    def with_line(self, evidence: Evidence) -> "CheckFailed":
+        """The same failure with one more diagnosis line, keeping the
+        learner's error and frames: its kind puts it in the record's field
+        and the message's order (diagnosis_text.lines)."""
+        if self.diagnosis is not None and self.head is not None:
+            return CheckFailed(learner_error=self.learner_error, diagnosis=self.diagnosis.with_evidence(evidence),
+                               head=self.head)
+        diagnosis = self.diagnosis.with_evidence(evidence) if self.diagnosis is not None else None
+        return CheckFailed(f"{self}\n  {diagnosis_text.evidence_line(evidence)}", learner_error=self.learner_error,
+                           diagnosis=diagnosis)
 
     def _render_traceback_(self) -> list[str]:
         return render_failure(self)
 
 
-def _rebuild_failure(message: str, diagnosis: dict | None) -> CheckFailed:
-    return CheckFailed(message, diagnosis=Diagnosis.from_dict(diagnosis) if diagnosis else None)
+def _rebuild_failure(message: str, diagnosis: dict | None, head: str | None = None) -> CheckFailed:
+    rebuilt = CheckFailed(message, diagnosis=Diagnosis.from_dict(diagnosis) if diagnosis else None)
+    rebuilt.head = head if rebuilt.diagnosis is not None else None
+    return rebuilt
 
 
 # Where a self-check run (`python -m autograder check`) collects the

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from ...diagnosis_record import Evidence, measured
+
 
 # A broadcast error at dimension 1 of (B, heads, T, ·) is a head-count
 # mismatch, whichever tensor it comes from: the error text does not say
@@ -13,13 +15,13 @@ HEAD_MISMATCH = re.compile(r"size of tensor a \((\d+)\) must match the size of t
                            r"dimension (?:1|-3)\b")
 
 
-def head_mismatch_fact(text: str) -> str | None:
+def head_mismatch_fact(text: str) -> Evidence | None:
     m = HEAD_MISMATCH.search(text)
     if m is None:
         return None
-    return (f"Measured: the error is on the head axis (dimension 1): {m.group(1)} heads met {m.group(2)}, so the keys "
-            "or the values (or both) are not repeated to the query heads; each of k and v needs "
-            "repeat_kv(..., n_rep) with n_rep = n_heads // n_kv_heads before attention")
+    return measured(f"the error is on the head axis (dimension 1): {m.group(1)} heads met {m.group(2)}, so the keys "
+                    "or the values (or both) are not repeated to the query heads; each of k and v needs "
+                    "repeat_kv(..., n_rep) with n_rep = n_heads // n_kv_heads before attention")
 
 
 TILED = ("GQA head repetition wrong: x.repeat (tiling) gives kv heads in the order 0, 1, 0, 1, so query head h reads "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from ...diagnosis_record import Evidence, confirmed
 from ..contracts import call_keeping_inputs
 from ..framework.check import Check
 from ..framework.failure import CheckFailed
@@ -12,8 +13,9 @@ from ..framework.failure import CheckFailed
 
 def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, **kwargs):
     """chk.call, but when the learner's code raises, an error whose text
-    matches one of `hints` ((regex, likely bug, or a measurement giving one
-    or None) pairs) ends with that bug.
+    matches one of `hints` ((regex, hint) pairs) ends with that hint: a
+    cause (a string, or Evidence of any kind), or a function measuring the
+    learner's code that gives one or None.
     `inputs_row`: the table also shows the inputs-unchanged row
     (contracts.call_keeping_inputs)."""
     __tracebackhide__ = True
@@ -26,7 +28,7 @@ def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, *
             raise  # the error was explained by measuring the call, not guessed from its text
         for pattern, bug in hints:
             if re.search(pattern, err.error_text()) and (bug := bug() if callable(bug) else bug):
-                raise (err.with_line(bug) if bug.startswith("Measured:") else err.with_likely_bug(bug)) from None
+                raise err.with_line(bug if isinstance(bug, Evidence) else confirmed(bug)) from None
         raise
 
 

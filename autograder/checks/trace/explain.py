@@ -33,7 +33,6 @@ from typing import Any, Callable
 
 import torch
 
-from ...diagnosis_record import KIND_WORDS
 from .align import base_name, owner_value, same_kind, sized_axes, tolerance_for, values_close, Analysis, Owner
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
@@ -49,14 +48,6 @@ class Located:
     kind: str = "value"   # a key of KIND_WORDS
     also: int | None = None   # a second line of the same code (kind missing / role)
     also_code: str = ""
-
-    def text(self) -> str:
-        where = f"line {self.line}" + (f" of your {self.function}" if self.function and not self.function.startswith("<")
-                                       else "")
-        facts = "; ".join(self.facts)
-        second = f" and line {self.also}, `{self.also_code}`" if self.also else ""
-        return (f"{where}, `{self.code}`{second}: {KIND_WORDS.get(self.kind, KIND_WORDS['value'])}"
-                + (f" ({facts})" if facts else ""))
 
     def to_dict(self) -> dict:
         return {"file": self.file, "line": self.line, "function": self.function, "code": self.code,

@@ -45,8 +45,7 @@ from pathlib import Path
 import nbformat
 import nh3
 
-from ... import course, mathjax, mathml
-from ...diagnosis_record import KIND_WORDS
+from ... import course, diagnosis_text, mathjax, mathml
 from .. import deadlines, gradebook
 from ...notebook_format import HIDDEN_BLOCK, is_check, nbg, read, visible_part
 from ..escape import MARKDOWN_TAGS, PAGE_ATTRIBUTES, sanitized
@@ -156,38 +155,28 @@ def _diagnosis_html(d: dict, hidden: set[str]) -> str:
              *strings("likely_bugs"), str(d.get("stop") or ""), *[f for f in located.get("facts") or [] if isinstance(f, str)]]
     if _quotes_hidden(words + [str(located.get("code") or ""), str(located.get("also_code") or "")], hidden):
         return f'<div class="diagnosis">{html.escape(WITHHELD)}</div>'
-    failed, rows = strings("failed_rows"), strings("rows")
-    lines = []
-    if d.get("kind") == "failed" and failed:
-        lines.append(f"{html.escape(str(d.get('exercise')))} failed {len(failed)} of {len(rows)} checks: "
-                     f"{html.escape('; '.join(failed))}.")
-    elif d.get("stop"):
-        lines.append(html.escape(str(d["stop"])))
-    if regime.get("text"):
-        lines.append(f"Regime: {html.escape(str(regime['text']))}")
-    lines += [f"Measured: {html.escape(f)}" for f in strings("facts")]
-    lines += [f"Likely bug: {html.escape(b)}" for b in reversed(strings("likely_bugs"))]  # the most useful first here
-    body = "<br>".join(lines)
-    return f'<div class="diagnosis">{body}{_located_html(located)}</div>'
+    head = diagnosis_text.headline(d)
+    body = html.escape(head) if head else ""
+    # the notebook's lines (diagnosis_text), the learner's own text left out of the Where line, their line framed below
+    for line in diagnosis_text.lines(d, learners_text=False):
+        body += ("<br>" if body and not body.endswith("</div>") else "") + html.escape(str(line))
+        if line.kind == diagnosis_text.WHERE:
+            body += _located_html(located)
+    return f'<div class="diagnosis">{body}</div>'
 
 
 def _located_html(located: dict) -> str:
-    """The learner's line a diagnosis points at: their text, escaped, capped, framed as theirs."""
-    if not located or type(located.get("line")) is not int:
+    """The learner's line a diagnosis points at: their text, escaped, capped, framed as theirs ("" when the
+    record keeps no learner text, as the recheck's verdicts do: the line is in the cell above)."""
+    if not located or type(located.get("line")) is not int or not located.get("code"):
         return ""
     def cut(text) -> str:
         text = str(text)
         return text if len(text) <= LOCATED_CAP else text[:LOCATED_CAP - 1] + "…"
-    facts = [f for f in located.get("facts") or [] if isinstance(f, str)]
-    words = KIND_WORDS.get(str(located.get("kind")), "")
-    place = f"line {located['line']}" + (f" and line {located['also']}" if type(located.get("also")) is int else "")
-    said = "<br>Where: " + html.escape("; ".join([w for w in [place + " of your answer", words, *facts] if w]))
-    if not located.get("code"):  # the recheck's verdicts keep no learner text: the line is in the cell above
-        return said
     shown = f"line {located['line']}: {cut(located['code'])}"
     if type(located.get("also")) is int and located.get("also_code"):
         shown += f"\nline {located['also']}: {cut(located['also_code'])}"
-    return (f'{said}<div class="learner-markdown"><div class="learner-label">{html.escape(LEARNER_LABEL)}</div>'
+    return (f'<div class="learner-markdown"><div class="learner-label">{html.escape(LEARNER_LABEL)}</div>'
             f"<pre>{html.escape(shown)}</pre></div>")
 
 

@@ -441,9 +441,10 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         if not came_training:
             chk.diagnose("eval mode left on: call model.train() at the start of a step (dropout must be on while training)")
         else:
-            chk.diagnose(f"your train_step switches a model that came in train mode to eval mode (measured: {in_eval} "
-                         f"of the {total} forward passes of step {step}, on a model handed over in train mode, ran in "
-                         "eval mode): set the mode, model.train(), at the start of a step, whatever mode it came in")
+            passes = "its only forward pass" if total == 1 else f"{in_eval} of its {total} forward passes"
+            chk.diagnose(f"your train_step switches a model that came in train mode to eval mode (measured: step {step} "
+                         f"was handed the model in train mode, and {passes} ran in eval mode): set the mode, "
+                         "model.train(), at the start of a step, whatever mode it came in")
         break
     if chk.passed:
         _below_the_clip(chk, train_step, seed, dropout, lr, x, y)

@@ -56,6 +56,12 @@ MUTATIONS = [
              ("came in train mode",),
              "flips the mode instead of setting train mode: right from eval mode, eval mode from train mode",
              added="entry-states")),
+    ("09", M("train_step_accumulated",
+             "    model.train()                                                     # as in train_step\n", "",
+             ("eval mode left on",),
+             "never switches the model to train mode: a model handed over in eval mode trains with dropout off "
+             "(the check's model has none, so no value shows it)",
+             added="entry-states")),
     # A caller's generator: drawn from, and torch's global generator left as it was.
     ("08", M("sample_next",
              "    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B, 1) -> (B,)",

@@ -1,7 +1,8 @@
 """Check for notebook 08's generate: a decoding loop that hands each step's
 last logits to sample_next, compared with a reference loop on a tiny model
 (greedy at temperature 0, the same draws from the caller's generator
-otherwise), from eval mode under no_grad as well as from train mode, and
+otherwise, which must be drawn from while torch's global generator is left
+alone), from eval mode under no_grad as well as from train mode, and
 interrupted halfway, which must give the model its mode back.
 """
 from __future__ import annotations

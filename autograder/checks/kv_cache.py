@@ -25,7 +25,7 @@ from .framework.failure import CheckFailed
 from .framework.measure import randn, seeded
 from .references.attention_step import AXES, call_naming_cat_axis, measure_growth
 from .references.attention_step import attention_step_check
-from .references.generation import ForwardLog, greedy_with, measure_length, ref_greedy, tiny_model
+from .references.generation import ForwardLog, greedy_with, measure_length, mode_given_back, ref_greedy, tiny_model
 
 
 # --------------------------------------------------------------------------
@@ -168,8 +168,30 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
     _greedy_in_bfloat16(chk, generate_greedy, seed, batch, prompts[0], max_new_tokens, n_kv_heads)
     if chk.passed:
         _greedy_at_capacity(chk, generate_greedy, seed, batch, prompts[0], n_kv_heads)
+    if chk.passed:
+        _from_train_mode_without_grad(chk, generate_greedy, model, cache, seed, batch, prompts[0], max_new_tokens)
     run_contract(chk, generate_greedy, GENERATE_GREEDY)
     chk.finish()
+
+
+def _from_train_mode_without_grad(chk: Check, generate_greedy, model, cache, seed: int, batch: int, T: int,
+                                  max_new_tokens: int) -> None:
+    """The caller's other entry state: the model in train mode (a training
+    loop that decodes a sample between steps), under torch.no_grad(). The
+    check's model has no dropout, so the tokens are greedy decoding's in
+    either mode; the model must come back in train mode, and grad mode stay
+    off (Check.call measures the torch settings a call leaves changed)."""
+    prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed))
+    want = ref_greedy(model, prompt, max_new_tokens)
+    label = "a model handed over in train mode, under torch.no_grad()"
+    model.train()
+    try:
+        with torch.no_grad():
+            got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache, row_label=label)
+        chk.compare(f"{label}: tokens", got, want)
+        mode_given_back(chk, "generate_greedy", model, True, label)
+    finally:
+        model.eval()
 
 
 def _greedy_at_capacity(chk: Check, generate_greedy, seed: int, batch: int, T: int, n_kv_heads,

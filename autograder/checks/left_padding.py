@@ -18,7 +18,8 @@ import tinylm
 
 from .framework.check import Check
 from .framework.measure import seeded
-from .references.generation import ref_greedy, tiny_model
+from ..learner_values import describe
+from .references.generation import mode_given_back, ref_greedy, tiny_model
 from .framework.calling import quiet_call
 
 
@@ -194,6 +195,28 @@ def _rerun_restores(fn, model, prompts, lengths, max_new_tokens, pad_id, alone, 
     return isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(alone.shape) and torch.equal(out.long().cpu(), alone)
 
 
+def _from_train_mode_without_grad(chk: Check, fn, model, prompts, lengths, max_new_tokens: int, pad_id: int,
+                                  alone: torch.Tensor) -> None:
+    """The caller's other entry state: the model in train mode, under
+    torch.no_grad() (a training loop that decodes samples between steps).
+    The check's model has no dropout, so the tokens are the same in either
+    mode; the model must come back in train mode, and grad mode stay off
+    (Check.call measures the torch settings a call leaves changed)."""
+    spy = PaddedBatchSpy(model, lengths, limit=4 * max_new_tokens + 4).train()
+    label = "a model handed over in train mode, under torch.no_grad()"
+    try:
+        with torch.no_grad():
+            got = chk.call(fn, spy, [p.clone() for p in prompts], max_new_tokens,
+                           tinylm.KVCache(model.config, len(prompts)), pad_id, row_label=label)
+        shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(alone.shape)
+        same = shaped and torch.equal(got.long().cpu(), alone)
+        chk.require(f"{label}: new tokens = each prompt decoded alone", same,
+                    "" if same else "other tokens than each prompt decoded alone" if shaped else f"returned {describe(got)}")
+        mode_given_back(chk, "generate_left_padded", spy, True, label)
+    finally:
+        model.eval()
+
+
 def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: tuple = (3, 7, 5),
                                max_new_tokens: int = 6, vocab: int = 29, n_kv_heads: int = 1, pad_id: int = 0) -> None:
     """generate_left_padded(model, prompts, max_new_tokens, cache, pad_id) on prompts
@@ -245,6 +268,9 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
                    "this model happens to pick the same tokens; the attention weights on the padding are not zero")
             chk.diagnose(f"{_CAUSE_TEXT.get(cause, cause)} (measured: {fact}); your tokens still equal decoding each "
                          f"prompt alone here: {why}" + _fix_for(cause))
+        if chk.passed:
+            _from_train_mode_without_grad(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id,
+                                          alone)
         chk.finish()
         return
     _explain_left_padded(chk, calls, generate_left_padded, model, prompts, list(lengths), max_new_tokens, pad_id, alone)

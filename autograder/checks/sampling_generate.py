@@ -1,7 +1,8 @@
 """Check for notebook 08's generate: a decoding loop that hands each step's
 last logits to sample_next, compared with a reference loop on a tiny model
 (greedy at temperature 0, the same draws from the caller's generator
-otherwise), from eval mode under no_grad as well as from train mode, and
+otherwise, which must be drawn from while torch's global generator is left
+alone), from eval mode under no_grad as well as from train mode, and
 interrupted halfway, which must give the model its mode back.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..learner_values import describe
 from .sampling import ref_sample_next
 from .sampling_probes import flatter_with_dropout, from_eval_mode_without_grad, hands_probabilities
 from .spies import crossed_arguments, first_call_arguments
-from .framework.calling import guarded_call
+from .framework.calling import guarded_call, random_states_watched
 from .framework.check import Check, RAISE_LOCATORS
 from .framework.measure import mode_split, seeded
 from .references.generation import ForwardLog, greedy_with, measure_length, ref_greedy, tiny_model
@@ -104,10 +105,14 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     _interrupted(chk, generate, model, prompt, max_new_tokens)
     model.train()
     log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
+    generators = [seeded(s) for s in (11, 11, 12)]
     try:
-        runs = [chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(s),
-                         on_error=lambda err: _crossed_to_sampler(generate, model, prompt, max_new_tokens))
-                for s in (11, 11, 12)]
+        runs, watched = [], []
+        for g in generators:
+            with random_states_watched(g) as seen:
+                runs.append(chk.call(generate, model, prompt, max_new_tokens, 1.0, 8, 0.9, g,
+                                     on_error=lambda err: _crossed_to_sampler(generate, model, prompt, max_new_tokens)))
+            watched.append(seen)
     finally:
         log3.close()
     shaped = all(isinstance(r, torch.Tensor) and r.shape == want.shape for r in runs)
@@ -117,8 +122,32 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     chk.require("sampling: same seed, same tokens", same,
                 "two runs with identically seeded generators differ",
                 diagnosis=None if same or not shaped or in_train else "the generator is not used: pass it on to sample_next")
+    if shaped and same and not any(c["training"] for c in log3.calls) and getattr(generate, "recheck_trace", None) is None:
+        _callers_generator_only(chk, watched[0])
     _plain_sampling(chk, generate, model, prompt)
     return chk
+
+
+def _callers_generator_only(chk: Check, seen: dict) -> None:
+    """A sampling call given a caller's generator (its forward passes in eval
+    mode, so no dropout draws): the generator's state moved during the call,
+    and the state of torch's global generator did not."""
+    facts = []
+    if seen["global"]:
+        facts.append("given a generator, your generate still changes the state of torch's global generator "
+                     "(measured: torch.get_rng_state() differs before and after a sampling call with generator=a "
+                     "seeded torch.Generator, every forward pass in eval mode): the caller's own random stream (a "
+                     "seeded training run's dropout, its batches) then changes with every call; draw only from the "
+                     "generator (a torch.manual_seed, or a random call without generator=, changes the global state)")
+    if not seen["caller's"]:
+        facts.append("your generate never draws from the generator it is given (measured: generator.get_state() is the "
+                     "same before and after a sampling call at temperature 1): pass it on to sample_next, which draws "
+                     "with it")
+    chk.require("sampling: draws from the caller's generator only", not facts,
+                "torch's global generator moved" if seen["global"] else "the caller's generator did not move",
+                diagnosis=facts[0] if facts else None)
+    for fact in facts[1:]:
+        chk.diagnose(fact)
 
 
 def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharpen: float = 8.0) -> None:

@@ -403,15 +403,23 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         return {bug: (lambda bug=bug: cache.setdefault(bug, trajectories[bug]())[i][k]) for bug in trajectories}
 
     model, opt = _setup(seed, dropout, lr)
-    model.eval()  # the caller left it in eval mode (e.g. after an evaluation)
     log = ForwardLog(model)
     returned_floats = True
+    entries = []  # (step, handed over in train mode, its forward calls in eval mode, its forward calls)
     try:
         for i in range(n_steps):
             between_steps(model, seed, i)
             torch.manual_seed(seed + i)
             before = flat_parameters(model)
-            got = call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
+            # Both entry states: the first step meets a model the caller left in eval mode (after an evaluation),
+            # the next one a model in train mode; each must train with dropout on.
+            model.train(i % 2 == 1)
+            start = len(log.calls)
+            try:
+                got = call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
+            finally:
+                calls = log.calls[start:]
+                entries.append((i + 1, i % 2 == 1, sum(not c["training"] for c in calls), len(calls)))
             problem = python_number_problem(got, float)
             if problem and returned_floats:
                 returned_floats = False
@@ -427,8 +435,17 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
                 _measure_step(chk, model, before, grad_clip)
     finally:
         log.close()
-    if log.calls and not all(c["training"] for c in log.calls):
-        chk.diagnose("eval mode left on: call model.train() at the start of a step (dropout must be on while training)")
+    for step, came_training, in_eval, total in entries:
+        if not in_eval:
+            continue
+        if not came_training:
+            chk.diagnose("eval mode left on: call model.train() at the start of a step (dropout must be on while training)")
+        else:
+            passes = "its only forward pass" if total == 1 else f"{in_eval} of its {total} forward passes"
+            chk.diagnose(f"your train_step switches a model that came in train mode to eval mode (measured: step {step} "
+                         f"was handed the model in train mode, and {passes} ran in eval mode): set the mode, "
+                         "model.train(), at the start of a step, whatever mode it came in")
+        break
     if chk.passed:
         _below_the_clip(chk, train_step, seed, dropout, lr, x, y)
     return chk
@@ -459,10 +476,12 @@ def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float
 
 def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6, dropout: float = 0.2,
                      grad_clip: float = 0.1, lr: float = 1e-2, n_steps: int = 2) -> None:
-    """Two calls of train_step(model, optimizer, x, y, grad_clip) on a model
-    handed over in eval mode, against the same steps written out (same
-    dropout random state); the parameters, their gradients and the return
-    type are measured. A failure caused by lm_loss (exercise 2) says so."""
+    """Two calls of train_step(model, optimizer, x, y, grad_clip), the first
+    on a model handed over in eval mode, the second in train mode, against
+    the same steps written out (same dropout random state); the parameters,
+    their gradients and the return type are measured. The mode a step
+    leaves is not part of its contract (the next step sets its own). A
+    failure caused by lm_loss (exercise 2) says so."""
     __tracebackhide__ = True
     finish_with_upstream("train_step", lambda: _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps),
                          train_step, {"lm_loss": ref_lm_loss}, {"lm_loss": "exercise 2"})

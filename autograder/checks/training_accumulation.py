@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from .framework.calling import globals_of, refuse_delegation
 from .framework.check import Check
 from .framework.measure import describe_factor, fit_scale, python_number_problem, seeded
-from .references.generation import tiny_model
+from .references.generation import ForwardLog, tiny_model
 from .references.hints import call_with_hints, finish_with_upstream
 from .training import NO_GRAPH, between_steps, flat_parameters, ref_lm_loss
 
@@ -240,15 +240,29 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
     ref = _FullBatch(seed, batches)
     counts = ", ".join(map(str, ref.counts))
 
-    def step(clip, stale=False):
-        model, opt = _accum_model(seed)
+    def step(clip, stale=False, forward_calls=None):
+        model, opt = _accum_model(seed)  # in eval mode, as a caller leaves it after an evaluation
         if stale:  # gradients left by something before the call (an evaluation with autograd on)
             between_steps(model, seed, 1)
         before = flat_parameters(model)
-        got = call_with_hints(chk, fn, model, opt, batches, clip, hints=NO_GRAPH)
+        log = ForwardLog(model)
+        try:
+            got = call_with_hints(chk, fn, model, opt, batches, clip, hints=NO_GRAPH)
+        finally:
+            log.close()
+            if forward_calls is not None:
+                forward_calls += log.calls
         return got, (before - flat_parameters(model)) / ACCUM_LR  # the gradient a single SGD step followed
 
-    got, moved = step(ACCUM_NO_CLIP)
+    calls: list[dict] = []
+    got, moved = step(ACCUM_NO_CLIP, forward_calls=calls)
+    in_eval = sum(not c["training"] for c in calls)
+    if in_eval:  # the check's model has no dropout, so the mode changes no value here; with dropout it would
+        chk.require("trains in train mode (the model handed over in eval mode)", False,
+                    f"{in_eval} of {len(calls)} forward passes ran in eval mode",
+                    diagnosis="eval mode left on: call model.train() at the start of the step (dropout must be on "
+                              f"while training; measured: on a model handed over in eval mode, {in_eval} of the "
+                              f"{len(calls)} forward passes of the step ran in eval mode)")
     problem = python_number_problem(got, float)
     if problem:
         chk.require("returns a Python float", False, f"returned {problem}",

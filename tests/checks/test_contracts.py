@@ -424,6 +424,52 @@ def test_the_learner_draws_from_the_state_the_reference_drew_from():
     assert chk.passed and {"regime: batch of 1", "regime: float64"} <= {r.name for r in chk.rows}
 
 
+_SEEDED = contracts.Contract("seeded_rows", _noisy_rows, _DRAWS.cases, names=("x", "generator"), dtypes=(),
+                             generator="generator", locate=False, elsewhere=False)
+
+
+def _callers_generator_regime(contract):
+    _, named, _ = contracts.split_case(contract, contract.cases()[0])
+    (regime,) = [r for r in contracts.regimes(contract, named) if r.name == "draws from the caller's generator only"]
+    return regime, named
+
+
+def test_a_draw_from_the_callers_generator_alone_passes_the_generator_regime():
+    chk = Check("seeded_rows", expects="a tensor")
+    contracts.run_contract(chk, _noisy_rows, _SEEDED)
+    assert chk.passed and "regime: draws from the caller's generator only" in {r.name for r in chk.rows}
+
+
+def test_a_generator_seeded_from_the_callers_is_told_apart_from_drawing_from_it():
+    """Seeded from the caller's seed, the results follow the seed (the two seed regimes pass), but the caller's
+    generator never moves: two calls with it give the same noise."""
+    def own_generator(x, generator):
+        if generator is not None:
+            generator = torch.Generator().manual_seed(generator.initial_seed())
+        return _noisy_rows(x, generator)
+    chk = Check("seeded_rows", expects="a tensor")
+    contracts.run_contract(chk, own_generator, _SEEDED)
+    assert chk.regime["name"] == "draws from the caller's generator only"
+    assert any("never draws from the generator it is given" in b and "a second call with the same generator gives "
+               "the same result" in b for b in chk.diagnoses)
+    assert not any("global generator" in b for b in chk.diagnoses)
+
+
+def test_reseeding_the_global_generator_is_measured_and_the_probe_gives_its_state_back():
+    def reseeds(x, generator):
+        if generator is not None:
+            torch.manual_seed(generator.initial_seed())
+        return x + torch.randn(x.shape, dtype=x.dtype)
+    regime, named = _callers_generator_regime(_SEEDED)
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    found = regime.judge(reseeds, _SEEDED, named)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert any("changes the state of torch's global generator" in b for b in found["bugs"])
+    # reseeded alike at each call, the global stream repeats its draws: the second call's noise is the first's
+    assert any("never draws from the generator it is given" in b and "same result" in b for b in found["bugs"])
+
+
 def test_no_device_regime_for_inputs_the_course_keeps_on_the_cpu():
     """A generator cannot move, and an exercise marked elsewhere=False (corpus bytes) is right on the CPU only."""
     x = torch.arange(12.0).view(3, 4)

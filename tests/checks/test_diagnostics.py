@@ -80,6 +80,14 @@ def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     assert found >= FOUND_AT_LEAST.get(mutation_set, 0), f"{mutation_set}: {found} named or located"
 
 
+def test_right_answers_from_every_entry_state_pass():
+    """A function that switches the model's mode and gives the caller's back (generate_greedy in eval mode, a
+    train step in train mode) is right from either entry state: the entry-state rows must not fail it."""
+    ran, alarms = bench_diagnostics.false_alarms(mutation_set="entry_states")
+    assert ran == 2
+    assert not alarms, "\n".join(bench_diagnostics.alarm_line(*a) for a in alarms)
+
+
 def test_a_mutation_that_no_longer_applies_fails_loudly():
     from benchmarks.mutations import Mutation
 

@@ -266,7 +266,8 @@ check_model_agrees("cached logits equal the full recompute", lambda m: cached_ma
 # - **prefill**: `model(prompt, cache=cache)`, take the logits of the last position, `argmax`;
 # - **decode**: feed only the newest token, shape `(B, 1)`, with the cache, `max_new_tokens - 1` more times.
 #
-# Return the prompt followed by the new tokens, `(B, T + max_new_tokens)`. Run under `torch.no_grad()`.
+# Return the prompt followed by the new tokens, `(B, T + max_new_tokens)`. Run under `torch.no_grad()`, and give the
+# caller back the model in the mode it came in (the check hands it over in eval mode and in train mode).
 
 # %% nbgrader={"grade": false, "grade_id": "generate_greedy", "locked": false, "schema_version": 3, "solution": true}
 def generate_greedy(model, prompt, max_new_tokens, cache):

@@ -16,6 +16,7 @@ from ..framework.check import RAISE_LOCATORS
 from .calls import call_in_regime, positional_args, same_result, split_case, fresh
 from .locate import locate_call
 from .calls import is_number
+from ..framework.calling import random_states_watched
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,10 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
                            lambda a: a, judge=_follows_generator))
         grid.append(Regime("without a generator, calls differ", "with a generator",
                            "without a generator (generator=None, two calls)", lambda a: a, judge=_draws_anew))
+        grid.append(Regime("draws from the caller's generator only", "for the seeds (same seed, same result)",
+                           "with a caller's generator: its state must move during the call, torch's global "
+                           "generator's must not",
+                           lambda a: a, judge=_callers_generator_only))
     return grid
 
 
@@ -314,6 +319,42 @@ def _draws_anew(fn, contract: Contract, args: dict) -> dict | None:
             f"passed, so every such call repeats the same draw; when {contract.generator} is None, draw from torch's "
             f"global generator (pass generator=None on to torch)"]}
     return None
+
+
+def _callers_generator_only(fn, contract: Contract, args: dict) -> dict | None:
+    """Given a caller's generator, the draws come from it alone: its state
+    moves during the call, and torch's global generator's does not (so a
+    caller's own seeded stream, the dropout of a training run, goes on as if
+    the call never ran). The states are only read; the global one is given
+    back after the probe."""
+    if getattr(fn, "recheck_trace", None) is not None:
+        return None  # the learner's process holds both states, and the recheck sends it a copy of the generator
+    generator = torch.Generator().manual_seed(7)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1234)
+        with random_states_watched(generator) as seen:
+            first, error = _random_args(fn, contract, args, generator)
+        again, _ = _random_args(fn, contract, args, generator) if error is None and not seen["caller's"] else (None, None)
+    if error is not None:
+        return {"note": f"raised {type(error).__name__}", "facts": [], "bugs": [], "error": error}
+    name, what = contract.generator, contract.exercise
+    bugs = []
+    if seen["global"]:
+        bugs.append(f"given a generator, your {what} still changes the state of torch's global generator (measured: "
+                    f"torch.get_rng_state() differs before and after one call with {name}=a seeded torch.Generator): "
+                    "the caller's own random stream (a seeded training run's dropout, its batches) then changes with "
+                    f"every call; draw only with generator={name} (a torch.manual_seed, or a random call without "
+                    "generator=, changes the global state)")
+    if not seen["caller's"]:
+        repeats = again is not None and same_result(contract, first, again, None)
+        bugs.append(f"your {what} never draws from the generator it is given (measured: `{name}`.get_state() is the "
+                    "same before and after the call" + ("; a second call with the same generator gives the same result"
+                                                        if repeats else "") +
+                    f"): pass it on, generator={name}, to every random call")
+    if not bugs:
+        return None
+    return {"note": "the global generator moved" if seen["global"] else "the caller's generator did not move",
+            "facts": [], "bugs": bugs}
 
 
 def unvaried_numbers(contract: Contract) -> list[str]:

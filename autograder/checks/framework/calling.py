@@ -292,6 +292,23 @@ def unshared(value, inputs: list[torch.Tensor], depth: int = 3):
     return value
 
 
+@contextlib.contextmanager
+def random_states_watched(generator: torch.Generator | None = None):
+    """Around one call: afterwards the dict it yields says whether the state
+    of torch's global CPU generator ("global") and, with a caller's
+    `generator`, that generator's state ("caller's") changed during the call.
+    It only reads the states: what the call drew stays drawn."""
+    seen: dict[str, bool] = {}
+    before = torch.get_rng_state()
+    own = generator.get_state() if generator is not None else None
+    try:
+        yield seen
+    finally:
+        seen["global"] = not torch.equal(before, torch.get_rng_state())
+        if own is not None:
+            seen["caller's"] = not torch.equal(own, generator.get_state())
+
+
 def keeping_the_random_stream(check):
     """A check draws its own random inputs: run it on a fork of torch's
     random state, so that the learner's later cells (a seeded training run,

@@ -7,7 +7,7 @@ import torch
 
 from ..framework.check import Check
 from ..framework.failure import CheckStopped
-from ..framework.measure import randn
+from ..framework.measure import mode_split, randn
 
 
 def tiny_model(seed: int, *, d_model: int = 24, n_layers: int = 2, n_heads: int = 3, n_kv_heads: int | None = None,
@@ -103,3 +103,24 @@ class ForwardLog:
 
     def close(self):
         self.handle.remove()
+
+
+def mode_given_back(chk: Check, fn_name: str, model, came_in_training: bool, label: str) -> bool:
+    """The row for a call handed `model` in one mode (model.training was
+    `came_in_training`): the caller gets that mode back, every submodule's
+    too. The model is put back in that mode afterwards, whatever the call
+    left, so the check's next call starts from the state it names."""
+    split = mode_split(model)
+    left = model.training
+    came, now = ("train" if came_in_training else "eval"), ("train" if left else "eval")
+    kept = left == came_in_training and split is None
+    model.train(came_in_training)
+    effect = ("a training loop that decodes between steps then trains without dropout" if came_in_training else
+              "an evaluation that runs next then has dropout on")
+    return chk.require(f"{label}: {came} mode given back", kept,
+                       f"the model was in {came} mode before the call and in {now} mode after it" if split is None
+                       else "submodules left in another mode",
+                       diagnosis=split or f"{fn_name} leaves a model that came in {came} mode in {now} mode (measured: "
+                       f"model.training is {came_in_training} before the call, {left} after it): {effect}; a function "
+                       "that switches the mode must give the caller's back, was_training = model.training first and "
+                       "model.train(was_training) in a `finally:` at the end")

@@ -148,7 +148,9 @@ def probe_02(ns):
             "RMSNorm's parameters, the notebook's DEVICE not the CPU": attempt(lambda: _parameters_off_cpu(ns, 8)),
             "RMSNorm's parameters on the CPU": attempt(lambda: [name for name, _ in ns["RMSNorm"](8).named_parameters()]),
             # the module keeps its input's dtype: rms_norm of float32 x with a fresh gain is float32
-            "RMSNorm output dtype, float32 input": attempt(lambda: str(ns["RMSNorm"](8)(small).dtype))}
+            "RMSNorm output dtype, float32 input": attempt(lambda: str(ns["RMSNorm"](8)(small).dtype)),
+            # the exercise: "return a tensor with the shape and dtype of x"; a bfloat16 gain keeps the product bfloat16
+            "rms_norm, bfloat16 x and gain: output dtype": attempt(lambda: str(ns["rms_norm"](x.bfloat16(), w.bfloat16()).dtype))}
 
 
 def _parameters_off_cpu(ns, dim: int) -> list:
@@ -241,7 +243,56 @@ def probe_04(ns):
             # autograd: d sum(output) / d q, through the rotation, as tinylm's RoPE and attention give it
             "rotary_attention(start_pos=4) gradient wrt q == tinylm's": attempt(lambda: _close(
                 _rotary_q_gradient(ns["rotary_attention"], q, k, v, cos, sin),
-                _rotary_q_gradient(_tinylm_rotary, q, k, v, cos, sin), atol=1e-5))}
+                _rotary_q_gradient(_tinylm_rotary, q, k, v, cos, sin), atol=1e-5)),
+            **{f"interleaved_to_half, {n} head(s) of {hd} == each head's evens then odds": attempt(
+                lambda n=n, hd=hd: _half_rows_match(ns["interleaved_to_half"], n, hd)) for n, hd in ((1, 8), (2, 8), (3, 6))},
+            **{f"meta_to_hf_attention, {nh} heads / {nkv} kv heads of {hd}: attention == Meta's": attempt(
+                lambda nh=nh, nkv=nkv, hd=hd: _converted_attention_matches(ns["meta_to_hf_attention"], nh, nkv, hd))
+               for nh, nkv, hd in ((4, 4, 8), (4, 2, 8), (3, 1, 6))}}
+
+
+def _half_rows_match(convert, n_heads: int, head_dim: int) -> bool:
+    """The notebook's permutation P, per head: rows h·hd + (0, 2, 4, ..., 1, 3, 5, ...)."""
+    w = torch.randn(n_heads * head_dim, 5, generator=_gen(81))
+    within = torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
+    rows = torch.cat([h * head_dim + within for h in range(n_heads)])
+    return torch.equal(convert(w, n_heads), w[rows])
+
+
+def _rope_pairs(x: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
+    """Meta's rotation: features (2i, 2i+1) of x (B, H, T, hd) as one complex number, turned by t · theta^(-2i/hd)."""
+    B, H, T, hd = x.shape
+    inv_freq = theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    angles = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)         # (T, hd/2)
+    pairs = torch.view_as_complex(x.double().reshape(B, H, T, hd // 2, 2).contiguous())
+    return torch.view_as_real(pairs * torch.polar(torch.ones_like(angles), angles)).reshape(B, H, T, hd)
+
+
+def _attention_with(rotate, x, wq, wk, wv, wo, n_heads: int, n_kv_heads: int) -> torch.Tensor:
+    """Causal GQA attention of x (B, T, d) in float64, queries and keys turned by rotate."""
+    B, T, _ = x.shape
+    hd = wq.shape[0] // n_heads
+    q = (x @ wq.T).view(B, T, n_heads, hd).transpose(1, 2)
+    k, v = ((x @ w.T).view(B, T, n_kv_heads, hd).transpose(1, 2) for w in (wk, wv))
+    q, k = rotate(q), rotate(k)
+    n_rep = n_heads // n_kv_heads
+    y = F.scaled_dot_product_attention(q, tinylm.repeat_kv(k, n_rep), tinylm.repeat_kv(v, n_rep), is_causal=True)
+    return y.transpose(1, 2).reshape(B, T, n_heads * hd) @ wo.T
+
+
+def _converted_attention_matches(convert, n_heads: int, n_kv_heads: int, head_dim: int) -> bool:
+    """Meta's attention (interleaved rotation) with the checkpoint's weights against tinylm's half rotation with the
+    converted ones: the permutation of q and k rows leaves every score, so every output, as it was."""
+    gen, d, T = _gen(82), 10, 7
+    x = torch.randn(2, T, d, generator=gen, dtype=torch.float64)
+    wq, wo = (torch.randn(n_heads * head_dim, d, generator=gen, dtype=torch.float64) for _ in range(2))
+    wk, wv = (torch.randn(n_kv_heads * head_dim, d, generator=gen, dtype=torch.float64) for _ in range(2))
+    cos, sin = (t.double() for t in tinylm.rope_cache(head_dim, T))
+    meta = _attention_with(_rope_pairs, x, wq, wk, wv, wo.T.contiguous(), n_heads, n_kv_heads)
+    q_proj, k_proj, v_proj, o_proj = convert(wq, wk, wv, wo.T.contiguous(), n_heads, n_kv_heads)
+    half = _attention_with(lambda t: tinylm.apply_rope(t, cos, sin), x, q_proj, k_proj, v_proj, o_proj, n_heads,
+                           n_kv_heads)
+    return _close(half, meta, atol=1e-9)
 
 
 def _tinylm_rotary(q, k, v, cos, sin, start_pos=0):
@@ -296,6 +347,8 @@ def probe_05(ns):
                 ns["swiglu_hidden"](*s) for s in ((12, 32), (36, 32))] == [tinylm.default_d_ff(*s) for s in ((12, 32), (36, 32))],
             "model": attempt(lambda: _model_agreement(ns, 4)),
             "model, norm_eps=1e-2": attempt(lambda: _model_agreement(ns, 4, norm_eps=1e-2)),
+            # 4 heads of 12 features on a 32-wide stream: 32 // 4 = 8 is not the head size
+            **{f"model, head_dim 12, {n} kv heads": attempt(lambda n=n: _model_agreement(ns, n, head_dim=12)) for n in (4, 2)},
             "swiglu bfloat16: output dtype": attempt(lambda: ns["swiglu"](x.bfloat16(), *(w.bfloat16() for w in weights)).dtype),
             # 8/3 · 64 = 170.67 and 8/3 · 1 = 2.67: with a multiple of 1 or 2 the fraction itself must round up
             "swiglu_hidden, multiples 1 and 2 == 8/3 rule": [ns["swiglu_hidden"](*s) for s in ((64, 1), (100, 1), (1, 2))]
@@ -327,7 +380,21 @@ def probe_06(ns):
                 sized, 40, 2, torch.int8) == _kv_cache_nbytes(sized, 40, 2, torch.int8)),
             # prompt 5 + 28 new = max_seq_len 32 + 1: the last new token is never fed back, so the cache holds 32
             "greedy, prompt + new tokens = max_seq_len + 1: shape, first 32 == tinylm": attempt(
-                lambda: _greedy_to_the_end(ns, model, prompt))}
+                lambda: _greedy_to_the_end(ns, model, prompt)),
+            **{f"left-padded batch of {lengths}, each row == its prompt decoded alone": attempt(
+                lambda lengths=lengths: _left_padded_rows(ns, model, lengths)) for lengths in ((3, 7, 5), (4, 4))}}
+
+
+def _left_padded_rows(ns, model, lengths: tuple) -> bool:
+    """generate_left_padded on prompts of these lengths (4 greedy tokens, one cache used for a first batch and then
+    for this one) against tinylm's greedy decoding of each prompt on its own, no padding, no mask."""
+    gen = _gen(22)
+    prompts = [torch.randint(1, 256, (n,), generator=gen) for n in lengths]
+    cache = tinylm.KVCache(model.config, len(prompts))
+    ns["generate_left_padded"](model, [p.flip(0) for p in prompts], 2, cache)  # the cache now holds another batch
+    new = ns["generate_left_padded"](model, prompts, 4, cache)
+    alone = torch.stack([tinylm.generate(model, p[None], 4, temperature=0)[0, len(p):] for p in prompts])
+    return tuple(new.shape) == tuple(alone.shape) and torch.equal(new, alone)
 
 
 def _greedy_to_the_end(ns, model, prompt: torch.Tensor) -> tuple:
@@ -469,6 +536,8 @@ def _probe_08(ns):
             "sample_next(temperature=0.0) == argmax": attempt(lambda: torch.equal(
                 ns["sample_next"](logits, 0.0, None, None, _gen(0)), logits.argmax(dim=-1))),
             "same generator seed, same draw": torch.equal(seeded_draw(1), seeded_draw(2)),
+            "one generator, two calls on 8 rows of 50 equal logits: the draws differ": attempt(
+                lambda: _two_draws_differ(ns, flat)),
             "train mode seen while generating": any(model.training_seen),
             "every submodule back in train mode after generate": all(m.training for m in model.modules()),
             # closed forms: logits (1000, 999, 0) give token 2 no mass; (1, 0) at T = 2 give token 0 sigmoid(1/2);
@@ -491,6 +560,13 @@ def _probe_08(ns):
             # closed form: logits (3, 0, ..., 0) over 16 tokens give token 0 the probability e^3 / (e^3 + 15)
             "generate, logits (3, 0, ..., 0): share of token 0 == softmax +- 0.04": attempt(
                 lambda: abs(_share_of_token_0(ns) - math.exp(3) / (math.exp(3) + 15)) < 0.04)}
+
+
+def _two_draws_differ(ns, flat: torch.Tensor) -> bool:
+    """Two calls of sample_next with one generator continue its stream: 8 uniform draws over 50 tokens repeat with
+    probability 50^-8."""
+    gen = _gen(4)
+    return not torch.equal(ns["sample_next"](flat, 1.0, None, None, gen), ns["sample_next"](flat, 1.0, None, None, gen))
 
 
 def _filter_keeps_input(filter_fn, logits: torch.Tensor, *args) -> bool:
@@ -620,7 +696,49 @@ def probe_09(ns):
                 lambda c=c: ns["train_step_costs"](c, 2, 6) == _training_costs(c, 2, 6))
                for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))},
             "train_step with gradients left in .grad == on a clean model": attempt(lambda: _leftover_gradients_ignored(ns, targets)),
-            "train_step, gradient norm below grad_clip: SGD step == unclipped": attempt(lambda: _unclipped_below_bound(ns, targets))}
+            "train_step, gradient norm below grad_clip: SGD step == unclipped": attempt(lambda: _unclipped_below_bound(ns, targets)),
+            "get_batch of uint8 data: x, y dtypes": attempt(lambda: tuple(
+                str(t.dtype) for t in ns["get_batch"](torch.arange(12, dtype=torch.uint8), 3, 4, _gen(1)))),
+            "train_step returns a Python float": attempt(lambda: _returned_type(ns, targets)),
+            **{f"train_step_accumulated, {label}: (weights, loss) == one step on the whole batch": attempt(
+                lambda split=split, pad=pad, clip=clip: _accumulated_matches(ns, split, pad, clip))
+               for label, split, pad, clip in (("one micro-batch", (4,), False, 1e3),
+                                               ("micro-batches of 1 and 3 rows", (1, 3), False, 1e3),
+                                               ("micro-batches of 1 and 3 rows, padding", (1, 3), True, 1e3),
+                                               ("micro-batches of 2 and 2 rows, padding, clipped to 0.5", (2, 2), True, 0.5))}}
+
+
+def _returned_type(ns, targets) -> str:
+    """The type of what train_step returns: the exercise asks for loss.item(), a float."""
+    model = Recorder(10)
+    return type(ns["train_step"](model, torch.optim.SGD(model.parameters(), lr=0.1), targets[:, :-1], targets[:, 1:])).__name__
+
+
+def _accumulated_matches(ns, split: tuple, padded: bool, grad_clip: float) -> tuple:
+    """train_step_accumulated (SGD, lr 0.1) on a batch of 4 rows cut into micro-batches of `split` rows, against one
+    plain step on the whole batch: the mean cross-entropy over the scored targets, backward, clip_grad_norm_, SGD.
+    Returns (weights agree, returned loss == the whole batch's mean)."""
+    gen = _gen(23)
+    x, y = torch.randint(0, 10, (4, 6), generator=gen), torch.randint(0, 10, (4, 6), generator=gen)
+    if padded:
+        y[0, 1:] = -100  # row 0 scores 1 target, row 2 scores 2: micro-batches of very different sizes
+        y[2, 2:] = -100
+    torch.manual_seed(0)
+    mine = Recorder(10)
+    torch.manual_seed(0)
+    whole = Recorder(10)
+    pieces, start = [], 0
+    for n in split:
+        pieces.append((x[start:start + n], y[start:start + n]))
+        start += n
+    returned = ns["train_step_accumulated"](mine, torch.optim.SGD(mine.parameters(), lr=0.1), pieces, grad_clip=grad_clip)
+    loss = F.cross_entropy(whole(x).reshape(-1, 10), y.reshape(-1), ignore_index=-100)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(whole.parameters(), grad_clip)
+    with torch.no_grad():
+        whole.emb.weight -= 0.1 * whole.emb.weight.grad
+    return (torch.allclose(mine.emb.weight, whole.emb.weight, atol=1e-6),
+            math.isclose(float(returned), loss.item(), rel_tol=1e-5))
 
 
 def _unclipped_below_bound(ns, targets) -> bool:

@@ -21,8 +21,9 @@ decode_bytes_per_token, train_step_costs).
 Each mistake is one substitution in one answer cell. `expect` holds words a
 check that found this mistake would likely say; `untrue` words of causes that
 would be wrong for it; `regime` the situation in which a mistake that is right
-by default shows. `in_lists` is left False for every entry: bench_diagnostics
-compares the texts with the other lists itself and reports the unlisted ones.
+by default shows. `in_lists`, filled in after the first measurement by
+comparing the texts, marks the 24 that turned out to be character for
+character an entry of another list.
 
 SAME lists 10 edits that are no mistake: the cell computes what the solution
 computes another way (type_as for .to, 1/sqrt for rsqrt, the complement of
@@ -46,12 +47,12 @@ MUTATIONS = {
           SHAPE + ("index_select", "1-d", "flat", "leading", "(b, t)", "one axis"),
           "looks the rows up with index_select, which takes a 1-d index only: a flat (T,) batch of ids works, "
           "the (B, T) ids of a real batch raise",
-          untrue=("dtype", "transpose", "gradient", "one-hot")),
+          untrue=("dtype", "transpose", "gradient", "one-hot"), in_lists=True),
         M("one_hot_embed", ".to(weight.dtype)", ".float()",
           DTYPE + ("float()", "weight's dtype", "float64"),
           "turns the one-hot matrix into float32 whatever the table's dtype: a float64 or bfloat16 table "
           "then meets a float32 one-hot in the matmul, which raises (torch does not promote in @)",
-          regime="a weight other than float32", untrue=("num_classes", "transpose", "vocab")),
+          regime="a weight other than float32", untrue=("num_classes", "transpose", "vocab"), in_lists=True),
         M("tied_logits", "return x @ weight.T", "return x @ weight.T / x.shape[-1] ** 0.5",
           ("scale", "sqrt", "factor", "divid", "d_model", "smaller", "too small"),
           "divides the logits by sqrt(d), carrying attention's scaling over to the head: every logit is "
@@ -63,14 +64,14 @@ MUTATIONS = {
           "ties through .data: the two Parameters share storage, so the values agree today, but they are two "
           "Parameter objects: parameters() yields both, an optimizer keeps two states and applies two updates "
           "to the same numbers, and lm_head.weight is not tok_emb.weight",
-          untrue=("transpose", "direction", "shape", "values differ")),
+          untrue=("transpose", "direction", "shape", "values differ"), in_lists=True),
     ],
     "02": [
         M("rms_norm", "(x32 * inv_rms).to(x.dtype)", "(x32 * inv_rms)",
           DTYPE + ("x.dtype", "output dtype", "cast back"),
           "normalises in float32 and never casts back: a bfloat16 input with a bfloat16 gain comes out float32, "
           "so the next layer's matmul meets mixed dtypes",
-          regime="half-precision input and gain", untrue=("eps", "axis", "sum", "overflow")),
+          regime="half-precision input and gain", untrue=("eps", "axis", "sum", "overflow"), in_lists=True),
         # https://github.com/hkproj/pytorch-transformer/pull/31 (LayerNorm divided by std + eps)
         M("layer_norm", "return weight * centred * torch.rsqrt(var + eps) + bias",
           "return weight * centred / (var.sqrt() + eps) + bias",
@@ -83,7 +84,7 @@ MUTATIONS = {
           SHAPE + ("mean", "per token", "centre", "center", "global", "every token"),
           "centres with the mean of the whole tensor instead of each token's own mean: tokens of different "
           "offsets are no longer centred, and the variance then measures their offsets too",
-          untrue=("eps", "unbiased", "bessel", "bias")),
+          untrue=("eps", "unbiased", "bessel", "bias"), in_lists=True),
         # https://github.com/linkedin/Liger-Kernel/issues/74 and https://github.com/pytorch/executorch/pull/19901
         M("RMSNorm",
           "self.weight = nn.Parameter(torch.ones(dim))  # gain starts at 1: a fresh norm only rescales\n"
@@ -107,7 +108,7 @@ MUTATIONS = {
           ("kv_len - q_len", "diagonal", "offset", "bottom-right", "align", "sign", "cached", "q_len < kv_len"),
           "writes the diagonal offset the other way round, q_len - kv_len: square masks are right, but with "
           "queries after cached keys each query sees 2 · (kv_len - q_len) keys too few",
-          regime="q_len < kv_len", untrue=("triu", "inverted", "strict", "transpose")),
+          regime="q_len < kv_len", untrue=("triu", "inverted", "strict", "transpose"), in_lists=True),
         M("split_heads",
           "x = x.view(B, T, n_heads, d // n_heads)  # (B, T, H, hd): head h owns features h*hd .. (h+1)*hd - 1\n"
           "    return x.transpose(1, 2)                 # (B, H, T, hd)",
@@ -132,12 +133,12 @@ MUTATIONS = {
           ("batch", "b ·", "b *", "per sequence", "qkv_proj", "out_proj", "projection"),
           "counts the projections for one sequence while the score and mix counts have the batch: right for "
           "batch 1, B times too small for qkv_proj and out_proj otherwise",
-          regime="batch > 1", untrue=("causal", "half", "heads", "multiply-add")),
+          regime="batch > 1", untrue=("causal", "half", "heads", "multiply-add"), in_lists=True),
         M("attention_flops", "per_head = 2 * T * T * head_dim", "per_head = 2 * T * T * d",
           ("head_dim", "heads", "n_heads", "d_model", "per head", "times", "h x"),
           "uses the model width d where each head multiplies head_dim features: the scores and the mix are "
           "counted n_heads times over",
-          regime="n_heads > 1", untrue=("batch", "causal", "half", "projection")),
+          regime="n_heads > 1", untrue=("batch", "causal", "half", "projection"), in_lists=True),
     ],
     "04": [
         M("rope_cache", "torch.arange(max_seq_len, dtype=torch.float32)",
@@ -146,14 +147,14 @@ MUTATIONS = {
           "numbers the positions 1 .. max_seq_len instead of 0 .. max_seq_len - 1: row m of the tables holds "
           "the angles of position m + 1 (relative scores survive, the absolute rotation of every token is off "
           "by one position, so a checkpoint's rotation is not reproduced)",
-          untrue=("frequenc", "interleav", "theta", "sign")),
+          untrue=("frequenc", "interleav", "theta", "sign"), in_lists=True),
         # https://github.com/EleutherAI/gpt-neox/issues/834 and https://github.com/pytorch/torchtitan/issues/801
         M("apply_rope", "x1, x2 = x.chunk(2, dim=-1)", "x1, x2 = x[..., ::2], x[..., 1::2]",
           ("interleav", "half", "pair", "chunk", "even", "odd", "adjacent", "rotate_half", "neox", "gpt-j"),
           "splits the features into evens and odds (the interleaved pairing) while the tables and the "
           "concatenation are in the half layout: each feature is rotated with a partner and an angle of the "
           "other convention, the GPT-J / NeoX mix-up of EleutherAI/gpt-neox#834 and pytorch/torchtitan#801",
-          untrue=("frequenc", "start_pos", "theta", "dtype")),
+          untrue=("frequenc", "start_pos", "theta", "dtype"), in_lists=True),
         M("rotary_attention", "q = apply_rope(q, cos, sin, start_pos)", "q = apply_rope(q, cos, sin)",
           ROPE_OFFSET + ("q", "queries", "query"),
           "rotates the queries at positions 0 .. T - 1 and the keys at start_pos ..: with start_pos > 0 every "
@@ -175,7 +176,7 @@ MUTATIONS = {
           "reshapes as (n_heads, 2, hd/2, d_in) before the transpose: the result is the inverse permutation "
           "(half to interleaved), which equals the wanted one only for head_dim 4; the direction slip of the "
           "converters discussed in ggml-org/llama.cpp#2276",
-          regime="head_dim > 4", untrue=("across heads", "n_kv_heads", "values", "o_proj")),
+          regime="head_dim > 4", untrue=("across heads", "n_kv_heads", "values", "o_proj"), in_lists=True),
         # https://github.com/huggingface/transformers/pull/31788 and https://github.com/ggml-org/llama.cpp/pull/3364
         M("interleaved_to_half", "k_proj = interleaved_to_half(wk, n_kv_heads)",
           "k_proj = interleaved_to_half(wk, n_heads)",
@@ -183,7 +184,7 @@ MUTATIONS = {
           "permutes the key rows in n_heads blocks: under GQA wk has n_kv_heads blocks of head_dim rows, so "
           "the blocks are cut at the wrong places, the bug transformers#31788 and llama.cpp#3364 fixed in their "
           "converters",
-          regime="n_kv_heads < n_heads", untrue=("values", "o_proj", "inverse", "interleav")),
+          regime="n_kv_heads < n_heads", untrue=("values", "o_proj", "inverse", "interleav"), in_lists=True),
     ],
     "05": [
         M("swiglu", "gate = F.silu(x @ w_gate.T)", "gate = F.gelu(x @ w_gate.T)",
@@ -211,7 +212,7 @@ MUTATIONS = {
           ("head_dim", "d_model", "n_heads * head_dim", "x.shape[-1]", "merge", "width"),
           "merges the heads into x.shape[-1] = d_model features: right while head_dim = d_model // n_heads, "
           "and a reshape error (or a wrong width) once a config sets head_dim apart",
-          regime="head_dim set apart from d_model // n_heads", untrue=("rope", "mask", "scale", "eps")),
+          regime="head_dim set apart from d_model // n_heads", untrue=("rope", "mask", "scale", "eps"), in_lists=True),
         # https://github.com/pkunlp-icler/FastV/issues/49 (every layer read one layer's KV cache)
         M("Transformer", "x = block(x, self.rope_cos, self.rope_sin, cache, i)",
           "x = block(x, self.rope_cos, self.rope_sin, cache)",
@@ -235,18 +236,18 @@ MUTATIONS = {
           ("value", "keys", "v_all", "copy", "k instead", "new values"),
           "appends the new keys to the cached values (a copy-paste slip): the shapes agree, the cache's "
           "values hold keys from the second step on",
-          untrue=("axis", "order", "dim=1", "dtype")),
+          untrue=("axis", "order", "dim=1", "dtype"), in_lists=True),
         M("attention_step", "start = past_k.shape[2]", "start = past_k.shape[1]",
           ROPE_OFFSET + ("shape[2]", "axis", "heads", "start", "n_kv"),
           "reads the number of cached positions from axis 1, the kv heads: even an empty cache gives start = "
           "n_kv, so the new tokens are rotated and masked as if n_kv positions came before them",
-          untrue=("concatenat", "order", "is_causal", "dtype")),
+          untrue=("concatenat", "order", "is_causal", "dtype"), in_lists=True),
         M("generate_greedy", "logits = model(step_input, cache=cache)[:, -1]",
           "logits = model(step_input, cache=cache)[:, 0]",
           ("last position", "-1", "first position", "prefill", "position 0", "[:, 0]"),
           "reads the logits of the first position instead of the last: the decode steps (one token) are right, "
           "but the first new token is predicted from the prompt's first token",
-          regime="a prompt longer than one token", untrue=("reset", "argmax", "no_grad", "step_input")),
+          regime="a prompt longer than one token", untrue=("reset", "argmax", "no_grad", "step_input"), in_lists=True),
         # https://github.com/unslothai/unsloth/issues/772 (right-padded prompts decoded from the pad's logits)
         M("generate_left_padded",
           "ids[b, T - len(p):] = p                                         # the padding goes in front\n"
@@ -276,7 +277,7 @@ MUTATIONS = {
           ("n_rep", "heads", "shape[1]", "axis", "n_kv", "repeat", "positions"),
           "divides the sequence lengths (axis 2) instead of the head counts: n_rep is always 1, so MHA passes "
           "and GQA attends with too few kv heads",
-          regime="n_kv_heads < n_heads", untrue=("order", "mask", "causal", "scale")),
+          regime="n_kv_heads < n_heads", untrue=("order", "mask", "causal", "scale"), in_lists=True),
         M("gqa_step", "v = attn.v_proj(x).view(B, T, attn.n_kv_heads, attn.head_dim)",
           "v = attn.v_proj(x).view(B, T, attn.n_heads, attn.head_dim)",
           ("n_kv_heads", "v_proj", "values", "view", "heads", "kv heads"),
@@ -306,14 +307,14 @@ MUTATIONS = {
           ("sorted", "order", "softmax", "unsorted", "cumsum", "vocabulary order"),
           "takes the probabilities of the unsorted logits, so the cumulative mass runs in vocabulary order "
           "while the tokens are in sorted order: the nucleus is cut at the wrong place",
-          untrue=("crossing", "threshold", "temperature", ">=")),
+          untrue=("crossing", "threshold", "temperature", ">="), in_lists=True),
         # https://github.com/lucidrains/PaLM-rlhf-pytorch/issues/60 (the sorted order used to unsort)
         M("top_p_filter", "drop = drop_sorted.scatter(-1, order, drop_sorted)", "drop = drop_sorted.gather(-1, order)",
           ("scatter", "gather", "inverse", "permutation", "unsort", "vocabulary order", "order"),
           "brings the mask back with gather(order), which applies the sort permutation a second time instead "
           "of undoing it: the tokens dropped are the wrong ones unless the order is its own inverse "
           "(lucidrains/PaLM-rlhf-pytorch#60)",
-          untrue=("crossing", "cumsum", "temperature", "threshold")),
+          untrue=("crossing", "cumsum", "temperature", "threshold"), in_lists=True),
         # https://github.com/ludwig-ai/ludwig/pull/1726 (squeeze() removed the batch axis of size 1)
         M("sample_next", ".squeeze(-1)  # (B, 1) -> (B,)", ".squeeze()  # (B, 1) -> (B,)",
           SHAPE + ("squeeze", "batch of one", "(1,)", "scalar", "0-d", "one row"),
@@ -339,7 +340,7 @@ MUTATIONS = {
           DTYPE + ("int64", "long", "uint8", "integer"),
           "keeps the corpus's dtype: the byte corpus is uint8, so x and y are uint8, which an embedding refuses "
           "as indices and cross_entropy refuses as targets",
-          regime="uint8 data (the byte corpus)", untrue=("shift", "range", "generator", "last")),
+          regime="uint8 data (the byte corpus)", untrue=("shift", "range", "generator", "last"), in_lists=True),
         # https://github.com/open-mmlab/mmpretrain/pull/104 (view on a non-contiguous tensor raised)
         M("lm_loss", "F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)",
           "F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1), ignore_index=-100)",
@@ -359,13 +360,13 @@ MUTATIONS = {
           ("item", "float", "tensor", "graph", "memory", "python float"),
           "returns the loss tensor instead of loss.item(): the value prints the same, but a caller that "
           "collects the losses keeps every step's graph alive (google/brax#152)",
-          untrue=("zero_grad", "clip", "train mode", "order")),
+          untrue=("zero_grad", "clip", "train mode", "order"), in_lists=True),
         M("train_step", "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)",
           "torch.nn.utils.clip_grad_value_(model.parameters(), grad_clip)",
           ("norm", "value", "clip_grad_norm", "global", "direction", "element", "entry"),
           "clips each gradient entry to [-grad_clip, grad_clip] instead of rescaling the global norm: the "
           "direction of the gradient changes and its norm can stay far above grad_clip",
-          regime="a gradient norm above grad_clip", untrue=("order", "zero_grad", "after", "train mode")),
+          regime="a gradient norm above grad_clip", untrue=("order", "zero_grad", "after", "train mode"), in_lists=True),
         # https://github.com/radixark/miles/pull/2796 (the token normalizer counted masked positions)
         M("train_step_accumulated", "n_tokens = sum(int((y != -100).sum()) for _, y in micro_batches)",
           "n_tokens = sum(y.numel() for _, y in micro_batches)",
@@ -389,7 +390,7 @@ MUTATIONS = {
         M("train_step_costs", '"adam_moments": 2 * 4 * n_params', '"adam_moments": 4 * n_params',
           ("two moments", "exp_avg_sq", "adam", "2 x", "second moment", "moments", "exp_avg"),
           "counts one AdamW moment per parameter: AdamW keeps two, exp_avg and exp_avg_sq",
-          untrue=("flops", "tied", "grads", "backward")),
+          untrue=("flops", "tied", "grads", "backward"), in_lists=True),
     ],
     "10": [
         M("nll_sum_and_count", 'reduction="sum")', 'reduction="mean") * int((targets != ignore_index).sum())',
@@ -405,7 +406,7 @@ MUTATIONS = {
           ("bytes_per_token", "bits_per_byte", "divide", "multipl", "per byte"),
           "multiplies by bytes_per_token where bits per byte divide by it: right for bytes (1 byte a token), "
           "off by bytes_per_token² for a tokenizer with longer tokens",
-          regime="bytes_per_token other than 1", untrue=("ln 2", "base", "token-weighted", "mode")),
+          regime="bytes_per_token other than 1", untrue=("ln 2", "base", "token-weighted", "mode"), in_lists=True),
         M("bigram_nll", "-probs.log()[val[:-1], val[1:]].mean()", "-probs.log()[val[1:], val[:-1]].mean()",
           ("row", "prev", "next", "transpos", "order", "index", "[prev, next]", "swap"),
           "looks the pairs up as [next, prev]: the table's rows are the previous byte, so each pair is scored "

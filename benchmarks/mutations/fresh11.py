@@ -79,7 +79,7 @@ MUTATIONS = {
           "adds eps to the standard deviation instead of the variance, x / (std + eps), the form "
           "hkproj/pytorch-transformer#31 corrected: the same when the variance is large, different for a token "
           "whose variance is near eps or with a large eps",
-          regime="a variance near eps (small inputs or a large eps)", untrue=("unbiased", "mean", "axis", "bias")),
+          regime="a variance near eps (small inputs or a large eps)", untrue=("unbiased", "bessel", "axis", "mean is")),
         M("layer_norm", "centred = x - x.mean(dim=-1, keepdim=True)", "centred = x - x.mean()",
           SHAPE + ("mean", "per token", "centre", "center", "global", "every token"),
           "centres with the mean of the whole tensor instead of each token's own mean: tokens of different "
@@ -262,7 +262,7 @@ MUTATIONS = {
           ROPE_OFFSET + ("+ 1", "one past", "same position", "repeat", "advance"),
           "gives each new token the position of its row's last token instead of one past it: the first new "
           "token repeats the prompt's last position and every later one repeats it again",
-          untrue=("mask", "pad", "reset", "right")),
+          untrue=("attention mask", "padded on the right", "reset", "left padding")),
     ],
     "07": [
         M("repeat_kv",
@@ -354,7 +354,7 @@ MUTATIONS = {
           ("last step", "min_lr", "total_steps - 1", "off by one", "end", "denominator", "reach"),
           "spreads the decay over total - warmup steps, the denominator of DeepSpeed's WarmupCosineLR "
           "(deepspeedai/DeepSpeed#8142 quotes it): the last step, total_steps - 1, stays above min_lr",
-          untrue=("warmup", "step + 1", "clamp", "zero")),
+          untrue=("warmup from", "step + 1", "clamp", "lr = 0")),
         # https://github.com/google/brax/pull/152 (a loss tensor accumulated across steps kept every graph alive)
         M("train_step", "return loss.item()", "return loss",
           ("item", "float", "tensor", "graph", "memory", "python float"),

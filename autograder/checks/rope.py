@@ -165,8 +165,7 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
                     "a rotation never changes a vector's length")
         if not chk.rows[-1].ok:
             chk.measured("not a rotation: your output's length differs from the input's, so each pair is not turned "
-                         "by one angle (candidates: cos and sin from different rows or angles, as cos² + sin² = 1 only "
-                         "for one angle; or features paired otherwise than the tables, i with i + head_dim/2)")
+                         "by one angle (cos² + sin² = 1 only when cos and sin come from the same rows and angle)")
         scores0, scores9 = rx0 @ ry0.transpose(-2, -1), rx9 @ ry9.transpose(-2, -1)  # (1, 1, T, T)
         chk.require("q·k depends on m - n only", torch.allclose(scores0, scores9, atol=1e-8),
                     "shifting every position by 9 changed the scores q(m)·k(n)")

@@ -183,12 +183,6 @@ def test_padding_counted_in_the_accumulated_denominator_is_measured_as_such():
     assert "its 22 target tokens over its 36 target positions (padding included)" in message
 
 
-def test_evens_and_odds_split_in_rotate_half_are_not_blamed_on_the_tables_alone():
-    message = _message("fresh11", "04", "apply_rope", "x1, x2 = x[..., ::2], x[..., 1::2]")
-    measured = _line(message, "Measured: not a rotation")
-    assert "candidates:" in measured and "paired otherwise than the tables" in measured
-
-
 def test_a_gather_in_top_p_is_told_a_scatter_on_names_the_code_has():
     message = _message("fresh11", "08", "top_p_filter", "drop = drop_sorted.gather(-1, order)")
     assert "use drop_sorted.scatter(-1, order, drop_sorted)" in _line(message, "Likely bug:")

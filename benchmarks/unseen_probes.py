@@ -16,6 +16,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import tinylm
 from benchmarks.verify_heldout import _attention_steps, _model_agreement, _reference, _config, attempt
+from benchmarks.unseen_probes_later import (_accumulated_matches, _converted_attention_matches, _half_rows_match,
+                                           _left_padded_rows)
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -148,7 +150,9 @@ def probe_02(ns):
             "RMSNorm's parameters, the notebook's DEVICE not the CPU": attempt(lambda: _parameters_off_cpu(ns, 8)),
             "RMSNorm's parameters on the CPU": attempt(lambda: [name for name, _ in ns["RMSNorm"](8).named_parameters()]),
             # the module keeps its input's dtype: rms_norm of float32 x with a fresh gain is float32
-            "RMSNorm output dtype, float32 input": attempt(lambda: str(ns["RMSNorm"](8)(small).dtype))}
+            "RMSNorm output dtype, float32 input": attempt(lambda: str(ns["RMSNorm"](8)(small).dtype)),
+            # the exercise: "return a tensor with the shape and dtype of x"; a bfloat16 gain keeps the product bfloat16
+            "rms_norm, bfloat16 x and gain: output dtype": attempt(lambda: str(ns["rms_norm"](x.bfloat16(), w.bfloat16()).dtype))}
 
 
 def _parameters_off_cpu(ns, dim: int) -> list:
@@ -241,7 +245,12 @@ def probe_04(ns):
             # autograd: d sum(output) / d q, through the rotation, as tinylm's RoPE and attention give it
             "rotary_attention(start_pos=4) gradient wrt q == tinylm's": attempt(lambda: _close(
                 _rotary_q_gradient(ns["rotary_attention"], q, k, v, cos, sin),
-                _rotary_q_gradient(_tinylm_rotary, q, k, v, cos, sin), atol=1e-5))}
+                _rotary_q_gradient(_tinylm_rotary, q, k, v, cos, sin), atol=1e-5)),
+            **{f"interleaved_to_half, {n} head(s) of {hd} == each head's evens then odds": attempt(
+                lambda n=n, hd=hd: _half_rows_match(ns["interleaved_to_half"], n, hd)) for n, hd in ((1, 8), (2, 8), (3, 6))},
+            **{f"meta_to_hf_attention, {nh} heads / {nkv} kv heads of {hd}: attention == Meta's": attempt(
+                lambda nh=nh, nkv=nkv, hd=hd: _converted_attention_matches(ns["meta_to_hf_attention"], nh, nkv, hd))
+               for nh, nkv, hd in ((4, 4, 8), (4, 2, 8), (3, 1, 6))}}
 
 
 def _tinylm_rotary(q, k, v, cos, sin, start_pos=0):
@@ -296,6 +305,8 @@ def probe_05(ns):
                 ns["swiglu_hidden"](*s) for s in ((12, 32), (36, 32))] == [tinylm.default_d_ff(*s) for s in ((12, 32), (36, 32))],
             "model": attempt(lambda: _model_agreement(ns, 4)),
             "model, norm_eps=1e-2": attempt(lambda: _model_agreement(ns, 4, norm_eps=1e-2)),
+            # 4 heads of 12 features on a 32-wide stream: 32 // 4 = 8 is not the head size
+            **{f"model, head_dim 12, {n} kv heads": attempt(lambda n=n: _model_agreement(ns, n, head_dim=12)) for n in (4, 2)},
             "swiglu bfloat16: output dtype": attempt(lambda: ns["swiglu"](x.bfloat16(), *(w.bfloat16() for w in weights)).dtype),
             # 8/3 · 64 = 170.67 and 8/3 · 1 = 2.67: with a multiple of 1 or 2 the fraction itself must round up
             "swiglu_hidden, multiples 1 and 2 == 8/3 rule": [ns["swiglu_hidden"](*s) for s in ((64, 1), (100, 1), (1, 2))]
@@ -327,7 +338,9 @@ def probe_06(ns):
                 sized, 40, 2, torch.int8) == _kv_cache_nbytes(sized, 40, 2, torch.int8)),
             # prompt 5 + 28 new = max_seq_len 32 + 1: the last new token is never fed back, so the cache holds 32
             "greedy, prompt + new tokens = max_seq_len + 1: shape, first 32 == tinylm": attempt(
-                lambda: _greedy_to_the_end(ns, model, prompt))}
+                lambda: _greedy_to_the_end(ns, model, prompt)),
+            **{f"left-padded batch of {lengths}, each row == its prompt decoded alone": attempt(
+                lambda lengths=lengths: _left_padded_rows(ns, model, lengths)) for lengths in ((3, 7, 5), (4, 4))}}
 
 
 def _greedy_to_the_end(ns, model, prompt: torch.Tensor) -> tuple:
@@ -469,6 +482,8 @@ def _probe_08(ns):
             "sample_next(temperature=0.0) == argmax": attempt(lambda: torch.equal(
                 ns["sample_next"](logits, 0.0, None, None, _gen(0)), logits.argmax(dim=-1))),
             "same generator seed, same draw": torch.equal(seeded_draw(1), seeded_draw(2)),
+            "one generator, two calls on 8 rows of 50 equal logits: the draws differ": attempt(
+                lambda: _two_draws_differ(ns, flat)),
             "train mode seen while generating": any(model.training_seen),
             "every submodule back in train mode after generate": all(m.training for m in model.modules()),
             # closed forms: logits (1000, 999, 0) give token 2 no mass; (1, 0) at T = 2 give token 0 sigmoid(1/2);
@@ -491,6 +506,13 @@ def _probe_08(ns):
             # closed form: logits (3, 0, ..., 0) over 16 tokens give token 0 the probability e^3 / (e^3 + 15)
             "generate, logits (3, 0, ..., 0): share of token 0 == softmax +- 0.04": attempt(
                 lambda: abs(_share_of_token_0(ns) - math.exp(3) / (math.exp(3) + 15)) < 0.04)}
+
+
+def _two_draws_differ(ns, flat: torch.Tensor) -> bool:
+    """Two calls of sample_next with one generator continue its stream: 8 uniform draws over 50 tokens repeat with
+    probability 50^-8."""
+    gen = _gen(4)
+    return not torch.equal(ns["sample_next"](flat, 1.0, None, None, gen), ns["sample_next"](flat, 1.0, None, None, gen))
 
 
 def _filter_keeps_input(filter_fn, logits: torch.Tensor, *args) -> bool:
@@ -620,7 +642,22 @@ def probe_09(ns):
                 lambda c=c: ns["train_step_costs"](c, 2, 6) == _training_costs(c, 2, 6))
                for label, c in (("GQA, tied", _config(2)), ("MHA, untied", _config(4, tie_embeddings=False)))},
             "train_step with gradients left in .grad == on a clean model": attempt(lambda: _leftover_gradients_ignored(ns, targets)),
-            "train_step, gradient norm below grad_clip: SGD step == unclipped": attempt(lambda: _unclipped_below_bound(ns, targets))}
+            "train_step, gradient norm below grad_clip: SGD step == unclipped": attempt(lambda: _unclipped_below_bound(ns, targets)),
+            "get_batch of uint8 data: x, y dtypes": attempt(lambda: tuple(
+                str(t.dtype) for t in ns["get_batch"](torch.arange(12, dtype=torch.uint8), 3, 4, _gen(1)))),
+            "train_step returns a Python float": attempt(lambda: _returned_type(ns, targets)),
+            **{f"train_step_accumulated, {label}: (weights, loss) == one step on the whole batch": attempt(
+                lambda split=split, pad=pad, clip=clip: _accumulated_matches(ns, split, pad, clip, lambda: Recorder(10)))
+               for label, split, pad, clip in (("one micro-batch", (4,), False, 1e3),
+                                               ("micro-batches of 1 and 3 rows", (1, 3), False, 1e3),
+                                               ("micro-batches of 1 and 3 rows, padding", (1, 3), True, 1e3),
+                                               ("micro-batches of 2 and 2 rows, padding, clipped to 0.5", (2, 2), True, 0.5))}}
+
+
+def _returned_type(ns, targets) -> str:
+    """The type of what train_step returns: the exercise asks for loss.item(), a float."""
+    model = Recorder(10)
+    return type(ns["train_step"](model, torch.optim.SGD(model.parameters(), lr=0.1), targets[:, :-1], targets[:, 1:])).__name__
 
 
 def _unclipped_below_bound(ns, targets) -> bool:

@@ -1,7 +1,7 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
 of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7",
-"fresh8", "fresh9" and "fresh10" sets (fresh.py to fresh10.py) is a real
+"fresh8", "fresh9", "fresh10" and "fresh11" sets (fresh.py to fresh11.py) is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -24,6 +24,7 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh8
     python benchmarks/verify_unseen.py --set fresh9
     python benchmarks/verify_unseen.py --set fresh10
+    python benchmarks/verify_unseen.py --set fresh11
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -48,7 +49,7 @@ from benchmarks.verify_heldout import attempt, namespace  # noqa: E402
 
 
 VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
-                 "fresh9", "fresh10")
+                 "fresh9", "fresh10", "fresh11")
 
 
 def main(argv: list[str] | None = None) -> int:

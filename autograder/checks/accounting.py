@@ -411,7 +411,10 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
                  "a vocab_size × d_model matrix is missing: an untied model has two, the head (read at every step) "
                  "and the embedding (a lookup reads one row of it, but the convention here counts every weight once)":
                      -V * d * size if not config.tie_embeddings else 0,
-                 "the norms' gains are missing (2 per block and the final one)": -(2 * config.n_layers + 1) * d * size}
+                 "the norms' gains are missing (2 per block and the final one)": -(2 * config.n_layers + 1) * d * size,
+                 "one norm gain per block is missing: each block has two, attn_norm and mlp_norm":
+                     -config.n_layers * d * size,
+                 "the final norm's gain is missing (the one before the head)": -d * size}
         parts = parameter_parts(config)
         embedding = [part for part in parts if part.leaves == {"tok_emb.weight"}]  # the matrix a lookup reads
         found = explanations(got, want, ratios, diffs) | parts_apart(

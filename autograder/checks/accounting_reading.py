@@ -333,6 +333,10 @@ def ratio_words(got: int, want: int) -> str:
     if factor <= 0:
         return "none counted" if got == 0 else "a negative count"
     shown = "over 1000" if factor > 1000 else "under 0.001" if factor < 0.001 else f"{factor:.2g}"
+    digits = 2
+    while 0.001 <= factor <= 1000 and float(shown) == 1 and digits < 9:  # 0.998 is not 1x: digits that tell it apart
+        digits += 1
+        shown = f"{factor:.{digits}g}"
     return f"{shown}x the measured value"
 
 

@@ -68,11 +68,16 @@ def _explain_mask(chk: Check, got, q_len: int, kv_len: int) -> None:
     allowed = got.detach().cpu() != 0
     if torch.equal(allowed, right):
         return
+    diagonals = [d for d in range(-kv_len, kv_len + 1) if torch.equal(allowed, ones.tril(d))]
+    if diagonals and not torch.equal(ones.tril(diagonals[0]), right):
+        # several diagonals give the same mask when it is all False or all True: name them all, the code's is one
+        which = (f"tril(diagonal={diagonals[0]})" if len(diagonals) == 1 else
+                 f"tril(diagonal=d) for every d from {diagonals[0]} to {diagonals[-1]}, the same mask: "
+                 + ("no query may attend to any key" if not allowed.any() else "every query attends to every key"))
+        chk.measured(f"for q_len={q_len}, kv_len={kv_len} your mask is {which}; expected "
+                     f"tril(diagonal=kv_len - q_len) = tril(diagonal={expected})")
+        return
     for diag in range(-kv_len, kv_len + 1):
-        if not torch.equal(ones.tril(diag), right) and torch.equal(allowed, ones.tril(diag)):
-            chk.measured(f"for q_len={q_len}, kv_len={kv_len} your mask is tril(diagonal={diag}); expected "
-                         f"tril(diagonal=kv_len - q_len) = tril(diagonal={expected})")
-            return
         if torch.equal(allowed, ones.triu(diag)) and not torch.equal(allowed, ones.tril(expected)):
             chk.diagnose(f"your mask keeps the upper triangle (triu(diagonal={diag})): True above the diagonal lets "
                          "queries see the future; use tril, the lower triangle")

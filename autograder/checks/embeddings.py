@@ -244,10 +244,14 @@ def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:
         return ("transposed weight: lm_head.weight holds weight.T, a copy of shape [d_model, vocab]; nn.Linear(d_model, "
                 "vocab) stores [d_out, d_in] = [vocab, d_model], the embedding's own shape, so no transpose is needed")
     if tuple(head_weight.shape) == tuple(emb_weight.shape) and torch.equal(head_weight.detach(), emb_weight.detach()):
-        same_storage = head_weight.data_ptr() == emb_weight.data_ptr()
-        kind = "a different Parameter over the same storage" if same_storage else "a copy (clone / new Parameter)"
-        return (f"head is a copy, not a share: lm_head.weight is {kind} with equal values today, but the two "
-                "will drift apart during training and the model holds vocab x d_model parameters twice; "
+        if head_weight.data_ptr() == emb_weight.data_ptr():
+            # tied through .data: one storage, so the values stay equal, but two Parameter objects
+            return ("head shares the storage, not a share of the Parameter: lm_head.weight is a second Parameter over "
+                    "the embedding's storage (measured: the same memory, another object), so the values stay equal, but "
+                    "parameters() yields two Parameters: an optimizer keeps two states and updates the same numbers "
+                    "twice per step; assign the Parameter itself: lm_head.weight = tok_emb.weight")
+        return ("head is a copy, not a share: lm_head.weight is a copy (clone / new Parameter) with equal values today, "
+                "but the two will drift apart during training and the model holds vocab x d_model parameters twice; "
                 "assign the Parameter itself: lm_head.weight = tok_emb.weight")
     return "lm_head.weight was not replaced by the embedding's Parameter: assign lm_head.weight = tok_emb.weight"
 

@@ -289,7 +289,8 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
                  if tuple(gain.shape) != (dim,) else
                  f"values from {float(gain.detach().min()):.2g} to {float(gain.detach().max()):.2g}")
         chk.require("weight starts as ones(dim)", ones, "the gain must start at 1 so a fresh norm only rescales",
-                    diagnosis=f"gain initialised wrongly: it starts as {start}; use torch.ones(dim)")
+                    diagnosis=None if ones else _offset_gain(chk, module, dim, eps, seed) or
+                    f"gain initialised wrongly: it starts as {start}; use torch.ones(dim)")
     if isinstance(gain, torch.Tensor) and tuple(gain.shape) == (dim,):
         with torch.no_grad():
             gain.copy_(1 + 0.5 * randn(dim, seed=seed + 1))  # a trained-looking gain
@@ -319,6 +320,26 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
                                   "not at all), so training would never change the gain; use self.weight itself")
     chk.locate_with(lambda: _locate_rms_module(RMSNorm))
     chk.finish()
+
+
+def _offset_gain(chk: Check, module, dim: int, eps: float, seed: int) -> str | None:
+    """The gain stored as an offset from 1 (Gemma's convention): zeros at the start, yet the fresh module gives what
+    a gain of ones gives, so its forward adds 1. Measured on the fresh module, before the check sets a gain."""
+    gain = getattr(module, "weight", None)
+    if not isinstance(module, nn.Module) or not isinstance(gain, torch.Tensor) or tuple(gain.shape) != (dim,) \
+            or not bool(torch.all(gain.detach() == 0)):
+        return None
+    x = randn(2, 3, dim, seed=seed)
+    try:
+        fresh = module(x)
+    except Exception:  # noqa: BLE001: the forward's own failure is reported by the rows below
+        return None
+    if not (isinstance(fresh, torch.Tensor) and close_to(fresh, _ref_rms_norm(x, torch.ones(dim), eps), 1e-5, 1e-4)):
+        return None
+    return ("gain stored as an offset from 1 (Gemma's convention): it starts as all zeros, yet the fresh module "
+            "gives what a gain of ones gives (measured), so the forward adds 1 to it; tinylm's and Hugging Face "
+            "Llama's checkpoints store the gain itself, so a loaded gain is off by one: start it at torch.ones(dim) "
+            "and use self.weight as it is")
 
 
 def _locate_rms_module(RMSNorm):

@@ -327,7 +327,7 @@ def check_top_p_filter(top_p_filter, *, seed: int = 1, batch: int = 3, vocab: in
                 lambda: _nucleus(xs, p, xs),
             "p replaced by 1 - p: the nucleus holds mass p, drop where the mass before a token is >= p":
                 lambda: _nucleus(xs, 1 - p, probs),
-            "mask mapped back with gather (the inverse permutation): use drop.scatter(-1, order, drop_sorted)":
+            "mask mapped back with gather (the inverse permutation): use drop_sorted.scatter(-1, order, drop_sorted)":
                 lambda: xs.masked_fill((sorted_p.cumsum(-1) - sorted_p >= p).gather(-1, order), NEG_INF),
             "mask left in sorted order: it is applied to the logits in vocabulary order; map it back with "
             "mask.scatter(-1, order, mask)": lambda: xs.masked_fill(sorted_p.cumsum(-1) - sorted_p >= p, NEG_INF),

@@ -362,9 +362,24 @@ def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> 
                          f"of the {len(each)} gradients have norm grad_clip = {grad_clip}, none more, yet their global "
                          f"norm is {norm:.3g}): clip the global norm over all parameters at once, "
                          "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)")
+        elif _clamped_entries(grads, grad_clip) > 1:
+            chk.diagnose(f"each gradient entry is clamped to [-grad_clip, grad_clip] (measured: entries at exactly "
+                         f"+-{grad_clip}, none beyond, while the global norm stays above grad_clip), as "
+                         "clip_grad_value_ does: that changes the gradient's direction and leaves its norm above "
+                         "grad_clip; clip the global norm instead, torch.nn.utils.clip_grad_norm_(model.parameters(), "
+                         "grad_clip)")
         else:
             chk.diagnose(f"gradients not clipped to grad_clip = {grad_clip}: call torch.nn.utils.clip_grad_norm_("
                          "model.parameters(), grad_clip) with the grad_clip argument, between backward() and step()")
+
+
+def _clamped_entries(grads, grad_clip: float) -> int:
+    """How many gradient entries sit at exactly +-grad_clip when none lies beyond it (0 when one does): the mark of
+    a clamp of every entry, which a gradient left alone does not leave."""
+    entries = torch.cat([g.detach().flatten() for g in grads if g is not None]).double().abs()
+    if float(entries.max()) > grad_clip * (1 + 1e-6):
+        return 0
+    return int((entries >= grad_clip * (1 - 1e-6)).sum())
 
 
 def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps) -> Check:

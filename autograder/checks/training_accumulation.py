@@ -60,6 +60,7 @@ class _FullBatch:
         full.backward()
         self.loss, self.grad = full.item(), _flat_grads(model)             # L and G of the whole batch
         self.counts = [int((yi != -100).sum()) for _, yi in batches]       # target tokens per micro-batch
+        self.positions = sum(yi.numel() for _, yi in batches)              # target positions, padding included
         self.means, self.each = [], []                                     # each micro-batch's mean loss, gradient
         for xi, yi in batches:
             model.zero_grad(set_to_none=True)
@@ -194,13 +195,13 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
                              f"micro-batches' mean-loss gradients, not the full batch's (candidate: each micro-batch's "
                              "mean loss divided by the number of micro-batches)")
         elif eq_moved is not None and _close(eq_moved, (k + 1) * eq_ref.grad):
-            chk.diagnose(f"loss not divided by the number of micro-batches (measured: with {k} micro-batches of "
+            chk.diagnose(f"each micro-batch's mean loss goes into backward() as it is, not divided by the number of "
+                         f"micro-batches nor by the whole batch's target tokens (measured: with {k} micro-batches of "
                          f"{counts} target tokens your step follows the SUM of their mean-loss gradients; with {k + 1} "
-                         f"micro-batches of equal token counts it is {k + 1} times the full batch's gradient): each "
-                         "micro-batch's mean loss goes into backward() as it is, so the gradient grows with the number "
-                         "of micro-batches; divide each micro-batch's summed loss by the number of target tokens of "
-                         "the whole batch (dividing mean losses by the number of micro-batches would still weigh "
-                         "micro-batches, not tokens)")
+                         f"micro-batches of equal token counts it is {k + 1} times the full batch's gradient): the "
+                         "gradient grows with the number of micro-batches; divide each micro-batch's summed loss by "
+                         "the number of target tokens of the whole batch (dividing mean losses by the number of "
+                         "micro-batches would still weigh micro-batches, not tokens)")
         else:
             chk.measured(f"with {k} micro-batches of {counts} target tokens your step follows the sum of the "
                          "micro-batches' mean-loss gradients, not the full batch's mean (candidate: each micro-batch's "
@@ -208,7 +209,9 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
         return
     fit = fit_scale(moved, ref.grad)
     if fit is not None and fit[1] < 1e-4 and abs(fit[0] - 1) > 1e-3:
-        named = {"the number of micro-batches": k, "the number of target tokens in the batch": total}
+        named = {"the number of micro-batches": k, "the number of target tokens in the batch": total,
+                 f"its {total} target tokens over its {ref.positions} target positions (padding included)":
+                     total / ref.positions}
         chk.measured(f"your step follows {describe_factor(fit[0], named)} times the full batch's gradient")
         return
     last = fit_scale(moved, ref.each[-1])
@@ -276,10 +279,15 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
     if not loss_ok and isinstance(got_t, torch.Tensor) and got_t.numel() == 1:
         for words, value in ((f"the mean of the {k} micro-batches' mean losses", sum(ref.means) / k),
                              (f"the sum of the {k} micro-batches' mean losses", sum(ref.means)),
-                             ("the last micro-batch's mean loss", ref.means[-1])):
+                             ("the last micro-batch's mean loss", ref.means[-1]),
+                             (f"the batch's summed NLL divided by the {k} micro-batches, not by its {sum(ref.counts)} "
+                              "target tokens", ref.loss * sum(ref.counts) / k),
+                             (f"the batch's summed NLL divided by its {ref.positions} target positions, padding "
+                              f"included, not by its {sum(ref.counts)} target tokens",
+                              ref.loss * sum(ref.counts) / ref.positions)):
             if math.isclose(float(got_t), value, rel_tol=1e-5):
-                chk.measured(f"the returned loss is {words} ({value:.6g}); the batch's mean over its {sum(ref.counts)} "
-                             f"target tokens is {ref.loss:.6g}")
+                chk.measured(f"the returned loss, {value:.6g}, is {words}; the batch's mean over its "
+                             f"{sum(ref.counts)} target tokens is {ref.loss:.6g}")
                 break
     grads_ok = chk.compare(f"grad_clip {ACCUM_NO_CLIP:g} (no clipping): the step follows the full batch's gradient", moved, ref.grad,
                            atol=1e-5, rtol=1e-3)

@@ -119,3 +119,70 @@ def test_apply_ropes_table_error_gives_both_candidates():
     text = str(raised.value)
     assert "positions 4..7 exceed the RoPE table of 6 positions" in text
     assert "larger max_seq_len" in text and "start_pos" in text and "(B, H, T, hd)" in text
+
+
+# fresh11's first measurement: seven printed lines found untrue of the code
+
+def test_a_head_tied_through_data_is_not_called_a_copy_that_drifts_apart():
+    message = _message("fresh11", "01", "tie_weights", "lm_head.weight.data = tok_emb.weight.data")
+    bug = _line(message, "Likely bug:")
+    assert "copy" not in bug and "drift apart" not in bug  # one storage: every update writes both
+    assert "second Parameter over the embedding's storage" in bug and "values stay equal" in bug
+    assert "not a share" in bug
+
+
+def test_a_result_left_in_float32_is_a_missing_cast_not_another_layout():
+    message = _message("fresh11", "02", "rms_norm", "(x32 * inv_rms)")
+    where = _line(message, "Where:")
+    assert "axes split or ordered differently" not in where and "another layout" not in where
+    assert "a cast is missing" in where and "cast to float16; yours reads it as float32" in where
+
+
+def test_a_gain_stored_as_an_offset_from_one_is_not_told_to_start_at_ones_alone():
+    message = _message("fresh11", "02", "RMSNorm", "return rms_norm(x, 1 + self.weight, self.eps)")
+    bug = _line(message, "Likely bug:")
+    assert "gain initialised wrongly" not in bug  # ones plus the 1 the forward adds would be a gain of 2
+    assert "offset from 1" in bug and "the forward adds 1" in bug
+
+
+def test_a_mask_that_several_diagonals_give_names_them_all():
+    message = _message("fresh11", "03", "causal_mask", "allowed.tril(diagonal=q_len - kv_len)")
+    measured = _line(message, "Measured:")
+    assert "your mask is tril(diagonal=-7);" not in measured  # the code's diagonal is 3 - 7 = -4
+    assert "for every d from -7 to -3" in measured and "no query may attend to any key" in measured
+
+
+def test_a_count_slightly_short_is_not_printed_as_1x():
+    from autograder.checks.accounting_reading import ratio_words
+
+    assert ratio_words(998, 1000) == "0.998x the measured value"  # less than the measurement is not 1x
+    assert ratio_words(500, 1000) == "0.5x the measured value"
+    message = _message("fresh11", "07", "decode_bytes_per_token", "per_block = attention + 3 * d * config.d_ff + d")
+    assert "(1x the measured value)" not in message
+    assert "one norm gain per block is missing" in _line(message, "Likely bug:")
+
+
+def test_gradients_clamped_entry_by_entry_are_not_told_they_are_not_clipped():
+    message = _message("fresh11", "09", "train_step", "torch.nn.utils.clip_grad_value_(model.parameters(), grad_clip)")
+    bug = _line(message, "Likely bug:")
+    assert "gradients not clipped" not in bug and "between backward() and step()" not in bug
+    assert "each gradient entry is clamped to [-grad_clip, grad_clip]" in bug and "clip_grad_value_" in bug
+
+
+def test_each_micro_batch_divided_by_its_own_count_is_said_so():
+    message = _message("fresh11", "09", "train_step_accumulated", "(summed / (y != -100).sum()).backward()")
+    bug = _line(message, "Likely bug:")
+    assert not bug.startswith("Likely bug: loss not divided by the number of micro-batches")
+    assert "each micro-batch's mean loss goes into backward() as it is" in bug
+
+
+def test_padding_counted_in_the_accumulated_denominator_is_measured_as_such():
+    message = _message("fresh11", "09", "train_step_accumulated", "n_tokens = sum(y.numel() for _, y in micro_batches)")
+    assert "is the batch's summed NLL divided by its 36 target positions, padding included, not by its 22 target tokens" \
+        in message
+    assert "its 22 target tokens over its 36 target positions (padding included)" in message
+
+
+def test_a_gather_in_top_p_is_told_a_scatter_on_names_the_code_has():
+    message = _message("fresh11", "08", "top_p_filter", "drop = drop_sorted.gather(-1, order)")
+    assert "use drop_sorted.scatter(-1, order, drop_sorted)" in _line(message, "Likely bug:")

@@ -62,7 +62,8 @@ def test_the_right_step_passes_the_hidden_call_too():
 
 MISTAKES = [
     ("mean of means", "mean of per-micro-batch means", "grad_clip 1e+06"),
-    ("not divided by k", "loss not divided by the number of micro-batches", "grad_clip 1e+06"),
+    ("not divided by k", "mean loss goes into backward() as it is, not divided by the number of micro-batches",
+     "grad_clip 1e+06"),
     ("zero_grad in the loop", "zero_grad() runs inside the loop", "grad_clip 1e+06"),
     ("step in the loop", "optimizer.step() runs 3 times", "grad_clip 1e+06"),
     ("clip in the loop", "clip_grad_norm_ runs before the last micro-batch's backward()", "grad_clip 0.05"),

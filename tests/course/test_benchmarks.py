@@ -133,9 +133,11 @@ def test_check_time_benchmark_times_setup_and_every_test_cell_of_both_checkouts(
     assert "slowest test cell on its first run: 01 check_" in out and "clock cpu" in out
 
 
-def test_the_newest_held_out_set_holds_real_bugs_and_edits_that_compute_the_same():
-    """verify_unseen runs the notebooks' answers and PyTorch only, no check: each mistake of fresh10 must change a
-    probe and each of its SAME edits must change none (the checks' scores on the set are in docs/benchmarks.md)."""
-    out = run_benchmark("verify_unseen.py", "--set", "fresh10")
-    assert "60 mutations, 60 apply and change a probe" in out, out[-2000:]
-    assert out.count("same as the solution") == 10, out[-2000:]
+@pytest.mark.parametrize("name, mistakes, same", [("fresh10", 60, 10), ("fresh11", 57, 11)])
+def test_the_newest_held_out_sets_hold_real_bugs_and_edits_that_compute_the_same(name, mistakes, same):
+    """verify_unseen runs the notebooks' answers and PyTorch only, no check: each mistake of the two newest sets must
+    change a probe and each of their SAME edits must change none (the checks' scores on them are in
+    docs/benchmarks.md)."""
+    out = run_benchmark("verify_unseen.py", "--set", name)
+    assert f"{mistakes} mutations, {mistakes} apply and change a probe" in out, out[-2000:]
+    assert out.count("same as the solution") == same, out[-2000:]

@@ -466,7 +466,20 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         # no input in common: the reference's call is paired by name only, so none is named; the line that made
         # the value read is still the place
         return ops[j], first, None, "role"
+    if layout_only and j >= 0 and _cast_only(ops[j], (first.slots or [0] * len(first.inputs))[k], reference, wanted,
+                                             paths):
+        return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _cast_only(made: Op, slot: int, reference: Trace, wanted: Owner, paths: list) -> bool:
+    """The learner's value and the one the reference reads in its place have one shape and two dtypes, and the
+    reference's steps between them hold a cast: what is missing is the cast, not a reshape or a transpose."""
+    theirs = owner_value(reference, wanted)
+    mine = made.outputs[slot] if slot < len(made.outputs) else None
+    return (isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) and mine.dtype != theirs.dtype
+            and tuple(mine.shape) == tuple(theirs.shape)
+            and any(reference.ops[i].name in CASTS for p in paths if p is not None for i in p))
 
 
 def _steps_taken_later(first: Op, ops: list[Op], reference: Trace, paths: list) -> bool:
@@ -644,6 +657,16 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if how == "layout":
         facts.insert(0, f"the value line {line} makes reaches line {second or line} in another layout than the "
                         f"reference's {counterpart.name} reads")
+    elif how == "cast":
+        k = first.inputs.index(blamed.index) if blamed.index in first.inputs else 0
+        slot = (first.slots or [0] * len(first.inputs))[k] if k < len(first.inputs) else 0
+        wanted = (counterpart.inputs[k], (counterpart.slots or [0] * len(counterpart.inputs))[k]) \
+            if k < len(counterpart.inputs) else None
+        theirs = owner_value(reference, wanted) if wanted is not None else None
+        if theirs is not None and slot < len(blamed.outputs):
+            facts.insert(0, f"the reference's {counterpart.name} reads the value line {line} makes cast to "
+                            f"{str(theirs.dtype).removeprefix('torch.')}; yours reads it as "
+                            f"{str(blamed.outputs[slot].dtype).removeprefix('torch.')}")
     elif how == "missing":
         steps = _steps_between(reference, counterpart, also or first, blamed, seen.found)
         facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {line} makes, "

@@ -181,7 +181,7 @@ def _cast_before_raise(learner: Trace, reference: Trace, seen: "Analysis", faile
     reads only after a cast (an int64 one-hot met by float weights): the
     line that made it, and the dtype the reference casts it to."""
     blame = blame_of(failed, learner.ops, seen.found, reference, seen.given)
-    if blame is None or blame[3] not in ("layout", "missing") or blame[2] is None or blame[0].index not in failed.inputs:
+    if blame is None or blame[3] not in ("layout", "missing", "cast") or blame[2] is None or blame[0].index not in failed.inputs:
         return None
     blamed, _, counterpart, _ = blame
     k = failed.inputs.index(blamed.index)

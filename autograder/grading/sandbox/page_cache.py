@@ -8,8 +8,8 @@ pass reads every visible file (the jail's view, view.py) not wholly cached,
 so a job finds nothing cold to load and nothing another job loaded. The pass
 is skipped while the kernel's counts of reclaimed file pages and of
 `drop_caches` writes (/proc/vmstat) are unchanged since the last pass began
-(one read); the batch's own pass also while no visible file changed (a
-walk). It is not tried where the visible files would fill more than half
+(one read); the batch's own pass also while no file was added or replaced
+(a walk of the folders). It is not tried where the visible files would fill more than half
 the memory, and pauses where the machine evicts them as fast as a pass reads
 them. Costs, and what is left open: docs/security.md ("What is isolated
 between jobs").
@@ -30,7 +30,7 @@ SYS_CACHESTAT = 451          # the same number on x86-64 and arm64 (Linux 6.5)
 READ_CHUNK = 1 << 20
 MAX_SHARE_OF_MEMORY = 0.5    # warm only what fits in this share of the machine's memory
 NOTHING_RECLAIMED = "nothing reclaimed since the last pass"
-NOTHING_CHANGED = "nothing reclaimed and no file changed since the last pass"
+NOTHING_CHANGED = "nothing reclaimed and no file added or replaced since the last pass"
 # A pass that had to read more than THRASH_SHARE of the files again within THRASH_WINDOW_S of the
 # last one: the machine's memory does not hold them beside its other work (measured on the development
 # machine: 5.5 of 8.6 GB again, 19 s, before every job). Passes then pause for THRASH_WINDOW_S, and
@@ -46,7 +46,6 @@ class Warmth:
     loaded_bytes: int = 0
     seconds: float = 0.0
     skipped: str = ""        # why no pass ran ("" when one did)
-    fingerprint: str = ""    # of every file's path, inode, size and modification time
 
 
 class _Range(ctypes.Structure):
@@ -155,11 +154,9 @@ def warm(roots, exclude=()) -> Warmth:
     seen: set = set()
     buffer = bytearray(READ_CHUNK)
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_NOATIME if os.geteuid() == 0 else 0)
-    digest = hashlib.sha256()
     for top in top_folders(roots):
         for path, st in _files(top, seen, frozenset(exclude)):
             size = st.st_size
-            digest.update(_stamp(path, st))
             out.files += 1
             out.size += size
             if size == 0:
@@ -183,22 +180,34 @@ def warm(roots, exclude=()) -> Warmth:
                 continue
             finally:
                 os.close(fd)
-    out.fingerprint = digest.hexdigest()
     out.seconds = time.perf_counter() - began
     return out
 
 
-def _stamp(path: str, st: os.stat_result) -> bytes:
-    return f"{path}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode(errors="surrogateescape")
-
-
 def fingerprint(roots, exclude=()) -> str:
-    """What warm() records of the files (a walk, nothing opened): the same
-    while no file under `roots` was added, removed, replaced or written."""
-    digest, seen = hashlib.sha256(), set()
+    """Of every folder under `roots` (not inside `exclude`) and of each root
+    that is a file: its inode and modification time. It changes when a file
+    is added, removed, renamed or replaced by a rename (pip, apt), which may
+    bring pages no pass read; a file written in place is not seen, and need
+    not be: what is written is in the page cache. A walk, no file opened."""
+    digest = hashlib.sha256()
     for top in top_folders(roots):
-        for path, st in _files(top, seen, frozenset(exclude)):
-            digest.update(_stamp(path, st))
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            try:
+                st = os.lstat(folder)
+            except OSError:
+                continue
+            digest.update(f"{folder}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode(
+                errors="surrogateescape"))
+            if not os.path.isdir(folder) or os.path.islink(folder):
+                continue
+            try:
+                with os.scandir(folder) as entries:
+                    stack += [e.path for e in entries if e.is_dir(follow_symlinks=False) and e.path not in exclude]
+            except OSError:
+                continue
     return digest.hexdigest()
 
 
@@ -237,9 +246,9 @@ def keep_warm(roots, state: Path, force: bool = False, exclude=()) -> Warmth:
     """Make every page under `roots` (not inside a folder of `exclude`)
     resident, unless nothing can have left the cache since the last pass
     over the same files began (recorded in `state`, a file only the grader
-    writes). With `force` (once a batch), also unless the files are the same
-    as that pass found them (fingerprint: a walk, no file opened): a file
-    added, replaced or written since is read by a pass only. A page the
+    writes). With `force` (once a batch), also unless the folders are as
+    that pass found them (fingerprint: a walk, no file opened): a file
+    added or replaced since is read by a pass only. A page the
     host's own processes drop (their fadvise) is seen by the next pass after
     a reclaim or a change. What a pass's own reads made the kernel reclaim
     is read in by the next call's pass, since the count recorded is the one
@@ -259,7 +268,8 @@ def keep_warm(roots, state: Path, force: bool = False, exclude=()) -> Warmth:
     unreclaimed = tuple(last.get("reclaimed", ())) == before and before != (-1, -1)
     if unreclaimed and not force:
         return Warmth(size=last["size"], skipped=NOTHING_RECLAIMED)
-    if unreclaimed and last.get("fingerprint") == fingerprint(roots, exclude):
+    folders = fingerprint(roots, exclude) if force else None   # before the pass: a change during it is seen next
+    if unreclaimed and last.get("fingerprint") == folders:
         return Warmth(size=last["size"], skipped=NOTHING_CHANGED)
     now = time.time()
     if not force and last.get("thrashing_until", 0) > now:
@@ -269,10 +279,11 @@ def keep_warm(roots, state: Path, force: bool = False, exclude=()) -> Warmth:
     if last["size"] > MAX_SHARE_OF_MEMORY * memory_bytes():
         return Warmth(size=last["size"], skipped=f"the visible files ({last['size'] >> 20} MB) would fill more "
                       f"than {MAX_SHARE_OF_MEMORY:.0%} of memory: not kept resident")
+    folders = folders or fingerprint(roots, exclude)
     done = warm(roots, exclude)
     thrashing = done.loaded_bytes > THRASH_SHARE * done.size and now - last.get("passed_at", 0) < THRASH_WINDOW_S
     _record(state, {"roots": roots, "exclude": exclude, "size": done.size, "reclaimed": list(before),
-                    "passed_at": now, "loaded": done.loaded_bytes, "fingerprint": done.fingerprint,
+                    "passed_at": now, "loaded": done.loaded_bytes, "fingerprint": folders,
                     "thrashing_until": now + THRASH_WINDOW_S if thrashing else 0})
     return done
 

@@ -213,7 +213,10 @@ def test_a_pass_reads_in_a_cold_file_and_runs_again_only_after_reclaim(tmp_path,
     assert (again.skipped, page_cache.resident(channel_file)) == ("", True), again
     _make_cold(channel_file)   # the host drops it again: the batch's pass sees a change of the files only
     assert page_cache.keep_warm(roots, state, force=True).skipped == page_cache.NOTHING_CHANGED
-    os.utime(channel_file)
+    replacement = channel_file.with_name(channel_file.name + ".new")   # the host replaces it, as pip does
+    replacement.write_bytes(channel_file.read_bytes())
+    os.replace(replacement, channel_file)
+    _make_cold(channel_file)
     forced = page_cache.keep_warm(roots, state, force=True)
     assert (forced.skipped, page_cache.resident(channel_file)) == ("", True), forced
 
@@ -262,25 +265,31 @@ def test_passes_pause_where_memory_does_not_hold_the_files(tmp_path, monkeypatch
     assert page_cache.keep_warm(roots, state, force=True).skipped == ""   # the batch's pass still runs
 
 
-def test_the_batch_pass_runs_again_only_after_reclaim_or_a_changed_file(tmp_path, monkeypatch):
-    """The batch's forced pass is skipped while nothing was reclaimed and
-    every file is as the last pass found it; a written, added or removed
-    file, or a reclaim, runs it."""
-    roots, state = [str(tmp_path / "shown")], tmp_path / "page-cache.json"
-    (tmp_path / "shown").mkdir()
-    (tmp_path / "shown" / "a").write_bytes(b"a" * 8192)
+def test_the_batch_pass_runs_again_only_after_reclaim_or_an_added_file(tmp_path, monkeypatch):
+    """The batch's forced pass is skipped while nothing was reclaimed and no
+    file was added, removed or replaced by a rename; any of these, or a
+    reclaim, runs it. A file written in place does not, and its written
+    pages are cached by the write itself."""
+    shown = tmp_path / "shown"
+    (shown / "deep").mkdir(parents=True)
+    (shown / "deep" / "a").write_bytes(b"a" * 8192)
+    roots, state = [str(shown)], tmp_path / "page-cache.json"
     monkeypatch.setattr(page_cache, "reclaim_count", lambda: (1000, 1))
     assert page_cache.keep_warm(roots, state, force=True).skipped == ""
     assert page_cache.keep_warm(roots, state, force=True).skipped == page_cache.NOTHING_CHANGED
-    (tmp_path / "shown" / "b").write_bytes(b"b")
+    (shown / "deep" / "b").write_bytes(b"b")
     assert page_cache.keep_warm(roots, state, force=True).skipped == ""           # added
     assert page_cache.keep_warm(roots, state, force=True).skipped == page_cache.NOTHING_CHANGED
-    with open(tmp_path / "shown" / "a", "r+b") as fh:                             # written in place, same size
-        fh.write(b"b")
-    assert page_cache.keep_warm(roots, state, force=True).skipped == ""
+    (tmp_path / "new").write_bytes(b"n" * 8192)
+    os.replace(tmp_path / "new", shown / "deep" / "a")
+    assert page_cache.keep_warm(roots, state, force=True).skipped == ""           # replaced, as pip does
+    with open(shown / "deep" / "b", "r+b") as fh:                                 # written in place
+        fh.write(b"c")
+    assert page_cache.resident(shown / "deep" / "b")
+    assert page_cache.keep_warm(roots, state, force=True).skipped == page_cache.NOTHING_CHANGED
     monkeypatch.setattr(page_cache, "reclaim_count", lambda: (1001, 1))
     assert page_cache.keep_warm(roots, state, force=True).skipped == ""           # reclaimed
-    (tmp_path / "shown" / "b").unlink()
+    (shown / "deep" / "b").unlink()
     assert page_cache.keep_warm(roots, state, force=True).skipped == ""           # removed
 
 

@@ -4,8 +4,8 @@
 
 For each view: its files and bytes (a walk), a page-cache pass over it once
 everything is cached (sandbox/page_cache.warm: one cachestat a file), the
-walk that decides whether a batch's pass may be skipped (page_cache.fingerprint),
-and the median start of a jailed `python -I -c pass` (the root is made of
+walk of its folders that decides whether a batch's pass may be skipped
+(page_cache.fingerprint), and the median start of a jailed `python -I -c pass` (the root is made of
 more, smaller bind mounts now). With --cold, the new view's files are first
 dropped from the page cache (fadvise DONTNEED: pages another process maps
 stay) and one pass reads them back. Also: computing the new view (no kept file).

@@ -194,3 +194,25 @@ def test_the_view_is_computed_again_when_the_environment_changes_only(tmp_path, 
     (keep / f"view-{view.key(facts, ())}.json").chmod(0o666)
     shown()
     assert len(computed) == 3, "a kept view that others may write was trusted"
+
+
+@root_only
+@pytest.mark.grader
+@pytest.mark.slow
+def test_all_ten_solution_notebooks_grade_in_full_in_the_view_cold(tmp_path):
+    """The honest answer of every notebook, graded cold (each kernel and
+    recheck child a fresh Python in a jail of the view, no warm server
+    whose torch was loaded before its jail): every point, no flag."""
+    from autograder import specimens
+    from autograder.grading.batch import Options, grade_all
+    from ..batches import course_data
+    assignments = course.assignments()
+    assert len(assignments) == 10, assignments
+    data = tmp_path / "data"
+    for assignment in assignments:
+        specimens.submit(data, "ann", assignment, specimens.honest(assignment))
+    with course_data(data):
+        results = grade_all(Options(assignments=assignments, workers=1, warm=False, progress=False))
+    lost = {r["assignment"]: (r["status"], r["score"], r["max_score"], r["flags"]) for r in results
+            if (r["status"], r["score"], r["flags"]) != ("graded", r["max_score"], []) or not r["max_score"]}
+    assert len(results) == 10 and not lost, lost

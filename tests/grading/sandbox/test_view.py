@@ -216,3 +216,31 @@ def test_all_ten_solution_notebooks_grade_in_full_in_the_view_cold(tmp_path):
     lost = {r["assignment"]: (r["status"], r["score"], r["max_score"], r["flags"]) for r in results
             if (r["status"], r["score"], r["flags"]) != ("graded", r["max_score"], []) or not r["max_score"]}
     assert len(results) == 10 and not lost, lost
+
+
+# The jail's entry with the allow-list root refused, as a kernel without
+# pivot_root (or a mount it needs) refuses it: the deny-list fallback runs.
+WITHOUT_ALLOWED_ROOT = ("import sys; import autograder.grading.sandbox.jail_init as jail_init\n"
+                        "def refused(*args, **kwargs): raise OSError(1, 'refused for the test')\n"
+                        "jail_init._enter_allowed_root = refused\n"
+                        "sys.exit(jail_init.main(sys.argv[1:]))")
+
+
+@root_only
+@pytest.mark.slow
+def test_the_fallback_puts_back_the_views_files_under_a_closed_folder(tmp_path):
+    """Where the interpreter lives in a folder other users cannot enter
+    (pyenv under /root), the fallback covers that folder and binds back the
+    view's files and folders there, and makes again the links on the way:
+    the job's uid still runs Python, torch and a shell."""
+    import subprocess
+    from autograder.grading.sandbox.jail import Jail, Limits
+    probe = ("import subprocess, torch; shell = subprocess.run('echo sh', shell=True, capture_output=True, text=True);"
+             " print('RAN', int(torch.ones(3).sum().item()), shell.stdout.strip())")
+    with Jail.reserve(Limits(memory_mb=4096, cpu_s=120)) as jail:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(course.ROOT), **jail.env()}
+        done = subprocess.run([sys.executable, "-c", WITHOUT_ALLOWED_ROOT, "--", sys.executable, "-I", "-c", probe],
+                              env=env, capture_output=True, text=True, timeout=120, cwd="/")
+    assert "no allow-list root" in done.stderr, done.stderr   # the fallback ran, and said so
+    assert "no file isolation" not in done.stderr, done.stderr   # and covered what it covers
+    assert done.returncode == 0 and "RAN 3 sh" in done.stdout, done.stdout + done.stderr

@@ -57,7 +57,7 @@ def _libraries_shown() -> list[str]:
     shown = jail_module.job_view()
     interpreter = jail_module.view_interpreter()
     return [p for p in shown.shown if os.path.isfile(p)] + [
-        p for p in interpreter["path"] if os.path.isdir(p) and "site-packages" in p or p.endswith("lib-dynload")]
+        p for p in interpreter["path"] if os.path.isdir(p) and ("site-packages" in p or p.endswith("lib-dynload"))]
 
 
 @root_only

@@ -6,12 +6,13 @@ when a venv runs and its regression tests), the folders the caller adds
 (the course's packages), the interpreter's executable, and of the system
 only what these load: the shared libraries named by the ELF dependencies
 (DT_NEEDED, found as the dynamic linker finds them) of every ELF file shown,
-their loader, /bin/sh, time zones, locales, fonts and the /etc files of
-ETC_SHARED. Each symbolic link on the way to a shown file is made again in
-the job's root (`links`). Computed once per environment: the result is kept
-in a file named by the interpreter's and its path folders' modification
-times and ld.so.cache's, so a pip install or a system library upgrade
-computes it again. What a job shares through these files: docs/security.md.
+their loader, /bin/sh and the commands shell escapes commonly run, time
+zones, locales, fonts and the /etc files of ETC_SHARED. Each symbolic link
+on the way to a shown file is made again in the job's root (`links`).
+Computed once per environment: kept in a file named by the interpreter's,
+its path folders' and ld.so.cache's modification times, so a pip install or
+a system library upgrade computes it again. What a job shares through these
+files: docs/security.md.
 """
 from __future__ import annotations
 
@@ -31,9 +32,16 @@ from .jail_init import ETC_SHARED, JAIL_BASE
 # subprocess(shell=True), time zones (TZ, /etc/localtime), locales (LANG),
 # the fonts matplotlib lists.
 EXTRAS = ("/bin/sh", "/usr/share/zoneinfo", "/usr/lib/locale", "/usr/share/fonts")
+# The commands a notebook's shell escapes commonly run (`!ls`, `!head data.txt`,
+# `!nproc`), where the machine has them: small, and a missing one would print
+# "not found" in a student's cell.
+COMMANDS = ("bash", "echo", "cat", "ls", "head", "tail", "wc", "sleep", "true", "false", "env", "pwd", "mkdir", "rm",
+            "cp", "mv", "touch", "date", "uname", "nproc", "id", "whoami", "sort", "uniq", "cut", "tr", "tee", "seq",
+            "basename", "dirname", "du", "df", "stat", "readlink", "realpath", "printf", "test", "expr", "md5sum",
+            "sha256sum", "grep", "sed", "awk", "find", "xargs", "which", "free", "ps", "diff", "gzip", "tar")
 # Folders of the standard library no graded process imports: its own test suite.
 STDLIB_UNUSED = ("test",)
-VERSION = 1   # of the computation: a change recomputes every kept view
+VERSION = 2   # of the computation: a change recomputes every kept view
 DEFAULT_LIB_DIRS = ("/lib/{arch}", "/usr/lib/{arch}", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 ASK = ("import json, site, sys; print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix, "
        "'base_prefix': sys.base_prefix, 'path': [p for p in sys.path if p.startswith('/')], "
@@ -298,7 +306,7 @@ def compute(facts: dict, also=()) -> View:
     covered |= {os.path.join(stdlib, name) for name in STDLIB_UNUSED if stdlib and os.path.isdir(
         os.path.join(stdlib, name))}
     files = {real(facts["executable"])}
-    for extra in [*EXTRAS, *(f"/etc/{name}" for name in ETC_SHARED)]:
+    for extra in [*EXTRAS, *(f"/etc/{name}" for name in ETC_SHARED), *(f"/usr/bin/{name}" for name in COMMANDS)]:
         if os.path.lexists(extra):
             target = real(extra)
             (folders if os.path.isdir(target) else files).add(target)

@@ -4,7 +4,7 @@ The view is computed, so a file it misses would cost an honest student
 points without a word. These tests fail loudly instead: every shared library
 shown that loads outside a jail loads in one (the control: the same jail
 without libstdc++ cannot load torch's); the modules all ten solution
-notebooks import, a plot and a shell escape run in a jail of the view, cold
+notebooks import, a plot and shell escapes run in a jail of the view, cold
 (no warm server, which would have torch loaded before the jail); and the
 view is computed again when the environment changes, and only then.
 """
@@ -126,8 +126,9 @@ try:
     facts["plot"] = open("plot.png", "rb").read(4) == b"\x89PNG"
 except BaseException as err:
     facts["plot"] = f"{type(err).__name__}: {err}"
-shell = subprocess.run("echo shell escape", shell=True, capture_output=True, text=True)
-facts["shell"] = [shell.returncode, shell.stdout.strip()]
+shell = subprocess.run("echo shell escape; ls -d /tmp; nproc > /dev/null && sleep 0", shell=True,
+                       capture_output=True, text=True)
+facts["shell"] = [shell.returncode, shell.stdout.split(), shell.stderr]
 print("IMPORTED", json.dumps(facts), flush=True)
 """
 
@@ -140,7 +141,7 @@ def test_what_the_solution_notebooks_import_runs_in_the_view_cold(tmp_path):
     facts = run_reporting(tmp_path, "importer.py", IMPORTER, [json.dumps(modules)], True, "IMPORTED")
     assert facts["failed"] == {}, f"modules the solution notebooks import fail in the jail: {facts['failed']}"
     assert facts["plot"] is True, facts
-    assert facts["shell"] == [0, "shell escape"], facts
+    assert facts["shell"] == [0, ["shell", "escape", "/tmp"], ""], facts
 
 
 def test_the_view_shows_the_system_files_used_not_the_system():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -234,11 +235,9 @@ def test_the_fallback_puts_back_the_views_files_under_a_closed_folder(tmp_path):
     (pyenv under /root), the fallback covers that folder and binds back the
     view's files and folders there, and makes again the links on the way:
     the job's uid still runs Python, torch and a shell."""
-    import subprocess
-    from autograder.grading.sandbox.jail import Jail, Limits
     probe = ("import subprocess, torch; shell = subprocess.run('echo sh', shell=True, capture_output=True, text=True);"
              " print('RAN', int(torch.ones(3).sum().item()), shell.stdout.strip())")
-    with Jail.reserve(Limits(memory_mb=4096, cpu_s=120)) as jail:
+    with jail_module.Jail.reserve(jail_module.Limits(memory_mb=4096, cpu_s=120)) as jail:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(course.ROOT), **jail.env()}
         done = subprocess.run([sys.executable, "-c", WITHOUT_ALLOWED_ROOT, "--", sys.executable, "-I", "-c", probe],
                               env=env, capture_output=True, text=True, timeout=120, cwd="/")

@@ -95,8 +95,8 @@ def main() -> None:
         walk = time.perf_counter() - began
         rows.append((name, cached.files, cached.size / 1e9, cached.loaded_bytes / 1e6, cached.seconds, walk,
                      jail_start(shown, args.starts)))
-    print(f"\n| view | files | GB | MB read by a pass, all cached | pass, cached (s) | folder walk: the batch's check (s) "
-          f"| jailed `python -c pass` (s, median of {args.starts}) |")
+    print(f"\n| view | files | GB | MB read by a pass, all cached | pass, cached (s) "
+          f"| folder walk: the batch's check (s) | jailed `python -c pass` (s, median of {args.starts}) |")
     print("|---|---|---|---|---|---|---|")
     for name, files, size, read, seconds, walk, start in rows:
         print(f"| {name} | {files:,} | {size:.2f} | {read:.0f} | {seconds:.2f} | {walk:.2f} | {start:.2f} |")

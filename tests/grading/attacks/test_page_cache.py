@@ -256,8 +256,8 @@ def test_passes_pause_where_memory_does_not_hold_the_files(tmp_path, monkeypatch
     (tmp_path / "f").write_bytes(b"x" * 4096)
     reclaimed = iter(range(1000, 2000))
     monkeypatch.setattr(page_cache, "reclaim_count", lambda: (next(reclaimed), 1))
-    monkeypatch.setattr(page_cache, "warm", lambda roots, exclude=(): page_cache.Warmth(files=1, size=4096, loaded_files=1,
-                                                                            loaded_bytes=4096))
+    monkeypatch.setattr(page_cache, "warm", lambda roots, exclude=(): page_cache.Warmth(
+        files=1, size=4096, loaded_files=1, loaded_bytes=4096))
     assert page_cache.keep_warm(roots, state).skipped == ""      # the first: everything may be cold
     assert page_cache.keep_warm(roots, state).skipped == ""      # all of it again, at once: thrashing
     paused = page_cache.keep_warm(roots, state)

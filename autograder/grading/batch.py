@@ -17,8 +17,7 @@ from .engines.warm_pool import WarmPool
 from .grade import Options, safe_grade_one
 from .intake.notebook import rejection
 from .records import GradeResult, find_submissions, load_result, original_digest
-from .sandbox import page_cache
-from .sandbox.jail import PAGE_CACHE_STATE, visible_paths
+from .sandbox.jail import keep_view_warm
 
 __all__ = ["Options", "grade_all"]
 
@@ -65,9 +64,9 @@ def _grade_here(todo: list, opts: Options, bar) -> list[GradeResult]:
     workers = max(1, min(opts.workers, len(todo)))
     results = []
     # Every job checks the page cache before it starts (Jail.reserve); once a
-    # batch the whole pass runs anyway, for files added or dropped by the host
-    # since the last one, which that check does not see.
-    page_cache.keep_warm(visible_paths(), PAGE_CACHE_STATE, force=True)
+    # batch the pass also runs where a file was added or written since the
+    # last one, which that check does not see.
+    keep_view_warm(force=True)
     with contextlib.ExitStack() as stack:
         grade_one = safe_grade_one
         if opts.warm:

@@ -21,7 +21,7 @@ from .. import grade
 from ..recheck.protocol import MODULE as RECHECK_MODULE
 from ..recheck.run import how_it_ended, parse_output, recheck_args
 from ..records import error_row
-from ..sandbox.jail import Jail, needed_paths
+from ..sandbox.jail import Jail, job_view
 from ..sandbox.jail_init import die_with_starter
 from ..wire import receive, send, unframe
 from .warm_pool import GRADING_MARGIN_S, JAIL_LOG_ENV, release_left_jails
@@ -58,7 +58,7 @@ def _preload() -> None:
     import importlib
     for name in PRELOAD:
         importlib.import_module(name)
-    needed_paths()  # asks `python -I` for its path once here, not once per grading fork
+    job_view()  # asks `python -I` for its path, and reads the kept view, once here, not once per grading fork
 
 
 def _fork_child(session: bool) -> int:

@@ -9,8 +9,9 @@ reads its settings from the TINYLM_JAIL environment variable (JSON, made by
    student's notebook and the released data files; symlinks refused);
 2. when root: enters new mount, network, IPC and PID namespaces and pivots
    into a root of its own that holds only what the job may use (an
-   allow-list, `jail_init._enter_allowed_root`): the system folders, the interpreter,
-   the virtual environment and the course's packages, read-only; the job's
+   allow-list computed per environment, view.py): the interpreter, the
+   virtual environment, the course's packages and the system files they
+   load (shared libraries, /bin/sh, zones, locales, fonts), read-only; the job's
    own folder; a private /tmp, /var/tmp, /dev/shm; a /proc that shows only
    the job's processes. Everything else of the machine (other jobs' folders,
    the course data folder with the gradebook and all submissions, solutions/
@@ -78,9 +79,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ... import course
-from . import job_cgroup, page_cache
-from .jail_init import (ENV_VAR, ETC_SHARED, JAIL_BASE, MNT_DETACH, MS_NODEV, MS_NOSUID, DEFAULT_SCRATCH_MB,
-                        SYSTEM_PATHS, folder_mounts, libc_call, load_libc, main)
+from . import job_cgroup, page_cache, view
+from .jail_init import (ENV_VAR, JAIL_BASE, MNT_DETACH, MS_NODEV, MS_NOSUID, DEFAULT_SCRATCH_MB, folder_mounts,
+                        libc_call, load_libc, main)
 from .syscall_filter import KEYCTL
 
 UID_FIRST, UID_COUNT = 61000, 1000
@@ -124,7 +125,7 @@ class Jail:
         # Before any job of ours runs: nothing it can read is cold, so it can
         # neither load a page for a later job to find nor find one loaded.
         try:
-            warmth = page_cache.keep_warm(visible_paths(), PAGE_CACHE_STATE)
+            warmth = keep_view_warm()
         except OSError as err:
             warmth = page_cache.Warmth(skipped=str(err))
         for uid in range(UID_FIRST, UID_FIRST + UID_COUNT):
@@ -165,8 +166,10 @@ class Jail:
         return Path(self.base) / "run"
 
     def env(self) -> dict:
-        data = {"limits": asdict(self.limits), "copy": self.copy, "hide": self.hide, "uid": self.uid,
-                "base": self.base, "expose": needed_paths(), "cgroup": self.cgroup.folders}
+        shown = job_view()
+        data = {"limits": asdict(self.limits), "copy": self.copy, "hide": [*self.hide, *shown.covered],
+                "uid": self.uid, "base": self.base, "expose": shown.shown, "links": shown.links,
+                "cgroup": self.cgroup.folders}
         return {ENV_VAR: json.dumps(data)}
 
     def release(self) -> None:
@@ -193,12 +196,29 @@ class Jail:
 PAGE_CACHE_STATE = JAIL_BASE / "page-cache.json"
 
 
+def job_view() -> view.View:
+    """What a job's root shows of the machine (view.py): this interpreter's
+    view with the course's packages, computed once per environment."""
+    return view.view_for(view_interpreter(), needed_paths())
+
+
 def visible_paths() -> list[str]:
     """Every file a job can read that another job can read too: the
     read-only part of its allow-list root (sysfs, which has no page cache,
-    left out)."""
-    system = [p for p in SYSTEM_PATHS if not p.startswith("/sys/")]
-    return [*system, *(f"/etc/{name}" for name in ETC_SHARED), *needed_paths()]
+    left out), less the folders covered inside it (job_view().covered)."""
+    return job_view().shown
+
+
+def keep_view_warm(force: bool = False) -> page_cache.Warmth:
+    """page_cache.keep_warm over what a job can read (visible_paths)."""
+    shown = job_view()
+    return page_cache.keep_warm(shown.shown, PAGE_CACHE_STATE, force=force, exclude=shown.covered)
+
+
+def view_size() -> int:
+    """The bytes of the files a job can read (a walk, nothing read)."""
+    shown = job_view()
+    return page_cache.visible_size(shown.shown, exclude=shown.covered)
 
 
 # The course's packages, the only part of a checkout a job may read (a
@@ -207,13 +227,13 @@ COURSE_PACKAGES = ("tinylm", "autograder")
 
 
 def needed_paths() -> list[str]:
-    """What the jailed Python must be able to read, and all it may read of
-    the machine beyond the system folders (SYSTEM_PATHS): its interpreter and
-    standard library, the virtual environment, every other folder its
-    `python -I` path names (a .pth file's), and the course's packages in each
-    checkout it imports from, never a whole checkout."""
+    """The folders the jailed Python imports from: the virtual environment,
+    every folder its `python -I` path names (its standard library, a .pth
+    file's), and the course's packages in each checkout it imports from,
+    never a whole checkout. The view (job_view) adds the interpreter's
+    executable and the system files they load."""
     roots = [Path(r).resolve() for r in course.course_roots()]
-    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), sys.prefix}
+    paths = {os.path.realpath(sys.prefix)}
     for entry in _isolated_path():
         real = Path(os.path.realpath(entry))
         # a checkout on the path (an old-style editable install), or a folder above one: its packages only
@@ -223,18 +243,20 @@ def needed_paths() -> list[str]:
     return sorted(paths)
 
 
-_ISOLATED_PATH: list[str] = []
+_INTERPRETER: dict = {}
+
+
+def view_interpreter() -> dict:
+    """What `python -I` with this interpreter imports from and where it
+    lives (view.interpreter), asked once per process."""
+    if not _INTERPRETER:
+        _INTERPRETER.update(view.interpreter(sys.executable))
+    return dict(_INTERPRETER)
 
 
 def _isolated_path() -> list[str]:
-    """sys.path of `python -I` with this interpreter (what a jailed process
-    imports from), asked once per process."""
-    if not _ISOLATED_PATH:
-        import subprocess
-        done = subprocess.run([sys.executable, "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
-                              capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")})
-        _ISOLATED_PATH.extend(p for p in json.loads(done.stdout or "[]") if os.path.isabs(p))
-    return list(_ISOLATED_PATH)
+    """sys.path of `python -I` with this interpreter (what a jailed process imports from)."""
+    return list(view_interpreter()["path"])
 
 
 def process_status(pid: int | str) -> dict[str, str]:

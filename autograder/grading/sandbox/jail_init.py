@@ -97,7 +97,7 @@ def _cover(top: Path, keep: list[Path], stash: Path, libc, mode: str = "0755", s
     saved = []
     for p in keep:
         spot = stash / str(len(list(stash.iterdir())))
-        spot.mkdir()
+        spot.mkdir() if p.is_dir() else spot.touch()
         libc_call(libc.mount, str(p).encode(), str(spot).encode(), None, ctypes.c_ulong(MS_BIND | MS_REC), None,
               what=f"keep {p}")
         saved.append((p, spot))
@@ -108,7 +108,11 @@ def _cover(top: Path, keep: list[Path], stash: Path, libc, mode: str = "0755", s
         libc_call(libc.mount, str(source).encode(), str(top).encode(), None, ctypes.c_ulong(MS_BIND), None,
               what=f"cover {top}")
     for p, spot in saved:
-        p.mkdir(parents=True, exist_ok=True)
+        if spot.is_dir():
+            p.mkdir(parents=True, exist_ok=True)
+        else:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.touch()
         for d in [p, *p.parents]:
             if d == top:
                 break
@@ -143,6 +147,7 @@ def _isolate_files(settings: dict, libc) -> None:
             closed.setdefault(top, []).append(p)
     for top, paths in closed.items():
         _cover(top, paths, stash, libc)
+        _make_links(Path("/"), settings.get("links", []), under=top)
     # The job's folder, and the interpreter or course if they live under a
     # scratch folder (a clone in /tmp, say), stay visible; nothing else does.
     visible = [base, *map(Path, settings["expose"])]
@@ -158,12 +163,14 @@ def _isolate_files(settings: dict, libc) -> None:
     _hide(settings["hide"], libc)
 
 
-# The allow-list root. Besides the paths of settings["expose"] (needed_paths)
-# a job sees these system folders read-only, where they exist (a symbolic
-# link, as /lib -> usr/lib on a merged-/usr system, is made again):
-SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu")
-# of /etc only what the dynamic linker, time and fonts read; passwd, group and
-# hosts are written for the job (the host's name its users, on a hub the class)
+# The allow-list root. Besides the paths of settings["expose"] (the view,
+# view.py: interpreter, venv, course packages and the system files they
+# load, with settings["links"] the symbolic links on the way to them) a job
+# sees the CPU topology (thread pools size themselves by it):
+SYSTEM_PATHS = ("/sys/devices/system/cpu",)
+# of /etc only what the dynamic linker, time and fonts read (view.py adds
+# them); passwd, group and hosts are written for the job (the host's name
+# its users, on a hub the class)
 ETC_SHARED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "fonts")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 MS_REMOUNT = 0x20
@@ -176,9 +183,10 @@ MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
 def _enter_allowed_root(settings: dict, own_pid_namespace: bool, libc) -> None:
     """Make the job's root a fresh, read-only tmpfs that holds only what it
     may use, and pivot into it (inside the new mount namespace):
-    - read-only: SYSTEM_PATHS, ETC_SHARED, the devices of DEVICES, and the
-      paths of settings["expose"] (interpreter, venv, course packages), with
-      every hidden path inside them covered (notebook sources);
+    - read-only: SYSTEM_PATHS, the devices of DEVICES, and the paths of
+      settings["expose"] (view.py), with the symbolic links of
+      settings["links"] made again and every hidden path inside them
+      covered (notebook sources, the interpreter's unused packages);
     - its own: the job's folder (work, home, run), and /tmp, /var/tmp,
       /dev/shm, /dev/mqueue as folders of one tmpfs of `scratch_mb`;
     - a /proc of its PID namespace (the host's without one), an empty /run,
@@ -194,8 +202,7 @@ def _enter_allowed_root(settings: dict, own_pid_namespace: bool, libc) -> None:
     libc_call(libc.mount, b"tmpfs", str(root).encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
           b"size=1m,mode=0755", what="the job's root")
     scratch = _scratch(base, settings["limits"].get("scratch_mb", DEFAULT_SCRATCH_MB), libc)
-    read_only = sorted({*SYSTEM_PATHS, *(f"/etc/{name}" for name in ETC_SHARED), *settings["expose"]},
-                       key=lambda p: (len(Path(p).parts), p))
+    read_only = sorted({*SYSTEM_PATHS, *settings["expose"]}, key=lambda p: (len(Path(p).parts), p))
     own = {top: scratch / top.strip("/").replace("/", "-") for top in SCRATCH}
     placed: list[Path] = []          # read-only binds made so far (their insides are visible already)
     for path in sorted([*read_only, *own, str(base)], key=lambda p: (len(Path(p).parts), p)):
@@ -211,6 +218,7 @@ def _enter_allowed_root(settings: dict, own_pid_namespace: bool, libc) -> None:
         else:
             _bind(where, root, where, libc, recursive=True)
             placed.append(where)
+    _make_links(root, settings.get("links", []))
     for hidden in map(Path, settings["hide"]):   # inside what is shown (the course packages' notebook sources)
         if any(hidden.is_relative_to(p) for p in placed) and hidden.is_dir():
             libc_call(libc.mount, b"tmpfs", str(root / hidden.relative_to("/")).encode(), b"tmpfs",
@@ -235,6 +243,21 @@ def _enter_allowed_root(settings: dict, own_pid_namespace: bool, libc) -> None:
     os.chdir("/")
     libc_call(libc.mount, None, b"/", None, ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV),
           None, what="read-only root")
+
+
+def _make_links(root: Path, links: list, under: Path = Path("/")) -> None:
+    """Make again, inside `root`, the symbolic links on the way to what is
+    shown (the places are real paths; one inside a bound folder is there)."""
+    for where, text in links:
+        where = Path(where)
+        spot = root / where.relative_to("/")
+        if not where.is_relative_to(under) or os.path.lexists(spot):
+            continue
+        for parent in reversed(spot.parents):   # enterable by the job's uid, whatever the umask
+            if parent.is_relative_to(root) and not parent.exists():
+                parent.mkdir()
+                os.chmod(parent, 0o755)
+        os.symlink(text, spot)
 
 
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, -1)

@@ -4,15 +4,15 @@ Jobs share the page cache of the files they all read; a page cached or not
 is a bit a later job reads by touching it (a major fault, or a disk read's
 time). The filter refuses the drops (syscall_filter.py); this module closes
 the loads from the trusted side: `Jail.reserve` calls `keep_warm`, whose
-pass reads every visible file not wholly cached, so a job finds nothing cold
-to load and nothing another job loaded. The pass (2 to 5 s over 245,764
-cached files, 8.6 GB, on this project's development machine; the whole size
-from disk on a machine just started) is skipped while the kernel's counts of
-reclaimed file pages and of `drop_caches` writes (/proc/vmstat) are unchanged
-since the last pass began: one read, 0.06 ms. It is not tried where the
-visible files would fill more than half the memory, and pauses where the
-machine evicts them as fast as a pass reads them. Costs, and what is left
-open, in docs/security.md ("What is isolated between jobs").
+pass reads every visible file (the jail's view, view.py) not wholly cached,
+so a job finds nothing cold to load and nothing another job loaded. The pass
+is skipped while the kernel's counts of reclaimed file pages and of
+`drop_caches` writes (/proc/vmstat) are unchanged since the last pass began
+(one read); the batch's own pass also while no file was added or replaced
+(a walk of the folders). It is not tried where the visible files would fill more than half
+the memory, and pauses where the machine evicts them as fast as a pass reads
+them. Costs, and what is left open: docs/security.md ("What is isolated
+between jobs").
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ SYS_CACHESTAT = 451          # the same number on x86-64 and arm64 (Linux 6.5)
 READ_CHUNK = 1 << 20
 MAX_SHARE_OF_MEMORY = 0.5    # warm only what fits in this share of the machine's memory
 NOTHING_RECLAIMED = "nothing reclaimed since the last pass"
+NOTHING_CHANGED = "nothing reclaimed and no file added or replaced since the last pass"
 # A pass that had to read more than THRASH_SHARE of the files again within THRASH_WINDOW_S of the
 # last one: the machine's memory does not hold them beside its other work (measured on the development
 # machine: 5.5 of 8.6 GB again, 19 s, before every job). Passes then pause for THRASH_WINDOW_S, and
@@ -111,10 +112,10 @@ def top_folders(paths) -> list[str]:
     return [p for p in real if not any(p != q and Path(p).is_relative_to(q) for q in real)]
 
 
-def _files(top: str, seen: set):
-    """(path, size) of each regular file at or below `top`, once per inode;
-    symbolic links are not followed (their targets are visible in their own
-    place, or not at all)."""
+def _files(top: str, seen: set, exclude=frozenset()):
+    """(path, stat) of each regular file at or below `top`, once per inode,
+    not inside a folder of `exclude`; symbolic links are not followed (their
+    targets are visible in their own place, or not at all)."""
     try:
         st = os.lstat(top)
     except OSError:
@@ -122,7 +123,7 @@ def _files(top: str, seen: set):
     if not os.path.isdir(top) or os.path.islink(top):
         if os.path.isfile(top) and not os.path.islink(top) and (st.st_dev, st.st_ino) not in seen:
             seen.add((st.st_dev, st.st_ino))
-            yield top, st.st_size
+            yield top, st
         return
     stack = [top]
     while stack:
@@ -134,17 +135,18 @@ def _files(top: str, seen: set):
             for entry in entries:
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
+                        if entry.path not in exclude:
+                            stack.append(entry.path)
                     elif entry.is_file(follow_symlinks=False):
                         st = entry.stat(follow_symlinks=False)
                         if (st.st_dev, st.st_ino) not in seen:
                             seen.add((st.st_dev, st.st_ino))
-                            yield entry.path, st.st_size
+                            yield entry.path, st
                 except OSError:
                     continue
 
 
-def warm(roots) -> Warmth:
+def warm(roots, exclude=()) -> Warmth:
     """One pass: every regular file under `roots` that is not wholly cached
     is read in full (reading a cached page costs a copy, not a disk read)."""
     began = time.perf_counter()
@@ -153,7 +155,8 @@ def warm(roots) -> Warmth:
     buffer = bytearray(READ_CHUNK)
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_NOATIME if os.geteuid() == 0 else 0)
     for top in top_folders(roots):
-        for path, size in _files(top, seen):
+        for path, st in _files(top, seen, frozenset(exclude)):
+            size = st.st_size
             out.files += 1
             out.size += size
             if size == 0:
@@ -181,6 +184,33 @@ def warm(roots) -> Warmth:
     return out
 
 
+def fingerprint(roots, exclude=()) -> str:
+    """Of every folder under `roots` (not inside `exclude`) and of each root
+    that is a file: its inode and modification time. It changes when a file
+    is added, removed, renamed or replaced by a rename (pip, apt), which may
+    bring pages no pass read; a file written in place is not seen, and need
+    not be: what is written is in the page cache. A walk, no file opened."""
+    digest = hashlib.sha256()
+    for top in top_folders(roots):
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            try:
+                st = os.lstat(folder)
+            except OSError:
+                continue
+            digest.update(f"{folder}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode(
+                errors="surrogateescape"))
+            if not os.path.isdir(folder) or os.path.islink(folder):
+                continue
+            try:
+                with os.scandir(folder) as entries:
+                    stack += [e.path for e in entries if e.is_dir(follow_symlinks=False) and e.path not in exclude]
+            except OSError:
+                continue
+    return digest.hexdigest()
+
+
 def reclaim_count() -> tuple[int, int]:
     """(file pages the kernel has reclaimed, drop_caches writes) since boot:
     while both stay the same, no page left the cache but by a file's own
@@ -205,32 +235,42 @@ def memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def visible_size(roots) -> int:
-    """The bytes of every regular file under `roots` (a walk, nothing read)."""
+def visible_size(roots, exclude=()) -> int:
+    """The bytes of every regular file under `roots`, not inside a folder
+    of `exclude` (a walk, nothing read)."""
     seen: set = set()
-    return sum(size for top in top_folders(roots) for _, size in _files(top, seen))
+    return sum(st.st_size for top in top_folders(roots) for _, st in _files(top, seen, frozenset(exclude)))
 
 
-def keep_warm(roots, state: Path, force: bool = False) -> Warmth:
-    """Make every page under `roots` resident, unless nothing can have left
-    the cache since the last pass over the same roots began (recorded in
-    `state`, a file only the grader writes); with `force`, always (a file
-    added to those folders, or one the host dropped, is seen by a pass
-    only). What a pass's own reads made the kernel reclaim is read in by the
-    next call's pass, since the count recorded is the one before the pass."""
-    roots = top_folders(roots)
-    # one state per set of roots: graders of two checkouts on one machine do not undo each other's record
-    state = state.with_name(f"{state.stem}-{hashlib.sha256(json.dumps(roots).encode()).hexdigest()[:12]}{state.suffix}")
+def keep_warm(roots, state: Path, force: bool = False, exclude=()) -> Warmth:
+    """Make every page under `roots` (not inside a folder of `exclude`)
+    resident, unless nothing can have left the cache since the last pass
+    over the same files began (recorded in `state`, a file only the grader
+    writes). With `force` (once a batch), also unless the folders are as
+    that pass found them (fingerprint: a walk, no file opened): a file
+    added or replaced since is read by a pass only. A page the
+    host's own processes drop (their fadvise) is seen by the next pass after
+    a reclaim or a change. What a pass's own reads made the kernel reclaim
+    is read in by the next call's pass, since the count recorded is the one
+    before the pass."""
+    roots, exclude = top_folders(roots), sorted(exclude)
+    # one state per set of files: graders of two checkouts on one machine do not undo each other's record
+    named = hashlib.sha256(json.dumps([roots, exclude]).encode()).hexdigest()[:12]
+    state = state.with_name(f"{state.stem}-{named}{state.suffix}")
     before = reclaim_count()
     try:
         last = json.loads(state.read_text())
     except (OSError, ValueError):
         last = {}
-    if last.get("roots") != roots or "size" not in last:
-        last = {"roots": roots, "size": visible_size(roots)}
+    if last.get("roots") != roots or last.get("exclude") != exclude or "size" not in last:
+        last = {"roots": roots, "exclude": exclude, "size": visible_size(roots, exclude)}
         _record(state, last)
-    if not force and tuple(last.get("reclaimed", ())) == before and before != (-1, -1):
+    unreclaimed = tuple(last.get("reclaimed", ())) == before and before != (-1, -1)
+    if unreclaimed and not force:
         return Warmth(size=last["size"], skipped=NOTHING_RECLAIMED)
+    folders = fingerprint(roots, exclude) if force else None   # before the pass: a change during it is seen next
+    if unreclaimed and last.get("fingerprint") == folders:
+        return Warmth(size=last["size"], skipped=NOTHING_CHANGED)
     now = time.time()
     if not force and last.get("thrashing_until", 0) > now:
         return Warmth(size=last["size"], skipped=f"the last pass read {last['loaded'] >> 20} of {last['size'] >> 20} "
@@ -239,10 +279,12 @@ def keep_warm(roots, state: Path, force: bool = False) -> Warmth:
     if last["size"] > MAX_SHARE_OF_MEMORY * memory_bytes():
         return Warmth(size=last["size"], skipped=f"the visible files ({last['size'] >> 20} MB) would fill more "
                       f"than {MAX_SHARE_OF_MEMORY:.0%} of memory: not kept resident")
-    done = warm(roots)
+    folders = folders or fingerprint(roots, exclude)
+    done = warm(roots, exclude)
     thrashing = done.loaded_bytes > THRASH_SHARE * done.size and now - last.get("passed_at", 0) < THRASH_WINDOW_S
-    _record(state, {"roots": roots, "size": done.size, "reclaimed": list(before), "passed_at": now,
-                    "loaded": done.loaded_bytes, "thrashing_until": now + THRASH_WINDOW_S if thrashing else 0})
+    _record(state, {"roots": roots, "exclude": exclude, "size": done.size, "reclaimed": list(before),
+                    "passed_at": now, "loaded": done.loaded_bytes, "fingerprint": folders,
+                    "thrashing_until": now + THRASH_WINDOW_S if thrashing else 0})
     return done
 
 

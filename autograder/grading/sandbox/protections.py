@@ -23,7 +23,7 @@ from pathlib import Path
 from ... import course
 from .. import gradebook
 from . import page_cache
-from .jail import Jail, Limits, visible_paths
+from .jail import Jail, Limits, view_size
 from .kernel import hidden_paths, jailed
 from .syscall_filter import syscall_number
 
@@ -133,7 +133,7 @@ def report(limits: Limits | None = None) -> list[dict]:
                       "" if folder and scratch else "grade as root to cap the job's folder"))
     out.append(_view(facts["canaries"]))
     out.append(_syscalls(facts, root))
-    out.append(_page_cache(page_cache.visible_size(visible_paths()), page_cache.memory_bytes()))
+    out.append(_page_cache(view_size(), page_cache.memory_bytes()))
     return out
 
 
@@ -151,8 +151,8 @@ def _page_cache(visible: int, memory: int) -> dict:
 def _view(canaries: dict[str, str]) -> dict:
     """What a job sees of the machine, and what the fallback loses."""
     if all(state == "absent" for state in canaries.values()):
-        return _entry("OK", "sandbox view", "allow-list: a job sees the system folders, its interpreter, the venv "
-                      "and the course's packages read-only, and its own folder; nothing else (the checkout's other "
+        return _entry("OK", "sandbox view", "allow-list: a job sees its interpreter, the venv, the course's "
+                      "packages and the system files they load read-only, and its own folder; nothing else (the checkout's other "
                       "files and the course data folder are absent)")
     seen = ", ".join(f"{path}: {state}" for path, state in canaries.items())
     data_folder = str(gradebook.data_dir())

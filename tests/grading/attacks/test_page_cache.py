@@ -193,9 +193,12 @@ def test_a_jailed_job_cannot_drop_a_shared_page(tmp_path, channel_file, monkeypa
 
 def test_a_pass_reads_in_a_cold_file_and_runs_again_only_after_reclaim(tmp_path, channel_file, monkeypatch):
     """On the course's tinylm/ folder (the whole visible set is the
-    end-to-end test's); the folders a jail shows are the ones passed."""
+    end-to-end test's); the folders a jail shows are the ones passed. A page
+    the host itself drops (no reclaim, no file changed) stays cold until a
+    reclaim or a change, as docs/security.md says."""
     visible = jail_module.visible_paths()
-    assert {"/usr", str(course.ROOT / "tinylm"), sys.prefix} <= set(visible), visible
+    assert {str(course.ROOT.resolve() / "tinylm"), os.path.realpath(sys.prefix)} <= set(visible), visible
+    assert "/usr" not in visible, "the jail shows the system's files it loads, not the whole of /usr"
     roots, state = [str(course.ROOT / "tinylm")], tmp_path / "page-cache.json"
     _make_cold(channel_file)
     monkeypatch.setattr(page_cache, "reclaim_count", lambda: (1000, 1))
@@ -208,6 +211,11 @@ def test_a_pass_reads_in_a_cold_file_and_runs_again_only_after_reclaim(tmp_path,
     monkeypatch.setattr(page_cache, "reclaim_count", lambda: (1001, 1))   # the kernel reclaimed a page
     again = page_cache.keep_warm(roots, state)
     assert (again.skipped, page_cache.resident(channel_file)) == ("", True), again
+    _make_cold(channel_file)   # the host drops it again: the batch's pass sees a change of the files only
+    assert page_cache.keep_warm(roots, state, force=True).skipped == page_cache.NOTHING_CHANGED
+    replacement = channel_file.with_name(channel_file.name + ".new")   # the host replaces it, as pip does
+    replacement.write_bytes(channel_file.read_bytes())
+    os.replace(replacement, channel_file)
     _make_cold(channel_file)
     forced = page_cache.keep_warm(roots, state, force=True)
     assert (forced.skipped, page_cache.resident(channel_file)) == ("", True), forced
@@ -222,7 +230,7 @@ def test_a_jailed_sender_then_a_jailed_receiver_recover_no_bit(tmp_path, channel
     page it touches is cached (0 major faults), so it decodes all ones
     whatever was sent: 8 of 16 bits right, what a coin gives."""
     monkeypatch.setattr(jail_module, "PAGE_CACHE_STATE", tmp_path / "page-cache.json")
-    size = page_cache.visible_size(jail_module.visible_paths())
+    size = jail_module.view_size()
     if size > page_cache.MAX_SHARE_OF_MEMORY * page_cache.memory_bytes():
         pytest.skip(f"the jail shows {size >> 20} MB, more than the pass keeps resident on this machine's memory: "
                     "the channel is open here (docs/security.md)")
@@ -248,10 +256,50 @@ def test_passes_pause_where_memory_does_not_hold_the_files(tmp_path, monkeypatch
     (tmp_path / "f").write_bytes(b"x" * 4096)
     reclaimed = iter(range(1000, 2000))
     monkeypatch.setattr(page_cache, "reclaim_count", lambda: (next(reclaimed), 1))
-    monkeypatch.setattr(page_cache, "warm", lambda roots: page_cache.Warmth(files=1, size=4096, loaded_files=1,
-                                                                            loaded_bytes=4096))
+    monkeypatch.setattr(page_cache, "warm", lambda roots, exclude=(): page_cache.Warmth(
+        files=1, size=4096, loaded_files=1, loaded_bytes=4096))
     assert page_cache.keep_warm(roots, state).skipped == ""      # the first: everything may be cold
     assert page_cache.keep_warm(roots, state).skipped == ""      # all of it again, at once: thrashing
     paused = page_cache.keep_warm(roots, state)
     assert "pause" in paused.skipped and paused.loaded_bytes == 0, paused
     assert page_cache.keep_warm(roots, state, force=True).skipped == ""   # the batch's pass still runs
+
+
+def test_the_batch_pass_runs_again_only_after_reclaim_or_an_added_file(tmp_path, monkeypatch):
+    """The batch's forced pass is skipped while nothing was reclaimed and no
+    file was added, removed or replaced by a rename; any of these, or a
+    reclaim, runs it. A file written in place does not, and its written
+    pages are cached by the write itself."""
+    shown = tmp_path / "shown"
+    (shown / "deep").mkdir(parents=True)
+    (shown / "deep" / "a").write_bytes(b"a" * 8192)
+    roots, state = [str(shown)], tmp_path / "page-cache.json"
+    monkeypatch.setattr(page_cache, "reclaim_count", lambda: (1000, 1))
+    assert page_cache.keep_warm(roots, state, force=True).skipped == ""
+    assert page_cache.keep_warm(roots, state, force=True).skipped == page_cache.NOTHING_CHANGED
+    (shown / "deep" / "b").write_bytes(b"b")
+    assert page_cache.keep_warm(roots, state, force=True).skipped == ""           # added
+    assert page_cache.keep_warm(roots, state, force=True).skipped == page_cache.NOTHING_CHANGED
+    (tmp_path / "new").write_bytes(b"n" * 8192)
+    os.replace(tmp_path / "new", shown / "deep" / "a")
+    assert page_cache.keep_warm(roots, state, force=True).skipped == ""           # replaced, as pip does
+    with open(shown / "deep" / "b", "r+b") as fh:                                 # written in place
+        fh.write(b"c")
+    assert page_cache.resident(shown / "deep" / "b")
+    assert page_cache.keep_warm(roots, state, force=True).skipped == page_cache.NOTHING_CHANGED
+    monkeypatch.setattr(page_cache, "reclaim_count", lambda: (1001, 1))
+    assert page_cache.keep_warm(roots, state, force=True).skipped == ""           # reclaimed
+    (shown / "deep" / "b").unlink()
+    assert page_cache.keep_warm(roots, state, force=True).skipped == ""           # removed
+
+
+def test_a_covered_folder_is_neither_walked_nor_read(tmp_path):
+    """The folders a jail covers inside a shown one (the interpreter's
+    unused packages) are not visible, so no pass pays for them."""
+    covered = tmp_path / "shown" / "covered"
+    covered.mkdir(parents=True)
+    (tmp_path / "shown" / "seen").write_bytes(b"s" * 8192)
+    (covered / "unseen").write_bytes(b"u" * 8192)
+    _make_cold(covered / "unseen")
+    done = page_cache.warm([str(tmp_path / "shown")], exclude=[str(covered)])
+    assert (done.files, page_cache.resident(covered / "unseen")) == (1, False), done

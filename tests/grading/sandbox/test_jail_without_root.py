@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from autograder.course import ROOT
+from autograder.grading.sandbox import view
 
 NOBODY = 65534
 PROBE = r'''
@@ -92,8 +93,8 @@ def test_unprivileged_jail_isolates_network_tmp_and_hidden_paths(stash, listenin
     if os.geteuid() == 0 and not _world_readable(ROOT):
         pytest.skip(f"{ROOT} is not readable by other users, so `nobody` cannot import the jail from it")
     assert any(hidden.iterdir()), "the test needs a non-empty folder to hide"
-    prefix = subprocess.run([*runner, python, "-c", "import sys; print(sys.base_prefix)"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    # what this interpreter's jail shows (view.py), as `grade` computes it for its own
+    shown = view.compute(view.interpreter(python), [str(ROOT)])
 
     base = Path(tempfile.mkdtemp(prefix="tinylm-jail-test-", dir="/tmp"))
     outside = Path(tempfile.mkdtemp(prefix="tinylm-jail-outside-", dir="/tmp"))
@@ -110,8 +111,8 @@ def test_unprivileged_jail_isolates_network_tmp_and_hidden_paths(stash, listenin
             os.chmod(f, 0o644)
         settings = {"limits": {"memory_mb": 1024, "cpu_s": 60, "nproc": 64, "file_mb": 8, "wall_s": 60,
                                "scratch_mb": 32},
-                    "copy": [str(outside / "probe.py")], "hide": [str(hidden)], "uid": NOBODY,
-                    "base": str(base), "expose": sorted({prefix, str(ROOT)})}
+                    "copy": [str(outside / "probe.py")], "hide": [str(hidden), *shown.covered], "uid": NOBODY,
+                    "base": str(base), "expose": shown.shown, "links": shown.links}
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT),
                "TINYLM_JAIL": json.dumps(settings)}
         done = subprocess.run([*runner, python, "-c", RUN_JAIL, stash, "--",

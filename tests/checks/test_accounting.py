@@ -473,11 +473,18 @@ def test_verdicts():
     assert measure.clearly_more((1.0, 0.1), (2.0, 0.1)) and not measure.clearly_more((1.0, 0.6), (2.0, 0.6))
 
 
-def test_timed_ms_leaves_out_the_extremes():
-    delays = iter([0, 0.0, 0.001, 0.001, 0.001, 0.001, 0.001, 0.05])  # warm-up, then one fast and one slow outlier
-    import time
-    median, spread = measure.timed_ms(lambda: time.sleep(next(delays)))
-    assert 0.9 < median < 5 and spread < 5
+def test_timed_ms_leaves_out_the_extremes(monkeypatch):
+    # A scripted clock, so a busy machine cannot stretch a run: each run advances it by its delay, in seconds.
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    delays = iter([0, 0.0, 0.001, 0.002, 0.001, 0.001, 0.003, 0.05])  # warm-up, then one fast and one slow outlier
+
+    def run():
+        clock[0] += next(delays)
+
+    median, spread = measure.timed_ms(run)
+    # Sorted: 0, 1, 1, 1, 2, 3, 50 ms; the middle run is 1 ms and the kept range, 0 and 50 left out, is 1 to 3 ms.
+    assert median == pytest.approx(1.0) and spread == pytest.approx(2.0)
     with pytest.raises(ValueError, match="at least 3 runs"):
         measure.timed_ms(lambda: None, repeats=2)
 

@@ -186,3 +186,11 @@ def test_padding_counted_in_the_accumulated_denominator_is_measured_as_such():
 def test_a_gather_in_top_p_is_told_a_scatter_on_names_the_code_has():
     message = _message("fresh11", "08", "top_p_filter", "drop = drop_sorted.gather(-1, order)")
     assert "use drop_sorted.scatter(-1, order, drop_sorted)" in _line(message, "Likely bug:")
+
+
+def test_a_length_that_changes_offers_the_pairing_and_the_tables_as_candidates():
+    # Evens and odds paired, with the right tables: the length changes, and the tables are not the cause.
+    message = _message("default", "04", "apply_rope", "x1, x2 = x[..., ::2], x[..., 1::2]")
+    line = next(line for line in message.splitlines() if "not a rotation" in line)
+    assert "candidates" in line and "i + head_dim/2" in line and "different rows or angles" in line
+    assert "only when cos and sin come from the same rows" not in message

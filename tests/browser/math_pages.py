@@ -35,9 +35,8 @@ def served(folder: Path):
         thread.join()
 
 
-@pytest.fixture
-def offline_page(page):
-    """The browser page with every request to another host refused; page.left_loopback lists them."""
+def refuse_other_hosts(page):
+    """Refuse every request `page` makes to another host; page.left_loopback lists them."""
     page.left_loopback = []
 
     def route(r):
@@ -49,6 +48,12 @@ def offline_page(page):
             r.continue_()
     page.route("**/*", route)
     return page
+
+
+@pytest.fixture
+def offline_page(page):
+    """The browser page with every request to another host refused; page.left_loopback lists them."""
+    return refuse_other_hosts(page)
 
 
 def wait_for_math(page) -> None:

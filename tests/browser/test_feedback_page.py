@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from urllib.parse import urlparse
 
 import nbformat
 import pytest
@@ -24,7 +23,8 @@ from ..grading.batches import course_data
 from ..grading.publish.exchange_path import feedback_through_the_exchange
 from .conftest import ARTIFACTS, Shots
 from .lab import BROWSER
-from .math_pages import LOOPBACK, MATH_ERRORS, RAW_MATH, RAW_TEX, TYPESET, VISIBLE_ESCAPES, served, wait_for_math
+from .math_pages import (MATH_ERRORS, RAW_MATH, RAW_TEX, TYPESET, VISIBLE_ESCAPES, refuse_other_hosts, served,
+                         wait_for_math)
 
 pytestmark = BROWSER
 
@@ -66,17 +66,7 @@ def scriptless_page(browser, request):
     """A page in a context with JavaScript off, every request to another host refused."""
     context = browser.new_context(java_script_enabled=False, viewport={"width": 1200, "height": 900})
     context.set_default_timeout(60_000)
-    page = context.new_page()
-    page.left_loopback = []
-
-    def route(r):
-        url = urlparse(r.request.url)
-        if url.scheme in ("http", "https", "ws", "wss") and url.hostname not in LOOPBACK:
-            page.left_loopback.append(r.request.url)
-            r.abort()
-        else:
-            r.continue_()
-    page.route("**/*", route)
+    page = refuse_other_hosts(context.new_page())
     page.shots = Shots(page, ARTIFACTS / re.sub(r"[^\w.-]+", "_", request.node.name))
     yield page
     context.close()

@@ -112,19 +112,9 @@ def top_folders(paths) -> list[str]:
     return [p for p in real if not any(p != q and Path(p).is_relative_to(q) for q in real)]
 
 
-def _files(top: str, seen: set, exclude=frozenset()):
-    """(path, stat) of each regular file at or below `top`, once per inode,
-    not inside a folder of `exclude`; symbolic links are not followed (their
-    targets are visible in their own place, or not at all)."""
-    try:
-        st = os.lstat(top)
-    except OSError:
-        return
-    if not os.path.isdir(top) or os.path.islink(top):
-        if os.path.isfile(top) and not os.path.islink(top) and (st.st_dev, st.st_ino) not in seen:
-            seen.add((st.st_dev, st.st_ino))
-            yield top, st
-        return
+def regular_files(top: str, exclude=frozenset()):
+    """(path, stat) of each regular file below the folder `top`, not inside a
+    folder of `exclude`; symbolic links are not followed."""
     stack = [top]
     while stack:
         try:
@@ -138,12 +128,28 @@ def _files(top: str, seen: set, exclude=frozenset()):
                         if entry.path not in exclude:
                             stack.append(entry.path)
                     elif entry.is_file(follow_symlinks=False):
-                        st = entry.stat(follow_symlinks=False)
-                        if (st.st_dev, st.st_ino) not in seen:
-                            seen.add((st.st_dev, st.st_ino))
-                            yield entry.path, st
+                        yield entry.path, entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
+
+
+def _files(top: str, seen: set, exclude=frozenset()):
+    """(path, stat) of each regular file at or below `top`, once per inode,
+    not inside a folder of `exclude`; symbolic links are not followed (their
+    targets are visible in their own place, or not at all)."""
+    try:
+        st = os.lstat(top)
+    except OSError:
+        return
+    if not os.path.isdir(top) or os.path.islink(top):
+        if os.path.isfile(top) and not os.path.islink(top) and (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            yield top, st
+        return
+    for path, st in regular_files(top, exclude):
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            yield path, st
 
 
 def warm(roots, exclude=()) -> Warmth:

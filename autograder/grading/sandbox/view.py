@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .jail_init import ETC_SHARED, JAIL_BASE
+from .page_cache import regular_files
 
 # Files a graded kernel reads besides libraries: the shell of `!cmd` and
 # subprocess(shell=True), time zones (TZ, /etc/localtime), locales (LANG),
@@ -272,23 +273,9 @@ class _Libraries:
 def _elf_files(top: str, skip: set):
     """Files under `top` that may be ELF: named *.so* or executable (not in
     the folders of `skip`)."""
-    stack = [top]
-    while stack:
-        try:
-            entries = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if entry.path not in skip:
-                            stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False) and (
-                            ".so" in entry.name or entry.stat(follow_symlinks=False).st_mode & 0o111):
-                        yield entry.path
-                except OSError:
-                    continue
+    for path, st in regular_files(top, skip):
+        if ".so" in os.path.basename(path) or st.st_mode & 0o111:
+            yield path
 
 
 def compute(facts: dict, also=()) -> View:

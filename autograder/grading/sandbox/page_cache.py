@@ -270,7 +270,7 @@ def keep_warm(roots, state: Path, force: bool = False, exclude=()) -> Warmth:
         last = {}
     if last.get("roots") != roots or last.get("exclude") != exclude or "size" not in last:
         last = {"roots": roots, "exclude": exclude, "size": visible_size(roots, exclude)}
-        _record(state, last)
+        write_json_whole(state, last)
     unreclaimed = tuple(last.get("reclaimed", ())) == before and before != (-1, -1)
     if unreclaimed and not force:
         return Warmth(size=last["size"], skipped=NOTHING_RECLAIMED)
@@ -288,17 +288,21 @@ def keep_warm(roots, state: Path, force: bool = False, exclude=()) -> Warmth:
     folders = folders or fingerprint(roots, exclude)
     done = warm(roots, exclude)
     thrashing = done.loaded_bytes > THRASH_SHARE * done.size and now - last.get("passed_at", 0) < THRASH_WINDOW_S
-    _record(state, {"roots": roots, "exclude": exclude, "size": done.size, "reclaimed": list(before),
-                    "passed_at": now, "loaded": done.loaded_bytes, "fingerprint": folders,
-                    "thrashing_until": now + THRASH_WINDOW_S if thrashing else 0})
+    write_json_whole(state, {"roots": roots, "exclude": exclude, "size": done.size, "reclaimed": list(before),
+                             "passed_at": now, "loaded": done.loaded_bytes, "fingerprint": folders,
+                             "thrashing_until": now + THRASH_WINDOW_S if thrashing else 0})
     return done
 
 
-def _record(state: Path, data: dict) -> None:
-    """Write the state whole (a reader never sees half of it)."""
-    partial = state.with_name(f".{state.name}.{os.getpid()}")
+def write_json_whole(path: Path, data, mode: int | None = None) -> None:
+    """Write `data` as JSON in one step (a reader never sees half of it),
+    with `mode` set before it is in place when given; a write that fails
+    leaves nothing behind."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         partial.write_text(json.dumps(data))
-        os.replace(partial, state)
+        if mode is not None:
+            os.chmod(partial, mode)
+        os.replace(partial, path)
     except OSError:
         partial.unlink(missing_ok=True)

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .jail_init import ETC_SHARED, JAIL_BASE
-from .page_cache import regular_files
+from .page_cache import regular_files, write_json_whole
 
 # Files a graded kernel reads besides libraries: the shell of `!cmd` and
 # subprocess(shell=True), time zones (TZ, /etc/localtime), locales (LANG),
@@ -112,14 +112,11 @@ def _load(path: Path) -> View | None:
 
 
 def _store(path: Path, found: View) -> None:
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         path.parent.mkdir(mode=0o711, exist_ok=True)
-        partial.write_text(json.dumps(asdict(found)))
-        os.chmod(partial, 0o644)
-        os.replace(partial, path)
     except OSError:
-        partial.unlink(missing_ok=True)
+        return
+    write_json_whole(path, asdict(found), mode=0o644)
 
 
 def real_path(path: str, links: dict) -> str:

@@ -13,7 +13,6 @@ import io
 import sys
 
 import torch
-import torch.nn.functional as F
 
 from . import trace
 from .contracts import Contract, Edge, defaults, run_contract
@@ -25,7 +24,8 @@ from .framework.failure import CheckFailed
 from .framework.measure import randn, seeded
 from .references.attention_step import AXES, call_naming_cat_axis, measure_growth
 from .references.attention_step import attention_step_check
-from .references.generation import ForwardLog, greedy_with, measure_length, mode_given_back, ref_greedy, tiny_model
+from .references.generation import (TRAIN_MODE_NO_GRAD, ForwardLog, greedy_with, handed_over_in_train_mode_without_grad,
+                                    measure_length, mode_given_back, ref_greedy, tiny_model)
 
 
 # --------------------------------------------------------------------------
@@ -176,22 +176,14 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
 
 def _from_train_mode_without_grad(chk: Check, generate_greedy, model, cache, seed: int, batch: int, T: int,
                                   max_new_tokens: int) -> None:
-    """The caller's other entry state: the model in train mode (a training
-    loop that decodes a sample between steps), under torch.no_grad(). The
-    check's model has no dropout, so the tokens are greedy decoding's in
-    either mode; the model must come back in train mode, and grad mode stay
-    off (Check.call measures the torch settings a call leaves changed)."""
+    """The model handed over in train mode under torch.no_grad(): greedy
+    decoding's tokens, the train mode given back, grad mode left off."""
     prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed))
     want = ref_greedy(model, prompt, max_new_tokens)
-    label = "a model handed over in train mode, under torch.no_grad()"
-    model.train()
-    try:
-        with torch.no_grad():
-            got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache, row_label=label)
-        chk.compare(f"{label}: tokens", got, want)
-        mode_given_back(chk, "generate_greedy", model, True, label)
-    finally:
-        model.eval()
+    with handed_over_in_train_mode_without_grad(model):
+        got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache, row_label=TRAIN_MODE_NO_GRAD)
+        chk.compare(f"{TRAIN_MODE_NO_GRAD}: tokens", got, want)
+        mode_given_back(chk, "generate_greedy", model, True, TRAIN_MODE_NO_GRAD)
 
 
 def _greedy_at_capacity(chk: Check, generate_greedy, seed: int, batch: int, T: int, n_kv_heads,

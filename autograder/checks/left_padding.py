@@ -19,7 +19,8 @@ import tinylm
 from .framework.check import Check
 from .framework.measure import seeded
 from ..learner_values import describe
-from .references.generation import mode_given_back, ref_greedy, tiny_model
+from .references.generation import (TRAIN_MODE_NO_GRAD, handed_over_in_train_mode_without_grad, mode_given_back,
+                                    ref_greedy, tiny_model)
 from .framework.calling import quiet_call
 
 
@@ -197,24 +198,19 @@ def _rerun_restores(fn, model, prompts, lengths, max_new_tokens, pad_id, alone, 
 
 def _from_train_mode_without_grad(chk: Check, fn, model, prompts, lengths, max_new_tokens: int, pad_id: int,
                                   alone: torch.Tensor) -> None:
-    """The caller's other entry state: the model in train mode, under
-    torch.no_grad() (a training loop that decodes samples between steps).
-    The check's model has no dropout, so the tokens are the same in either
-    mode; the model must come back in train mode, and grad mode stay off
-    (Check.call measures the torch settings a call leaves changed)."""
-    spy = PaddedBatchSpy(model, lengths, limit=4 * max_new_tokens + 4).train()
-    label = "a model handed over in train mode, under torch.no_grad()"
-    try:
-        with torch.no_grad():
-            got = chk.call(fn, spy, [p.clone() for p in prompts], max_new_tokens,
-                           tinylm.KVCache(model.config, len(prompts)), pad_id, row_label=label)
+    """The model handed over in train mode under torch.no_grad(): each
+    prompt's tokens as decoded alone, the train mode given back, grad mode
+    left off."""
+    spy = PaddedBatchSpy(model, lengths, limit=4 * max_new_tokens + 4)
+    label = TRAIN_MODE_NO_GRAD
+    with handed_over_in_train_mode_without_grad(spy):
+        got = chk.call(fn, spy, [p.clone() for p in prompts], max_new_tokens,
+                       tinylm.KVCache(model.config, len(prompts)), pad_id, row_label=label)
         shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(alone.shape)
         same = shaped and torch.equal(got.long().cpu(), alone)
         chk.require(f"{label}: new tokens = each prompt decoded alone", same,
                     "" if same else "other tokens than each prompt decoded alone" if shaped else f"returned {describe(got)}")
         mode_given_back(chk, "generate_left_padded", spy, True, label)
-    finally:
-        model.eval()
 
 
 def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: tuple = (3, 7, 5),

@@ -3,6 +3,8 @@ sampling, training and evaluation checks drive the learner's code with;
 ForwardLog counts and bounds the forward calls a learner's loop makes."""
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ..framework.check import Check
@@ -103,6 +105,25 @@ class ForwardLog:
 
     def close(self):
         self.handle.remove()
+
+
+# The caller's other entry state for a decoder: a training loop that decodes a sample between steps.
+TRAIN_MODE_NO_GRAD = "a model handed over in train mode, under torch.no_grad()"
+
+
+@contextlib.contextmanager
+def handed_over_in_train_mode_without_grad(model):
+    """Run the block with `model` in train mode under torch.no_grad(), as a
+    training loop that decodes a sample between steps hands it over; the
+    model is in eval mode again afterwards, whatever the block left. The
+    checks' models have no dropout, so greedy tokens are the same in either
+    mode, and Check.call measures the torch settings a call leaves changed."""
+    model.train()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.eval()
 
 
 def mode_given_back(chk: Check, fn_name: str, model, came_in_training: bool, label: str) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,39 +22,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder.grading.sandbox import warm_jail  # noqa: E402
 from autograder.grading.gradebook import db_url  # noqa: E402
+from autograder.grading.recheck.parent import Child  # noqa: E402
 from autograder.grading.sandbox.jail import Jail, Limits  # noqa: E402
-from autograder.grading.sandbox.kernel import KERNEL_NAME, hidden_paths, kernelspec_dir  # noqa: E402
+from autograder.grading.sandbox.kernel import hidden_paths, started_kernel  # noqa: E402
 
 def recheck_child_start(limits: Limits, cell: str) -> float:
-    from autograder.grading.recheck import Child
     with Jail.reserve(limits, hide=hidden_paths(db_url())) as jail:
         start = time.perf_counter()
         child = Child(jail, timeout=120, total=120)
         answer = child.request(("exec", "bench", cell))
         seconds = time.perf_counter() - start
         child.kill("measured")
-    assert answer == ("ok",), answer
+    assert answer == ("ok", []), answer
     return seconds
 
 
 def kernel_start(limits: Limits, cell: str) -> float:
-    from jupyter_client import KernelManager
     with Jail.reserve(limits, hide=hidden_paths(db_url())) as jail:
-        env = {**os.environ, **jail.env(), "JUPYTER_PATH": str(kernelspec_dir()),
-               "JUPYTER_RUNTIME_DIR": str(jail.rundir), "OMP_NUM_THREADS": "1"}
-        os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]
         start = time.perf_counter()
-        km = KernelManager(kernel_name=KERNEL_NAME, transport="ipc", ip=str(jail.rundir / "kernel"))
-        km.start_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = km.client()
-        client.start_channels()
-        try:
-            client.wait_for_ready(timeout=120)
+        with started_kernel(jail, {**os.environ, "OMP_NUM_THREADS": "1"}) as (_, client):
             reply = client.execute_interactive(cell, timeout=120)
             seconds = time.perf_counter() - start
-        finally:
-            client.stop_channels()
-            km.shutdown_kernel(now=True)
     assert reply["content"]["status"] == "ok", reply["content"]
     return seconds
 

@@ -16,6 +16,19 @@ def run_benchmark(script: str, *args: str) -> str:
     return done.stdout
 
 
+def test_every_benchmark_script_imports():
+    """A script no test runs still loads: what it imports from the course exists
+    (a benchmark whose import broke in a move would otherwise wait for its next run)."""
+    load_all = ("import runpy, sys, pathlib\n"
+                "sys.path.insert(0, 'benchmarks')  # as when a script runs: its own folder first\n"
+                "for path in sorted(pathlib.Path('benchmarks').glob('*.py')):\n"
+                "    runpy.run_path(str(path), run_name='imported')\n"
+                "    print(path.name)")
+    done = subprocess.run([sys.executable, "-c", load_all], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "bench_warm_jail.py" in done.stdout.split()
+
+
 @pytest.mark.slow
 def test_training_benchmark_prints_its_table_and_saves_the_plot(tmp_path):
     plot = tmp_path / "bench.png"

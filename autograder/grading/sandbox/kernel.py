@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from ... import course
@@ -65,6 +67,31 @@ def kernelspec_dir() -> Path:
         tmp.write_text(text)
         os.replace(tmp, spec / "kernel.json")
     return root
+
+
+@contextmanager
+def started_kernel(jail: Jail, env: dict):
+    """The sandbox kernel started in `jail` as nbgrader starts it (jupyter_client's
+    KernelManager over the sandbox kernelspec), with `env` under the jail's own
+    settings; yields (manager, ready client) and ends both."""
+    from jupyter_client import KernelManager
+    env = {**env, **jail.env(), "JUPYTER_PATH": str(kernelspec_dir()), "JUPYTER_RUNTIME_DIR": str(jail.rundir)}
+    os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]  # where the manager finds the kernelspec
+    km = KernelManager(kernel_name=KERNEL_NAME, transport="ipc", ip=str(jail.rundir / "kernel"))
+    km.start_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)
+        yield km, client
+    finally:
+        client.stop_channels()
+        # Its zmq context, closed here: left to the garbage collector, it can be
+        # closed from the next client's event-loop thread, whose term() then
+        # waits on that loop's own sockets forever (a test suite hung there).
+        client.context.destroy(linger=0)
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
 
 
 def hidden_paths(url: str) -> list[Path]:

@@ -27,6 +27,7 @@ from autograder import course
 from autograder.grading import gradebook
 from autograder.grading.sandbox import warm_client, warm_jail
 from autograder.grading.sandbox.jail import Jail, Limits, processes_of_uid
+from autograder.grading.sandbox.kernel import started_kernel
 from autograder.grading.sandbox.protections import FILTER_FACTS
 
 pytestmark = [pytest.mark.grader, pytest.mark.slow,
@@ -234,29 +235,10 @@ open('alloc.txt', 'w').write(outcome)
 # ---------------------------------------------------------------------------
 # the sandbox kernel, started by jupyter_client as nbgrader starts it
 
-@contextmanager
 def _kernel(jail: Jail):
-    from jupyter_client import KernelManager
-    from autograder.grading.sandbox.kernel import KERNEL_NAME, kernelspec_dir
-    env = {**course.nbgrader_env(), **jail.env(), "JUPYTER_PATH": str(kernelspec_dir()),
-           "JUPYTER_RUNTIME_DIR": str(jail.rundir)}
+    env = course.nbgrader_env()
     env.pop(gradebook.ENV_VAR, None)
-    os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]  # where the manager finds the kernelspec
-    km = KernelManager(kernel_name=KERNEL_NAME, transport="ipc", ip=str(jail.rundir / "kernel"))
-    km.start_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = km.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-        yield km, client
-    finally:
-        client.stop_channels()
-        # Its zmq context, closed here: left to the garbage collector, it can be
-        # closed from the next client's event-loop thread, whose term() then
-        # waits on that loop's own sockets forever (the suite hung there).
-        client.context.destroy(linger=0)
-        if km.has_kernel:
-            km.shutdown_kernel(now=True)
+    return started_kernel(jail, env)
 
 
 def test_warm_kernel_is_jailed_interrupted_and_ended_with_its_client(warm, tmp_path):

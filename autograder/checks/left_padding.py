@@ -294,15 +294,15 @@ def _explain_left_padded(chk, calls, fn, model, prompts, lengths, max_new_tokens
         else:
             chk.measured(fact)
     if restored is None and calls.findings:
-        chk.measured("with the positions and the mask your function hands the model replaced by the right ones, the "
-                     "rows still differ from decoding each prompt alone: something else differs too; candidates: the "
-                     "next token taken from another position than each call's last ([:, -1]), a new token fed back to "
-                     "another row, the cache rebuilt or not advanced between steps")
+        chk.candidates("with the positions and the mask your function hands the model replaced by the right ones, the "
+                       "rows still differ from decoding each prompt alone: something else differs too; candidates: the "
+                       "next token taken from another position than each call's last ([:, -1]), a new token fed back to "
+                       "another row, the cache rebuilt or not advanced between steps")
     elif not calls.findings:
-        chk.measured("the positions and the attention mask your function hands the model are right at every call, yet "
-                     "rows differ from decoding each prompt alone; candidates: the next token taken from another "
-                     "position than each call's last ([:, -1]), a new token fed back to another row, the cache rebuilt "
-                     "or not advanced between steps, the mask not grown by one real column per new token")
+        chk.candidates("the positions and the attention mask your function hands the model are right at every call, yet "
+                       "rows differ from decoding each prompt alone; candidates: the next token taken from another "
+                       "position than each call's last ([:, -1]), a new token fed back to another row, the cache rebuilt "
+                       "or not advanced between steps, the mask not grown by one real column per new token")
 
 
 _CAUSE_TEXT = {"positions": "wrong positions handed to the model", "mask": "wrong attention mask handed to the model"}

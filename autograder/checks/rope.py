@@ -164,10 +164,10 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
         chk.require("norms preserved", torch.allclose(rx0.norm(dim=-1), x.norm(dim=-1), atol=1e-8),
                     "a rotation never changes a vector's length")
         if not chk.rows[-1].ok:
-            chk.measured("not a rotation: your output's length differs from the input's, so the features are not "
-                         "turned in pairs, each pair by one angle; candidates: rotate_half pairs features other than i "
-                         "and i + head_dim/2, or cos and sin come from different rows or angles (cos² + sin² = 1 only "
-                         "for one angle)")
+            chk.candidates("not a rotation: your output's length differs from the input's, so the features are not "
+                           "turned in pairs, each pair by one angle; candidates: rotate_half pairs features other than i "
+                           "and i + head_dim/2, or cos and sin come from different rows or angles (cos² + sin² = 1 only "
+                           "for one angle)")
         scores0, scores9 = rx0 @ ry0.transpose(-2, -1), rx9 @ ry9.transpose(-2, -1)  # (1, 1, T, T)
         chk.require("q·k depends on m - n only", torch.allclose(scores0, scores9, atol=1e-8),
                     "shifting every position by 9 changed the scores q(m)·k(n)")

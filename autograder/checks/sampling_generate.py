@@ -204,10 +204,10 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
                          "1): its softmax flattens them; hand it the logits of the last position, model(idx)[:, -1, :], "
                          "as they are")
         elif abs(hits - t_mean) <= 6 * t_sd:
-            chk.measured(f"{measured}: the draws are flatter than the distribution, as flat as a softmax taken of the "
-                         f"probabilities would make them ({t_mean:.1f} ± {t_sd:.1f}); candidates: probabilities "
-                         "sampled as if they were logits (a second softmax), or logits of another position or context "
-                         "than the whole prompt's last (the model fed fewer tokens than it needs)")
+            chk.candidates(f"{measured}: the draws are flatter than the distribution, as flat as a softmax taken of the "
+                           f"probabilities would make them ({t_mean:.1f} ± {t_sd:.1f}); candidates: probabilities "
+                           "sampled as if they were logits (a second softmax), or logits of another position or context "
+                           "than the whole prompt's last (the model fed fewer tokens than it needs)")
         else:
             chk.measured(f"{measured}: the draws are flatter than the distribution")
 

@@ -144,3 +144,17 @@ def test_a_row_with_no_counts_smoothed_as_one_count_is_measured():
         checks.check_bigram_nll(_bigram_totals_at_least_one)
     said = str(err.value)
     assert "a byte train never has" in said and "a row whose total count is 1" in said and "1/256" in said, said
+
+
+@pytest.mark.parametrize("both, axis", [(True, 1), (False, 1), (True, 3)])
+def test_a_cache_grown_along_another_axis_is_one_likely_bug_naming_each_cache(both, axis):
+    """Keys and values (or keys alone) concatenated along the head or head_dim axis: the check shows which caches
+    grew along which axis (measured from their shapes), and says that cause once, on one line naming them."""
+    def wrong(pk, pv, k, v):
+        return torch.cat((pk, k), axis), torch.cat((pv, v), axis if both else 2)
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check_cache_update(wrong)
+    bugs = [line.strip() for line in str(err.value).splitlines() if line.strip().startswith("Likely bug:")]
+    assert len(bugs) == 1, bugs
+    caches = "k_all and v_all" if both else "k_all"
+    assert f"your {caches} grew along dim={axis}" in bugs[0] and "dim=2 of (B, n_kv, T, hd)" in bugs[0], bugs

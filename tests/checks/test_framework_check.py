@@ -435,3 +435,16 @@ def test_a_saved_buffer_in_a_model_module_is_named_with_the_fix():
     d = err.value.diagnosis
     assert "'mask'" in d.likely_bugs[0] and "persistent=False" in d.likely_bugs[0]
     assert d.located["code"].startswith('self.register_buffer("mask"')
+
+
+def test_a_cause_measured_with_its_places_is_said_once_not_again_by_its_variant():
+    from autograder.checks.core import Check
+
+    def run(states):
+        chk = Check("f", expects="a tensor")
+        chk.compare("a", torch.ones(3) * 2, torch.ones(3), variants={"doubled": torch.ones(3) * 2,
+                                                                     "another cause": torch.ones(3) * 2})
+        chk.diagnose("doubled: your a and b are twice the reference", states=states)
+        return chk.diagnosis().likely_bugs
+    assert set(run(["doubled"])) == {"another cause", "doubled: your a and b are twice the reference"}
+    assert "doubled" in run([]), "a variant no line states is said as it is"

@@ -50,12 +50,12 @@ import inspect
 import io
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
 from ... import diagnosis_text
-from ...diagnosis_record import Diagnosis
+from ...diagnosis_record import CANDIDATES, Diagnosis, Evidence
 from ...learner_values import describe, known_sizes, shown_shape
 from ..learner_code import LearnerTimeout
 from .calling import (argument_names, call_giving_inputs_back, globals_of, guarded_call, measuring_call,
@@ -142,10 +142,12 @@ class Check:
     rows: list[Row] = field(default_factory=list)
     diagnoses: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)       # true measurements that name no bug
+    candidate_lines: list[str] = field(default_factory=list)  # a measurement with the causes it fits, as candidates
     errors: list[str] = field(default_factory=list)
     offered: dict[str, int] = field(default_factory=dict)  # known bug -> failing rows it was tried on
     votes: dict[str, int] = field(default_factory=dict)    # known bug -> failing rows it reproduces
     refuted: set = field(default_factory=set)               # known bugs whose output would fail a row the learner passed
+    said_by: dict[str, str] = field(default_factory=dict)   # known bug -> the diagnosis that states its cause with places
     subject: Any = None                                     # the first callable passed to call()
     axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
     regime: dict | None = None                              # {"name", "text"} of the regime a failure showed in
@@ -468,16 +470,29 @@ class Check:
             self.diagnose(diagnosis)
         return bool(ok)
 
-    def diagnose(self, message: str) -> None:
-        """A named cause of the failure (printed as 'Likely bug: ...')."""
+    def diagnose(self, message: str, *, states: Iterable[str] = ()) -> None:
+        """A named cause of the failure (printed as 'Likely bug: ...').
+        states: known variants whose cause this line states too, with what
+        was measured (the places it shows in): the cause is said once, by
+        this line, not again by those variants."""
         if message not in self.diagnoses:
             self.diagnoses.append(message)
+        for bug in states:
+            self.said_by.setdefault(bug, message)
 
     def measured(self, message: str) -> None:
         """A true measurement of the learner's output that names no bug by
         itself (printed as 'Measured: ...', before the likely bugs)."""
         if message not in self.facts:
             self.facts.append(message)
+
+    def candidates(self, message: str) -> None:
+        """A measurement and the causes it fits, none confirmed on the
+        learner's code, each stated as a candidate (printed as 'Candidates:
+        ...', after the facts and the place, before the likely bugs)."""
+        line = Evidence(CANDIDATES, message).text  # refuses a line that does not call its causes candidates
+        if line not in self.candidate_lines:
+            self.candidate_lines.append(line)
 
     def upstream(self, fn: Callable, references: Mapping[str, Callable], rerun: Callable[[], bool],
                  labels: Mapping[str, str] | None = None) -> bool:
@@ -524,7 +539,8 @@ class Check:
     def named_variants(self) -> list[str]:
         """Known bugs that reproduce every failing row they were tried on,
         the ones explaining the most rows first."""
-        full = [bug for bug, n in self.votes.items() if n == self.offered.get(bug, n) and bug not in self.diagnoses]
+        full = [bug for bug, n in self.votes.items() if n == self.offered.get(bug, n) and bug not in self.diagnoses
+                and self.said_by.get(bug) not in self.diagnoses]
         # Several that the failing rows cannot tell apart: those a passing row refutes are dropped (a variant
         # whose text covers more than its formula, the only one left, is kept).
         kept = [bug for bug in full if bug not in self.refuted] or full
@@ -557,7 +573,8 @@ class Check:
         return Diagnosis(self.fn_name, kind, [r.name for r in rows], [r.name for r in rows if not r.ok],
                          dict(self.regime) if self.regime else None,
                          self.located.to_dict() if self.located is not None else None,
-                         self.named_variants(), list(reversed(self.likely_bugs())), list(self.facts), error, stop)
+                         self.named_variants(), list(reversed(self.likely_bugs())), list(self.facts), error, stop,
+                         candidates=list(self.candidate_lines))
 
     # -- verdict ---------------------------------------------------------------
     @property

@@ -18,7 +18,7 @@ from . import trace
 from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import describe
 from .learner_code import is_learners_file
-from .framework.calling import guarded_call
+from .framework.calling import WITHOUT, guarded_call
 from .framework.check import Check
 from .framework.failure import CheckFailed
 from .framework.measure import randn, seeded
@@ -117,7 +117,7 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
 
     model = tiny_model(seed, n_kv_heads=n_kv_heads)
     cache = tinylm.KVCache(model.config, batch)
-    chk = Check("generate_greedy", expects=f"token ids (batch, prompt_len + {max_new_tokens})")
+    chk = Check("generate_greedy", expects=f"token ids (batch, prompt_len + {max_new_tokens})", gradients=WITHOUT)
     for p, T in enumerate(prompts):
         prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed + p))
         want = ref_greedy(model, prompt, max_new_tokens)

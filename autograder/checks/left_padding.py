@@ -21,7 +21,7 @@ from .framework.measure import seeded
 from ..learner_values import describe
 from .references.generation import (TRAIN_MODE_NO_GRAD, handed_over_in_train_mode_without_grad, mode_given_back,
                                     ref_greedy, tiny_model)
-from .framework.calling import quiet_call
+from .framework.calling import WITHOUT, quiet_call
 
 
 class PaddedBatchSpy(tinylm.Transformer):
@@ -225,7 +225,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
     right values gives every row the reference."""
     __tracebackhide__ = True
     B = len(lengths)
-    chk = Check("generate_left_padded", expects=f"a ({B}, max_new_tokens) tensor of new token ids, one row per prompt")
+    chk = Check("generate_left_padded", expects=f"a ({B}, max_new_tokens) tensor of new token ids, one row per prompt",
+                gradients=WITHOUT)
     model = tiny_model(seed, vocab=vocab, n_kv_heads=n_kv_heads, max_seq_len=max(lengths) + max_new_tokens + 4)
     g = seeded(seed)
     prompts = [torch.randint(1, vocab, (n,), generator=g) for n in lengths]  # ids >= 1: the pad id never occurs

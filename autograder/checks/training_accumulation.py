@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .framework.calling import globals_of, refuse_delegation
+from .framework.calling import NEEDS, globals_of, refuse_delegation
 from .framework.check import Check
 from .framework.measure import describe_factor, fit_scale, python_number_problem, seeded
 from .references.generation import ForwardLog, tiny_model
@@ -238,7 +238,7 @@ def _clip_diagnosis(chk: Check, ref: _FullBatch, moved: torch.Tensor, grad_clip:
 def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
     k = len(kept)
     chk = Check("train_step_accumulated", expects="the mean loss over every target token of the batch, as a Python "
-                                                  "float")
+                                                  "float", gradients=NEEDS)
     batches = _accum_batches(seed, rows, seq, kept)
     ref = _FullBatch(seed, batches)
     counts = ", ".join(map(str, ref.counts))

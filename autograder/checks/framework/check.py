@@ -58,7 +58,7 @@ from ... import diagnosis_text
 from ...diagnosis_record import CANDIDATES, Diagnosis, Evidence
 from ...learner_values import describe, known_sizes, shown_shape
 from ..learner_code import LearnerTimeout
-from .calling import (argument_names, call_giving_inputs_back, globals_of, guarded_call, measuring_call,
+from .calling import (CALLERS, argument_names, call_giving_inputs_back, globals_of, guarded_call, measuring_call,
                       refuse_delegation, tensors_named)
 from .explain import explain_mismatch
 from .failure import CheckFailed, CheckStopped, Delegation, first_line, learner_place
@@ -139,6 +139,7 @@ class Check:
 
     fn_name: str
     expects: str = ""
+    gradients: str = CALLERS  # how the function uses gradients (calling.CALLERS, WITHOUT, NEEDS): the grad-mode fix
     rows: list[Row] = field(default_factory=list)
     diagnoses: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)       # true measurements that name no bug
@@ -187,7 +188,8 @@ class Check:
         left: list[str] = []
         try:
             with refuse_delegation(self.fn_name, fn), self._given_back(written, left):
-                return call_giving_inputs_back(self.last_call, lambda: guarded_call(fn, args, kwargs, left), written)
+                return call_giving_inputs_back(self.last_call, lambda: guarded_call(fn, args, kwargs, left, self.gradients),
+                                               written)
         except LearnerTimeout as err:
             self._stop_on_error(CallRecord(args, kwargs, err, row_label), None, ())  # never traced: it would hang again
         except NotImplementedError:

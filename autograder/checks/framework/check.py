@@ -149,6 +149,7 @@ class Check:
     votes: dict[str, int] = field(default_factory=dict)    # known bug -> failing rows it reproduces
     refuted: set = field(default_factory=set)               # known bugs whose output would fail a row the learner passed
     said_by: dict[str, str] = field(default_factory=dict)   # known bug -> the diagnosis that states its cause with places
+    places: dict[str, list] = field(default_factory=dict)   # a cause measured at several places -> those places
     subject: Any = None                                     # the first callable passed to call()
     axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
     regime: dict | None = None                              # {"name", "text"} of the regime a failure showed in
@@ -481,6 +482,21 @@ class Check:
             self.diagnoses.append(message)
         for bug in states:
             self.said_by.setdefault(bug, message)
+
+    def diagnose_at(self, cause: str, place: Any, words: Callable[[list], str], *, states: Iterable[str] = ()) -> None:
+        """One cause measured at one more place (a row's sizes, a cache):
+        the cause is said on one line, words(every place found so far),
+        which takes the place of the line said for the places before
+        (states: as for diagnose)."""
+        found = self.places.setdefault(cause, [])
+        before = words(found) if found else None
+        if place not in found:
+            found.append(place)
+        line = words(found)
+        if before in self.diagnoses and line not in self.diagnoses:
+            self.diagnoses[self.diagnoses.index(before)] = line
+            self.said_by = {bug: line if said == before else said for bug, said in self.said_by.items()}
+        self.diagnose(line, states=states)
 
     def measured(self, message: str) -> None:
         """A true measurement of the learner's output that names no bug by

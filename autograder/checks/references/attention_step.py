@@ -131,6 +131,16 @@ def diagnose_growth(chk: Check, grown: dict[tuple[str, int], list[str]]) -> None
                          states=[wrong_cat_axis(n)])
 
 
+def _rotated_for_words(found: list[tuple[int, int, int, int]]) -> str:
+    """New keys rotated for other positions, said once for every step it
+    was measured at ((first, last) rotated for, (first, last) expected);
+    when each step's start at 0 it is the known cause RESTART, said here."""
+    restart = "positions restart at 0: " if all(first == 0 for first, *_ in found) else ""
+    said = ", and ".join(f"{first}..{last}, not {start}..{end}" for first, last, start, end in found)
+    return (f"{restart}the new keys are rotated for positions {said}: RoPE positions of the new tokens start at the "
+            "number of cached positions, start_pos = past_k.shape[2]")
+
+
 def _tables(head_dim: int, n_pos: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """Half-split cos/sin (n_pos, hd) computed in float64, then cast: a float64
     check is not limited by float32 angles."""
@@ -284,9 +294,8 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
             if after:
                 chk.diagnose(after)
             elif s is not None and s != start:
-                chk.diagnose(f"the new keys are rotated for positions {s}..{s + n - 1}, not {start}..{end - 1}: RoPE "
-                             f"positions of the new tokens start at the number of cached positions, "
-                             f"start_pos = past_k.shape[2]")
+                chk.diagnose_at("new keys' positions", (s, s + n - 1, start, end - 1), _rotated_for_words,
+                                states=[RESTART] if s == 0 else [])
         ok &= k_ok
         ok &= chk.compare(f"{label}: v_all", v_got, V, variants=cache_variants(v_all, {
             "RoPE applied to values: only queries and keys are rotated": lambda: torch.cat(

@@ -157,4 +157,12 @@ def test_a_cache_grown_along_another_axis_is_one_likely_bug_naming_each_cache(bo
     bugs = [line.strip() for line in str(err.value).splitlines() if line.strip().startswith("Likely bug:")]
     assert len(bugs) == 1, bugs
     caches = "k_all and v_all" if both else "k_all"
-    assert f"your {caches} grew along dim={axis}" in bugs[0] and "dim=2 of (B, n_kv, T, hd)" in bugs[0], bugs
+    assert f"wrong axis (dim={axis}" in bugs[0] and f"your {caches} grew along that axis" in bugs[0], bugs
+    assert "dim=2 of (B, n_kv, T, hd)" in bugs[0], bugs
+
+
+def test_too_few_heads_at_each_n_rep_is_one_likely_bug_naming_each():
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check_repeat_kv(lambda x, n_rep: x.clone())  # the n_kv heads as they are, for every n_rep
+    bugs = [line for line in str(err.value).splitlines() if "heads returned" in line]
+    assert len(bugs) == 1 and "n_rep=2" in bugs[0] and "n_rep=4" in bugs[0], str(err.value)

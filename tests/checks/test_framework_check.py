@@ -448,3 +448,15 @@ def test_a_cause_measured_with_its_places_is_said_once_not_again_by_its_variant(
         return chk.diagnosis().likely_bugs
     assert set(run(["doubled"])) == {"another cause", "doubled: your a and b are twice the reference"}
     assert "doubled" in run([]), "a variant no line states is said as it is"
+
+
+def test_one_cause_measured_at_several_places_is_one_line_naming_each():
+    from autograder.checks.core import Check
+
+    chk = Check("f", expects="a tensor")
+    chk.diagnose("another cause")
+    words = lambda places: f"off by one at {' and '.join(places)}"  # noqa: E731
+    for place in ("row a", "row b", "row a"):
+        chk.diagnose_at("off by one", place, words, states=["the variant off by one"])
+    assert chk.diagnoses == ["another cause", "off by one at row a and row b"], "in the first one's place, each once"
+    assert chk.said_by["the variant off by one"] == "off by one at row a and row b"

@@ -88,15 +88,16 @@ def _short(value: Any) -> str:
 CALLERS, WITHOUT, NEEDS = "caller's", "without", "needs"
 
 
-def _grad_mode_fix(before: bool, gradients: str) -> str:
+def _grad_mode_fix(fn_name: str, before: bool, gradients: str) -> str:
     """The fix for a call that left grad mode switched, for the entry state
     it was measured from (`before`) and how the function uses gradients:
     a block that gives the caller's mode back when it ends, never a switch."""
     if before:  # switched off: whatever the function is, the part without gradients goes in a block
         return "put what must run without gradients in a `with torch.no_grad():` block, which gives the mode back when it ends"
     if gradients == WITHOUT:
-        return ("it computes without gradients: run it in a `with torch.no_grad():` block and switch nothing by hand; "
-                "the block gives the caller back the mode it had when it ends (off here, on for a caller that trains)")
+        return (f"{fn_name} computes without gradients: run its work in a `with torch.no_grad():` block and switch "
+                "nothing by hand; the block gives the caller back the mode it had when it ends (off here, on for a "
+                "caller that trains)")
     if gradients == NEEDS:
         return ("put what needs gradients in a `with torch.enable_grad():` block, which gives the caller back the mode "
                 "it had when it ends")
@@ -111,7 +112,7 @@ def _setting_left(fn_name: str, setting: str, before: Any, after: Any, gradients
         return (f"{fn_name} leaves autograd switched {state} (measured: torch.is_grad_enabled() is {before} before "
                 f"the call, {after} after it): torch.set_grad_enabled({after}) switches it for the whole process, so "
                 f"every later forward pass {'records no graph and no training step can backpropagate' if before else 'records a graph'}"
-                f"; {_grad_mode_fix(before, gradients)}")
+                f"; {_grad_mode_fix(fn_name, before, gradients)}")
     what, setter, arg = (("dtype", "set_default_dtype", "dtype=") if setting == "default dtype" else
                          ("device", "set_default_device", "device="))
     return (f"{fn_name} leaves torch's default {what} at {_short(after)} (measured: torch.get_default_{what}() is "

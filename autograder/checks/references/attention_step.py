@@ -126,9 +126,9 @@ def diagnose_growth(chk: Check, grown: dict[tuple[str, int], list[str]]) -> None
             chk.diagnose(f"{said} {'has' if len(names) == 1 else 'each have'} {n} axes: torch.stack adds a new axis; "
                          "torch.cat((past, new), dim=2) appends along the existing sequence axis")
         else:
-            chk.diagnose(f"KV cache concatenated along the wrong axis: your {said} grew along dim={n} (the {AXES[n]} "
-                         "axis); new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)",
-                         states=[wrong_cat_axis(n)])
+            chk.diagnose(f"KV cache concatenated along the wrong axis (dim={n}, the {AXES[n]} axis): your {said} "
+                         f"grew along that axis (measured from {'its shape' if len(names) == 1 else 'their shapes'}); "
+                         "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)", states=[wrong_cat_axis(n)])
 
 
 def _rotated_for_words(found: list[tuple[int, int, int, int]]) -> str:

@@ -460,3 +460,19 @@ def test_one_cause_measured_at_several_places_is_one_line_naming_each():
         chk.diagnose_at("off by one", place, words, states=["the variant off by one"])
     assert chk.diagnoses == ["another cause", "off by one at row a and row b"], "in the first one's place, each once"
     assert chk.said_by["the variant off by one"] == "off by one at row a and row b"
+
+
+def test_what_the_framework_reads_from_a_row_a_named_variant_reproduces_is_said_by_the_variant():
+    from autograder.checks.core import Check
+
+    def run(second_row_too):
+        chk = Check("f", expects="a tensor")
+        x = torch.arange(6.0).reshape(2, 3)
+        chk.compare("a", x.T.contiguous(), x, variants={"transposed: return x, not x.T": x.T.contiguous()})
+        if second_row_too:  # the same reading of a row no variant reproduces
+            chk.compare("b", x.T.contiguous(), x)
+        return chk.diagnosis().likely_bugs
+    alone = run(False)
+    assert alone == ["transposed: return x, not x.T"], "the axes the framework read are the variant's cause, said once"
+    both = run(True)
+    assert "transposed: return x, not x.T" in both and len(both) == 2, "a reading of another row is still said"

@@ -150,6 +150,9 @@ class Check:
     refuted: set = field(default_factory=set)               # known bugs whose output would fail a row the learner passed
     said_by: dict[str, str] = field(default_factory=dict)   # known bug -> the diagnosis that states its cause with places
     places: dict[str, list] = field(default_factory=dict)   # a cause measured at several places -> those places
+    read_from: dict[str, list] = field(default_factory=dict)  # a row -> the causes the framework read from its output
+    reproduced: dict[str, list] = field(default_factory=dict)  # a row -> the known variants that reproduce it
+    reading: list | None = None                              # while compare reads a row: the causes said meanwhile
     subject: Any = None                                     # the first callable passed to call()
     axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
     regime: dict | None = None                              # {"name", "text"} of the regime a failure showed in
@@ -396,19 +399,23 @@ class Check:
                   close=("ok" if close else "FAIL") if shape_ok else "-",
                   diff=format_diff(got, want) if shape_ok else "-")
         self.rows.append(row)
-        if not shape_ok:
-            explain_mismatch(self, name, got, want, atol, rtol)
-        if row.ok and got.is_inference() and not want.is_inference():
-            row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
-            self.measured(f"your result is an inference tensor (measured: .is_inference() is True): it was made under "
-                          "torch.inference_mode(), and autograd refuses it later (training on it raises 'Inference "
-                          "tensors cannot be saved for backward'); use torch.no_grad(), whose results are ordinary "
-                          "tensors")
-        if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
-            self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
-                          "of the inputs (cast with .to(...) where your code changes it)")
-        if not row.ok and shape_ok:
-            explain_mismatch(self, name, got, want, atol, rtol)
+        self.reading = self.read_from.setdefault(name, [])  # what the framework reads from this row's output
+        try:
+            if not shape_ok:
+                explain_mismatch(self, name, got, want, atol, rtol)
+            if row.ok and got.is_inference() and not want.is_inference():
+                row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
+                self.measured(f"your result is an inference tensor (measured: .is_inference() is True): it was made under "
+                              "torch.inference_mode(), and autograd refuses it later (training on it raises 'Inference "
+                              "tensors cannot be saved for backward'); use torch.no_grad(), whose results are ordinary "
+                              "tensors")
+            if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
+                self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
+                              "of the inputs (cast with .to(...) where your code changes it)")
+            if not row.ok and shape_ok:
+                explain_mismatch(self, name, got, want, atol, rtol)
+        finally:
+            self.reading = None
         if not row.ok and variants:
             self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5), want=want)
         elif variants:
@@ -461,6 +468,7 @@ class Check:
         for bug in variants:
             self.offered[bug] = self.offered.get(bug, 0) + 1
         bugs = matching_variants(got, variants, atol=atol, rtol=rtol, want=want)
+        self.reproduced.setdefault(row.name, []).extend(bugs)
         if bugs:
             row.note = "matches a known bug"
         for bug in bugs:
@@ -480,8 +488,15 @@ class Check:
         this line, not again by those variants."""
         if message not in self.diagnoses:
             self.diagnoses.append(message)
+        self.read(message)
         for bug in states:
             self.said_by.setdefault(bug, message)
+
+    def read(self, message: str) -> None:
+        """An explainer that found again, in the row compare is reading, a
+        cause already said: the row reads it too (see _restated)."""
+        if self.reading is not None:
+            self.reading.append(message)
 
     def diagnose_at(self, cause: str, place: Any, words: Callable[[list], str], *, states: Iterable[str] = ()) -> None:
         """One cause measured at one more place (a row's sizes, a cache):
@@ -565,7 +580,18 @@ class Check:
         return sorted(kept, key=lambda bug: -self.votes[bug])
 
     def likely_bugs(self) -> list[str]:
-        return self.diagnoses + self.named_variants()
+        named = self.named_variants()
+        return [d for d in self.diagnoses if d not in self._restated(named)] + named
+
+    def _restated(self, named: list[str]) -> set[str]:
+        """The causes the framework read from a row's output (its axes, its
+        dtype, the part of it kept) where a named known variant reproduces
+        that whole output: the variant states that same cause, so it is said
+        once, by the variant. A line also read from a row no named variant
+        reproduces is kept."""
+        kept = {row for row, bugs in self.reproduced.items() if set(bugs) & set(named)}
+        restated = {d for row in kept for d in self.read_from.get(row, [])}
+        return restated - {d for row, lines in self.read_from.items() if row not in kept for d in lines}
 
     def locate_with(self, locator: Callable[[], Any]) -> None:
         """locator() -> trace.Located or None, run if the check fails (on the

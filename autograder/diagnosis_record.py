@@ -41,6 +41,7 @@ def capped_diagnosis(found) -> dict:
                     "also": located.get("also") if type(located.get("also")) is int else None} if located else None,
         "variants": texts(found.get("variants")), "likely_bugs": texts(found.get("likely_bugs")),
         "facts": texts(found.get("facts")), "error": text(found.get("error")), "stop": text(found.get("stop")),
+        "candidates": texts(found.get("candidates")),
     }
 
 
@@ -60,7 +61,10 @@ class Diagnosis:
     reproduce every failing row; likely_bugs: every named cause, most useful
     last (variants included); facts: true measurements that name no bug;
     error: the type of the learner's exception; stop: the first line of a
-    stop's message."""
+    stop's message; candidates: measured facts each with the causes it fits,
+    stated as candidates (none confirmed on the learner's code), kept apart
+    from the facts so that no reader takes a candidate for a measurement or
+    a cause."""
     exercise: str
     kind: str = "failed"
     rows: list[str] = field(default_factory=list)
@@ -72,13 +76,14 @@ class Diagnosis:
     facts: list[str] = field(default_factory=list)
     error: str | None = None
     stop: str | None = None
+    candidates: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"exercise": self.exercise, "kind": self.kind, "rows": list(self.rows),
                 "failed_rows": list(self.failed_rows), "regime": dict(self.regime) if self.regime else None,
                 "located": dict(self.located) if self.located else None, "variants": list(self.variants),
                 "likely_bugs": list(self.likely_bugs), "facts": list(self.facts), "error": self.error,
-                "stop": self.stop}
+                "stop": self.stop, "candidates": list(self.candidates)}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "Diagnosis":
@@ -93,14 +98,19 @@ class Diagnosis:
         facts = self.facts if fact in self.facts else [*self.facts, fact]
         return Diagnosis(**{**self.to_dict(), "facts": facts})
 
+    def with_candidates(self, line: str) -> "Diagnosis":
+        said = self.candidates if line in self.candidates else [*self.candidates, line]
+        return Diagnosis(**{**self.to_dict(), "candidates": said})
+
     def with_evidence(self, evidence: "Evidence") -> "Diagnosis":
         """The record with one more line, in the field its kind says."""
-        return self.with_bug(evidence.text) if evidence.kind == CONFIRMED else self.with_fact(evidence.text)
+        add = {CONFIRMED: self.with_bug, CANDIDATES: self.with_candidates}.get(evidence.kind, self.with_fact)
+        return add(evidence.text)
 
 
 # How a diagnosis line is known. MEASURED: a fact about the learner's output
 # or error that names no cause. CANDIDATES: a measured fact and the causes it
-# fits, stated as candidates (a record keeps it among its facts). CONFIRMED:
+# fits, stated as candidates (a record keeps it in its own field). CONFIRMED:
 # a cause shown on the learner's own code (its likely_bugs).
 MEASURED, CANDIDATES, CONFIRMED = "measured", "candidates", "confirmed"
 

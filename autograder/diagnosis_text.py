@@ -5,11 +5,13 @@ feedback page, so the three say the same lines in the same order. Plain
 Python (no torch).
 
 The order follows the evidence. First what was measured: the regime the
-failure showed in, then the measured facts (a line of candidates is a
-measured fact that states the causes it fits as candidates). Then where in
-the learner's code the first wrong value is made. Last the causes confirmed
-on their code, the most useful last: a notebook shows the end of a long
-message, and the cause ends with its fix.
+failure showed in, then the measured facts. Then where in the learner's code
+the first wrong value is made (also measured, by the tracer). Then the lines
+of candidates: a measured fact with the causes it fits, none of them shown
+on the learner's code, so they come after everything measured and are
+labelled apart ("Candidates:"), never read as a fact or as a cause. Last the
+causes confirmed on their code, the most useful last: a notebook shows the
+end of a long message, and the cause ends with its fix.
 
 The Where line quotes the learner's own line and names their function only
 when asked (learners_text): a page the grader publishes says "line 4 of your
@@ -22,7 +24,7 @@ from typing import Mapping
 from .diagnosis_record import CANDIDATES, CONFIRMED, KIND_WORDS, MEASURED, Diagnosis, Evidence
 
 WHERE = "where"
-LABELS = {MEASURED: "Measured", CANDIDATES: "Measured", CONFIRMED: "Likely bug", WHERE: "Where"}
+LABELS = {MEASURED: "Measured", CANDIDATES: "Candidates", CONFIRMED: "Likely bug", WHERE: "Where"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ def lines(record: Diagnosis | Mapping, learners_text: bool = True) -> list[Line]
     place = where(d.get("located"), learners_text)
     if place:
         said.append(Line(WHERE, place))
+    said += [Line(CANDIDATES, c) for c in _strings(d.get("candidates"))]
     return said + [Line(CONFIRMED, b) for b in _strings(d.get("likely_bugs"))]
 
 

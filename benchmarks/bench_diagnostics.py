@@ -55,8 +55,9 @@ after the checks they test (Mutation.added), so the named rate on mistakes
 the checks were not first tuned on is reported on its own.
 
 Every diagnosis line a failure prints is classified by its evidence
-(`claims`): a measured fact ("Measured:" without candidates), candidates (a
-measured line that offers causes as candidates), or a cause printed as
+(`claims`): a measured fact ("Measured:"), candidates ("Candidates:", the
+record's own field: a measured line that offers causes as candidates; one
+kept among the measured facts is a problem), or a cause printed as
 certain ("Likely bug:"), which is read against the mistake actually made: it
 names it (one of the mutation's expected words), it is a cause the mistake
 is not (one of Mutation.untrue: another mistake with the same numbers), or
@@ -122,6 +123,7 @@ class Outcome:
 
 
 CLAIMS = ("measured fact", "candidates", "cause: the mistake made", "cause: another", "cause: untrue")
+OFFERS = re.compile(r"\bcandidates?\b *:", re.I)  # a line that offers causes ("candidates: ...") is no measured fact
 
 
 def claims(mutation: Mutation, message: str | None, diagnosis: dict | None) -> list[tuple[str, str]]:
@@ -131,11 +133,14 @@ def claims(mutation: Mutation, message: str | None, diagnosis: dict | None) -> l
         return []
     if diagnosis is not None:
         facts, bugs = list(diagnosis.get("facts") or []), list(diagnosis.get("likely_bugs") or [])
+        offered = list(diagnosis.get("candidates") or [])
     else:
         lines = diagnosis_lines(message)
-        facts = [l.removeprefix("Measured:").strip() for l in lines if l.startswith("Measured:")]
-        bugs = [l.removeprefix("Likely bug:").strip() for l in lines if l.startswith("Likely bug:")]
-    found = [("candidates" if "candidates" in f.lower() else "measured fact", f) for f in facts]
+
+        def said(label: str) -> list[str]:
+            return [l.removeprefix(label).strip() for l in lines if l.startswith(label)]
+        facts, bugs, offered = said("Measured:"), said("Likely bug:"), said("Candidates:")
+    found = [("measured fact", f) for f in facts] + [("candidates", c) for c in offered]
     for bug in bugs:
         text = QUOTED.sub("", bug).lower()
         if any(w.lower() in text for w in mutation.untrue):
@@ -181,7 +186,7 @@ def field_texts(diagnosis: dict) -> tuple[list[str], list[str]]:
     """(texts that may name the bug, the likely bugs) of a diagnosis's
     fields; the learner's own line, quoted where their code raised, and the
     stop line of a call that raised (the learner's error message) are left out."""
-    texts = list(diagnosis.get("likely_bugs") or []) + list(diagnosis.get("facts") or [])
+    texts = [*(diagnosis.get("likely_bugs") or []), *(diagnosis.get("facts") or []), *(diagnosis.get("candidates") or [])]
     regime = diagnosis.get("regime") or {}
     texts += [regime.get("text") or ""]
     if diagnosis.get("kind") != "raised":
@@ -404,6 +409,8 @@ def problems(outcomes: list[Outcome]) -> list[str]:
             if o.wrong_line and o.verdict != "located wrongly"]
     bad += [f"{o.notebook} {o.mutation.cell}: prints as certain a cause it is not: {o.mutation.why} -> {line}"
             for o in outcomes for kind, line in o.claims or [] if kind == "cause: untrue"]
+    bad += [f"{o.notebook} {o.mutation.cell}: prints candidates among its measured facts: {o.mutation.why} -> {line}"
+            for o in outcomes for kind, line in o.claims or [] if kind == "measured fact" and OFFERS.search(line)]
     found = sum(o.verdict in ("named", "located") for o in outcomes)
     if outcomes and found / len(outcomes) < NAMED_RATE_REQUIRED:
         bad.append(f"named or located {found}/{len(outcomes)} = {found / len(outcomes):.1%} is below "

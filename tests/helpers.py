@@ -43,9 +43,10 @@ def check_failure(check, fn, **kwargs):
 
 
 def diagnosis_texts(err) -> str:
-    """A failure's likely bugs, measured facts and regime, joined: what a learner reads as the diagnosis."""
+    """A failure's likely bugs, measured facts, candidates and regime, joined: what a learner reads as the diagnosis."""
     d = err.diagnosis.to_dict()
-    return " | ".join([*(d.get("likely_bugs") or []), *(d.get("facts") or []), (d.get("regime") or {}).get("text", "")])
+    return " | ".join([*(d.get("likely_bugs") or []), *(d.get("facts") or []), *(d.get("candidates") or []),
+                       (d.get("regime") or {}).get("text", "")])
 
 
 def run_cell(source: str, ns: dict) -> str:

@@ -167,12 +167,12 @@ def _say_causal_triangle(chk: Check, findings: Findings) -> None:
         return
     where = " and ".join(keys)
     lengths = ", ".join(str(T) for T in sorted(seen))
-    chk.measured(f"{where}: yours is exactly (T + 1) / (2T) of the measured count in every case (measured at T = "
-                 f"{lengths}): the count of the T(T + 1) / 2 query-key pairs on and below the diagonal, the ones the "
-                 "causal mask keeps; candidates: (1) the masked entries left out, as if the matmul skipped them; or "
-                 "(2) a sum over query positions of the keys each one attends to (i + 1 for query i). The dense "
-                 "matmul computes the whole T × T, the masked half included, and that is what is counted here: "
-                 "2·T·T·head_dim per head")
+    chk.candidates(f"{where}: yours is exactly (T + 1) / (2T) of the measured count in every case (measured at T = "
+                   f"{lengths}): the count of the T(T + 1) / 2 query-key pairs on and below the diagonal, the ones the "
+                   "causal mask keeps; candidates: (1) the masked entries left out, as if the matmul skipped them; or "
+                   "(2) a sum over query positions of the keys each one attends to (i + 1 for query i). The dense "
+                   "matmul computes the whole T × T, the masked half included, and that is what is counted here: "
+                   "2·T·T·head_dim per head")
 
 
 # ---------------------------------------------------------------------------

@@ -294,9 +294,9 @@ class Findings:
                 if isinstance(bug, Reading):
                     readings[key] = bug
         for candidates, keys in tied.items():
-            chk.measured(f"{_joined(keys)}: {len(candidates)} different mistakes give exactly these counts in every "
-                         "case (measured), so the counts alone cannot tell which one is yours; candidates: "
-                         + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(candidates, 1)))
+            chk.candidates(f"{_joined(keys)}: {len(candidates)} different mistakes give exactly these counts in every "
+                           "case (measured), so the counts alone cannot tell which one is yours; candidates: "
+                           + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(candidates, 1)))
         for bug, keys in keys_of.items():
             if isinstance(bug, Reading):  # this case's numbers, per key where they differ
                 details = [readings[key].detail for key in keys]

@@ -48,8 +48,7 @@ def _explain_mask(chk: Check, got, q_len: int, kv_len: int) -> None:
     if not isinstance(got, torch.Tensor):
         return
     if tuple(got.shape) == (kv_len, q_len) and q_len != kv_len:
-        chk.diagnose(f"the mask has shape {tuple(got.shape)} = (kv_len, q_len): rows are queries and columns keys, "
-                     f"so build it as (q_len, kv_len) = {(q_len, kv_len)}")
+        chk.diagnose_at("mask (kv_len, q_len)", (q_len, kv_len), _transposed_mask_words)
         return
     if tuple(got.shape) != (q_len, kv_len):
         return
@@ -79,9 +78,27 @@ def _explain_mask(chk: Check, got, q_len: int, kv_len: int) -> None:
         return
     for diag in range(-kv_len, kv_len + 1):
         if torch.equal(allowed, ones.triu(diag)) and not torch.equal(allowed, ones.tril(expected)):
-            chk.diagnose(f"your mask keeps the upper triangle (triu(diagonal={diag})): True above the diagonal lets "
-                         "queries see the future; use tril, the lower triangle")
+            chk.diagnose_at("mask triu", (diag, q_len, kv_len), _upper_triangle_words)
             return
+
+
+def _transposed_mask_words(sizes: list[tuple[int, int]]) -> str:
+    """The mask built (kv_len, q_len), said once for every (q_len, kv_len) it was measured at."""
+    if len(sizes) == 1:
+        (q_len, kv_len), = sizes
+        return (f"the mask has shape {(kv_len, q_len)} = (kv_len, q_len): rows are queries and columns keys, so build "
+                f"it as (q_len, kv_len) = {(q_len, kv_len)}")
+    shapes = " and ".join(f"{(kv, q)} for q_len={q}, kv_len={kv}" for q, kv in sizes)
+    return (f"the mask has shape (kv_len, q_len): {shapes}; rows are queries and columns keys, so build it as "
+            "(q_len, kv_len)")
+
+
+def _upper_triangle_words(found: list[tuple[int, int, int]]) -> str:
+    """The upper triangle kept, said once for every (diagonal, q_len, kv_len) it was measured at."""
+    which = (f"triu(diagonal={found[0][0]})" if len(found) == 1 else
+             " and ".join(f"triu(diagonal={d}) for q_len={q}, kv_len={kv}" for d, q, kv in found))
+    return (f"your mask keeps the upper triangle ({which}): True above the diagonal lets queries see the future; use "
+            "tril, the lower triangle")
 
 
 def good_split_any(x: torch.Tensor, n_heads: int) -> torch.Tensor:

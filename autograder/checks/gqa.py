@@ -37,6 +37,16 @@ EXPAND_HINT = (r"expanded size|must match the existing size",
                "x[:, :, None].expand(B, n_kv, n_rep, T, hd), then reshape")
 
 
+def _heads_returned_words(found: list[tuple[str, int, int]]) -> str:
+    """Another number of heads returned, said once for every (heads, n_kv, n_rep) it was measured at."""
+    if len(found) == 1:
+        (heads, n_kv, n_rep), = found
+        return (f"{heads} heads returned for n_kv={n_kv}, n_rep={n_rep}: each of the n_kv kv heads is repeated n_rep "
+                f"times, n_kv * n_rep = {n_kv * n_rep} heads")
+    each = " and ".join(f"{heads} for n_kv={n_kv}, n_rep={n_rep} (n_kv * n_rep = {n_kv * n_rep})"
+                        for heads, n_kv, n_rep in found)
+    return f"heads returned: {each}; each of the n_kv kv heads is repeated n_rep times, n_kv * n_rep heads"
+
 def _name_mapping(chk: Check, read: list, n_kv: int, n_rep: int, who: str) -> None:
     want = [h // n_rep for h in range(n_kv * n_rep)]
     chk.measured(f"n_rep={n_rep}: {who} h reads kv head {read}; expected {want} (h // n_rep)")
@@ -61,9 +71,8 @@ def check_repeat_kv(repeat_kv, *, seed: int = 0, batch: int = 2, n_kv: int = 3, 
         if not chk.compare(f"n_kv={n_kv}, n_rep={n_rep}", got, want, variants=variants):
             read = head_sources(got, x)
             if isinstance(got, torch.Tensor) and got.dim() == 4 and got.shape[1] != n_kv * n_rep and read is not None:
-                chk.diagnose(f"{shown_size(got.shape[1], known_sizes(x.shape, want.shape))} heads returned for "
-                             f"n_kv={n_kv}, n_rep={n_rep}: each of the n_kv kv heads "
-                             f"is repeated n_rep times, n_kv * n_rep = {n_kv * n_rep} heads")
+                chk.diagnose_at("heads returned", (shown_size(got.shape[1], known_sizes(x.shape, want.shape)), n_kv, n_rep),
+                                _heads_returned_words)
             elif read is not None and None not in read:
                 _name_mapping(chk, read, n_kv, n_rep, "output head")
     run_contract(chk, repeat_kv, REPEAT_KV)

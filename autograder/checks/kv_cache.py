@@ -18,11 +18,11 @@ from . import trace
 from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import describe
 from .learner_code import is_learners_file
-from .framework.calling import guarded_call
+from .framework.calling import WITHOUT, guarded_call
 from .framework.check import Check
 from .framework.failure import CheckFailed
 from .framework.measure import randn, seeded
-from .references.attention_step import AXES, call_naming_cat_axis, measure_growth
+from .references.attention_step import call_naming_cat_axis, cache_growth, diagnose_growth, wrong_cat_axis
 from .references.attention_step import attention_step_check
 from .references.generation import (TRAIN_MODE_NO_GRAD, ForwardLog, greedy_with, handed_over_in_train_mode_without_grad,
                                     measure_length, mode_given_back, ref_greedy, tiny_model)
@@ -65,11 +65,10 @@ def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: in
             chk._stop(f"cache_update returned {describe(out)}; it should return a pair (k_all, v_all)")
         want = {"k": torch.cat((past_k, k), dim=2), "v": torch.cat((past_v, v), dim=2)}
         other = {"k": "v", "v": "k"}
+        grown: dict[tuple[str, int], list[str]] = {}  # how a cache grew -> which of k_all, v_all grew so
         for name, got, old, fresh in (("k", out[0], past_k, k), ("v", out[1], past_v, v)):
             ok = chk.compare(f"{label}: {name}_all", got, want[name], variants={
-                f"KV cache concatenated along the wrong axis (dim={d}, the {AXES[d]} axis); new positions go along "
-                "the sequence axis, dim=2 of (B, n_kv, T, hd)": (lambda d=d, o=old, f=fresh: torch.cat((o, f), dim=d))
-                for d in (0, 1, 3)
+                wrong_cat_axis(d): (lambda d=d, o=old, f=fresh: torch.cat((o, f), dim=d)) for d in (0, 1, 3)
             } | {
                 "new entries placed before the cached ones: cat((past, new)), not cat((new, past))":
                     torch.cat((fresh, old), dim=2),
@@ -82,8 +81,10 @@ def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: in
                 f"{'values' if name == 'v' else 'keys'}: {name}_all = cat((past_{name}, {name}), dim=2)":
                     torch.cat((old, k if name == "v" else v), dim=2),
             })
-            if not ok:
-                measure_growth(chk, f"{name}_all", got, old, fresh)
+            how = None if ok else cache_growth(got, old, fresh)
+            if how is not None:
+                grown.setdefault(how, []).append(f"{name}_all")
+        diagnose_growth(chk, grown)
     run_contract(chk, cache_update, CACHE_UPDATE)
     chk.finish()
 
@@ -116,7 +117,7 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
 
     model = tiny_model(seed, n_kv_heads=n_kv_heads)
     cache = tinylm.KVCache(model.config, batch)
-    chk = Check("generate_greedy", expects=f"token ids (batch, prompt_len + {max_new_tokens})")
+    chk = Check("generate_greedy", expects=f"token ids (batch, prompt_len + {max_new_tokens})", gradients=WITHOUT)
     for p, T in enumerate(prompts):
         prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed + p))
         want = ref_greedy(model, prompt, max_new_tokens)

@@ -21,7 +21,7 @@ from .framework.measure import seeded
 from ..learner_values import describe
 from .references.generation import (TRAIN_MODE_NO_GRAD, handed_over_in_train_mode_without_grad, mode_given_back,
                                     ref_greedy, tiny_model)
-from .framework.calling import quiet_call
+from .framework.calling import WITHOUT, quiet_call
 
 
 class PaddedBatchSpy(tinylm.Transformer):
@@ -225,7 +225,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
     right values gives every row the reference."""
     __tracebackhide__ = True
     B = len(lengths)
-    chk = Check("generate_left_padded", expects=f"a ({B}, max_new_tokens) tensor of new token ids, one row per prompt")
+    chk = Check("generate_left_padded", expects=f"a ({B}, max_new_tokens) tensor of new token ids, one row per prompt",
+                gradients=WITHOUT)
     model = tiny_model(seed, vocab=vocab, n_kv_heads=n_kv_heads, max_seq_len=max(lengths) + max_new_tokens + 4)
     g = seeded(seed)
     prompts = [torch.randint(1, vocab, (n,), generator=g) for n in lengths]  # ids >= 1: the pad id never occurs
@@ -294,15 +295,15 @@ def _explain_left_padded(chk, calls, fn, model, prompts, lengths, max_new_tokens
         else:
             chk.measured(fact)
     if restored is None and calls.findings:
-        chk.measured("with the positions and the mask your function hands the model replaced by the right ones, the "
-                     "rows still differ from decoding each prompt alone: something else differs too; candidates: the "
-                     "next token taken from another position than each call's last ([:, -1]), a new token fed back to "
-                     "another row, the cache rebuilt or not advanced between steps")
+        chk.candidates("with the positions and the mask your function hands the model replaced by the right ones, the "
+                       "rows still differ from decoding each prompt alone: something else differs too; candidates: the "
+                       "next token taken from another position than each call's last ([:, -1]), a new token fed back to "
+                       "another row, the cache rebuilt or not advanced between steps")
     elif not calls.findings:
-        chk.measured("the positions and the attention mask your function hands the model are right at every call, yet "
-                     "rows differ from decoding each prompt alone; candidates: the next token taken from another "
-                     "position than each call's last ([:, -1]), a new token fed back to another row, the cache rebuilt "
-                     "or not advanced between steps, the mask not grown by one real column per new token")
+        chk.candidates("the positions and the attention mask your function hands the model are right at every call, yet "
+                       "rows differ from decoding each prompt alone; candidates: the next token taken from another "
+                       "position than each call's last ([:, -1]), a new token fed back to another row, the cache rebuilt "
+                       "or not advanced between steps, the mask not grown by one real column per new token")
 
 
 _CAUSE_TEXT = {"positions": "wrong positions handed to the model", "mask": "wrong attention mask handed to the model"}

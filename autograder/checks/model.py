@@ -371,10 +371,10 @@ def _earlier_positions_changed(chk: Check, got, later, what: str) -> None:
         return
     where = f"every earlier position, all {n} of them" if len(reached) == n else \
         f"earlier positions {', '.join(map(str, reached))} of 0..{n - 1}"
-    chk.measured(f"changing the last token changes the output of {what} at {where}; candidates: a mask that lets "
-                 "queries see later tokens (missing, transposed, or off by one), or values of different positions "
-                 "mixed after attention (heads merged without the transpose, a reshape or view that mixes the T "
-                 "axis with another)")
+    chk.candidates(f"changing the last token changes the output of {what} at {where}; candidates: a mask that lets "
+                   "queries see later tokens (missing, transposed, or off by one), or values of different positions "
+                   "mixed after attention (heads merged without the transpose, a reshape or view that mixes the T "
+                   "axis with another)")
 
 
 # -- the checks -------------------------------------------------------------------

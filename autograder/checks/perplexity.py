@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import shown_size
 from ..learner_values import describe
-from .framework.calling import guarded_call, measuring_call
+from .framework.calling import WITHOUT, guarded_call, measuring_call
 from .framework.check import Check
 from .framework.measure import LOG_BASE_CONSTANTS, mode_split, python_number_problem, randn, seeded
 from .references.generation import ForwardLog, tiny_model
@@ -215,7 +215,7 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
             "bits per byte uses log10": loss / math.log(10) / bytes_per_token,
         },
     }
-    chk = Check("evaluate", expects='a dict with "loss", "perplexity" and "bits_per_byte" (floats)')
+    chk = Check("evaluate", expects='a dict with "loss", "perplexity" and "bits_per_byte" (floats)', gradients=WITHOUT)
     model.train()
     log = ForwardLog(model)
     try:

@@ -143,8 +143,7 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
             "slice cos[start_pos:start_pos + T]": lambda: ref_rotate(x, 0, theta),
             "wrong pairing convention: pairs (2i, 2i+1) rotated (the interleaved form) with the half-split tables; "
             "pair feature i with i + hd/2 (rotate_half)": lambda: x * c + _interleaved_rotate(x) * si,
-            "rotation direction flipped: rotate_half must map (x1, x2) -> (-x2, x1), not (x2, -x1)":
-                lambda: x * c + _half_rotate(x, -1) * si,
+            FLIPPED: lambda: x * c + _half_rotate(x, -1) * si,
             "rotate_half missing: x * cos + x * sin scales features instead of rotating pairs":
                 lambda: x * c + x * si,
             "cos and sin swapped": lambda: x * si + _half_rotate(x) * c,
@@ -164,10 +163,10 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
         chk.require("norms preserved", torch.allclose(rx0.norm(dim=-1), x.norm(dim=-1), atol=1e-8),
                     "a rotation never changes a vector's length")
         if not chk.rows[-1].ok:
-            chk.measured("not a rotation: your output's length differs from the input's, so the features are not "
-                         "turned in pairs, each pair by one angle; candidates: rotate_half pairs features other than i "
-                         "and i + head_dim/2, or cos and sin come from different rows or angles (cos² + sin² = 1 only "
-                         "for one angle)")
+            chk.candidates("not a rotation: your output's length differs from the input's, so the features are not "
+                           "turned in pairs, each pair by one angle; candidates: rotate_half pairs features other than i "
+                           "and i + head_dim/2, or cos and sin come from different rows or angles (cos² + sin² = 1 only "
+                           "for one angle)")
         scores0, scores9 = rx0 @ ry0.transpose(-2, -1), rx9 @ ry9.transpose(-2, -1)  # (1, 1, T, T)
         chk.require("q·k depends on m - n only", torch.allclose(scores0, scores9, atol=1e-8),
                     "shifting every position by 9 changed the scores q(m)·k(n)")
@@ -175,8 +174,10 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     chk.finish()
 
 
+FLIPPED = "rotation direction flipped: rotate_half must map (x1, x2) -> (-x2, x1), not (x2, -x1)"
+FLIPPED_HALF = "(x2, -x1): the direction is flipped; return torch.cat((-x2, x1), dim=-1)"
 _ROTATE_HALF_VARIANTS = {
-    "(x2, -x1): the direction is flipped; return torch.cat((-x2, x1), dim=-1)": lambda x: _half_rotate(x, -1),
+    FLIPPED_HALF: lambda x: _half_rotate(x, -1),
     "(-x[1::2], x[::2]) interleaved pairs: the course pairs feature i with i + head_dim/2 (halves)":
         _interleaved_rotate,
     "(-x1, x2): the first half negated but the halves not swapped; return torch.cat((-x2, x1), dim=-1)":
@@ -201,6 +202,10 @@ def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> None:
     if torch.allclose(got, want):
         return
     what = next((name for name, f in _ROTATE_HALF_VARIANTS.items() if torch.allclose(got, f(x))), None)
+    if what == FLIPPED_HALF:  # the output's known variant FLIPPED, measured on rotate_half itself: one line for both
+        chk.diagnose("rotation direction flipped: your rotate_half returns (x2, -x1) for the halves (x1, x2) = "
+                     "x.chunk(2, dim=-1); it must return (-x2, x1): torch.cat((-x2, x1), dim=-1)", states=[FLIPPED])
+        return
     chk.diagnose("rotate_half is wrong: for the halves (x1, x2) = x.chunk(2, dim=-1) it must return (-x2, x1)"
                  + (f"; yours returns {what}" if what else ""))
 

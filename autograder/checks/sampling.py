@@ -83,8 +83,10 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
     every failing row."""
     if not isinstance(got, torch.Tensor) or got.shape != x.shape:
         if isinstance(got, torch.Tensor) and got.shape[:-1] == x.shape[:-1] and got.shape[-1] < x.shape[-1]:
-            chk.diagnose(f"{what} returned only the kept values, shape {tuple(got.shape)}: return a tensor shaped like "
-                         "the logits with -inf in the dropped entries (masked_fill)")
+            chk.diagnose_at(f"{what} kept values only", tuple(got.shape), lambda shapes, what=what: (
+                f"{what} returned only the kept values, shape{'s' if len(shapes) > 1 else ''} "
+                f"{' and '.join(filter(None, (', '.join(str(s) for s in shapes[:-1]), str(shapes[-1]))))}: return a tensor shaped like the logits with -inf in the "
+                "dropped entries (masked_fill)"))
         return
     g = got.detach().double().cpu()
     xd, wd = x.double(), want.double()

@@ -19,7 +19,7 @@ from ..learner_values import describe
 from .sampling import ref_sample_next
 from .sampling_probes import flatter_with_dropout, from_eval_mode_without_grad, hands_probabilities
 from .spies import crossed_arguments, first_call_arguments
-from .framework.calling import guarded_call, random_states_watched
+from .framework.calling import WITHOUT, guarded_call, random_states_watched
 from .framework.check import Check, RAISE_LOCATORS
 from .framework.measure import mode_split, seeded
 from .references.generation import ForwardLog, greedy_with, measure_length, ref_greedy, tiny_model
@@ -63,7 +63,8 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     prompt = torch.randint(model.config.vocab_size, (batch, prompt_len), generator=seeded(seed))
     want = ref_greedy(model.eval(), prompt, max_new_tokens)
     model.train()
-    chk = Check("generate", expects=f"token ids (batch, prompt_len + max_new_tokens) = {(batch, prompt_len + max_new_tokens)}")
+    chk = Check("generate", expects=f"token ids (batch, prompt_len + max_new_tokens) = {(batch, prompt_len + max_new_tokens)}",
+                gradients=WITHOUT)
     log = ForwardLog(model, limit=2 * max_new_tokens)  # bounded: a wrong loop is stopped, not waited for
     try:
         got = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
@@ -204,10 +205,10 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
                          "1): its softmax flattens them; hand it the logits of the last position, model(idx)[:, -1, :], "
                          "as they are")
         elif abs(hits - t_mean) <= 6 * t_sd:
-            chk.measured(f"{measured}: the draws are flatter than the distribution, as flat as a softmax taken of the "
-                         f"probabilities would make them ({t_mean:.1f} ± {t_sd:.1f}); candidates: probabilities "
-                         "sampled as if they were logits (a second softmax), or logits of another position or context "
-                         "than the whole prompt's last (the model fed fewer tokens than it needs)")
+            chk.candidates(f"{measured}: the draws are flatter than the distribution, as flat as a softmax taken of the "
+                           f"probabilities would make them ({t_mean:.1f} ± {t_sd:.1f}); candidates: probabilities "
+                           "sampled as if they were logits (a second softmax), or logits of another position or context "
+                           "than the whole prompt's last (the model fed fewer tokens than it needs)")
         else:
             chk.measured(f"{measured}: the draws are flatter than the distribution")
 

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from .contracts import Contract, defaults, run_contract
 from ..learner_values import describe
+from .framework.calling import NEEDS
 from .framework.check import Check
 from .framework.measure import python_number_problem, randn, seeded
 from .references.generation import ForwardLog, tiny_model
@@ -383,7 +384,7 @@ def _clamped_entries(grads, grad_clip: float) -> int:
 
 
 def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps) -> Check:
-    chk = Check("train_step", expects="the loss of the batch, as a Python float (loss.item())")
+    chk = Check("train_step", expects="the loss of the batch, as a Python float (loss.item())", gradients=NEEDS)
     x = torch.randint(23, (batch, seq), generator=seeded(seed))
     y = torch.randint(23, (batch, seq), generator=seeded(seed + 1))
 

@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .framework.calling import globals_of, refuse_delegation
+from .framework.calling import NEEDS, globals_of, refuse_delegation
 from .framework.check import Check
 from .framework.measure import describe_factor, fit_scale, python_number_problem, seeded
 from .references.generation import ForwardLog, tiny_model
@@ -191,9 +191,9 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
                              "with many; divide each micro-batch's summed loss by the number of target tokens of the "
                              "WHOLE batch, (y != -100).sum() added over every micro-batch")
             else:
-                chk.measured(f"with {k} micro-batches of {counts} target tokens your step follows the mean of the "
-                             f"micro-batches' mean-loss gradients, not the full batch's (candidate: each micro-batch's "
-                             "mean loss divided by the number of micro-batches)")
+                chk.candidates(f"with {k} micro-batches of {counts} target tokens your step follows the mean of the "
+                               f"micro-batches' mean-loss gradients, not the full batch's (candidate: each micro-batch's "
+                               "mean loss divided by the number of micro-batches)")
         elif eq_moved is not None and _close(eq_moved, (k + 1) * eq_ref.grad):
             chk.diagnose(f"each micro-batch's mean loss goes into backward() as it is, not divided by the number of "
                          f"micro-batches nor by the whole batch's target tokens (measured: with {k} micro-batches of "
@@ -203,9 +203,9 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
                          "the number of target tokens of the whole batch (dividing mean losses by the number of "
                          "micro-batches would still weigh micro-batches, not tokens)")
         else:
-            chk.measured(f"with {k} micro-batches of {counts} target tokens your step follows the sum of the "
-                         "micro-batches' mean-loss gradients, not the full batch's mean (candidate: each micro-batch's "
-                         "mean loss backpropagated without dividing by the number of micro-batches)")
+            chk.candidates(f"with {k} micro-batches of {counts} target tokens your step follows the sum of the "
+                           "micro-batches' mean-loss gradients, not the full batch's mean (candidate: each micro-batch's "
+                           "mean loss backpropagated without dividing by the number of micro-batches)")
         return
     fit = fit_scale(moved, ref.grad)
     if fit is not None and fit[1] < 1e-4 and abs(fit[0] - 1) > 1e-3:
@@ -216,9 +216,9 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
         return
     last = fit_scale(moved, ref.each[-1])
     if last is not None and last[1] < 1e-4:
-        chk.measured(f"your step follows the last micro-batch's gradient alone ({last[0]:.3g} times its mean-loss "
-                     "gradient): the earlier micro-batches' gradients are not in it (candidates: zero_grad() or "
-                     ".grad = None inside the loop, a loss variable overwritten before one backward() after the loop)")
+        chk.candidates(f"your step follows the last micro-batch's gradient alone ({last[0]:.3g} times its mean-loss "
+                       "gradient): the earlier micro-batches' gradients are not in it (candidates: zero_grad() or "
+                       ".grad = None inside the loop, a loss variable overwritten before one backward() after the loop)")
 
 
 def _clip_diagnosis(chk: Check, ref: _FullBatch, moved: torch.Tensor, grad_clip: float) -> None:
@@ -228,9 +228,9 @@ def _clip_diagnosis(chk: Check, ref: _FullBatch, moved: torch.Tensor, grad_clip:
                      f"full batch's gradient unclipped, norm {norm:.3g}): call torch.nn.utils.clip_grad_norm_("
                      "model.parameters(), grad_clip) once, after the loop, before optimizer.step()")
     elif _close(moved, ref.clipped_as_it_accumulates(grad_clip)):
-        chk.measured(f"with grad_clip = {grad_clip:g} your step follows the gradient clipped after each micro-batch's "
-                     "share was added (each running sum clipped to grad_clip), not the whole batch's gradient clipped "
-                     "once (candidate: clip_grad_norm_ inside the loop)")
+        chk.candidates(f"with grad_clip = {grad_clip:g} your step follows the gradient clipped after each micro-batch's "
+                       "share was added (each running sum clipped to grad_clip), not the whole batch's gradient clipped "
+                       "once (candidate: clip_grad_norm_ inside the loop)")
     elif norm > grad_clip * 1.001:
         chk.measured(f"with grad_clip = {grad_clip:g} your step's gradient has norm {norm:.3g}, above grad_clip")
 
@@ -238,7 +238,7 @@ def _clip_diagnosis(chk: Check, ref: _FullBatch, moved: torch.Tensor, grad_clip:
 def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
     k = len(kept)
     chk = Check("train_step_accumulated", expects="the mean loss over every target token of the batch, as a Python "
-                                                  "float")
+                                                  "float", gradients=NEEDS)
     batches = _accum_batches(seed, rows, seq, kept)
     ref = _FullBatch(seed, batches)
     counts = ", ".join(map(str, ref.counts))
@@ -311,8 +311,8 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
                              "holds gradients): those are added to the batch's; call optimizer.zero_grad() once, "
                              "before the loop")
         if not stale_ok and events is None:
-            chk.measured("the step is right on a fresh model and wrong when .grad already holds gradients before the "
-                         "call: they are added to the batch's (candidate: no optimizer.zero_grad() before the loop)")
+            chk.candidates("the step is right on a fresh model and wrong when .grad already holds gradients before the "
+                           "call: they are added to the batch's (candidate: no optimizer.zero_grad() before the loop)")
         if not grads_ok and not chk.diagnoses:
             _grad_diagnosis(chk, fn, seed, rows, seq, kept, ref, moved)
         if grads_ok and not clip_ok and not chk.diagnoses:

@@ -280,7 +280,7 @@ def test_a_count_two_mistakes_give_alike_names_both_as_candidates(check, wrong, 
         check(wrong)
     text = str(err.value)
     said = next(line for line in text.splitlines() if "candidates" in line)
-    assert said.strip().startswith("Measured:") and all(c in said for c in causes), text
+    assert said.strip().startswith("Candidates:") and all(c in said for c in causes), text
     assert not any(c in line for line in text.splitlines() if line.strip().startswith("Likely bug:") for c in causes), text
 
 
@@ -324,7 +324,7 @@ def test_counting_the_causal_triangle_is_measured_with_its_candidates_not_named_
     message, d = str(err.value), err.value.diagnosis
     # the ratio is T-dependent: (16 + 1) / 32 at T = 16 and (40 + 1) / 80 at T = 40 are both read as one fact
     line = next(l for l in message.splitlines() if "(T + 1) / (2T)" in l)
-    assert line.strip().startswith("Measured: scores and mix:") and "T = 16, 40" in line and "candidates:" in line
+    assert line.strip().startswith("Candidates: scores and mix:") and "T = 16, 40" in line and "candidates:" in line
     assert not d.likely_bugs and "Likely bug" not in message, message
     assert "counted twice over" not in message and "halved" not in message, message
 

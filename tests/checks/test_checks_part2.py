@@ -144,3 +144,25 @@ def test_a_row_with_no_counts_smoothed_as_one_count_is_measured():
         checks.check_bigram_nll(_bigram_totals_at_least_one)
     said = str(err.value)
     assert "a byte train never has" in said and "a row whose total count is 1" in said and "1/256" in said, said
+
+
+@pytest.mark.parametrize("both, axis", [(True, 1), (False, 1), (True, 3)])
+def test_a_cache_grown_along_another_axis_is_one_likely_bug_naming_each_cache(both, axis):
+    """Keys and values (or keys alone) concatenated along the head or head_dim axis: the check shows which caches
+    grew along which axis (measured from their shapes), and says that cause once, on one line naming them."""
+    def wrong(pk, pv, k, v):
+        return torch.cat((pk, k), axis), torch.cat((pv, v), axis if both else 2)
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check_cache_update(wrong)
+    bugs = [line.strip() for line in str(err.value).splitlines() if line.strip().startswith("Likely bug:")]
+    assert len(bugs) == 1, bugs
+    caches = "k_all and v_all" if both else "k_all"
+    assert f"wrong axis (dim={axis}" in bugs[0] and f"your {caches} grew along that axis" in bugs[0], bugs
+    assert "dim=2 of (B, n_kv, T, hd)" in bugs[0], bugs
+
+
+def test_too_few_heads_at_each_n_rep_is_one_likely_bug_naming_each():
+    with pytest.raises(checks.CheckFailed) as err:
+        checks.check_repeat_kv(lambda x, n_rep: x.clone())  # the n_kv heads as they are, for every n_rep
+    bugs = [line for line in str(err.value).splitlines() if "heads returned" in line]
+    assert len(bugs) == 1 and "n_rep=2" in bugs[0] and "n_rep=4" in bugs[0], str(err.value)

@@ -113,14 +113,16 @@ def test_each_printed_line_is_classified_by_its_evidence():
     from benchmarks.mutations import Mutation
 
     m = Mutation("f", "a", "b", ("eps outside",), "eps outside the sqrt", untrue=("eps ignored",))
-    fields = {"facts": ["your eps is 0.01", "the count fits two mistakes; candidates: (1) x; or (2) y"],
+    fields = {"facts": ["your eps is 0.01"], "candidates": ["the count fits two mistakes; candidates: (1) x; or (2) y"],
               "likely_bugs": ["eps outside the sqrt", "eps ignored: add it", "x changed in place"]}
     assert bench_diagnostics.claims(m, "f failed 1 of 2 checks: a.", fields) == [
-        ("measured fact", "your eps is 0.01"), ("candidates", fields["facts"][1]),
+        ("measured fact", "your eps is 0.01"), ("candidates", fields["candidates"][0]),
         ("cause: the mistake made", "eps outside the sqrt"), ("cause: untrue", "eps ignored: add it"),
         ("cause: another", "x changed in place")]
-    text = "f failed 1 of 2 checks: a.\n  Measured: 3 rows\n  Likely bug: eps ignored: add it"
-    assert bench_diagnostics.claims(m, text, None) == [("measured fact", "3 rows"), ("cause: untrue", "eps ignored: add it")]
+    text = ("f failed 1 of 2 checks: a.\n  Measured: 3 rows\n  Candidates: 2 fit; candidates: x; y\n"
+            "  Likely bug: eps ignored: add it")
+    assert bench_diagnostics.claims(m, text, None) == [("measured fact", "3 rows"), ("candidates", "2 fit; candidates: x; y"),
+                                                       ("cause: untrue", "eps ignored: add it")]
     assert bench_diagnostics.claims(m, None, None) == []  # a check that passed prints nothing
 
 
@@ -132,6 +134,9 @@ def test_a_cause_a_mistake_is_not_printed_as_certain_is_a_problem():
     assert any("prints as certain a cause it is not" in p for p in bench_diagnostics.problems([said]))
     fine = bench_diagnostics.Outcome("09", m, "named", "failed", claims=[("candidates", "candidates: causal mask; ...")])
     assert not bench_diagnostics.problems([fine])
+    among_facts = bench_diagnostics.Outcome("09", m, "named", "failed",
+                                            claims=[("measured fact", "half the count; candidates: causal mask; ...")])
+    assert any("prints candidates among its measured facts" in p for p in bench_diagnostics.problems([among_facts]))
 
 
 def test_the_lines_a_mutation_changed_come_from_its_replacement_text():

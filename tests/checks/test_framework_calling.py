@@ -111,6 +111,28 @@ def test_a_call_that_leaves_autograd_off_is_named_and_given_back():
     assert not chk.passed and "set_grad_enabled(False)" in chk.diagnoses[0] and "torch.no_grad()" in chk.diagnoses[0]
 
 
+def _turns_grad_on(x):
+    torch.set_grad_enabled(True)  # "back on for training", whatever the caller had
+    return x * 2
+
+
+@pytest.mark.parametrize("gradients, block, not_said", [
+    (checks.framework.calling.WITHOUT, "with torch.no_grad():", "enable_grad"),
+    (checks.framework.calling.NEEDS, "with torch.enable_grad():", "no_grad"),
+    (checks.framework.calling.CALLERS, "switch nothing by hand", "enable_grad")])
+def test_the_fix_for_autograd_left_on_follows_how_the_function_uses_gradients(gradients, block, not_said):
+    """A caller under torch.no_grad() whose function turns gradients on: a decoder (computes without gradients) is
+    told to decode in a no_grad block, which gives the caller its mode back; a training step to use an enable_grad
+    block; a function that leaves the mode to its caller to switch nothing."""
+    chk = checks.core.Check("f", expects="a tensor", gradients=gradients)
+    with torch.no_grad():
+        chk.call(_turns_grad_on, torch.ones(3))
+        assert not torch.is_grad_enabled(), "the caller's mode is given back at once"
+    said = chk.diagnoses[0]
+    assert "switched on where the caller had it off" in said and "False before the call, True after it" in said
+    assert block in said and not_said not in said, said
+
+
 def test_a_call_that_changes_the_default_dtype_is_named_and_given_back():
     def float64_everywhere(x):
         torch.set_default_dtype(torch.float64)

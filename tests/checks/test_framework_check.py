@@ -435,3 +435,44 @@ def test_a_saved_buffer_in_a_model_module_is_named_with_the_fix():
     d = err.value.diagnosis
     assert "'mask'" in d.likely_bugs[0] and "persistent=False" in d.likely_bugs[0]
     assert d.located["code"].startswith('self.register_buffer("mask"')
+
+
+def test_a_cause_measured_with_its_places_is_said_once_not_again_by_its_variant():
+    from autograder.checks.core import Check
+
+    def run(states):
+        chk = Check("f", expects="a tensor")
+        chk.compare("a", torch.ones(3) * 2, torch.ones(3), variants={"doubled": torch.ones(3) * 2,
+                                                                     "another cause": torch.ones(3) * 2})
+        chk.diagnose("doubled: your a and b are twice the reference", states=states)
+        return chk.diagnosis().likely_bugs
+    assert set(run(["doubled"])) == {"another cause", "doubled: your a and b are twice the reference"}
+    assert "doubled" in run([]), "a variant no line states is said as it is"
+
+
+def test_one_cause_measured_at_several_places_is_one_line_naming_each():
+    from autograder.checks.core import Check
+
+    chk = Check("f", expects="a tensor")
+    chk.diagnose("another cause")
+    words = lambda places: f"off by one at {' and '.join(places)}"  # noqa: E731
+    for place in ("row a", "row b", "row a"):
+        chk.diagnose_at("off by one", place, words, states=["the variant off by one"])
+    assert chk.diagnoses == ["another cause", "off by one at row a and row b"], "in the first one's place, each once"
+    assert chk.said_by["the variant off by one"] == "off by one at row a and row b"
+
+
+def test_what_the_framework_reads_from_a_row_a_named_variant_reproduces_is_said_by_the_variant():
+    from autograder.checks.core import Check
+
+    def run(second_row_too):
+        chk = Check("f", expects="a tensor")
+        x = torch.arange(6.0).reshape(2, 3)
+        chk.compare("a", x.T.contiguous(), x, variants={"transposed: return x, not x.T": x.T.contiguous()})
+        if second_row_too:  # the same reading of a row no variant reproduces
+            chk.compare("b", x.T.contiguous(), x)
+        return chk.diagnosis().likely_bugs
+    alone = run(False)
+    assert alone == ["transposed: return x, not x.T"], "the axes the framework read are the variant's cause, said once"
+    both = run(True)
+    assert "transposed: return x, not x.T" in both and len(both) == 2, "a reading of another row is still said"

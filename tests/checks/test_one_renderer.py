@@ -21,7 +21,8 @@ from autograder.checks.trace import Located
 from autograder.diagnosis_record import candidates, capped_diagnosis, measured
 from autograder.grading.publish import feedback
 
-LABELS = ("Measured: ", "Where: ", "Likely bug: ")
+LABELS = ("Measured: ", "Where: ", "Candidates: ", "Likely bug: ")
+ORDER = [label.removesuffix(": ") for label in LABELS]  # what was measured, where, what it may be, what it is
 
 
 def wrong_rms_norm(x, weight, eps=1e-6):
@@ -42,7 +43,7 @@ def _every_part_failure() -> CheckFailed:
     chk.compare("float64", torch.ones(3), torch.zeros(3, dtype=torch.float32))
     chk.regime = {"name": "float64", "text": "right in float32, wrong in float64"}
     chk.measured("your result is 1 everywhere")
-    chk.measured("the sum is off by 3 (measured); candidates: a missing subtraction; a wrong constant")
+    chk.candidates("the sum is off by 3 (measured); candidates: a missing subtraction; a wrong constant")
     chk.diagnose("the most useful cause: fix it thus")  # a check diagnoses the best first; it is printed last
     chk.diagnose("the second most useful cause: fix it so")
     chk.located = Located("<cell>", 4, "f", "y = x + 1", ["yours: shape (3,)"], kind="missing", also=6,
@@ -93,8 +94,8 @@ def test_the_notebook_the_self_check_and_the_page_say_the_same_lines_in_the_same
     page = _page_lines(d)
 
     said = _said(notebook)
-    assert said and [l.split(":")[0] for l in said] == sorted((l.split(":")[0] for l in said), key=lambda label: [
-        "Measured", "Where", "Likely bug"].index(label)), "measured facts, then the place, then the causes"
+    assert said and [l.split(":")[0] for l in said] == sorted((l.split(":")[0] for l in said), key=ORDER.index), \
+        "measured facts, then the place, then the candidates, then the confirmed causes"
     assert _said(table) == said
     located = d.get("located") or {}
     learners = [f" of your {located.get('function')}"] + [f", `{located[k]}`" for k in ("code", "also_code") if located.get(k)]
@@ -117,9 +118,9 @@ def test_every_part_of_a_record_is_said_and_nothing_twice():
     assert said == [
         "Measured: right in float32, wrong in float64",
         "Measured: your result is 1 everywhere",
-        "Measured: the sum is off by 3 (measured); candidates: a missing subtraction; a wrong constant",
         "Where: line 4 of your f, `y = x + 1` and line 6, `return y`: a step is missing between these lines: the "
         "value made here reaches a later line without it (yours: shape (3,))",
+        "Candidates: the sum is off by 3 (measured); candidates: a missing subtraction; a wrong constant",
         "Likely bug: the second most useful cause: fix it so",
         "Likely bug: the most useful cause: fix it thus"]
 
@@ -128,14 +129,32 @@ def test_lines_added_to_a_stopped_check_take_their_place_by_their_kind():
     err = _stopped_failure_with_added_lines()
     said = _said(str(err).splitlines())
     assert [l for l in said if not l.startswith("Where: ")] == [
-        "Measured: a fact measured later", "Measured: a fact with candidates: one; another",
+        "Measured: a fact measured later", "Candidates: a fact with candidates: one; another",
         "Likely bug: a cause matched on the error", "Likely bug: a cause confirmed later"]
-    assert said[2].startswith("Where: ") and "`raise ValueError(\"no\")`: it raises here" in said[2], \
-        "the line that raised, as the record has it, between the facts and the causes"
+    assert said[1].startswith("Where: ") and "`raise ValueError(\"no\")`: it raises here" in said[1], \
+        "the line that raised, as the record has it, between the facts and the candidates"
     assert str(err).splitlines()[0].startswith("f: f raised ValueError"), "the stop's own lines stay first"
-    assert err.diagnosis.facts == ["a fact measured later", "a fact with candidates: one; another"]
+    assert err.diagnosis.facts == ["a fact measured later"], "a line of candidates is no measured fact"
+    assert err.diagnosis.candidates == ["a fact with candidates: one; another"]
 
 
 def test_a_line_of_candidates_must_name_them_as_candidates():
     with pytest.raises(ValueError):
         candidates("the cause is X")
+    with pytest.raises(ValueError):
+        Check("f").candidates("the cause is X")
+
+
+def test_candidates_travel_in_their_own_field_to_the_page():
+    """A result file's record keeps the candidates apart (capped like the other lists), and the page says
+    them under their own label, escaped, and withholds them when they quote a hidden test."""
+    record = capped_diagnosis({"exercise": "f", "kind": "failed", "rows": ["a"], "failed_rows": ["a"],
+                               "facts": ["x is 3"], "candidates": ["<b>y</b> is 4; candidates: p; q", 7] * 20})
+    assert record["facts"] == ["x is 3"] and 0 < len(record["candidates"]) <= 12
+    assert set(record["candidates"]) == {"<b>y</b> is 4; candidates: p; q"}, "only strings, capped in number"
+    page = feedback._verdict({"score": 0.0, "max_score": 1.0, "recheck": "fail", "message": "",
+                              "diagnoses": [{**record, "candidates": record["candidates"][:1]}]}, hidden=set())
+    assert "Candidates: &lt;b&gt;y&lt;/b&gt; is 4; candidates: p; q" in page and "<b>y" not in page
+    hidden = feedback._verdict({"score": 0.0, "max_score": 1.0, "recheck": "fail", "message": "",
+                                "diagnoses": [record]}, hidden={"<b>y</b> is 4"})
+    assert "is 4" not in hidden, "a line of candidates that quotes a hidden test is withheld like any other"

@@ -192,5 +192,23 @@ def test_a_length_that_changes_offers_the_pairing_and_the_tables_as_candidates()
     # Evens and odds paired, with the right tables: the length changes, and the tables are not the cause.
     message = _message("default", "04", "apply_rope", "x1, x2 = x[..., ::2], x[..., 1::2]")
     line = next(line for line in message.splitlines() if "not a rotation" in line)
-    assert "candidates" in line and "i + head_dim/2" in line and "different rows or angles" in line
+    assert line.strip().startswith("Candidates: ") and "candidates" in line and "i + head_dim/2" in line and "different rows or angles" in line
     assert "only when cos and sin come from the same rows" not in message
+
+
+def test_a_mask_wrong_the_same_way_at_each_size_is_one_likely_bug_naming_each_size():
+    from autograder import checks
+
+    def upper(q_len, kv_len):  # the upper triangle, from the diagonal the lower one should end at
+        return torch.ones(q_len, kv_len, dtype=torch.bool).triu(kv_len - q_len)
+
+    def transposed(q_len, kv_len):  # the right pattern, built (kv_len, q_len)
+        return torch.ones(q_len, kv_len, dtype=torch.bool).tril(kv_len - q_len).T
+    for wrong, said, sizes in ((upper, "keeps the upper triangle", ("triu(diagonal=4) for q_len=3, kv_len=7",
+                                                                    "triu(diagonal=5) for q_len=1, kv_len=6")),
+                               (transposed, "the mask has shape (kv_len, q_len)", ("(7, 3) for q_len=3, kv_len=7",
+                                                                                   "(6, 1) for q_len=1, kv_len=6"))):
+        with pytest.raises(checks.CheckFailed) as err:
+            checks.check_causal_mask(wrong)
+        lines = [line for line in str(err.value).splitlines() if "Likely bug:" in line and said in line]
+        assert len(lines) == 1 and all(size in lines[0] for size in sizes), str(err.value)

@@ -95,8 +95,8 @@ def test_the_cause_is_confirmed_on_the_learners_function_or_left_a_candidate():
         return 0.0
     err = check_failure(check_train_step_accumulated, only_three)
     assert err is not None and not err.diagnosis.likely_bugs
-    assert any("candidate" in fact and "mean of the micro-batches' mean-loss gradients" in fact
-               for fact in err.diagnosis.facts)
+    assert any("candidate" in line and "mean of the micro-batches' mean-loss gradients" in line
+               for line in err.diagnosis.candidates)
 
 
 def test_the_diagnosis_call_leaves_torch_and_the_optimizer_as_it_found_them():

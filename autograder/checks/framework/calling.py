@@ -82,15 +82,37 @@ def _short(value: Any) -> str:
     return str(value).removeprefix("torch.")
 
 
-def _setting_left(fn_name: str, setting: str, before: Any, after: Any) -> str:
+# How a function uses gradients, as its exercise's contract says (Check.gradients): the grad-mode fix it is
+# told depends on it. CALLERS: it leaves grad mode to its caller (a forward pass, a loss); WITHOUT: it computes
+# without gradients whatever the caller trains (decoding, an evaluation); NEEDS: it needs them (a training step).
+CALLERS, WITHOUT, NEEDS = "caller's", "without", "needs"
+
+
+def _grad_mode_fix(fn_name: str, before: bool, gradients: str) -> str:
+    """The fix for a call that left grad mode switched, for the entry state
+    it was measured from (`before`) and how the function uses gradients:
+    a block that gives the caller's mode back when it ends, never a switch."""
+    if before:  # switched off: whatever the function is, the part without gradients goes in a block
+        return "put what must run without gradients in a `with torch.no_grad():` block, which gives the mode back when it ends"
+    if gradients == WITHOUT:
+        return (f"{fn_name} computes without gradients: run its work in a `with torch.no_grad():` block and switch "
+                "nothing by hand; the block gives the caller back the mode it had when it ends (off here, on for a "
+                "caller that trains)")
+    if gradients == NEEDS:
+        return ("put what needs gradients in a `with torch.enable_grad():` block, which gives the caller back the mode "
+                "it had when it ends")
+    return ("grad mode is the caller's: switch nothing by hand (a part that must run without gradients goes in a "
+            "`with torch.no_grad():` block, which gives the mode back when it ends)")
+
+
+def _setting_left(fn_name: str, setting: str, before: Any, after: Any, gradients: str = CALLERS) -> str:
     """What a call that changed one of torch_settings() did, and the fix."""
     if setting == "grad mode":
         state = "off" if before else "on where the caller had it off"
-        block = "torch.no_grad()" if before else "torch.enable_grad()"
         return (f"{fn_name} leaves autograd switched {state} (measured: torch.is_grad_enabled() is {before} before "
                 f"the call, {after} after it): torch.set_grad_enabled({after}) switches it for the whole process, so "
                 f"every later forward pass {'records no graph and no training step can backpropagate' if before else 'records a graph'}"
-                f"; put the code in a `with {block}:` block, which gives the mode back when it ends")
+                f"; {_grad_mode_fix(fn_name, before, gradients)}")
     what, setter, arg = (("dtype", "set_default_dtype", "dtype=") if setting == "default dtype" else
                          ("device", "set_default_device", "device="))
     return (f"{fn_name} leaves torch's default {what} at {_short(after)} (measured: torch.get_default_{what}() is "
@@ -126,10 +148,11 @@ def _flags_left(fn_name: str, name: str, flags: list) -> str | None:
 
 
 @contextlib.contextmanager
-def given_back(fn: Callable, args: tuple, kwargs: Mapping, left: list[str] | None = None):
+def given_back(fn: Callable, args: tuple, kwargs: Mapping, left: list[str] | None = None, gradients: str = CALLERS):
     """Around one learner call: torch's settings (torch_settings) and the
     requires_grad flags of the modules it is handed are given back as they
-    were; what the call had changed is appended to `left`, in words."""
+    were; what the call had changed is appended to `left`, in words (the
+    fix worded for how fn uses gradients, CALLERS / WITHOUT / NEEDS)."""
     before = torch_settings()
     modules = _modules_of(fn, args, kwargs)
     flags = [[(p, p.requires_grad) for p in m.parameters()] for _, m in modules]
@@ -140,7 +163,8 @@ def given_back(fn: Callable, args: tuple, kwargs: Mapping, left: list[str] | Non
         for setting, value in torch_settings().items():
             if value != before[setting]:
                 _SETTERS[setting](before[setting])
-                found.append(_setting_left(getattr(fn, "__name__", type(fn).__name__), setting, before[setting], value))
+                found.append(_setting_left(getattr(fn, "__name__", type(fn).__name__), setting, before[setting], value,
+                                           gradients))
         for (name, _), saved in zip(modules, flags):
             text = _flags_left(getattr(fn, "__name__", type(fn).__name__), name, saved)
             if text:
@@ -168,7 +192,8 @@ def argument_names(fn: Callable, args: tuple, kwargs: Mapping) -> list[tuple[str
     return named
 
 
-def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None, left: list[str] | None = None):
+def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None, left: list[str] | None = None,
+                 gradients: str = CALLERS):
     """fn(*args, **kwargs) with the learner's printing capped (PRINT_LIMIT)
     and, where SIGALRM exists and this is the main thread, a time limit:
     past CALL_TIME_LIMIT seconds the call is interrupted with LearnerTimeout
@@ -189,7 +214,7 @@ def guarded_call(fn: Callable, args: tuple = (), kwargs: Mapping | None = None, 
         previous = signal.signal(signal.SIGALRM, stop)
         signal.setitimer(signal.ITIMER_REAL, limit, 1.0)
     try:
-        with contextlib.redirect_stdout(capped), given_back(fn, args, kwargs, left):
+        with contextlib.redirect_stdout(capped), given_back(fn, args, kwargs, left, gradients):
             return fn(*args, **kwargs)
     finally:
         if alarm:

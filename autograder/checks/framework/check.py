@@ -50,15 +50,15 @@ import inspect
 import io
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
 from ... import diagnosis_text
-from ...diagnosis_record import Diagnosis
+from ...diagnosis_record import CANDIDATES, Diagnosis, Evidence
 from ...learner_values import describe, known_sizes, shown_shape
 from ..learner_code import LearnerTimeout
-from .calling import (argument_names, call_giving_inputs_back, globals_of, guarded_call, measuring_call,
+from .calling import (CALLERS, argument_names, call_giving_inputs_back, globals_of, guarded_call, measuring_call,
                       refuse_delegation, tensors_named)
 from .explain import explain_mismatch
 from .failure import CheckFailed, CheckStopped, Delegation, first_line, learner_place
@@ -139,13 +139,20 @@ class Check:
 
     fn_name: str
     expects: str = ""
+    gradients: str = CALLERS  # how the function uses gradients (calling.CALLERS, WITHOUT, NEEDS): the grad-mode fix
     rows: list[Row] = field(default_factory=list)
     diagnoses: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)       # true measurements that name no bug
+    candidate_lines: list[str] = field(default_factory=list)  # a measurement with the causes it fits, as candidates
     errors: list[str] = field(default_factory=list)
     offered: dict[str, int] = field(default_factory=dict)  # known bug -> failing rows it was tried on
     votes: dict[str, int] = field(default_factory=dict)    # known bug -> failing rows it reproduces
     refuted: set = field(default_factory=set)               # known bugs whose output would fail a row the learner passed
+    said_by: dict[str, str] = field(default_factory=dict)   # known bug -> the diagnosis that states its cause with places
+    places: dict[str, list] = field(default_factory=dict)   # a cause measured at several places -> those places
+    read_from: dict[str, list] = field(default_factory=dict)  # a row -> the causes the framework read from its output
+    reproduced: dict[str, list] = field(default_factory=dict)  # a row -> the known variants that reproduce it
+    reading: list | None = None                              # while compare reads a row: the causes said meanwhile
     subject: Any = None                                     # the first callable passed to call()
     axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
     regime: dict | None = None                              # {"name", "text"} of the regime a failure showed in
@@ -185,7 +192,8 @@ class Check:
         left: list[str] = []
         try:
             with refuse_delegation(self.fn_name, fn), self._given_back(written, left):
-                return call_giving_inputs_back(self.last_call, lambda: guarded_call(fn, args, kwargs, left), written)
+                return call_giving_inputs_back(self.last_call, lambda: guarded_call(fn, args, kwargs, left, self.gradients),
+                                               written)
         except LearnerTimeout as err:
             self._stop_on_error(CallRecord(args, kwargs, err, row_label), None, ())  # never traced: it would hang again
         except NotImplementedError:
@@ -391,19 +399,23 @@ class Check:
                   close=("ok" if close else "FAIL") if shape_ok else "-",
                   diff=format_diff(got, want) if shape_ok else "-")
         self.rows.append(row)
-        if not shape_ok:
-            explain_mismatch(self, name, got, want, atol, rtol)
-        if row.ok and got.is_inference() and not want.is_inference():
-            row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
-            self.measured(f"your result is an inference tensor (measured: .is_inference() is True): it was made under "
-                          "torch.inference_mode(), and autograd refuses it later (training on it raises 'Inference "
-                          "tensors cannot be saved for backward'); use torch.no_grad(), whose results are ordinary "
-                          "tensors")
-        if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
-            self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
-                          "of the inputs (cast with .to(...) where your code changes it)")
-        if not row.ok and shape_ok:
-            explain_mismatch(self, name, got, want, atol, rtol)
+        self.reading = self.read_from.setdefault(name, [])  # what the framework reads from this row's output
+        try:
+            if not shape_ok:
+                explain_mismatch(self, name, got, want, atol, rtol)
+            if row.ok and got.is_inference() and not want.is_inference():
+                row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
+                self.measured(f"your result is an inference tensor (measured: .is_inference() is True): it was made under "
+                              "torch.inference_mode(), and autograd refuses it later (training on it raises 'Inference "
+                              "tensors cannot be saved for backward'); use torch.no_grad(), whose results are ordinary "
+                              "tensors")
+            if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
+                self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
+                              "of the inputs (cast with .to(...) where your code changes it)")
+            if not row.ok and shape_ok:
+                explain_mismatch(self, name, got, want, atol, rtol)
+        finally:
+            self.reading = None
         if not row.ok and variants:
             self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5), want=want)
         elif variants:
@@ -456,6 +468,7 @@ class Check:
         for bug in variants:
             self.offered[bug] = self.offered.get(bug, 0) + 1
         bugs = matching_variants(got, variants, atol=atol, rtol=rtol, want=want)
+        self.reproduced.setdefault(row.name, []).extend(bugs)
         if bugs:
             row.note = "matches a known bug"
         for bug in bugs:
@@ -468,16 +481,51 @@ class Check:
             self.diagnose(diagnosis)
         return bool(ok)
 
-    def diagnose(self, message: str) -> None:
-        """A named cause of the failure (printed as 'Likely bug: ...')."""
+    def diagnose(self, message: str, *, states: Iterable[str] = ()) -> None:
+        """A named cause of the failure (printed as 'Likely bug: ...').
+        states: known variants whose cause this line states too, with what
+        was measured (the places it shows in): the cause is said once, by
+        this line, not again by those variants."""
         if message not in self.diagnoses:
             self.diagnoses.append(message)
+        self.read(message)
+        for bug in states:
+            self.said_by.setdefault(bug, message)
+
+    def read(self, message: str) -> None:
+        """An explainer that found again, in the row compare is reading, a
+        cause already said: the row reads it too (see _restated)."""
+        if self.reading is not None:
+            self.reading.append(message)
+
+    def diagnose_at(self, cause: str, place: Any, words: Callable[[list], str], *, states: Iterable[str] = ()) -> None:
+        """One cause measured at one more place (a row's sizes, a cache):
+        the cause is said on one line, words(every place found so far),
+        which takes the place of the line said for the places before
+        (states: as for diagnose)."""
+        found = self.places.setdefault(cause, [])
+        before = words(found) if found else None
+        if place not in found:
+            found.append(place)
+        line = words(found)
+        if before in self.diagnoses and line not in self.diagnoses:
+            self.diagnoses[self.diagnoses.index(before)] = line
+            self.said_by = {bug: line if said == before else said for bug, said in self.said_by.items()}
+        self.diagnose(line, states=states)
 
     def measured(self, message: str) -> None:
         """A true measurement of the learner's output that names no bug by
         itself (printed as 'Measured: ...', before the likely bugs)."""
         if message not in self.facts:
             self.facts.append(message)
+
+    def candidates(self, message: str) -> None:
+        """A measurement and the causes it fits, none confirmed on the
+        learner's code, each stated as a candidate (printed as 'Candidates:
+        ...', after the facts and the place, before the likely bugs)."""
+        line = Evidence(CANDIDATES, message).text  # refuses a line that does not call its causes candidates
+        if line not in self.candidate_lines:
+            self.candidate_lines.append(line)
 
     def upstream(self, fn: Callable, references: Mapping[str, Callable], rerun: Callable[[], bool],
                  labels: Mapping[str, str] | None = None) -> bool:
@@ -524,14 +572,26 @@ class Check:
     def named_variants(self) -> list[str]:
         """Known bugs that reproduce every failing row they were tried on,
         the ones explaining the most rows first."""
-        full = [bug for bug, n in self.votes.items() if n == self.offered.get(bug, n) and bug not in self.diagnoses]
+        full = [bug for bug, n in self.votes.items() if n == self.offered.get(bug, n) and bug not in self.diagnoses
+                and self.said_by.get(bug) not in self.diagnoses]
         # Several that the failing rows cannot tell apart: those a passing row refutes are dropped (a variant
         # whose text covers more than its formula, the only one left, is kept).
         kept = [bug for bug in full if bug not in self.refuted] or full
         return sorted(kept, key=lambda bug: -self.votes[bug])
 
     def likely_bugs(self) -> list[str]:
-        return self.diagnoses + self.named_variants()
+        named = self.named_variants()
+        return [d for d in self.diagnoses if d not in self._restated(named)] + named
+
+    def _restated(self, named: list[str]) -> set[str]:
+        """The causes the framework read from a row's output (its axes, its
+        dtype, the part of it kept) where a named known variant reproduces
+        that whole output: the variant states that same cause, so it is said
+        once, by the variant. A line also read from a row no named variant
+        reproduces is kept."""
+        kept = {row for row, bugs in self.reproduced.items() if set(bugs) & set(named)}
+        restated = {d for row in kept for d in self.read_from.get(row, [])}
+        return restated - {d for row, lines in self.read_from.items() if row not in kept for d in lines}
 
     def locate_with(self, locator: Callable[[], Any]) -> None:
         """locator() -> trace.Located or None, run if the check fails (on the
@@ -557,7 +617,8 @@ class Check:
         return Diagnosis(self.fn_name, kind, [r.name for r in rows], [r.name for r in rows if not r.ok],
                          dict(self.regime) if self.regime else None,
                          self.located.to_dict() if self.located is not None else None,
-                         self.named_variants(), list(reversed(self.likely_bugs())), list(self.facts), error, stop)
+                         self.named_variants(), list(reversed(self.likely_bugs())), list(self.facts), error, stop,
+                         candidates=list(self.candidate_lines))
 
     # -- verdict ---------------------------------------------------------------
     @property

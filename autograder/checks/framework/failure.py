@@ -108,12 +108,12 @@ class Delegation(Exception):
 
 
 def unique_lines(message: str) -> str:
-    """message with each repeated 'Measured:' / 'Likely bug:' line kept
+    """message with each repeated 'Measured:' / 'Likely bug:' (...) line kept
     once, where it first appears (several paths can reach one diagnosis)."""
     seen, kept = set(), []
     for line in message.splitlines():
         key = line.strip()
-        if key.startswith(("Measured:", "Likely bug:", "Saved:", "Where:")):
+        if key.startswith(("Measured:", "Candidates:", "Likely bug:", "Saved:", "Where:")):
             if key in seen:
                 continue
             seen.add(key)

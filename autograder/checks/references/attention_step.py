@@ -96,20 +96,49 @@ def _is_bool(recorded, j: int, slot: int) -> bool:
     return False
 
 
-def measure_growth(chk: Check, name: str, got, past: torch.Tensor, new: torch.Tensor) -> None:
-    """Which axis of the learner's cache grew, measured from the shapes."""
+def wrong_cat_axis(d: int) -> str:
+    """The known variant of a cache concatenated along axis d, not the sequence axis."""
+    return (f"KV cache concatenated along the wrong axis (dim={d}, the {AXES[d]} axis); new positions go along the "
+            "sequence axis, dim=2 of (B, n_kv, T, hd)")
+
+
+def cache_growth(got, past: torch.Tensor, new: torch.Tensor) -> tuple[str, int] | None:
+    """How the learner's cache grew, measured from the shapes: ("stack", its
+    number of axes) for a new axis, ("axis", d) for growth along axis d
+    other than the sequence's, None otherwise."""
     if not isinstance(got, torch.Tensor):
-        return
+        return None
     if got.dim() == past.dim() + 1:
-        chk.diagnose(f"{name} has {got.dim()} axes: torch.stack adds a new axis; torch.cat((past, new), dim=2) appends "
-                     "along the existing sequence axis")
-        return
+        return ("stack", got.dim())
     if got.dim() != past.dim():
-        return
+        return None
     grew = [d for d in range(past.dim()) if got.shape[d] == past.shape[d] + new.shape[d] and got.shape[d] != past.shape[d]]
-    if grew and 2 not in grew:
-        chk.diagnose(f"KV cache concatenated along the wrong axis: your {name} grew along dim={grew[0]} (the "
-                     f"{AXES[grew[0]]} axis); new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)")
+    return ("axis", grew[0]) if grew and 2 not in grew else None
+
+
+def diagnose_growth(chk: Check, grown: dict[tuple[str, int], list[str]]) -> None:
+    """One line per way the caches grew, naming every cache that grew so
+    (k_all and v_all): one cause is said once. A wrong axis measured here
+    states the cause of that axis's known variant, which is not said again."""
+    for (how, n), names in grown.items():
+        said = " and ".join(names)
+        if how == "stack":
+            chk.diagnose(f"{said} {'has' if len(names) == 1 else 'each have'} {n} axes: torch.stack adds a new axis; "
+                         "torch.cat((past, new), dim=2) appends along the existing sequence axis")
+        else:
+            chk.diagnose(f"KV cache concatenated along the wrong axis (dim={n}, the {AXES[n]} axis): your {said} "
+                         f"grew along that axis (measured from {'its shape' if len(names) == 1 else 'their shapes'}); "
+                         "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)", states=[wrong_cat_axis(n)])
+
+
+def _rotated_for_words(found: list[tuple[int, int, int, int]]) -> str:
+    """New keys rotated for other positions, said once for every step it
+    was measured at ((first, last) rotated for, (first, last) expected);
+    when each step's start at 0 it is the known cause RESTART, said here."""
+    restart = "positions restart at 0: " if all(first == 0 for first, *_ in found) else ""
+    said = ", and ".join(f"{first}..{last}, not {start}..{end}" for first, last, start, end in found)
+    return (f"{restart}the new keys are rotated for positions {said}: RoPE positions of the new tokens start at the "
+            "number of cached positions, start_pos = past_k.shape[2]")
 
 
 def _tables(head_dim: int, n_pos: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -265,9 +294,8 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
             if after:
                 chk.diagnose(after)
             elif s is not None and s != start:
-                chk.diagnose(f"the new keys are rotated for positions {s}..{s + n - 1}, not {start}..{end - 1}: RoPE "
-                             f"positions of the new tokens start at the number of cached positions, "
-                             f"start_pos = past_k.shape[2]")
+                chk.diagnose_at("new keys' positions", (s, s + n - 1, start, end - 1), _rotated_for_words,
+                                states=[RESTART] if s == 0 else [])
         ok &= k_ok
         ok &= chk.compare(f"{label}: v_all", v_got, V, variants=cache_variants(v_all, {
             "RoPE applied to values: only queries and keys are rotated": lambda: torch.cat(

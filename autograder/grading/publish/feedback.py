@@ -152,7 +152,7 @@ def _diagnosis_html(d: dict, hidden: set[str]) -> str:
     regime = d.get("regime") if isinstance(d.get("regime"), dict) else {}
     located = d.get("located") if isinstance(d.get("located"), dict) else {}
     words = [str(d.get("exercise") or ""), *strings("failed_rows"), str(regime.get("text") or ""), *strings("facts"),
-             *strings("likely_bugs"), str(d.get("stop") or ""), *[f for f in located.get("facts") or [] if isinstance(f, str)]]
+             *strings("candidates"), *strings("likely_bugs"), str(d.get("stop") or ""), *[f for f in located.get("facts") or [] if isinstance(f, str)]]
     if _quotes_hidden(words + [str(located.get("code") or ""), str(located.get("also_code") or "")], hidden):
         return f'<div class="diagnosis">{html.escape(WITHHELD)}</div>'
     head = diagnosis_text.headline(d)

@@ -97,9 +97,12 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
         chk.diagnose(f"{what}: filtered entries set to 0 instead of -inf; exp(0) = 1 still gives them probability")
         return
     if permutation_of(g, wd):
-        chk.diagnose(f"{what} keeps the right set of values but returns them in sorted order, not at their vocabulary "
-                     "positions: apply the mask to the original logits (a mask computed in sorted order goes back "
-                     "with mask.scatter(-1, order, mask))")
+        # "sorted" only where the rows are: a permutation of another kind is stated as such
+        in_order = bool((g[..., :-1] >= g[..., 1:]).all())
+        chk.diagnose(f"{what} keeps the right set of values but returns them "
+                     + ("in sorted order, largest first," if in_order else "at other places,")
+                     + " not at their vocabulary positions: the result is the input logits, -inf at the dropped "
+                     "entries (a mask computed in sorted order goes back with mask.scatter(-1, order, mask))")
         return
     kept = _kept(g)
     if not torch.equal(g[kept], xd[kept]):

@@ -425,13 +425,18 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
                     return ops[j], first, best, "layout"
     if not differing:
         return first, None, best, "value"   # the same call on the same values, another result: its own arguments
+    tied = [r for r in candidates if agreement(r) == agreement(best)]
+    if len({tuple(k for k in range(len(r.inputs)) if not same_input(r, k)) for r in tied}) > 1:
+        # Reference calls of this kind that share as much with it, each another of its inputs (x * sin beside
+        # x * cos and rotate_half(x) * sin): which input is out of place cannot be told, so no line that made
+        # one is named; the call itself is a value the reference never computes.
+        return first, None, None, "value"
     k = differing[0]
     wanted = (best.inputs[k], slots[k])
     paths = [path_between(reference, wanted, owner) for owner in owned[k]]
     lagging = any(p is not None for p in paths)
     layout_only = lagging and all(reference.ops[i].name in LAYOUT_OPS for p in paths if p is not None for i in p)
     j = first.inputs[k]
-    tied = [r for r in candidates if agreement(r) == agreement(best)]
     if not lagging and j >= 0 and any(wanted in owners for owners in found[j]):
         # Another result of the very call that made the value read is the one the reference reads here (the
         # results of var_mean, chunk or split unpacked in another order).
@@ -463,13 +468,32 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
             return first, None, None, "value"  # no input in common: the reference's call is paired by name only
         return None if lagging or not owned[k] else (first, None, best, "role")
     if not layout_only and not lagging and not agreement(best):
-        # no input in common: the reference's call is paired by name only, so none is named; the line that made
-        # the value read is still the place
+        # no input in common: the reference's call is paired by name only, so none is named. When the reference
+        # reads this very value itself, in this shape, or returns it, the value is right where it is: this call
+        # is a step the reference never takes (a slice of the result, the heads tiled with cat), not a value in
+        # another's place; otherwise the line that made the value read is still the place.
+        if _reference_reads(reference, owned[k], first.input_shapes[k] if k < len(first.input_shapes) else None):
+            return first, None, None, "value"
         return ops[j], first, None, "role"
     if layout_only and j >= 0 and _cast_only(ops[j], (first.slots or [0] * len(first.inputs))[k], reference, wanted,
                                              paths):
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _reference_reads(reference: Trace, owners: set, shape) -> bool:
+    """Whether the reference itself reads a value of `owners`, in `shape`, in a
+    call of its own, or returns it."""
+    if not owners or shape is None:
+        return False
+    for r in reference.ops:
+        slots = r.slots or [0] * len(r.inputs)
+        if any((i, s) in owners and tuple(h) == tuple(shape)
+               for i, s, h in zip(r.inputs, slots, r.input_shapes or [()] * len(r.inputs))):
+            return True
+    returned = [t for t in tensors_in(reference.result) if tuple(t.shape) == tuple(shape)]
+    return any(value is not None and tuple(value.shape) == tuple(shape) and _same_as(value.detach().cpu(), t.detach().cpu())
+               for value in (owner_value(reference, o) for o in owners) for t in returned)
 
 
 def _cast_only(made: Op, slot: int, reference: Trace, wanted: Owner, paths: list) -> bool:

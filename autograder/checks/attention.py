@@ -176,7 +176,9 @@ def _attention_variants(q, k, v):
     return {
         "softmax over the wrong dim: the weights of each query must sum to 1 over the keys (dim=-1), "
         "not over the queries (dim=-2)": lambda: attn(dim=-2),
-        "missing scale: divide the scores by sqrt(head_dim) before the softmax": lambda: attn(scale=1.0),
+        # What is measured is scale 1: no division, or a division by a number that comes out 1 (sqrt(hd // H)).
+        "missing scale: your output is attention with the scores unscaled (no division, or one by a number that "
+        "comes out 1): divide the scores by sqrt(head_dim) before the softmax": lambda: attn(scale=1.0),
         "wrong scale: divided by head_dim instead of sqrt(head_dim)": lambda: attn(scale=1 / hd),
         "wrong scale: multiplied by sqrt(head_dim) instead of dividing": lambda: attn(scale=math.sqrt(hd)),
         "no causal mask: every query sees the future": lambda: attn(m=None),

@@ -75,7 +75,8 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
             "sign flipped: the NLL is -log p, a positive number; you return the log-likelihood": lambda: -want_total,
         })
         chk.compare(f"{label}: token count", count if count is not None else out[1], n_valid, atol=0, rtol=0, variants={
-            "padding counted: count only the targets != ignore_index (the argument, not a hard-coded -100)":
+            "padding counted: count only the targets != ignore_index (the argument, not a hard-coded -100), on the "
+            "targets as they were handed in (padding overwritten in place first counts as scored)":
                 torch.tensor(float(tgt.numel()), dtype=torch.float64),
         })
         if ig == ignore_index:

@@ -464,12 +464,31 @@ def _distribution_variants(row, T, k, p):
         "top-p drops the crossing token": (lambda: ref_top_p((raw / T) if k is None else ref_top_k(raw / T, k), p,
                                                              keep_crossing=False).softmax(-1)) if has_p else None,
         "top-p ignored": (lambda: ref_distribution(row, T, k, None)) if has_p else None,
-        "top-p applied before top-k: the order is temperature, top-k, top-p":
-            (lambda: ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)) if has_k and has_p else None,
+        **_order_or_skipped(raw, T, k, p),
         "temperature applied after top-k/top-p filtering: the nucleus must be taken from the tempered "
         "distribution; divide the logits by T first, then filter": filtered_then_tempered if has_p else None,
     }
     return out
+
+
+ORDER = "top-p applied before top-k: the order is temperature, top-k, top-p"
+
+
+def _order_or_skipped(raw: torch.Tensor, T: float, k, p) -> dict:
+    """With both filters set: top-p applied first, and top-p skipped (an
+    elif after the top-k branch) give one distribution where the nucleus of
+    the full distribution holds the k survivors; then the draws cannot tell
+    the two apart, and both are offered as one variant naming them as
+    candidates."""
+    if k is None or p is None:
+        return {ORDER: None}
+    first_p = ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)
+    alone = ref_distribution(raw, T, k, None).double()
+    if torch.allclose(first_p.double(), alone, atol=1e-9):
+        return {"with top_k and top_p both set, your draws follow top-k alone; candidates: top-p skipped when top-k "
+                "is set (an elif, or a return inside the top-k branch), or top-p applied before top-k (here the two "
+                "give the same draws); the order is temperature, top-k, top-p, both applied": lambda: first_p}
+    return {ORDER: lambda: first_p}
 
 
 # (0.5, top_p) next to (2.0, top_p): a temperature below and above 1 moves the nucleus in opposite directions, so

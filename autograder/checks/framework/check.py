@@ -400,8 +400,11 @@ class Check:
                           "tensors cannot be saved for backward'); use torch.no_grad(), whose results are ordinary "
                           "tensors")
         if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
-            self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
-                          "of the inputs (cast with .to(...) where your code changes it)")
+            # The expected dtype is not always the inputs' (a bool mask from two ints, int64 ids from uint8 bytes):
+            # the step to find is the one that made the other dtype.
+            self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: find the step that "
+                          f"makes {got.dtype} (a dtype= argument, a cast such as .float() or .int(), or arithmetic "
+                          f"that promotes) and give {dtype} instead (or cast with .to({dtype}))")
         if not row.ok and shape_ok:
             explain_mismatch(self, name, got, want, atol, rtol)
         if not row.ok and variants:

@@ -409,7 +409,13 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         return sum(same_input(r, k) * (1.0 if tuple(r.input_shapes[k]) == tuple(first.input_shapes[k]) else 0.5)
                    for k in range(len(r.inputs)))
 
-    best = max(candidates, key=agreement)
+    def shaped_alike(r: Op) -> bool:
+        return bool(r.outputs and first.outputs and tuple(r.outputs[0].shape) == tuple(first.outputs[0].shape))
+
+    # Among calls that share as much with this one, the one whose result has this one's shape is its
+    # counterpart (a decode step's one-row slice of the RoPE table beside the reference's one-row slice, not
+    # beside the prefill's, which comes first).
+    best = max(candidates, key=lambda r: (agreement(r), shaped_alike(r)))
     slots = best.slots or [0] * len(best.inputs)
     differing = [k for k in range(len(best.inputs)) if not same_input(best, k)]
     if not differing and first.name not in LAYOUT_OPS:
@@ -446,7 +452,13 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         # value already went through more steps; through this very call (applied twice) or others (an order).
         ahead = [p for p in (path_between(reference, owner, wanted) for owner in owned[k]) if p]
         if ahead and any(reference.ops[i].name not in LAYOUT_OPS for p in ahead for i in p):
-            return ops[j], first, best, "twice" if any(best.index in p for p in ahead) else "ahead"
+            through = any(best.index in p for p in ahead)
+            if through and base_name(ops[j].name) != kind:
+                # The value read already went through the reference's own call of this kind, but the learner's
+                # code made it with another call (topk(k).values where the reference sorts and slices): this
+                # call is no second application of that step, nor its counterpart; it is a value of its own.
+                return first, None, None, "value"
+            return ops[j], first, best, "twice" if through else "ahead"
     while not layout_only and j >= 0 and ops[j].name in LAYOUT_OPS and ops[j].inputs:
         j = ops[j].inputs[0]                # back through reshapes and transposes to the call that made the value
     if j < 0:

@@ -253,8 +253,11 @@ def explain_attention_weights(chk: Check, attention, seed: int = 5, batch: int =
     future = filled.masked_fill(allowed, 0.0)
     if float(future.max()) > 1e-6:
         b, h, i, j = (int(t) for t in torch.nonzero(future == future.max())[0])
-        chk.diagnose(f"future leak: query {i} puts weight {float(future.max()):.2f} on key {j} > {i}; masked keys "
-                     "must get exactly 0 weight (fill their scores with -inf before the softmax)")
+        # The leak is measured; what lets it through is not: several codes give it.
+        chk.diagnose(f"future leak: query {i} puts weight {float(future.max()):.2f} on key {j} > {i} (measured): keys "
+                     "after a query must get exactly 0 weight; candidates: no mask applied, a mask of another "
+                     "orientation or offset (transposed, triu, shifted), or masked scores filled with a finite value "
+                     "instead of -inf before the softmax")
         return
     diag = filled.diagonal(dim1=-2, dim2=-1)
     if float(diag.abs().max()) == 0.0:

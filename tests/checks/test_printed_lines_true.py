@@ -330,3 +330,9 @@ def test_a_future_leak_names_what_lets_it_through_as_candidates():
     message = _message("default", "03", "causal_attention", ".to(q.device).T")
     leak = [line for line in message.splitlines() if "future leak" in line]
     assert leak and "candidates" in leak[0]
+
+
+def test_a_batch_of_another_shape_is_not_said_to_mix_rows():
+    message = _message("default", "01", "embed", "return weight[ids.flatten()]")
+    assert "rows of a batch are mixed" not in message  # the axes are merged; no row reads another's values
+    assert "right rows, wrong shape" in _line(message, "Likely bug:")

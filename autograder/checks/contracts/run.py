@@ -82,6 +82,8 @@ def _rows_mixed(fn, contract: Contract, cases: list) -> tuple[str, bool] | None:
     got, error = call_in_regime(fn, contract, positional_args(contract, fresh(named)), kwargs)
     if error is not None or same_result(contract, got, want, None):
         return None
+    if isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and got.shape != want.shape:
+        return None  # a batch of another shape (axes merged or swapped) is a layout, said by the shape rows
     # A result that pools the rows (a mean loss) combines them by design: there the measurement fits rows
     # mixed and rows weighted otherwise alike, and both are said as candidates.
     pooled = not any(isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[0] == size

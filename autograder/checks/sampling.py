@@ -472,6 +472,9 @@ def _distribution_variants(row, T, k, p):
 
 
 ORDER = "top-p applied before top-k: the order is temperature, top-k, top-p"
+ORDER_OR_SKIPPED = ("with top_k and top_p both set, your draws follow top-k alone; candidates: top-p skipped when "
+                    "top-k is set (an elif, or a return inside the top-k branch), or top-p applied before top-k (here "
+                    "the two give the same draws); the order is temperature, top-k, top-p, both applied")
 
 
 def _order_or_skipped(raw: torch.Tensor, T: float, k, p) -> dict:
@@ -480,15 +483,15 @@ def _order_or_skipped(raw: torch.Tensor, T: float, k, p) -> dict:
     the full distribution holds the k survivors; then the draws cannot tell
     the two apart, and both are offered as one variant naming them as
     candidates."""
+    # Both keys are offered on every setting (None where they do not apply), so that each is named only when it
+    # explains every failing setting, as every variant here.
     if k is None or p is None:
-        return {ORDER: None}
+        return {ORDER: None, ORDER_OR_SKIPPED: None}
     first_p = ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)
     alone = ref_distribution(raw, T, k, None).double()
     if torch.allclose(first_p.double(), alone, atol=1e-9):
-        return {"with top_k and top_p both set, your draws follow top-k alone; candidates: top-p skipped when top-k "
-                "is set (an elif, or a return inside the top-k branch), or top-p applied before top-k (here the two "
-                "give the same draws); the order is temperature, top-k, top-p, both applied": lambda: first_p}
-    return {ORDER: lambda: first_p}
+        return {ORDER: None, ORDER_OR_SKIPPED: lambda: first_p}
+    return {ORDER: lambda: first_p, ORDER_OR_SKIPPED: None}
 
 
 # (0.5, top_p) next to (2.0, top_p): a temperature below and above 1 moves the nucleus in opposite directions, so

@@ -487,11 +487,17 @@ def _order_or_skipped(raw: torch.Tensor, T: float, k, p) -> dict:
     # explains every failing setting, as every variant here.
     if k is None or p is None:
         return {ORDER: None, ORDER_OR_SKIPPED: None}
-    first_p = ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)
-    alone = ref_distribution(raw, T, k, None).double()
-    if torch.allclose(first_p.double(), alone, atol=1e-9):
-        return {ORDER: None, ORDER_OR_SKIPPED: lambda: first_p}
-    return {ORDER: lambda: first_p, ORDER_OR_SKIPPED: None}
+    made: list = []
+
+    def first_p_and_alike():  # computed once, when a variant is first tried (a failing or a refuting row)
+        if not made:
+            first_p = ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)
+            made.append((first_p, torch.allclose(first_p.double(), ref_distribution(raw, T, k, None).double(),
+                                                 atol=1e-9)))
+        return made[0]
+
+    return {ORDER: lambda: None if first_p_and_alike()[1] else first_p_and_alike()[0],
+            ORDER_OR_SKIPPED: lambda: first_p_and_alike()[0] if first_p_and_alike()[1] else None}
 
 
 # (0.5, top_p) next to (2.0, top_p): a temperature below and above 1 moves the nucleus in opposite directions, so

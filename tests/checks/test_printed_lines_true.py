@@ -336,3 +336,9 @@ def test_a_batch_of_another_shape_is_not_said_to_mix_rows():
     message = _message("default", "01", "embed", "return weight[ids.flatten()]")
     assert "rows of a batch are mixed" not in message  # the axes are merged; no row reads another's values
     assert "right rows, wrong shape" in _line(message, "Likely bug:")
+
+
+def test_a_scale_applied_on_the_queries_and_again_on_the_scores_is_still_applied_twice():
+    # the learner's own code divides q, and causal_attention divides its scores again: twice is what it does
+    message = _message("offlist", "03", "self_attention", "q / math.sqrt(q.shape[-1])")
+    assert "this step is applied twice" in _line(message, "Where:")

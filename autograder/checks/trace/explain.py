@@ -461,10 +461,13 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         ahead = [p for p in (path_between(reference, owner, wanted) for owner in owned[k]) if p]
         if ahead and any(reference.ops[i].name not in LAYOUT_OPS for p in ahead for i in p):
             through = any(best.index in p for p in ahead)
-            if through and base_name(ops[j].name) != kind:
-                # The value read already went through the reference's own call of this kind, but the learner's
-                # code made it with another call (topk(k).values where the reference sorts and slices): this
-                # call is no second application of that step, nor its counterpart; it is a value of its own.
+            direct = any(best.index in p and all(i == best.index or reference.ops[i].name in LAYOUT_OPS for i in p)
+                         for p in ahead)
+            if through and not (direct and _made_through(ops, j, kind)):
+                # The value read already went through the reference's own call of this kind, but not as the
+                # learner's own earlier call of it (topk(k).values where the reference sorts and slices; a sum
+                # of log-probabilities beside the reference's row totals): this call is no second application
+                # of that step, nor its counterpart; it is a value of its own.
                 return first, None, None, "value"
             return ops[j], first, best, "twice" if through else "ahead"
     while not layout_only and j >= 0 and ops[j].name in LAYOUT_OPS and ops[j].inputs:
@@ -499,6 +502,21 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
                                              paths):
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _made_through(ops: list[Op], j: int, kind: str) -> bool:
+    """Whether the learner's value made at op j went through a call of
+    `kind` of the learner's own (q / sqrt(hd) before a scaled attention)."""
+    seen, todo = set(), [j]
+    while todo:
+        i = todo.pop()
+        if i < 0 or i in seen:
+            continue
+        seen.add(i)
+        if base_name(ops[i].name) == kind:
+            return True
+        todo.extend(ops[i].inputs)
+    return False
 
 
 def _reference_reads(reference: Trace, owners: set, shape) -> bool:

@@ -342,3 +342,13 @@ def test_a_scale_applied_on_the_queries_and_again_on_the_scores_is_still_applied
     # the learner's own code divides q, and causal_attention divides its scores again: twice is what it does
     message = _message("offlist", "03", "self_attention", "q / math.sqrt(q.shape[-1])")
     assert "this step is applied twice" in _line(message, "Where:")
+
+
+def test_a_division_by_one_is_not_told_a_step_is_missing():
+    # the code divides by sqrt(head_dim // n_heads) = 1: the step is there, it changes nothing
+    message = _message("fresh4", "03", "causal_attention", "math.sqrt(q.shape[-1] // q.shape[1])")
+    assert "a step is missing" not in message
+    left_out = [m for m in SETS["default"]()["03"] if m.why == "forgets the scale"]
+    assert len(left_out) == 1
+    outcome = bench_diagnostics.run_mutation("03", left_out[0], bench_diagnostics.notebook_cells("03"))
+    assert "a step is missing" in _line(outcome.message, "Where:")  # where the division is left out, it is missing

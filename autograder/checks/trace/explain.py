@@ -501,7 +501,28 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
     if layout_only and j >= 0 and _cast_only(ops[j], (first.slots or [0] * len(first.inputs))[k], reference, wanted,
                                              paths):
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
+    if lagging and not layout_only and _step_taken_as_identity(ops, j, first, reference, paths):
+        return None  # the step is there, on a number that comes out 1 (or 0): no step is missing, and no line
+        # can be told from the values, which are those the step would leave alone
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _step_taken_as_identity(ops: list[Op], j: int, first: Op, reference: Trace, paths: list) -> bool:
+    """Whether the learner's code takes, between op j and `first`, a step of
+    a kind the reference takes there, one that left its input unchanged (a
+    division by sqrt(head_dim // n_heads) = 1): the value then looks like
+    one that skipped the step."""
+    kinds = {base_name(reference.ops[i].name) for p in paths if p for i in p
+             if reference.ops[i].name not in LAYOUT_OPS}
+    for op in ops[max(j, 0):first.index]:
+        if base_name(op.name) not in kinds or not op.outputs or not isinstance(op.outputs[0], torch.Tensor):
+            continue
+        for i in op.inputs:
+            if i >= 0 and ops[i].outputs and isinstance(ops[i].outputs[0], torch.Tensor) and \
+                    tuple(ops[i].outputs[0].shape) == tuple(op.outputs[0].shape) and \
+                    torch.equal(ops[i].outputs[0], op.outputs[0]):
+                return True
+    return False
 
 
 def _made_through(ops: list[Op], j: int, kind: str) -> bool:

@@ -193,7 +193,9 @@ def _attention_variants(q, k, v):
     return {
         "softmax over the wrong dim: the weights of each query must sum to 1 over the keys (dim=-1), "
         "not over the queries (dim=-2)": lambda: attn(dim=-2),
-        "missing scale: divide the scores by sqrt(head_dim) before the softmax": lambda: attn(scale=1.0),
+        # What is measured is scale 1: no division, or a division by a number that comes out 1 (sqrt(hd // H)).
+        "missing scale: your output is attention with the scores unscaled (no division, or one by a number that "
+        "comes out 1): divide the scores by sqrt(head_dim) before the softmax": lambda: attn(scale=1.0),
         "wrong scale: divided by head_dim instead of sqrt(head_dim)": lambda: attn(scale=1 / hd),
         "wrong scale: multiplied by sqrt(head_dim) instead of dividing": lambda: attn(scale=math.sqrt(hd)),
         "no causal mask: every query sees the future": lambda: attn(m=None),
@@ -268,8 +270,11 @@ def explain_attention_weights(chk: Check, attention, seed: int = 5, batch: int =
     future = filled.masked_fill(allowed, 0.0)
     if float(future.max()) > 1e-6:
         b, h, i, j = (int(t) for t in torch.nonzero(future == future.max())[0])
-        chk.diagnose(f"future leak: query {i} puts weight {float(future.max()):.2f} on key {j} > {i}; masked keys "
-                     "must get exactly 0 weight (fill their scores with -inf before the softmax)")
+        # The leak is measured; what lets it through is not: several codes give it.
+        chk.diagnose(f"future leak: query {i} puts weight {float(future.max()):.2f} on key {j} > {i} (measured): keys "
+                     "after a query must get exactly 0 weight; candidates: no mask applied, a mask of another "
+                     "orientation or offset (transposed, triu, shifted), or masked scores filled with a finite value "
+                     "instead of -inf before the softmax")
         return
     diag = filled.diagonal(dim1=-2, dim2=-1)
     if float(diag.abs().max()) == 0.0:

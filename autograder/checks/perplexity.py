@@ -18,7 +18,7 @@ from ..learner_values import shown_size
 from ..learner_values import describe
 from .framework.calling import WITHOUT, guarded_call, measuring_call
 from .framework.check import Check
-from .framework.measure import LOG_BASE_CONSTANTS, mode_split, python_number_problem, randn, seeded
+from .framework.measure import LOG_BASE_CONSTANTS, close_to, mode_split, python_number_problem, randn, seeded
 from .references.generation import ForwardLog, tiny_model
 from .references.hints import call_with_hints, finish_with_upstream
 
@@ -31,10 +31,13 @@ def _as_float_tensor(value) -> torch.Tensor | None:
     return None
 
 
-def _require_number(chk: Check, label: str, value, kind: type, fix: str) -> None:
+def _require_number(chk: Check, label: str, value, kind: type, fix: str, swapped: bool = False) -> None:
+    """`swapped`: the pair came back in the other order, so the value in this
+    place is the other one: its type says nothing of how the code made it."""
     problem = python_number_problem(value, kind)
     chk.require(f"{label} is a Python {kind.__name__}", problem is None, f"got {problem}",
-                diagnosis=None if problem is None else f"{label} is {problem}; it must be a Python {kind.__name__}: {fix}")
+                diagnosis=None if problem is None or swapped else
+                f"{label} is {problem}; it must be a Python {kind.__name__}: {fix}")
 
 
 def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3, seq: int = 6, vocab: int = 9,
@@ -72,12 +75,15 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
             "sign flipped: the NLL is -log p, a positive number; you return the log-likelihood": lambda: -want_total,
         })
         chk.compare(f"{label}: token count", count if count is not None else out[1], n_valid, atol=0, rtol=0, variants={
-            "padding counted: count only the targets != ignore_index (the argument, not a hard-coded -100)":
+            "padding counted: count only the targets != ignore_index (the argument, not a hard-coded -100), on the "
+            "targets as they were handed in (padding overwritten in place first counts as scored)":
                 torch.tensor(float(tgt.numel()), dtype=torch.float64),
         })
         if ig == ignore_index:
-            _require_number(chk, "the NLL sum", out[0], float, "return nll.item()")
-            _require_number(chk, "the count", out[1], int, "return int(count)")
+            swapped = total is not None and count is not None and not torch.equal(total, count) and \
+                close_to(total, n_valid, 0, 0) and close_to(count, want_total, 1e-4, 1e-5)
+            _require_number(chk, "the NLL sum", out[0], float, "return nll.item()", swapped)
+            _require_number(chk, "the count", out[1], int, "return int(count)", swapped)
     _half_logits_row(chk, nll_sum_and_count, logits, targets, ig)
     _many_targets_in_half_row(chk, nll_sum_and_count, seed, vocab, ignore_index)
     run_contract(chk, nll_sum_and_count, NLL_SUM_AND_COUNT)

@@ -196,8 +196,10 @@ def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> None:
     got = chk.probe(rotate_half, x)
     want = _half_rotate(x)
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        # Which step is wrong (the split into halves or the join) the shape alone does not tell: both are named.
         chk.diagnose(f"rotate_half returns {'an error' if got is None else describe(got)} for x of shape "
-                     f"{tuple(x.shape)}; it must return a tensor of x's shape: torch.cat((-x2, x1), dim=-1)")
+                     f"{tuple(x.shape)}; it must return a tensor of x's shape: the two halves of the last axis, "
+                     "x1, x2 = x.chunk(2, dim=-1), joined back along it, torch.cat((-x2, x1), dim=-1)")
         return
     if torch.allclose(got, want):
         return

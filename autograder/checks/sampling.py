@@ -99,9 +99,12 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
         chk.diagnose(f"{what}: filtered entries set to 0 instead of -inf; exp(0) = 1 still gives them probability")
         return
     if permutation_of(g, wd):
-        chk.diagnose(f"{what} keeps the right set of values but returns them in sorted order, not at their vocabulary "
-                     "positions: apply the mask to the original logits (a mask computed in sorted order goes back "
-                     "with mask.scatter(-1, order, mask))")
+        # "sorted" only where the rows are: a permutation of another kind is stated as such
+        in_order = bool((g[..., :-1] >= g[..., 1:]).all())
+        chk.diagnose(f"{what} keeps the right set of values but returns them "
+                     + ("in sorted order, largest first," if in_order else "at other places,")
+                     + " not at their vocabulary positions: the result is the input logits, -inf at the dropped "
+                     "entries (a mask computed in sorted order goes back with mask.scatter(-1, order, mask))")
         return
     kept = _kept(g)
     if not torch.equal(g[kept], xd[kept]):
@@ -463,12 +466,40 @@ def _distribution_variants(row, T, k, p):
         "top-p drops the crossing token": (lambda: ref_top_p((raw / T) if k is None else ref_top_k(raw / T, k), p,
                                                              keep_crossing=False).softmax(-1)) if has_p else None,
         "top-p ignored": (lambda: ref_distribution(row, T, k, None)) if has_p else None,
-        "top-p applied before top-k: the order is temperature, top-k, top-p":
-            (lambda: ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)) if has_k and has_p else None,
+        **_order_or_skipped(raw, T, k, p),
         "temperature applied after top-k/top-p filtering: the nucleus must be taken from the tempered "
         "distribution; divide the logits by T first, then filter": filtered_then_tempered if has_p else None,
     }
     return out
+
+
+ORDER = "top-p applied before top-k: the order is temperature, top-k, top-p"
+ORDER_OR_SKIPPED = ("with top_k and top_p both set, your draws follow top-k alone; candidates: top-p skipped when "
+                    "top-k is set (an elif, or a return inside the top-k branch), or top-p applied before top-k (here "
+                    "the two give the same draws); the order is temperature, top-k, top-p, both applied")
+
+
+def _order_or_skipped(raw: torch.Tensor, T: float, k, p) -> dict:
+    """With both filters set: top-p applied first, and top-p skipped (an
+    elif after the top-k branch) give one distribution where the nucleus of
+    the full distribution holds the k survivors; then the draws cannot tell
+    the two apart, and both are offered as one variant naming them as
+    candidates."""
+    # Both keys are offered on every setting (None where they do not apply), so that each is named only when it
+    # explains every failing setting, as every variant here.
+    if k is None or p is None:
+        return {ORDER: None, ORDER_OR_SKIPPED: None}
+    made: list = []
+
+    def first_p_and_alike():  # computed once, when a variant is first tried (a failing or a refuting row)
+        if not made:
+            first_p = ref_top_k(ref_top_p(raw / T, p), k).softmax(-1)
+            made.append((first_p, torch.allclose(first_p.double(), ref_distribution(raw, T, k, None).double(),
+                                                 atol=1e-9)))
+        return made[0]
+
+    return {ORDER: lambda: None if first_p_and_alike()[1] else first_p_and_alike()[0],
+            ORDER_OR_SKIPPED: lambda: first_p_and_alike()[0] if first_p_and_alike()[1] else None}
 
 
 # (0.5, top_p) next to (2.0, top_p): a temperature below and above 1 moves the nucleus in opposite directions, so

@@ -94,16 +94,18 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     finally:
         log2.close()
     split = mode_split(model)
-    chk.require("train mode restored afterwards", model.training and split is None,
+    restores = model.training and split is None
+    chk.require("train mode restored afterwards", restores,
                 "the model was left in eval mode" if split is None else "submodules left in eval mode",
                 diagnosis=split or "the model is left in eval mode: remember was_training = model.training and restore "
                                    "it with model.train(was_training) at the end")
     if not ok and not in_train and isinstance(again, torch.Tensor) and isinstance(got, torch.Tensor) \
             and not torch.equal(again, got):
-        chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: pass temperature, top_k "
-                     "and top_p on to sample_next")
+        chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: sample_next must get the "
+                     "temperature as it is, 0 included, and top_k and top_p (candidates: they are not passed on, or "
+                     "0 is replaced on the way, as `temperature or 1.0` does)")
     from_eval_mode_without_grad(chk, generate, model, prompt, max_new_tokens)
-    _interrupted(chk, generate, model, prompt, max_new_tokens)
+    _interrupted(chk, generate, model, prompt, max_new_tokens, restores)
     model.train()
     log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
     generators = [seeded(s) for s in (11, 11, 12)]
@@ -213,10 +215,12 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
             chk.measured(f"{measured}: the draws are flatter than the distribution")
 
 
-def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:
+def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int, restores: bool = True) -> None:
     """A generation that an exception stops midway (the model's second
     forward pass raises, as a KeyboardInterrupt or a bad argument would):
-    the model must still come back in the mode it came in (train)."""
+    the model must still come back in the mode it came in (train).
+    `restores`: whether a generation that ends normally gives the mode
+    back; where it does not, a try/finally is not what is missing."""
     model.train()
     stop = ForwardLog(model, limit=1)
     try:
@@ -232,10 +236,11 @@ def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int) -> No
     if len(stop.calls) == 1:  # the stop did happen inside the decoding loop
         chk.require("train mode restored when generation is interrupted", restored,
                     "an exception in the second forward pass left the model in eval mode",
-                    diagnosis=split or "an exception during generation leaves the model in eval mode (measured: the "
-                                       "check raised in the second forward pass): restore the mode in a try/finally, "
-                                       "`try: ... finally: model.train(was_training)`, so it is restored however the "
-                                       "loop ends")
+                    diagnosis=split or (None if not restores else
+                                        "an exception during generation leaves the model in eval mode (measured: "
+                                        "the check raised in the second forward pass): restore the mode in a "
+                                        "try/finally, `try: ... finally: model.train(was_training)`, so it is "
+                                        "restored however the loop ends"))
 
 
 def check_generate(generate, *, seed: int = 3, batch: int = 2, prompt_len: int = 4, max_new_tokens: int = 7,

@@ -212,3 +212,161 @@ def test_a_mask_wrong_the_same_way_at_each_size_is_one_likely_bug_naming_each_si
             checks.check_causal_mask(wrong)
         lines = [line for line in str(err.value).splitlines() if "Likely bug:" in line and said in line]
         assert len(lines) == 1 and all(size in lines[0] for size in sizes), str(err.value)
+
+
+# The audit of every set's printed lines (notebooks 03-10 first): each test below stands for one mechanism that
+# printed an untrue line, fixed where the line is made, shown on one mistake it misdescribed.
+
+def test_zeros_are_not_said_to_be_right_values_rounded_down():
+    # a warmup from 0 gives lr 0 at step 0: no integer division made it
+    message = _message("fresh10", "09", "lr_schedule", "max_lr * step / warmup_steps")
+    assert "whole numbers" not in message and "integer division" not in message
+
+
+def test_one_hot_draws_are_not_said_to_be_rounded_frequencies():
+    # argmax draws give frequencies 1, 0, 0, ...: values within [0, 1] rounded are no evidence of a `//`
+    message = _message("default", "08", "sample_next", "return probs.argmax(dim=-1)")
+    assert "whole numbers" not in message
+    assert "no randomness" in _line(message, "Likely bug:")
+
+
+def test_a_call_whose_inputs_each_match_another_reference_call_names_no_producer_line():
+    # x * sin shares x with the reference's x * cos and sin with rotate_half(x) * sin: the sin slice is not to blame
+    message = _message("default", "04", "apply_rope", "return x * cos + x * sin")
+    where = _line(message, "Where:")
+    assert "line 14" not in where and "another's place" not in where
+    assert "line 15 of your apply_rope" in where and "the first line whose value the reference never computes" in where
+
+
+def test_a_slice_of_the_value_the_reference_returns_is_no_value_in_anothers_place():
+    message = _message("default", "06", "generate_greedy", "return idx[:, prompt.shape[1]:]")
+    where = _line(message, "Where:")
+    assert "another's place" not in where and "line 10" not in where  # line 10's idx is what the reference returns
+    assert "line 12 of your generate_greedy" in where
+
+
+def test_tiling_is_named_by_the_mapping_not_by_a_call_the_learner_never_wrote():
+    message = _message("default", "07", "repeat_kv", "x = x[:, None].expand(B, n_rep, n_kv, T, hd)")
+    bug = _line(message, "Likely bug:")
+    assert "x.repeat (tiling) gives" not in bug
+    assert "tiling: the kv heads come in the order 0, 1, 0, 1" in bug
+
+
+def test_no_try_finally_advice_where_generate_never_gives_the_mode_back():
+    message = _message("default", "08", "generate", "model.eval()")
+    assert "try/finally" not in message  # it never restores, interrupted or not
+    assert "the model is left in eval mode" in _line(message, "Likely bug:")
+    restores = _message("fresh3", "08", "generate", "    model.train(was_training)")
+    assert "try/finally" in _line(restores, "Likely bug:")  # restores after the loop only: the try/finally is it
+
+
+def test_right_labels_of_another_dtype_are_not_called_shifted():
+    message = _message("default", "09", "get_batch", "return window[:, :-1].float(), window[:, 1:].float()")
+    assert "labels shifted by 1" not in message and "expected data[start + t + 1]" not in message
+    assert "keep the dtype of the inputs" not in message  # the inputs are uint8 or int64 bytes, not float32
+
+
+def test_a_pooled_loss_is_not_said_to_mix_rows():
+    # a mean of per-sequence means weights the rows otherwise; nothing runs across the batch that the reference
+    # does not pool too
+    message = _message("default", "09", "lm_loss", ".sum(1) / (targets != -100).sum(1)).mean()")
+    assert "rows of a batch are mixed" not in _line(message, "Likely bug:")
+    assert "candidates" in _line(message, "Measured:")
+
+
+def test_a_swapped_pair_is_not_told_its_count_is_a_float():
+    message = _message("default", "10", "nll_sum_and_count", "return count, nll.item()")
+    bugs = _line(message, "Likely bug:")
+    assert "the count is a float" not in bugs and "the NLL sum is an int" not in bugs
+    assert "returns (count, nll_sum)" in bugs
+
+
+def test_a_decode_steps_table_slice_is_set_beside_the_references_step_slice():
+    message = _message("fresh", "06", "generate_greedy", "cache.reset()                                       # a clean")
+    where = _line(message, "Where:")
+    assert "the reference's [0:5]" not in where  # the prefill's slice, another call
+    assert "as the reference's [5:6] does" in where
+
+
+def test_a_value_made_by_another_route_is_not_a_step_applied_twice():
+    # topk(1).values equals the reference's sort(...)[..., 0:1]: no slice of the learner's came before this one
+    message = _message("default", "08", "top_k_filter", "values[..., -2:-1]")
+    assert "applied twice" not in _line(message, "Where:")
+    summed = _message("fresh", "10", "bigram_nll", "/ len(val)")
+    assert "applied twice" not in _line(summed, "Where:")  # its sum is the reference's mean, not its row totals
+
+
+def test_draws_that_two_mistakes_give_alike_name_both_as_candidates():
+    message = _message("fresh4", "08", "sample_next", "    elif top_p is not None:")
+    bug = _line(message, "Likely bug:")
+    assert "candidates" in bug and "top-p skipped when top-k is set" in bug and "top-p applied before top-k" in bug
+
+
+def test_a_scale_that_comes_out_one_is_said_as_the_scale_measured():
+    message = _message("fresh4", "03", "causal_attention", "math.sqrt(q.shape[-1] // q.shape[1])")
+    assert "comes out 1" in _line(message, "Likely bug:")
+
+
+def test_a_dtype_fix_does_not_point_at_the_inputs_dtype():
+    message = _message("default", "03", "causal_mask", "dtype=torch.float32")
+    bugs = _line(message, "Likely bug:")
+    assert "keep the dtype of the inputs" not in bugs  # the inputs are two ints
+    assert "find the step that makes torch.float32" in bugs
+
+
+def test_a_size_matching_one_ratio_on_one_value_is_a_candidate():
+    # 1 - cos ends at max_lr, 10 times this min_lr; 10 warmup steps is a coincidence
+    message = _message("fresh5", "09", "lr_schedule", "0.5 * (1 - math.cos(")
+    fact = [line for line in message.splitlines() if "is `warmup_steps` in this call" in line]
+    assert fact and "candidates" in fact[0]
+
+
+def test_a_result_of_the_right_values_in_another_shape_is_not_a_missing_step():
+    message = _message("fresh8", "03", "split_heads", "torch.cat(tuple(y), dim=-1)")
+    where = _line(message, "Where:")
+    assert "a step after it is missing" not in where
+    assert "the very same values, in another shape" in where
+
+
+def test_a_mask_of_the_wrong_width_says_how_many_cached_positions_it_counts():
+    message = _message("default", "06", "attention_step", "start = past_k.shape[1]")
+    assert "counts 3 cached positions where past_k holds 0" in _line(message, "Likely bug:")
+
+
+def test_temperature_zero_lost_on_the_way_is_not_told_to_pass_it_on_only():
+    message = _message("fresh9", "08", "generate", "temperature or 1.0")
+    bug = _line(message, "Likely bug:")
+    assert "candidates" in bug and "temperature or 1.0" in bug
+
+
+def test_a_rotate_half_of_the_wrong_shape_names_the_split_as_well_as_the_join():
+    message = _message("offlist", "04", "apply_rope", "x1, x2 = x.split(2, dim=-1)")
+    assert "x.chunk(2, dim=-1)" in _line(message, "Likely bug:")
+
+
+def test_a_future_leak_names_what_lets_it_through_as_candidates():
+    message = _message("default", "03", "causal_attention", ".to(q.device).T")
+    leak = [line for line in message.splitlines() if "future leak" in line]
+    assert leak and "candidates" in leak[0]
+
+
+def test_a_batch_of_another_shape_is_not_said_to_mix_rows():
+    message = _message("default", "01", "embed", "return weight[ids.flatten()]")
+    assert "rows of a batch are mixed" not in message  # the axes are merged; no row reads another's values
+    assert "right rows, wrong shape" in _line(message, "Likely bug:")
+
+
+def test_a_scale_applied_on_the_queries_and_again_on_the_scores_is_still_applied_twice():
+    # the learner's own code divides q, and causal_attention divides its scores again: twice is what it does
+    message = _message("offlist", "03", "self_attention", "q / math.sqrt(q.shape[-1])")
+    assert "this step is applied twice" in _line(message, "Where:")
+
+
+def test_a_division_by_one_is_not_told_a_step_is_missing():
+    # the code divides by sqrt(head_dim // n_heads) = 1: the step is there, it changes nothing
+    message = _message("fresh4", "03", "causal_attention", "math.sqrt(q.shape[-1] // q.shape[1])")
+    assert "a step is missing" not in message
+    left_out = [m for m in SETS["default"]()["03"] if m.why == "forgets the scale"]
+    assert len(left_out) == 1
+    outcome = bench_diagnostics.run_mutation("03", left_out[0], bench_diagnostics.notebook_cells("03"))
+    assert "a step is missing" in _line(outcome.message, "Where:")  # where the division is left out, it is missing

@@ -56,14 +56,16 @@ def run_contract(chk: Check, fn: Callable, contract: Contract) -> None:
         chk.locate_with(lambda: locate_cases(fn, contract, visible()))
     if not chk.passed and callable(fn) and contract.batch:
         mixed = _rows_mixed(fn, contract, visible())
-        if mixed:
-            chk.diagnose(mixed)
+        if mixed and mixed[1]:
+            chk.measured(mixed[0])
+        elif mixed:
+            chk.diagnose(mixed[0])
     if not chk.passed or not callable(fn) or not _declares_regimes(contract):
         return
     apply_outcome(chk, remembered(fn, contract.exercise, lambda: _run_grid(chk, fn, contract, visible())))
 
 
-def _rows_mixed(fn, contract: Contract, cases: list) -> str | None:
+def _rows_mixed(fn, contract: Contract, cases: list) -> tuple[str, bool] | None:
     """For a failing exercise whose rows are independent (contract.batch):
     when each row of the visible batch, given alone, gives the reference's
     result, and the whole batch does not, the rows are mixed."""
@@ -80,13 +82,24 @@ def _rows_mixed(fn, contract: Contract, cases: list) -> str | None:
     got, error = call_in_regime(fn, contract, positional_args(contract, fresh(named)), kwargs)
     if error is not None or same_result(contract, got, want, None):
         return None
+    if isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and got.shape != want.shape:
+        return None  # a batch of another shape (axes merged or swapped) is a layout, said by the shape rows
+    # A result that pools the rows (a mean loss) combines them by design: there the measurement fits rows
+    # mixed and rows weighted otherwise alike, and both are said as candidates.
+    pooled = not any(isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[0] == size
+                     for t in (want if isinstance(want, (tuple, list)) else (want,)))
     # A row alone: as a batch of one, or, where the exercise takes any leading axes, without the batch axis.
     forms = [lambda t, b: t[b:b + 1].clone()] + ([lambda t, b: t[b].clone()] if contract.leading else [])
     for form in forms:
+        if all(_row_alone_right(fn, contract, named, kwargs, form, b) for b in range(size)) and pooled:
+            return (f"each of the {size} rows given alone gives the right result, the batch of {size} does not, and "
+                    "the result pools the rows; candidates: the rows are mixed (an operation across the batch axis, "
+                    "a flatten or reshape in another order), or they are pooled with other weights than every "
+                    "scored position counting once (a mean of per-row means)", True)
         if all(_row_alone_right(fn, contract, named, kwargs, form, b) for b in range(size)):
             return (f"the rows of a batch are mixed (measured: each of the {size} rows given alone gives the right "
                     f"result, the batch of {size} does not): an operation runs across the batch axis (axis 0), e.g. a "
-                    "sum, cumsum, softmax or sort without dim=-1, or an index that treats the batch as one row")
+                    "sum, cumsum, softmax or sort without dim=-1, or an index that treats the batch as one row", False)
     return None
 
 

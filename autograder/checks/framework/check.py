@@ -405,13 +405,16 @@ class Check:
                 explain_mismatch(self, name, got, want, atol, rtol)
             if row.ok and got.is_inference() and not want.is_inference():
                 row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
-                self.measured(f"your result is an inference tensor (measured: .is_inference() is True): it was made under "
+                self.measured("your result is an inference tensor (measured: .is_inference() is True): it was made under "
                               "torch.inference_mode(), and autograd refuses it later (training on it raises 'Inference "
                               "tensors cannot be saved for backward'); use torch.no_grad(), whose results are ordinary "
                               "tensors")
             if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
-                self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: keep the dtype "
-                              "of the inputs (cast with .to(...) where your code changes it)")
+                # The expected dtype is not always the inputs' (a bool mask from two ints, int64 ids from uint8
+                # bytes): the step to find is the one that made the other dtype.
+                self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: find the step "
+                              f"that makes {got.dtype} (a dtype= argument, a cast such as .float() or .int(), or "
+                              f"arithmetic that promotes) and give {dtype} instead (or cast with .to({dtype}))")
             if not row.ok and shape_ok:
                 explain_mismatch(self, name, got, want, atol, rtol)
         finally:

@@ -73,10 +73,17 @@ def _attention_inputs(fn, args):
     floats = [s for s, (j, slot) in zip(failed.input_shapes, zip(failed.inputs, failed.slots))
               if not _is_bool(recorded, j, slot) and len(s) == 4]
     if masks and tuple(masks[0][-2:]) != (new, total):
+        # The mask is the symptom; where its rows are the new tokens, its width says how many cached positions
+        # the code counted, a number to set beside past_k's axes (which axis it was read from is the learner's).
+        counted, past = int(masks[0][-1]) - new, int(past_k.shape[2])
+        read = [str(a) for a in range(past_k.dim()) if a != 2 and int(past_k.shape[a]) == counted]
+        width = "" if int(masks[0][-2]) != new or counted == past else (
+            f"; its width {int(masks[0][-1])} = {new} + {counted} counts {counted} cached positions where past_k holds "
+            f"{past} (past_k.shape[2])" + (f", and {counted} is past_k.shape[{' or '.join(read)}]" if read else ""))
         return lambda err: err.with_likely_bug(
             f"the mask does not fit the scores: yours is {tuple(masks[0])} (measured where your code raised), the "
-            f"scores are (T_new, T_past + T_new) = ({new}, {total}): use causal_mask(T_new, T_past + T_new), where "
-            "T_past = past_k.shape[2] is the number of cached positions")
+            f"scores are (T_new, T_past + T_new) = ({new}, {total}){width}: use causal_mask(T_new, T_past + T_new), "
+            "where T_past = past_k.shape[2] is the number of cached positions")
     short = [s for s in floats[1:] if s[-2] == new != total]
     if masks and short:
         return lambda err: err.with_likely_bug(

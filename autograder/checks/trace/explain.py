@@ -358,15 +358,23 @@ def _returned_early(learner: Trace, op: Op, matched: list[bool], final_ref: list
                  "values, at other places"]
         return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="permuted",
                        also=also, also_code=source_line(op.file, also) if also else "")
+    if len(mine) == 1 and len(final_ref) == 1 and _permutation_of(mine[0], final_ref[0], any_shape=True):
+        # The very same values in another shape (heads joined along the wrong axis): no step is missing either
+        facts = [f"yours: {describe_value(mine[0])}; the reference's result, of shape {tuple(final_ref[0].shape)}, "
+                 "has the very same values, in another shape and at other places"]
+        return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="permuted",
+                       also=also, also_code=source_line(op.file, also) if also else "")
     if final_ref:
         facts.append(f"the reference goes on to {describe_value(final_ref[0])}")
     return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="output",
                    also=also, also_code=source_line(op.file, also) if also else "")
 
 
-def _permutation_of(mine: torch.Tensor, ref: torch.Tensor) -> bool:
-    """The same shape, dtype and multiset of values, not equal: the values are right, their places are not."""
-    if tuple(mine.shape) != tuple(ref.shape) or mine.dtype != ref.dtype or mine.numel() < 2:
+def _permutation_of(mine: torch.Tensor, ref: torch.Tensor, any_shape: bool = False) -> bool:
+    """The same shape (or with `any_shape`, as many values), dtype and
+    multiset of values, not equal: the values are right, their places are not."""
+    if not any_shape and tuple(mine.shape) != tuple(ref.shape) or mine.numel() != ref.numel() \
+            or mine.dtype != ref.dtype or mine.numel() < 2:
         return False
     a, b = mine.flatten().double().sort().values, ref.flatten().double().sort().values
     return bool(values_close(a, b, tolerance_for(mine.dtype)))
@@ -409,7 +417,13 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         return sum(same_input(r, k) * (1.0 if tuple(r.input_shapes[k]) == tuple(first.input_shapes[k]) else 0.5)
                    for k in range(len(r.inputs)))
 
-    best = max(candidates, key=agreement)
+    def shaped_alike(r: Op) -> bool:
+        return bool(r.outputs and first.outputs and tuple(r.outputs[0].shape) == tuple(first.outputs[0].shape))
+
+    # Among calls that share as much with this one, the one whose result has this one's shape is its
+    # counterpart (a decode step's one-row slice of the RoPE table beside the reference's one-row slice, not
+    # beside the prefill's, which comes first).
+    best = max(candidates, key=lambda r: (agreement(r), shaped_alike(r)))
     slots = best.slots or [0] * len(best.inputs)
     differing = [k for k in range(len(best.inputs)) if not same_input(best, k)]
     if not differing and first.name not in LAYOUT_OPS:
@@ -425,13 +439,18 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
                     return ops[j], first, best, "layout"
     if not differing:
         return first, None, best, "value"   # the same call on the same values, another result: its own arguments
+    tied = [r for r in candidates if agreement(r) == agreement(best)]
+    if len({tuple(k for k in range(len(r.inputs)) if not same_input(r, k)) for r in tied}) > 1:
+        # Reference calls of this kind that share as much with it, each another of its inputs (x * sin beside
+        # x * cos and rotate_half(x) * sin): which input is out of place cannot be told, so no line that made
+        # one is named; the call itself is a value the reference never computes.
+        return first, None, None, "value"
     k = differing[0]
     wanted = (best.inputs[k], slots[k])
     paths = [path_between(reference, wanted, owner) for owner in owned[k]]
     lagging = any(p is not None for p in paths)
     layout_only = lagging and all(reference.ops[i].name in LAYOUT_OPS for p in paths if p is not None for i in p)
     j = first.inputs[k]
-    tied = [r for r in candidates if agreement(r) == agreement(best)]
     if not lagging and j >= 0 and any(wanted in owners for owners in found[j]):
         # Another result of the very call that made the value read is the one the reference reads here (the
         # results of var_mean, chunk or split unpacked in another order).
@@ -441,7 +460,16 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         # value already went through more steps; through this very call (applied twice) or others (an order).
         ahead = [p for p in (path_between(reference, owner, wanted) for owner in owned[k]) if p]
         if ahead and any(reference.ops[i].name not in LAYOUT_OPS for p in ahead for i in p):
-            return ops[j], first, best, "twice" if any(best.index in p for p in ahead) else "ahead"
+            through = any(best.index in p for p in ahead)
+            direct = any(best.index in p and all(i == best.index or reference.ops[i].name in LAYOUT_OPS for i in p)
+                         for p in ahead)
+            if through and not (direct and _made_through(ops, j, kind)):
+                # The value read already went through the reference's own call of this kind, but not as the
+                # learner's own earlier call of it (topk(k).values where the reference sorts and slices; a sum
+                # of log-probabilities beside the reference's row totals): this call is no second application
+                # of that step, nor its counterpart; it is a value of its own.
+                return first, None, None, "value"
+            return ops[j], first, best, "twice" if through else "ahead"
     while not layout_only and j >= 0 and ops[j].name in LAYOUT_OPS and ops[j].inputs:
         j = ops[j].inputs[0]                # back through reshapes and transposes to the call that made the value
     if j < 0:
@@ -463,13 +491,68 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
             return first, None, None, "value"  # no input in common: the reference's call is paired by name only
         return None if lagging or not owned[k] else (first, None, best, "role")
     if not layout_only and not lagging and not agreement(best):
-        # no input in common: the reference's call is paired by name only, so none is named; the line that made
-        # the value read is still the place
+        # no input in common: the reference's call is paired by name only, so none is named. When the reference
+        # reads this very value itself, in this shape, or returns it, the value is right where it is: this call
+        # is a step the reference never takes (a slice of the result, the heads tiled with cat), not a value in
+        # another's place; otherwise the line that made the value read is still the place.
+        if _reference_reads(reference, owned[k], first.input_shapes[k] if k < len(first.input_shapes) else None):
+            return first, None, None, "value"
         return ops[j], first, None, "role"
     if layout_only and j >= 0 and _cast_only(ops[j], (first.slots or [0] * len(first.inputs))[k], reference, wanted,
                                              paths):
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
+    if lagging and not layout_only and _step_taken_as_identity(ops, j, first, reference, paths):
+        return None  # the step is there, on a number that comes out 1 (or 0): no step is missing, and no line
+        # can be told from the values, which are those the step would leave alone
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _step_taken_as_identity(ops: list[Op], j: int, first: Op, reference: Trace, paths: list) -> bool:
+    """Whether the learner's code takes, between op j and `first`, a step of
+    a kind the reference takes there, one that left its input unchanged (a
+    division by sqrt(head_dim // n_heads) = 1): the value then looks like
+    one that skipped the step."""
+    kinds = {base_name(reference.ops[i].name) for p in paths if p for i in p
+             if reference.ops[i].name not in LAYOUT_OPS}
+    for op in ops[max(j, 0):first.index]:
+        if base_name(op.name) not in kinds or not op.outputs or not isinstance(op.outputs[0], torch.Tensor):
+            continue
+        for i in op.inputs:
+            if i >= 0 and ops[i].outputs and isinstance(ops[i].outputs[0], torch.Tensor) and \
+                    tuple(ops[i].outputs[0].shape) == tuple(op.outputs[0].shape) and \
+                    torch.equal(ops[i].outputs[0], op.outputs[0]):
+                return True
+    return False
+
+
+def _made_through(ops: list[Op], j: int, kind: str) -> bool:
+    """Whether the learner's value made at op j went through a call of
+    `kind` of the learner's own (q / sqrt(hd) before a scaled attention)."""
+    seen, todo = set(), [j]
+    while todo:
+        i = todo.pop()
+        if i < 0 or i in seen:
+            continue
+        seen.add(i)
+        if base_name(ops[i].name) == kind:
+            return True
+        todo.extend(ops[i].inputs)
+    return False
+
+
+def _reference_reads(reference: Trace, owners: set, shape) -> bool:
+    """Whether the reference itself reads a value of `owners`, in `shape`, in a
+    call of its own, or returns it."""
+    if not owners or shape is None:
+        return False
+    for r in reference.ops:
+        slots = r.slots or [0] * len(r.inputs)
+        if any((i, s) in owners and tuple(h) == tuple(shape)
+               for i, s, h in zip(r.inputs, slots, r.input_shapes or [()] * len(r.inputs))):
+            return True
+    returned = [t for t in tensors_in(reference.result) if tuple(t.shape) == tuple(shape)]
+    return any(value is not None and tuple(value.shape) == tuple(shape) and _same_as(value.detach().cpu(), t.detach().cpu())
+               for value in (owner_value(reference, o) for o in owners) for t in returned)
 
 
 def _cast_only(made: Op, slot: int, reference: Trace, wanted: Owner, paths: list) -> bool:

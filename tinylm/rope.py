@@ -12,6 +12,7 @@ checkpoint converters do with q_proj and k_proj.
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 
 
 def rope_cache(head_dim: int, max_seq_len: int, theta: float = 10000.0, device=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,17 +45,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
     positions, for a batch whose rows start at different places (left-padded
     prompts, whose first real token is position 0 of its row).
 
-    x * cos + rotate_half(x) * sin: the first half becomes x1·cos - x2·sin, the
-    second x2·cos + x1·sin, each pair turned by its angle. Written over the
-    whole head_dim rather than as two half-width products: every operation
-    then runs over contiguous rows of head_dim values, not half-rows, and
-    autograd has fewer pieces to put back together (a quarter less CPU time
-    for a training step's rotation, and fewer operations per decoded token).
-
-    rotate_half's minus sign is moved onto the small (T, hd) sin table:
-    (-x2, x1) * (s1, s2) = (x2, x1) * (-s1, s2), exactly, for any tables. The
-    halves are then only swapped, and the negation of a whole (B, H, T, hd/2)
-    activation, forward and backward, becomes one of T·hd/2 table values."""
+    The first half becomes x1·cos - x2·sin, the second x2·cos + x1·sin:
+    each (i, i + hd/2) pair turned by its angle, which is
+    x * cos + rotate_half(x) * sin written half by half (see _Rotation).
+    """
     seq_len = x.shape[-2]
     if positions is not None:
         if positions.shape != (x.shape[0], seq_len):
@@ -72,7 +66,60 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
             )
         cos = cos[start_pos:start_pos + seq_len].to(x.dtype)  # (T, hd), broadcasts over (B, H)
         sin = sin[start_pos:start_pos + seq_len].to(x.dtype)
-    sin_first, sin_second = sin.chunk(2, dim=-1)
-    signed_sin = torch.cat((-sin_first, sin_second), dim=-1)  # (T, hd)
+    return _Rotation.apply(x, cos, sin)
+
+
+class _Rotation(torch.autograd.Function):
+    """RoPE's rotation, x * cos + swap(x) * signed_sin over whole rows, with
+    its backward in closed form: the transpose of a rotation is the rotation
+    by the opposite angle, g * cos + swap(g * signed_sin).
+
+    swap exchanges the halves of the last axis; signed_sin is (-sin1, sin2),
+    rotate_half's sign moved onto the table. On CPU every element-wise step
+    is a kernel of its own, and its cost is set by how long a run of memory
+    it can stride through: the tables are therefore laid out like x (q and k
+    arrive as (B, H, T, hd) views of a (B, T, H, hd) projection), once per
+    call, so that x * cos runs over whole (T, H, hd) blocks instead of
+    hd-long rows, and the result keeps x's layout, so its gradient reaches
+    the projection without a copy. Two products and one swap each way,
+    where autograd would take about nine kernels."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        cos_like_x = _laid_out_like(cos, x)
+        signed_sin = _laid_out_like(sin, x)
+        signed_sin.chunk(2, dim=-1)[0].neg_()
+        # x only for the tables' own gradients (never needed in the model, whose tables are buffers)
+        ctx.save_for_backward(cos_like_x, signed_sin, x if any(ctx.needs_input_grad[1:]) else None)
+        ctx.table_shapes = cos.shape, sin.shape
+        return _swap_halves(x).mul_(signed_sin).addcmul_(x, cos_like_x)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        cos, signed_sin, x = ctx.saved_tensors
+        grad_x = _swap_halves(grad * signed_sin).addcmul_(grad, cos) if ctx.needs_input_grad[0] else None
+        grad_cos = grad_sin = None
+        if ctx.needs_input_grad[1]:
+            grad_cos = (grad * x).sum_to_size(ctx.table_shapes[0])
+        if ctx.needs_input_grad[2]:  # sin enters as (-sin1, sin2) times swap(x)
+            grad_sin = grad * _swap_halves(x)
+            grad_sin.chunk(2, dim=-1)[0].neg_()
+            grad_sin = grad_sin.sum_to_size(ctx.table_shapes[1])
+        return grad_x, grad_cos, grad_sin
+
+
+def _laid_out_like(table: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """table broadcast over the trailing axes of x it spans (over the heads), with x's strides there."""
+    spanned = x[(0,) * (x.dim() - table.dim())]  # x without the leading axes the table lacks
+    return torch.empty_like(spanned).copy_(table)
+
+
+def _swap_halves(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) -> (x2, x1) on the last axis, into a new tensor with x's strides."""
+    out = torch.empty_like(x)
     x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat((x2, x1), dim=-1) * signed_sin
+    out1, out2 = out.chunk(2, dim=-1)
+    out1.copy_(x2)
+    out2.copy_(x1)
+    return out

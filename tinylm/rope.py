@@ -46,8 +46,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
     prompts, whose first real token is position 0 of its row).
 
     The first half becomes x1·cos - x2·sin, the second x2·cos + x1·sin:
-    each (i, i + hd/2) pair turned by its angle, which is
-    x * cos + rotate_half(x) * sin written half by half (see _Rotation).
+    each (i, i + hd/2) pair turned by its angle, x * cos + rotate_half(x) * sin
+    (HF's form; _Rotation computes it and its gradient).
     """
     seq_len = x.shape[-2]
     if positions is not None:
@@ -66,61 +66,46 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
             )
         cos = cos[start_pos:start_pos + seq_len].to(x.dtype)  # (T, hd), broadcasts over (B, H)
         sin = sin[start_pos:start_pos + seq_len].to(x.dtype)
-    return _Rotation.apply(x, cos, sin)
+    # rotate_half's minus sign moved onto the small table: (-x2, x1) * (s1, s2)
+    # = (x2, x1) * (-s1, s2), exactly, for any tables.
+    sin_first, sin_second = sin.chunk(2, dim=-1)
+    signed_sin = torch.cat((-sin_first, sin_second), dim=-1)  # (T, hd) or (B, 1, T, hd)
+    return _Rotation.apply(x, cos, signed_sin)
 
 
 class _Rotation(torch.autograd.Function):
-    """RoPE's rotation, x * cos + swap(x) * signed_sin over whole rows, with
-    its backward in closed form: the transpose of a rotation is the rotation
-    by the opposite angle, g * cos + swap(g * signed_sin).
+    """x * cos + swap(x) * signed_sin, swap exchanging the halves of the last
+    axis, with its backward in closed form: the transpose of a rotation is
+    the rotation by the opposite angle, g * cos + swap(g * signed_sin).
 
-    swap exchanges the halves of the last axis; signed_sin is (-sin1, sin2),
-    rotate_half's sign moved onto the table. On CPU every element-wise step
-    is a kernel of its own, and its cost is set by how long a run of memory
-    it can stride through: the tables are therefore laid out like x (q and k
-    arrive as (B, H, T, hd) views of a (B, T, H, hd) projection), once per
-    call, so that x * cos runs over whole (T, H, hd) blocks instead of
-    hd-long rows, and the result keeps x's layout, so its gradient reaches
-    the projection without a copy. The swap and two products each way: six
-    passes over x in all, where autograd's version of the same expression
-    takes nine (forward and backward, torch.profiler)."""
+    Under autograd the expression takes nine passes over x, forward and
+    backward (torch.profiler: the products, the sum, the swap, and backward
+    the same plus the swap's gradient and a copy back to the projection's
+    layout); this takes six, the multiply-add as one addcmul. No in-place
+    steps and no uninitialised tensors in the forward: the checks' trace
+    records every operation of it."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        cos_like_x = _laid_out_like(cos, x)
-        signed_sin = _laid_out_like(sin, x)
-        signed_sin.chunk(2, dim=-1)[0].neg_()
+    def forward(ctx, x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
         # x only for the tables' own gradients (never needed in the model, whose tables are buffers)
-        ctx.save_for_backward(cos_like_x, signed_sin, x if any(ctx.needs_input_grad[1:]) else None)
-        ctx.table_shapes = cos.shape, sin.shape
-        return _swap_halves(x).mul_(signed_sin).addcmul_(x, cos_like_x)
+        ctx.save_for_backward(cos, signed_sin, x if any(ctx.needs_input_grad[1:]) else None)
+        return torch.addcmul(x * cos, _swap_halves(x), signed_sin)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: torch.Tensor):
         cos, signed_sin, x = ctx.saved_tensors
-        grad_x = _swap_halves(grad * signed_sin).addcmul_(grad, cos) if ctx.needs_input_grad[0] else None
-        grad_cos = grad_sin = None
-        if ctx.needs_input_grad[1]:
-            grad_cos = (grad * x).sum_to_size(ctx.table_shapes[0])
-        if ctx.needs_input_grad[2]:  # sin enters as (-sin1, sin2) times swap(x)
-            grad_sin = grad * _swap_halves(x)
-            grad_sin.chunk(2, dim=-1)[0].neg_()
-            grad_sin = grad_sin.sum_to_size(ctx.table_shapes[1])
+        grad_x = grad_cos = grad_sin = None
+        if ctx.needs_input_grad[0]:  # swap(g * s) = swap(g) * swap(s): swap is its own transpose
+            grad_x = torch.addcmul(grad * cos, _swap_halves(grad), _swap_halves(signed_sin))
+        if ctx.needs_input_grad[1]:  # summed over what the table broadcast across
+            grad_cos = (grad * x).sum_to_size(cos.shape)
+        if ctx.needs_input_grad[2]:
+            grad_sin = (grad * _swap_halves(x)).sum_to_size(signed_sin.shape)
         return grad_x, grad_cos, grad_sin
 
 
-def _laid_out_like(table: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """table broadcast over the trailing axes of x it spans (over the heads), with x's strides there."""
-    spanned = x[(0,) * (x.dim() - table.dim())]  # x without the leading axes the table lacks
-    return torch.empty_like(spanned).copy_(table)
-
-
 def _swap_halves(x: torch.Tensor) -> torch.Tensor:
-    """(x1, x2) -> (x2, x1) on the last axis, into a new tensor with x's strides."""
-    out = torch.empty_like(x)
+    """(x1, x2) -> (x2, x1) on the halves of the last axis."""
     x1, x2 = x.chunk(2, dim=-1)
-    out1, out2 = out.chunk(2, dim=-1)
-    out1.copy_(x2)
-    out2.copy_(x1)
-    return out
+    return torch.cat((x2, x1), dim=-1)

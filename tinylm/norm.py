@@ -16,7 +16,20 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     if weight.shape != x.shape[-1:]:
         raise ValueError(f"rms_norm: weight must have shape ({x.shape[-1]},), the size of x's last axis, "
                          f"got {tuple(weight.shape)}.")
-    return _RMSNormFunction.apply(x, weight, eps)
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return _RMSNormFunction.apply(x, weight, eps)
+    return _normalized(x, weight, eps)[0]  # nothing to differentiate: the same numbers without the Function's cost
+
+
+def _normalized(x: torch.Tensor, weight: torch.Tensor, eps: float):
+    """(y, x / rms(x) in float32 or wider, 1 / rms(x)): the forward, and what its backward needs."""
+    x_wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    # The mean of squares as a sum over the last axis divided by its length:
+    # the same numbers as pow(2).mean().
+    mean_square = (x_wide * x_wide).sum(dim=-1, keepdim=True) / x.shape[-1]  # (..., 1)
+    inv_rms = torch.rsqrt(mean_square + eps)                                 # (..., 1)
+    normed = x_wide * inv_rms                                                # (..., d), wide
+    return weight * normed.to(x.dtype), normed, inv_rms
 
 
 class _RMSNormFunction(torch.autograd.Function):
@@ -31,16 +44,10 @@ class _RMSNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        dtype = x.dtype
-        x_wide = x.to(torch.promote_types(dtype, torch.float32))
-        # The mean of squares as a sum over the last axis divided by its
-        # length: the same numbers as pow(2).mean(), and as before.
-        mean_square = (x_wide * x_wide).sum(dim=-1, keepdim=True) / x.shape[-1]  # (..., 1)
-        inv_rms = torch.rsqrt(mean_square + eps)                                 # (..., 1)
-        normed = x_wide * inv_rms                                                # (..., d), wide
+        y, normed, inv_rms = _normalized(x, weight, eps)
         ctx.save_for_backward(normed, inv_rms, weight)
-        ctx.x_dtype = dtype
-        return weight * normed.to(dtype)
+        ctx.x_dtype = x.dtype
+        return y
 
     @staticmethod
     @once_differentiable

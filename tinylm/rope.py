@@ -70,7 +70,13 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start_pos:
     # = (x2, x1) * (-s1, s2), exactly, for any tables.
     sin_first, sin_second = sin.chunk(2, dim=-1)
     signed_sin = torch.cat((-sin_first, sin_second), dim=-1)  # (T, hd) or (B, 1, T, hd)
-    return _Rotation.apply(x, cos, signed_sin)
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or signed_sin.requires_grad):
+        return _Rotation.apply(x, cos, signed_sin)
+    return _rotated(x, cos, signed_sin)  # nothing to differentiate: the same numbers without the Function's cost
+
+
+def _rotated(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    return torch.addcmul(x * cos, _swap_halves(x), signed_sin)
 
 
 class _Rotation(torch.autograd.Function):
@@ -89,7 +95,7 @@ class _Rotation(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
         # x only for the tables' own gradients (never needed in the model, whose tables are buffers)
         ctx.save_for_backward(cos, signed_sin, x if any(ctx.needs_input_grad[1:]) else None)
-        return torch.addcmul(x * cos, _swap_halves(x), signed_sin)
+        return _rotated(x, cos, signed_sin)
 
     @staticmethod
     @once_differentiable

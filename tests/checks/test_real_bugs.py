@@ -49,7 +49,9 @@ def test_each_bug_changes_what_it_reaches(rows_and_model):
     for bug in real_bugs.BUGS:
         row = by_name[bug.name]
         if "restart at 0" in bug.name:  # perplexity runs without a cache: only decoding sees the positions
-            assert row.perplexity == clean.perplexity and row.answer_ids != clean.answer_ids, row
+            # the same rotation, but the pitfall writes x * cos + rotate_half(x) * sin where tinylm's
+            # multiply-add rounds once (addcmul): equal up to float32 rounding
+            assert math.isclose(row.perplexity, clean.perplexity, rel_tol=1e-6) and row.answer_ids != clean.answer_ids, row
         elif bug.unshifted_labels:      # a loss bug: the model, hence its answer, is untouched
             assert row.answer_ids == clean.answer_ids and row.perplexity != clean.perplexity, row
         else:

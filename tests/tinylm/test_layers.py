@@ -146,6 +146,28 @@ def test_rope_equals_the_rotate_half_formula(gen):
     torch.testing.assert_close(apply_rope(x, cos, sin, start_pos=5), want)
 
 
+def test_rope_gradients_pass_gradcheck(gen):
+    """apply_rope's backward is written by hand (the inverse rotation): finite differences in float64,
+    for x as the transposed view attention passes (B, T, H, hd) -> (B, H, T, hd), for the tables
+    themselves (any values, not only cos and sin of angles), and with per-row positions."""
+    x = torch.randn(2, 6, 3, 8, dtype=torch.float64, generator=gen, requires_grad=True)
+    cos = torch.randn(10, 8, dtype=torch.float64, generator=gen, requires_grad=True)
+    sin = torch.randn(10, 8, dtype=torch.float64, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, c, s: apply_rope(x.transpose(1, 2), c, s, 3), (x, cos, sin))
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5], [4, 5, 6, 7, 8, 9]])
+    assert torch.autograd.gradcheck(lambda x, c, s: apply_rope(x.transpose(1, 2), c, s, positions=positions),
+                                    (x, cos, sin))
+
+
+def test_rope_gradient_equals_autograd_of_the_rotate_half_formula(gen):
+    cos, sin = rope_cache(32, 64)
+    x = torch.randn(BATCH, SEQ, 4, 32, generator=gen).transpose(1, 2).requires_grad_()
+    g = torch.randn(BATCH, 4, SEQ, 32, generator=gen)
+    (ours,) = torch.autograd.grad(apply_rope(x, cos, sin, 7), x, g)
+    (want,) = torch.autograd.grad(x * cos[7:7 + SEQ] + rotate_half(x) * sin[7:7 + SEQ], x, g)
+    torch.testing.assert_close(ours, want)
+
+
 def test_rope_preserves_norms(gen):
     cos, sin = rope_cache(10, 64)
     x = torch.randn(BATCH, 4, SEQ, 10, generator=gen)

@@ -411,6 +411,8 @@ def problems(outcomes: list[Outcome]) -> list[str]:
             for o in outcomes for kind, line in o.claims or [] if kind == "cause: untrue"]
     bad += [f"{o.notebook} {o.mutation.cell}: prints candidates among its measured facts: {o.mutation.why} -> {line}"
             for o in outcomes for kind, line in o.claims or [] if kind == "measured fact" and OFFERS.search(line)]
+    bad += [f"{o.notebook} {o.mutation.cell}: prints candidates as a likely bug: {o.mutation.why} -> {line}"
+            for o in outcomes for kind, line in o.claims or [] if kind.startswith("cause") and OFFERS.search(line)]
     found = sum(o.verdict in ("named", "located") for o in outcomes)
     if outcomes and found / len(outcomes) < NAMED_RATE_REQUIRED:
         bad.append(f"named or located {found}/{len(outcomes)} = {found / len(outcomes):.1%} is below "

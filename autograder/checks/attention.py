@@ -271,10 +271,10 @@ def explain_attention_weights(chk: Check, attention, seed: int = 5, batch: int =
     if float(future.max()) > 1e-6:
         b, h, i, j = (int(t) for t in torch.nonzero(future == future.max())[0])
         # The leak is measured; what lets it through is not: several codes give it.
-        chk.diagnose(f"future leak: query {i} puts weight {float(future.max()):.2f} on key {j} > {i} (measured): keys "
-                     "after a query must get exactly 0 weight; candidates: no mask applied, a mask of another "
-                     "orientation or offset (transposed, triu, shifted), or masked scores filled with a finite value "
-                     "instead of -inf before the softmax")
+        chk.candidates(f"future leak: query {i} puts weight {float(future.max()):.2f} on key {j} > {i} (measured): "
+                       "keys after a query must get exactly 0 weight; candidates: no mask applied, a mask of another "
+                       "orientation or offset (transposed, triu, shifted), or masked scores filled with a finite "
+                       "value instead of -inf before the softmax")
         return
     diag = filled.diagonal(dim1=-2, dim2=-1)
     if float(diag.abs().max()) == 0.0:
@@ -327,7 +327,7 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
     a causality probe: changing future keys/values leaves earlier outputs alone.
     On failure the learner's attention weights are read out and measured."""
     __tracebackhide__ = True
-    chk = Check("causal_attention", expects=f"(batch, heads, q_len, head_dim) attention outputs")
+    chk = Check("causal_attention", expects="(batch, heads, q_len, head_dim) attention outputs")
     chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim, "q_len": seq - 3}
 
     def explain(err=None):

@@ -23,7 +23,7 @@ from ..diagnosis_record import Evidence, confirmed, measured
 from ..learner_values import describe
 from .sampling_probes import quiet_call, wrong_axis_hints
 from .spies import first_call_arguments
-from .framework.check import Check
+from .framework.check import CandidatesVariant, Check
 from .framework.measure import permutation_of, randn, seeded
 from .references.hints import call_with_hints, finish_with_upstream
 
@@ -474,9 +474,10 @@ def _distribution_variants(row, T, k, p):
 
 
 ORDER = "top-p applied before top-k: the order is temperature, top-k, top-p"
-ORDER_OR_SKIPPED = ("with top_k and top_p both set, your draws follow top-k alone; candidates: top-p skipped when "
-                    "top-k is set (an elif, or a return inside the top-k branch), or top-p applied before top-k (here "
-                    "the two give the same draws); the order is temperature, top-k, top-p, both applied")
+ORDER_OR_SKIPPED = CandidatesVariant(
+    "with top_k and top_p both set, your draws follow top-k alone; candidates: top-p skipped when top-k is set (an "
+    "elif, or a return inside the top-k branch), or top-p applied before top-k (here the two give the same draws); "
+    "the order is temperature, top-k, top-p, both applied")
 
 
 def _order_or_skipped(raw: torch.Tensor, T: float, k, p) -> dict:

@@ -101,9 +101,9 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
                                    "it with model.train(was_training) at the end")
     if not ok and not in_train and isinstance(again, torch.Tensor) and isinstance(got, torch.Tensor) \
             and not torch.equal(again, got):
-        chk.diagnose("greedy decoding (temperature 0) gives different tokens on each call: sample_next must get the "
-                     "temperature as it is, 0 included, and top_k and top_p (candidates: they are not passed on, or "
-                     "0 is replaced on the way, as `temperature or 1.0` does)")
+        chk.candidates("greedy decoding (temperature 0) gives different tokens on each call (measured): sample_next "
+                       "must get the temperature as it is, 0 included, and top_k and top_p; candidates: they are not "
+                       "passed on, or 0 is replaced on the way, as `temperature or 1.0` does")
     from_eval_mode_without_grad(chk, generate, model, prompt, max_new_tokens)
     _interrupted(chk, generate, model, prompt, max_new_tokens, restores)
     model.train()

@@ -137,6 +137,9 @@ def test_a_cause_a_mistake_is_not_printed_as_certain_is_a_problem():
     among_facts = bench_diagnostics.Outcome("09", m, "named", "failed",
                                             claims=[("measured fact", "half the count; candidates: causal mask; ...")])
     assert any("prints candidates among its measured facts" in p for p in bench_diagnostics.problems([among_facts]))
+    as_bug = bench_diagnostics.Outcome("09", m, "named", "failed",
+                                       claims=[("cause: the mistake made", "one of attention's two; candidates: x; y")])
+    assert any("prints candidates as a likely bug" in p for p in bench_diagnostics.problems([as_bug]))
 
 
 def test_the_lines_a_mutation_changed_come_from_its_replacement_text():

@@ -476,3 +476,15 @@ def test_what_the_framework_reads_from_a_row_a_named_variant_reproduces_is_said_
     assert alone == ["transposed: return x, not x.T"], "the axes the framework read are the variant's cause, said once"
     both = run(True)
     assert "transposed: return x, not x.T" in both and len(both) == 2, "a reading of another row is still said"
+
+
+def test_a_variant_that_two_causes_give_alike_is_said_as_candidates_not_as_a_likely_bug():
+    from autograder.checks.framework.check import CandidatesVariant, Check
+
+    alike = CandidatesVariant("doubled (measured); candidates: a product with 2, or the sum of two equal terms")
+    chk = Check("f", expects="a tensor")
+    chk.compare("a", torch.ones(3) * 2, torch.ones(3), variants={alike: torch.ones(3) * 2})
+    record = chk.diagnosis()
+    assert record.candidates == [alike] and record.likely_bugs == []
+    with pytest.raises(ValueError, match="candidates"):
+        CandidatesVariant("doubled: a product with 2")  # a text that names one cause is no candidate

@@ -57,7 +57,7 @@ def run_contract(chk: Check, fn: Callable, contract: Contract) -> None:
     if not chk.passed and callable(fn) and contract.batch:
         mixed = _rows_mixed(fn, contract, visible())
         if mixed and mixed[1]:
-            chk.measured(mixed[0])
+            chk.candidates(mixed[0])
         elif mixed:
             chk.diagnose(mixed[0])
     if not chk.passed or not callable(fn) or not _declares_regimes(contract):

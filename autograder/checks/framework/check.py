@@ -133,6 +133,16 @@ class CallRecord:
         return found
 
 
+class CandidatesVariant(str):
+    """A known variant's text for an output that several causes give alike
+    (its text names them as candidates): when it reproduces the failing rows
+    it is said among the candidates, never as a likely bug."""
+
+    def __new__(cls, text: str):
+        Evidence(CANDIDATES, text)  # refuses a text that does not call its causes candidates
+        return super().__new__(cls, text)
+
+
 @dataclass
 class Check:
     """Collects rows for one exercise, then prints and judges them."""
@@ -584,7 +594,13 @@ class Check:
 
     def likely_bugs(self) -> list[str]:
         named = self.named_variants()
-        return [d for d in self.diagnoses if d not in self._restated(named)] + named
+        return ([d for d in self.diagnoses if d not in self._restated(named)]
+                + [bug for bug in named if not isinstance(bug, CandidatesVariant)])
+
+    def candidates_said(self) -> list[str]:
+        """The lines of candidates: those a hint gave, then the named variants that are candidates themselves."""
+        offered = [bug for bug in self.named_variants() if isinstance(bug, CandidatesVariant)]
+        return list(self.candidate_lines) + [str(bug) for bug in offered if bug not in self.candidate_lines]
 
     def _restated(self, named: list[str]) -> set[str]:
         """The causes the framework read from a row's output (its axes, its
@@ -621,7 +637,7 @@ class Check:
                          dict(self.regime) if self.regime else None,
                          self.located.to_dict() if self.located is not None else None,
                          self.named_variants(), list(reversed(self.likely_bugs())), list(self.facts), error, stop,
-                         candidates=list(self.candidate_lines))
+                         candidates=self.candidates_said())
 
     # -- verdict ---------------------------------------------------------------
     @property

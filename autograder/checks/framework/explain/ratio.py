@@ -51,7 +51,7 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
     if len(rows) == 1 and int(torch.unique(w).numel()) == 1:
         # One right value, one ratio: a size of the call that equals it may be a coincidence (a cosine at its
         # far end gives max_lr, 10 times a min_lr of max_lr / 10, with 10 warmup steps)
-        chk.measured(f"{said}, and {size} is {' and '.join(sizes[size])} in this call; measured on one value, so "
-                     f"candidates: a {cause}, or another mistake that gives this one value")
+        chk.candidates(f"{said}, and {size} is {' and '.join(sizes[size])} in this call; measured on one value, so "
+                       f"candidates: a {cause}, or another mistake that gives this one value")
         return
     chk.measured(f"{said}, and {size} is {' and '.join(sizes[size])} in this call: a {cause}")

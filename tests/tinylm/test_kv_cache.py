@@ -158,3 +158,15 @@ def test_full_cache_and_mismatches_are_named(config):
         KVCache(config, BATCH).update(0, k, k)
     with pytest.raises(ValueError, match="batch_size"):
         KVCache(config, 0)
+
+
+
+@pytest.mark.slow
+def test_compiled_decoding_gives_eager_tokens(config, gen):
+    """torch.compile of the same forward (the opt-in of `python -m tinylm chat
+    --compile`): a prompt's graph, then the one-token step's with the cache
+    growing, give the greedy tokens of eager decoding."""
+    model = with_random_gains(Transformer(config).eval(), gen)
+    prompt = torch.randint(0, 256, (BATCH, 9), generator=gen)
+    eager = generate(model, prompt, 12, temperature=0)
+    assert torch.equal(generate(torch.compile(model), prompt, 12, temperature=0), eager)

@@ -80,6 +80,48 @@ def time_decoding(model, prompt, new_tokens: int) -> dict:
             "cpu_ms": (end_cpu - first_cpu) / rest * 1e3, "tokens": tokens}
 
 
+def matrix_products_alone(model, rounds: int) -> float:
+    """CPU ms of one token's matrix products and nothing else: F.linear on
+    the model's own weights, in the order a decoding step uses them, on a
+    one-token input. What a token would cost if everything between the
+    products were free."""
+    import torch
+    import torch.nn.functional as F
+
+    weights = [w for block in model.blocks for w in (
+        block.attn.q_proj.weight, block.attn.k_proj.weight, block.attn.v_proj.weight, block.attn.o_proj.weight,
+        block.mlp.gate_proj.weight, block.mlp.up_proj.weight, block.mlp.down_proj.weight)] + [model.lm_head.weight]
+    inputs = {w.shape[1]: torch.randn(1, 1, w.shape[1], dtype=w.dtype) for w in weights}
+    start = time.process_time()
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for w in weights:
+                F.linear(inputs[w.shape[1]], w)
+    return (time.process_time() - start) / rounds * 1e3
+
+
+def operations_per_token(model, prompt) -> int:
+    """torch operations dispatched by one cached decoding step (the third
+    token), counted below autograd, as the kernels see them."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from tinylm import generate_stream
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    stream = generate_stream(model, prompt, 4, temperature=0)
+    next(stream), next(stream)
+    with Count():
+        next(stream)
+    stream.close()
+    return Count.n
+
+
 def phase_load_and_decode(new_tokens: int, repeats: int, bandwidth_mib: int, dtype: str = "float32",
                           compiled: bool = False) -> dict:
     import torch
@@ -105,9 +147,12 @@ def phase_load_and_decode(new_tokens: int, repeats: int, bandwidth_mib: int, dty
         list(generate_stream(ways["compiled"], prompt, 4, temperature=0))
         result.update(compile_s=time.perf_counter() - start, compile_cpu_s=time.process_time() - start_cpu)
     runs = {way: [] for way in ways}
+    alone = []
     for _ in range(repeats):
         for way, m in ways.items():  # interleaved: each repeat decodes every way in turn
             runs[way].append(time_decoding(m, prompt, new_tokens))
+        alone.append(matrix_products_alone(model, new_tokens - 1))
+    result.update(matmul_cpu_ms=statistics.median(alone), ops_per_token=operations_per_token(model, prompt))
     decode_rss = _peak_rss_mib()  # before the bandwidth tensor adds its own
     bandwidth = read_bandwidth_gbs(bandwidth_mib * 2**20 if bandwidth_mib else weight_bytes)
     reference = runs["eager"][0]["tokens"]
@@ -189,6 +234,8 @@ def main() -> None:
             print(f"  {label + 'decoding / bound':<42}{w['decode_tok_s'] / d['bound_tok_s']:8.2f}")
             if way != "eager":
                 print(f"  {label + 'tokens identical to eager':<42}{'yes' if w['same_tokens'] else 'NO':>8}")
+        print(f"  {'the matrix products alone':<42}{d['matmul_cpu_ms']:8.1f} CPU ms/token (taking turns with decoding)")
+        print(f"  {'torch operations per eager token':<42}{d['ops_per_token']:8d}")
         print(f"  {'peak RSS, load + decoding':<42}{d['peak_rss_mib']:8.0f} MiB")
 
 

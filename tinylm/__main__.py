@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch threads for decoding (default: one per core left idle by the load average)")
     c.add_argument("--compile", action="store_true",
                    help="decode with torch.compile(model): the same forward, compiled (needs a C++ compiler on "
-                        "CPU; the first answer waits for the compile, about a minute)")
+                        "CPU; the first answer waits for the compile, minutes on a 2-core machine)")
     _add_device_arg(c)
     _add_experiment_parser(sub)
     return parser

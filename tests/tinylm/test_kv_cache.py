@@ -161,6 +161,18 @@ def test_full_cache_and_mismatches_are_named(config):
 
 
 
+
+def test_cache_writes_land_in_k_and_v_also_after_they_are_replaced(config):
+    """update() writes through views of k and v taken when they are set: a
+    cache whose tensors are put back (notebook 06 restores saved ones) must
+    write into the tensors it now holds, not the ones it was built with."""
+    cache = KVCache(config, 1)
+    k = torch.ones(1, config.n_kv_heads, 2, config.head_dim)
+    cache.k, cache.v = cache.k.clone(), cache.v.clone()
+    cache.update(1, k, 2 * k)
+    assert torch.equal(cache.k[1, :, :, :2], k) and torch.equal(cache.v[1, :, :, :2], 2 * k)
+    assert not cache.k[0].any() and not cache.k[1, :, :, 2:].any()
+
 @pytest.mark.slow
 def test_compiled_decoding_gives_eager_tokens(config, gen):
     """torch.compile of the same forward (the opt-in of `python -m tinylm chat

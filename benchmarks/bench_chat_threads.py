@@ -55,9 +55,9 @@ def main() -> None:
         order = counts[round_index % len(counts):] + counts[:round_index % len(counts)]
         for n in order:
             phase_args = argparse.Namespace(threads=n, new_tokens=args.new_tokens, repeats=args.repeats,
-                                            bandwidth_mib=1)
+                                            bandwidth_mib=1, compile=False)
             result = bench_pretrained.run_phase(phase_args, "decode", str(cache_dir()))
-            speeds[n].append(result["decode_tok_s"])
+            speeds[n].append(result["ways"]["eager"]["decode_tok_s"])
     load_after = os.getloadavg()
     print(f"{pretrained.PRETRAINED_NAME} greedy decoding, {args.rounds} rounds x {args.repeats} runs of "
           f"{args.new_tokens} tokens; torch's default here: {default} threads; {os.cpu_count()} CPUs")

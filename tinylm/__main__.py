@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--threads", type=int,
                    help="torch threads for decoding (default: one per core left idle by the load average)")
+    c.add_argument("--compile", action="store_true",
+                   help="decode with torch.compile(model): the same forward, compiled (needs a C++ compiler on "
+                        "CPU; the first answer waits for the compile, minutes on a 2-core machine)")
     _add_device_arg(c)
     _add_experiment_parser(sub)
     return parser
@@ -229,6 +232,9 @@ def cmd_chat(args) -> int:
     try:
         model, tok = load_pretrained(device=_device(args))
         print(f"threads: {threads} ({why})", file=sys.stderr, flush=True)
+        if args.compile:
+            model = torch.compile(model)  # compiled lazily: the first prompt's graph and the one-token step's
+            print("compiled decoding: the first answer starts after the compile", file=sys.stderr, flush=True)
         generator = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
         if args.prompt is not None:
             answer(model, tok, args.prompt, args, generator)

@@ -26,6 +26,27 @@ class KVCache:
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0  # positions filled so far, identical across layers
 
+    # update() writes through one view per layer, taken when k or v is set:
+    # a decoding step then indexes a tuple instead of slicing the 5-D tensor
+    # 2·n_layers times, and under torch.compile each layer's write stays an
+    # in-place write to that view (written through self.k[layer] inside a
+    # compiled step, the whole cache was copied once per layer).
+    @property
+    def k(self) -> torch.Tensor:
+        return self._k
+
+    @k.setter
+    def k(self, value: torch.Tensor) -> None:
+        self._k, self._k_layers = value, _layer_views(value)
+
+    @property
+    def v(self) -> torch.Tensor:
+        return self._v
+
+    @v.setter
+    def v(self, value: torch.Tensor) -> None:
+        self._v, self._v_layers = value, _layer_views(value)
+
     @property
     def batch_size(self) -> int:
         return self.k.shape[1]
@@ -65,7 +86,7 @@ class KVCache:
                             f"(under torch.autocast that is torch.get_autocast_dtype(device_type)).")
         self.check_room(n_new)
         end = self.length + n_new
-        k_layer, v_layer = self.k[layer], self.v[layer]  # (B, n_kv, max_seq_len, hd) views
+        k_layer, v_layer = self._k_layers[layer], self._v_layers[layer]  # (B, n_kv, max_seq_len, hd) views
         k_layer.narrow(2, self.length, n_new).copy_(k)  # sequence axis: one slot per position
         v_layer.narrow(2, self.length, n_new).copy_(v)
         return k_layer.narrow(2, 0, end), v_layer.narrow(2, 0, end)
@@ -77,3 +98,9 @@ class KVCache:
     def nbytes(self) -> int:
         """2 (K and V) · n_layers · B · n_kv_heads · max_seq_len · head_dim · bytes per element."""
         return self.k.nbytes + self.v.nbytes
+
+
+def _layer_views(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """t[0], t[1], ...: one view per layer. Not t.unbind(0): autograd
+    refuses in-place writes to the views of a multi-view operation."""
+    return tuple(t[i] for i in range(t.shape[0]))

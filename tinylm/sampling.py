@@ -82,14 +82,18 @@ def _check_top_p(p, name: str) -> None:
 
 def _check_samplable(logits: torch.Tensor) -> None:
     """Every row (B, V) must define a distribution: no NaN, no +inf, and at
-    least one finite logit (after the filters). One reduction, one sync."""
+    least one finite logit (after the filters).
+
+    A row's maximum tells all three at once (amax propagates NaN; it is +inf
+    if any logit is, -inf only if every logit is): one reduction and one
+    sync per step, where a decoded token pays for every operation. Only a
+    bad row is looked at again, to say what is wrong with it."""
+    if logits.shape[-1] and bool(logits.amax(dim=-1).isfinite().all()):
+        return
     has_nan = logits.isnan().any(dim=-1)                     # (B,)
     has_pos_inf = (logits == float("inf")).any(dim=-1)
     all_masked = (logits == float("-inf")).all(dim=-1)
-    bad = has_nan | has_pos_inf | all_masked
-    if not bad.any():
-        return
-    row = int(bad.nonzero()[0])
+    row = int((has_nan | has_pos_inf | all_masked).nonzero()[0])
     if has_nan[row]:
         cause = "holds NaN: the model's output is not finite (check the weights and the input, e.g. for a diverged run)"
     elif has_pos_inf[row]:
@@ -224,7 +228,8 @@ def _steps(model, idx: torch.Tensor, max_new_tokens: int, use_cache: bool, pick,
         if stop_token is not None:
             next_id = next_id.masked_fill(stopped, stop_token)  # finished rows repeat the stop token
             stopped |= next_id == stop_token
-        idx = torch.cat((idx, next_id[:, None]), dim=1)                          # (B, T + 1)
+        if not use_cache:  # with the cache only the new token goes in: no growing copy of the sequence
+            idx = torch.cat((idx, next_id[:, None]), dim=1)                      # (B, T + 1)
         if mask is not None:
             mask = torch.cat((mask, mask.new_ones(mask.shape[0], 1)), dim=1)     # the new token is real
         step_input = next_id[:, None]  # decode: only the new token goes in

@@ -158,3 +158,27 @@ def test_full_cache_and_mismatches_are_named(config):
         KVCache(config, BATCH).update(0, k, k)
     with pytest.raises(ValueError, match="batch_size"):
         KVCache(config, 0)
+
+
+
+
+def test_cache_writes_land_in_k_and_v_also_after_they_are_replaced(config):
+    """update() writes through views of k and v taken when they are set: a
+    cache whose tensors are put back (notebook 06 restores saved ones) must
+    write into the tensors it now holds, not the ones it was built with."""
+    cache = KVCache(config, 1)
+    k = torch.ones(1, config.n_kv_heads, 2, config.head_dim)
+    cache.k, cache.v = cache.k.clone(), cache.v.clone()
+    cache.update(1, k, 2 * k)
+    assert torch.equal(cache.k[1, :, :, :2], k) and torch.equal(cache.v[1, :, :, :2], 2 * k)
+    assert not cache.k[0].any() and not cache.k[1, :, :, 2:].any()
+
+@pytest.mark.slow
+def test_compiled_decoding_gives_eager_tokens(config, gen):
+    """torch.compile of the same forward (the opt-in of `python -m tinylm chat
+    --compile`): a prompt's graph, then the one-token step's with the cache
+    growing, give the greedy tokens of eager decoding."""
+    model = with_random_gains(Transformer(config).eval(), gen)
+    prompt = torch.randint(0, 256, (BATCH, 9), generator=gen)
+    eager = generate(model, prompt, 12, temperature=0)
+    assert torch.equal(generate(torch.compile(model), prompt, 12, temperature=0), eager)

@@ -1,7 +1,7 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
 of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7",
-"fresh8", "fresh9", "fresh10" and "fresh11" sets (fresh.py to fresh11.py) is a real
+"fresh8", "fresh9", "fresh10", "fresh11" and "fresh12" sets (fresh.py to fresh12.py) is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -25,6 +25,7 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh9
     python benchmarks/verify_unseen.py --set fresh10
     python benchmarks/verify_unseen.py --set fresh11
+    python benchmarks/verify_unseen.py --set fresh12
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -43,13 +44,24 @@ sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
 from benchmarks.bench_diagnostics import notebook_cells  # noqa: E402
 from benchmarks.mutations import SETS, same_edits  # noqa: E402
 from benchmarks.unseen_probes import PROBES  # noqa: E402
+from benchmarks.unseen_probes_fresh12 import EXTRA_PROBES as FRESH12_PROBES  # noqa: E402
 from benchmarks.verify_heldout import attempt, namespace  # noqa: E402
 
 
 
 
+# probes a set adds to the shared ones, for situations only its mistakes are about
+EXTRA_PROBES = {"fresh12": FRESH12_PROBES}
+
+
+def probes_of(set_name: str, notebook: str):
+    """The shared probe of the notebook, with the set's own probes of it added."""
+    extra = EXTRA_PROBES.get(set_name, {}).get(notebook)
+    return PROBES[notebook] if extra is None else lambda ns: {**PROBES[notebook](ns), **extra(ns)}
+
+
 VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
-                 "fresh9", "fresh10", "fresh11")
+                 "fresh9", "fresh10", "fresh11", "fresh12")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     problems, rows = [], 0
     for notebook, mutations in chosen.items():
         _, answers, _ = notebook_cells(notebook)
-        solution = PROBES[notebook](namespace(notebook))
+        probe = probes_of(args.set, notebook)
+        solution = probe(namespace(notebook))
         print(f"{notebook} solution: {solution}")
         for mutation in mutations:
             rows += 1
@@ -68,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             if found != 1:
                 problems.append(f"{notebook} {mutation.cell}: original text found {found} times: {mutation.why}")
                 continue
-            seen = attempt(lambda: PROBES[notebook](namespace(notebook, mutation)))
+            seen = attempt(lambda: probe(namespace(notebook, mutation)))
             changed = {k: v for k, v in seen.items() if solution.get(k) != v} if isinstance(seen, dict) else seen
             mark = "*" if mutation.regime else " "
             print(f"  {mark} {mutation.cell:<17} {mutation.why[:64]:<66} {changed or 'NO CHANGE'}")
@@ -76,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
                 problems.append(f"{notebook} {mutation.cell}: changes nothing the probes see: {mutation.why}")
     same = same_edits(args.set)
     for notebook, edits in same.items():  # no mistakes: each must leave every probe as the solution has it
-        solution = PROBES[notebook](namespace(notebook))
+        probe = probes_of(args.set, notebook)
+        solution = probe(namespace(notebook))
         for edit in edits:
-            seen = attempt(lambda: PROBES[notebook](namespace(notebook, edit)))
+            seen = attempt(lambda: probe(namespace(notebook, edit)))
             changed = {k: v for k, v in seen.items() if solution.get(k) != v} if isinstance(seen, dict) else seen
             print(f"  = {edit.cell:<17} {edit.why[:64]:<66} {changed or 'same as the solution'}")
             if changed:

@@ -146,9 +146,9 @@ def test_check_time_benchmark_times_setup_and_every_test_cell_of_both_checkouts(
     assert "slowest test cell on its first run: 01 check_" in out and "clock cpu" in out
 
 
-@pytest.mark.parametrize("name, mistakes, same", [("fresh10", 60, 10), ("fresh11", 57, 11)])
+@pytest.mark.parametrize("name, mistakes, same", [("fresh10", 60, 10), ("fresh11", 57, 11), ("fresh12", 64, 14)])
 def test_the_newest_held_out_sets_hold_real_bugs_and_edits_that_compute_the_same(name, mistakes, same):
-    """verify_unseen runs the notebooks' answers and PyTorch only, no check: each mistake of the two newest sets must
+    """verify_unseen runs the notebooks' answers and PyTorch only, no check: each mistake of the newest sets must
     change a probe and each of their SAME edits must change none (the checks' scores on them are in
     docs/benchmarks.md)."""
     out = run_benchmark("verify_unseen.py", "--set", name)

@@ -80,12 +80,12 @@ def check_repeat_kv(repeat_kv, *, seed: int = 0, batch: int = 2, n_kv: int = 3, 
 
 
 def _probe_reads(gqa_attention, chk: Check, q: torch.Tensor, n_kv: int) -> list | None:
-    """Which kv head each query head reads: with v constant = j on kv head j,
-    any attention weights (rows summing to 1) give output j on the query heads
-    that read kv head j."""
+    """Which kv head each query head reads: with v constant = j + 1 on kv head
+    j, any attention weights (rows summing to 1) give output j + 1 on the
+    query heads that read kv head j, and 0 on a head that reads none."""
     B, H, T, hd = q.shape
     k = randn(B, n_kv, T, hd, seed=99, dtype=q.dtype)
-    v = torch.arange(n_kv, dtype=q.dtype)[None, :, None, None].expand(B, n_kv, T, hd).clone()
+    v = torch.arange(1, n_kv + 1, dtype=q.dtype)[None, :, None, None].expand(B, n_kv, T, hd).clone()
     out = chk.probe(gqa_attention, q, k, v)
     if not isinstance(out, torch.Tensor) or out.shape != q.shape:
         return None
@@ -93,7 +93,11 @@ def _probe_reads(gqa_attention, chk: Check, q: torch.Tensor, n_kv: int) -> list 
     spread = (out.detach().double().cpu() - per_head[None, :, None, None]).abs().max()
     if spread > 1e-4 or (per_head - per_head.round()).abs().max() > 1e-4:
         return None
-    return [int(r) for r in per_head.round()]
+    read = [int(r) - 1 for r in per_head.round()]
+    if all(r == -1 for r in read):
+        chk.measured(f"with v constant j + 1 on kv head j, your output is 0 on every one of the {H} query heads: "
+                     "none reads a kv head (attention over an empty set of keys and values gives 0)")
+    return read if all(0 <= r < n_kv for r in read) else None
 
 
 def check_gqa_attention(gqa_attention, *, seed: int = 0, batch: int = 2, n_heads: int = 6, seq: int = 5,

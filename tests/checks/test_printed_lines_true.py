@@ -371,3 +371,16 @@ def test_a_division_by_one_is_not_told_a_step_is_missing():
     assert len(left_out) == 1
     outcome = bench_diagnostics.run_mutation("03", left_out[0], bench_diagnostics.notebook_cells("03"))
     assert "a step is missing" in _line(outcome.message, "Where:")  # where the division is left out, it is missing
+
+
+def test_a_row_compared_on_placeholders_says_nothing_of_which_part_was_kept():
+    # x's shape row compares zeros with zeros: the window one token short is not "the first entry dropped"
+    message = _message("fresh12", "09", "get_batch", "idx = starts[:, None] + torch.arange(seq_len)")
+    assert "dropped" not in message and "x has shape (5, 6)" in _line(message, "Likely bug:")
+
+
+def test_query_heads_that_read_no_kv_head_are_not_said_to_read_head_0():
+    # n_rep = n_kv // n_heads = 0: repeat_kv returns no heads and the output is 0 everywhere
+    message = _message("fresh12", "07", "gqa_attention", "n_rep = k.shape[1] // q.shape[1]")
+    assert "reads kv head [0, 0" not in message
+    assert "none reads a kv head" in _line(message, "Measured:")

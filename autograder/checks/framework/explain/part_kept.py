@@ -16,17 +16,19 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
     if len(apart) != 1 or not 0 < got.shape[apart[0]] < want.shape[apart[0]]:
         return
     axis, n, total = apart[0], got.shape[apart[0]], want.shape[apart[0]]
-    for end, part in (("last", want.narrow(axis, total - n, n)), ("first", want.narrow(axis, 0, n))):
-        if close_to(got, part, atol, rtol):
-            said = chk.ratio_rows.setdefault("part kept", [])  # one row says it; the others would repeat it
-            said.append(name)
-            if len(said) > 1:
-                return
-            dropped, gone = "first" if end == "last" else "last", total - n
-            owners = chk.sizes_named().get(gone)
-            chk.diagnose(f"`{name}` holds the {end} {n} of the {total} entries the right result has along axis "
-                         f"{axis} (measured: they equal the right result's {end} {n} there): the {dropped} "
-                         f"{gone}" + (f" ({' and '.join(owners)})" if owners else "")
-                         + (" are" if gone > 1 else " is") + " dropped; keep every entry: no part of the result "
-                         "may be cut to a fixed length")
-            return
+    kept = [end for end, part in (("last", want.narrow(axis, total - n, n)), ("first", want.narrow(axis, 0, n)))
+            if close_to(got, part, atol, rtol)]
+    if len(kept) != 1:  # neither end, or both alike (a row compared on placeholders, equal entries): nothing measured
+        return
+    said = chk.ratio_rows.setdefault("part kept", [])  # one row says it; the others would repeat it
+    said.append(name)
+    if len(said) > 1:
+        return
+    end = kept[0]
+    dropped, gone = "first" if end == "last" else "last", total - n
+    owners = chk.sizes_named().get(gone)
+    chk.diagnose(f"`{name}` holds the {end} {n} of the {total} entries the right result has along axis "
+                 f"{axis} (measured: they equal the right result's {end} {n} there): the {dropped} "
+                 f"{gone}" + (f" ({' and '.join(owners)})" if owners else "")
+                 + (" are" if gone > 1 else " is") + " dropped; keep every entry: no part of the result "
+                 "may be cut to a fixed length")

@@ -414,7 +414,9 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
                  "the norms' gains are missing (2 per block and the final one)": -(2 * config.n_layers + 1) * d * size,
                  "one norm gain per block is missing: each block has two, attn_norm and mlp_norm":
                      -config.n_layers * d * size,
-                 "the final norm's gain is missing (the one before the head)": -d * size}
+                 "the final norm's gain is missing (the one before the head)": -d * size,
+                 "one d_model × d_ff matrix per block is missing: SwiGLU's MLP has three (gate_proj, up_proj and "
+                 "down_proj), a GELU MLP's two": -config.n_layers * d * config.d_ff * size}
         parts = parameter_parts(config)
         embedding = [part for part in parts if part.leaves == {"tok_emb.weight"}]  # the matrix a lookup reads
         found = explanations(got, want, ratios, diffs) | parts_apart(

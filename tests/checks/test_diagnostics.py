@@ -25,7 +25,7 @@ OUT_OF_CONTRACT = {
 # words of its `why`, tells apart two mistakes of one cell.
 NOT_YET: dict[tuple, str] = {}
 # The fewest mistakes of a set that must be named or located, where it was measured higher than NAMED_RATE_REQUIRED.
-FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57}
+FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57, "fresh12": 64}
 
 
 def _listed(table: dict, mutation_set: str, outcome) -> bool:
@@ -40,6 +40,9 @@ KNOWN_WRONG_LINE = {
     ("fresh5", "06", "generate_greedy", "prefills outside the loop"):
         "the prefill moved before the loop: the loop's first call is matched with the reference's prefill, so a line "
         "in the loop is shown (the length is named)",
+    ("fresh12", "07", "gqa_attention", "divides the kv heads by the query heads"):
+        "n_rep comes out 0 on the line before, a Python number the tracer does not record (it follows tensors): the "
+        "first tensor that differs is repeat_kv's empty result on the next line, so that line is shown",
 }
 
 
@@ -55,7 +58,8 @@ KNOWN_WRONG_LINE = {
                                           pytest.param("fresh8", marks=pytest.mark.slow),
                                           pytest.param("fresh9", marks=pytest.mark.slow),
                                           pytest.param("fresh10", marks=pytest.mark.slow),
-                                          pytest.param("fresh11", marks=pytest.mark.slow)])
+                                          pytest.param("fresh11", marks=pytest.mark.slow),
+                                          pytest.param("fresh12", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     """The held-out sets (mistakes written without reading the checks) that
     the checks were improved on: each was measured first (docs/benchmarks.md

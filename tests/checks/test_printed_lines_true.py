@@ -384,3 +384,8 @@ def test_query_heads_that_read_no_kv_head_are_not_said_to_read_head_0():
     message = _message("fresh12", "07", "gqa_attention", "n_rep = k.shape[1] // q.shape[1]")
     assert "reads kv head [0, 0" not in message
     assert "none reads a kv head" in _line(message, "Measured:")
+
+
+def test_a_two_matrix_mlp_in_the_decode_count_is_named_by_the_matrix_missing():
+    message = _message("fresh12", "07", "decode_bytes_per_token", "per_block = attention + 2 * d * config.d_ff + 2 * d")
+    assert "one d_model × d_ff matrix per block is missing" in _line(message, "Likely bug:")

@@ -389,3 +389,10 @@ def test_query_heads_that_read_no_kv_head_are_not_said_to_read_head_0():
 def test_a_two_matrix_mlp_in_the_decode_count_is_named_by_the_matrix_missing():
     message = _message("fresh12", "07", "decode_bytes_per_token", "per_block = attention + 2 * d * config.d_ff + 2 * d")
     assert "one d_model × d_ff matrix per block is missing" in _line(message, "Likely bug:")
+
+
+def test_a_step_taken_in_another_order_is_not_a_missing_step():
+    # the bias added before the scaling: every step is there, the add meets the scaling one call later
+    message = _message("fresh12", "02", "layer_norm", "return (weight * centred + bias) * torch.rsqrt(var + eps)")
+    where = _line(message, "Where:")
+    assert "a step is missing" not in where and "line 6" in where

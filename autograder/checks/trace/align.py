@@ -20,7 +20,7 @@ import itertools
 import math
 
 import torch
-from .record import LEAF, Op, Trace
+from .record import LAYOUT_OPS, LEAF, Op, Trace
 
 
 # -- comparing values up to layout -------------------------------------------------
@@ -296,3 +296,66 @@ def owner_value(reference: Trace, owner: Owner) -> torch.Tensor | None:
     if i <= LEAF:
         return reference.leaves[LEAF - i] if LEAF - i < len(reference.leaves) else None
     return reference.inputs[-2 - i] if -2 - i < len(reference.inputs) else None
+
+
+def steps_taken_later(first: Op, ops: list[Op], reference: Trace, paths: list) -> bool:
+    """True when every computing step (not a layout change) the reference
+    takes between a value and its call is one the learner takes on a value
+    computed from `first`'s result."""
+    steps = {base_name(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS}
+    later, taken = {first.index}, set()
+    for op in ops[first.index + 1:]:
+        if any(i in later for i in op.inputs):
+            later.add(op.index)
+            taken.add(base_name(op.name))
+    return bool(steps) and steps <= taken
+
+
+def path_between(reference: Trace, value: Owner, ancestor: Owner) -> list[int] | None:
+    """The reference's calls from `ancestor` to `value` (one path), or None
+    when `value` is not computed from `ancestor`."""
+    ops = reference.ops
+    stack, seen = [(value, [])], set()
+    while stack:
+        owner, path = stack.pop()
+        if owner == ancestor:
+            return path
+        i = owner[0]
+        if i < 0 or owner in seen:
+            continue
+        seen.add(owner)
+        stack += [((j, s), path + [i]) for j, s in zip(ops[i].inputs, ops[i].slots or [0] * len(ops[i].inputs))]
+    return None
+
+
+def steps_joined_after(first: Op, ops: list[Op], reference: Trace, paths: list) -> bool:
+    """True when the computing steps the reference takes between a value and
+    its call are taken by the learner on a branch of their own, which the
+    chain of calls right after `first` joins ((w·c + b)·rsqrt(var) where the
+    reference has c·rsqrt(var)·w + b): the steps are there, in another order,
+    and none is missing. Only that chain is followed, up to the first call
+    that joins another branch: a step missing here and taken again much later
+    (the next block's norm) does not count."""
+    steps = {base_name(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS}
+    before, current, taken = ancestors(ops, first.index), first.index, set()
+    for _ in range(4):
+        reader = next((op for op in ops[current + 1:] if current in op.inputs), None)
+        if reader is None:
+            return False
+        branch = set().union(*(ancestors(ops, i) | {i} for i in reader.inputs if i >= 0 and i != current)) - before
+        taken |= {base_name(reader.name)} | {base_name(ops[i].name) for i in branch}
+        if branch:
+            return bool(steps) and steps <= taken
+        current = reader.index
+    return False
+
+
+def ancestors(ops: list[Op], index: int) -> set[int]:
+    """The learner's calls whose results `ops[index]` is computed from."""
+    found, stack = set(), [i for i in ops[index].inputs if i >= 0]
+    while stack:
+        i = stack.pop()
+        if i not in found:
+            found.add(i)
+            stack += [j for j in ops[i].inputs if j >= 0]
+    return found

@@ -33,7 +33,8 @@ from typing import Any, Callable
 
 import torch
 
-from .align import base_name, owner_value, same_kind, sized_axes, tolerance_for, values_close, Analysis, Owner
+from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
+                    steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -477,7 +478,7 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         # reference reads it only after steps of its own. When the learner's code takes those steps too, but
         # later, on what this call made (silu(x) @ W where the reference has silu(x @ W)), the order goes wrong
         # here: this line is the place. Steps it never takes have no line of the learner's: nothing can be told.
-        if lagging and not layout_only and _steps_taken_later(first, ops, reference, paths):
+        if lagging and not layout_only and steps_taken_later(first, ops, reference, paths):
             return first, None, best, "value"
         maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
         if lagging and not layout_only and maker is not None:
@@ -501,6 +502,8 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
     if layout_only and j >= 0 and _cast_only(ops[j], (first.slots or [0] * len(first.inputs))[k], reference, wanted,
                                              paths):
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
+    if lagging and not layout_only and steps_joined_after(first, ops, reference, paths):
+        return first, None, best, "value"  # the steps are there, on a branch the next calls meet: an order
     if lagging and not layout_only and _step_taken_as_identity(ops, j, first, reference, paths):
         return None  # the step is there, on a number that comes out 1 (or 0): no step is missing, and no line
         # can be told from the values, which are those the step would leave alone
@@ -563,36 +566,6 @@ def _cast_only(made: Op, slot: int, reference: Trace, wanted: Owner, paths: list
     return (isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) and mine.dtype != theirs.dtype
             and tuple(mine.shape) == tuple(theirs.shape)
             and any(reference.ops[i].name in CASTS for p in paths if p is not None for i in p))
-
-
-def _steps_taken_later(first: Op, ops: list[Op], reference: Trace, paths: list) -> bool:
-    """True when every computing step (not a layout change) the reference
-    takes between a value and its call is one the learner takes on a value
-    computed from `first`'s result."""
-    steps = {base_name(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS}
-    later, taken = {first.index}, set()
-    for op in ops[first.index + 1:]:
-        if any(i in later for i in op.inputs):
-            later.add(op.index)
-            taken.add(base_name(op.name))
-    return bool(steps) and steps <= taken
-
-
-def path_between(reference: Trace, value: Owner, ancestor: Owner) -> list[int] | None:
-    """The reference's calls from `ancestor` to `value` (one path), or None
-    when `value` is not computed from `ancestor`."""
-    ops = reference.ops
-    stack, seen = [(value, [])], set()
-    while stack:
-        owner, path = stack.pop()
-        if owner == ancestor:
-            return path
-        i = owner[0]
-        if i < 0 or owner in seen:
-            continue
-        seen.add(owner)
-        stack += [((j, s), path + [i]) for j, s in zip(ops[i].inputs, ops[i].slots or [0] * len(ops[i].inputs))]
-    return None
 
 
 CASTS = {"float", "double", "half", "bfloat16", "to", "type", "type_as"}

@@ -145,9 +145,9 @@ def test_loss_per_position_averages_to_evaluate(corpus):
 
 
 def test_a_diverging_arm_stops_and_is_reported(corpus):
-    tc = dataclasses.replace(E.SMALL_TRAIN, steps=6, seq_len=32, eval_every=0, lr=1e3, min_lr=1e3, warmup_steps=0, grad_clip=None)
+    tc = dataclasses.replace(E.SMALL_TRAIN, steps=6, seq_len=32, eval_every=0, lr=1e6, min_lr=1e6, warmup_steps=0, grad_clip=None)
     curves = E.train_side_by_side({"huge lr": E.Arm(lambda: tinylm.Transformer(tinylm.ModelConfig(**TINY)))}, corpus, tc)
-    assert "huge lr" in curves.diverged_at  # an lr of 1000 blows up within six steps (seeded)
+    assert "huge lr" in curves.diverged_at  # an lr of 1e6 blows up within six steps (seeded)
     # Trainer refuses the diverging step (TrainingDiverged): the history holds the steps before it.
     assert len(curves.histories["huge lr"].train_loss) == curves.diverged_at["huge lr"] - 1
     assert math.isnan(curves.final_val()["huge lr"]) and "diverged" in curves.summary()

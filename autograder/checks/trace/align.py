@@ -224,7 +224,7 @@ class Analysis:
 
     def frontier(self, out_ops: list[int]) -> list[int]:
         """The calls `out_ops` depend on that are not good although everything they read is."""
-        return [i for i in sorted(_ancestors(self.ops, out_ops))
+        return [i for i in sorted(ancestors(self.ops, out_ops))
                 if not self.good[i] and not self.ops[i].raised and all(self._good_input(j) for j in self.ops[i].inputs)]
 
     def _good_input(self, j: int) -> bool:
@@ -270,7 +270,8 @@ _ALIASES = {"truediv": "div", "true_divide": "div", "divide": "div", "multiply":
             "greater_equal": "ge", "less_equal": "le", "greater": "gt", "less": "lt"}
 
 
-def _ancestors(ops: list[Op], roots) -> set[int]:
+def ancestors(ops: list[Op], roots) -> set[int]:
+    """The calls in `roots` (negative: an input of the call, skipped) and every call they are computed from."""
     seen: set[int] = set()
     stack = [i for i in roots if i >= 0]
     while stack:
@@ -298,11 +299,16 @@ def owner_value(reference: Trace, owner: Owner) -> torch.Tensor | None:
     return reference.inputs[-2 - i] if -2 - i < len(reference.inputs) else None
 
 
+def _computing_steps(reference: Trace, paths: list) -> set[str]:
+    """The kinds of the reference's calls (layout changes left out) on the paths between a value and its call."""
+    return {base_name(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS}
+
+
 def steps_taken_later(first: Op, ops: list[Op], reference: Trace, paths: list) -> bool:
     """True when every computing step (not a layout change) the reference
     takes between a value and its call is one the learner takes on a value
     computed from `first`'s result."""
-    steps = {base_name(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS}
+    steps = _computing_steps(reference, paths)
     later, taken = {first.index}, set()
     for op in ops[first.index + 1:]:
         if any(i in later for i in op.inputs):
@@ -336,26 +342,15 @@ def steps_joined_after(first: Op, ops: list[Op], reference: Trace, paths: list) 
     and none is missing. Only that chain is followed, up to the first call
     that joins another branch: a step missing here and taken again much later
     (the next block's norm) does not count."""
-    steps = {base_name(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS}
-    before, current, taken = ancestors(ops, first.index), first.index, set()
+    steps = _computing_steps(reference, paths)
+    before, current, taken = ancestors(ops, first.inputs), first.index, set()
     for _ in range(4):
         reader = next((op for op in ops[current + 1:] if current in op.inputs), None)
         if reader is None:
             return False
-        branch = set().union(*(ancestors(ops, i) | {i} for i in reader.inputs if i >= 0 and i != current)) - before
+        branch = ancestors(ops, [i for i in reader.inputs if i != current]) - before
         taken |= {base_name(reader.name)} | {base_name(ops[i].name) for i in branch}
         if branch:
             return bool(steps) and steps <= taken
         current = reader.index
     return False
-
-
-def ancestors(ops: list[Op], index: int) -> set[int]:
-    """The learner's calls whose results `ops[index]` is computed from."""
-    found, stack = set(), [i for i in ops[index].inputs if i >= 0]
-    while stack:
-        i = stack.pop()
-        if i not in found:
-            found.add(i)
-            stack += [j for j in ops[i].inputs if j >= 0]
-    return found

@@ -11,7 +11,7 @@ import re
 import torch
 
 from ..learner_code import is_learners_file, walk_traceback
-from .align import one_axis_apart, owner_value, Analysis
+from .align import ancestors, one_axis_apart, owner_value, Analysis
 from .explain import (Located, CASTS, SIZED_OPS, blame_of, describe_value, function_around, input_owners, path_between,
                       same_kind, sizes_bound_at, sizes_differ, true_division_read, blamed_lines, place)
 from .record import source_line, tensors_in, Op, Trace
@@ -373,14 +373,8 @@ def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
     if learner.truncated or not outputs or outputs[0].dtype == want:
         return None
     ops = learner.ops
-    ancestors: set[int] = set()
-    stack = [learner.producer[id(t)] for t in outputs if learner.producer.get(id(t), -1) >= 0]
-    while stack:
-        i = stack.pop()
-        if i not in ancestors:
-            ancestors.add(i)
-            stack += [j for j in ops[i].inputs if j >= 0]
-    made = [ops[i] for i in sorted(ancestors) if ops[i].factory and ops[i].outputs
+    on_path = ancestors(ops, [learner.producer.get(id(t), -1) for t in outputs])
+    made = [ops[i] for i in sorted(on_path) if ops[i].factory and ops[i].outputs
             and ops[i].outputs[0].is_floating_point() and ops[i].outputs[0].dtype != want]
     if len({(op.file, op.line) for op in made}) != 1:
         return None

@@ -260,8 +260,7 @@ def explain_attention_weights(chk: Check, attention, seed: int = 5, batch: int =
             return
     if 3 not in sums:
         if sums:
-            chk.diagnose(f"your attention weights sum to 1 over axis {sums[0]} ({AXIS_NAMES[sums[0]]}), not over the "
-                         "keys: take the softmax over the last axis, scores.softmax(dim=-1)")
+            _explain_weights_on_another_axis(chk, filled, q.double(), k.double(), allowed, sums[0])
         else:
             row = filled.sum(-1)
             chk.measured(f"your attention weights do not sum to 1 over the keys (row sums {float(row.min()):.3g} to "
@@ -282,6 +281,30 @@ def explain_attention_weights(chk: Check, attention, seed: int = 5, batch: int =
                      "itself (key j <= query i)")
         return
     _fit_temperature(chk, filled, q.double(), k.double(), allowed, head_dim, seq)
+
+
+def _explain_weights_on_another_axis(chk: Check, filled, q, k, allowed, axis: int) -> None:
+    """The weights read with v = identity sum to 1 over `axis`, not over the keys. Over the queries two codes give
+    that: a softmax over the queries, or right weights transposed before the product with v. Each is confirmed by
+    rebuilding it from q and k and comparing it with what the learner's function applied to v; neither matching
+    leaves both as candidates."""
+    if axis != 2:
+        chk.diagnose(f"your attention weights sum to 1 over axis {axis} ({AXIS_NAMES[axis]}), not over the keys: "
+                     "take the softmax over the last axis, scores.softmax(dim=-1)")
+        return
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(~allowed, float("-inf"))
+    if torch.allclose(filled, scores.softmax(-1).transpose(-2, -1), atol=1e-5):
+        chk.diagnose("the attention weights are right but transposed before the product with v (measured: with v "
+                     "the identity your output is the reference's weights with their last two axes swapped, so it "
+                     "sums to 1 over the queries): multiply weights @ v as the softmax gives them")
+    elif torch.allclose(filled, scores.softmax(-2), atol=1e-5):
+        chk.diagnose("softmax over the queries (axis 2) instead of the keys (measured: with v the identity your "
+                     "output is the masked scores' softmax over axis 2): take it over the last axis, "
+                     "scores.softmax(dim=-1)")
+    else:
+        chk.candidates("your attention weights (read with v the identity) sum to 1 over axis 2 (queries), not over "
+                       "the keys; candidates: a softmax over the queries, or weights transposed (their last two axes "
+                       "swapped) before the product with v")
 
 
 def _fit_temperature(chk: Check, w, q, k, allowed, head_dim: int, seq: int) -> None:

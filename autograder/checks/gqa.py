@@ -49,6 +49,9 @@ def _heads_returned_words(found: list[tuple[str, int, int]]) -> str:
 
 def _name_mapping(chk: Check, read: list, n_kv: int, n_rep: int, who: str) -> None:
     want = [h // n_rep for h in range(n_kv * n_rep)]
+    if read == want:
+        chk.measured(f"n_rep={n_rep}: {who} h reads kv head h // n_rep, {read}, as expected")
+        return
     chk.measured(f"n_rep={n_rep}: {who} h reads kv head {read}; expected {want} (h // n_rep)")
     if read == [h % n_kv for h in range(n_kv * n_rep)]:
         chk.diagnose(TILED)

@@ -102,19 +102,41 @@ def explain_rms_norm(chk: Check, rms_norm, d: int = 16, seed: int = 3) -> None:
     ratio = x64 / y                                    # per-token divisor, if y = x / divisor
     per_token = bool(torch.allclose(ratio, ratio[:, :1], rtol=1e-3))
     rms = y.pow(2).mean(-1).sqrt()
-    if per_token and not torch.allclose(rms, torch.ones(()).double(), rtol=1e-3):
+    off_scale = per_token and not torch.allclose(rms, torch.ones(()).double(), rtol=1e-3)
+    if off_scale and _gain_plus_one(chk, rms_norm, x, d):
+        return
+    if off_scale:
         divisor = ratio[:, 0]
         named = next((what for what, f in _DIVISORS.items() if torch.allclose(divisor, f(x64), rtol=1e-3)), None)
         spread = f"{float(rms.min()):.3g}" + ("" if float(rms.max() - rms.min()) < 1e-3 else f" to {float(rms.max()):.3g}")
-        text = f"with unit gain your output's RMS per token is {spread}, not 1: your code divides x by "
+        text = f"with unit gain your output's RMS per token is {spread}, not 1: "
         if named:
-            chk.diagnose(text + named)
+            chk.diagnose(text + "your code divides x by " + named)
         else:
-            chk.measured(text + "a per-token number that is not sqrt(mean(x²) + eps)")
+            chk.measured(text + "your output is x divided by a per-token number that is not sqrt(mean(x²) + eps)")
     scaled = chk.probe(rms_norm, x * 10, ones, 1e-6)
     if isinstance(scaled, torch.Tensor) and scaled.shape == x.shape and not torch.allclose(scaled.double(), y, rtol=1e-3, atol=1e-5):
         chk.measured("RMSNorm is scale invariant, f(10·x) = f(x), but yours changes when x is scaled by 10")
-    _explain_eps(chk, rms_norm, x * 1e-2, ones)
+    if not off_scale:  # an eps fitted to an output of the wrong scale measures the scale, not the eps
+        _explain_eps(chk, rms_norm, x * 1e-2, ones)
+
+
+def _gain_plus_one(chk: Check, rms_norm, x: torch.Tensor, d: int) -> bool:
+    """Whether the gain acts as (1 + weight): with weight 0 the output is the normalised x, and with a random
+    weight w it is (1 + w) times that. Said as confirmed only when both hold on the learner's function."""
+    normalised = x.double() * x.double().pow(2).mean(-1, keepdim=True).add(1e-6).rsqrt()
+    gain = randn(d, seed=11)
+    at_zero = chk.probe(rms_norm, x, torch.zeros(d), 1e-6)
+    at_gain = chk.probe(rms_norm, x, gain, 1e-6)
+    if not all(isinstance(t, torch.Tensor) and t.shape == x.shape for t in (at_zero, at_gain)):
+        return False
+    if not (torch.allclose(at_zero.double(), normalised, rtol=1e-4, atol=1e-6)
+            and torch.allclose(at_gain.double(), (1 + gain.double()) * normalised, rtol=1e-4, atol=1e-6)):
+        return False
+    chk.diagnose("the gain acts as (1 + weight), the zero-centred convention (measured: with weight 0 your output "
+                 "is the normalised x, and with a weight w it is (1 + w) times that): multiply by weight itself, "
+                 "whose fresh value is ones")
+    return True
 
 
 def _explain_eps(chk: Check, rms_norm, tiny: torch.Tensor, ones: torch.Tensor) -> None:

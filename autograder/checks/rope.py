@@ -113,6 +113,10 @@ def _explain_frequencies(chk: Check, cos, sin, head_dim: int, theta: float) -> N
     i = torch.arange(head_dim // 2, dtype=torch.float64)
     slope = float(((exps - exps.mean()) * (i - i.mean())).sum() / (i - i.mean()).pow(2).sum())
     intercept = float(exps.mean() - slope * i.mean())
+    if round(intercept, 3) == 0 and round(slope, 3) == round(-2 / head_dim, 3):
+        chk.measured(f"fitted from your tables: frequency i = theta^({-2 / head_dim:+.3f}·i) = theta^(-2i/head_dim), "
+                     "as expected (to 3 decimals)")
+        return
     chk.measured(f"fitted from your tables: frequency i = theta^({intercept:+.3f} {slope:+.3f}·i); expected "
                  f"theta^(-2i/head_dim) = theta^(0 {-2 / head_dim:+.3f}·i)")
 

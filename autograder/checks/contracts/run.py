@@ -71,10 +71,12 @@ def _rows_mixed(fn, contract: Contract, cases: list) -> tuple[str, bool] | None:
     result, and the whole batch does not, the rows are mixed."""
     if not cases or contract.same is not None:
         return None
-    _, named, kwargs = split_case(contract, cases[0])
+    label, named, kwargs = split_case(contract, cases[0])
     size = batch_size_of(named, contract.batch)
     if size is None or size < 2:
         return None
+    batched = next(n for n in contract.batch if isinstance(named.get(n), torch.Tensor))
+    case = f"{label}, {batched} of shape {tuple(named[batched].shape)}"
     try:
         want = contract.reference(*positional_args(contract, named), **kwargs)
     except Exception:  # noqa: BLE001: a case the reference cannot run says nothing
@@ -92,13 +94,14 @@ def _rows_mixed(fn, contract: Contract, cases: list) -> tuple[str, bool] | None:
     forms = [lambda t, b: t[b:b + 1].clone()] + ([lambda t, b: t[b].clone()] if contract.leading else [])
     for form in forms:
         if all(_row_alone_right(fn, contract, named, kwargs, form, b) for b in range(size)) and pooled:
-            return (f"each of the {size} rows given alone gives the right result, the batch of {size} does not, and "
+            return (f"on {case}, each of the {size} rows given alone gives the right result, the batch of {size} "
+                    "does not, and "
                     "the result pools the rows; candidates: the rows are mixed (an operation across the batch axis, "
                     "a flatten or reshape in another order), or they are pooled with other weights than every "
                     "scored position counting once (a mean of per-row means)", True)
         if all(_row_alone_right(fn, contract, named, kwargs, form, b) for b in range(size)):
-            return (f"the rows of a batch are mixed (measured: each of the {size} rows given alone gives the right "
-                    f"result, the batch of {size} does not): an operation runs across the batch axis (axis 0), e.g. a "
+            return (f"the rows of a batch are mixed (measured on {case}: each of the {size} rows given alone gives "
+                    f"the right result, the batch of {size} does not): an operation runs across the batch axis (axis 0), e.g. a "
                     "sum, cumsum, softmax or sort without dim=-1, or an index that treats the batch as one row", False)
     return None
 

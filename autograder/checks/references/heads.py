@@ -20,8 +20,9 @@ def head_mismatch_fact(text: str) -> Evidence | None:
     if m is None:
         return None
     return measured(f"the error is on the head axis (dimension 1): {m.group(1)} heads met {m.group(2)}, so the keys "
-                    "or the values (or both) are not repeated to the query heads; each of k and v needs "
-                    "repeat_kv(..., n_rep) with n_rep = n_heads // n_kv_heads before attention")
+                    "or the values (or both) reach attention with another head count than the queries' (not "
+                    "repeated, or repeated another number of times); each of k and v needs repeat_kv(..., n_rep) "
+                    "with n_rep = n_heads // n_kv_heads before attention")
 
 
 # Said of the mapping measured, not of the call: x.repeat, torch.cat([x] * n_rep), an expand or a transpose

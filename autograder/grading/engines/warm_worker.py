@@ -16,7 +16,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from ... import course
+# nbgrader (imported below, through grade) brings nbformat, which brings jsonschema, whose guarded import of
+# the optional rfc3987_syntax (installed for jupyter-events) builds a Lark grammar for the "iri" format: about
+# 1.3 s of CPU, a quarter of this worker's start, paid again by every grading run. Nothing graded here checks
+# a format (nbformat validates without a FormatChecker), so the grammar would never be used; the None entry
+# makes that import fail as if the package were absent. Only in this trusted process and its forks: a kernel
+# or recheck child is a process of its own, and the worker is only ever run (`-m`), never imported.
+sys.modules.setdefault("rfc3987_syntax", None)
+
+from ... import course  # noqa: E402 (after the entry above)
 from .. import grade
 from ..recheck.protocol import MODULE as RECHECK_MODULE
 from ..recheck.run import how_it_ended, parse_output, recheck_args

@@ -213,6 +213,48 @@ def _from_train_mode_without_grad(chk: Check, fn, model, prompts, lengths, max_n
         mode_given_back(chk, "generate_left_padded", spy, True, label)
 
 
+def _second_call(chk: Check, fn, model, prompts, lengths, max_new_tokens: int, pad_id: int, alone: torch.Tensor,
+                 cache: tinylm.KVCache) -> None:
+    """The cache of the first call handed to a second one, as a notebook
+    decoding batch after batch does: the same new tokens as from an empty
+    cache. A cache found not empty at the second call's first forward pass is
+    named as the cause only when the same call, on that cache emptied by the
+    check, gives every row its prompt decoded alone."""
+    label = "a second call with the cache the first call used"
+    limit = 4 * max_new_tokens + 4
+    spy = PaddedBatchSpy(model, lengths, limit=limit)
+
+    def stale(_err=None) -> str | None:
+        start = spy.calls[0]["start"] if spy.calls else 0
+        if start == 0:
+            return None
+        cache.reset()
+        again = quiet_call(fn, PaddedBatchSpy(model, lengths, limit=limit), [p.clone() for p in prompts],
+                           max_new_tokens, cache, pad_id)
+        if not (isinstance(again, torch.Tensor) and tuple(again.shape) == tuple(alone.shape)
+                and torch.equal(again.long().cpu(), alone)):
+            return None
+        return (f"the cache is not emptied at the start of a call (measured: the second call's first forward pass "
+                f"finds cache.length = {start}, the entries the first call left, where an emptied cache holds 0; "
+                "on the same cache emptied by the check, the same call gives every "
+                "row its prompt decoded alone): call cache.reset() before the prompt's forward pass, since a caller "
+                "may hand over a cache that holds an earlier batch")
+
+    got = chk.call(fn, spy, [p.clone() for p in prompts], max_new_tokens, cache, pad_id, row_label=label,
+                   on_error=stale)
+    shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(alone.shape)
+    same = shaped and torch.equal(got.long().cpu(), alone)
+    chk.require(f"{label}: new tokens = each prompt decoded alone", same,
+                "" if same else "other tokens than each prompt decoded alone" if shaped else f"returned {describe(got)}")
+    if not same:
+        cause = stale()
+        if cause:
+            chk.diagnose(cause)
+        elif spy.calls and spy.calls[0]["start"]:
+            chk.measured(f"the second call's first forward pass finds cache.length = {spy.calls[0]['start']}, the "
+                         "entries the first call left")
+
+
 def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: tuple = (3, 7, 5),
                                max_new_tokens: int = 6, vocab: int = 29, n_kv_heads: int = 1, pad_id: int = 0) -> None:
     """generate_left_padded(model, prompts, max_new_tokens, cache, pad_id) on prompts
@@ -265,6 +307,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
                    "this model happens to pick the same tokens; the attention weights on the padding are not zero")
             chk.diagnose(f"{_CAUSE_TEXT.get(cause, cause)} (measured: {fact}); your tokens still equal decoding each "
                          f"prompt alone here: {why}" + _fix_for(cause))
+        if chk.passed:
+            _second_call(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id, alone, cache)
         if chk.passed:
             _from_train_mode_without_grad(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id,
                                           alone)

@@ -340,8 +340,35 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
                         "a backward pass leaves weight.grad empty: the gain would never train",
                         diagnosis="no gradient reaches self.weight: forward uses it through .data or .detach() (or "
                                   "not at all), so training would never change the gain; use self.weight itself")
+        _input_gradient(chk, module, x, w, eps, seed)
     chk.locate_with(lambda: _locate_rms_module(RMSNorm))
     chk.finish()
+
+
+def _input_gradient(chk: Check, module, x: torch.Tensor, w: torch.Tensor, eps: float, seed: int) -> None:
+    """The gradient a backward pass sends through the norm into its input,
+    against autograd of the reference: the gain's own gradient can be right
+    while the input's is cut, and then every layer before the norm stops
+    learning. The output is weighted at random so no term cancels. In the
+    grader's recheck the output carries no graph and the reach it comes with
+    names the module's parameters only: nothing to measure there."""
+    xin = x.clone().requires_grad_(True)
+    out = chk.call(module, xin)
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape or not out.is_floating_point() \
+            or getattr(out, "recheck_gradient_reaches", None) is not None:
+        return
+    probe = randn(*x.shape, seed=seed + 2)
+    got = torch.autograd.grad((out * probe).sum(), xin, allow_unused=True)[0] if out.requires_grad else None
+    ref_x = x.clone().requires_grad_(True)
+    want = torch.autograd.grad((_ref_rms_norm(ref_x, w, eps) * probe).sum(), ref_x)[0]
+    if got is None:
+        chk.require("gradient reaches the input x", False, "the output does not depend on x through autograd")
+        chk.candidates("no gradient flows back through your RMSNorm into its input (measured: the gradient of the "
+                       "output with respect to x is None), so in a model every layer before the norm "
+                       "would stop learning; candidates: x used through .detach() or .data, or the token rebuilt "
+                       "from x's values as a new tensor; normalise x itself")
+        return
+    chk.compare("gradient into the input x (backward)", got, want)
 
 
 def _offset_gain(chk: Check, module, dim: int, eps: float, seed: int) -> str | None:

@@ -7,7 +7,9 @@ with torch.bincount on the pairs (never tinylm's own code).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import math
 
 import torch
@@ -257,7 +259,52 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
                                    "it with model.train(was_training) at the end")
     _same_loss_regrouped(chk, evaluate, model, batches, bytes_per_token, got, dropout_on)
     _large_nll_in_eval_mode(chk, evaluate, model, batches, bytes_per_token)
+    _batches_follow_the_model(chk, evaluate, model, batches, bytes_per_token)
     return chk
+
+
+def _batches_follow_the_model(chk: Check, evaluate, model, batches, bytes_per_token: float) -> None:
+    """The model on the CPU while the notebook's DEVICE names another device,
+    as a model moved off DEVICE to be evaluated: the batches must reach the
+    model on its own device. Without a GPU, the meta device stands in: the
+    learner's global DEVICE is set to it for one call and given back in every
+    case. Nothing is measured where the function's globals hold no DEVICE, in
+    the grader's recheck (the call runs in another process), or where the
+    model is not on the CPU."""
+    scope = getattr(evaluate, "__globals__", None)
+    if getattr(evaluate, "recheck_trace", None) is not None or not isinstance(scope, dict) \
+            or not isinstance(scope.get("DEVICE"), (torch.device, str)) \
+            or any(p.device.type != "cpu" for p in model.parameters()):
+        return
+    seen: list[torch.device] = []
+
+    def note(module, args, kwargs):
+        idx = args[0] if args else kwargs.get("idx")
+        if isinstance(idx, torch.Tensor):
+            seen.append(idx.device)
+
+    handle = model.register_forward_pre_hook(note, with_kwargs=True)
+    saved = scope["DEVICE"]
+    scope["DEVICE"] = torch.device("meta")
+    try:
+        with torch.random.fork_rng(devices=[]), contextlib.redirect_stdout(io.StringIO()):
+            measuring_call(evaluate, (model, copy.deepcopy(batches), bytes_per_token))
+    except Exception:  # noqa: BLE001: what the forward passes received is measured, whatever followed
+        pass
+    finally:
+        scope["DEVICE"] = saved
+        handle.remove()
+    if not seen:
+        return
+    stray = [d for d in seen if d.type != "cpu"]
+    chk.require("batches sent to the model's device (model on the CPU, DEVICE another device)", not stray,
+                f"the model received its ids on {stray[0]}" if stray else "",
+                diagnosis=f"your evaluate sends the batches to the notebook's DEVICE, not to the device its "
+                          "parameters are on (measured: with every parameter on the CPU and DEVICE set by the check "
+                          "to the meta device, standing in for a GPU, the forward pass received its ids on the "
+                          f"{stray[0]} device): on a GPU machine, evaluating on the CPU would put the batches on the "
+                          "GPU, and the forward pass raises; read the device off the parameters (the first "
+                          "parameter's .device) instead of DEVICE" if stray else None)
 
 
 def _same_loss_regrouped(chk: Check, evaluate, model, batches, bytes_per_token: float, first, dropout_on: bool) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from .. import trace
 from ..framework.check import RAISE_LOCATORS
@@ -252,8 +253,15 @@ def stays_on_device(fn, contract: Contract, args: dict) -> dict | None:
     if getattr(fn, "recheck_trace", None) is not None:
         return None  # the grader's recheck runs the learner's process on real tensors only
     moved = {k: v.detach().to("meta") if isinstance(v, torch.Tensor) else v for k, v in args.items()}
-    got, error = call_in_regime(fn, contract, positional_args(contract, moved), {})
+    with _HostCopies() as copies:
+        got, error = call_in_regime(fn, contract, positional_args(contract, moved), {})
     text = str(error) if error is not None else ""
+    if error is not None and copies.call is not None:
+        return {"note": "copied to the CPU", "error": error, "bugs": [], "facts": [
+            f"your function copies a tensor from the inputs' device to the CPU (measured: with the inputs on the meta "
+            f"device, your call of Tensor.{copies.call} raised: {text.splitlines()[0][:120]}): on a GPU that call "
+            "copies the data to the host, and what is computed from the copy is on the CPU, where the reference "
+            "makes no copy and its result stays on the inputs' device"]}
     if error is None:
         try:
             want = contract.reference(*positional_args(contract, moved))
@@ -271,6 +279,30 @@ def stays_on_device(fn, contract: Contract, args: dict) -> dict | None:
     return {"note": "raised for another device", "error": error, "bugs": [], "facts": [
         "your function combines a tensor on the CPU with inputs on another device (measured: on the "
         f"meta device it raises: {text.splitlines()[0][:160]})"]}
+
+
+class _HostCopies(TorchFunctionMode):
+    """Which of the learner's own calls copied a meta tensor's data out to the
+    CPU. Only the explicit moves count (.cpu(), .to(cpu), .tolist(), a copy_
+    into a CPU tensor): a torch operation that needs the data on the host
+    (a sync on a GPU, no error there) raises the same way on the meta
+    device and is no host copy the learner wrote. While this mode handles a
+    call it is off, so the calls seen are those the learner's code makes."""
+    MOVES = ("cpu", "to", "tolist", "copy_")
+
+    def __init__(self):
+        super().__init__()
+        self.call: str | None = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        try:
+            return func(*args, **(kwargs or {}))
+        except NotImplementedError as err:
+            name = getattr(func, "__name__", "")
+            if self.call is None and name in self.MOVES and "copy out of meta tensor" in str(err) and \
+                    getattr(func, "__qualname__", "").startswith("TensorBase."):
+                self.call = name
+            raise
 
 
 def _random_args(fn, contract: Contract, args: dict, generator) -> tuple:

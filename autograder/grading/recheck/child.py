@@ -87,8 +87,11 @@ def main() -> int:
             except BaseException as err:  # noqa: BLE001
                 reply("raise", type(err).__name__, str(err)[:500])
                 continue
-            reached = _gradient_reach(result, module.named_parameters(remove_duplicate=False))
-            reply("result", plain(result), _module_state([*args, *kwargs.values()]), reached)
+            values = [*args, *kwargs.values()]
+            # the module's parameters by name, its arguments by position: a forward that cuts its input off
+            # the graph (x.detach()) shows as an argument not reached
+            reached = _gradient_reach(result, [*module.named_parameters(remove_duplicate=False), *enumerate(values)])
+            reply("result", plain(result), _module_state(values), reached)
         elif kind in ("trace", "trace_method"):
             reply("trace", plain(_child_trace(message, ns, unwrap, handles)))
         elif kind == "call":

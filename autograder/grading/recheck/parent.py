@@ -376,9 +376,10 @@ def call_child(child: Child, head: tuple, args, kwargs, owner=None):
                 load_optimizer_states(values, answer[3])
                 set_module_grads(values, answer[4])
                 reached = [values[i] for i in answer[5] if isinstance(i, int) and 0 <= i < len(values)]
-            else:  # a module's forward: the reached keys are its parameter names
+            else:  # a module's forward: its parameters reached by name, its arguments by position
                 params = dict(owner.named_parameters(remove_duplicate=False)) if owner is not None else {}
-                reached = [params[n] for n in answer[3] if n in params]
+                reached = [params[n] for n in answer[3] if isinstance(n, str) and n in params]
+                reached += [values[i] for i in answer[3] if isinstance(i, int) and 0 <= i < len(values)]
             result = from_plain(answer[1], child)
     if raised is not None:
         raise raised

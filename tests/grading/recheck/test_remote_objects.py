@@ -82,6 +82,11 @@ def test_gradient_flow_is_judged_where_the_learners_graph_exists(tmp_path):
     cut = recheck(tmp_path, {"RMSNorm": source.replace("self.weight, self.eps", "self.weight.data, self.eps")},
                   "02_rmsnorm")
     assert cut["check_RMSNorm"]["status"] == "fail" and "no gradient reaches self.weight" in cut["check_RMSNorm"]["message"]
+    # the input cut off instead: the child answers for the module's arguments too
+    assert "rms_norm(x, " in source, "the solution's RMSNorm changed: update this test"
+    detached = recheck(tmp_path, {"RMSNorm": source.replace("rms_norm(x, ", "rms_norm(x.detach(), ")}, "02_rmsnorm")
+    assert detached["check_RMSNorm"]["status"] == "fail", detached["check_RMSNorm"]
+    assert "gives x no gradient" in detached["check_RMSNorm"]["message"]
 
 
 def test_a_class_refused_as_delegation_still_answers_isinstance(tmp_path):

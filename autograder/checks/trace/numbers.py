@@ -57,20 +57,22 @@ def locate_bound_number(found: Located | None, fn: Callable, reference: Callable
         return None
     bindings = _bound_once(body)
     reading = _statement_at(body, found.line)
-    if reading is None or not bindings:
-        return None
+    if reading is None or not _suspects(reading, bindings, None):
+        return None  # the line reads no name bound before it: nothing to run again
     run = call or fn
     states = _random_states(args, kwargs)
     where = (reading.lineno, reading.end_lineno or reading.lineno)
     try:
-        want, numbers = _reference_run(reference, args, kwargs, copy, states)
         started = time.perf_counter()
         first = _learner_run(run, code, bindings, args, kwargs, copy, states, where)
         bound = first.bound
-        if time.perf_counter() - started > MAX_SECONDS_PER_RUN or _same_result(first.result, want) is not False:
+        suspects = _suspects(reading, bindings, bound)
+        if time.perf_counter() - started > MAX_SECONDS_PER_RUN or not suspects:
             return None
-        tries = [(statement, name, value) for statement, name in _suspects(reading, bindings, bound)
-                 for value in _candidates(bound[name], numbers)]
+        want, numbers = _reference_run(reference, args, kwargs, copy, states)
+        if _same_result(first.result, want) is not False:
+            return None
+        tries = [(statement, name, value) for statement, name in suspects for value in _candidates(bound[name], numbers)]
         if len(tries) > MAX_RUNS:
             return None  # that one number alone makes it right cannot be told without running them all
         fixes = []
@@ -163,15 +165,16 @@ def _read(statement: ast.stmt) -> set[str]:
     return {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _suspects(reading: ast.stmt, bindings: dict[str, ast.stmt], bound: dict[str, Any]) -> list[tuple[ast.stmt, str]]:
+def _suspects(reading: ast.stmt, bindings: dict[str, ast.stmt], bound: dict | None) -> list[tuple[ast.stmt, str]]:
     """(assignment, name) for the numbers the located statement reads, and those their assignments read,
-    bound before it: in the order of their lines."""
+    bound before it: in the order of their lines (bound None: every such name, whatever it holds)."""
     seen: set[str] = set()
     todo = sorted(_read(reading))
     while todo:
         name = todo.pop()
         statement = bindings.get(name)
-        if name in seen or statement is None or statement.lineno >= reading.lineno or not _is_number(bound.get(name)):
+        if name in seen or statement is None or statement.lineno >= reading.lineno or \
+                bound is not None and not _is_number(bound.get(name)):
             continue
         seen.add(name)
         todo += sorted(_read(statement))

@@ -10,7 +10,7 @@ there (one the reference's run holds, or the reciprocal of one), returns
 the reference's result, and no other number, on that line or another, does
 so too. Nothing is said either when that number is already in a name no
 line that ran reads (an unused parameter: the line reading the other name
-may be the mistake). A line the tracer shows already (the sizes of a slice
+may be the mistake), or when the runs cannot all be made in their time. A line the tracer shows already (the sizes of a slice
 read on another line) keeps its place, and the number that makes the result
 right is added to what it says. What is said is measured: the number the
 line binds, and the number that makes the result right; never the names the
@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..learner_code import LearnerTimeout
 from .align import tolerance_for, values_close
 from .explain import Located, function_around
 from .record import home_code, numbers_in, source_line, tensors_in
@@ -35,6 +36,8 @@ from .record import home_code, numbers_in, source_line, tensors_in
 
 MAX_RUNS = 32  # runs of the learner's function with another number bound (a check waits for them); more: nothing said
 MAX_SECONDS_PER_RUN = 1.0  # a function slower than this (a training loop) is not run again so many times
+MAX_SECONDS = 2.0  # all the runs again together: past it (a number that makes a loop run long) nothing is said
+MAX_WHOLE = 4096  # a whole number bound in place of the learner's is at most this large (sizes, counts, positions)
 _TORCH_DIR = torch.__file__.rsplit("/", 1)[0]
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 
@@ -63,11 +66,11 @@ def locate_bound_number(found: Located | None, fn: Callable, reference: Callable
     states = _random_states(args, kwargs)
     where = (reading.lineno, reading.end_lineno or reading.lineno)
     try:
-        started = time.perf_counter()
-        first = _learner_run(run, code, bindings, args, kwargs, copy, states, where)
+        first = _learner_run(run, code, bindings, args, kwargs, copy, states, where,
+                             deadline=time.perf_counter() + MAX_SECONDS_PER_RUN)
         bound = first.bound
         suspects = _suspects(reading, bindings, bound)
-        if time.perf_counter() - started > MAX_SECONDS_PER_RUN or not suspects:
+        if first.stopped or not suspects:
             return None
         want, numbers = _reference_run(reference, args, kwargs, copy, states)
         if _same_result(first.result, want) is not False:
@@ -76,8 +79,12 @@ def locate_bound_number(found: Located | None, fn: Callable, reference: Callable
         if len(tries) > MAX_RUNS:
             return None  # that one number alone makes it right cannot be told without running them all
         fixes = []
+        deadline = time.perf_counter() + MAX_SECONDS
         for statement, name, value in tries:
-            again = _learner_run(run, code, bindings, args, kwargs, copy, states, where, (statement, name, value))
+            again = _learner_run(run, code, bindings, args, kwargs, copy, states, where, deadline,
+                                 (statement, name, value))
+            if again.stopped:
+                return None  # the runs left could each make it right too: that one alone does cannot be told
             if _same_result(again.result, want):
                 fixes.append((statement, name, value))
     finally:
@@ -195,10 +202,16 @@ class Run:
     bound: dict = field(default_factory=dict)
     visible: dict = field(default_factory=dict)
     ran: set = field(default_factory=set)
+    stopped: bool = False  # stopped at its deadline, or by the checks' time limit for one call
+
+
+class _OutOfTime(BaseException):
+    """Raised in the learner's frame at its deadline (a BaseException, so the learner's `except Exception`
+    lets it through)."""
 
 
 def _learner_run(run: Callable, code, bindings: dict[str, ast.stmt], args: tuple, kwargs: dict, copy: Callable,
-                 states: list, reading: tuple[int, int], replace: tuple | None = None):
+                 states: list, reading: tuple[int, int], deadline: float, replace: tuple | None = None) -> Run:
     """One run of the learner's function (see Run), with `replace` =
     (assignment, name, number): that name bound to that number right after
     the assignment runs."""
@@ -209,6 +222,8 @@ def _learner_run(run: Callable, code, bindings: dict[str, ast.stmt], args: tuple
     last: list = [None]
 
     def local(frame, event, arg):
+        if event == "line" and time.perf_counter() > deadline:
+            raise _OutOfTime
         if event in ("line", "return"):
             # Read once: each read of f_locals refreshes it from the frame, which would undo a number written in.
             names = frame.f_locals
@@ -235,10 +250,13 @@ def _learner_run(run: Callable, code, bindings: dict[str, ast.stmt], args: tuple
     _set_random(states)
     previous = sys.gettrace()
     sys.settrace(calls)
+    result = None
     try:
         result = run(*copy(args), **copy(kwargs))
+    except (_OutOfTime, LearnerTimeout):
+        seen.stopped = True
     except Exception:  # noqa: BLE001: a run that raises is a run whose result is not the reference's
-        result = None
+        pass
     finally:
         sys.settrace(previous)
     seen.result = result if len(frames) == 1 else None
@@ -273,7 +291,7 @@ def _reference_run(reference: Callable, args: tuple, kwargs: dict, copy: Callabl
         if event in ("line", "return"):
             before = seen.get(id(frame), {})
             now = dict(frame.f_locals)
-            found.extend(n for k, v in now.items() if before.get(k, k) is not v and _is_number(v) for n in [v])
+            found.extend(v for k, v in now.items() if before.get(k, k) is not v and _is_number(v))
             seen[id(frame)] = now
         return local
 
@@ -296,7 +314,7 @@ def _candidates(mine, numbers: list) -> list:
     """The numbers to bind in place of the learner's `mine`: the reference's of the same kind (whole numbers
     for an int), and for a float their reciprocals too (a scale where the reference divides), each once."""
     if isinstance(mine, int):
-        wanted = [int(n) for n in numbers if float(n).is_integer() and abs(n) < 1e9]
+        wanted = [int(n) for n in numbers if float(n).is_integer() and abs(n) <= MAX_WHOLE]
     else:
         wanted = [float(n) for n in numbers] + [1.0 / n for n in numbers if n]
     kept: list = []

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import linecache
 import math
+import time
 
 import pytest
 import torch
 
 from autograder.checks import trace
+from autograder.checks.trace import numbers
 from autograder.checks.core import randn
 
 _cells = 0
@@ -221,3 +223,23 @@ def test_a_function_run_in_the_graders_process_is_not_run_again():
     found = tensor_line(wrong, REPEAT, Q, K)
     wrong.recheck_trace = lambda args, kwargs: None  # as the grader's proxy for code run in the jailed process
     assert trace.locate_bound_number(found, wrong, REPEAT, (Q, K)) is None
+
+
+def test_a_number_that_makes_a_loop_run_long_stops_the_runs_and_says_nothing():
+    # 4000 (a number the reference holds) bound in place of 3 makes the loop 4000³ steps long: the runs stop at
+    # their deadline, and since that run could have been right too, nothing is said
+    reference = cell("def times(x):\n"
+                     "    big = 4000\n"
+                     "    n = x.shape[0]\n"
+                     "    return x * n\n", "times")
+    wrong = cell("def f(x):\n"
+                 "    n = x.shape[0] - 1\n"
+                 "    for _ in range(n ** 3):\n"
+                 "        pass\n"
+                 "    return x * n\n")
+    x = randn(4, 5, seed=16)
+    found = tensor_line(wrong, reference, x)
+    assert found is not None and found.line == 5
+    started = time.perf_counter()
+    assert trace.locate_bound_number(found, wrong, reference, (x,)) is None
+    assert time.perf_counter() - started < numbers.MAX_SECONDS + numbers.MAX_SECONDS_PER_RUN + 2

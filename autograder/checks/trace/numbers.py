@@ -50,7 +50,8 @@ def locate_bound_number(found: Located | None, fn: Callable, reference: Callable
     confirmed. call: what runs fn (a guarded wrapper); copy: fresh copies of
     the inputs for each run."""
     kwargs = kwargs or {}
-    if found is None or found.kind in ("raises", "grad") or getattr(fn, "recheck_trace", None) is not None:
+    if found is None or found.kind in ("raises", "grad") or getattr(fn, "recheck_trace", None) is not None \
+            or not all(_kept_apart(v) for v in (*args, *kwargs.values())):
         return None
     code = home_code(fn)[1]
     if code is None or found.file != code.co_filename:
@@ -345,6 +346,20 @@ def _same_result(got, want) -> bool | None:
 
 def _shown(n) -> str:
     return str(n) if isinstance(n, int) else f"{n:.6g}"
+
+
+def _kept_apart(value, depth: int = 0) -> bool:
+    """Whether each run gets its own copy of `value`, or one nothing it does changes for the next: tensors (copied
+    for each run), numbers, strings, generators (their state set before each run) and modules; not an object
+    such as a cache, which a run may grow for every later run and for the check after it."""
+    if isinstance(value, (torch.Tensor, int, float, str, bytes, type(None), torch.Generator, torch.nn.Module,
+                          torch.dtype, torch.device)):
+        return True
+    if isinstance(value, (tuple, list)) and depth < 3:
+        return all(_kept_apart(v, depth + 1) for v in value)
+    if isinstance(value, dict) and depth < 3:
+        return all(_kept_apart(v, depth + 1) for v in value.values())
+    return False
 
 
 # -- the same random draws in every run -----------------------------------------------------------

@@ -243,3 +243,23 @@ def test_a_number_that_makes_a_loop_run_long_stops_the_runs_and_says_nothing():
     started = time.perf_counter()
     assert trace.locate_bound_number(found, wrong, reference, (x,)) is None
     assert time.perf_counter() - started < numbers.MAX_SECONDS + numbers.MAX_SECONDS_PER_RUN + 2
+
+
+def test_a_function_handed_an_object_it_may_change_is_not_run_again():
+    # a cache object is no copy a run can have of its own: each run would grow it for the next and for the check
+    class Store:
+        def __init__(self):
+            self.calls = 0
+    wrong = cell("def f(q, k, store):\n"
+                 "    store.calls += 1\n"
+                 "    n_rep = k.shape[1] // q.shape[1]\n"
+                 "    kr = k.repeat_interleave(n_rep, dim=1)\n"
+                 "    return q * kr\n")
+    reference = cell("def ref(q, k, store):\n"
+                     "    n_rep = q.shape[1] // k.shape[1]\n"
+                     "    return q * k.repeat_interleave(n_rep, dim=1)\n", "ref")
+    store = Store()
+    found = tensor_line(wrong, reference, Q, K, store)
+    calls = store.calls
+    assert found is not None and trace.locate_bound_number(found, wrong, reference, (Q, K, store)) is None
+    assert store.calls == calls

@@ -154,6 +154,7 @@ KIND_WORDS = {
     "twice": "this step is applied twice: the value it reads already went through the same step",
     "ahead": "the value read here already went through later steps: the steps run in another order than the "
              "reference's",
+    "number": "the first wrong value, made on the other line, reads a number bound here",
     "sizes": "the sizes this call is given differ from the reference's; they are read on the other line",
     "offset": "this slice has the shape of the reference's, not its bounds: it reads other entries",
     "shape": "the value made here has the reference's numbers in another shape, and a later line raises on it",

@@ -34,15 +34,9 @@ def _listed(table: dict, mutation_set: str, outcome) -> bool:
 # A mistake named rightly whose shown line is not the one it changed (set, notebook, cell, words of its
 # `why`), with the reason it is kept.
 KNOWN_WRONG_LINE = {
-    ("fresh4", "07", "gqa_step", "n_rep to be n_kv_heads"):
-        "n_rep, bound from attn.n_kv_heads on one line, reaches the learner's own repeat_kv on a later one; the wrong "
-        "sizes are made inside repeat_kv, which that later line calls, so it is the line shown",
     ("fresh5", "06", "generate_greedy", "prefills outside the loop"):
         "the prefill moved before the loop: the loop's first call is matched with the reference's prefill, so a line "
         "in the loop is shown (the length is named)",
-    ("fresh12", "07", "gqa_attention", "divides the kv heads by the query heads"):
-        "n_rep comes out 0 on the line before, a Python number the tracer does not record (it follows tensors): the "
-        "first tensor that differs is repeat_kv's empty result on the next line, so that line is shown",
 }
 
 

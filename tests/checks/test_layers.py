@@ -34,6 +34,7 @@ LAYERS = (
     ("trace: record", ("trace.record",)),
     ("trace: align", ("trace.align",)),
     ("trace: explain", ("trace.explain",)),
+    ("trace: numbers", ("trace.numbers",)),
     ("trace: raised", ("trace.raised",)),
     ("trace: plain", ("trace.plain", "trace")),
     ("explainers", ("framework.explain", "framework.explain.layout", "framework.explain.merged_axes",

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_diagnostics  # noqa: E402
-from benchmarks.mutations import SETS  # noqa: E402
+from benchmarks.mutations import SETS, Mutation  # noqa: E402
 
 
 def _message(mutation_set: str, notebook: str, cell: str, new_text: str) -> str:
@@ -384,6 +384,42 @@ def test_query_heads_that_read_no_kv_head_are_not_said_to_read_head_0():
     message = _message("fresh12", "07", "gqa_attention", "n_rep = k.shape[1] // q.shape[1]")
     assert "reads kv head [0, 0" not in message
     assert "none reads a kv head" in _line(message, "Measured:")
+
+
+def test_a_group_size_computed_wrong_is_placed_on_the_line_that_computes_it():
+    # the first wrong tensor is repeat_kv's empty result on line 5; the number behind it is made on line 4
+    where = _line(_message("fresh12", "07", "gqa_attention", "n_rep = k.shape[1] // q.shape[1]"), "Where:")
+    assert where.startswith("Where: line 4 of your gqa_attention, `n_rep = k.shape[1] // q.shape[1]` and line 5")
+    assert "the number this line binds is 0, read at line 5" in where
+    assert "with 3 in its place your function returns the reference's result" in where  # 6 query heads over 2
+
+
+def test_a_group_count_taken_for_the_group_size_is_placed_where_it_is_bound_on_the_row_it_fails():
+    # right for the visible 4 heads over 2 (2 groups of 2), wrong for 6 over 2: measured on that row's inputs
+    where = _line(_message("fresh4", "07", "gqa_step", "start, n_rep = past_k.shape[2], attn.n_kv_heads"), "Where:")
+    assert where.startswith("Where: line 5 of your gqa_step, `start, n_rep = past_k.shape[2], attn.n_kv_heads` and "
+                            "line 13")
+    assert "the second of the 2 values this line binds is 2, read at line 13" in where
+    assert "with 3 in its place" in where and "measured on the inputs of the row '6 heads over 2 kv heads'" in where
+
+
+GQA_BODY = ("    n_rep = q.shape[1] // k.shape[1]\n"
+            "    k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, n_heads, T, hd): only inside attention\n"
+            "    return F.scaled_dot_product_attention(q, k, v, is_causal=True)")
+
+
+@pytest.mark.parametrize("group_size", ["q.size(1) // k.size(1)", "len(range(q.shape[1])) // k.shape[1]"])
+def test_a_right_group_size_computed_another_way_adds_no_line_to_a_later_mistake(group_size):
+    # the causal mask left out: the Where line is the one the same mistake gets with the solution's group size
+    def where(first_line: str) -> str:
+        new = GQA_BODY.replace("q.shape[1] // k.shape[1]", first_line).replace(", is_causal=True)", ")")
+        mutation = Mutation("gqa_attention", GQA_BODY, new, ("causal",), "no causal mask")
+        outcome = bench_diagnostics.run_mutation("07", mutation, bench_diagnostics.notebook_cells("07"))
+        assert outcome.message, "the check passed the mistake"
+        lines = [line.strip() for line in outcome.message.splitlines() if line.strip().startswith("Where:")]
+        return lines[0].replace(first_line, "...") if lines else ""
+    assert where(group_size) == where("q.shape[1] // k.shape[1]")
+    assert "number bound here" not in where(group_size)
 
 
 def test_a_two_matrix_mlp_in_the_decode_count_is_named_by_the_matrix_missing():

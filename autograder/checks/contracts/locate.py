@@ -23,14 +23,14 @@ def locate_regime(fn, contract, regime, args, kwargs, error, got, want):
             return _locate_number_calls(fn, contract, [(args, kwargs)])
         with torch.enable_grad() if regime.grad else contextlib.nullcontext():
             mine, theirs = traces(fn, contract, args, kwargs)
-        if mine.error is not None or error is not None:
-            return trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate_error(error)
-        if regime.grad:
+        if mine.error is None and error is not None:
+            return trace.locate_error(error)
+        if regime.grad and mine.error is None:
             return trace.locate_grad_cut(mine)
-        found = trace.locate(mine, theirs)
-        if found is None and regime.dtype is not None:
+        found = trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate(mine, theirs)
+        if found is None and mine.error is None and regime.dtype is not None:
             found = trace.locate_dtype(mine, regime.dtype)
-        return found
+        return number_first(found, fn, contract.exercise, contract.reference, args, kwargs)
     except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
         return None
 
@@ -54,7 +54,23 @@ def locate_call(fn, reference: Callable, args: tuple, kwargs: dict | None = None
     mine, theirs = traced_pair(fn, exercise, reference, args, kwargs)
     if theirs.error is not None:
         return None
-    return trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate(mine, theirs)
+    found = trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate(mine, theirs)
+    return number_first(found, fn, exercise, reference, args, kwargs)
+
+
+def number_first(found, fn, exercise: str, reference: Callable, args: tuple, kwargs: dict):
+    """`found`, or the earlier line binding a Python number its line reads
+    when another number there is measured to make the result right, where
+    the call returned or raised (trace.locate_bound_number)."""
+    if found is None:
+        return None
+    try:
+        with refuse_delegation(exercise, fn), contextlib.redirect_stdout(io.StringIO()):
+            better = trace.locate_bound_number(found, fn, reference, args, kwargs,
+                                               call=lambda *a, **k: guarded_call(fn, a, k), copy=fresh)
+    except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
+        better = None
+    return better or found
 
 
 def locate_cases(fn, contract, cases: list):
@@ -68,6 +84,7 @@ def locate_cases(fn, contract, cases: list):
         if theirs.error is not None:
             continue
         found = trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate(mine, theirs)
+        found = number_first(found, fn, contract.exercise, contract.reference, args, kwargs)
         if found is not None:
             return found
     return None

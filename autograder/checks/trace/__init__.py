@@ -9,6 +9,9 @@ those before it:
           Analysis: which values are matched, good, and the frontier);
   explain names the place of the first wrong value and what is said about
           it (Located, locate, locate_numbers, locate_grad_cut);
+  numbers the earlier line binding a Python number the located line
+          reads, when another number there is measured to make the result
+          right (locate_bound_number);
   raised  the same for a call that raised (locate_raise, locate_error,
           values_at_raise, locate_dtype);
   plain   a trace as plain data, for the grader's jailed recheck.
@@ -21,5 +24,6 @@ from .record import (LEAF, MAX_CODE, MAX_ELEMENTS, MAX_OPS, Lines, Op, Recorder,
                      record, record_learner, record_lines, source_line, tensors_in)
 from .align import Analysis, Values, size_one_axis  # noqa: F401
 from .explain import Located, locate, locate_grad_cut, locate_numbers  # noqa: F401
+from .numbers import locate_bound_number  # noqa: F401
 from .raised import locate_dtype, locate_error, locate_raise, values_at_raise  # noqa: F401
 from .plain import from_plain_trace, plain_trace  # noqa: F401

@@ -258,5 +258,7 @@ def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:
 
 CONTRACTS = {"embed": _lookup_contract("embed", embed_steps, check_embed),
              "one_hot_embed": _lookup_contract("one_hot_embed", one_hot_steps, check_one_hot_embed)}
+# x is (B, T, d) by the exercise's docstring, no more: an einsum written for three axes is right, so no regime
+# adds a leading axis in front.
 TIED_LOGITS = Contract("tied_logits", tied_logits_steps, _tied_cases, names=("x", "weight"), batch=("x",),
-                       leading=("x",), views=("x", "weight"), grad=("x", "weight"))
+                       views=("x", "weight"), grad=("x", "weight"))

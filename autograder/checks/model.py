@@ -27,6 +27,7 @@ from .framework.calling import guarded_call
 from .framework.check import Check
 from .framework.measure import parameter_dtypes, randn
 from .references.heads import TILED
+from ..diagnosis_record import measured
 from .references.modules import plain_tensors, registered_elsewhere, saved_buffers
 from .model_reference import (state_attention, state_block, state_kv, state_rms, state_rope_tables, state_rotate,
                               state_stages, state_step)
@@ -254,10 +255,19 @@ def _grouped_hint(config):
                         "v with self.n_kv_heads heads; causal_attention repeats them to the query heads")
 
 
+# What a cached step raises when its mask or its scores are built for as many keys as queries: torch's texts for
+# sizes that do not broadcast or multiply.
+_SIZES_DIFFER = re.compile(r"must match the size|shapes cannot be multiplied|size of tensor|expected size|attn_mask")
+
+
 def _cached_hint(err):
-    return ("it fails only with a cache (notebook 06: a prefill, then new tokens at start_pos = cache.length > 0): "
-            "k, v = cache.update(layer_idx, k, v) returns every key and value so far, so there are fewer queries than "
-            "keys; causal_attention aligns its mask for that")
+    """The cached path raised where the uncached one passed: that much is measured. Fewer queries than keys is
+    the one thing a cached step changes about the sizes, said only when the error is about sizes."""
+    fact = "it fails only with a cache (notebook 06: a prefill, then new tokens at start_pos = cache.length > 0)"
+    if not _SIZES_DIFFER.search(str(err)):
+        return measured(fact + "; without one the same module passes")
+    return (fact + ": k, v = cache.update(layer_idx, k, v) returns every key and value so far, so there are fewer "
+            "queries than keys; causal_attention aligns its mask for that")
 
 
 CACHED_BUGS = {

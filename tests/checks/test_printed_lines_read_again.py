@@ -1,7 +1,10 @@
-"""Lines found untrue, or true but saying nothing, when the fresh13 set's
-messages were read against the code on arrival: each test runs one mistake
+"""Lines found untrue, or true but saying nothing, when the fresh13 and
+fresh14 sets' messages were read against the code on arrival (and a row
+that failed one of fresh14's SAME edits): each test runs one mistake
 through its notebook's check and holds the line to what the code does."""
 from __future__ import annotations
+
+import torch
 
 from .test_printed_lines_true import _line, _message
 
@@ -45,3 +48,25 @@ def test_keys_repeated_the_wrong_number_of_times_are_not_said_to_be_unrepeated()
     message = _message("fresh13", "07", "gqa_attention", "n_rep = k.shape[1]")
     measured = _line(message, "Measured:")
     assert "6 heads met 4" in measured and "are not repeated" not in measured
+
+
+# fresh14's arrival reading
+
+
+def test_a_residual_added_to_the_normalised_copy_is_a_value_in_another_place_not_another_order():
+    # the reference makes the normalised x before the add too; nothing runs in another order
+    message = _message("fresh14", "05", "pre_norm_block", "x = attn_norm(x) + attn(attn_norm(x))")
+    where = _line(message, "Where:")
+    assert "a value is used in another's place" in where and "another order" not in where
+
+
+def test_a_cache_asked_for_a_layer_it_lacks_is_not_explained_by_the_mask():
+    # the blocks numbered from 1: the cache raises IndexError for the last block's layer; no size is involved
+    message = _message("fresh14", "05", "Transformer", "enumerate(self.blocks, start=1)")
+    assert "it fails only with a cache" in _line(message, "Measured:")
+    assert "fewer queries than keys" not in message and "Likely bug:" not in message
+
+
+def test_an_einsum_written_for_the_docstrings_three_axes_passes_tied_logits():
+    from autograder.checks import check_tied_logits
+    check_tied_logits(lambda x, w: torch.einsum("btd,vd->btv", x, w))  # a failing check raises CheckFailed

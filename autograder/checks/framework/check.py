@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 
 from ... import diagnosis_text
-from ...diagnosis_record import CANDIDATES, Diagnosis, Evidence
+from ...diagnosis_record import CANDIDATES, MEASURED, Diagnosis, Evidence
 from ...learner_values import describe, known_sizes, shown_shape
 from ..learner_code import LearnerTimeout
 from .calling import (CALLERS, argument_names, call_giving_inputs_back, globals_of, guarded_call, measuring_call,
@@ -174,7 +174,7 @@ class Check:
     ratio_rows: dict = field(default_factory=dict)          # a factor said ("1/3 of") -> the rows showing it
 
     # -- calling the learner -------------------------------------------------
-    def call(self, fn: Callable, *args, on_error: Callable[[Exception], str | None] | None = None,
+    def call(self, fn: Callable, *args, on_error: Callable[[Exception], "str | Evidence | None"] | None = None,
              row_label: str | None = None, error_hints: tuple = (), **kwargs):
         """Call the learner's function; an exception becomes a short message
         naming the function and what was expected, and stops the check.
@@ -185,7 +185,7 @@ class Check:
         pairs; a bug is named only when its regex matches the learner's
         error message (the measured evidence). on_error(err) may return a
         diagnosis for this particular call (e.g. 'it fails only when
-        start_pos > 0: ...').
+        start_pos > 0: ...'), or an Evidence, whose kind says where it goes.
 
         Every call is measured for what it must leave as it found it: a
         tensor argument it writes into (the 'inputs unchanged' row), torch's
@@ -298,7 +298,9 @@ class Check:
             if re.search(pattern, str(err)):
                 self.diagnose(bug)
         hint = on_error(err) if on_error is not None else None
-        if hint:
+        if isinstance(hint, Evidence):  # a hint that says what kind of line it is goes where its kind goes
+            {MEASURED: self.measured, CANDIDATES: self.candidates}.get(hint.kind, self.diagnose)(hint.text)
+        elif hint:
             self.diagnose(hint)
         try:
             from ..trace import values_at_raise

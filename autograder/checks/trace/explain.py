@@ -470,7 +470,13 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
                 # of log-probabilities beside the reference's row totals): this call is no second application
                 # of that step, nor its counterpart; it is a value of its own.
                 return first, None, None, "value"
-            return ops[j], first, best, "twice" if through else "ahead"
+            if through:
+                return ops[j], first, best, "twice"
+            if all(owner[0] < best.index for owner in owned[k]):
+                # the reference makes that value before this call too, and reads it elsewhere (the normalised x
+                # beside the raw x a residual adds): nothing runs in another order; a value is in another's place
+                return ops[j], first, best, "role"
+            return ops[j], first, best, "ahead"
     while not layout_only and j >= 0 and ops[j].name in LAYOUT_OPS and ops[j].inputs:
         j = ops[j].inputs[0]                # back through reshapes and transposes to the call that made the value
     if j < 0:

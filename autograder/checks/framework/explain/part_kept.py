@@ -31,4 +31,4 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
                  f"{axis} (measured: they equal the right result's {end} {n} there): the {dropped} "
                  f"{gone}" + (f" ({' and '.join(owners)})" if owners else "")
                  + (" are" if gone > 1 else " is") + " dropped; keep every entry: no part of the result "
-                 "may be cut to a fixed length")
+                 "may be cut off")

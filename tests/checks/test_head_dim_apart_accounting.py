@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from autograder.checks.accounting import (DECODE_CASES, KV_CACHE_CASES, QWEN3_4B_SIZES, TRAIN_CASES,
-                                          check_decode_bytes_per_token, check_kv_cache_bytes, check_train_step_costs)
+from autograder.checks.accounting import (DECODE_CASES, HEAD_DIM_TRAIN_CASES, KV_CACHE_CASES, QWEN3_4B_SIZES,
+                                          TRAIN_CASES, check_decode_bytes_per_token, check_kv_cache_bytes,
+                                          check_train_step_costs)
 from tests.helpers import check_failure, diagnosis_texts
 
 from .test_printed_lines_true import _line, _message
@@ -104,10 +105,10 @@ def _train(head_dim_of):
 
 
 def test_train_step_costs_with_head_dim_recomputed_is_caught_and_said_as_measured():
-    assert check_failure(check_train_step_costs, _train(lambda c: c.head_dim)) is None
-    err = check_failure(check_train_step_costs, _train(lambda c: c.d_model // c.n_heads))
+    every = TRAIN_CASES + HEAD_DIM_TRAIN_CASES
+    assert check_failure(check_train_step_costs, _train(lambda c: c.head_dim), cases=every) is None
+    err = check_failure(check_train_step_costs, _train(lambda c: c.d_model // c.n_heads), cases=every)
     likely = err.diagnosis.to_dict()["likely_bugs"]
     assert len(likely) == 1 and QUOTIENT in likely[0] and "head_dim 16 against d_model // n_heads = 10" in likely[0]
     assert all(key in likely[0].split(":")[0] for key in ("flops", "weights", "grads", "adam_moments"))
-    assert check_failure(check_train_step_costs, _train(lambda c: c.d_model // c.n_heads),
-                         cases=TRAIN_CASES[:-1]) is None
+    assert check_failure(check_train_step_costs, _train(lambda c: c.d_model // c.n_heads)) is None

@@ -91,7 +91,7 @@ def say_head_dim_quotient(chk: Check, fn, findings: Findings, build_want: Callab
         chk.diagnose((f"{_joined(named)}: " if named else "") + "head_dim taken as d_model // n_heads, measured where "
                      f"the config sets head_dim apart ({where}): your count is exactly the measured count of the same "
                      "model with head_dim = d_model // n_heads, and your function, called again with that head_dim, "
-                     "returns that same count, right there; your count does not change with config.head_dim, which "
+                     "returns that same count, right there: it did not change when config.head_dim did, which "
                      "published models set apart from d_model // n_heads (Qwen3-4B, Gemma): read config.head_dim")
 
 

@@ -38,7 +38,7 @@ from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
 from .framework.check import Check, Row
 from .accounting_measure import (COMPONENTS, initialisers_skipped, adamw_step_state, config_parameters, flop_count,
                                  kv_cache_nbytes, meta_model, train_step_flops)
-from .accounting_reading import (Findings, IN_NUMBERS, Part, difference_words, finish_findings, ratio_words, read_int,
+from .accounting_reading import (Findings, IN_NUMBERS, _joined, Part, difference_words, finish_findings, ratio_words, read_int,
                                  run_cases, explanations, matmuls_seen, parameter_parts, parts_apart, positions_counted,
                                  role_components, roles_apart)
 
@@ -46,6 +46,53 @@ from .accounting_reading import (Findings, IN_NUMBERS, Part, difference_words, f
 from .accounting_measure import (after_one_adamw_step, block_flops, measure_parameters,  # noqa: F401
                                  saved_activation_bytes, training_state_nbytes)
 from .accounting_reading import multiplied_roles  # noqa: F401
+
+
+# ---------------------------------------------------------------------------
+# every config-sized count: head_dim recomputed from d_model
+
+def say_head_dim_quotient(chk: Check, fn, findings: Findings, build_want: Callable[[tuple], Any]) -> None:
+    """A component wrong only for configs that set head_dim apart from
+    d_model // n_heads, and there exactly the measurement of the same model
+    with head_dim = d_model // n_heads: the learner's function is called again
+    with that head_dim (the case's other arguments unchanged), and when it
+    returns the same count, right there, the cause is confirmed on its own
+    code and said in place of that component's other lines. build_want(case)
+    is the measurement (an int, or a dict per component); the config is the
+    case's first argument."""
+    confirmed: dict[str, list[str]] = {}  # where it was measured -> the components it explains
+    for key, failures in list(findings.failures.items()):
+        said = []
+        for label, case, got in failures:
+            config = case[0]
+            quotient = config.d_model // config.n_heads
+            if config.head_dim == quotient:
+                break  # wrong where head_dim is d_model // n_heads too: not this
+            try:
+                at_quotient = (dataclasses.replace(config, head_dim=quotient),) + tuple(case[1:])
+                want = build_want(at_quotient)
+            except ValueError:  # a width the model refuses (odd: RoPE rotates pairs)
+                break
+            again = chk.probe(fn, *at_quotient)
+            if key:
+                want, again = want[key], again.get(key) if isinstance(again, dict) else None
+            if got != want or again != want:
+                break
+            said.append(f"head_dim {config.head_dim} against d_model // n_heads = {quotient} for {label}")
+        else:
+            if said:
+                confirmed.setdefault("; ".join(said), []).append(key)
+    for where, keys in confirmed.items():
+        for key in keys:
+            findings.per_key.pop(key, None)
+            findings.first_wrong.pop(key, None)
+            findings.failures.pop(key)
+        named = [key for key in keys if key]
+        chk.diagnose((f"{_joined(named)}: " if named else "") + "head_dim taken as d_model // n_heads, measured where "
+                     f"the config sets head_dim apart ({where}): your count is exactly the measured count of the same "
+                     "model with head_dim = d_model // n_heads, and your function, called again with that head_dim, "
+                     "returns that same count, right there: it did not change when config.head_dim did, which "
+                     "published models set apart from d_model // n_heads (Qwen3-4B, Gemma): read config.head_dim")
 
 
 # ---------------------------------------------------------------------------
@@ -269,11 +316,18 @@ def check_param_counts(param_counts, *, cases: tuple = PARAM_CASES) -> None:
 
     findings = run_cases(chk, param_counts, [(label, (config,)) for label, config in cases], COMPONENTS,
                           lambda c: config_parameters(*c), explain)
+    say_head_dim_quotient(chk, param_counts, findings, lambda c: config_parameters(*c))
     finish_findings(chk, findings)
 
 
 # ---------------------------------------------------------------------------
 # 06: the KV cache in bytes
+
+# Qwen3-4B's sizes (its Hugging Face config.json): head_dim 128 set apart from d_model // n_heads = 80, so a count
+# that recomputes the head width from d_model is wrong for it and right for every Llama-shaped config. tinylm's
+# blocks lack Qwen3's q/k norms (2·head_dim gains per block), which no cache holds, so its cache is Qwen3-4B's own.
+QWEN3_4B_SIZES = tinylm.ModelConfig(vocab_size=151936, d_model=2560, n_layers=36, n_heads=32, n_kv_heads=8,
+                                    head_dim=128, d_ff=9728, max_seq_len=40960, rope_theta=1e6)
 
 KV_CACHE_CASES = (
     ("d_model 64, 3 layers, MHA, float32, batch 5, 1040 positions",
@@ -285,6 +339,8 @@ KV_CACHE_CASES = (
     ("SmolLM2-135M, bfloat16, 2048 positions", (SMOLLM2_135M, 2048, 1, torch.bfloat16)),
     ("SmolLM2-135M, int8 (a quantised cache), batch 2, 512 positions", (SMOLLM2_135M, 512, 2, torch.int8)),
     ("Llama-3-8B, bfloat16, 65536 positions", (LLAMA3_8B, 65536, 1, torch.bfloat16)),
+    ("Qwen3-4B: 32 heads of head_dim 128 (2560 // 32 = 80), GQA 32/8, bfloat16, 4096 positions",
+     (QWEN3_4B_SIZES, 4096, 1, torch.bfloat16)),
 )
 
 
@@ -295,6 +351,9 @@ def kv_mistakes(config: tinylm.ModelConfig, batch_size: int, dtype: torch.dtype)
         "K and V both: the cache keeps a key and a value vector per position": 0.5,
         "per layer: every block keeps its own keys and values (n_layers of them)": 1 / config.n_layers,
         "n_heads instead of n_kv_heads: the cache stores the key/value heads only": config.n_heads / config.n_kv_heads,
+        # the same ratio as n_heads' wherever head_dim is d_model // n_heads: a config with head_dim set apart tells
+        "d_model per position instead of n_kv_heads·head_dim: the cache holds n_kv_heads key/value heads of "
+        "head_dim features each, not the residual stream's width": config.d_model / (config.n_kv_heads * config.head_dim),
         "numbers, not bytes: multiply by the bytes per element, dtype.itemsize": 1 / size,
         "the dtype is ignored (4 bytes assumed): the bytes per element are dtype.itemsize": 4 / size,
         "the dtype is ignored (2 bytes assumed): the bytes per element are dtype.itemsize": 2 / size,
@@ -321,6 +380,7 @@ def check_kv_cache_bytes(kv_cache_bytes, *, cases: tuple = KV_CACHE_CASES) -> No
                                         "max_seq_len (a cache can be built for any length)")
             found = explanations(got, want, kv_mistakes(config, batch_size, dtype), {})
             findings.add("", found | {counted} if counted else found)
+            findings.failures.setdefault("", []).append((label, (config, seq_len, batch_size, dtype), got))
             findings.first_wrong.setdefault("", f"for {label}: your byte count is {difference_words(got, want)}, "
                                                 f"{ratio_words(got, want)}")
             vectors.append(cached_vectors(config, got, seq_len * batch_size, dtype))
@@ -328,6 +388,7 @@ def check_kv_cache_bytes(kv_cache_bytes, *, cases: tuple = KV_CACHE_CASES) -> No
     if len(counted) == 1 and not set.intersection(*findings.per_key[""]):  # a named mistake says it better
         for found in findings.per_key[""]:
             found.add(cached_vectors_words(*next(iter(counted))))
+    say_head_dim_quotient(chk, kv_cache_bytes, findings, lambda case: kv_cache_nbytes(*case))
     finish_findings(chk, findings)
 
 
@@ -371,6 +432,9 @@ DECODE_CASES = (
     ("SmolLM2-135M, float32, context 1000", (SMOLLM2_135M, 1000, torch.float32)),
     ("SmolLM2-135M, int8 (a quantised model), context 300", (SMOLLM2_135M, 300, torch.int8)),
     ("Llama-3-8B, bfloat16, context 8192", (LLAMA3_8B, 8192, torch.bfloat16)),
+    ("d_model 40, 4 heads of head_dim 16 (40 // 4 = 10), GQA 4/2, untied, float16, context 50",
+     (tinylm.ModelConfig(vocab_size=200, d_model=40, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
+                         tie_embeddings=False), 50, torch.float16)),
 )
 
 
@@ -428,6 +492,7 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
         return found or ({apart} if apart else set())
 
     findings = run_cases(chk, decode_bytes_per_token, cases, DECODE_KEYS, lambda c: decode_reads(*c), explain)
+    say_head_dim_quotient(chk, decode_bytes_per_token, findings, lambda c: decode_reads(*c))
     finish_findings(chk, findings)
 
 
@@ -441,6 +506,12 @@ TRAIN_CASES = (
      (tinylm.ModelConfig(vocab_size=300, d_model=48, n_layers=3, n_heads=6, n_kv_heads=2, tie_embeddings=False), 3, 40)),
     ("SmolLM2-135M, batch 4, seq 2048", (SMOLLM2_135M, 4, 2048)),
 )
+# head_dim set apart from d_model // n_heads: a width recomputed from d_model shows only here
+HEAD_DIM_TRAIN_CASES = (
+    ("d_model 40, 4 heads of head_dim 16 (40 // 4 = 10), GQA 4/2, batch 2, seq 24",
+     (tinylm.ModelConfig(vocab_size=200, d_model=40, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16), 2, 24)),
+)
+TRAIN_CASES += HEAD_DIM_TRAIN_CASES
 
 
 def measured_train_step(config: tinylm.ModelConfig, batch_size: int, seq_len: int) -> dict[str, int]:
@@ -536,4 +607,5 @@ def check_train_step_costs(train_step_costs, *, cases: tuple = TRAIN_CASES) -> N
     # sizes (about 60 of them) would keep the learner waiting several seconds
     findings = run_cases(chk, train_step_costs, cases, TRAIN_KEYS, lambda c: measured_train_step(*c), explain,
                           budget=0)
+    say_head_dim_quotient(chk, train_step_costs, findings, lambda c: measured_train_step(*c))
     finish_findings(chk, findings)

@@ -94,7 +94,8 @@ THREADS = tinylm.experiments.use_threads()  # one CPU thread, on purpose: the li
 # number (`dtype.itemsize`: 4 for `torch.float32`, 2 for `torch.bfloat16` and `torch.float16`, 1 for `torch.int8`,
 # the numbers of a quantised cache). The check holds your bytes against the `nbytes` of the key and value tensors of a
 # `tinylm.KVCache` holding exactly `seq_len` positions, allocated on PyTorch's meta device (sizes without memory), for
-# six models and dtypes up to Llama 3 8B at 65,536 tokens.
+# seven models and dtypes up to Llama 3 8B at 65,536 tokens; the last is Qwen3-4B, whose `head_dim` (128) is set apart
+# from `d_model // n_heads` (2560 // 32 = 80), as published models may set it.
 
 # %% nbgrader={"grade": false, "grade_id": "kv_cache_bytes", "locked": false, "schema_version": 3, "solution": true}
 def kv_cache_bytes(config, seq_len, batch_size=1, dtype=torch.float32):

@@ -239,7 +239,8 @@ print("cached == uncached:", torch.equal(tinylm.generate(fused, prompt, 30, temp
 # once (the whole decoder of notebook 05, a tied head being the embedding's own matrix; by this convention the
 # embedding counts whole, although a lookup reads one row of it), and `kv_cache`, the keys and values of the
 # `context_len` cached positions in every block. The check measures the `nbytes` of tinylm's parameters in that dtype
-# and of a `tinylm.KVCache` of that length, on the meta device.
+# and of a `tinylm.KVCache` of that length, on the meta device; one of its configs sets `head_dim` apart from
+# `d_model // n_heads`, as published models may (read `config.head_dim`).
 
 # %% nbgrader={"grade": false, "grade_id": "decode_bytes_per_token", "locked": false, "schema_version": 3, "solution": true}
 def decode_bytes_per_token(config, context_len, dtype=torch.bfloat16):

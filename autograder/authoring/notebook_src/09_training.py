@@ -54,6 +54,7 @@ import tinylm.experiments
 from tinylm.presets import (NB09_MODEL, NB09_SHORT_STEPS, NB09_SHORT_VAL_LOSS, NB09_SHORT_VAL_LOSS_SEEDS, NB09_STEPS,
                             NB09_TEXT_STEPS, NB09_TIME_LIMIT, NB09_TRAIN)
 from autograder.checks import pitfalls  # deliberately wrong functions, kept out of this notebook
+from autograder.checks.accounting import HEAD_DIM_TRAIN_CASES
 from autograder.checks import (check_get_batch, check_lm_loss, check_lr_schedule, check_train_step,
                                check_train_step_accumulated, check_train_step_costs, show_check)
 from autograder.checks.learner_model import check_model_agrees, learner_function, learner_model, reload_gives_same_logits
@@ -512,6 +513,7 @@ def train_step_costs(config, batch_size, seq_len):
 
 # %% nbgrader={"grade": true, "grade_id": "check_train_step_costs", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_train_step_costs(train_step_costs)
+check_train_step_costs(train_step_costs, cases=HEAD_DIM_TRAIN_CASES)  # head_dim set apart from d_model // n_heads
 ### BEGIN HIDDEN TESTS
 check_train_step_costs(train_step_costs, cases=(
     ("d_model 40, MQA, untied, batch 5, seq 17",

@@ -55,33 +55,33 @@ def rounded_before(seen: Analysis, first: Op, counterpart: Op) -> tuple[Op, list
         return None
     ops, reference = seen.ops, seen.reference
     target = (counterpart.index, 0)
+    # Whether each call's value is computed from a float16 / bfloat16 value, in one pass (a decoding loop's
+    # trace holds thousands of calls: no search per call).
+    from_low: dict[int, bool] = {}
     for i in sorted(ancestors(ops, first.inputs)):
         op = ops[i]
-        if not op.outputs or not seen.found[i] or not seen.found[i][0] or not op.outputs[0].is_floating_point():
+        from_low[i] = any(from_low.get(j, False) for j in op.inputs) or bool(
+            op.outputs and isinstance(op.outputs[0], torch.Tensor) and op.outputs[0].dtype in LOW)
+        if not from_low[i] or not op.outputs or not seen.found[i] or not seen.found[i][0]:
             continue
         mine = op.outputs[0]
-        if mine.dtype in LOW:
+        if not isinstance(mine, torch.Tensor) or not mine.is_floating_point() or mine.dtype in LOW:
             continue
-        low = [ops[j] for j in sorted(ancestors(ops, [i])) if ops[j].outputs
-               and isinstance(ops[j].outputs[0], torch.Tensor) and ops[j].outputs[0].dtype in LOW]
-        if not low:
-            continue
-        best = None
+        eps = torch.finfo(mine.dtype).eps
+        measured = []
         for owner in seen.found[i][0]:
             theirs = owner_value(reference, owner)
-            if not isinstance(theirs, torch.Tensor) or theirs.dtype != mine.dtype or theirs.dtype in LOW:
-                continue
-            if owner != target and path_between(reference, target, owner) is None:
-                continue
-            d = _difference(mine, theirs)
-            if d is not None and (best is None or d[0] < best[0][0]):
-                best = d, owner
-        if best is None:
-            continue
-        (diff, scale), owner = best
-        eps = torch.finfo(mine.dtype).eps
-        if diff <= NOISE_EPS * eps * scale:
-            continue  # float rounding of its own dtype: the same value
+            if isinstance(theirs, torch.Tensor) and theirs.dtype == mine.dtype:
+                d = _difference(mine, theirs)
+                if d is not None and d[0] > NOISE_EPS * eps * d[1]:
+                    measured.append((d, owner))
+        measured = [m for m in sorted(measured, key=lambda m: m[0][0])
+                    if m[1] == target or path_between(reference, target, m[1]) is not None]
+        if not measured:
+            continue  # float rounding of its own dtype (the same value), or off the failing call's path
+        (diff, scale), owner = measured[0]
+        low = [ops[j] for j in sorted(ancestors(ops, [i])) if ops[j].outputs
+               and isinstance(ops[j].outputs[0], torch.Tensor) and ops[j].outputs[0].dtype in LOW]
         detour = low[0].outputs[0].dtype
         bound = torch.finfo(detour).eps
         if diff > 4 * bound * scale or final[0] > max(8 * bound * final[1], 4 * diff):

@@ -33,6 +33,7 @@ LAYERS = (
     ("calling", ("framework.calling",)),
     ("trace: record", ("trace.record",)),
     ("trace: align", ("trace.align",)),
+    ("trace: rounding", ("trace.rounding",)),
     ("trace: explain", ("trace.explain",)),
     ("trace: numbers", ("trace.numbers",)),
     ("trace: raised", ("trace.raised",)),

@@ -7,6 +7,8 @@ those before it:
           record_learner, record_lines);
   align   sets the learner's values against the reference's (Values,
           Analysis: which values are matched, good, and the frontier);
+  rounding finds, for a step that fails, an earlier value matched only
+          up to a float16 / bfloat16 detour's rounding (rounded_before);
   explain names the place of the first wrong value and what is said about
           it (Located, locate, locate_numbers, locate_grad_cut);
   numbers the earlier line binding a Python number the located line

@@ -35,6 +35,7 @@ import torch
 
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
+from .rounding import rounded_before
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -699,6 +700,11 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         maker, also = also, None
     if not blamed.file:
         return None  # a line of code whose text is not at hand (the grader keeps only the submission's cells)
+    if how == "value" and counterpart is not None and same_kind(first, counterpart):
+        rounded = rounded_before(seen, first, counterpart)  # an earlier line's values, matched up to float16 rounding
+        if rounded is not None:
+            op, facts = rounded
+            return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="value")
     code = source_line(first.file, first.line)
     sizes = sizes_differ(first, counterpart) if how == "value" else None
     if how == "value" and counterpart is not None and same_kind(first, counterpart) and not sizes and \

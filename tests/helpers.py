@@ -1,6 +1,8 @@
 """Shapes shared by the tests: every axis a different size, so a transpose
 or a reduction over the wrong axis cannot pass by accident (batch 3, seq 11,
 query heads 4, kv heads 2, head_dim 10, d_model 40, d_ff 128, vocab 256)."""
+import itertools
+
 BATCH, SEQ = 3, 11
 
 
@@ -73,6 +75,22 @@ def run_as_cell(ns: dict, source: str, number: int) -> None:
     filename = f"/tmp/ipykernel_4242/{number}.py"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), ns)
+
+
+_defined_cells = itertools.count(1)
+
+
+def define_in_cell(source: str, name: str, ns: dict | None = None):
+    """Define `name` from `source` as a notebook cell would (run_as_cell: its
+    lines readable by the tracer), in `ns` or else a namespace holding torch,
+    F and math; what the cell defined under `name`."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+    ns = {"torch": torch, "F": F, "math": math} if ns is None else ns
+    run_as_cell(ns, source, 10_000 + next(_defined_cells))
+    return ns[name]
 
 
 def run_solution_notebook(assignment: str, course_dir, monkeypatch, gids=None) -> dict:

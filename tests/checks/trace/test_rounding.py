@@ -9,26 +9,16 @@ Each function is written as a learner would, in a "cell" whose source
 linecache holds, as IPython registers a notebook cell's."""
 from __future__ import annotations
 
-import linecache
-import math
-
 import torch
 
 from autograder.checks import trace
 from autograder.checks.trace import rounding
-
-_cells = 0
+from ...helpers import define_in_cell
 
 
 def cell(source: str, name: str = "f"):
     """Define `name` from `source` as a notebook cell would (its lines readable by the tracer)."""
-    global _cells
-    _cells += 1
-    filename = f"<rounding cell {_cells}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    ns = {"torch": torch, "math": math}
-    exec(compile(source, filename, "exec"), ns)
-    return ns[name]
+    return define_in_cell(source, name)
 
 
 # cos of angles up to 63 radians: an angle error of float16's size at 63 (about 0.016) moves cos by as much,

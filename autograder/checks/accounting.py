@@ -566,6 +566,8 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
                  "the attention matmuls are missing: QKᵀ and weights @ V, 12·n_layers·B·T²·n_heads·head_dim with "
                  "their backward": -attention,
                  "attention counted without T: its matmuls grow with T², not T": -attention + attention // T,
+                 "the attention matmuls counted for the forward pass only: their backward does twice the forward's "
+                 "4·n_layers·B·T²·n_heads·head_dim": -attention * 2 // 3,
                  "attention halved for the causal mask: the matmuls compute the whole T × T": -attention // 2,
                  "one of attention's two T × T matmuls is missing (QKᵀ or weights @ V, each half of the "
                  "attention's FLOPs), with its backward": -attention // 2,

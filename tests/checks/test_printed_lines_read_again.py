@@ -70,3 +70,13 @@ def test_a_cache_asked_for_a_layer_it_lacks_is_not_explained_by_the_mask():
 def test_an_einsum_written_for_the_docstrings_three_axes_passes_tied_logits():
     from autograder.checks import check_tied_logits
     check_tied_logits(lambda x, w: torch.einsum("btd,vd->btv", x, w))  # a failing check raises CheckFailed
+
+
+def test_attention_counted_without_its_backward_is_named_not_only_measured():
+    message = _message("fresh14", "09", "train_step_costs", "+ attention_matmuls")
+    assert "the attention matmuls counted for the forward pass only" in _line(message, "Likely bug:")
+
+
+def test_batches_weighted_by_their_rows_are_named():
+    message = _message("fresh14", "10", "evaluate", "total + s / n * len(y), count + len(y)")
+    assert "weighted by its number of rows, not of scored tokens" in _line(message, "Likely bug:")

@@ -38,7 +38,7 @@ from tinylm.presets import LLAMA3_8B, SMOLLM2_135M
 from .framework.check import Check, Row
 from .accounting_measure import (COMPONENTS, initialisers_skipped, adamw_step_state, config_parameters, flop_count,
                                  kv_cache_nbytes, meta_model, train_step_flops)
-from .accounting_reading import (Findings, IN_NUMBERS, _joined, Part, difference_words, finish_findings, ratio_words, read_int,
+from .accounting_reading import (Findings, IN_NUMBERS, joined, Part, difference_words, finish_findings, ratio_words, read_int,
                                  run_cases, explanations, matmuls_seen, parameter_parts, parts_apart, positions_counted,
                                  role_components, roles_apart)
 
@@ -88,7 +88,7 @@ def say_head_dim_quotient(chk: Check, fn, findings: Findings, build_want: Callab
             findings.first_wrong.pop(key, None)
             findings.failures.pop(key)
         named = [key for key in keys if key]
-        chk.diagnose((f"{_joined(named)}: " if named else "") + "head_dim taken as d_model // n_heads, measured where "
+        chk.diagnose((f"{joined(named)}: " if named else "") + "head_dim taken as d_model // n_heads, measured where "
                      f"the config sets head_dim apart ({where}): your count is exactly the measured count of the same "
                      "model with head_dim = d_model // n_heads, and your function, called again with that head_dim, "
                      "returns that same count, right there: it did not change when config.head_dim did, which "

@@ -294,7 +294,7 @@ class Findings:
                 if isinstance(bug, Reading):
                     readings[key] = bug
         for candidates, keys in tied.items():
-            chk.candidates(f"{_joined(keys)}: {len(candidates)} different mistakes give exactly these counts in every "
+            chk.candidates(f"{joined(keys)}: {len(candidates)} different mistakes give exactly these counts in every "
                            "case (measured), so the counts alone cannot tell which one is yours; candidates: "
                            + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(candidates, 1)))
         for bug, keys in keys_of.items():
@@ -303,7 +303,7 @@ class Findings:
                 detail = details[0] if len(set(details)) == 1 else "; ".join(f"{k} {d}" for k, d in zip(keys, details))
                 label = self.failures.get(keys[0], [("",)])[0][0]
                 bug = bug.replace("{detail}", f"{detail} for {label}" if label else detail)
-            named = _joined(keys)
+            named = joined(keys)
             chk.diagnose(f"{named}: {bug}" if named else bug)
         return {key for keys in [*keys_of.values(), *tied.values()] for key in keys}
 
@@ -320,7 +320,7 @@ class Findings:
         return [min(readings, key=lambda r: r.order)]
 
 
-def _joined(keys: list[str]) -> str:
+def joined(keys: list[str]) -> str:
     return ", ".join(keys[:-1]) + f" and {keys[-1]}" if len(keys) > 1 else keys[0]
 
 

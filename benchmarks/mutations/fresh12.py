@@ -8,7 +8,7 @@ of autograder/authoring/notebook_src/), from tinylm and, for 16 of them, from
 bugs public projects shipped or were asked to fix (the thread is named above
 the entry and in its reason). Of the other sets only fresh11.py's docstring
 and first entries (for the format) and unseen.py (for the entry class) were
-read; benchmarks/fresh12_duplicates.py (now heldout_duplicates.py --set
+read; a duplicates script (now benchmarks/heldout_duplicates.py --set
 fresh12) compared the texts mechanically and
 printed only matches: 65 entries written first were in another set and were
 replaced, until none matched. Run: `bench_diagnostics.py --set fresh12`.

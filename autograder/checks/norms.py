@@ -356,19 +356,19 @@ def _input_gradient(chk: Check, module, x: torch.Tensor, w: torch.Tensor, eps: f
     out = chk.call(module, xin)
     if not isinstance(out, torch.Tensor) or out.shape != x.shape or not out.is_floating_point():
         return
-    remote = getattr(out, "recheck_gradient_reaches", None)
+    remote = getattr(out, "recheck_gradient_reaches", None) is not None
     probe = randn(*x.shape, seed=seed + 2)
     got = None
-    if remote is None and out.requires_grad:
+    if not remote and out.requires_grad:
         got = torch.autograd.grad((out * probe).sum(), xin, allow_unused=True)[0]
-    if not (got is not None if remote is None else any(t is xin for t in remote)):
+    if not (gradient_reaches(out, xin) if remote else got is not None):
         chk.require("gradient reaches the input x", False, "the output does not depend on x through autograd")
         chk.candidates("no gradient flows back through your RMSNorm into its input (measured: a backward pass from "
                        "the output gives x no gradient), so in a model every layer before the norm "
                        "would stop learning; candidates: x used through .detach() or .data, or the token rebuilt "
                        "from x's values as a new tensor; normalise x itself")
         return
-    if remote is None:
+    if not remote:
         ref_x = x.clone().requires_grad_(True)
         want = torch.autograd.grad((_ref_rms_norm(ref_x, w, eps) * probe).sum(), ref_x)[0]
         chk.compare("gradient into the input x (backward)", got, want)

@@ -7,9 +7,7 @@ with torch.bincount on the pairs (never tinylm's own code).
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import math
 
 import torch
@@ -18,7 +16,7 @@ import torch.nn.functional as F
 from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import shown_size
 from ..learner_values import describe
-from .framework.calling import WITHOUT, guarded_call, measuring_call
+from .framework.calling import WITHOUT, guarded_call, measuring_call, quiet_call
 from .framework.check import Check
 from .framework.measure import LOG_BASE_CONSTANTS, close_to, mode_split, python_number_problem, randn, seeded
 from .references.generation import ForwardLog, tiny_model
@@ -289,11 +287,9 @@ def _batches_follow_the_model(chk: Check, evaluate, model, batches, bytes_per_to
     handle = model.register_forward_pre_hook(note, with_kwargs=True)
     saved = scope["DEVICE"]
     scope["DEVICE"] = torch.device("meta")
-    try:
-        with torch.random.fork_rng(devices=[]), contextlib.redirect_stdout(io.StringIO()):
-            measuring_call(evaluate, (model, copy.deepcopy(batches), bytes_per_token))
-    except Exception:  # noqa: BLE001: what the forward passes received is measured, whatever followed
-        pass
+    try:  # what the forward passes received is measured, whatever the call then raised
+        with torch.random.fork_rng(devices=[]):
+            quiet_call(evaluate, model, copy.deepcopy(batches), bytes_per_token)
     finally:
         scope["DEVICE"] = saved
         handle.remove()

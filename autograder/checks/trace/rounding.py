@@ -38,6 +38,11 @@ def _difference(mine: torch.Tensor, theirs: torch.Tensor) -> tuple[float, float]
     return float((a - b).abs().max()), float(b.abs().max())
 
 
+def _made_low(op: Op) -> bool:
+    """Whether the call's value is a float16 or bfloat16 tensor."""
+    return bool(op.outputs) and isinstance(op.outputs[0], torch.Tensor) and op.outputs[0].dtype in LOW
+
+
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -60,8 +65,7 @@ def rounded_before(seen: Analysis, first: Op, counterpart: Op) -> tuple[Op, list
     from_low: dict[int, bool] = {}
     for i in sorted(ancestors(ops, first.inputs)):
         op = ops[i]
-        from_low[i] = any(from_low.get(j, False) for j in op.inputs) or bool(
-            op.outputs and isinstance(op.outputs[0], torch.Tensor) and op.outputs[0].dtype in LOW)
+        from_low[i] = any(from_low.get(j, False) for j in op.inputs) or _made_low(op)
         if not from_low[i] or not op.outputs or not seen.found[i] or not seen.found[i][0]:
             continue
         mine = op.outputs[0]
@@ -80,16 +84,14 @@ def rounded_before(seen: Analysis, first: Op, counterpart: Op) -> tuple[Op, list
         if not measured:
             continue  # float rounding of its own dtype (the same value), or off the failing call's path
         (diff, scale), owner = measured[0]
-        low = [ops[j] for j in sorted(ancestors(ops, [i])) if ops[j].outputs
-               and isinstance(ops[j].outputs[0], torch.Tensor) and ops[j].outputs[0].dtype in LOW]
+        low = [ops[j] for j in sorted(ancestors(ops, [i])) if _made_low(ops[j])]
         detour = low[0].outputs[0].dtype
         bound = torch.finfo(detour).eps
         if diff > 4 * bound * scale or final[0] > max(8 * bound * final[1], 4 * diff):
             # More than that dtype's rounding here, or a difference at the failing step beyond both its rounding
             # and a few times the difference it reads (cos, sin, sums move by about as much): another mistake.
             return None
-        if any(o.outputs and isinstance(o.outputs[0], torch.Tensor) and o.outputs[0].dtype in LOW
-               for o in (reference.ops[k] for k in ancestors(reference.ops, [owner[0]]))):
+        if any(_made_low(reference.ops[k]) for k in ancestors(reference.ops, [owner[0]])):
             return None  # the reference rounds on its way too
         blamed = min((o for o in [op] + low if o.file), key=lambda o: o.index, default=None)
         if blamed is None:

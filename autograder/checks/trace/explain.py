@@ -35,7 +35,7 @@ import torch
 
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
-from .rounding import rounded_before
+from .rounding import rounded_before, rounded_earlier
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -721,6 +721,10 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
             if first.inside and arguments and all("training=" in a for a in arguments):
                 return None  # a module's mode (train or eval), set elsewhere or nowhere: not this line's doing
             facts[1:1] = arguments
+    if how == "value":
+        earlier = rounded_earlier(seen, first, counterpart)  # "never computes" holds only beyond rounding
+        if earlier is not None:
+            facts.append(earlier)
     (file, line, function), second = blamed_lines(blamed, also)
     if how == "layout":
         facts.insert(0, f"the value line {line} makes reaches line {second or line} in another layout than the "

@@ -47,19 +47,28 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def rounded_before(seen: Analysis, first: Op, counterpart: Op) -> tuple[Op, list[str]] | None:
-    """(the call to blame instead of `first`, the facts measured) when a
-    value `first` is computed from was matched only up to the rounding of a
-    float16 / bfloat16 detour, on the way to `counterpart`'s input, and the
-    difference `first` shows is no larger than that detour's dtype's match
-    tolerance; None otherwise."""
-    if not first.outputs or not counterpart.outputs:
-        return None
-    final = _difference(first.outputs[0], counterpart.outputs[0])
-    if final is None or first.outputs[0].dtype != counterpart.outputs[0].dtype:
-        return None
+class _Detour:
+    """A value on the failing call's path matched only up to a float16 / bfloat16 detour's rounding."""
+
+    def __init__(self, op: Op, low: list[Op], diff: float, scale: float, eps: float, detour: torch.dtype):
+        self.op, self.low, self.diff, self.scale, self.eps, self.detour = op, low, diff, scale, eps, detour
+
+    def said(self) -> str:
+        """The low-precision calls by line: "to, half on line 3"."""
+        by_line: dict[int, list[str]] = {}
+        for o in self.low:
+            if o.name not in by_line.setdefault(o.line, []):
+                by_line[o.line].append(o.name)
+        return " and ".join(f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''} on line {line}"
+                            for line, names in list(by_line.items())[:3]) + (" and ..." if len(by_line) > 3 else "")
+
+
+def _detour(seen: Analysis, first: Op, counterpart: Op | None) -> _Detour | None:
+    """The first value `first` is computed from that differs from its match by more than its own dtype's
+    rounding, by no more than a float16 / bfloat16 detour's, was computed from a float16 / bfloat16 value of
+    the learner's, and (with a counterpart) lies on the way to `counterpart`'s input; None when there is none."""
     ops, reference = seen.ops, seen.reference
-    target = (counterpart.index, 0)
+    target = (counterpart.index, 0) if counterpart is not None else None
     # Whether each call's value is computed from a float16 / bfloat16 value, in one pass (a decoding loop's
     # trace holds thousands of calls: no search per call).
     from_low: dict[int, bool] = {}
@@ -80,34 +89,71 @@ def rounded_before(seen: Analysis, first: Op, counterpart: Op) -> tuple[Op, list
                 if d is not None and d[0] > NOISE_EPS * eps * d[1]:
                     measured.append((d, owner))
         measured = [m for m in sorted(measured, key=lambda m: m[0][0])
-                    if m[1] == target or path_between(reference, target, m[1]) is not None]
+                    if target is None or m[1] == target or path_between(reference, target, m[1]) is not None]
         if not measured:
             continue  # float rounding of its own dtype (the same value), or off the failing call's path
         (diff, scale), owner = measured[0]
-        low = [ops[j] for j in sorted(ancestors(ops, [i])) if _made_low(ops[j])]
-        detour = low[0].outputs[0].dtype
-        bound = torch.finfo(detour).eps
-        if diff > 4 * bound * scale or final[0] > max(8 * bound * final[1], 4 * diff):
-            # More than that dtype's rounding here, or a difference at the failing step beyond both its rounding
-            # and a few times the difference it reads (cos, sin, sums move by about as much): another mistake.
-            return None
         if any(_made_low(reference.ops[k]) for k in ancestors(reference.ops, [owner[0]])):
             return None  # the reference rounds on its way too
-        blamed = min((o for o in [op] + low if o.file), key=lambda o: o.index, default=None)
-        if blamed is None:
-            return None
-        by_line: dict[int, list[str]] = {}
-        for o in low:
-            if o.name not in by_line.setdefault(o.line, []):
-                by_line[o.line].append(o.name)
-        said = " and ".join(f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''} on line {line}"
-                         for line, names in list(by_line.items())[:3]) + (" and ..." if len(by_line) > 3 else "")
-        facts = [f"the values your {op.name} on line {op.line} makes differ from the reference's by up to {diff:.2g}, "
-                 f"{diff / scale:.1g} of their largest magnitude ({scale:.3g}), while {_name(mine.dtype)}'s "
-                 f"relative rounding step is {eps:.1g}",
-                 f"they are computed from {_name(detour)} values (your {said}); the "
-                 f"reference's value is {_name(mine.dtype)} and computed from no float16 or bfloat16 value",
-                 f"the difference {'grows to' if final[0] > diff else 'is'} {final[0]:.2g} at line {first.line} "
-                 f"({first.name}), where the values are of magnitude {final[1]:.3g}"]
-        return blamed, facts
+        low = [ops[j] for j in sorted(ancestors(ops, [i])) if _made_low(ops[j])]
+        if diff > 4 * torch.finfo(low[0].outputs[0].dtype).eps * scale:
+            return None  # more than that dtype's rounding here: not a rounding detour
+        return _Detour(op, low, diff, scale, eps, low[0].outputs[0].dtype)
     return None
+
+
+def _final(first: Op, counterpart: Op) -> tuple[float, float] | None:
+    """The difference `first` shows from its counterpart, for values of one dtype and shape."""
+    if not first.outputs or not counterpart.outputs or first.outputs[0].dtype != counterpart.outputs[0].dtype:
+        return None
+    return _difference(first.outputs[0], counterpart.outputs[0])
+
+
+def _beyond(detour: _Detour, final: tuple[float, float]) -> bool:
+    """Whether the failing step's difference is beyond both the detour's rounding and a few times the
+    difference it reads (cos, sin, sums move by about as much): another mistake, on the failing step's line."""
+    bound = torch.finfo(detour.detour).eps
+    return final[0] > max(8 * bound * final[1], 4 * detour.diff)
+
+
+def rounded_before(seen: Analysis, first: Op, counterpart: Op) -> tuple[Op, list[str]] | None:
+    """(the call to blame instead of `first`, the facts measured) when a
+    value `first` is computed from was matched only up to the rounding of a
+    float16 / bfloat16 detour, on the way to `counterpart`'s input, and the
+    difference `first` shows is no larger than that detour's dtype's match
+    tolerance; None otherwise."""
+    final = _final(first, counterpart)
+    detour = _detour(seen, first, counterpart) if final is not None else None
+    if detour is None or _beyond(detour, final):
+        return None
+    op = detour.op
+    blamed = min((o for o in [op] + detour.low if o.file), key=lambda o: o.index, default=None)
+    if blamed is None:
+        return None
+    mine = op.outputs[0]
+    facts = [f"the values your {op.name} on line {op.line} makes differ from the reference's by up to "
+             f"{detour.diff:.2g}, {detour.diff / detour.scale:.1g} of their largest magnitude ({detour.scale:.3g}), "
+             f"while {_name(mine.dtype)}'s relative rounding step is {detour.eps:.1g}",
+             f"they are computed from {_name(detour.detour)} values (your {detour.said()}); the "
+             f"reference's value is {_name(mine.dtype)} and computed from no float16 or bfloat16 value",
+             f"the difference {'grows to' if final[0] > detour.diff else 'is'} {final[0]:.2g} at line {first.line} "
+             f"({first.name}), where the values are of magnitude {final[1]:.3g}"]
+    return blamed, facts
+
+
+def rounded_earlier(seen: Analysis, first: Op, counterpart: Op | None) -> str | None:
+    """The fact to set beside `first`'s line when an earlier value on its path
+    was matched only up to a float16 / bfloat16 detour's rounding, but
+    `first` differs by far more (another mistake, on `first`'s line): the
+    earlier line is then not exactly the reference's either, and the
+    learner should hear of it. None when there is no such detour."""
+    final = _final(first, counterpart) if counterpart is not None else None
+    if counterpart is not None and final is None:
+        return None
+    detour = _detour(seen, first, counterpart)
+    if detour is None or final is not None and not _beyond(detour, final):
+        return None
+    return (f"before it, the values your {detour.op.name} on line {detour.op.line} makes differ from the "
+            f"reference's by up to {detour.diff:.2g} ({detour.diff / detour.scale:.1g} of their largest magnitude), "
+            f"the rounding of {_name(detour.detour)} (your {detour.said()}); this line's values differ beyond that "
+            "rounding")

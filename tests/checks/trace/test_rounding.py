@@ -87,3 +87,17 @@ def test_a_real_mistake_after_a_float16_detour_keeps_its_own_line():
                  "    return (2 * angles).cos()\n")
     found = located(wrong)
     assert found is not None and found.line == 4, found
+    # The detour is not hidden: line 3's angles are the reference's only up to float16's rounding, and the
+    # Where line says so beside its own line's facts.
+    said = "; ".join(found.facts)
+    assert "line 3" in said and "float16" in said and "differ beyond that rounding" in said, said
+
+
+def test_a_real_mistake_without_a_detour_says_nothing_of_rounding():
+    wrong = cell("def f(T, hd, theta):\n"
+                 "    inv_freq = theta ** (-torch.arange(0, hd, 2, dtype=torch.float32) / hd)\n"
+                 "    angles = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)\n"
+                 "    return (2 * angles).cos()\n")
+    found = located(wrong)
+    assert found is not None and found.line == 4, found
+    assert not any("float16" in f or "bfloat16" in f for f in found.facts), found.facts

@@ -6,10 +6,11 @@ import torch.nn.functional as F
 from torch import nn
 
 import math
+import sys
 
 from .contracts import Contract, defaults, run_contract
 from ..learner_values import describe
-from .framework.calling import measuring_call
+from .framework.calling import measuring_call, quiet_call
 from .framework.check import Check
 from .framework.measure import gradient_reaches, randn
 
@@ -206,22 +207,43 @@ def check_tie_weights(tie_weights, *, vocab: int = 10, d_model: int = 6, seed: i
     chk = Check("tie_weights", expects="nothing (it changes lm_head in place) or lm_head")
     before = emb.weight.detach().clone()
     head_before, head_values = head.weight, head.weight.detach().clone()
+    head_names = set(vars(head)) | set(head._parameters)
     returned = chk.call(tie_weights, emb, head)
     hw = head.weight
     if hw is head_before and torch.equal(hw.detach(), head_values) and torch.equal(emb.weight.detach(), before):
-        unchanged = ("lm_head.weight is unchanged after the call: " + (
-            "tie_weights returned a value, but nothing reads it; " if returned is not None else
-            "rebinding a name inside the function (lm_head = ...) does not change the caller's module; ")
-            + "assign the attribute in place: lm_head.weight = tok_emb.weight")
-        chk.diagnose(unchanged)
+        # Measured on the module itself: a name the call added to lm_head that holds the embedding is an
+        # assignment under another name (the layer reads only .weight); the name is the learner's, not said.
+        elsewhere = any(getattr(head, name, None) is emb.weight
+                        for name in (set(vars(head)) | set(head._parameters)) - head_names)
+        fix = "assign the attribute in place: lm_head.weight = tok_emb.weight"
+        if returned is not None:
+            chk.diagnose("lm_head.weight is unchanged after the call: tie_weights returned a value, but nothing "
+                         "reads it; " + fix)
+        elif _rebinds_the_head(tie_weights, vocab, d_model):
+            chk.diagnose("lm_head.weight is unchanged after the call: rebinding a name inside the function "
+                         "(lm_head = ...; measured: when the call returns, its name for the head holds another "
+                         "object) does not change the caller's module; " + fix)
+        elif elsewhere:
+            chk.diagnose("lm_head.weight is unchanged after the call, which gave lm_head a new attribute holding "
+                         "tok_emb.weight under a name other than weight, one the layer never reads; " + fix)
+        else:
+            chk.candidates("lm_head.weight is unchanged after the call, the same tensor with the same values; "
+                           "candidates: a name rebound inside the function (lm_head = ...), which does not change "
+                           "the caller's module; an assignment to a copy; no assignment. " + fix[0].upper() + fix[1:])
     same = hw is emb.weight
     chk.require("lm_head.weight is tok_emb.weight", same,
                 f"lm_head.weight is a separate tensor of shape {tuple(hw.shape)}",
-                diagnosis=None if chk.diagnoses else _tie_diagnosis(hw, emb.weight))
-    chk.require("embedding values unchanged", torch.equal(emb.weight.detach(), before),
-                "tok_emb.weight changed: tie by sharing the embedding, do not overwrite it",
-                diagnosis="the embedding was overwritten with the head's random weights "
-                          "(tok_emb.weight = lm_head.weight ties them the wrong way round)")
+                diagnosis=None if chk.diagnoses or chk.candidate_lines else _tie_diagnosis(hw, emb.weight))
+    if not chk.require("embedding values unchanged", torch.equal(emb.weight.detach(), before),
+                       "tok_emb.weight changed: tie by sharing the embedding, do not overwrite it"):
+        if emb.weight is head_before and torch.equal(emb.weight.detach(), head_values):
+            chk.diagnose("the embedding was overwritten with the head's random weights (measured: tok_emb.weight is "
+                         "now the head's own Parameter; tok_emb.weight = lm_head.weight ties them the wrong way "
+                         "round)")
+        else:
+            chk.candidates("tok_emb.weight holds other values after the call (measured); candidates: the shared "
+                           "weight written to after tying (an init of lm_head.weight re-initialises the embedding it "
+                           "is), or the embedding's values replaced some other way")
     params = {id(p) for p in nn.ModuleList([emb, head]).parameters()}
     chk.require("parameters counted once", len(params) == 1,
                 f"{len(params)} distinct parameters, expected 1 shared one")
@@ -237,6 +259,29 @@ def check_tie_weights(tie_weights, *, vocab: int = 10, d_model: int = 6, seed: i
         chk.require("both uses accumulate into one .grad", emb.weight.grad is not None,
                     "the shared weight got no gradient")
     chk.finish()
+
+
+def _rebinds_the_head(tie_weights, vocab: int, d_model: int) -> bool:
+    """Whether tie_weights, run again on fresh modules, returns with its
+    second parameter's name bound to an object other than the head it was
+    given (measured on the call's own frame as it returns)."""
+    code = getattr(tie_weights, "__code__", None)
+    if code is None or code.co_argcount < 2:
+        return False
+    emb, head = nn.Embedding(vocab, d_model), nn.Linear(d_model, vocab, bias=False)
+    name, seen = code.co_varnames[1], []
+
+    def on_event(frame, event, arg):
+        if event == "return" and frame.f_code is code and name in frame.f_locals:
+            seen.append(frame.f_locals[name] is not head)
+
+    previous = sys.getprofile()
+    sys.setprofile(on_event)
+    try:
+        quiet_call(tie_weights, emb, head)
+    finally:
+        sys.setprofile(previous)
+    return seen == [True]
 
 
 def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:

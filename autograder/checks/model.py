@@ -141,6 +141,44 @@ def _list_lengths(want: dict, got: dict, config) -> str | None:
     return None
 
 
+# What each layer's constructor takes, for a weight built with its two sizes swapped.
+_ORDER = {nn.Linear: "nn.Linear(in_features, out_features) stores weight as [out, in]",
+          nn.Embedding: "nn.Embedding(num_embeddings, embedding_dim) takes the vocabulary size first"}
+
+
+def _kv_with_query_heads(wrong: list[str], got: dict, want: dict, config) -> str | None:
+    """The cause when every wrong shape is a key or value projection's with
+    n_heads · head_dim outputs where tinylm's has n_kv_heads · head_dim."""
+    heads, kv, hd = getattr(config, "n_heads", None), getattr(config, "n_kv_heads", None), getattr(config, "head_dim", None)
+    if not wrong or heads is None or kv is None or hd is None or heads == kv:
+        return None
+    for name in wrong:
+        if not name.endswith(("k_proj.weight", "v_proj.weight")) or len(got[name]) != 2 \
+                or got[name] != (heads * hd, want[name][1]) or want[name][0] != kv * hd:
+            return None
+    return (f"{', '.join(wrong[:4])}: n_heads · head_dim = {heads * hd} outputs (measured), where k_proj and v_proj "
+            f"have n_kv_heads · head_dim = {kv * hd}: the keys and values have n_kv_heads heads, shared by the queries")
+
+
+def _transposed_shapes(wrong: list[str], got: dict, want: dict, module: nn.Module) -> str | None:
+    """The cause when every wrong shape is the right one with its two sizes
+    swapped, in layers whose argument order is known; None otherwise (the
+    row's note already lists the shapes measured). A parameter shared under
+    two names is named once, by the layer that owns it first."""
+    owned = {name for name, _ in module.named_parameters()}
+    wrong = [name for name in wrong if name in owned] or wrong
+    rules = []
+    for name in wrong:
+        owner = module.get_submodule(name.rpartition(".")[0]) if "." in name else module
+        rule = next((text for kind, text in _ORDER.items() if isinstance(owner, kind)), None)
+        if rule is None or len(got[name]) != 2 or got[name] != want[name][::-1]:
+            return None
+        if rule not in rules:
+            rules.append(rule)
+    return (f"{', '.join(wrong[:4])}{', ...' if len(wrong) > 4 else ''}: built with the two sizes swapped "
+            f"(measured: {'each is' if len(wrong) > 1 else 'it is'} the transpose of tinylm's shape); " + "; ".join(rules))
+
+
 def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.Module | None:
     """The learner's module with the reference's weights, after the rows that
     require tinylm's parameter names and shapes; None when they differ."""
@@ -169,8 +207,8 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
     registered_elsewhere(chk, cls, (config,))
     if not chk.require("parameter shapes", not wrong, f"{[(n, got[n], want[n]) for n in wrong[:3]]} (got, want)",
                        diagnosis=_sized_by_the_quotient(wrong, got, want, reference, config)
-                       or "a projection has the wrong shape: nn.Linear(in_features, out_features) stores "
-                          "weight as [out, in]; k_proj and v_proj have n_kv_heads · head_dim outputs"):
+                       or _kv_with_query_heads(wrong, got, want, config)
+                       or _transposed_shapes(wrong, got, want, module)):
         return None
     dtypes = parameter_dtypes(module, {n: p.dtype for n, p in reference.state_dict().items()})
     if not chk.require("parameter dtypes", dtypes is None, dtypes or "", diagnosis=dtypes):

@@ -107,8 +107,10 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     first = set((xs[:, 0] // 10).long().tolist()) if isinstance(xs, torch.Tensor) and xs.dim() == 2 else set()
     # More rows than distinct windows: the batch still has batch_size rows, so some windows repeat.
     rows = int(xs.shape[0]) if isinstance(xs, torch.Tensor) and xs.dim() else None
+    # As many rows as distinct windows is the mark of windows drawn without repeats (a permutation of the starts);
+    # any other count has other causes, and the row's own note says what was measured.
     chk.require("batch_size rows when it exceeds the number of windows", rows == 2000,
-                f"{rows} rows for batch_size 2000", diagnosis=None if rows in (2000, None) else
+                f"{rows} rows for batch_size 2000", diagnosis=None if rows != 12 - 4 else
                 f"for 12 tokens and seq_len 4 (8 possible windows) with batch_size 2000, your x has {rows} rows, "
                 "expected 2000: x and y have batch_size rows whatever the data's length, so a batch larger than the "
                 "number of windows repeats some of them (draw each start independently, torch.randint)")
@@ -370,8 +372,12 @@ def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> 
                          "grad_clip; clip the global norm instead, torch.nn.utils.clip_grad_norm_(model.parameters(), "
                          "grad_clip)")
         else:
-            chk.diagnose(f"gradients not clipped to grad_clip = {grad_clip}: call torch.nn.utils.clip_grad_norm_("
-                         "model.parameters(), grad_clip) with the grad_clip argument, between backward() and step()")
+            chk.candidates(f"the global gradient norm reaches optimizer.step() above grad_clip = {grad_clip}: no clip "
+                           "of the global norm to grad_clip took effect; candidates: clip_grad_norm_ not called, "
+                           "called before backward() or after step(), given another max_norm, or given no parameters "
+                           "(a model.parameters() generator already read by an earlier loop). The call: "
+                           "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip), between backward() and "
+                           "step()")
 
 
 def _clamped_entries(grads, grad_clip: float) -> int:

@@ -41,32 +41,36 @@ permute's direction and others).
 Each mistake is one substitution in one answer cell; `expect` holds words a
 check that found it would likely say, `untrue` words of causes it is not,
 `regime` the situation in which a mistake that is right by default shows. The
-classes covered: layout (reshape for transpose, an unpack of a shape the wrong
-way round, a start position read from the wrong axis, kv heads tiled or with
-their axes transposed), masks (top-left where bottom-right belongs, by hand and
-through is_causal, arguments swapped, tril for triu), attention scale (number
-of heads for head_dim), RoPE (GPT-J's adjacent pairs against NeoX's halves, a
-permute left out, positions without the cache's offset, sin offset but not
-cos, a table built transposed, a float32 table promoting half inputs), the KV
-cache (order of past and new, the values fed the keys, the whole sequence fed
-again, decode positions advanced by the tokens fed or set to the padded width),
-norms (sqrt for rsqrt, eps added after the rsqrt or used as a floor, a bias
-scaled by the gain, an uncentred output, the config's eps not passed, the
-result left float32), the block (parallel residual in both the function and
-the module, q_proj sized d_model, an o_proj bias), sampling (top-p on
-log-probabilities, ascending sort, probabilities sampled as logits, a squeeze
-that drops a batch of one, row 0 only), training (targets swapped with inputs
-or shifted twice, a double softmax before cross-entropy, clipping after the
-step in both step functions, an unnormalised accumulated loss, a cosine
-without or clamped at its floor), evaluation (half-precision sums, ignore_index
-not passed on, mean of batch means, log2 of a loss, a bigram NLL summed or in
-bits, a uint8 index), and the accounting formulas (multiply-adds for FLOPs,
-integer division, backward counted once, d x d projections, head_dim derived
-from d_model, bytes fixed at 2, a MLP matrix count, multiples not multiplied
-back). Several give numbers another cause gives too (two forms of the top-left
-mask in attention_step, two parallel residuals, sqrt against a divided rsqrt,
-the clamped against the floorless cosine). SAME lists 17 edits that compute
-what the solution computes another way; a check must pass each.
+classes covered: embeddings (ids past the table wrapped or clamped, rows and
+tied logits made float32, log-probabilities returned as logits, a head whose
+values are copied instead of tied), layout (reshape for transpose, a shape
+unpacked the wrong way round, a start position read from the wrong axis, kv
+heads tiled), masks (top-left where bottom-right belongs, by hand and through
+is_causal, arguments swapped, triu for tril), attention scale (number of heads
+for head_dim), RoPE (GPT-J's adjacent pairs against NeoX's halves, a permute
+left out, positions without the cache's offset, sin offset but not cos, a
+table built transposed, a float32 table promoting half inputs), the KV cache
+(order of past and new, the values fed the keys, the whole sequence fed again,
+decode positions advanced by the tokens fed or set to the padded width), norms
+(sqrt for rsqrt, eps added after the rsqrt or used as a floor, a bias scaled by
+the gain, an uncentred output, the config's eps not passed, the result left
+float32), the block (parallel residual in both the function and the module,
+q_proj sized d_model, an o_proj bias), sampling (softmax over the batch axis,
+top-p on log-probabilities, ascending sort, probabilities sampled as logits, a
+squeeze that drops a batch of one, row 0 only), training (targets shifted
+twice, a double softmax before cross-entropy, clipping after the step in both
+step functions, an unnormalised accumulated loss, a cosine without or clamped
+at its floor), evaluation (half-precision sums, ignore_index not passed on,
+mean of batch means, log2 of a loss, a bigram NLL summed or in bits, a uint8
+index), and the accounting formulas (integer division made float, backward
+counted once, d x d projections, head_dim derived from d_model, bytes fixed at
+2, multiples not multiplied back). Several give numbers that another cause
+gives too: the two top-left masks of attention_step (is_causal and a hand-made
+tril) give the same tokens, the parallel residual gives the same wrong block
+in the function and in the module, sqrt for rsqrt gives what dividing by
+rsqrt's result gives, and a cache stored out of order changes nothing for one
+decoded token. SAME lists 17 edits that compute what the solution computes
+another way; a check must pass each.
 
 `benchmarks/verify_unseen.py --set fresh16` proves each mistake a real bug and
 each SAME edit harmless, with the shared probes and those of
@@ -181,7 +185,7 @@ MUTATIONS = {
         M("attention_flops", "head_dim = d // n_heads", "head_dim = d / n_heads",
           ("int", "float", "integer", "type", "//"),
           "divides with / instead of //: head_dim and every count built from it are floats instead of ints",
-          untrue=("causal", "factor 2", "n_heads")),
+          untrue=("causal", "factor 2", "multiply-add")),
     ],
     "04": [
         # https://github.com/jzhang38/TinyLlama/issues/24 (GPT-J's rotation of adjacent pairs against NeoX's halves)
@@ -273,8 +277,9 @@ MUTATIONS = {
           "    v_all = torch.cat((past_v, v), dim=2)",
           "k_all = torch.cat((k, past_k), dim=2)  # positions are axis 2\n    v_all = torch.cat((v, past_v), dim=2)",
           ("order", "past first", "new tokens", "positions", "prepend"),
-          "puts the new keys and values before the cached ones: position order is reversed between the two parts, "
-          "so the bottom-right mask lets the new tokens see the wrong keys",
+          "puts the new keys and values before the cached ones: the returned cache is out of position order; one new "
+          "token still attends to the same keys (all are visible and RoPE is already in them), but with several new "
+          "tokens the bottom-right mask hides and shows the wrong keys",
           untrue=("axis 1", "dtype", "n_kv_heads")),
         # https://github.com/open-lm-engine/lm-engine/pull/498 (is_causal kept only where query and key lengths agree)
         M("attention_step", "y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask)",
@@ -282,7 +287,7 @@ MUTATIONS = {
           ("is_causal", "top-left", "bottom-right", "cached", "key 0", "mask"),
           "lets SDPA build the mask with is_causal=True: it is aligned top-left, so after a prefill the new token "
           "attends to the first key only (https://github.com/open-lm-engine/lm-engine/pull/498)",
-          untrue=("rope", "start_pos", "n_kv_heads"), regime="a non-empty cache"),
+          untrue=("rope", "n_kv_heads", "values"), regime="a non-empty cache"),
         # https://github.com/pytorch/pytorch/issues/115111 (a causal mask anchored top-left when q_len != kv_len)
         M("attention_step",
           "mask = tinylm.causal_mask(T, start + T).to(x.device)  # (T, start + T), bottom-right aligned",
@@ -290,7 +295,7 @@ MUTATIONS = {
           ("bottom-right", "top-left", "diagonal", "cached", "offset", "mask"),
           "builds the mask by hand with tril(): anchored top-left, new query i sees keys 0..i instead of "
           "0..start + i (the alignment discussed in https://github.com/pytorch/pytorch/issues/115111)",
-          untrue=("rope", "is_causal", "n_kv_heads"), regime="a non-empty cache"),
+          untrue=("rope", "n_kv_heads", "values"), regime="a non-empty cache"),
         # https://github.com/huggingface/transformers/pull/15751 (positions not offset by the cached length)
         M("attention_step",
           "q = tinylm.apply_rope(q, cos, sin, start_pos=start)  # the new tokens sit at start .. start + T - 1\n"
@@ -308,8 +313,8 @@ MUTATIONS = {
           untrue=("reset", "argmax", "no_grad")),
         M("generate_left_padded", "positions[:, -1:] + 1", "positions[:, -1:] + ids.shape[1]",
           ("position", "one past", "offset", "+ 1", "prefill"),
-          "advances the position by the number of tokens just fed: after the prefill the first new token jumps T "
-          "positions ahead instead of one",
+          "advances the position by the number of tokens just fed: after a prefill of T columns the first new token "
+          "sits at the last position plus T instead of plus one (later steps add one, as they should)",
           untrue=("reset", "attention_mask", "argmax"), regime="prompts longer than one token"),
         # https://github.com/scouzi1966/maclocal-api/issues/92 (one shared cursor as every row's decode position)
         M("generate_left_padded", "positions[:, -1:] + 1", "positions.new_full((B, 1), mask.shape[1])",
@@ -362,12 +367,12 @@ MUTATIONS = {
           "logits = model(idx)[0, -1:]                 # (1, V): the last position predicts the next token",
           ("batch", "row 0", "first row", "each row", "[:, -1]"),
           "takes row 0's last logits only, as code written for a batch of one does "
-          "(https://github.com/neuralmagic/deepsparse/pull/1128): more than one prompt fails or gets row 0's tokens",
+          "(https://github.com/neuralmagic/deepsparse/pull/1128): with more than one prompt the concatenation fails",
           untrue=("eval mode", "no_grad", "temperature"), regime="more than one prompt"),
         M("sample_next", "probs = logits.softmax(dim=-1)", "probs = logits.softmax(dim=0)",
           ("softmax", "axis", "dim=0", "batch", "vocabulary"),
           "normalises over the batch axis instead of the vocabulary: each token's probability depends on the other "
-          "rows; with one row every probability is 1",
+          "rows; with one row every probability is 1 and the draw is uniform over the vocabulary",
           untrue=("temperature", "generator", "filter")),
         # https://github.com/skyzh/tiny-llm/issues/32 (the cumulative sum taken over log-probabilities)
         M("top_p_filter", "probs = sorted_logits.softmax(dim=-1)", "probs = sorted_logits.log_softmax(dim=-1)",
@@ -484,10 +489,11 @@ MUTATIONS = {
           '"bits_per_byte": math.log2(loss) / bytes_per_token',
           ("log(2)", "nats", "bits", "convert", "log2"),
           "takes log2 of the loss instead of converting nats to bits (loss / ln 2)",
-          untrue=("token-weighted", "eval mode", "bytes_per_token")),
+          untrue=("token-weighted", "eval mode", "mean of batch")),
         M("bigram_nll", "train, val = train.long(), val.long()", "train = train.long()",
           ("uint8", "dtype", "index", "long", "mask"),
-          "leaves val as it came: a uint8 val indexes the table as a boolean mask instead of by byte value",
+          "leaves val as it came: a uint8 val is taken as a boolean mask instead of byte values, and the indexing "
+          "fails",
           untrue=("alpha", "column", "transpos"), regime="uint8 val"),
         M("bigram_nll", "return -probs.log()[val[:-1], val[1:]].mean().item()",
           "return -probs.log2()[val[:-1], val[1:]].mean().item()",

@@ -1,7 +1,8 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
 of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7",
-"fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14" and "fresh15" sets (fresh.py to fresh15.py) is a real
+"fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15" and "fresh16" sets (fresh.py to
+fresh16.py) is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -29,6 +30,7 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh13
     python benchmarks/verify_unseen.py --set fresh14
     python benchmarks/verify_unseen.py --set fresh15
+    python benchmarks/verify_unseen.py --set fresh16
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -51,6 +53,7 @@ from benchmarks.unseen_probes_fresh12 import EXTRA_PROBES as FRESH12_PROBES  # n
 from benchmarks.unseen_probes_fresh13 import EXTRA_PROBES as FRESH13_PROBES  # noqa: E402
 from benchmarks.unseen_probes_fresh14 import EXTRA_PROBES as FRESH14_PROBES  # noqa: E402
 from benchmarks.unseen_probes_fresh15 import EXTRA_PROBES as FRESH15_PROBES  # noqa: E402
+from benchmarks.unseen_probes_fresh16 import EXTRA_PROBES as FRESH16_PROBES  # noqa: E402
 from benchmarks.verify_heldout import attempt, namespace  # noqa: E402
 
 
@@ -58,7 +61,7 @@ from benchmarks.verify_heldout import attempt, namespace  # noqa: E402
 
 # probes a set adds to the shared ones, for situations only its mistakes are about
 EXTRA_PROBES = {"fresh12": FRESH12_PROBES, "fresh13": FRESH13_PROBES, "fresh14": FRESH14_PROBES,
-               "fresh15": FRESH15_PROBES}
+               "fresh15": FRESH15_PROBES, "fresh16": FRESH16_PROBES}
 
 
 def probes_of(set_name: str, notebook: str):
@@ -68,8 +71,7 @@ def probes_of(set_name: str, notebook: str):
 
 
 VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
-                 "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14",
-                 "fresh15")
+                 "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15", "fresh16")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,12 +99,19 @@ def _id_past_the_table(chk: Check, fn, ids: torch.Tensor, weight: torch.Tensor) 
     row = out[0, 1] if isinstance(out, torch.Tensor) and out.dim() == 3 and out.shape[:2] == ids.shape else None
     read = [k for k in range(vocab) if row is not None and row.shape == weight[k].shape
             and torch.equal(row.to(weight.dtype), weight[k])]
+    # A clamp or a wrap is said only when every other id still reads its own row: a shift of every id (ids - 1)
+    # also reads the last row for id vocab.
+    rest = torch.ones(ids.shape, dtype=torch.bool)
+    rest[0, 1] = False
+    others_right = row is not None and torch.equal(out[rest].to(weight.dtype), weight[ids[rest]])
     how = {vocab - 1: "the last row: the id was clamped into the table", 0: "row 0: the id wrapped around modulo vocab"}
-    said = f"row {read[0]}, {how.get(read[0], 'a row of another token')}" if read else "no row of the table"
+    said = (f"row {read[0]}, {how.get(read[0], 'a row of another token') if others_right else 'the row of another id'}"
+            if read else "no row of the table")
+    fix = "with no clamp or modulo" if others_right and read and read[0] in how else "as they are"
     chk.diagnose(f"your {chk.fn_name} returns an embedding for id {vocab}, which the table ({vocab} rows, ids 0 to "
                  f"{vocab - 1}) has no row for (measured: at that position your result holds {said}): an id past the "
                  "table is a bug upstream (a tokenizer with more ids than the model), and weight[ids] raises on it; "
-                 "look the ids up as they are, with no clamp or modulo, so the error shows where it happens")
+                 f"look the ids up{'' if fix == 'as they are' else ' as they are,'} {fix}, so the error shows where it happens")
 
 
 def _width_hints(ids: torch.Tensor, vocab: int) -> list:

@@ -11,7 +11,7 @@ import tinylm
 
 from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
 from .framework.calling import guarded_call
-from .framework.check import Check
+from .framework.check import CandidatesVariant, Check
 from .framework.measure import close_to, gradient_reaches, parameter_dtypes, parameter_problems, randn, tol_for
 from .references.modules import plain_tensors, registered_elsewhere, saved_buffers
 
@@ -321,8 +321,7 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
         for label, inputs in (("forward, trained gain", x), ("tiny inputs (eps matters)", x * 1e-2)):
             got = chk.call(module, inputs)
             chk.compare(label, got, _ref_rms_norm(inputs, w, eps), variants=_rms_variants(inputs, w, eps) | {
-                "eps ignored: the module must pass its own eps (self.eps) to the norm":
-                    lambda: _ref_rms_norm(inputs, w, 1e-6)})
+                _eps_not_used(module, eps): lambda: _ref_rms_norm(inputs, w, 1e-6)})
         # A half-precision model (module.to(bfloat16)) must stay in that dtype: the residual stream it feeds is bf16.
         # module.to moves only what the module registers: an unregistered gain is named above, not as a dtype slip.
         if isinstance(gain, nn.Parameter):
@@ -343,6 +342,22 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
         _input_gradient(chk, module, x, w, eps, seed)
     chk.locate_with(lambda: _locate_rms_module(RMSNorm))
     chk.finish()
+
+
+def _eps_not_used(module, eps: float) -> str:
+    """The cause of a norm computed with eps = 1e-6 (the default) where the
+    module was given `eps`, told apart by what the module holds as self.eps
+    (measured after construction; its value is not said)."""
+    kept = getattr(module, "eps", None)
+    if isinstance(kept, (int, float)) and not isinstance(kept, bool):
+        if kept == eps:
+            return ("eps ignored: the module holds the eps it was given (self.eps, measured) but its forward "
+                    "normalises with 1e-6, the default: pass self.eps to the norm")
+        return ("eps ignored: the module was given eps = {eps} and holds another in self.eps (measured after "
+                "construction): __init__ must keep the eps it is given, self.eps = eps").replace("{eps}", f"{eps:g}")
+    return CandidatesVariant("eps ignored: the output is the norm with eps = 1e-6, the default, where the module "
+                             f"was given {eps:g}; candidates: __init__ does not keep the eps it is given, or the "
+                             "forward does not pass it (self.eps) to the norm")
 
 
 def _input_gradient(chk: Check, module, x: torch.Tensor, w: torch.Tensor, eps: float, seed: int) -> None:

@@ -13,7 +13,7 @@ import math
 
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from ..learner_values import describe
-from .framework.check import Check
+from .framework.check import CandidatesVariant, Check
 from .framework.measure import close_to, randn
 from .references.rope import apply_rope_steps, ref_angles, ref_rotate
 
@@ -134,20 +134,20 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     __tracebackhide__ = True
     chk = Check("apply_rope", expects="a tensor shaped like x (batch, heads, seq, head_dim)")
     chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim}
-    _explain_rotate_half(chk, apply_rope, randn(batch, heads, seq, head_dim, seed=seed + 3, dtype=dtype))
+    half_right = _explain_rotate_half(chk, apply_rope, randn(batch, heads, seq, head_dim, seed=seed + 3, dtype=dtype))
     cos, sin = ref_tables(head_dim, seq + 16, theta, _table_dtype(dtype))
     for label, x, s in rope_cases(seed, batch, heads, seq, head_dim, dtype):
         c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
         only_offset = s > 0 and chk.passed
         got = call_keeping_inputs(chk, apply_rope, x, cos, sin, s, on_error=(lambda err, s=s: (
-            f"it fails only with start_pos={s}: take the T rows that start at start_pos, "
+            f"it passes with start_pos=0 and fails with start_pos={s}: take the T rows that start at start_pos, "
             "cos[start_pos:start_pos + T] (and the same rows of sin)")) if only_offset else None)
         chk.compare(label, got, ref_rotate(x, s, theta), variants={
             "positions not offset: start_pos is ignored, so every call rotates as if the tokens began at 0; "
             "slice cos[start_pos:start_pos + T]": lambda: ref_rotate(x, 0, theta),
             "wrong pairing convention: pairs (2i, 2i+1) rotated (the interleaved form) with the half-split tables; "
             "pair feature i with i + hd/2 (rotate_half)": lambda: x * c + _interleaved_rotate(x) * si,
-            FLIPPED: lambda: x * c + _half_rotate(x, -1) * si,
+            _flipped(half_right): lambda: x * c + _half_rotate(x, -1) * si,
             "rotate_half missing: x * cos + x * sin scales features instead of rotating pairs":
                 lambda: x * c + x * si,
             "cos and sin swapped": lambda: x * si + _half_rotate(x) * c,
@@ -191,12 +191,26 @@ _ROTATE_HALF_VARIANTS = {
 }
 
 
-def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> None:
+def _flipped(half_right: bool | None) -> str:
+    """The flipped rotation's cause, by what the learner's rotate_half was measured to do on its own."""
+    if half_right is True:
+        return ("rotation direction flipped: your result is the rotation by minus each angle, x * cos - rotate_half(x) "
+                "* sin, while your rotate_half is right (measured on it alone): the sign is where apply_rope combines "
+                "them, x * cos + rotate_half(x) * sin")
+    if half_right is None:
+        return CandidatesVariant("rotation direction flipped: your result is the rotation by minus each angle; "
+                                 "candidates: rotate_half returns (x2, -x1) instead of (-x2, x1), or apply_rope "
+                                 "subtracts rotate_half(x) * sin instead of adding it")
+    return FLIPPED
+
+
+def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> bool | None:
     """Check the learner's rotate_half (from apply_rope's globals, where the
-    notebook defines it) on its own: (x1, x2) -> (-x2, x1)."""
+    notebook defines it) on its own: (x1, x2) -> (-x2, x1). True when it is
+    right, False when it is wrong, None when there is none to check."""
     rotate_half = getattr(apply_rope, "__globals__", {}).get("rotate_half")
     if not callable(rotate_half):
-        return
+        return None
     got = chk.probe(rotate_half, x)
     want = _half_rotate(x)
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
@@ -204,16 +218,17 @@ def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> None:
         chk.diagnose(f"rotate_half returns {'an error' if got is None else describe(got)} for x of shape "
                      f"{tuple(x.shape)}; it must return a tensor of x's shape: the two halves of the last axis, "
                      "x1, x2 = x.chunk(2, dim=-1), joined back along it, torch.cat((-x2, x1), dim=-1)")
-        return
+        return False
     if torch.allclose(got, want):
-        return
+        return True
     what = next((name for name, f in _ROTATE_HALF_VARIANTS.items() if torch.allclose(got, f(x))), None)
     if what == FLIPPED_HALF:  # the output's known variant FLIPPED, measured on rotate_half itself: one line for both
         chk.diagnose("rotation direction flipped: your rotate_half returns (x2, -x1) for the halves (x1, x2) = "
                      "x.chunk(2, dim=-1); it must return (-x2, x1): torch.cat((-x2, x1), dim=-1)", states=[FLIPPED])
-        return
+        return False
     chk.diagnose("rotate_half is wrong: for the halves (x1, x2) = x.chunk(2, dim=-1) it must return (-x2, x1)"
                  + (f"; yours returns {what}" if what else ""))
+    return False
 
 
 def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 6,

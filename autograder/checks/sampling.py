@@ -120,7 +120,10 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
 
     partial = all(0 < int(k2[r].sum()) < s.shape[-1] for r in range(len(s)))
     if not prefix(s) and prefix(-s) and partial:
-        chk.diagnose(f"{what} keeps the least likely tokens: sort in descending order (largest first)")
+        chk.candidates(f"{what} keeps the least likely tokens of every row (measured): the order it ranks them in or "
+                       "the side of the threshold it keeps is reversed; candidates: a sort in ascending order (sort "
+                       "descending, largest first), or a comparison the wrong way round (drop the tokens below the "
+                       "threshold: logits < threshold)")
     elif not prefix(s) and prefix(-s):
         chk.measured(f"{what} keeps the least likely tokens in the rows it filters, and other rows whole")
     elif not prefix(s):
@@ -531,12 +534,15 @@ def _fitted_temperature(freq: torch.Tensor, row: torch.Tensor, n_draws: int) -> 
 
 
 def _measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: torch.Tensor, row: torch.Tensor,
-                   T: float, n_draws: int, label: str) -> None:
+                   T: float, n_draws: int, label: str, own_rows: bool = True) -> None:
     """What the learner's draws are: how random, from how many tokens, at
-    which effective temperature."""
+    which effective temperature. own_rows: whether rows peaked at different
+    tokens each drew their own peak (a draw shared by the batch does not)."""
     distinct = int((freq > 0).sum())
     if distinct == 1 and float(want.max()) < 0.99:
         token = int(freq.argmax())
+        if not own_rows:
+            return  # one token for every row: the shared draw is said by its own row, whichever token it hit
         if token == int(row.argmax()):
             chk.diagnose("no randomness: every draw is the most likely token (argmax); sample with "
                          "torch.multinomial(probs, 1, generator=generator) unless temperature == 0")
@@ -587,6 +593,7 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
                 diagnosis=None if rows_ok or not isinstance(own, torch.Tensor) or own.numel() != 4 or len(set(own.flatten().tolist())) > 1
                 else "every row got the same token: draw one token per row, torch.multinomial on the whole (B, V) "
                      "probability matrix")
+    shared = not rows_ok and isinstance(own, torch.Tensor) and own.numel() == 4 and len(set(own.flatten().tolist())) == 1
     row = torch.linspace(2.5, -1.5, vocab, dtype=torch.float64)[torch.randperm(vocab, generator=seeded(seed))].to(dtype)
     noise = 5 * (0.25 / n_draws) ** 0.5   # 5 standard deviations of a frequency
     for T, k, p in settings:
@@ -606,7 +613,7 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
         want = ref_distribution(row, T, k, p)
         if not chk.compare(f"{label}: frequencies", freq, want, atol=noise, rtol=0,
                            variants=_distribution_variants(row, T, k, p)):
-            _measure_draws(chk, draws, freq, want, row, T, n_draws, label)
+            _measure_draws(chk, draws, freq, want, row, T, n_draws, label, own_rows=not shared)
             _measure_filter_inputs(chk, sample_next, row.expand(4, vocab).clone(), T, k, p)
         outside = int((want[draws.long().cpu().clamp(0, vocab - 1)] == 0).sum())
         chk.require(f"{label}: no draw outside the kept tokens", outside == 0,

@@ -43,8 +43,9 @@ def wrong_axis_hints(fn, logits: torch.Tensor, arg, reference) -> list:
                                  "thresholds [..., -1:]) so that it works for any batch shape, a single row (V,) "
                                  "included")
         return candidates(f"your filter raises an index error on {shape} logits, and with the vocabulary moved to "
-                          "another axis it does not give the right filter there either, so it is not a filter over "
-                          "another whole axis; candidates: a size or an index read from the batch axis where it needs "
+                          "another axis it does not give the right filter there either (measured); candidates: top-k "
+                          "or a sort over another axis (dim=0) while another step reads the last one (a k clamped to "
+                          "logits.shape[-1]); a size or an index read from the batch axis where it needs "
                           "the vocabulary (logits.shape[0] or len(logits) for logits.shape[-1]); a threshold picked "
                           "from the wrong axis after a sort on the last one (values[k - 1] for values[..., k - 1:k])")
     return [(INDEX_ERROR, bug)]

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, defaults, run_contract
+from ..diagnosis_record import candidates
 from ..learner_values import describe
 from .framework.calling import NEEDS
 from .framework.check import Check
@@ -24,9 +25,11 @@ UNSHIFTED = ("labels not shifted: y must be x shifted left by one (y[t] = data[s
              "follows x[t]; scoring a token against itself teaches the model to copy its input")
 
 
-PAST_END = [(r"out of bounds|out of range|index \d+ is out", "windows go past the end of data: a window is "
-              "data[start : start + seq_len + 1] (seq_len + 1 tokens: x, and y one further) and the largest start is "
-              "len(data) - seq_len - 1, so draw torch.randint(len(data) - seq_len, ...)")]
+PAST_END = [(r"out of bounds|out of range|index \d+ is out", candidates(
+    "windows go past the end of data (measured: an index error): a window is data[start : start + seq_len + 1] "
+    "(seq_len + 1 tokens: x, and y one further) and the largest start is len(data) - seq_len - 1; candidates: "
+    "starts drawn past it (torch.randint(len(data) - seq_len, ...) draws the right ones), or windows longer than "
+    "seq_len + 1 tokens"))]
 
 
 def _windows(fn, chk, data, batch, seq, gen):
@@ -261,9 +264,10 @@ def _schedule_edges(chk: Check, lr_schedule, warmup: int, total: int, max_lr: fl
             if not isinstance(err, ZeroDivisionError):
                 return None
             if w == 0:
-                return ("a division by warmup_steps runs when warmup_steps = 0 (measured: ZeroDivisionError at step "
-                        f"{step} with warmup_steps 0): with no warmup, step < warmup_steps is never true, so keep the "
-                        "warmup's division inside that branch")
+                return candidates("a division by warmup_steps runs when warmup_steps = 0 (measured: ZeroDivisionError "
+                                  f"at step {step} with warmup_steps 0); candidates: the warmup's division outside "
+                                  "its branch, or a branch that runs at step 0 with no warmup (step <= warmup_steps "
+                                  "where step < warmup_steps is never true)")
             if t == w + 1:
                 return ("the cosine divides by its number of decay steps, total_steps - 1 - warmup_steps, which is 0 "
                         f"when total_steps = warmup_steps + 1 (measured: ZeroDivisionError at step {step}, total_steps "

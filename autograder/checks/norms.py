@@ -38,8 +38,8 @@ def _rms_variants(x, weight, eps):
             lambda: weight * (x32 * torch.rsqrt(x32.pow(2).mean() + eps)).to(dtype),
         "missing gain: the result is never multiplied by weight":
             lambda: (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(dtype),
-        "no float32 upcast: x² overflows float16 (max 65504, so |x| > 256 gives inf); compute the statistic "
-        "on x.float() and cast the result back to x.dtype":
+        "x² taken in float16 (no float32 upcast before the square): it overflows (max 65504, so |x| > 256 gives "
+        "inf); square x.float(), computing the whole statistic in float32, and cast the result back to x.dtype":
             lambda: weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)),
         "mean subtracted: that is LayerNorm; RMSNorm divides by the root mean square of x itself":
             lambda: weight * F.layer_norm(x32, (x.shape[-1],), eps=eps).to(dtype),

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
+from ..diagnosis_record import candidates
 from ..learner_values import shown_size
 from ..learner_values import describe
 from .framework.calling import WITHOUT, guarded_call, measuring_call, quiet_call
@@ -499,8 +500,13 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
     chk.finish()
 
 
-UINT8 = [(r"uint8|mask|overflow", "the byte tensors are uint8: they overflow in arithmetic (prev * 256) and index as "
-                                 "boolean masks; convert train and val with .long() first")]
+# An error about a mask is the uint8 index itself (torch reads a uint8 index as a boolean mask); other uint8
+# errors may come from the arithmetic as well, so they get both candidates.
+UINT8 = [(r"mask", "a uint8 tensor is used as an index, and torch reads a uint8 index as a boolean mask, not as byte "
+                   "values (measured: your error is about a mask): convert train and val with .long() before indexing"),
+         (r"uint8|overflow", candidates("your error is about uint8 values; candidates: arithmetic on the uint8 bytes "
+                                        "wraps at 256 (prev * 256), or a uint8 tensor indexes as a boolean mask; convert "
+                                        "train and val with .long() first"))]
 
 
 def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:

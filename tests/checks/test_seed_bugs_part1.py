@@ -28,7 +28,7 @@ BUGS = [
     ("02_rmsnorm", "rms_norm", "mean(dim=-1,", "mean(dim=1,", "mean over the wrong axis"),
     ("02_rmsnorm", "rms_norm", "mean(dim=-1,", "mean(dim=0,", "mean over the wrong axis"),
     ("02_rmsnorm", "rms_norm", "return weight * (x32 * inv_rms)", "return (x32 * inv_rms)", "missing gain"),
-    ("02_rmsnorm", "rms_norm", "x32 = x.float()", "x32 = x", "no float32 upcast"),
+    ("02_rmsnorm", "rms_norm", "x32 = x.float()", "x32 = x", "x² taken in float16"),
     ("02_rmsnorm", "rms_norm", "(x32 * inv_rms).to(x.dtype)", "(x32 * inv_rms)", "cast it back to x.dtype"),
     ("02_rmsnorm", "layer_norm", "var = centred.pow(2).mean(dim=-1, keepdim=True)", "var = x.var(dim=-1, keepdim=True)",
      "unbiased variance"),

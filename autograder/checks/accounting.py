@@ -252,6 +252,8 @@ def parameter_mistakes(c: tinylm.ModelConfig, key: str) -> tuple[dict[str, float
     if key == "embedding":
         diffs["the tied head counted inside the embedding: it is the same Parameter, count it once"] = V * d \
             if c.tie_embeddings else 0
+        diffs["a learned position table counted (max_seq_len × d_model, GPT-2's wpe): RoPE rotates q and k by "
+              "angles computed from the positions and has no parameters"] = c.max_seq_len * d
     elif key == "lm_head":
         if c.tie_embeddings:
             diffs["the tied head counted twice: lm_head.weight is tok_emb.weight, one Parameter (count it under "
@@ -354,6 +356,10 @@ def kv_mistakes(config: tinylm.ModelConfig, batch_size: int, dtype: torch.dtype)
         # the same ratio as n_heads' wherever head_dim is d_model // n_heads: a config with head_dim set apart tells
         "d_model per position instead of n_kv_heads·head_dim: the cache holds n_kv_heads key/value heads of "
         "head_dim features each, not the residual stream's width": config.d_model / (config.n_kv_heads * config.head_dim),
+        "the group size n_heads // n_kv_heads in place of n_kv_heads: the cache holds n_kv_heads key/value heads "
+        "(the group size is how many query heads share each)": (config.n_heads // config.n_kv_heads) / config.n_kv_heads,
+        "n_heads·d_model per position instead of n_kv_heads·head_dim: every layer caches n_kv_heads key/value heads "
+        "of head_dim features each": config.n_heads * config.d_model / (config.n_kv_heads * config.head_dim),
         "numbers, not bytes: multiply by the bytes per element, dtype.itemsize": 1 / size,
         "the dtype is ignored (4 bytes assumed): the bytes per element are dtype.itemsize": 4 / size,
         "the dtype is ignored (2 bytes assumed): the bytes per element are dtype.itemsize": 2 / size,

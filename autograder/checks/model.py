@@ -506,6 +506,10 @@ def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, s
             return lambda: state_block(state, "", x, config, ref_cos, ref_sin, **kw)
         chk.compare(f"forward {tuple(x.shape)}", got, state_block(state, "", x, config, ref_cos, ref_sin), variants={
             "post-norm: normalise each branch's input (x + attn(attn_norm(x))), not the sum": variant(post_norm=True),
+            "post-norm in the attention half: attn_norm(x + attn(x)) normalises the sum; pre-norm normalises "
+            "attention's input, x + attn(attn_norm(x))": variant(post_norm="attn"),
+            "post-norm in the MLP half: mlp_norm(h + mlp(h)) normalises the sum; pre-norm normalises the MLP's "
+            "input, h + mlp(mlp_norm(h))": variant(post_norm="mlp"),
             "missing residual: x = x + attn(...), not x = attn(...)": variant(residual=False),
             "norms swapped: attn_norm goes before attention, mlp_norm before the MLP":
                 variant(norms=("mlp_norm", "attn_norm")),

@@ -99,10 +99,12 @@ def state_block(state, prefix, x, config, cos, sin, *, post_norm=False, residual
     norm1, norm2 = (f"{prefix}{n}.weight" for n in norms)
     eps = config.norm_eps
     attend = attention or (lambda h: state_attention(state, f"{prefix}attn.", h, config, cos, sin, explicit=explicit))
-    if post_norm:
+    if post_norm in (True, "attn"):  # the sum normalised instead of the branch's input, in one half or both
         h = state_rms(x + attend(x), state[norm1], eps)
+    else:
+        h = (x if residual else 0) + attend(state_rms(x, state[norm1], eps))
+    if post_norm in (True, "mlp"):
         return state_rms(h + state_mlp(state, f"{prefix}mlp.", h), state[norm2], eps)
-    h = (x if residual else 0) + attend(state_rms(x, state[norm1], eps))
     return h + state_mlp(state, f"{prefix}mlp.", state_rms(h, state[norm2], eps))
 
 

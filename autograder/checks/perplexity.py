@@ -194,6 +194,7 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     model = tiny_model(seed, dropout=dropout, vocab=19, d_model=16, n_heads=2)
     batches = _eval_case(seed, batch_sizes, seq, 19)
     rows = _ref_eval(model, batches)
+    inputs_scored = _ref_eval(model, [(x, x) for x, _ in batches])  # before the learner's call: it sets eval mode
     total, count = sum(r[0] for r in rows), sum(r[1] for r in rows)
     loss = total / count
     per_batch = torch.stack([r[0] / r[1] for r in rows])                     # mean NLL of each batch
@@ -210,6 +211,9 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
             "each batch's mean NLL weighted by its number of rows, not of scored tokens (they differ where rows are "
             "padded): add the NLL sums and the token counts, divide once":
                 sum(r[0] / r[1] * len(y) for r, (_, y) in zip(rows, batches)) / sum(len(y) for _, y in batches),
+            "the loss compares the logits with x, the inputs (labels not shifted): the targets are y, each "
+            "position scored on the token that follows it":
+                sum(r[0] for r in inputs_scored) / sum(r[1] for r in inputs_scored),
         },
         "perplexity": {
             "mean of per-batch exp: perplexity is exp of the mean NLL over all tokens, not the mean of each batch's "

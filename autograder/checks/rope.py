@@ -14,6 +14,7 @@ import math
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from ..learner_values import describe
 from .framework.check import CandidatesVariant, Check
+from ..diagnosis_record import candidates
 from .framework.measure import close_to, randn
 from .references.rope import apply_rope_steps, ref_angles, ref_rotate
 
@@ -497,6 +498,50 @@ def _weight_causes(name: str, got, given: torch.Tensor, n_heads: int, n_kv: int,
     return []
 
 
+def _meta_to_hf_case(chk: Check, meta_to_hf_attention, seed: int, n_heads: int, n_kv_heads: int, head_dim: int,
+                     d_model: int, batch: int, seq: int, theta: float, passed_with: tuple[int, int] | None) -> bool:
+    """One grouping of heads: the rows of the attention and of each weight; passed_with: the first grouping's
+    (n_heads, n_kv_heads), which passed, when this is the second (its rows are labelled by its grouping). False
+    when the result is not four weights (nothing more to measure)."""
+    first = passed_with is None
+    tag = "" if first else f" ({n_heads} query heads, {n_kv_heads} kv heads)"
+    given = {"q_proj": randn(n_heads * head_dim, d_model, seed=seed),
+             "k_proj": randn(n_kv_heads * head_dim, d_model, seed=seed + 1),
+             "v_proj": randn(n_kv_heads * head_dim, d_model, seed=seed + 2),
+             "o_proj": randn(d_model, n_heads * head_dim, seed=seed + 3) / 2}
+    x = randn(batch, seq, d_model, seed=seed + 4)
+    group = None if first else candidates(
+        f"it passes with {passed_with[0]} query heads over {passed_with[1]} kv heads, where the group size n_heads "
+        f"// n_kv_heads equals n_kv_heads, and fails with {n_heads} over {n_kv_heads}, where they differ "
+        f"({n_heads // n_kv_heads} and {n_kv_heads}); candidates: the group size used where n_kv_heads belongs "
+        "(keys are permuted in n_kv_heads blocks, queries in n_heads blocks), or the reverse")
+    out = call_keeping_inputs(chk, meta_to_hf_attention, *given.values(), n_heads, n_kv_heads,
+                              on_error=None if first else lambda err: group)
+    ok = chk.require("returns four weights" + tag, isinstance(out, (tuple, list)) and len(out) == 4
+                     and all(isinstance(t, torch.Tensor) for t in out),
+                     f"returned {describe(out)}", diagnosis="return the four weights as a tuple: "
+                     "return q_proj, k_proj, v_proj, o_proj")
+    if not ok:
+        return False
+    got = dict(zip(given, out))
+    shapes = all(got[n].shape == given[n].shape for n in given)
+    want = _meta_attention(x, *given.values(), n_heads, n_kv_heads, lambda t: meta_rotate(t, 0, theta))
+    if shapes:
+        chk.compare(f"attention with the half rotation = Meta's ({n_heads} query heads, {n_kv_heads} kv heads)",
+                    _meta_attention(x, *got.values(), n_heads, n_kv_heads, lambda t: ref_rotate(t, 0, theta)),
+                    want)
+    hd = head_dim
+    right = {"q_proj": given["q_proj"][half_rows(n_heads, hd)], "k_proj": given["k_proj"][half_rows(n_kv_heads, hd)],
+             "v_proj": given["v_proj"], "o_proj": given["o_proj"]}
+    for name in given:
+        if not chk.compare(name + tag, got[name], right[name]):
+            for cause in _weight_causes(name, got[name], given[name], n_heads, n_kv_heads, hd):
+                chk.diagnose(cause)
+    if not first and not chk.passed and not chk.diagnoses:
+        chk.candidates(group.text)
+    return True
+
+
 def check_meta_to_hf_attention(meta_to_hf_attention, *, seed: int = 0, n_heads: int = 4, n_kv_heads: int = 2,
                                head_dim: int = 8, d_model: int = 24, batch: int = 3, seq: int = 5,
                                theta: float = 10000.0) -> None:
@@ -507,29 +552,11 @@ def check_meta_to_hf_attention(meta_to_hf_attention, *, seed: int = 0, n_heads: 
     chk = Check("meta_to_hf_attention", expects="a tuple (q_proj, k_proj, v_proj, o_proj) of weights shaped like "
                                                 "(wq, wk, wv, wo)")
     chk.axes = {"n_heads": n_heads, "n_kv_heads": n_kv_heads, "head_dim": head_dim, "d_model": d_model}
-    given = {"q_proj": randn(n_heads * head_dim, d_model, seed=seed),
-             "k_proj": randn(n_kv_heads * head_dim, d_model, seed=seed + 1),
-             "v_proj": randn(n_kv_heads * head_dim, d_model, seed=seed + 2),
-             "o_proj": randn(d_model, n_heads * head_dim, seed=seed + 3) / 2}
-    x = randn(batch, seq, d_model, seed=seed + 4)
-    out = call_keeping_inputs(chk, meta_to_hf_attention, *given.values(), n_heads, n_kv_heads)
-    ok = chk.require("returns four weights", isinstance(out, (tuple, list)) and len(out) == 4
-                     and all(isinstance(t, torch.Tensor) for t in out),
-                     f"returned {describe(out)}", diagnosis="return the four weights as a tuple: "
-                     "return q_proj, k_proj, v_proj, o_proj")
-    if ok:
-        got = dict(zip(given, out))
-        shapes = all(got[n].shape == given[n].shape for n in given)
-        want = _meta_attention(x, *given.values(), n_heads, n_kv_heads, lambda t: meta_rotate(t, 0, theta))
-        if shapes:
-            chk.compare(f"attention with the half rotation = Meta's ({n_heads} query heads, {n_kv_heads} kv heads)",
-                        _meta_attention(x, *got.values(), n_heads, n_kv_heads, lambda t: ref_rotate(t, 0, theta)),
-                        want)
-        hd = head_dim
-        right = {"q_proj": given["q_proj"][half_rows(n_heads, hd)], "k_proj": given["k_proj"][half_rows(n_kv_heads, hd)],
-                 "v_proj": given["v_proj"], "o_proj": given["o_proj"]}
-        for name in given:
-            if not chk.compare(name, got[name], right[name]):
-                for cause in _weight_causes(name, got[name], given[name], n_heads, n_kv_heads, hd):
-                    chk.diagnose(cause)
+    # A second grouping whose group size n_heads // n_kv_heads differs from n_kv_heads: in the first the two agree
+    # (4 over 2), so a key permutation built from the wrong one of them shows only here.
+    # Only a conversion right on the first is tried on the second, so a mistake the first shows is told once.
+    if _meta_to_hf_case(chk, meta_to_hf_attention, seed, n_heads, n_kv_heads, head_dim, d_model, batch, seq, theta,
+                        passed_with=None) and chk.passed and n_heads // n_kv_heads == n_kv_heads:
+        _meta_to_hf_case(chk, meta_to_hf_attention, seed, 3 * n_kv_heads, n_kv_heads, head_dim, d_model, batch, seq,
+                         theta, passed_with=(n_heads, n_kv_heads))
     chk.finish()

@@ -207,7 +207,8 @@ def _attention_variants(q, k, v):
         "(tril(diagonal=Tk - Tq))": lambda: attn(m=ones.tril(0)),
         "mask applied after the softmax: zeroing weights afterwards leaves rows that no longer sum to 1; "
         "fill the scores with -inf before the softmax": mask_after_softmax,
-        "masked scores filled with 0 instead of -inf: exp(0) = 1 still gives future keys weight":
+        "masked scores filled with 0 (or a number that close to it) instead of -inf: exp(0) = 1 still gives future "
+        "keys weight":
             lambda: attn(fill=0.0),
         "hand-written softmax without subtracting the row maximum: exp() of large scores overflows to inf "
         "(use scores.softmax(dim=-1), or subtract scores.amax(-1, keepdim=True) first)": naive_softmax,

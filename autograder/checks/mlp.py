@@ -221,7 +221,7 @@ def check_pre_norm_block(pre_norm_block, *, seed: int = 0, batch: int = 2, seq: 
             lambda: (lambda h2: h2 + mlp(n1(h2)))(x + attn(n2(x))),
         "attn_norm used for both branches: each branch has its own norm with its own gain":
             lambda: (lambda h2: h2 + mlp(n1(h2)))(x + attn(n1(x))),
-        "branches in parallel: the MLP must read the stream after attention was added (h), not x":
+        "branches in parallel: the MLP must read the stream after attention was added to it, not the block's input":
             lambda: x + attn(n1(x)) + mlp(n2(x)),
     })
     if not chk.passed and not chk.named_variants():

@@ -60,7 +60,7 @@ BUGS = [
      "causal_mask(k.shape[-2], k.shape[-2])[:q.shape[-2]]", "mask aligned top-left"),
     ("03_causal_attention", "causal_attention", "causal_mask(q.shape[-2], k.shape[-2]).to(q.device)",
      "torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2] - 1)", "mask off by one"),
-    ("03_causal_attention", "causal_attention", 'float("-inf")', "0.0", "filled with 0 instead of -inf"),
+    ("03_causal_attention", "causal_attention", 'float("-inf")', "0.0", "filled with 0 (or a number that close to it) instead of -inf"),
     ("03_causal_attention", "causal_attention", "weights = scores.softmax(dim=-1)",
      "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)", "without subtracting the row maximum"),
     ("03_causal_attention", "self_attention", "split_heads(F.linear(x, w), n_heads)",

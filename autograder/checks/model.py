@@ -27,7 +27,7 @@ from .framework.calling import guarded_call
 from .framework.check import Check
 from .framework.measure import parameter_dtypes, randn
 from .references.heads import TILED
-from ..diagnosis_record import measured
+from ..diagnosis_record import candidates, measured
 from .references.modules import plain_tensors, registered_elsewhere, saved_buffers
 from .model_reference import (state_attention, state_block, state_kv, state_rms, state_rope_tables, state_rotate,
                               state_stages, state_step)
@@ -250,9 +250,14 @@ def _prepare(chk: Check, cls, reference_cls, seed: int, d_model: int, n_heads: i
 
 def _grouped_hint(config):
     """on_error for the grouped regime: what differs from the regime that passed."""
-    return lambda err: (f"it fails only with n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads} (notebook 07's "
-                        "grouped-query attention): k_proj and v_proj give n_kv_heads · head_dim features, so view k and "
-                        "v with self.n_kv_heads heads; causal_attention repeats them to the query heads")
+    # Only the regime is measured: a k or v split into n_heads heads and an n_kv_heads written where n_heads
+    # belongs (the merge before o_proj) raise alike there, so both are candidates.
+    return lambda err: candidates(
+        f"it fails only with n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads} (notebook 07's grouped-query "
+        "attention); candidates: (1) k or v split into n_heads heads, where k_proj and v_proj give n_kv_heads · "
+        "head_dim features: view them with self.n_kv_heads heads (causal_attention repeats them to the query heads); "
+        "(2) n_kv_heads where n_heads belongs: q's view and the merge before o_proj have n_heads heads, "
+        "n_heads · head_dim features")
 
 
 # What a cached step raises when its mask or its scores are built for as many keys as queries: torch's texts for

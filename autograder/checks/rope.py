@@ -134,7 +134,7 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     __tracebackhide__ = True
     chk = Check("apply_rope", expects="a tensor shaped like x (batch, heads, seq, head_dim)")
     chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim}
-    _explain_rotate_half(chk, apply_rope, randn(batch, heads, seq, head_dim, seed=seed + 3, dtype=dtype))
+    half_right = _explain_rotate_half(chk, apply_rope, randn(batch, heads, seq, head_dim, seed=seed + 3, dtype=dtype))
     cos, sin = ref_tables(head_dim, seq + 16, theta, _table_dtype(dtype))
     for label, x, s in rope_cases(seed, batch, heads, seq, head_dim, dtype):
         c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
@@ -152,6 +152,8 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
                 lambda: x * c + x * si,
             "cos and sin swapped": lambda: x * si + _half_rotate(x) * c,
         })
+    if half_right and FLIPPED in chk.named_variants():
+        chk.diagnose(FLIPPED_IN_APPLY, states=[FLIPPED])
     # The dtype is kept: a float16 x rotated by the float32 tables a model stores stays float16.
     x16 = randn(batch, heads, seq, head_dim, seed=seed + 5, dtype=torch.float16)
     got = call_keeping_inputs(chk, apply_rope, x16, cos.float(), sin.float(), 3)
@@ -178,7 +180,13 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     chk.finish()
 
 
-FLIPPED = "rotation direction flipped: rotate_half must map (x1, x2) -> (-x2, x1), not (x2, -x1)"
+# What the output shows is the rotation by -angle: rotate_half returning (x2, -x1) and an apply_rope that subtracts
+# the sin term give it alike; the rule is said, and the place only where rotate_half is measured on its own.
+FLIPPED = ("rotation direction flipped: your output is x * cos - rotate_half(x) * sin, each pair turned by -angle; "
+           "RoPE adds the sin term, x * cos + rotate_half(x) * sin, with rotate_half mapping (x1, x2) -> (-x2, x1)")
+FLIPPED_IN_APPLY = ("rotation direction flipped in apply_rope (measured: your rotate_half returns (-x2, x1), right on "
+                    "its own, and your apply_rope returns x * cos - rotate_half(x) * sin, each pair turned by -angle): "
+                    "add the sin term, x * cos + rotate_half(x) * sin")
 FLIPPED_HALF = "(x2, -x1): the direction is flipped; return torch.cat((-x2, x1), dim=-1)"
 _ROTATE_HALF_VARIANTS = {
     FLIPPED_HALF: lambda x: _half_rotate(x, -1),
@@ -191,12 +199,13 @@ _ROTATE_HALF_VARIANTS = {
 }
 
 
-def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> None:
+def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> bool:
     """Check the learner's rotate_half (from apply_rope's globals, where the
-    notebook defines it) on its own: (x1, x2) -> (-x2, x1)."""
+    notebook defines it) on its own: (x1, x2) -> (-x2, x1). True when it was
+    found and is right."""
     rotate_half = getattr(apply_rope, "__globals__", {}).get("rotate_half")
     if not callable(rotate_half):
-        return
+        return False
     got = chk.probe(rotate_half, x)
     want = _half_rotate(x)
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
@@ -204,16 +213,17 @@ def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> None:
         chk.diagnose(f"rotate_half returns {'an error' if got is None else describe(got)} for x of shape "
                      f"{tuple(x.shape)}; it must return a tensor of x's shape: the two halves of the last axis, "
                      "x1, x2 = x.chunk(2, dim=-1), joined back along it, torch.cat((-x2, x1), dim=-1)")
-        return
+        return False
     if torch.allclose(got, want):
-        return
+        return True
     what = next((name for name, f in _ROTATE_HALF_VARIANTS.items() if torch.allclose(got, f(x))), None)
     if what == FLIPPED_HALF:  # the output's known variant FLIPPED, measured on rotate_half itself: one line for both
         chk.diagnose("rotation direction flipped: your rotate_half returns (x2, -x1) for the halves (x1, x2) = "
                      "x.chunk(2, dim=-1); it must return (-x2, x1): torch.cat((-x2, x1), dim=-1)", states=[FLIPPED])
-        return
+        return False
     chk.diagnose("rotate_half is wrong: for the halves (x1, x2) = x.chunk(2, dim=-1) it must return (-x2, x1)"
                  + (f"; yours returns {what}" if what else ""))
+    return False
 
 
 def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 6,

@@ -69,13 +69,14 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     x, y = _windows(get_batch, chk, data, batch, seq, seeded(seed + 1))
     # One dtype, one line: the x row says it (naming y too when y has it), and the rows after it compare values.
     wrong_dtype = x.dtype if x.dtype != torch.long else None
-    if not chk.compare("x shape and dtype", torch.zeros(x.shape, dtype=torch.long if wrong_dtype else x.dtype),
-                       torch.zeros(batch, seq, dtype=torch.long)):
-        chk.diagnose(f"x has shape {tuple(x.shape)}; expected (batch_size, seq_len) = {(batch, seq)}: each window "
-                     "holds seq_len + 1 tokens, x = window[:, :-1], y = window[:, 1:]")
-    if wrong_dtype is not None:
+    if tuple(x.shape) != (batch, seq) or wrong_dtype is None:
+        if not chk.compare("x shape and dtype", torch.zeros(x.shape, dtype=x.dtype),
+                           torch.zeros(batch, seq, dtype=torch.long)):
+            chk.diagnose(f"x has shape {tuple(x.shape)}; expected (batch_size, seq_len) = {(batch, seq)}: each "
+                         "window holds seq_len + 1 tokens, x = window[:, :-1], y = window[:, 1:]")
+    else:
         both = "x and y are" if y.dtype == wrong_dtype else "x is"
-        chk.require("x shape and dtype: int64", False, f"x is {wrong_dtype}",
+        chk.require("x shape and dtype", False, f"x is {wrong_dtype}, expected torch.int64",
                     diagnosis=f"{both} {wrong_dtype}: token ids must be int64 (torch.long) for the embedding and "
                               "F.cross_entropy; convert the windows with .long()")
         if y.dtype == wrong_dtype:

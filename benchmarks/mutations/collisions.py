@@ -9,7 +9,7 @@ substitution in one answer cell, run through its notebook's visible check.
 
 `untrue` holds words of the cause the signature used to be read as, which
 this mistake is not: a "Likely bug" line holding one is an untrue line.
-Fourteen entries printed such a line when the set was written (marked
+Fifteen entries printed such a line when the set was written (marked
 FOUND below, with the line they printed); the checks now confirm the cause on
 the learner's own code (a counterfactual call, the tracer's value, the sizes
 in torch's error, a sweep) or say the measured fact with the candidates. The
@@ -163,6 +163,10 @@ MUTATIONS = {
         # CLUTTER: int32 batches were said on three lines
         M("get_batch", "window = data[idx].long()", "window = data[idx].int()", ("int32", "int64"),
           "int32 windows: token ids must be int64"),
+        # FOUND: "adam_moments: one moment only: AdamW keeps two per parameter, exp_avg and exp_avg_sq"
+        M("train_step_costs", '"adam_moments": 2 * 4 * n_params', '"adam_moments": 2 * 2 * n_params',
+          ("2 bytes each", "candidates"), "both AdamW moments counted, at 2 bytes a number (as if kept in bfloat16): "
+          "half the bytes, as one moment at 4 bytes gives", untrue=("one moment only",)),
         # GUARD: no update, zero_grad after backward, and the step missing are told apart by what .grad holds
         M("train_step", "    optimizer.step()                             # the AdamW update\n", "",
           ("optimizer.step()",), "the optimizer step is missing: the parameters never move",

@@ -88,3 +88,10 @@ def test_one_cause_one_line_int32_batches_dropout_and_an_unclipped_step():
     assert _likely(dropout).count("Likely bug:") == 1 and "dropout stays on while sampling (measured" in dropout
     clipped = _message("collisions", "09", "train_step", "<= grad_clip\n    loss.backward()")
     assert _likely(clipped).count("Likely bug:") == 1 and "not clipped to grad_clip = 0.1 at optimizer.step()" in clipped
+
+
+def test_adam_moments_at_half_the_bytes_are_two_candidates_not_one_moment():
+    message = _message("collisions", "09", "train_step_costs", '"adam_moments": 2 * 2 * n_params')
+    assert "one moment only" not in _likely(message)
+    candidates = _line(message, "Candidates:")
+    assert "one moment only" in candidates and "the moments counted at 2 bytes each" in candidates

@@ -337,9 +337,12 @@ def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch
         return
     cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
     x = randn(batch, seq, d_model, seed=seed)
-    if on_error is not None:  # measured first: which of k and v reaches attention unrepeated
+    if on_error is not None:  # measured first: which of k and v reaches attention unrepeated, or that all three do
         hint = on_error
-        on_error = lambda err: unrepeated_bug(attention_heads(module, lambda: module(x, cos, sin))) or hint(err)  # noqa: E731
+
+        def on_error(err, hint=hint):
+            heads = attention_heads(module, lambda: module(x, cos, sin))
+            return unrepeated_bug(heads) or _after_attention(heads, config) or hint(err)
     with torch.no_grad():
         got = chk.call(module, x, cos, sin, on_error=on_error)
     ref_cos, ref_sin = state_rope_tables(config.head_dim, seq, config.rope_theta)
@@ -393,6 +396,17 @@ def _earlier_positions_changed(chk: Check, got, later, what: str) -> None:
 
 
 # -- the checks -------------------------------------------------------------------
+def _after_attention(heads, config):
+    """A grouped call that raised after attention got q with n_heads heads and k, v with n_kv_heads: the
+    error is in the steps after it (measured), whatever the raising line's text."""
+    if heads != (config.n_heads, config.n_kv_heads, config.n_kv_heads) or config.n_kv_heads == config.n_heads:
+        return None
+    return measured(f"it fails only with n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads}, after attention "
+                    f"(measured: attention got q with {config.n_heads} heads, k and v with {config.n_kv_heads}, as it "
+                    f"should): its output has n_heads = {config.n_heads} heads of head_dim = {config.head_dim}, so "
+                    f"the heads merge to n_heads · head_dim = {config.n_heads * config.head_dim} features before o_proj")
+
+
 def _head_dim_hint(config):
     """on_error for the regime with head_dim set apart, run only once the same sizes with head_dim =
     d_model // n_heads passed: the one thing that differs is head_dim."""

@@ -111,7 +111,7 @@ MUTATIONS = {
         # FOUND: "it fails only with n_kv_heads < n_heads ...: so view k and v with self.n_kv_heads heads"
         M("Transformer", "y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)",
           "y = y.transpose(1, 2).reshape(B, T, self.n_kv_heads * self.head_dim)",
-          ("n_kv_heads where n_heads belongs",), "the heads are merged to n_kv_heads · head_dim features: right when "
+          ("after attention", "n_kv_heads where n_heads belongs"), "the heads are merged to n_kv_heads · head_dim features: right when "
           "n_kv_heads = n_heads, raises with grouped heads, as a k split into n_heads heads does",
           untrue=GROUPED, regime="n_kv_heads < n_heads"),
         # FOUND: the same line, for q split into n_kv_heads heads

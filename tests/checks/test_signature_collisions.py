@@ -32,9 +32,14 @@ def test_a_weight_in_another_weights_place_is_not_told_to_take_the_transpose():
 
 
 def test_a_merge_to_n_kv_heads_is_not_told_to_view_k_and_v_with_n_kv_heads():
+    # attention is reached with the right heads (measured by a stand-in): the error is after it
     message = _message("collisions", "05", "Transformer", "self.n_kv_heads * self.head_dim)")
     assert "so view k and v" not in message and "Likely bug:" not in message
-    candidates = _line(message, "Candidates:")
+    assert "after attention (measured: attention got q with 4 heads, k and v with 2" in _line(message, "Measured:")
+    # q split into n_kv_heads heads raises before attention: the regime and both candidates
+    before = _message("collisions", "05", "Transformer", "q = self.q_proj(x).view(B, T, self.n_kv_heads, self.head_dim)")
+    assert "so view k and v" not in before and "Likely bug:" not in before
+    candidates = _line(before, "Candidates:")
     assert "it fails only with n_kv_heads=2 < n_heads=4" in candidates
     assert "n_kv_heads where n_heads belongs" in candidates
 

@@ -2,7 +2,7 @@
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
 of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7",
 "fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15" and "fresh16" sets (fresh.py to
-fresh16.py) is a real
+fresh16.py), and of the white-box "collisions" set (collisions.py), is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -31,6 +31,7 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh14
     python benchmarks/verify_unseen.py --set fresh15
     python benchmarks/verify_unseen.py --set fresh16
+    python benchmarks/verify_unseen.py --set collisions
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
 shows only in its regime) and exits non-zero if a mutation does not apply
@@ -71,7 +72,7 @@ def probes_of(set_name: str, notebook: str):
 
 
 VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
-                 "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15", "fresh16")
+                 "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15", "fresh16", "collisions")
 
 
 def main(argv: list[str] | None = None) -> int:

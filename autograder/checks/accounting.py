@@ -589,6 +589,9 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
              "the untied head is missing": -4 * V * d if not config.tie_embeddings else 0}
     if key == "adam_moments":
         ratios["one moment only: AdamW keeps two per parameter, exp_avg and exp_avg_sq"] = 0.5
+        # Half the bytes is also two moments at 2 bytes each: the count alone cannot tell them apart.
+        ratios["the moments counted at 2 bytes each (bfloat16 or float16): AdamW keeps them in the parameters' "
+               "dtype, float32, 4 bytes a number"] = 0.5
         diffs = {k: 2 * v for k, v in diffs.items()}
     return ratios, diffs
 

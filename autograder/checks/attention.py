@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
-from .framework.check import Check
+from .framework.check import CandidatesVariant, Check
 from .framework.measure import close_to, describe_factor, fit_scale, randn, tol_for
 from .references.attention import attention_steps, causal_mask_steps, ref_mask
 
@@ -196,8 +196,15 @@ def _attention_variants(q, k, v):
         # What is measured is scale 1: no division, or a division by a number that comes out 1 (sqrt(hd // H)).
         "missing scale: your output is attention with the scores unscaled (no division, or one by a number that "
         "comes out 1): divide the scores by sqrt(head_dim) before the softmax": lambda: attn(scale=1.0),
-        "wrong scale: divided by head_dim instead of sqrt(head_dim)": lambda: attn(scale=1 / hd),
-        "wrong scale: multiplied by sqrt(head_dim) instead of dividing": lambda: attn(scale=math.sqrt(hd)),
+        # What is measured is the scale the scores come out with; more than one way of writing gives each.
+        CandidatesVariant(
+            "wrong scale: your output is attention with the scores divided by head_dim, not sqrt(head_dim); "
+            "candidates: (1) a division by head_dim; (2) sqrt(head_dim) divided twice, on the scores and again "
+            "before the softmax, or on q and on k each"): lambda: attn(scale=1 / hd),
+        CandidatesVariant(
+            "wrong scale: your output is attention with the scores multiplied by sqrt(head_dim), not divided by it; "
+            "candidates: (1) a multiplication by sqrt(head_dim) where the division belongs; (2) a division by the "
+            "scale factor itself, head_dim ** -0.5"): lambda: attn(scale=math.sqrt(hd)),
         "no causal mask: every query sees the future": lambda: attn(m=None),
         "mask off by one: the diagonal is masked, so a token cannot see itself": lambda: attn(m=ones.tril(Tk - Tq - 1)),
         "mask off by one: each query also sees the next key": lambda: attn(m=ones.tril(Tk - Tq + 1)),
@@ -327,7 +334,7 @@ def _fit_temperature(chk: Check, w, q, k, allowed, head_dim: int, seq: int) -> N
             named = {"1 (no scaling: divide by sqrt(head_dim))": 1.0, f"1/head_dim = 1/{head_dim}": 1 / head_dim,
                      f"sqrt(head_dim) = sqrt({head_dim})": math.sqrt(head_dim),
                      f"1/sqrt(kv_len) = 1/sqrt({seq}) (the sequence length, not head_dim)": 1 / math.sqrt(seq)}
-            chk.diagnose(f"your scores are scaled by {describe_factor(c, named)}; expected 1/sqrt(head_dim) = "
+            chk.measured(f"your scores are scaled by {describe_factor(c, named)}; expected 1/sqrt(head_dim) = "
                          f"1/sqrt({head_dim}) = {1 / math.sqrt(head_dim):.3g}")
     elif swapped is not None and swapped[1] < 1e-3 and (straight is None or straight[1] > 1e-2):
         chk.diagnose("your scores are k·qᵀ (transposed scores): score[i, j] must be q_i·k_j, q @ k.transpose(-2, -1)")

@@ -5,11 +5,13 @@ head h to kv head h // (n_heads // n_kv_heads), and torch's repeat_interleave.
 """
 from __future__ import annotations
 
+import re
+
 import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, defaults, run_contract
-from ..diagnosis_record import Evidence, confirmed
+from ..diagnosis_record import Evidence, confirmed, measured
 from ..learner_values import known_sizes, shown_size
 from .framework.check import Check
 from .framework.failure import CheckFailed
@@ -32,9 +34,34 @@ def head_sources(got: torch.Tensor, x: torch.Tensor) -> list | None:
 
 # Matched against the learner's own error: torch's text for expanding an axis
 # whose size is not 1.
-EXPAND_HINT = (r"expanded size|must match the existing size",
-               "expand can only grow an axis of size 1: insert one first, "
-               "x[:, :, None].expand(B, n_kv, n_rep, T, hd), then reshape")
+EXPAND_SIZES = re.compile(r"Target sizes: \[([-\d, ]+)\]\.\s+Tensor sizes: \[([\d, ]+)\]")
+
+
+def _expand_hint(error: str) -> Evidence | None:
+    """What an expand that raised was asked, read from torch's error: with no axis of size 1 in the tensor the
+    missing unsqueeze is the cause; with one, the sizes asked do not line up with the tensor's axes (the same
+    error), and that is what is said."""
+    found = EXPAND_SIZES.search(error)
+    if found is None:
+        return None
+    target, tensor = ([int(n) for n in group.split(",") if n.strip()] for group in found.groups())
+    if 1 not in tensor:
+        return confirmed(f"expand can only grow an axis of size 1, and your tensor of sizes {tensor} has none "
+                         "(measured: the sizes in the error): insert one first, "
+                         "x[:, :, None].expand(B, n_kv, n_rep, T, hd), then reshape")
+    tensor = [1] * (len(target) - len(tensor)) + tensor  # expand may add leading axes
+    asked = [(i, t, n) for i, (t, n) in enumerate(zip(target, tensor)) if n != 1 and t not in (n, -1)]
+    if not asked:
+        return None
+    i, t, n = asked[0]
+    ones = ", ".join(f"dim {j}, asked for {target[j]}" for j, m in enumerate(tensor) if m == 1)
+    return measured(f"expand was asked for sizes {target} of a tensor of sizes {tensor}: dim {i} has {n} entries "
+                    f"where {t} are asked, and only an axis of size 1 grows (yours: {ones}); each size lines up "
+                    "with its own axis, n_rep with the new one: x[:, :, None].expand(B, n_kv, n_rep, T, hd), then "
+                    "reshape")
+
+
+EXPAND_HINT = (r"expanded size|must match the existing size", _expand_hint)
 
 
 def _heads_returned_words(found: list[tuple[str, int, int]]) -> str:

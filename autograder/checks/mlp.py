@@ -1,12 +1,15 @@
 """Checks for notebook 05: SwiGLU, its hidden size, and the pre-norm block."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
 import torch.nn.functional as F
 
+from ..diagnosis_record import Evidence, candidates, confirmed
 from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contract
+from .framework.calling import quiet_call
 from .framework.check import Check
 from .framework.measure import identify_activation, python_number_problem, randn
 
@@ -23,12 +26,11 @@ def check_swiglu(swiglu, *, seed: int = 0, batch: int = 2, seq: int = 3, d_model
     silu = lambda a: a * torch.sigmoid(a)          # noqa: E731  SiLU, from its definition
     chk = Check("swiglu", expects=f"(batch, seq, d_model) = {(batch, seq, d_model)}")
     chk.axes = {"batch": batch, "seq": seq, "batch·seq": batch * seq, "d_model": d_model, "d_ff": d_ff}
-    got = call_keeping_inputs(chk, swiglu, x, w_gate, w_up, w_down,
-                              on_error=lambda err: (
-        "the weights use nn.Linear's layout: w_gate and w_up are [d_ff, d_model], w_down is [d_model, d_ff]; a "
-        "projection multiplies by the transpose, x @ w_gate.T, (gate * up) @ w_down.T"
+    want = F.linear(silu(g) * u, w_down)
+    got = call_keeping_inputs(chk, swiglu, x, w_gate, w_up, w_down, on_error=lambda err: (
+        _layout_hint(swiglu, x, {"w_gate": w_gate, "w_up": w_up, "w_down": w_down}, want)
         if "cannot be multiplied" in str(err) else None))
-    chk.compare(f"x {tuple(x.shape)}, d_ff={d_ff}", got, F.linear(silu(g) * u, w_down), variants={
+    chk.compare(f"x {tuple(x.shape)}, d_ff={d_ff}", got, want, variants={
         "gate and up swapped / SiLU on the wrong branch: SiLU belongs on x @ w_gate.T, the up branch stays linear":
             lambda: F.linear(g * silu(u), w_down),
         "SiLU on both branches: the up branch stays linear": lambda: F.linear(silu(g) * silu(u), w_down),
@@ -84,6 +86,56 @@ def explain_swiglu(chk: Check, swiglu, dtype=torch.float32) -> None:
             chk.diagnose(f"the gate's activation is {act}, not SiLU (x·sigmoid(x)): gate = F.silu(x @ w_gate.T)")
 
 
+LINEAR_LAYOUT = ("w_gate and w_up are [d_ff, d_model], w_down is [d_model, d_ff] (nn.Linear's layout, [out, in]); a "
+                 "projection multiplies by the transpose, x @ w_gate.T, (gate * up) @ w_down.T")
+
+
+def _layout_hint(swiglu, x, weights: dict, want: torch.Tensor) -> Evidence:
+    """A product whose sizes do not fit: a weight used in its own place without .T is named only when the
+    learner's swiglu, handed that weight transposed, gives the right output (measured); a weight used in another's
+    place gives the same error, so otherwise both are candidates."""
+    names = list(weights)
+    for n in range(1, len(names) + 1):
+        for flipped in itertools.combinations(names, n):
+            args = [weights[k].T.contiguous() if k in flipped else weights[k] for k in names]
+            out = quiet_call(swiglu, x, *args)
+            if isinstance(out, torch.Tensor) and out.shape == want.shape and torch.allclose(out, want, atol=1e-5):
+                which = " and ".join(f"`{k}`" for k in flipped)
+                return confirmed(f"{which} multiplied without .T (measured: handed {which} transposed, your swiglu "
+                                 f"returns the right output): {LINEAR_LAYOUT}")
+    return candidates("a matrix product's sizes do not fit (measured), and handing any of the weights transposed "
+                      "does not make your swiglu right; candidates: (1) a weight used in another's place (w_up or "
+                      f"w_gate where w_down belongs, or the reverse); (2) a weight without .T together with another "
+                      f"mistake. {LINEAR_LAYOUT}")
+
+
+def _known_widths(d: int, m: int, multiple: int) -> dict[str, int]:
+    """{known mistake: the width it gives} for d_model d and multiple m, where the check's own multiple is
+    `multiple` (a hard-coded one shows when m differs)."""
+    wrong = {
+        "4 · d_model is the GELU MLP's width; a gated MLP has three matrices, so it uses 2/3 of that (8/3 · d)": 4 * d,
+        "rounded down: round UP to the next multiple so the MLP keeps at least 8/3 · d_model units":
+            m * math.floor(8 * d / 3 / m),
+        "rounded to the nearest multiple (round): round UP to the next one so the MLP keeps at least 8/3 · "
+        "d_model units": m * round(8 * d / 3 / m),
+        "not rounded to a multiple of `multiple`": int(8 * d / 3),
+        "returns the number of multiples: multiply by `multiple` to get the width": math.ceil(8 * d / 3 / m),
+        "8 // 3 = 2 in integer division, so the width is about 2 · d_model; write 8 * d_model / 3":
+            m * math.ceil(8 // 3 * d / m),
+    }
+    if m != multiple:
+        wrong[f"`multiple` is ignored: with multiple={m} the result is rounded to {multiple} only"] = \
+            multiple * math.ceil(8 * d / 3 / multiple)
+    return wrong
+
+
+def _same_width(width: int, got) -> bool:
+    try:
+        return bool(got == width)
+    except Exception:  # noqa: BLE001: a value that does not compare is not that width
+        return False
+
+
 def check_swiglu_hidden(swiglu_hidden, *, d_models: tuple = (48, 64, 100, 4096), multiple: int = 32) -> None:
     """swiglu_hidden(d_model, multiple): 8/3 · d_model rounded UP to a multiple
     (also with twice the multiple, so a hard-coded one shows)."""
@@ -92,35 +144,29 @@ def check_swiglu_hidden(swiglu_hidden, *, d_models: tuple = (48, 64, 100, 4096),
     rounding = lambda d, m: m * math.ceil(8 * d / 3 / m)  # noqa: E731
     telling = next((d for d in (*d_models, 100, 1000) if rounding(d, multiple) != rounding(d, 2 * multiple)), d_models[0])
     explained: list[set[str]] = []
+    refuted: set[str] = set()
     for d, m in [*((d, multiple) for d in d_models), (telling, 2 * multiple)]:
         got = chk.call(swiglu_hidden, d, m)
         want = rounding(d, m)
-        wrong = {
-            "4 · d_model is the GELU MLP's width; a gated MLP has three matrices, so it uses 2/3 of that (8/3 · d)":
-                4 * d,
-            "rounded down: round UP to the next multiple so the MLP keeps at least 8/3 · d_model units":
-                m * math.floor(8 * d / 3 / m),
-            "not rounded to a multiple of `multiple`": int(8 * d / 3),
-            "returns the number of multiples: multiply by `multiple` to get the width": math.ceil(8 * d / 3 / m),
-            "8 // 3 = 2 in integer division, so the width is about 2 · d_model; write 8 * d_model / 3":
-                m * math.ceil(8 // 3 * d / m),
-        }
-        if m != multiple:
-            wrong[f"`multiple` is ignored: with multiple={m} the result is rounded to {multiple} only"] = \
-                multiple * math.ceil(8 * d / 3 / multiple)
+        wrong = _known_widths(d, m, multiple)
         problem = python_number_problem(got, int)
         ok = problem is None and got == want
         value = got if problem is None else (got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got)
-        if not ok:  # which known mistakes give this value: named only if one explains every failing case
+        # Which known mistakes give this value: one is named only if it explains every failing case and gives
+        # the right width where the learner's does (round and floor agree on some widths, not on all).
+        if not ok:
             explained.append({b for b, v in wrong.items() if value == v and problem is None})
+        else:
+            refuted |= {b for b, v in wrong.items() if v != want}
         if problem is not None and value == want:
             chk.diagnose(f"the value is right but swiglu_hidden returned {problem}, not an int (a layer width): "
                          "return int(...)")
         chk.require(f"d_model={d}, multiple={m}", ok, f"got another int, expected {want}" if problem is None
                     else f"got {problem}, not an int")
-    for bug in (set.intersection(*explained) if explained else set()):
-        chk.diagnose(bug)
-    sweep_swiglu_hidden(chk, swiglu_hidden)
+    swept = sweep_swiglu_hidden(chk, swiglu_hidden)
+    for bug in (set.intersection(*explained) if explained else set()) - refuted:
+        if all(_same_width(_known_widths(d, m, multiple).get(bug, got), got) for (d, m), got in swept.items()):
+            chk.diagnose(bug)
     run_contract(chk, swiglu_hidden, SWIGLU_HIDDEN)
     chk.finish()
 
@@ -130,7 +176,7 @@ SWEEP_D_MODELS = range(1, 129)
 SWEEP_MULTIPLES = tuple(2 ** k for k in range(9))
 
 
-def sweep_swiglu_hidden(chk: Check, swiglu_hidden) -> None:
+def sweep_swiglu_hidden(chk: Check, swiglu_hidden) -> dict:
     """The learner's width against the exact one, m · ⌈8d / 3m⌉ in integers,
     on every d_model and multiple of the sweep's grid (a pure function of two
     small ints: a few milliseconds); where it differs, the first input, the
@@ -176,6 +222,7 @@ def sweep_swiglu_hidden(chk: Check, swiglu_hidden) -> None:
                              f"of the sweep is exactly that): the whole number loses the fraction that should round "
                              f"up, so with a small multiple the width comes out one multiple short; round up the exact "
                              f"value, multiple * math.ceil(8 * d_model / 3 / multiple)")
+    return results
 
 
 def _branch(d: int, seed: int):

@@ -27,7 +27,7 @@ from .framework.calling import guarded_call
 from .framework.check import Check
 from .framework.measure import parameter_dtypes, randn
 from .references.heads import TILED
-from ..diagnosis_record import measured
+from ..diagnosis_record import candidates, measured
 from .references.modules import plain_tensors, registered_elsewhere, saved_buffers
 from .model_reference import (state_attention, state_block, state_kv, state_rms, state_rope_tables, state_rotate,
                               state_stages, state_step)
@@ -288,9 +288,14 @@ def _prepare(chk: Check, cls, reference_cls, seed: int, d_model: int, n_heads: i
 
 def _grouped_hint(config):
     """on_error for the grouped regime: what differs from the regime that passed."""
-    return lambda err: (f"it fails only with n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads} (notebook 07's "
-                        "grouped-query attention): k_proj and v_proj give n_kv_heads · head_dim features, so view k and "
-                        "v with self.n_kv_heads heads; causal_attention repeats them to the query heads")
+    # Only the regime is measured: a k or v split into n_heads heads and an n_kv_heads written where n_heads
+    # belongs (the merge before o_proj) raise alike there, so both are candidates.
+    return lambda err: candidates(
+        f"it fails only with n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads} (notebook 07's grouped-query "
+        "attention); candidates: (1) k or v split into n_heads heads, where k_proj and v_proj give n_kv_heads · "
+        "head_dim features: view them with self.n_kv_heads heads (causal_attention repeats them to the query heads); "
+        "(2) n_kv_heads where n_heads belongs: q's view and the merge before o_proj have n_heads heads, "
+        "n_heads · head_dim features")
 
 
 # What a cached step raises when its mask or its scores are built for as many keys as queries: torch's texts for
@@ -370,9 +375,12 @@ def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch
         return
     cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
     x = randn(batch, seq, d_model, seed=seed)
-    if on_error is not None:  # measured first: which of k and v reaches attention unrepeated
+    if on_error is not None:  # measured first: which of k and v reaches attention unrepeated, or that all three do
         hint = on_error
-        on_error = lambda err: unrepeated_bug(attention_heads(module, lambda: module(x, cos, sin))) or hint(err)  # noqa: E731
+
+        def on_error(err, hint=hint):
+            heads = attention_heads(module, lambda: module(x, cos, sin))
+            return unrepeated_bug(heads) or _after_attention(heads, config) or hint(err)
     with torch.no_grad():
         got = chk.call(module, x, cos, sin, on_error=on_error)
     ref_cos, ref_sin = state_rope_tables(config.head_dim, seq, config.rope_theta)
@@ -426,6 +434,17 @@ def _earlier_positions_changed(chk: Check, got, later, what: str) -> None:
 
 
 # -- the checks -------------------------------------------------------------------
+def _after_attention(heads, config):
+    """A grouped call that raised after attention got q with n_heads heads and k, v with n_kv_heads: the
+    error is in the steps after it (measured), whatever the raising line's text."""
+    if heads != (config.n_heads, config.n_kv_heads, config.n_kv_heads) or config.n_kv_heads == config.n_heads:
+        return None
+    return measured(f"it fails only with n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads}, after attention "
+                    f"(measured: attention got q with {config.n_heads} heads, k and v with {config.n_kv_heads}, as it "
+                    f"should): its output has n_heads = {config.n_heads} heads of head_dim = {config.head_dim}, so "
+                    f"the heads merge to n_heads · head_dim = {config.n_heads * config.head_dim} features before o_proj")
+
+
 def _head_dim_hint(config):
     """on_error for the regime with head_dim set apart, run only once the same sizes with head_dim =
     d_model // n_heads passed: the one thing that differs is head_dim."""

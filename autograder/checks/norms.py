@@ -9,6 +9,7 @@ from torch import nn
 
 import tinylm
 
+from ..diagnosis_record import candidates
 from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
 from .framework.calling import guarded_call
 from .framework.check import CandidatesVariant, Check
@@ -65,11 +66,25 @@ def rms_norm_cases(seed: int, shape: tuple, dtype):
     yield "float16, |x| ~ 300 (x² overflows)", (x.double() * 300).half(), weight.half(), 1e-6
 
 
-def _keepdim_hint(err: Exception) -> str | None:
-    if "must match the size" in str(err) or "broadcast" in str(err):
-        return ("the per-token statistic does not broadcast against x: it must have shape (..., 1); reduce with "
-                "keepdim=True (mean(dim=-1) alone gives shape (...,), which lines up with the wrong axis)")
-    return None
+KEEPDIM = ("the per-token statistic does not broadcast against x: it must have shape (..., 1); reduce with "
+           "keepdim=True (mean(dim=-1) alone gives shape (...,), which lines up with the wrong axis)")
+
+
+def _keepdim_hint(chk: Check, x: torch.Tensor):
+    """on_error for a size mismatch: the statistic reduced without keepdim is named only when the tracer found
+    the value that raised to hold the reference's per-token numbers in shape (...,) where the reference has
+    (..., 1); a gain reshaped against x raises alike, so otherwise both are candidates."""
+    def hint(err: Exception):
+        if "must match the size" not in str(err) and "broadcast" not in str(err):
+            return None
+        facts = " ".join(chk.located.facts) if chk.located is not None and chk.located.kind == "shape" else ""
+        if f"gives shape {tuple(x.shape[:-1])}" in facts and f"in shape {tuple(x.shape[:-1]) + (1,)}" in facts:
+            return KEEPDIM
+        return candidates("a value does not broadcast against x (measured: the call raised on sizes that do not "
+                          "line up); candidates: (1) the per-token statistic reduced without keepdim=True, shape "
+                          "(...,) where (..., 1) is needed; (2) the gain reshaped or indexed so that it no longer "
+                          "lines up with x's last axis (weight is (d,) and broadcasts as it is)")
+    return hint
 
 
 # What a wrong divisor of x is, per token, in terms of x's own statistics.
@@ -182,7 +197,7 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
     __tracebackhide__ = True
     chk = Check("rms_norm", expects="a tensor with x's shape and dtype")
     for label, x, weight, eps in rms_norm_cases(seed, shape, dtype):
-        got = call_keeping_inputs(chk, rms_norm, x, weight, eps, on_error=_keepdim_hint)
+        got = call_keeping_inputs(chk, rms_norm, x, weight, eps, on_error=_keepdim_hint(chk, x))
         chk.compare(label, got, _ref_rms_norm(x, weight, eps), variants=_rms_variants(x, weight, eps))
     if not chk.passed and not chk.named_variants():
         explain_rms_norm(chk, rms_norm)

@@ -148,11 +148,13 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
             "slice cos[start_pos:start_pos + T]": lambda: ref_rotate(x, 0, theta),
             "wrong pairing convention: pairs (2i, 2i+1) rotated (the interleaved form) with the half-split tables; "
             "pair feature i with i + hd/2 (rotate_half)": lambda: x * c + _interleaved_rotate(x) * si,
-            _flipped(half_right): lambda: x * c + _half_rotate(x, -1) * si,
+            FLIPPED: lambda: x * c + _half_rotate(x, -1) * si,
             "rotate_half missing: x * cos + x * sin scales features instead of rotating pairs":
                 lambda: x * c + x * si,
             "cos and sin swapped": lambda: x * si + _half_rotate(x) * c,
         })
+    if half_right and FLIPPED in chk.named_variants():
+        chk.diagnose(FLIPPED_IN_APPLY, states=[FLIPPED])
     # The dtype is kept: a float16 x rotated by the float32 tables a model stores stays float16.
     x16 = randn(batch, heads, seq, head_dim, seed=seed + 5, dtype=torch.float16)
     got = call_keeping_inputs(chk, apply_rope, x16, cos.float(), sin.float(), 3)
@@ -179,7 +181,13 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     chk.finish()
 
 
-FLIPPED = "rotation direction flipped: rotate_half must map (x1, x2) -> (-x2, x1), not (x2, -x1)"
+# What the output shows is the rotation by -angle: rotate_half returning (x2, -x1) and an apply_rope that subtracts
+# the sin term give it alike; the rule is said, and the place only where rotate_half is measured on its own.
+FLIPPED = ("rotation direction flipped: your output is x * cos - rotate_half(x) * sin, each pair turned by -angle; "
+           "RoPE adds the sin term, x * cos + rotate_half(x) * sin, with rotate_half mapping (x1, x2) -> (-x2, x1)")
+FLIPPED_IN_APPLY = ("rotation direction flipped in apply_rope (measured: your rotate_half returns (-x2, x1), right on "
+                    "its own, and your apply_rope returns x * cos - rotate_half(x) * sin, each pair turned by -angle): "
+                    "add the sin term, x * cos + rotate_half(x) * sin")
 FLIPPED_HALF = "(x2, -x1): the direction is flipped; return torch.cat((-x2, x1), dim=-1)"
 _ROTATE_HALF_VARIANTS = {
     FLIPPED_HALF: lambda x: _half_rotate(x, -1),
@@ -192,26 +200,13 @@ _ROTATE_HALF_VARIANTS = {
 }
 
 
-def _flipped(half_right: bool | None) -> str:
-    """The flipped rotation's cause, by what the learner's rotate_half was measured to do on its own."""
-    if half_right is True:
-        return ("rotation direction flipped: your result is the rotation by minus each angle, x * cos - rotate_half(x) "
-                "* sin, while your rotate_half is right (measured on it alone): the sign is where apply_rope combines "
-                "them, x * cos + rotate_half(x) * sin")
-    if half_right is None:
-        return CandidatesVariant("rotation direction flipped: your result is the rotation by minus each angle; "
-                                 "candidates: rotate_half returns (x2, -x1) instead of (-x2, x1), or apply_rope "
-                                 "subtracts rotate_half(x) * sin instead of adding it")
-    return FLIPPED
-
-
-def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> bool | None:
+def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> bool:
     """Check the learner's rotate_half (from apply_rope's globals, where the
-    notebook defines it) on its own: (x1, x2) -> (-x2, x1). True when it is
-    right, False when it is wrong, None when there is none to check."""
+    notebook defines it) on its own: (x1, x2) -> (-x2, x1). True when it was
+    found and is right."""
     rotate_half = getattr(apply_rope, "__globals__", {}).get("rotate_half")
     if not callable(rotate_half):
-        return None
+        return False
     got = chk.probe(rotate_half, x)
     want = _half_rotate(x)
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:

@@ -36,6 +36,10 @@ def _crossed_to_sampler(generate, model, prompt, max_new_tokens) -> str | None:
     return crossed_arguments("generate", given, "sample_next", received)
 
 
+DROPOUT_LEFT_ON = ("dropout left on during generation: the model was in train mode, so every step samples from a "
+                   "randomly damaged network; call model.eval() before decoding")
+
+
 def greedy_generate_steps(model, prompt, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None):
     """generate at temperature 0, step by step, as a right answer takes the
     steps: eval mode, the last position's logits, argmax, append; the mode restored."""
@@ -83,8 +87,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
         chk.locate_with(lambda: _locate_generate(generate, (model, prompt, max_new_tokens, 0.0, None, None, None), {}))
     chk.require("dropout off while generating (eval mode)", log.calls and not in_train,
                 f"{in_train} of {len(log.calls)} forward passes ran in train mode",
-                diagnosis="dropout left on during generation: the model was in train mode, so every step samples "
-                          "from a randomly damaged network; call model.eval() before decoding")
+                diagnosis=DROPOUT_LEFT_ON)
     chk.require("no autograd graph (torch.no_grad)", log.calls and not any(c["grad"] for c in log.calls),
                 "forward passes recorded gradients",
                 diagnosis="decoding records an autograd graph: wrap the loop in torch.no_grad()")
@@ -196,7 +199,8 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
     elif hits > mean:
         chk.measured(f"{measured}: the draws are sharper than the distribution")
     elif any(c["training"] for c in log.calls):
-        flatter_with_dropout(chk, generate, sharp, prompts, top, mean, sd, measured)
+        if flatter_with_dropout(chk, generate, sharp, prompts, top, mean, sd, measured) and DROPOUT_LEFT_ON in chk.diagnoses:
+            chk.diagnoses.remove(DROPOUT_LEFT_ON)  # the measured line says the same cause: one cause, one line
     else:
         twice = probs.softmax(-1).gather(1, top[:, None]).squeeze(1)   # a softmax of the probabilities
         t_mean, t_sd = float(twice.sum()), float((twice * (1 - twice)).sum().sqrt())

@@ -67,11 +67,12 @@ def hands_probabilities(generate, model, prompts) -> bool:
     return bool((rows >= 0).all() and torch.allclose(rows.sum(-1), torch.ones(()).double(), atol=1e-4))
 
 
-def flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float, sd: float, measured: str) -> None:
+def flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float, sd: float, measured: str) -> bool:
     """Draws flatter than the softmax from forward passes that ran in train
     mode (dropout on): the same call on the model handed over in eval mode
     tells dropout (the draws follow the softmax then) from a mistake in the
-    sampling itself, which is then not named from these draws."""
+    sampling itself, which is then not named from these draws. True when
+    dropout was named."""
     sharp.eval()
     try:
         again = quiet_call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
@@ -84,10 +85,12 @@ def flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float,
                      f"same call on the model handed over in eval mode draws it {hits} times, as the softmax expects): "
                      "switch the model to eval mode for generation, model.eval(), and give the caller's mode back "
                      "afterwards")
+        return True
     else:
         chk.measured(f"{measured}: the draws are flatter than the distribution, from forward passes that ran in train "
                      "mode (dropout on); handed over in eval mode they are still not the softmax's, so dropout is not "
                      "the only cause")
+    return False
 
 
 def from_eval_mode_without_grad(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:

@@ -8,12 +8,13 @@ the same dropout random state.
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, defaults, run_contract
-from ..diagnosis_record import candidates
+from ..diagnosis_record import Evidence, candidates
 from ..learner_values import describe
 from .framework.calling import NEEDS
 from .framework.check import Check
@@ -25,15 +26,24 @@ UNSHIFTED = ("labels not shifted: y must be x shifted left by one (y[t] = data[s
              "follows x[t]; scoring a token against itself teaches the model to copy its input")
 
 
-PAST_END = [(r"out of bounds|out of range|index \d+ is out", candidates(
-    "windows go past the end of data (measured: an index error): a window is data[start : start + seq_len + 1] "
-    "(seq_len + 1 tokens: x, and y one further) and the largest start is len(data) - seq_len - 1; candidates: "
-    "starts drawn past it (torch.randint(len(data) - seq_len, ...) draws the right ones), or windows longer than "
-    "seq_len + 1 tokens"))]
+def _past_end(length: int) -> list:
+    """error_hints for get_batch on `length` tokens: that the windows run past the end is said when torch's error
+    names an index at or past the end of data; which of the start range and the window's extent overshoots, the
+    error does not tell, so both are said as candidates."""
+    def hint(error: str) -> Evidence | None:
+        found = re.search(rf"index (\d+) is out of bounds for dimension 0 with size {length}\b", error)
+        if found is None:
+            return None
+        return candidates(f"windows go past the end of data (measured: your code reads index {found.group(1)} of "
+                          f"data's {length} tokens): a window is data[start : start + seq_len + 1] (seq_len + 1 "
+                          "tokens: x, and y one further), and the largest start is len(data) - seq_len - 1; "
+                          "candidates: starts drawn past it (torch.randint(len(data) - seq_len, ...) draws the right "
+                          "ones), or windows longer than seq_len + 1 tokens")
+    return [(r"out of bounds|out of range|index \d+ is out", hint)]
 
 
 def _windows(fn, chk, data, batch, seq, gen):
-    out = call_with_hints(chk, fn, data, batch, seq, gen, hints=PAST_END)
+    out = call_with_hints(chk, fn, data, batch, seq, gen, hints=_past_end(len(data)))
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
         chk._stop(f"get_batch returned {describe(out)}; it should return a pair of tensors (x, y)")
     return out
@@ -59,13 +69,20 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     where = torch.empty(n_data, dtype=torch.long)
     where[data] = torch.arange(n_data)
     x, y = _windows(get_batch, chk, data, batch, seq, seeded(seed + 1))
-    if not chk.compare("x shape and dtype", torch.zeros(x.shape, dtype=x.dtype), torch.zeros(batch, seq, dtype=torch.long)):
-        if tuple(x.shape) != (batch, seq):
-            chk.diagnose(f"x has shape {tuple(x.shape)}; expected (batch_size, seq_len) = {(batch, seq)}: each window "
-                         "holds seq_len + 1 tokens, x = window[:, :-1], y = window[:, 1:]")
-        else:
-            chk.diagnose(f"x is {x.dtype}: token ids must be int64 (torch.long) for the embedding and "
-                         "F.cross_entropy; convert the windows with .long()")
+    # One dtype, one line: the x row says it (naming y too when y has it), and the rows after it compare values.
+    wrong_dtype = x.dtype if x.dtype != torch.long else None
+    if tuple(x.shape) != (batch, seq) or wrong_dtype is None:
+        if not chk.compare("x shape and dtype", torch.zeros(x.shape, dtype=x.dtype),
+                           torch.zeros(batch, seq, dtype=torch.long)):
+            chk.diagnose(f"x has shape {tuple(x.shape)}; expected (batch_size, seq_len) = {(batch, seq)}: each "
+                         "window holds seq_len + 1 tokens, x = window[:, :-1], y = window[:, 1:]")
+    else:
+        both = "x and y are" if y.dtype == wrong_dtype else "x is"
+        chk.require("x shape and dtype", False, f"x is {wrong_dtype}, expected torch.int64",
+                    diagnosis=f"{both} {wrong_dtype}: token ids must be int64 (torch.long) for the embedding and "
+                              "F.cross_entropy; convert the windows with .long()")
+        if y.dtype == wrong_dtype:
+            y = y.long()
     y_ok = False
     if tuple(x.shape) == (batch, seq):
         starts = where[x[:, 0].long().cpu().clamp(0, n_data - 1)]                 # (B,)
@@ -93,9 +110,11 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     small = torch.randperm(200, generator=seeded(seed + 5)).to(torch.uint8)
     xu, yu = _windows(get_batch, chk, small, 3, 5, seeded(seed + 6))
     as_long = xu.dtype == torch.long and yu.dtype == torch.long
+    said = wrong_dtype is not None and xu.dtype == wrong_dtype  # the same dtype, already said on the x row
+    off = " and ".join(f"{n} as {t.dtype}" for n, t in (("x", xu), ("y", yu)) if t.dtype != torch.long)
     chk.require("uint8 data (the course corpus) gives int64 batches", as_long, f"got {xu.dtype} and {yu.dtype}",
-                diagnosis=None if as_long else
-                f"get_batch returns {xu.dtype} batches for the course's uint8 corpus: token ids must be int64 "
+                diagnosis=None if as_long or said else
+                f"get_batch returns {off} for the course's uint8 corpus: token ids must be int64 "
                 "(torch.long) for the embedding and F.cross_entropy; convert with .long()")
     a = _windows(get_batch, chk, data, batch, seq, seeded(seed + 2))
     b = _windows(get_batch, chk, data, batch, seq, seeded(seed + 2))
@@ -345,6 +364,10 @@ def _grad_norm(grads) -> float:
     return float(torch.cat([g.detach().flatten() for g in grads if g is not None]).double().norm())
 
 
+NOT_CLIPPED = ("gradients not clipped before optimizer.step(): torch.nn.utils.clip_grad_norm_(model.parameters(), "
+               "grad_clip) goes between backward() and step()")
+
+
 def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> None:
     """What the learner's step did to the parameters and their gradients."""
     grads = [p.grad for p in model.parameters()]
@@ -376,12 +399,11 @@ def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> 
                          "grad_clip; clip the global norm instead, torch.nn.utils.clip_grad_norm_(model.parameters(), "
                          "grad_clip)")
         else:
-            chk.candidates(f"the global gradient norm reaches optimizer.step() above grad_clip = {grad_clip}: no clip "
-                           "of the global norm to grad_clip took effect; candidates: clip_grad_norm_ not called, "
-                           "called before backward() or after step(), given another max_norm, or given no parameters "
-                           "(a model.parameters() generator already read by an earlier loop). The call: "
-                           "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip), between backward() and "
-                           "step()")
+            # One cause, one line: the trajectory without clipping (NOT_CLIPPED) says the same of the parameters.
+            chk.diagnose(f"gradients not clipped to grad_clip = {grad_clip} at optimizer.step() (measured): "
+                         "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) goes between backward() and "
+                         "step(), given the parameters themselves (a fresh model.parameters(), not a generator an "
+                         "earlier loop has read) and grad_clip", states=[NOT_CLIPPED])
 
 
 def _clamped_entries(grads, grad_clip: float) -> int:
@@ -417,8 +439,7 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         "zero_grad after optimizer.step() instead of before loss.backward(): the gradients already in .grad when "
         "the step is called (left by an evaluation with autograd on, a gradient check) are added to this batch's; "
         "call optimizer.zero_grad() first": dict(zero_grad=False, zero_after_step=True),
-        "gradients not clipped before optimizer.step(): torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) "
-        "goes between backward() and step()": dict(clip_on=False),
+        NOT_CLIPPED: dict(clip_on=False),
         "loss averaged wrongly: summed over tokens instead of the mean": dict(reduction="sum"),
         "the loss compares the logits with x, the inputs: the targets are y": dict(targets=x),
     }

@@ -8,8 +8,9 @@ and run only when asked for (`--set NAME`), with MUTATIONS either a dict
 heldout.py, unseen.py, offlist.py and fresh.py to fresh9.py (the last ten:
 mistakes in none of the other lists) were written without reading the checks; causes.py holds
 mistakes whose numbers another mistake also gives, each with the cause it was once told
-(Mutation.untrue), and entry_states.py mistakes that only a caller's other mode, grad mode or
-generator shows. A new set needs no code change: drop NAME.py here. A set may also hold SAME, a list of (notebook, Mutation)
+(Mutation.untrue), entry_states.py mistakes that only a caller's other mode, grad mode or
+generator shows, and collisions.py mistakes written reading the checks, each giving a listed cause's
+signature from another cause. A new set needs no code change: drop NAME.py here. A set may also hold SAME, a list of (notebook, Mutation)
 edits that are no mistake (the cell computes the same another way): the check must pass them."""
 from __future__ import annotations
 

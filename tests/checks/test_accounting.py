@@ -249,7 +249,6 @@ MISTAKES = [
     (checks.check_train_step_costs,
      _changed(_train, "flops", lambda v, c, B, T: v - 12 * c.n_layers * B * T * T * c.d_model),
      "the attention matmuls are missing"),
-    (checks.check_train_step_costs, _changed(_train, "adam_moments", lambda v, *a: v // 2), "one moment only"),
     (checks.check_train_step_costs,
      _changed(_train, "weights", lambda v, c, B, T: v + (4 * c.vocab_size * c.d_model if c.tie_embeddings else 0)),
      "the tied head counted twice"),
@@ -269,13 +268,17 @@ TIED = [
     (checks.check_train_step_costs,
      _changed(_train, "flops", lambda v, c, B, T: v - 6 * c.n_layers * B * T * T * c.n_heads * c.head_dim),
      ("halved for the causal mask", "one of attention's two T × T matmuls")),
+    # half the moments' bytes: one moment at 4 bytes, or two at 2 bytes each
+    (checks.check_train_step_costs, _changed(_train, "adam_moments", lambda v, *a: v // 2),
+     ("one moment only", "the moments counted at 2 bytes each")),
 ]
 
 
 @pytest.mark.parametrize("check, wrong, causes", TIED, ids=[c.__name__ for c, _, _ in TIED])
 def test_a_count_two_mistakes_give_alike_names_both_as_candidates(check, wrong, causes):
     """Half the attention's FLOPs is both the causal triangle and one of its two matmuls (or a missing
-    multiply-add factor): the count is said as measured, each cause as a candidate, neither as certain."""
+    multiply-add factor), half the moments' bytes both one moment and two at 2 bytes: the count is said as
+    measured, each cause as a candidate, neither as certain."""
     with pytest.raises(CheckFailed) as err:
         check(wrong)
     text = str(err.value)

@@ -25,7 +25,7 @@ OUT_OF_CONTRACT = {
 # words of its `why`, tells apart two mistakes of one cell.
 NOT_YET: dict[tuple, str] = {}
 # The fewest mistakes of a set that must be named or located, where it was measured higher than NAMED_RATE_REQUIRED.
-FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57, "fresh12": 64, "fresh13": 62, "fresh14": 62}
+FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57, "fresh12": 64, "fresh13": 62, "fresh14": 62, "collisions": 33}
 
 
 def _listed(table: dict, mutation_set: str, outcome) -> bool:
@@ -54,7 +54,8 @@ KNOWN_WRONG_LINE = {
                                           pytest.param("fresh10", marks=pytest.mark.slow),
                                           pytest.param("fresh11", marks=pytest.mark.slow),
                                           pytest.param("fresh12", marks=pytest.mark.slow),
-                                          pytest.param("fresh13", marks=pytest.mark.slow), pytest.param("fresh14", marks=pytest.mark.slow)])
+                                          pytest.param("fresh13", marks=pytest.mark.slow), pytest.param("fresh14", marks=pytest.mark.slow),
+                                          pytest.param("collisions", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     """The held-out sets (mistakes written without reading the checks) that
     the checks were improved on: each was measured first (docs/benchmarks.md

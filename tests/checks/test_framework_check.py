@@ -298,8 +298,13 @@ def test_a_fitted_softmax_temperature_is_reported_with_numbers():
         s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2]), float("-inf"))
         return s.softmax(dim=-1) @ v
 
-    last = _last_line(checks.check_causal_attention, attention)
-    assert "scaled by 1/2.65 = 1/sqrt(kv_len) = 1/sqrt(7)" in last  # the first table row: T=7 and "expected 1/sqrt(head_dim)" in last
+    with pytest.raises(CheckFailed) as err:
+        checks.check_causal_attention(attention)
+    # the fitted scale is a measurement (one scale fits several ways of writing it), said as one
+    fitted = [line for line in str(err.value).splitlines() if "scaled by" in line]
+    assert len(fitted) == 1 and fitted[0].strip().startswith("Measured:"), str(err.value)
+    assert "scaled by 1/2.65 = 1/sqrt(kv_len) = 1/sqrt(7)" in fitted[0]  # the first table row: T=7
+    assert "expected 1/sqrt(head_dim)" in fitted[0]
 
 
 def test_a_gain_stored_as_a_plain_tensor_is_not_called_initialised_wrongly():

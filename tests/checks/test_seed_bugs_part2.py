@@ -72,7 +72,7 @@ BUGS = [
     ("08_sampling", "sample_next", "logits = top_k_filter(logits, top_k)", "logits = top_k_filter(logits, top_k + 1)",
      "top-k off by one: keeps k + 1"),
     ("08_sampling", "sample_next", "generator=generator)", ")", "generator is not used"),
-    ("08_sampling", "generate", "    model.eval() ", "    pass ", "dropout left on during generation"),
+    ("08_sampling", "generate", "    model.eval() ", "    pass ", "dropout stays on while sampling"),
     ("08_sampling", "generate", "model.train(was_training)", "model.eval()", "train mode restored"),
     # 09 training
     ("09_training", "get_batch", "return window[:, :-1], window[:, 1:]", "return window[:, :-1], window[:, :-1]",

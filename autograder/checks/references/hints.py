@@ -3,6 +3,7 @@ pattern matches what the learner's code raised), and finishing a check that
 may fail only because an earlier exercise it calls is wrong."""
 from __future__ import annotations
 
+import inspect
 import re
 
 from ...diagnosis_record import Evidence, confirmed
@@ -15,7 +16,8 @@ def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, *
     """chk.call, but when the learner's code raises, an error whose text
     matches one of `hints` ((regex, hint) pairs) ends with that hint: a
     cause (a string, or Evidence of any kind), or a function measuring the
-    learner's code that gives one or None.
+    learner's code (or reading its error text, when it takes one) that gives
+    one or None.
     `inputs_row`: the table also shows the inputs-unchanged row
     (contracts.call_keeping_inputs)."""
     __tracebackhide__ = True
@@ -27,9 +29,17 @@ def call_with_hints(chk: Check, fn, *args, hints=(), inputs_row: bool = False, *
         if chk.error_measured:
             raise  # the error was explained by measuring the call, not guessed from its text
         for pattern, bug in hints:
-            if re.search(pattern, err.error_text()) and (bug := bug() if callable(bug) else bug):
+            if re.search(pattern, err.error_text()) and (bug := _hint(bug, err.error_text())):
                 raise err.with_line(bug if isinstance(bug, Evidence) else confirmed(bug)) from None
         raise
+
+
+def _hint(bug, error: str):
+    """A hint as given, or what a function measuring the learner's code gives (one that takes a parameter
+    reads the learner's error text)."""
+    if not callable(bug):
+        return bug
+    return bug(error) if inspect.signature(bug).parameters else bug()
 
 
 def _passes(body) -> bool:

@@ -12,7 +12,6 @@ first one that differs.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import torch
@@ -32,6 +31,7 @@ from .references.modules import plain_tensors, registered_elsewhere, saved_buffe
 from .model_reference import (state_attention, state_block, state_kv, state_rms, state_rope_tables, state_rotate,
                               state_stages, state_step)
 from .model_regimes import VISIBLE_CHECKS, module_contract
+from .model_shapes import head_dim_apart, list_lengths, shape_cause
 from .model_reference import reference_module
 
 
@@ -39,36 +39,6 @@ from .model_reference import reference_module
 def _config(d_model, n_heads, n_layers, seq, n_kv_heads=None, head_dim=None) -> tinylm.ModelConfig:
     return tinylm.ModelConfig(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, n_layers=n_layers,
                               max_seq_len=seq + 3, head_dim=head_dim)
-
-
-def head_dim_apart(config) -> bool:
-    """True when config.head_dim is set apart from d_model // n_heads (as Gemma and Mistral NeMo set it)."""
-    return config.head_dim != config.d_model // config.n_heads
-
-
-def _quotient_shapes(reference: nn.Module, config) -> dict[str, tuple]:
-    """The parameter shapes of the reference module built for `config` with head_dim = d_model // n_heads
-    (on the meta device: shapes only)."""
-    with torch.device("meta"):
-        module = type(reference)(dataclasses.replace(config, head_dim=None))
-    return {n: tuple(p.shape) for n, p in module.state_dict().items()}
-
-
-def _sized_by_the_quotient(wrong: list[str], got: dict, want: dict, reference: nn.Module, config) -> str | None:
-    """When head_dim is set apart and every parameter of a wrong shape has exactly the shape it would have with
-    head_dim = d_model // n_heads (measured), that cause, with one of them."""
-    if not wrong or not head_dim_apart(config):
-        return None
-    quotient = _quotient_shapes(reference, config)
-    if any(quotient.get(n) != got[n] for n in wrong):
-        return None
-    n = wrong[0]
-    return (f"head_dim taken as d_model // n_heads: this config sets head_dim = {config.head_dim}, apart from "
-            f"d_model // n_heads = {config.d_model // config.n_heads} (as Gemma and Mistral NeMo do), and your "
-            f"{', '.join(wrong[:4])} {'has' if len(wrong) == 1 else 'have'} the shape{'s' if len(wrong) > 1 else ''} "
-            f"of head_dim = d_model // n_heads (measured: {n} is {list(got[n])}, tinylm's is {list(want[n])}); size "
-            "the projections with config.head_dim: q_proj d_model -> n_heads · head_dim, k_proj and v_proj d_model "
-            "-> n_kv_heads · head_dim, o_proj n_heads · head_dim -> d_model")
 
 
 def grouped_kv_heads(n_heads: int) -> int:
@@ -116,69 +86,6 @@ def _other_layer_kv(past_k, past_v, seed: int):
     return randn(*past_k.shape, seed=seed + 500) * 2, randn(*past_v.shape, seed=seed + 501) * 2
 
 
-def _list_lengths(want: dict, got: dict, config) -> str | None:
-    """When a list of modules (blocks.0, blocks.1, ...) holds another number
-    of entries than tinylm's, that measured count, with the config fields
-    equal to each count (the one the loop should read, and the one it read)."""
-    def lengths(names) -> dict:
-        found: dict[str, set] = {}
-        for name in names:
-            m = re.match(r"^(.*?)\.(\d+)\.", name)
-            if m:
-                found.setdefault(m.group(1), set()).add(int(m.group(2)))
-        return {prefix: max(ids) + 1 for prefix, ids in found.items()}
-    theirs, yours = lengths(want), lengths(got)
-    for prefix, n in theirs.items():
-        mine = yours.get(prefix)
-        if mine is None or mine == n:
-            continue
-        fields = {f: getattr(config, f) for f in vars(config) if isinstance(getattr(config, f), int)
-                  and not isinstance(getattr(config, f), bool)}
-        named = lambda count: ", ".join(f"config.{f} = {v}" for f, v in fields.items() if v == count)  # noqa: E731
-        return (f"you built {mine} entries in `{prefix}` ({prefix}.0 to {prefix}.{mine - 1}), tinylm builds {n} for "
-                f"this config ({named(n) or 'no config field has that value'}); "
-                f"{'the count you built equals ' + named(mine) if named(mine) else 'no config field equals your count'}")
-    return None
-
-
-# What each layer's constructor takes, for a weight built with its two sizes swapped.
-_ORDER = {nn.Linear: "nn.Linear(in_features, out_features) stores weight as [out, in]",
-          nn.Embedding: "nn.Embedding(num_embeddings, embedding_dim) takes the vocabulary size first"}
-
-
-def _kv_with_query_heads(wrong: list[str], got: dict, want: dict, config) -> str | None:
-    """The cause when every wrong shape is a key or value projection's with
-    n_heads · head_dim outputs where tinylm's has n_kv_heads · head_dim."""
-    heads, kv, hd = getattr(config, "n_heads", None), getattr(config, "n_kv_heads", None), getattr(config, "head_dim", None)
-    if not wrong or heads is None or kv is None or hd is None or heads == kv:
-        return None
-    for name in wrong:
-        if not name.endswith(("k_proj.weight", "v_proj.weight")) or len(got[name]) != 2 \
-                or got[name] != (heads * hd, want[name][1]) or want[name][0] != kv * hd:
-            return None
-    return (f"{', '.join(wrong[:4])}: n_heads · head_dim = {heads * hd} outputs (measured), where k_proj and v_proj "
-            f"have n_kv_heads · head_dim = {kv * hd}: the keys and values have n_kv_heads heads, shared by the queries")
-
-
-def _transposed_shapes(wrong: list[str], got: dict, want: dict, module: nn.Module) -> str | None:
-    """The cause when every wrong shape is the right one with its two sizes
-    swapped, in layers whose argument order is known; None otherwise (the
-    row's note already lists the shapes measured). A parameter shared under
-    two names is named once, by the layer that owns it first."""
-    owned = {name for name, _ in module.named_parameters()}
-    wrong = [name for name in wrong if name in owned] or wrong
-    rules = []
-    for name in wrong:
-        owner = module.get_submodule(name.rpartition(".")[0]) if "." in name else module
-        rule = next((text for kind, text in _ORDER.items() if isinstance(owner, kind)), None)
-        if rule is None or len(got[name]) != 2 or got[name] != want[name][::-1]:
-            return None
-        if rule not in rules:
-            rules.append(rule)
-    return (f"{', '.join(wrong[:4])}{', ...' if len(wrong) > 4 else ''}: built with the two sizes swapped "
-            f"(measured: {'each is' if len(wrong) > 1 else 'it is'} the transpose of tinylm's shape); " + "; ".join(rules))
-
-
 def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.Module | None:
     """The learner's module with the reference's weights, after the rows that
     require tinylm's parameter names and shapes; None when they differ."""
@@ -196,7 +103,7 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
     # On a GPU, a Parameter moved with .to(DEVICE) is already a plain tensor here: the build on the CPU says why.
     if plain and not registered_elsewhere(chk, cls, (config,)):
         return None
-    hidden = (_modules_out_of_sight(module, missing) or _list_lengths(want, got, config)
+    hidden = (_modules_out_of_sight(module, missing) or list_lengths(want, got, config)
               or saved_buffers(chk, cls, (config,), module, extra) or _unwrapped(plain, missing))
     if not chk.require("parameters named as tinylm's", not missing and not extra,
                        f"missing {missing[:4]}, unexpected {extra[:4]}",
@@ -206,9 +113,7 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
         return None
     registered_elsewhere(chk, cls, (config,))
     if not chk.require("parameter shapes", not wrong, f"{[(n, got[n], want[n]) for n in wrong[:3]]} (got, want)",
-                       diagnosis=_sized_by_the_quotient(wrong, got, want, reference, config)
-                       or _kv_with_query_heads(wrong, got, want, config)
-                       or _transposed_shapes(wrong, got, want, module)):
+                       diagnosis=shape_cause(wrong, got, want, module, reference, config)):
         return None
     dtypes = parameter_dtypes(module, {n: p.dtype for n, p in reference.state_dict().items()})
     if not chk.require("parameter dtypes", dtypes is None, dtypes or "", diagnosis=dtypes):

@@ -26,7 +26,7 @@ from autograder.checks import contracts, trace
 from autograder.checks.core import Check, independent_copy, seeded
 from autograder.checks.references.attention_step import _measure_cache_length
 from autograder.checks.references.generation import tiny_model
-from autograder.checks.model import _list_lengths
+from autograder.checks.model_shapes import list_lengths as _list_lengths
 from autograder.checks.mlp import SWIGLU
 from autograder.checks.perplexity import _measure_conversion
 from autograder.checks.sampling import TIES, TOPK_MINUS, TOPK_PLUS, TOP_P_FILTER

@@ -81,9 +81,9 @@ def test_an_expand_given_its_sizes_in_another_order_is_not_told_to_insert_an_axi
 
 def test_a_window_built_one_further_is_not_told_its_start_range_is_wrong():
     message = _message("collisions", "09", "get_batch", "torch.arange(1, seq_len + 2)")
-    bug = _line(message, "Likely bug:")
-    assert "so draw torch.randint" not in bug
-    assert "your code reads index 12 of data's 12 tokens" in bug and "build each window from its own start" in bug
+    said = _line(message, "Candidates:")
+    assert "so draw torch.randint" not in message
+    assert "your code reads index 12 of data's 12 tokens" in said and "windows longer than seq_len + 1 tokens" in said
 
 
 def test_one_cause_one_line_int32_batches_dropout_and_an_unclipped_step():

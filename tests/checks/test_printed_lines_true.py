@@ -249,7 +249,7 @@ def test_tiling_is_named_by_the_mapping_not_by_a_call_the_learner_never_wrote():
     message = _message("default", "07", "repeat_kv", "x = x[:, None].expand(B, n_rep, n_kv, T, hd)")
     bug = _line(message, "Likely bug:")
     assert "x.repeat (tiling) gives" not in bug
-    assert "tiling: the kv heads come in the order 0, 1, 0, 1" in bug
+    assert "tiling: the kv heads come tiled, 0 to n_kv - 1 and again from 0" in bug
 
 
 def test_no_try_finally_advice_where_generate_never_gives_the_mode_back():

@@ -27,9 +27,10 @@ def head_mismatch_fact(text: str) -> Evidence | None:
 
 # Said of the mapping measured, not of the call: x.repeat, torch.cat([x] * n_rep), an expand or a transpose
 # before the kv axis all tile the heads the same way.
-TILED = ("GQA head repetition wrong: tiling: the kv heads come in the order 0, 1, 0, 1 (as x.repeat(1, n_rep, 1, 1), "
-         "torch.cat([x] * n_rep, dim=1) or copies put before the kv axis give them), so query head h reads kv head "
-         "h % n_kv; each kv head must serve a contiguous group of query heads (repeat_interleave, h // n_rep)")
+TILED = ("GQA head repetition wrong: tiling: the kv heads come tiled, 0 to n_kv - 1 and again from 0 (0, 1, 0, 1 for "
+         "two kv heads), as x.repeat(1, n_rep, 1, 1), torch.cat([x] * n_rep, dim=1) or copies put before the kv axis "
+         "give them, so query head h reads kv head h % n_kv; each kv head must serve a contiguous group of query "
+         "heads (repeat_interleave, h // n_rep)")
 
 
 def ref_repeat_kv(x, n_rep):

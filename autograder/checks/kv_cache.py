@@ -153,11 +153,13 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         decode = log.calls[1:]
         uses_cache = len(log.calls) >= 2 and all(c["cache_len"] is not None and c["len"] == 1 for c in decode)
         if any(c["cache_len"] is None for c in log.calls):
-            why = ("the cache is not used: prefill with model(prompt, cache=cache), then feed only the newest token, "
-                   "model(next_id, cache=cache)")
+            why = ("the cache is not used: the model is called with cache=None (measured on its calls); prefill a "
+                   "KVCache with model(prompt, cache=cache), then feed only the newest token, model(next_id, "
+                   "cache=cache)")
         else:
             why = ("the whole sequence is fed again at each decode step although the cache already holds it: the "
-                   "positions are stored twice; decode steps must pass only the newest token, shape (B, 1)")
+                   "cached positions are stored again at every step; decode steps must pass only the newest token, "
+                   "shape (B, 1)")
         chk.require(f"prompt {p + 1}: prefill once, then one token per step with the cache", uses_cache or len(log.calls) < 2,
                     "see the likely bug below", diagnosis=None if uses_cache else why)
         with_grad = sum(c["grad"] for c in log.calls)

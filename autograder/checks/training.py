@@ -282,6 +282,10 @@ def _schedule_edges(chk: Check, lr_schedule, warmup: int, total: int, max_lr: fl
         def hint(err):
             if not isinstance(err, ZeroDivisionError):
                 return None
+            if w == 0 and chk.passed:  # the warmup rows are right: the branch is, so the division is outside it
+                return ("a division by warmup_steps runs when warmup_steps = 0 (measured: ZeroDivisionError at step "
+                        f"{step} with warmup_steps 0, while every step with warmup_steps {warmup} is right): with no "
+                        "warmup, step < warmup_steps is never true, so keep the warmup's division inside that branch")
             if w == 0:
                 return candidates("a division by warmup_steps runs when warmup_steps = 0 (measured: ZeroDivisionError "
                                   f"at step {step} with warmup_steps 0); candidates: the warmup's division outside "

@@ -99,26 +99,57 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
     chk.finish()
 
 
+_FIT_TOL = 1e-3   # how far (in exponent) a column may lie from a printed law theta^(b + s·i)
+_STILL = 1e-5     # rad per position: a turn this small is no turn as far as float32 tables show
+
+
 def _explain_frequencies(chk: Check, cos, sin, head_dim: int, theta: float) -> None:
-    """Fit the frequencies from the learner's tables: the angle of row 1
-    (position 1) in each column, as theta^(b + s·i)."""
-    if not all(isinstance(t, torch.Tensor) and t.dim() == 2 and t.shape[0] > 1 and t.shape[1] >= head_dim // 2
-               for t in (cos, sin)):
+    """Read from the learner's tables the angle each column i < hd/2 turns per
+    position, as theta^e_i. A law theta^(b + s·i) is printed only where every
+    column's exponent lies within _FIT_TOL of it; otherwise each column's
+    exponent. Whole positions see an angle only modulo 2π, so a column that
+    turns by about 0 (no turn, or whole turns) gets no exponent, and nothing is
+    said when a column does not turn by one angle at every step."""
+    half = head_dim // 2
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 2 and t.shape[0] > 2 and t.shape[1] >= half
+               and t.dtype.is_floating_point for t in (cos, sin)) or cos.shape != sin.shape:
         return
-    angles = torch.atan2(sin.double(), cos.double())              # (T, columns)
-    freq = (angles[1] - angles[0])[: head_dim // 2]
-    if not bool((freq > 0).all()):
+    c, s = cos.double()[:, :half], sin.double()[:, :half]
+    if not bool(((c.square() + s.square()) - 1).abs().max() < 1e-3):
+        return                                                     # not the cosine and sine of one angle
+    steps = torch.remainder(torch.atan2(s, c).diff(dim=0) + math.pi, 2 * math.pi) - math.pi   # (T-1, hd/2)
+    step = steps.mean(dim=0)
+    if not bool((steps - step).abs().max() < 1e-3) or bool((step < -_STILL).any()):
         return
-    exps = freq.log() / math.log(theta)                            # freq_i = theta^exps_i
-    i = torch.arange(head_dim // 2, dtype=torch.float64)
-    slope = float(((exps - exps.mean()) * (i - i.mean())).sum() / (i - i.mean()).pow(2).sum())
-    intercept = float(exps.mean() - slope * i.mean())
-    if round(intercept, 3) == 0 and round(slope, 3) == round(-2 / head_dim, 3):
-        chk.measured(f"fitted from your tables: frequency i = theta^({-2 / head_dim:+.3f}·i) = theta^(-2i/head_dim), "
-                     "as expected (to 3 decimals)")
-        return
-    chk.measured(f"fitted from your tables: frequency i = theta^({intercept:+.3f} {slope:+.3f}·i); expected "
-                 f"theta^(-2i/head_dim) = theta^(0 {-2 / head_dim:+.3f}·i)")
+    still = step.abs() <= _STILL
+    exps = [None if z else float(f.log() / math.log(theta)) for f, z in zip(step, still.tolist())]
+    want = [-2 * k / head_dim for k in range(half)]
+    if not any(still.tolist()):
+        i = torch.arange(half, dtype=torch.float64)
+        e = torch.tensor(exps, dtype=torch.float64)
+        slope = float(((e - e.mean()) * (i - i.mean())).sum() / (i - i.mean()).pow(2).sum())
+        intercept = float(e.mean() - slope * i.mean())
+        if bool(((intercept + slope * i) - e).abs().max() <= _FIT_TOL):
+            if round(intercept, 3) == 0 and round(slope, 3) == round(-2 / head_dim, 3):
+                chk.measured(f"fitted from your tables: frequency i = theta^({-2 / head_dim:+.3f}·i) = "
+                             "theta^(-2i/head_dim), as expected (to 3 decimals)")
+            else:
+                chk.measured(f"fitted from your tables: frequency i = theta^({intercept:+.3f} {slope:+.3f}·i), "
+                             f"every column i = 0..{half - 1} within {_FIT_TOL:g} of that exponent; expected "
+                             f"theta^(-2i/head_dim) = theta^(0 {-2 / head_dim:+.3f}·i)")
+            return
+    shown = ", ".join("none" if x is None else _exponent(x) for x in exps)
+    fixed = [k for k, z in enumerate(still.tolist()) if z]
+    note = (f"; column{'s' if len(fixed) > 1 else ''} {', '.join(map(str, fixed))} turn{'' if len(fixed) > 1 else 's'} "
+            f"by less than {_STILL:g} rad per position, modulo 2π: no turn, or whole turns, which tables at whole "
+            "positions cannot tell apart" if fixed else f"; no line b + s·i is within {_FIT_TOL:g} of every exponent")
+    chk.measured(f"from your tables: the angle column i turns per position is theta^e with e = {shown} for "
+                 f"i = 0..{half - 1}{note}; expected e = -2i/head_dim = {', '.join(map(_exponent, want))}")
+
+
+def _exponent(x: float) -> str:
+    text = f"{x:.3f}"
+    return "0.000" if text == "-0.000" else text
 
 
 def rope_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, dtype):

@@ -287,6 +287,7 @@ class Findings:
         # run only for a key no mistake names, when the line is printed
         self.measure_further = measure_further
         self.refuted: dict[str, set[str]] = {}  # key -> the mistakes a case whose count of it is right rules out
+        self.right: dict[str, list[str]] = {}  # key -> the labels of those cases
 
     def add(self, key: str, found: set[str]) -> None:
         self.per_key.setdefault(key, []).append(found)
@@ -297,7 +298,17 @@ class Findings:
         readings: dict[str, Reading] = {}  # key -> its reading, as its first failing case reads it
         tied: dict[tuple[str, ...], list[str]] = {}  # candidates -> the keys whose counts each of them gives
         for key, sets in self.per_key.items():
-            agreed = self._agreed([found - self.refuted.get(key, set()) for found in sets])
+            fitting = self._agreed(sets)
+            agreed = [bug for bug in fitting if bug not in self.refuted.get(key, set())]
+            if fitting and not agreed:  # each would also change a count that is right: candidates, no more
+                one = len(fitting) == 1
+                chk.candidates(f"{key}: {count_words(len(fitting), 'known mistake')} give{'s' if one else ''} exactly "
+                               f"your counts in every failing case, but would also change the count for "
+                               f"{joined(self.right[key])}, where yours is right, so {'it is' if one else 'they are'} "
+                               f"no more than {'a candidate' if one else 'candidates'} for the failing cases: "
+                               + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(fitting, 1)))
+                tied.setdefault((), []).append(key)
+                continue
             if len(agreed) > 1:  # two mistakes give the same numbers: neither is confirmed by them
                 tied.setdefault(tuple(agreed), []).append(key)
                 continue
@@ -306,6 +317,8 @@ class Findings:
                 if isinstance(bug, Reading):
                     readings[key] = bug
         for candidates, keys in tied.items():
+            if not candidates:
+                continue
             chk.candidates(f"{joined(keys)}: {len(candidates)} different mistakes give exactly these counts in every "
                            "case (measured), so the counts alone cannot tell which one is yours; candidates: "
                            + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(candidates, 1)))
@@ -435,6 +448,7 @@ def run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 10
         wrong = _case_row(chk, label, got, want)
         for key in (k for k in keys if refute and got is not None and k not in wrong):
             findings.refuted.setdefault(key, set()).update(refute(case, key, want[key]))
+            findings.right.setdefault(key, []).append(label)
         for key in wrong:
             findings.add(key, explain(case, key, got[key], want[key]))
             findings.failures.setdefault(key, []).append((label, case, got[key]))

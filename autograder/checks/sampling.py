@@ -115,11 +115,11 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
             chk.measured(f"{what} changes the values of the logits it keeps; kept entries must be the input logits "
                          "unchanged")
             return
-        said = f"{what} leaves "
+        said = f"{what} gives "
         if any(fact.startswith(said) for fact in chk.facts):
             return  # said once, with the first row that shows it
-        stem = (f"{said}{'the' if bool(kept[~kept_want].all()) else 'some'} entries it should drop finite, not -inf, "
-                "so softmax still gives them probability")
+        stem = (f"{said}{'the' if bool(kept[~kept_want].all()) else 'some'} entries it should drop finite values, "
+                "not -inf, so softmax still gives them probability")
         held = g[kept & ~kept_want].unique()
         held = (f"{float(held[0]):.3g}" if held.numel() == 1 else
                 f"values from {float(held.min()):.3g} to {float(held.max()):.3g}")

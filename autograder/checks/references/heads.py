@@ -23,15 +23,19 @@ def head_mismatch_fact(text: str, operands: dict[str, int | None] | None = None)
         return None
     error = f"the error is on the head axis (dimension 1): {m.group(1)} heads met {m.group(2)}"
     counts = {name: n for name, n in (operands or {}).items() if n is not None}
-    if len(set(counts.values()) & {int(m.group(1)), int(m.group(2))}) == 2:
-        by_count: dict[int, list[str]] = {}
-        for name, n in counts.items():
-            by_count.setdefault(n, []).append(name)
-        held = "; ".join(f"the {_listed(names)} {'have' if len(names) > 1 or names[0] != 'mask' else 'has'} {n}"
-                         for n, names in by_count.items())
-        return measured(f"{error}; measured at your attention call (head axis): {held}. q, k and v need one "
-                        "head count (k and v repeated with repeat_kv(..., n_rep), n_rep = n_heads // n_kv_heads), "
-                        "and a mask 1 there (it broadcasts over the heads) or n_heads")
+    if len(set(counts.values()) & {int(m.group(1)), int(m.group(2))}) == 2 and "queries" in counts:
+        q = counts["queries"]
+        kv = [name for name in ("keys", "values") if counts.get(name) not in (None, q)]
+        said = [f"the {_listed([name for name in ('queries', 'keys', 'values') if counts.get(name) == q])} have {q}"]
+        for n in sorted({counts[name] for name in kv}):
+            names = [name for name in kv if counts[name] == n]
+            said.append(f"the {_listed(names)} {'have' if len(names) > 1 else 'has'} {n}, "
+                        + (f"not repeated to the queries' {q}" if n < q else f"repeated past the queries' {q}")
+                        + " (each of k and v needs repeat_kv(..., n_rep), n_rep = n_heads // n_kv_heads)")
+        if counts.get("mask") not in (None, 1, q):
+            said.append(f"the mask has {counts['mask']}, where a mask has 1 (it broadcasts over the heads) or the "
+                        f"queries' {q}")
+        return measured(f"{error}; measured at your attention call (head axis): {'; '.join(said)}")
     return candidates(f"{error}: a tensor reaching attention has another head count than the others; candidates: the "
                       "keys or the values (or both), not repeated or repeated another number of times (each needs "
                       "repeat_kv(..., n_rep) with n_rep = n_heads // n_kv_heads before attention); or a mask with a "

@@ -40,7 +40,7 @@ from .accounting_measure import (COMPONENTS, initialisers_skipped, adamw_step_st
                                  kv_cache_nbytes, meta_model, train_step_flops)
 from .accounting_reading import (Findings, IN_NUMBERS, joined, Part, difference_words, finish_findings, ratio_words, read_int,
                                  run_cases, explanations, matmuls_seen, parameter_parts, parts_apart, positions_counted,
-                                 role_components, roles_apart)
+                                 refuted, role_components, roles_apart)
 
 # The measurements and readings the notebooks and tests take from this module by name.
 from .accounting_measure import (after_one_adamw_step, block_flops, measure_parameters,  # noqa: F401
@@ -574,6 +574,9 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
                  "attention counted without T: its matmuls grow with T², not T": -attention + attention // T,
                  "the attention matmuls counted for the forward pass only: their backward does twice the forward's "
                  "4·n_layers·B·T²·n_heads·head_dim": -attention * 2 // 3,
+                 "the attention matmuls counted for n_kv_heads heads: each of the n_heads query heads does its own "
+                 "T × T matmuls with its shared key/value head, 12·n_layers·B·T²·n_heads·head_dim with their backward":
+                     attention * config.n_kv_heads // config.n_heads - attention,
                  "attention halved for the causal mask: the matmuls compute the whole T × T": -attention // 2,
                  "one of attention's two T × T matmuls is missing (QKᵀ or weights @ V, each half of the "
                  "attention's FLOPs), with its backward": -attention // 2,
@@ -617,6 +620,6 @@ def check_train_step_costs(train_step_costs, *, cases: tuple = TRAIN_CASES) -> N
     # budget 0: a training step's measurement takes about 0.1 s of CPU (per_layer), and a search of the config's
     # sizes (about 60 of them) would keep the learner waiting several seconds
     findings = run_cases(chk, train_step_costs, cases, TRAIN_KEYS, lambda c: measured_train_step(*c), explain,
-                          budget=0)
+                          budget=0, refute=lambda case, key, want: refuted(want, *train_mistakes(*case, key)))
     say_head_dim_quotient(chk, train_step_costs, findings, lambda c: measured_train_step(*c))
     finish_findings(chk, findings)

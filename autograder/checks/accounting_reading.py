@@ -264,6 +264,17 @@ def explanations(got: int, want: int, ratios: Mapping[str, float], diffs: Mappin
     return found
 
 
+def refuted(want: int, ratios: Mapping[str, float], diffs: Mapping[str, int]) -> set[str]:
+    """The named mistakes (one, or two together, spelt as explanations spells
+    them) that would give another count than `want` in a case whose count is
+    right: that case rules them out."""
+    singles = {bug: want * r for bug, r in ratios.items()} | {bug: want + d for bug, d in diffs.items()}
+    pairs = {f"{a}; and {b}": want * ra * rb for (a, ra), (b, rb) in itertools.combinations(ratios.items(), 2)}
+    pairs |= {f"{a}; and {b}": want + da + db for (a, da), (b, db) in itertools.combinations(diffs.items(), 2)}
+    pairs |= {f"{a}; and {b}": want * ra + db for (a, ra), (b, db) in itertools.product(ratios.items(), diffs.items())}
+    return {bug for bug, value in (singles | pairs).items() if not _near(value, want)}
+
+
 class Findings:
     """Per component, the mistakes that explain each failing case; a mistake
     is named only when it explains every failing case of its component."""
@@ -275,6 +286,8 @@ class Findings:
         # (key, its failures, whether it is the first key left unnamed) -> what else the failures measure, or None:
         # run only for a key no mistake names, when the line is printed
         self.measure_further = measure_further
+        self.refuted: dict[str, set[str]] = {}  # key -> the mistakes a case whose count of it is right rules out
+        self.right: dict[str, list[str]] = {}  # key -> the labels of those cases
 
     def add(self, key: str, found: set[str]) -> None:
         self.per_key.setdefault(key, []).append(found)
@@ -285,7 +298,17 @@ class Findings:
         readings: dict[str, Reading] = {}  # key -> its reading, as its first failing case reads it
         tied: dict[tuple[str, ...], list[str]] = {}  # candidates -> the keys whose counts each of them gives
         for key, sets in self.per_key.items():
-            agreed = self._agreed(sets)
+            fitting = self._agreed(sets)
+            agreed = [bug for bug in fitting if bug not in self.refuted.get(key, set())]
+            if fitting and not agreed:  # each would also change a count that is right: candidates, no more
+                one = len(fitting) == 1
+                chk.candidates(f"{key}: {count_words(len(fitting), 'known mistake')} give{'s' if one else ''} exactly "
+                               f"your counts in every failing case, but would also change the count for "
+                               f"{joined(self.right[key])}, where yours is right, so {'it is' if one else 'they are'} "
+                               f"no more than {'a candidate' if one else 'candidates'} for the failing cases: "
+                               + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(fitting, 1)))
+                tied.setdefault((), []).append(key)
+                continue
             if len(agreed) > 1:  # two mistakes give the same numbers: neither is confirmed by them
                 tied.setdefault(tuple(agreed), []).append(key)
                 continue
@@ -294,6 +317,8 @@ class Findings:
                 if isinstance(bug, Reading):
                     readings[key] = bug
         for candidates, keys in tied.items():
+            if not candidates:
+                continue
             chk.candidates(f"{joined(keys)}: {len(candidates)} different mistakes give exactly these counts in every "
                            "case (measured), so the counts alone cannot tell which one is yours; candidates: "
                            + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(candidates, 1)))
@@ -403,12 +428,13 @@ def finish_findings(chk: Check, findings: Findings) -> None:
     chk.finish()
 
 
-def run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 100) -> Findings:
+def run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 100, refute=None) -> Findings:
     """The shared loop of the dict-valued checks: call (with the case's
     arguments), read, compare, explain. An unnamed wrong count is measured
     further: a size argument off by one, else (for the first such key) one
     field of the case's config at another value, in at most `budget`
-    evaluations of build_want."""
+    evaluations of build_want. refute(case, key, want): the mistakes a case
+    whose count of key is right rules out, never named for that key."""
     def measure_further(key, failures, first):
         _, case, got = failures[0]
         return _one_size_off(fn, case, key, got, build_want) \
@@ -419,7 +445,11 @@ def run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 10
         want = build_want(case)
         value = chk.call(fn, *case, row_label=label)
         got = _read_dict(chk, chk.fn_name, label, value, keys)
-        for key in _case_row(chk, label, got, want):
+        wrong = _case_row(chk, label, got, want)
+        for key in (k for k in keys if refute and got is not None and k not in wrong):
+            findings.refuted.setdefault(key, set()).update(refute(case, key, want[key]))
+            findings.right.setdefault(key, []).append(label)
+        for key in wrong:
             findings.add(key, explain(case, key, got[key], want[key]))
             findings.failures.setdefault(key, []).append((label, case, got[key]))
             findings.first_wrong.setdefault(key, f"{key} for {label}: yours is {difference_words(got[key], want[key])} "

@@ -20,6 +20,7 @@ from .references.attention import attention_steps, repeat_kv_steps
 from .references.attention_step import attention_step_check
 from .references.heads import TILED, head_mismatch_fact, ref_repeat_kv
 from .references.hints import call_with_hints, finish_with_upstream
+from .spies import attention_operands
 
 
 
@@ -187,7 +188,8 @@ def _unrepeated(chk: Check, gqa_attention, q, k, v, kr, vr, want) -> Evidence | 
     if right_with(kr, v):
         return confirmed("the keys are not repeated (measured: with k already repeated to the query heads your "
                          "function is right): k = repeat_kv(k, n_rep), like v")
-    return head_mismatch_fact(str(chk.errors[-1] if chk.errors else ""))
+    return head_mismatch_fact(str(chk.errors[-1] if chk.errors else ""),
+                              attention_operands(gqa_attention, lambda: gqa_attention(q, k, v)))
 
 
 def check_gqa_step(gqa_step, **kw) -> None:

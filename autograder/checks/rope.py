@@ -100,26 +100,82 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
     chk.finish()
 
 
+_FIT_TOL = 1e-3   # how far (in exponent) a column may lie from a printed law theta^(b + s·i)
+_STILL = 1e-5     # rad: a column whose angles all stay this close to row 0's, unsteadily, shows no turn
+
+
+def _steady_turns(a: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """a: the tables' angles (rows, columns), each in (-π, π]. Per column, the
+    angle per row of the line through row 0 that fits the unwrapped angles
+    best, and whether every row lies on it to 0.1% of the angle turned, or to
+    the rounding of an angle read from tables with machine epsilon eps."""
+    d = a.diff(dim=0)
+    turned = d - 2 * math.pi * torch.round(d / (2 * math.pi))     # into [-π, π], a tiny turn kept exact
+    u = torch.cat((torch.zeros_like(a[:1]), turned.cumsum(dim=0)))
+    p = torch.arange(len(a), dtype=a.dtype)[:, None]
+    step = (p * u).sum(dim=0) / p.square().sum()
+    ok = ((u - p * step).abs() <= 1e-3 * p * step.abs() + 4 * eps * (a.abs() + a[:1].abs())).all(dim=0)
+    return step, ok
+
+
 def _explain_frequencies(chk: Check, cos, sin, head_dim: int, theta: float) -> None:
-    """Fit the frequencies from the learner's tables: the angle of row 1
-    (position 1) in each column, as theta^(b + s·i)."""
-    if not all(isinstance(t, torch.Tensor) and t.dim() == 2 and t.shape[0] > 1 and t.shape[1] >= head_dim // 2
-               for t in (cos, sin)):
+    """Read from the learner's tables the angle each column i < hd/2 turns per
+    position, as theta^e_i. A law theta^(b + s·i) is printed only where every
+    column's exponent lies within _FIT_TOL of it; otherwise each column's
+    exponent. Whole positions show an angle only modulo 2π: a column that
+    stays at row 0's angle up to rounding (no turn, or whole turns) gets no
+    exponent. Where the rows stop turning steadily, the rows before say it;
+    nothing is said when under three rows do."""
+    half = head_dim // 2
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 2 and t.shape[0] > 2 and t.shape[1] >= half
+               and t.dtype.is_floating_point for t in (cos, sin)) or cos.shape != sin.shape:
         return
-    angles = torch.atan2(sin.double(), cos.double())              # (T, columns)
-    freq = (angles[1] - angles[0])[: head_dim // 2]
-    if not bool((freq > 0).all()):
+    eps = max(torch.finfo(cos.dtype).eps, torch.finfo(sin.dtype).eps)
+    c, s = cos.double()[:, :half], sin.double()[:, :half]
+    if not bool(((c.square() + s.square()) - 1).abs().max() <= 4 * eps + 1e-6):
+        return                                                     # not the cosine and sine of one angle
+    a = torch.atan2(s, c)
+    near_start = (a - a[:1]).abs().amax(dim=0) < _STILL
+    rows = len(a)
+    while rows >= 3:
+        step, ok = _steady_turns(a[:rows], eps)
+        if bool((ok | near_start).all()):
+            break
+        rows -= 1
+    else:
         return
-    exps = freq.log() / math.log(theta)                            # freq_i = theta^exps_i
-    i = torch.arange(head_dim // 2, dtype=torch.float64)
-    slope = float(((exps - exps.mean()) * (i - i.mean())).sum() / (i - i.mean()).pow(2).sum())
-    intercept = float(exps.mean() - slope * i.mean())
-    if round(intercept, 3) == 0 and round(slope, 3) == round(-2 / head_dim, 3):
-        chk.measured(f"fitted from your tables: frequency i = theta^({-2 / head_dim:+.3f}·i) = theta^(-2i/head_dim), "
-                     "as expected (to 3 decimals)")
-        return
-    chk.measured(f"fitted from your tables: frequency i = theta^({intercept:+.3f} {slope:+.3f}·i); expected "
-                 f"theta^(-2i/head_dim) = theta^(0 {-2 / head_dim:+.3f}·i)")
+    still = (near_start & ~ok) | (step == 0)
+    if bool((step[~still] < 0).any()):
+        return                                                     # a column turning backwards: signs, not frequencies
+    exps = [None if z else float(f.log() / math.log(theta)) for f, z in zip(step, still.tolist())]
+    want = [-2 * k / head_dim for k in range(half)]
+    source = "your tables" if rows == len(a) else f"rows 0..{rows - 1} of your tables (row {rows} breaks their steady turn)"
+    if not any(still.tolist()):
+        i = torch.arange(half, dtype=torch.float64)
+        e = torch.tensor(exps, dtype=torch.float64)
+        slope = float(((e - e.mean()) * (i - i.mean())).sum() / (i - i.mean()).pow(2).sum())
+        intercept = float(e.mean() - slope * i.mean())
+        if bool(((intercept + slope * i) - e).abs().max() <= _FIT_TOL):
+            if round(intercept, 3) == 0 and round(slope, 3) == round(-2 / head_dim, 3):
+                chk.measured(f"fitted from {source}: frequency i = theta^({-2 / head_dim:+.3f}·i) = "
+                             "theta^(-2i/head_dim) modulo 2π, as expected (to 3 decimals)")
+            else:
+                chk.measured(f"fitted from {source}: frequency i = theta^({intercept:+.3f} {slope:+.3f}·i) modulo 2π, "
+                             f"every column i = 0..{half - 1} within {_FIT_TOL:g} of that exponent; expected "
+                             f"theta^(-2i/head_dim) = theta^(0 {-2 / head_dim:+.3f}·i)")
+            return
+    shown = ", ".join("none" if x is None else _exponent(x) for x in exps)
+    fixed = [k for k, z in enumerate(still.tolist()) if z]
+    note = (f"; column{'s' if len(fixed) > 1 else ''} {', '.join(map(str, fixed))} stay{'' if len(fixed) > 1 else 's'} "
+            f"within {_STILL:g} rad of row 0's angle, with no steady turn: no turn, or whole turns, which tables at "
+            "whole positions cannot tell apart" if fixed else f"; no line b + s·i is within {_FIT_TOL:g} of every exponent")
+    chk.measured(f"from {source}: frequency i (the angle column i turns per position, modulo 2π) is theta^e with "
+                 f"e = {shown} for i = 0..{half - 1}{note}; expected e = -2i/head_dim = {', '.join(map(_exponent, want))}")
+
+
+def _exponent(x: float) -> str:
+    text = f"{x:.3f}"
+    return "0.000" if text == "-0.000" else text
 
 
 def rope_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, dtype):

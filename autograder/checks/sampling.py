@@ -108,7 +108,25 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
         return
     kept = _kept(g)
     if not torch.equal(g[kept], xd[kept]):
-        chk.measured(f"{what} changes the values of the logits it keeps; kept entries must be the input logits unchanged")
+        # Not -inf is not the same as kept: entries the filter should drop but left finite, at a value of their
+        # own, are said as such, apart from changed values among the entries it should keep.
+        left = kept & ~kept_want & (g != xd)
+        if not bool(left.any()):
+            chk.measured(f"{what} changes the values of the logits it keeps; kept entries must be the input logits "
+                         "unchanged")
+            return
+        said = f"{what} gives "
+        if any(fact.startswith(said) for fact in chk.facts):
+            return  # said once, with the first row that shows it
+        stem = (f"{said}{'the' if bool(kept[~kept_want].all()) else 'some'} entries it should drop finite values, "
+                "not -inf, so softmax still gives them probability")
+        held = g[kept & ~kept_want].unique()
+        held = (f"{float(held[0]):.3g}" if held.numel() == 1 else
+                f"values from {float(held.min()):.3g} to {float(held.max()):.3g}")
+        chk.measured(f"{stem} ({label + ': ' if label else ''}{'no entry is -inf; ' if bool(kept.all()) else ''}"
+                     f"they hold {held}; the entries it should keep are "
+                     f"{'the input logits unchanged' if torch.equal(g[kept_want], xd[kept_want]) else 'changed too'})"
+                     "; dropped entries must be -inf")
         return
     n_got, n_want = _rows(kept), _rows(kept_want)
     chk.measured(f"{label}: tokens kept per row: {n_got}; expected {n_want}")
@@ -566,7 +584,25 @@ def _measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: to
             return
     t_eff = _fitted_temperature(freq, row, n_draws)
     if t_eff is not None and support > 2 and distinct <= support:
-        chk.measured(f"{label}: your frequencies follow softmax(logits / {t_eff:.2f}); expected temperature {T}")
+        # A least-squares slope exists for any frequencies: the temperature is printed only where its softmax
+        # reproduces every drawn token's frequency within the draws' noise, and otherwise the closest any
+        # temperature on a grid comes.
+        bound = 5 * (0.25 / n_draws) ** 0.5   # 5 standard deviations of a frequency, at its widest
+        grid = torch.cat((torch.tensor([t_eff], dtype=torch.float64), torch.logspace(-2, 2, 929, dtype=torch.float64)))
+        fitted = torch.zeros(len(grid), len(freq), dtype=torch.float64)
+        fitted[:, drawn] = (row.double()[drawn] / grid[:, None]).softmax(-1)
+        off = (fitted - freq.double()).abs().amax(-1)
+        if float(off[0]) > bound:
+            best = int(off.argmin())
+            if float(off[best]) > bound:
+                chk.measured(f"{label}: no softmax(logits / T) gives your frequencies: at every T from 0.01 to 100 "
+                             f"(1% steps, and the least-squares fit {t_eff:.2f}) some drawn token is off by "
+                             f"{float(off.min()):.3f} or more, beyond the draws' noise ({bound:.3f} = 5 standard "
+                             f"deviations of {n_draws} draws); expected temperature {T}")
+                return
+            t_eff = float(grid[best])
+        chk.measured(f"{label}: your frequencies follow softmax(logits / {t_eff:.2f}) (every drawn token within "
+                     f"{bound:.3f}, 5 standard deviations of {n_draws} draws); expected temperature {T}")
         if T != 1 and abs(t_eff - 1) < 0.1 * max(1, abs(T - 1)) and abs(t_eff - T) > 0.2 * abs(T - 1):
             chk.diagnose("the temperature has no effect on the draws: divide the LOGITS by the temperature before "
                          "the softmax (dividing probabilities changes nothing once the draw renormalises them)")

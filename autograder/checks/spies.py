@@ -1,5 +1,5 @@
-"""What the learner's code hands to attention: the head counts of q, k and v
-at the first attention call, seen by briefly standing in for the attention
+"""What the learner's code hands to attention: the head counts of q, k, v
+(and a mask) at the first attention call, seen by briefly standing in for the attention
 functions their code calls by name (and torch's SDPA). Used after a head-axis
 error to say WHICH of k and v was left unrepeated, from a measurement."""
 from __future__ import annotations
@@ -23,12 +23,27 @@ class _Seen(Exception):
 def attention_heads(fn, call) -> tuple[int, int, int] | None:
     """(q heads, k heads, v heads) of the first attention call made while
     `call()` runs the learner's `fn` (a function, class or module); None when
-    no attention call was seen before it raised or returned. The learner's
-    globals and F's attribute are restored afterwards."""
+    no attention call was seen before it raised or returned."""
+    heads = attention_operands(fn, call)
+    return None if heads is None else (heads["queries"], heads["keys"], heads["values"])
+
+
+def attention_operands(fn, call) -> dict[str, int | None] | None:
+    """The head axis (dim -3) of each tensor the first attention call gets
+    while `call()` runs the learner's `fn`: "queries", "keys", "values", and
+    "mask" where a mask tensor is passed (None for a mask of under 3 dims,
+    which has no head axis); None when no attention call was seen before it
+    raised or returned. The learner's globals and F's attribute are restored
+    afterwards."""
     seen: list = []
 
     def stand_in(q, k, v, *args, **kwargs):
-        seen.append(tuple(t.shape[-3] if isinstance(t, torch.Tensor) and t.dim() >= 3 else None for t in (q, k, v)))
+        heads = {name: t.shape[-3] if isinstance(t, torch.Tensor) and t.dim() >= 3 else None
+                 for name, t in (("queries", q), ("keys", k), ("values", v))}
+        masks = [t for t in (*args, kwargs.get("attn_mask"), kwargs.get("mask")) if isinstance(t, torch.Tensor)]
+        if masks:
+            heads["mask"] = masks[0].shape[-3] if masks[0].dim() >= 3 else None
+        seen.append(heads)
         raise _Seen
 
     spaces = globals_of(fn)
@@ -46,7 +61,7 @@ def attention_heads(fn, call) -> tuple[int, int, int] | None:
         F.scaled_dot_product_attention = original_sdpa
         for g, n, value in saved:
             g[n] = value
-    return seen[0] if seen and None not in seen[0] else None
+    return seen[0] if seen and None not in (seen[0]["queries"], seen[0]["keys"], seen[0]["values"]) else None
 
 
 def unrepeated_bug(heads: tuple[int, int, int] | None) -> str | None:

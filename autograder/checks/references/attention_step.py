@@ -20,9 +20,9 @@ from ..framework.calling import guarded_call
 from ..framework.check import Check
 from ..framework.failure import CheckFailed
 from ..framework.measure import randn
-from ..spies import attention_heads, unrepeated_bug
+from ..spies import attention_operands, unrepeated_bug
 from .attention import ref_mask
-from .heads import TILED, head_mismatch_fact, ref_repeat_kv
+from .heads import HEAD_MISMATCH, TILED, head_mismatch_fact, ref_repeat_kv
 from .hints import finish_with_upstream
 from .rope import ref_angles, ref_rotate, rotated_after_update, rotated_with_the_cache
 
@@ -42,10 +42,10 @@ def call_naming_cat_axis(chk: Check, fn, *args):
         if m and m.group(1) not in ("2", "-2") and "concatenated along the wrong axis" not in str(err):
             raise err.with_likely_bug(f"KV cache concatenated along the wrong axis (dim={m.group(1)}); "
                                       "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)") from None
-        fact = head_mismatch_fact(text)
-        if fact:
-            bug = unrepeated_bug(attention_heads(fn, lambda: fn(*args)))
-            raise (err.with_likely_bug(bug) if bug else err.with_line(fact)) from None
+        if HEAD_MISMATCH.search(text):
+            operands = attention_operands(fn, lambda: fn(*args))
+            bug = unrepeated_bug(operands and (operands["queries"], operands["keys"], operands["values"]))
+            raise (err.with_likely_bug(bug) if bug else err.with_line(head_mismatch_fact(text, operands))) from None
         if re.search(r"must match the size of tensor|shape of the mask|attn_mask", text) and len(args) == 6:
             found = _attention_inputs(fn, args)
             if found is not None:

@@ -505,6 +505,8 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         # another's place; otherwise the line that made the value read is still the place.
         if _reference_reads(reference, owned[k], first.input_shapes[k] if k < len(first.input_shapes) else None):
             return first, None, None, "value"
+        if not owned[k]:
+            return _made_wrong(first, ops, j, found, given, None)
         return ops[j], first, None, "role"
     if layout_only and j >= 0 and _cast_only(ops[j], (first.slots or [0] * len(first.inputs))[k], reference, wanted,
                                              paths):
@@ -514,7 +516,35 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
     if lagging and not layout_only and _step_taken_as_identity(ops, j, first, reference, paths):
         return None  # the step is there, on a number that comes out 1 (or 0): no step is missing, and no line
         # can be told from the values, which are those the step would leave alone
+    if not lagging and not layout_only and not owned[k]:
+        return _made_wrong(first, ops, j, found, given, best)
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _made_wrong(first: Op, ops: list[Op], j: int, found: list, given: dict | None, best: Op | None):
+    """The blame for a call that reads, where the reference reads another value, a value the reference never
+    computes (a constant made on the line, a route only a later match vouched for): no right value sits in a
+    wrong place, a value is made wrongly. Its maker's line is named when that call read only values the
+    reference has (so no earlier line made a value the reference never computes); else the call itself."""
+    maker = ops[j]
+    if maker.factory or (maker.file, maker.line) == (first.file, first.line) or not maker.inputs:
+        return first, None, best, "value"
+    # The calls before it that made the first values the reference never computes (each read only values the
+    # reference has): the maker's line is the first such line only when they all sit on it.
+    roots, todo, seen = set(), [j], set()
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        unmatched = [m for m, owners in zip(ops[i].inputs, input_owners(ops[i], ops, found, given)) if not owners]
+        if any(m < 0 for m in unmatched):
+            return first, None, best, "value"   # an input of the call the reference has not: no line made it
+        roots |= {(ops[i].file, ops[i].line)} if not unmatched else set()
+        todo += unmatched
+    if roots != {(maker.file, maker.line)}:
+        return first, None, best, "value"
+    return maker, first, None, "value"
 
 
 def _step_taken_as_identity(ops: list[Op], j: int, first: Op, reference: Trace, paths: list) -> bool:
@@ -726,6 +756,12 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         if earlier is not None:
             facts.append(earlier)
     (file, line, function), second = blamed_lines(blamed, also)
+    if how == "value" and blamed is not first:
+        k = first.inputs.index(blamed.index) if blamed.index in first.inputs else 0
+        slot = (first.slots or [0] * len(first.inputs))[k] if k < len(first.inputs) else 0
+        if slot < len(blamed.outputs):
+            facts.insert(0, f"line {second or line}'s {first.name} reads the value the {blamed.name} here makes, one "
+                            f"the reference never computes: {describe_value(blamed.outputs[slot])}")
     if how == "layout":
         facts.insert(0, f"the value line {line} makes reaches line {second or line} in another layout than the "
                         f"reference's {counterpart.name} reads")
@@ -772,7 +808,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
             return None  # the sizes come from names bound on several lines: any of them may be wrong
         if bound is not None and bound != line:
             how, second = "sizes", bound
-    if how == "value" and sizes is None and first.name in SIZED_OPS:
+    if how == "value" and sizes is None and first.name in SIZED_OPS and blamed is first:
         written = _number_written_in(file, line)
         if written is not None:
             name, value, bound = written

@@ -507,6 +507,8 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
             return first, None, None, "value"
         if not owned[k]:
             return _made_wrong(first, ops, j, found, given, None)
+        if _relaid(first, ops, j, (first.slots or [0] * len(first.inputs))[k]):
+            return first, None, None, "shape"  # the right numbers given a shape of its own: no value is out of place
         return ops[j], first, None, "role"
     if layout_only and j >= 0 and _cast_only(ops[j], (first.slots or [0] * len(first.inputs))[k], reference, wanted,
                                              paths):
@@ -519,6 +521,17 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
     if not lagging and not layout_only and not owned[k]:
         return _made_wrong(first, ops, j, found, given, best)
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _relaid(first: Op, ops: list[Op], j: int, slot: int) -> bool:
+    """Whether `first` only lays out anew the very numbers it read from op j (a [None], a reshape): its result
+    holds them all, in another shape."""
+    if first.name not in LAYOUT_OPS | {"__getitem__"} or not first.outputs or slot >= len(ops[j].outputs):
+        return False
+    mine, read = first.outputs[0], ops[j].outputs[slot]
+    return (isinstance(mine, torch.Tensor) and isinstance(read, torch.Tensor) and mine.dtype == read.dtype
+            and mine.numel() == read.numel() > 0 and tuple(mine.shape) != tuple(read.shape)
+            and torch.equal(mine.flatten().sort().values, read.flatten().sort().values))
 
 
 def _made_wrong(first: Op, ops: list[Op], j: int, found: list, given: dict | None, best: Op | None):
@@ -762,6 +775,13 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         if slot < len(blamed.outputs):
             facts.insert(0, f"line {second or line}'s {first.name} reads the value the {blamed.name} here makes, one "
                             f"the reference never computes: {describe_value(blamed.outputs[slot])}")
+    if how == "shape":
+        owners = input_owners(first, ops, seen.found, seen.given)
+        theirs = [owner_value(reference, o) for owned in owners for o in owned]
+        shapes = sorted({tuple(t.shape) for t in theirs if isinstance(t, torch.Tensor)})
+        if not shapes:
+            return None
+        facts.append(f"the reference has these numbers in shape {' or '.join(str(s) for s in shapes[:2])}")
     if how == "layout":
         facts.insert(0, f"the value line {line} makes reaches line {second or line} in another layout than the "
                         f"reference's {counterpart.name} reads")

@@ -36,6 +36,7 @@ import torch
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
+from .kinds import input_owners, made_wrong, relaid, step_taken_as_identity, taken_later_here
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -382,20 +383,6 @@ def _permutation_of(mine: torch.Tensor, ref: torch.Tensor, any_shape: bool = Fal
     return bool(values_close(a, b, tolerance_for(mine.dtype)))
 
 
-def input_owners(op: Op, ops: list[Op], found: list, given: dict | None = None) -> list[set]:
-    """For each tensor `op` read: the reference owners its value matches
-    (given: those of the call's inputs and of the leaves, by owner code)."""
-    owned = []
-    for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs)):
-        if j <= -2:
-            owned.append(set(given[j]) if given and j in given else {(j, 0)} if j > LEAF else set())
-        elif j >= 0 and slot < len(found[j]):
-            owned.append(set(found[j][slot]))
-        else:
-            owned.append(set())
-    return owned
-
-
 def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dict | None = None):
     """(op to blame, a second op or None, the reference's call of the same
     kind, how) for the frontier op `first`, or None when no line can be
@@ -506,8 +493,8 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         if _reference_reads(reference, owned[k], first.input_shapes[k] if k < len(first.input_shapes) else None):
             return first, None, None, "value"
         if not owned[k]:
-            return _made_wrong(first, ops, j, found, given, None)
-        if _relaid(first, ops, j, (first.slots or [0] * len(first.inputs))[k]):
+            return made_wrong(first, ops, j, found, given, None)
+        if relaid(first, ops, j, (first.slots or [0] * len(first.inputs))[k]):
             return first, None, None, "shape"  # the right numbers given a shape of its own: no value is out of place
         return ops[j], first, None, "role"
     if layout_only and j >= 0 and _cast_only(ops[j], (first.slots or [0] * len(first.inputs))[k], reference, wanted,
@@ -515,67 +502,22 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
     if lagging and not layout_only and steps_joined_after(first, ops, reference, paths):
         return first, None, best, "value"  # the steps are there, on a branch the next calls meet: an order
-    if lagging and not layout_only and _step_taken_as_identity(ops, j, first, reference, paths):
+    if lagging and not layout_only and step_taken_as_identity(ops, j, first, reference, paths):
         return None  # the step is there, on a number that comes out 1 (or 0): no step is missing, and no line
         # can be told from the values, which are those the step would leave alone
     if not lagging and not layout_only and not owned[k]:
-        return _made_wrong(first, ops, j, found, given, best)
+        return made_wrong(first, ops, j, found, given, best)
+    if lagging and not layout_only:
+        # "A step is missing" only where the code lacks it: a value the reference reads here that the code makes
+        # too is read in its place (the token where the sequence so far belongs); steps the same call of the
+        # function takes later, on what this call made, are there in another order (an eps added after the rsqrt,
+        # a cast moved before them): this call's value is one the reference never computes.
+        maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
+        if maker is not None and maker.index != j:
+            return first, maker, best, "read"
+        if taken_later_here(first, ops, reference, paths):
+            return first, None, best, "value"
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
-
-
-def _relaid(first: Op, ops: list[Op], j: int, slot: int) -> bool:
-    """Whether `first` only lays out anew the very numbers it read from op j (a [None], a reshape): its result
-    holds them all, in another shape."""
-    if first.name not in LAYOUT_OPS | {"__getitem__"} or not first.outputs or slot >= len(ops[j].outputs):
-        return False
-    mine, read = first.outputs[0], ops[j].outputs[slot]
-    return (isinstance(mine, torch.Tensor) and isinstance(read, torch.Tensor) and mine.dtype == read.dtype
-            and mine.numel() == read.numel() > 0 and tuple(mine.shape) != tuple(read.shape)
-            and torch.equal(mine.flatten().sort().values, read.flatten().sort().values))
-
-
-def _made_wrong(first: Op, ops: list[Op], j: int, found: list, given: dict | None, best: Op | None):
-    """The blame for a call that reads, where the reference reads another value, a value the reference never
-    computes (a constant made on the line, a route only a later match vouched for): no right value sits in a
-    wrong place, a value is made wrongly. Its maker's line is named when that call read only values the
-    reference has (so no earlier line made a value the reference never computes); else the call itself."""
-    maker = ops[j]
-    if maker.factory or (maker.file, maker.line) == (first.file, first.line) or not maker.inputs:
-        return first, None, best, "value"
-    # The calls before it that made the first values the reference never computes (each read only values the
-    # reference has): the maker's line is the first such line only when they all sit on it.
-    roots, todo, seen = set(), [j], set()
-    while todo:
-        i = todo.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        unmatched = [m for m, owners in zip(ops[i].inputs, input_owners(ops[i], ops, found, given)) if not owners]
-        if any(m < 0 for m in unmatched):
-            return first, None, best, "value"   # an input of the call the reference has not: no line made it
-        roots |= {(ops[i].file, ops[i].line)} if not unmatched else set()
-        todo += unmatched
-    if roots != {(maker.file, maker.line)}:
-        return first, None, best, "value"
-    return maker, first, None, "value"
-
-
-def _step_taken_as_identity(ops: list[Op], j: int, first: Op, reference: Trace, paths: list) -> bool:
-    """Whether the learner's code takes, between op j and `first`, a step of
-    a kind the reference takes there, one that left its input unchanged (a
-    division by sqrt(head_dim // n_heads) = 1): the value then looks like
-    one that skipped the step."""
-    kinds = {base_name(reference.ops[i].name) for p in paths if p for i in p
-             if reference.ops[i].name not in LAYOUT_OPS}
-    for op in ops[max(j, 0):first.index]:
-        if base_name(op.name) not in kinds or not op.outputs or not isinstance(op.outputs[0], torch.Tensor):
-            continue
-        for i in op.inputs:
-            if i >= 0 and ops[i].outputs and isinstance(ops[i].outputs[0], torch.Tensor) and \
-                    tuple(ops[i].outputs[0].shape) == tuple(op.outputs[0].shape) and \
-                    torch.equal(ops[i].outputs[0], op.outputs[0]):
-                return True
-    return False
 
 
 def _made_through(ops: list[Op], j: int, kind: str) -> bool:
@@ -807,7 +749,13 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
                         f"{counterpart.name} reads another value" + (", one that line makes too"
                                                                      if how == "swapped" else ""))
     elif how == "read":
-        facts.insert(0, f"your {first.name} reads an argument of your function where the reference's "
+        owners = input_owners(first, ops, seen.found, seen.given)
+        theirs = list(zip(counterpart.inputs, counterpart.slots or [0] * len(counterpart.inputs)))
+        read = [j for j, wanted, owned in zip(first.inputs, theirs, owners) if wanted not in owned]
+        what = "another value" if not read or read[0] <= LEAF else "an argument of your function" if read[0] < 0 else \
+            f"the value your {ops[read[0]].name} makes" + (f" on line {ops[read[0]].line}"
+                                                          if ops[read[0]].file == first.file else "")
+        facts.insert(0, f"your {first.name} reads {what} where the reference's "
                         f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
                         "makes too")
     elif how in ("twice", "ahead"):

@@ -36,7 +36,7 @@ import torch
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
-from .kinds import input_owners, made_wrong, relaid, step_taken_as_identity, taken_later_here
+from .kinds import input_owners, made_wrong, out_of_place, relaid, step_taken_as_identity, taken_later_here
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -654,7 +654,9 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     # call the reference never makes may be another right route whose result only a later mistake spoiled.
     # So is one that reads an argument where the reference's call reads a value the learner made too.
     sure = [i for i in frontier if blames[i] is not None and blames[i][2] is not None and (
-        blames[i][3] == "value" and same_kind(ops[i], blames[i][2]) or blames[i][3] in ("read", "swapped"))]
+        blames[i][3] == "value" and same_kind(ops[i], blames[i][2]) or blames[i][3] == "swapped" or
+        blames[i][3] == "read" and all(-1000 < j < 0 for j in out_of_place(ops[i], blames[i][2], ops, seen.found,
+                                                                          seen.given)))]
     # A call made inside a library component (a module's forward, tinylm) got its arguments there, from what
     # the learner's line passed: a wrong value the learner's own code made earlier comes first.
     direct = [i for i in frontier if not ops[i].inside]
@@ -749,9 +751,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
                         f"{counterpart.name} reads another value" + (", one that line makes too"
                                                                      if how == "swapped" else ""))
     elif how == "read":
-        owners = input_owners(first, ops, seen.found, seen.given)
-        theirs = list(zip(counterpart.inputs, counterpart.slots or [0] * len(counterpart.inputs)))
-        read = [j for j, wanted, owned in zip(first.inputs, theirs, owners) if wanted not in owned]
+        read = out_of_place(first, counterpart, ops, seen.found, seen.given)
         what = "another value" if not read or read[0] <= LEAF else "an argument of your function" if read[0] < 0 else \
             f"the value your {ops[read[0]].name} makes" + (f" on line {ops[read[0]].line}"
                                                           if ops[read[0]].file == first.file else "")

@@ -27,11 +27,20 @@ def input_owners(op: Op, ops: list[Op], found: list, given: dict | None = None) 
     return owned
 
 
+def out_of_place(first: Op, counterpart: Op, ops: list[Op], found: list, given: dict | None) -> list[int]:
+    """The producers of what `first` reads where its counterpart reads another value."""
+    owners = input_owners(first, ops, found, given)
+    theirs = zip(counterpart.inputs, counterpart.slots or [0] * len(counterpart.inputs))
+    return [j for j, wanted, owned in zip(first.inputs, theirs, owners) if wanted not in owned]
+
+
 def made_wrong(first: Op, ops: list[Op], j: int, found: list, given: dict | None, best: Op | None):
     """The blame for a call that reads, where the reference reads another value, a value the reference never
     computes (a constant made on the line, a route only a later match vouched for): no right value sits in a
     wrong place, a value is made wrongly. Its maker's line is named when that call read only values the
     reference has (so no earlier line made a value the reference never computes); else the call itself."""
+    if best is not None and not (first.outputs and best.outputs and first.outputs[0].dtype == best.outputs[0].dtype):
+        best = None  # values of two dtypes: paired by name, not by value, so none is set beside it
     maker = ops[j]
     if maker.factory or (maker.file, maker.line) == (first.file, first.line) or not maker.inputs:
         return first, None, best, "value"
@@ -66,17 +75,18 @@ def relaid(first: Op, ops: list[Op], j: int, slot: int) -> bool:
 
 def taken_later_here(first: Op, ops: list[Op], reference: Trace, paths: list) -> bool:
     """Whether every computing step the reference takes between a value and its call is taken, on a value
-    computed from `first`'s result, by the same run of the same function (not by the next block's norm, nor
-    by the next step of a loop in the caller)."""
+    computed from `first`'s result and not on what `first` read, by the same run of the same function (not by
+    the next block's norm, nor by the next step of a loop in the caller)."""
     if not first.stack:
         return False
     frame = first.stack[0][2:]
     steps = {base_name(reference.ops[i].name) for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS}
-    later, taken = {first.index}, set()
+    later, taken, read = {first.index}, set(), {i for i in first.inputs if i >= 0}
     for op in ops[first.index + 1:]:
         if any(i in later for i in op.inputs) and op.stack and op.stack[0][2:] == frame:
             later.add(op.index)
-            taken |= _FUSED.get(base_name(op.name), {base_name(op.name)})
+            if not read & set(op.inputs):  # a step that also reads what `first` read (the next residual's add) is
+                taken |= _FUSED.get(base_name(op.name), {base_name(op.name)})  # another step, not this one moved
     return bool(steps) and steps <= taken
 
 

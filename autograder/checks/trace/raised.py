@@ -374,14 +374,16 @@ def _short(value) -> str:
 def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
     """Where a result's dtype is fixed: a call that makes a tensor from no
     tensor at all (torch.zeros, torch.tensor, arange...) with a floating
-    dtype other than `want`, on the output's path. Only when it is one line."""
+    dtype other than `want`, the result's own, on the output's path. Only
+    when it is one line."""
     outputs = tensors_in(learner.result)
     if learner.truncated or not outputs or outputs[0].dtype == want:
         return None
     ops = learner.ops
     on_path = ancestors(ops, [learner.producer.get(id(t), -1) for t in outputs])
     made = [ops[i] for i in sorted(on_path) if ops[i].factory and ops[i].outputs
-            and ops[i].outputs[0].is_floating_point() and ops[i].outputs[0].dtype != want]
+            and ops[i].outputs[0].is_floating_point() and ops[i].outputs[0].dtype != want
+            and ops[i].outputs[0].dtype == outputs[0].dtype]
     if len({(op.file, op.line) for op in made}) != 1:
         return None
     op = made[0]

@@ -100,3 +100,10 @@ def test_an_index_out_of_bounds_is_not_blamed_on_a_shape():
 def test_a_shape_said_wrong_says_no_later_line_raises_when_its_own_line_does():
     message = _message("fresh5", "03", "causal_attention", "q @ k.T")
     assert "a later line raises" not in message
+
+
+def test_a_preallocated_float32_result_is_named_where_its_dtype_is_fixed():
+    # torch.zeros without dtype= makes float32 whatever x is; the slices copied into it are float64 and right
+    where = _line(_message("fresh6", "07", "repeat_kv", "out = torch.zeros(B, n_kv * n_rep, T, hd)"), "Where:")
+    assert VALUE not in where and "out[:, h] = x[:, h // n_rep]" not in where
+    assert where.startswith("Where: line 5 ") and "a dtype is fixed here" in where and "zeros makes a new float32" in where

@@ -157,7 +157,7 @@ KIND_WORDS = {
     "number": "the first wrong value, made on the other line, reads a number bound here",
     "sizes": "the sizes this call is given differ from the reference's; they are read on the other line",
     "offset": "this slice has the shape of the reference's, not its bounds: it reads other entries",
-    "shape": "the value made here has the reference's numbers in another shape, and a later line raises on it",
+    "shape": "the value made here has the reference's numbers in another shape",
     "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "grad": "the gradient stops here",
     "raises": "it raises here",

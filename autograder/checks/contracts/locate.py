@@ -28,8 +28,10 @@ def locate_regime(fn, contract, regime, args, kwargs, error, got, want):
         if regime.grad and mine.error is None:
             return trace.locate_grad_cut(mine)
         found = trace.locate_raise(mine, theirs) if mine.error is not None else trace.locate(mine, theirs)
-        if found is None and mine.error is None and regime.dtype is not None:
-            found = trace.locate_dtype(mine, regime.dtype)
+        if mine.error is None and regime.dtype is not None:
+            # a tensor made new, in the dtype the result has, on the result's path fixes that dtype: its line comes
+            # before a value that is only one the reference never has (a slice read into a preallocated float32 out)
+            found = trace.locate_dtype(mine, regime.dtype) or found
         return number_first(found, fn, contract.exercise, contract.reference, args, kwargs)
     except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
         return None

@@ -9,6 +9,9 @@ those before it:
           Analysis: which values are matched, good, and the frontier);
   rounding finds, for a step that fails, an earlier value matched only
           up to a float16 / bfloat16 detour's rounding (rounded_before);
+  kinds   tells which kind of place a call is: a right value in another's
+          place, a value made wrongly, right numbers in another shape, steps
+          taken in another order (made_wrong, relaid, taken_later_here);
   explain names the place of the first wrong value and what is said about
           it (Located, locate, locate_numbers, locate_grad_cut);
   numbers the earlier line binding a Python number the located line

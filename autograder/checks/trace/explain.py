@@ -36,6 +36,7 @@ import torch
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
+from .kinds import input_owners, made_wrong, out_of_place, relaid, step_taken_as_identity, taken_later_here
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -382,20 +383,6 @@ def _permutation_of(mine: torch.Tensor, ref: torch.Tensor, any_shape: bool = Fal
     return bool(values_close(a, b, tolerance_for(mine.dtype)))
 
 
-def input_owners(op: Op, ops: list[Op], found: list, given: dict | None = None) -> list[set]:
-    """For each tensor `op` read: the reference owners its value matches
-    (given: those of the call's inputs and of the leaves, by owner code)."""
-    owned = []
-    for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs)):
-        if j <= -2:
-            owned.append(set(given[j]) if given and j in given else {(j, 0)} if j > LEAF else set())
-        elif j >= 0 and slot < len(found[j]):
-            owned.append(set(found[j][slot]))
-        else:
-            owned.append(set())
-    return owned
-
-
 def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dict | None = None):
     """(op to blame, a second op or None, the reference's call of the same
     kind, how) for the frontier op `first`, or None when no line can be
@@ -505,34 +492,32 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         # another's place; otherwise the line that made the value read is still the place.
         if _reference_reads(reference, owned[k], first.input_shapes[k] if k < len(first.input_shapes) else None):
             return first, None, None, "value"
+        if not owned[k]:
+            return made_wrong(first, ops, j, found, given, None)
+        if relaid(first, ops, j, (first.slots or [0] * len(first.inputs))[k]):
+            return first, None, None, "shape"  # the right numbers given a shape of its own: no value is out of place
         return ops[j], first, None, "role"
     if layout_only and j >= 0 and _cast_only(ops[j], (first.slots or [0] * len(first.inputs))[k], reference, wanted,
                                              paths):
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
     if lagging and not layout_only and steps_joined_after(first, ops, reference, paths):
         return first, None, best, "value"  # the steps are there, on a branch the next calls meet: an order
-    if lagging and not layout_only and _step_taken_as_identity(ops, j, first, reference, paths):
+    if lagging and not layout_only and step_taken_as_identity(ops, j, first, reference, paths):
         return None  # the step is there, on a number that comes out 1 (or 0): no step is missing, and no line
         # can be told from the values, which are those the step would leave alone
+    if not lagging and not layout_only and not owned[k]:
+        return made_wrong(first, ops, j, found, given, best)
+    if lagging and not layout_only:
+        # "A step is missing" only where the code lacks it: a value the reference reads here that the code makes
+        # too is read in its place (the token where the sequence so far belongs); steps the same call of the
+        # function takes later, on what this call made, are there in another order (an eps added after the rsqrt,
+        # a cast moved before them): this call's value is one the reference never computes.
+        maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
+        if maker is not None and maker.index != j:
+            return first, maker, best, "read"
+        if taken_later_here(first, ops, reference, paths):
+            return first, None, best, "value"
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
-
-
-def _step_taken_as_identity(ops: list[Op], j: int, first: Op, reference: Trace, paths: list) -> bool:
-    """Whether the learner's code takes, between op j and `first`, a step of
-    a kind the reference takes there, one that left its input unchanged (a
-    division by sqrt(head_dim // n_heads) = 1): the value then looks like
-    one that skipped the step."""
-    kinds = {base_name(reference.ops[i].name) for p in paths if p for i in p
-             if reference.ops[i].name not in LAYOUT_OPS}
-    for op in ops[max(j, 0):first.index]:
-        if base_name(op.name) not in kinds or not op.outputs or not isinstance(op.outputs[0], torch.Tensor):
-            continue
-        for i in op.inputs:
-            if i >= 0 and ops[i].outputs and isinstance(ops[i].outputs[0], torch.Tensor) and \
-                    tuple(ops[i].outputs[0].shape) == tuple(op.outputs[0].shape) and \
-                    torch.equal(ops[i].outputs[0], op.outputs[0]):
-                return True
-    return False
 
 
 def _made_through(ops: list[Op], j: int, kind: str) -> bool:
@@ -669,7 +654,9 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     # call the reference never makes may be another right route whose result only a later mistake spoiled.
     # So is one that reads an argument where the reference's call reads a value the learner made too.
     sure = [i for i in frontier if blames[i] is not None and blames[i][2] is not None and (
-        blames[i][3] == "value" and same_kind(ops[i], blames[i][2]) or blames[i][3] in ("read", "swapped"))]
+        blames[i][3] == "value" and same_kind(ops[i], blames[i][2]) or blames[i][3] == "swapped" or
+        blames[i][3] == "read" and all(-1000 < j < 0 for j in out_of_place(ops[i], blames[i][2], ops, seen.found,
+                                                                          seen.given)))]
     # A call made inside a library component (a module's forward, tinylm) got its arguments there, from what
     # the learner's line passed: a wrong value the learner's own code made earlier comes first.
     direct = [i for i in frontier if not ops[i].inside]
@@ -726,6 +713,19 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         if earlier is not None:
             facts.append(earlier)
     (file, line, function), second = blamed_lines(blamed, also)
+    if how == "value" and blamed is not first:
+        k = first.inputs.index(blamed.index) if blamed.index in first.inputs else 0
+        slot = (first.slots or [0] * len(first.inputs))[k] if k < len(first.inputs) else 0
+        if slot < len(blamed.outputs):
+            facts.insert(0, f"line {second or line}'s {first.name} reads the value the {blamed.name} here makes, one "
+                            f"the reference never computes: {describe_value(blamed.outputs[slot])}")
+    if how == "shape":
+        owners = input_owners(first, ops, seen.found, seen.given)
+        theirs = [owner_value(reference, o) for owned in owners for o in owned]
+        shapes = sorted({tuple(t.shape) for t in theirs if isinstance(t, torch.Tensor)})
+        if not shapes:
+            return None
+        facts.append(f"the reference has these numbers in shape {' or '.join(str(s) for s in shapes[:2])}")
     if how == "layout":
         facts.insert(0, f"the value line {line} makes reaches line {second or line} in another layout than the "
                         f"reference's {counterpart.name} reads")
@@ -751,7 +751,11 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
                         f"{counterpart.name} reads another value" + (", one that line makes too"
                                                                      if how == "swapped" else ""))
     elif how == "read":
-        facts.insert(0, f"your {first.name} reads an argument of your function where the reference's "
+        read = out_of_place(first, counterpart, ops, seen.found, seen.given)
+        what = "another value" if not read or read[0] <= LEAF else "an argument of your function" if read[0] < 0 else \
+            f"the value your {ops[read[0]].name} makes" + (f" on line {ops[read[0]].line}"
+                                                          if ops[read[0]].file == first.file else "")
+        facts.insert(0, f"your {first.name} reads {what} where the reference's "
                         f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
                         "makes too")
     elif how in ("twice", "ahead"):
@@ -772,7 +776,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
             return None  # the sizes come from names bound on several lines: any of them may be wrong
         if bound is not None and bound != line:
             how, second = "sizes", bound
-    if how == "value" and sizes is None and first.name in SIZED_OPS:
+    if how == "value" and sizes is None and first.name in SIZED_OPS and blamed is first:
         written = _number_written_in(file, line)
         if written is not None:
             name, value, bound = written

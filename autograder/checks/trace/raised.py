@@ -76,7 +76,10 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
                         f"{tuple(failed.input_shapes[0]) if failed.input_shapes else '?'}, and raises "
                         f"({_error_line(learner.error)})"], kind="view")
     shapes = {tuple(t.shape) for op in reference.ops for t in op.outputs} | {tuple(t.shape) for t in reference.inputs}
-    for j, slot in zip(failed.inputs, failed.slots or [0] * len(failed.inputs)):
+    # An index out of bounds raises on the index's numbers in any shape: a value read in a shape of its own is
+    # then no account of the error (gather's (B, T, 1) index holding the padding's -100).
+    in_shape = not _INDEX_VALUE_ERROR.search(str(learner.error))
+    for j, slot in zip(failed.inputs, failed.slots or [0] * len(failed.inputs)) if in_shape else []:
         if j < 0 or slot >= len(learner.ops[j].outputs) or not seen.found[j][slot]:
             continue
         value = learner.ops[j].outputs[slot]
@@ -129,6 +132,9 @@ def _reshaped_input(learner: Trace, seen: "Analysis", reference: Trace, op: Op) 
 
 # Calls that return a view of their input's memory and raise when its strides cannot express the new shape.
 _STRIDED_VIEWS = {"view", "view_as"}
+
+
+_INDEX_VALUE_ERROR = re.compile(r"index -?\d+ is out of bounds|index out of range")
 
 
 _STRIDE_ERROR = "view size is not compatible with input tensor's size and stride"
@@ -368,14 +374,16 @@ def _short(value) -> str:
 def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
     """Where a result's dtype is fixed: a call that makes a tensor from no
     tensor at all (torch.zeros, torch.tensor, arange...) with a floating
-    dtype other than `want`, on the output's path. Only when it is one line."""
+    dtype other than `want`, the result's own, on the output's path. Only
+    when it is one line."""
     outputs = tensors_in(learner.result)
     if learner.truncated or not outputs or outputs[0].dtype == want:
         return None
     ops = learner.ops
     on_path = ancestors(ops, [learner.producer.get(id(t), -1) for t in outputs])
     made = [ops[i] for i in sorted(on_path) if ops[i].factory and ops[i].outputs
-            and ops[i].outputs[0].is_floating_point() and ops[i].outputs[0].dtype != want]
+            and ops[i].outputs[0].is_floating_point() and ops[i].outputs[0].dtype != want
+            and ops[i].outputs[0].dtype == outputs[0].dtype]
     if len({(op.file, op.line) for op in made}) != 1:
         return None
     op = made[0]

@@ -254,6 +254,9 @@ class Recorder(TorchFunctionMode):
                 factory=not inputs, grad_out=any(t.requires_grad for t in outs), stack=stack, inside=inside)
         self.ops.append(op)
         for k, t in enumerate(outs):
+            if inside and not inplace and any(t is i for i in inputs):
+                continue  # a library's call giving back the very tensor it read (a model's .long() of int64 ids)
+                # made nothing: the value keeps its maker, not the line that called the library
             self.producer[id(t)] = index
             self.slot[id(t)] = k
         self.alive += inputs + outs

@@ -62,7 +62,8 @@ from .calling import (CALLERS, argument_names, call_giving_inputs_back, globals_
                       refuse_delegation, tensors_named)
 from .explain import explain_mismatch
 from .failure import CheckFailed, CheckStopped, Delegation, first_line, learner_place, raised_by_learner
-from .measure import format_diff, close_to, describe_factor, fit_scale, matching_variants, shorten, tol_for
+from .measure import (format_diff, close_to, describe_factor, fit_scale, matching_variants, shorten, tol_for,
+                      variant_tolerance)
 
 
 # Called with the learner's function or class (Check.subject, None when the
@@ -495,7 +496,7 @@ class Check:
         finally:
             self.reading = None
         if not row.ok and variants:
-            self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5), want=want)
+            self.try_variants(row, got, variants, *variant_tolerance(atol, rtol, want), want=want)
         elif variants:
             self.refute(variants, want, atol, rtol)
         return row.ok

@@ -98,9 +98,9 @@ def _input_shapes(args: tuple, kwargs: dict) -> list:
 def _result_words(value) -> str | None:
     """A reference's result in the words of `expects`: a tensor's dtype and shape, a short tuple's items."""
     if isinstance(value, torch.Tensor):
-        return describe(value)
+        return describe(value, value.shape)
     if isinstance(value, tuple) and 0 < len(value) <= 4 and all(isinstance(v, torch.Tensor) for v in value):
-        return f"a tuple of {len(value)}: " + ", ".join(describe(v) for v in value)
+        return f"a tuple of {len(value)}: " + ", ".join(describe(v, v.shape) for v in value)
     return None
 
 
@@ -248,7 +248,8 @@ class Check:
         except Exception as err:  # the learner's bug, reported in one line
             if isinstance(err, NotImplementedError) and raised_by_learner(err):  # a stub, not torch's missing kernel
                 self._stop(f"{self.fn_name} is not implemented yet (it raised NotImplementedError). Replace the "
-                           f"`raise NotImplementedError()` line with your code; it should return {self.expects}.",
+                           f"`raise NotImplementedError()` line with your code; it should return "
+                           f"{self.expected_for(args, kwargs)}.",
                            kind="not implemented")
             if type(err).__name__ == "Delegation":  # also the recheck's re-raised form
                 self._stop(first_line(err), kind="delegated")
@@ -360,27 +361,39 @@ class Check:
                    f"{self.expected_for(record.args, record.kwargs)}.",
                    learner_error=err, extra_row=row)
 
-    def _expects_true_of(self, shapes: list | None) -> bool:
-        """`expects` names no sizes, or was written for calls of these input shapes (the first call's)."""
-        return self.first_shapes is None or not re.search(r"\d", self.expects) or shapes == self.first_shapes
+    def _expects_true_of(self, shapes: list | None, want: Any = None) -> bool:
+        """`expects` can be true of a call: it names no sizes, or it names the
+        shape of `want` (the right result of that call), or, with no `want`,
+        it was written for calls of these input shapes (the first call's)."""
+        if self.first_shapes is None or not re.search(r"\d", self.expects):
+            return True
+        wanted = [want] if isinstance(want, torch.Tensor) else list(want) if isinstance(want, tuple) else []
+        if wanted and all(isinstance(w, torch.Tensor) for w in wanted):
+            return all(str(tuple(w.shape)) in self.expects for w in wanted)
+        return shapes == self.first_shapes
 
     def expected_for(self, args: tuple, kwargs: dict) -> str:
-        """What a call on these inputs should return: `expects` where it can be
-        true of them (it names no sizes, or the call has the first call's
-        shapes), else the reference's result on these very inputs, else
-        `expects` said of the first call's inputs."""
-        if self._expects_true_of(_input_shapes(args, kwargs)):
-            return self.expects
+        """What a call on these inputs should return: `expects` where it is
+        true of them (see _expects_true_of), else the reference's result on
+        these very inputs, else `expects` said of the first call's inputs."""
+        want = None
         reference = REFERENCES.get(self.fn_name)
-        if reference is not None:
+        if reference is not None and re.search(r"\d", self.expects):
             copies = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in args]
+            drawn = [(g, g.get_state()) for g in [*args, *kwargs.values()] if isinstance(g, torch.Generator)]
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
-                    words = _result_words(reference(*copies, **kwargs))
+                    want = reference(*copies, **kwargs)
             except Exception:  # noqa: BLE001: a reference that cannot run these inputs says nothing of them
-                words = None
-            if words:
-                return f"{words} (the reference's result for these inputs)"
+                want = None
+            finally:
+                for generator, state in drawn:  # the reference draws nothing the check's later calls would miss
+                    generator.set_state(state)
+        if self._expects_true_of(_input_shapes(args, kwargs), want):
+            return self.expects
+        words = _result_words(want)
+        if words:
+            return f"{words} (the reference's result for these inputs)"
         shapes = ", ".join(str(s) for s in self.first_shapes if s is not None)
         return f"{self.expects} for its first inputs (shapes {shapes}), whose shapes differ from these"
 
@@ -463,8 +476,8 @@ class Check:
         if not isinstance(got, torch.Tensor):
             self.rows.append(Row(name, False, shape="-", note=f"returned {describe(got, known)}, expected a tensor"))
             hint = " (a missing `return`?)" if got is None else ""
-            self.diagnose(f"{self.fn_name} returned {describe(got, known)}{hint}; it should return "
-                          f"{self.expects if self._expects_true_of(self.last_shapes) else describe(want)}")
+            should = self.expects if self._expects_true_of(self.last_shapes, want) else describe(want, want.shape)
+            self.diagnose(f"{self.fn_name} returned {describe(got, known)}{hint}; it should return {should}")
             return False
         shape_ok = tuple(got.shape) == tuple(want.shape)
         dtype_ok = got.dtype == dtype

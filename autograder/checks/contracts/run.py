@@ -244,6 +244,11 @@ def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base
     found["text"] = f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}"
     found["changed"] = changed
     found["located"] = located = locate_regime(fn, contract, regime, args, kwargs, error, got, want)
+    if found.get("gradient") and located is not None and located.kind == "grad":
+        # the tracer saw the learner's line leave autograd: the cut is measured, not a candidate
+        found["facts"] = [*found["facts"], f"{found['gradient']}: the branch through the line named below leaves "
+                          "autograd while its values stay right"]
+        found["candidates"] = []
     if located is not None and located.kind != "raises" and located.facts:
         # the values quoted were measured on this row's inputs, which the visible call may compute rightly
         located.facts.append(f"measured on the inputs of the row '{regime.name}'")
@@ -267,12 +272,13 @@ def _judge(contract: Contract, regime: Regime, got, want, error, args, named, ba
         if wrong:
             what = " and ".join(f"`{n}`" for n in wrong)
             # Several mechanisms give right values with another gradient: which one is not measured here.
-            return {"note": f"gradient of {', '.join(wrong)} differs", "facts": [], "bugs": [], "candidates": [
-                f"the gradient your result gives {what} differs from the reference's while the values are right "
-                f"(measured with a backward pass: {'; '.join(local[2][n] for n in wrong)}); candidates: a branch of "
-                "the computation cut from autograd (`.detach()`, `.data`, `.item()`, torch.no_grad()) while its "
-                "values stay right, or an operation whose backward is not its forward's derivative (F.embedding's "
-                "padding_idx or max_norm, a custom autograd.Function)"]}
+            measured = (f"the gradient your result gives {what} differs from the reference's while the values are "
+                        f"right (measured with a backward pass: {'; '.join(local[2][n] for n in wrong)})")
+            return {"note": f"gradient of {', '.join(wrong)} differs", "facts": [], "bugs": [], "gradient": measured,
+                    "candidates": [f"{measured}; candidates: a branch of the computation cut from autograd "
+                                   "(`.detach()`, `.data`, `.item()`, torch.no_grad()) while its values stay right, or "
+                                   "an operation whose backward is not its forward's derivative (F.embedding's "
+                                   "padding_idx or max_norm, a custom autograd.Function)"]}
         if not unreached and values_ok:
             return None
         if unreached:

@@ -122,3 +122,21 @@ def test_a_variant_is_matched_relative_to_the_row_scale():
     same = Check("f")
     same.compare("rates", to_zero * (1 + 1e-12), want, atol=1e-12, rtol=1e-9, variants={"decays to 0": to_zero})
     assert same.votes.get("decays to 0") == 1
+
+
+def test_the_graders_recheck_tells_a_stub_from_torchs_not_implemented_error():
+    # the recheck raises the child's errors again by name, without frames: the child names torch's apart
+    from autograder.checks.framework.failure import raised_by_learner, raised_name
+    from autograder.grading.recheck.parent import learner_exception
+
+    def stub():
+        raise NotImplementedError()
+    errors = []
+    for fn in (stub, lambda: torch.zeros(3, dtype=torch.long).log_softmax(-1)):
+        try:
+            fn()
+        except NotImplementedError as err:
+            errors.append(err)
+    again = [learner_exception(raised_name(err), str(err), None) for err in errors]
+    assert isinstance(again[0], NotImplementedError) and raised_by_learner(again[0])
+    assert not isinstance(again[1], NotImplementedError) and type(again[1]).__name__ == "NotImplementedError"

@@ -93,6 +93,14 @@ def test_a_gradient_left_out_by_padding_idx_is_not_said_to_be_cut_from_autograd(
     assert "padding_idx" in candidates and "cut from autograd" in candidates
 
 
+def test_a_cut_the_tracer_finds_on_the_learners_line_is_said_measured():
+    # the inverse RMS is detached: the tracer sees that line leave autograd, so the cut is no candidate there
+    message = _message("fresh3", "02", "rms_norm", "keepdim=True) + eps).detach()")
+    assert "the branch through the line named below leaves autograd" in _line(message, "Measured:")
+    assert "the gradient stops here" in _line(message, "Where:")
+    assert "Candidates:" not in message
+
+
 # Values rounded to whole numbers: measured, what drops the fraction as candidates.
 
 def test_values_truncated_by_a_cast_are_not_told_to_divide_with_a_slash():

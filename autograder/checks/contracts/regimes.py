@@ -13,7 +13,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import trace
-from ..framework.check import RAISE_LOCATORS
+from ..framework.check import RAISE_LOCATORS, REFERENCES
 from .calls import call_in_regime, positional_args, same_result, split_case, fresh
 from .locate import locate_call
 from .calls import is_number
@@ -70,6 +70,8 @@ class Contract:
     elsewhere: bool = True
 
     def __post_init__(self):
+        if self.names:
+            REFERENCES.setdefault(self.exercise, self.reference)
         if self.names and self.locate and not self.numbers:
             RAISE_LOCATORS.setdefault(self.exercise, lambda fn, args, kwargs: locate_call(
                 fn, self.reference, args, kwargs, self.exercise))

@@ -139,6 +139,8 @@ def apply_outcome(chk: Check, outcome: dict) -> None:
     chk.regime = {"name": failed["name"], "text": failed["text"]}
     for fact in failed.get("facts", []):
         chk.measured(fact)
+    for line in failed.get("candidates", []):
+        chk.candidates(line)
     for bug in failed.get("bugs", []):
         chk.diagnose(bug)
     chk.located = failed.get("located")
@@ -242,6 +244,11 @@ def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base
     found["text"] = f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}"
     found["changed"] = changed
     found["located"] = located = locate_regime(fn, contract, regime, args, kwargs, error, got, want)
+    if found.get("gradient") and located is not None and located.kind == "grad":
+        # the tracer saw the learner's line leave autograd: the cut is measured, not a candidate
+        found["facts"] = [*found["facts"], f"{found['gradient']}: the branch through the line named below leaves "
+                          "autograd while its values stay right"]
+        found["candidates"] = []
     if located is not None and located.kind != "raises" and located.facts:
         # the values quoted were measured on this row's inputs, which the visible call may compute rightly
         located.facts.append(f"measured on the inputs of the row '{regime.name}'")
@@ -259,15 +266,19 @@ def _judge(contract: Contract, regime: Regime, got, want, error, args, named, ba
         if local is None:  # the grader's recheck: the learner's process measured the reach
             reached, wrong = _reached(got, named, regime.grad), []
         else:
-            reached, wrong = local
+            reached, wrong = local[:2]
         unreached = [n for n in regime.grad if n not in reached]
         wrong = [] if unreached or not values_ok else wrong
         if wrong:
             what = " and ".join(f"`{n}`" for n in wrong)
-            return {"note": f"gradient of {', '.join(wrong)} differs", "facts": [
-                f"the gradient your result gives {what} differs from the reference's (measured with a backward pass): "
-                "a branch of the computation is cut from autograd (`.detach()`, `.data`, `.item()`, "
-                "torch.no_grad()) while its values stay right"], "bugs": []}
+            # Several mechanisms give right values with another gradient: which one is not measured here.
+            measured = (f"the gradient your result gives {what} differs from the reference's while the values are "
+                        f"right (measured with a backward pass: {'; '.join(local[2][n] for n in wrong)})")
+            return {"note": f"gradient of {', '.join(wrong)} differs", "facts": [], "bugs": [], "gradient": measured,
+                    "candidates": [f"{measured}; candidates: a branch of the computation cut from autograd "
+                                   "(`.detach()`, `.data`, `.item()`, torch.no_grad()) while its values stay right, or "
+                                   "an operation whose backward is not its forward's derivative (F.embedding's "
+                                   "padding_idx or max_norm, a custom autograd.Function)"]}
         if not unreached and values_ok:
             return None
         if unreached:
@@ -333,34 +344,55 @@ def _reached(got, named: dict, names: tuple[str, ...]) -> list[str]:
         return []
 
 
-def _gradients(got, want, named: dict, names: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
+def _gradients(got, want, named: dict, names: tuple[str, ...]) -> tuple[list[str], list[str], dict] | None:
     """(the arguments a backward pass from the learner's result reaches, those
     whose gradient, of a fixed random weighting of the result, differs from
-    the reference's), from one backward pass each; None in the grader's
-    recheck, whose results carry no graph (the reach comes measured)."""
+    the reference's, and for each of these where it differs), from one
+    backward pass each; None in the grader's recheck, whose results carry no
+    graph (the reach comes measured)."""
     if not isinstance(got, torch.Tensor) or getattr(got, "recheck_gradient_reaches", None) is not None:
         return None
     if not got.requires_grad:
-        return [], []
+        return [], [], {}
     leaves = [named[n] for n in names]
     weights = torch.randn(got.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(got.device)
     try:
         mine = torch.autograd.grad((got.double() * weights).sum(), leaves, allow_unused=True)
     except RuntimeError:
-        return [], []
+        return [], [], {}
     reached = [n for n, g in zip(names, mine) if g is not None and bool(g.abs().sum() > 0)]
     if not isinstance(want, torch.Tensor) or want.shape != got.shape or not want.requires_grad:
-        return reached, []
+        return reached, [], {}
     try:
         theirs = torch.autograd.grad((want.double() * weights.to(want.device)).sum(), leaves, allow_unused=True)
     except RuntimeError:
-        return reached, []
-    wrong = []
+        return reached, [], {}
+    wrong, where = [], {}
     for n, g, w in zip(names, mine, theirs):
         atol, rtol = tol_for(named[n].dtype)
         if w is not None and (g is None or not close_to(g, w, 10 * atol, 10 * rtol)):
             wrong.append(n)
-    return reached, wrong
+            where[n] = _gradient_difference(n, g, w, 10 * atol, 10 * rtol)
+    return reached, wrong, where
+
+
+def _gradient_difference(name: str, mine, theirs: torch.Tensor, atol: float, rtol: float) -> str:
+    """Where the learner's gradient of `name` differs from the reference's: how many entries, and how many of them
+    are 0 in the learner's (a part the gradient never reaches) -- or the rows, when they are whole rows."""
+    if mine is None:
+        return f"`{name}` gets no gradient"
+    theirs = theirs.to(mine.dtype)
+    off = ~torch.isclose(mine, theirs, atol=atol, rtol=rtol)
+    zero = off & (mine == 0)
+    said = f"{int(off.sum())} of {off.numel()} entries of `{name}`'s gradient differ"
+    if int(zero.sum()) == int(off.sum()):
+        said += ", yours is 0 at every one of them"
+        if mine.dim() == 2 and bool((zero.any(1) == zero.all(1)).all()):
+            rows = zero.all(1).nonzero().flatten().tolist()
+            said += f" (row{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:6]))}{', ...' if len(rows) > 6 else ''})"
+    elif int(zero.sum()):
+        said += f", yours is 0 at {int(zero.sum())} of them"
+    return said
 
 
 def _detached(value):

@@ -61,8 +61,9 @@ from ..learner_code import LearnerTimeout
 from .calling import (CALLERS, argument_names, call_giving_inputs_back, globals_of, guarded_call, measuring_call,
                       refuse_delegation, tensors_named)
 from .explain import explain_mismatch
-from .failure import CheckFailed, CheckStopped, Delegation, first_line, learner_place
-from .measure import format_diff, close_to, describe_factor, fit_scale, matching_variants, shorten, tol_for
+from .failure import CheckFailed, CheckStopped, Delegation, first_line, learner_place, raised_by_learner
+from .measure import (format_diff, close_to, describe_factor, fit_scale, matching_variants, shorten, tol_for,
+                      variant_tolerance)
 
 
 # Called with the learner's function or class (Check.subject, None when the
@@ -75,6 +76,32 @@ FAIL_HOOKS: list[Callable[[Any], str | None]] = []
 # Exercise name -> locate(fn, args, kwargs): the learner's first wrong line for one of its calls that raised,
 # traced against the exercise's step-by-step reference (each contracts.Contract registers its own).
 RAISE_LOCATORS: dict[str, Callable[[Callable, tuple, dict], Any]] = {}
+
+# Exercise name -> reference(*args, **kwargs): the right result of a call on any inputs (each contracts.Contract
+# registers its own), to say what a call that raised should have returned for its own inputs.
+REFERENCES: dict[str, Callable] = {}
+
+
+# An error about shapes or sizes, whose numbers in parentheses or brackets are axis sizes ("mat1 and mat2 shapes
+# cannot be multiplied (12x6 and 10x6)"); the numbers of another error are not ("too many values to unpack
+# (expected 2)", "Dimension out of range (expected to be in range of [-2, 1], but got 2)"), nor a count in one
+# ("the number of sizes provided (1)").
+_SHAPE_ERROR = re.compile(r"\b(shapes?|sizes?)\b", re.IGNORECASE)
+_COUNTED = re.compile(r"number of [^()\[\]]*(\([^()]*\)|\[[^\[\]]*\])", re.IGNORECASE)
+
+
+def _input_shapes(args: tuple, kwargs: dict) -> list:
+    """The shapes of a call's tensor inputs (None for any other value): calls on the same shapes share `expects`."""
+    return [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in [*args, *kwargs.values()]]
+
+
+def _result_words(value) -> str | None:
+    """A reference's result in the words of `expects`: a tensor's dtype and shape, a short tuple's items."""
+    if isinstance(value, torch.Tensor):
+        return describe(value, value.shape)
+    if isinstance(value, tuple) and 0 < len(value) <= 4 and all(isinstance(v, torch.Tensor) for v in value):
+        return f"a tuple of {len(value)}: " + ", ".join(describe(v, v.shape) for v in value)
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -172,6 +199,13 @@ class Check:
     last_call: list = field(default_factory=list)           # (name, value) of the last call's arguments: its sizes
     layout_unclear: int = 0                                 # the layout said: how many moved axes its sizes leave unnamed
     ratio_rows: dict = field(default_factory=dict)          # a factor said ("1/3 of") -> the rows showing it
+    first_shapes: list | None = None                        # the input shapes of the call `expects` was written for
+    last_shapes: list | None = None                         # the last call's input shapes
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "expects" and getattr(self, "expects", value) != value:  # written for the next call's inputs
+            object.__setattr__(self, "first_shapes", None)
+        object.__setattr__(self, name, value)
 
     # -- calling the learner -------------------------------------------------
     def call(self, fn: Callable, *args, on_error: Callable[[Exception], "str | Evidence | None"] | None = None,
@@ -195,6 +229,9 @@ class Check:
         __tracebackhide__ = True
         if not callable(fn):
             self._stop(f"{self.fn_name} is {describe(fn)}, not a function. Run the cell that defines it first.")
+        self.last_shapes = _input_shapes(args, kwargs)
+        if self.first_shapes is None:
+            self.first_shapes = self.last_shapes
         if self.subject is None:
             self.subject = fn
         self.last_call = argument_names(fn, args, kwargs)
@@ -206,13 +243,14 @@ class Check:
                                                written)
         except LearnerTimeout as err:
             self._stop_on_error(CallRecord(args, kwargs, err, row_label), None, ())  # never traced: it would hang again
-        except NotImplementedError:
-            self._stop(f"{self.fn_name} is not implemented yet (it raised NotImplementedError). "
-                       f"Replace the `raise NotImplementedError()` line with your code; it should return {self.expects}.",
-                       kind="not implemented")
         except CheckFailed:
             raise
         except Exception as err:  # the learner's bug, reported in one line
+            if isinstance(err, NotImplementedError) and raised_by_learner(err):  # a stub, not torch's missing kernel
+                self._stop(f"{self.fn_name} is not implemented yet (it raised NotImplementedError). Replace the "
+                           f"`raise NotImplementedError()` line with your code; it should return "
+                           f"{self.expected_for(args, kwargs)}.",
+                           kind="not implemented")
             if type(err).__name__ == "Delegation":  # also the recheck's re-raised form
                 self._stop(first_line(err), kind="delegated")
             self._locate_raise(fn, args, kwargs)
@@ -319,8 +357,49 @@ class Check:
         # The row is printed with this failure only: a check that catches it (a probe) keeps its own table.
         row = Row(record.label(), False, note=f"raised {type(err).__name__}: see below")
         self._stop(f"{self.fn_name} raised {type(err).__name__}{learner_place(err)}: {first_line(err)}\n"
-                   f"  Called with {record.called_with()}{record.for_row()}; it should return {self.expects}.",
+                   f"  Called with {record.called_with()}{record.for_row()}; it should return "
+                   f"{self.expected_for(record.args, record.kwargs)}.",
                    learner_error=err, extra_row=row)
+
+    def _expects_true_of(self, shapes: list | None, want: Any = None) -> bool:
+        """`expects` can be true of a call: it names no sizes, or it names the
+        shape of `want` (the right result of that call), or, with no `want`,
+        it was written for calls of these input shapes (the first call's)."""
+        if self.first_shapes is None or not re.search(r"\d", self.expects):
+            return True
+        wanted = [want] if isinstance(want, torch.Tensor) else list(want) if isinstance(want, tuple) else []
+        if wanted and all(isinstance(w, torch.Tensor) for w in wanted):
+            return all(str(tuple(w.shape)) in self.expects for w in wanted)
+        return shapes == self.first_shapes
+
+    def expected_for(self, args: tuple, kwargs: dict) -> str:
+        """What a call on these inputs should return: `expects` where it is
+        true of them (see _expects_true_of), else the reference's result on
+        these very inputs, else `expects` said of the first call's inputs."""
+        want = None
+        reference = REFERENCES.get(self.fn_name)
+        # Only on plain values: a module or a function among the inputs may be the learner's, run here untimed.
+        plain = all(v is None or isinstance(v, (torch.Tensor, torch.Generator, int, float, bool, str))
+                    for v in [*args, *kwargs.values()])
+        if reference is not None and plain and re.search(r"\d", self.expects):
+            copies = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in args]
+            drawn = [(g, g.get_state()) for g in [*args, *kwargs.values()] if isinstance(g, torch.Generator)]
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    want = reference(*copies, **kwargs)
+            except Exception:  # noqa: BLE001: a reference that cannot run these inputs says nothing of them
+                want = None
+            finally:
+                for generator, state in drawn:  # the reference draws nothing the check's later calls would miss
+                    generator.set_state(state)
+        if self._expects_true_of(_input_shapes(args, kwargs), want):
+            return self.expects
+        words = _result_words(want)
+        if words:
+            return f"{words} (the reference's result for these inputs)"
+        shapes = ", ".join(str(s) for s in self.first_shapes if s is not None)
+        return f"{self.expects} for its first inputs (shapes {shapes}), whose shapes differ from these" if shapes \
+            else self.expects
 
     def probe(self, fn: Callable, *args, **kwargs):
         """Call the learner's function for a measurement: None when it raises
@@ -339,8 +418,9 @@ class Check:
         """'in that error 10 = d_ff, 6 = d_model' for the sizes a shape error
         mentions that are the size of exactly one named axis (self.axes)
         and, when call_sizes is given, a size of that call's own inputs."""
-        if not self.axes:
+        if not self.axes or not _SHAPE_ERROR.search(text):
             return None
+        text = _COUNTED.sub("", text)
         numbers = []
         groups = " ".join(re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text) and
                           [a or b for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)])
@@ -400,7 +480,8 @@ class Check:
         if not isinstance(got, torch.Tensor):
             self.rows.append(Row(name, False, shape="-", note=f"returned {describe(got, known)}, expected a tensor"))
             hint = " (a missing `return`?)" if got is None else ""
-            self.diagnose(f"{self.fn_name} returned {describe(got, known)}{hint}; it should return {self.expects}")
+            should = self.expects if self._expects_true_of(self.last_shapes, want) else describe(want, want.shape)
+            self.diagnose(f"{self.fn_name} returned {describe(got, known)}{hint}; it should return {should}")
             return False
         shape_ok = tuple(got.shape) == tuple(want.shape)
         dtype_ok = got.dtype == dtype
@@ -432,7 +513,7 @@ class Check:
         finally:
             self.reading = None
         if not row.ok and variants:
-            self.try_variants(row, got, variants, atol=max(atol, 1e-6), rtol=max(rtol, 1e-5), want=want)
+            self.try_variants(row, got, variants, *variant_tolerance(atol, rtol, want), want=want)
         elif variants:
             self.refute(variants, want, atol, rtol)
         return row.ok

@@ -24,6 +24,18 @@ TOLERANCES = {
 }
 
 
+def variant_tolerance(atol: float, rtol: float, want: torch.Tensor) -> tuple[float, float]:
+    """(atol, rtol) a known variant is matched at: a little looser than the
+    row's own (a variant computed another way rounds differently), but the
+    absolute floor scales with the row's values, so a variant is never
+    matched by a difference as large as the row's small numbers (a rate of
+    9e-7 where the variant has 0 among rates of 3e-3)."""
+    w = want.detach().double().cpu()
+    finite = w[torch.isfinite(w)].abs()
+    scale = float(finite.max()) if finite.numel() else 0.0
+    return max(atol, 1e-6 * (min(1.0, scale) if scale > 0 else 1.0)), max(rtol, 1e-5)
+
+
 def seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

@@ -29,6 +29,7 @@ def main() -> int:
     os.dup2(2, 1)  # learner prints go to stderr, never into the protocol
     ns: dict = {"__name__": "__main__"}
     from ...checks.core import refuse_delegation
+    from ...checks.framework.failure import raised_name
 
     def reply(*message):
         send(proto_out, dump_plain(message))
@@ -85,7 +86,7 @@ def main() -> int:
                 with refuse_delegation(type(module).__name__, module):  # same rule as in the notebook
                     result = module(*args, **kwargs)
             except BaseException as err:  # noqa: BLE001
-                reply("raise", type(err).__name__, str(err)[:500])
+                reply("raise", raised_name(err), str(err)[:500])
                 continue
             values = [*args, *kwargs.values()]
             # the module's parameters by name, its arguments by position: a forward that cuts its input off
@@ -107,7 +108,7 @@ def main() -> int:
                 with refuse_delegation(name, ns[name]):  # tinylm's own `name` may not do the exercise
                     result = ns[name](*args, **kwargs)
             except BaseException as err:  # noqa: BLE001
-                reply("raise", type(err).__name__, str(err)[:500])
+                reply("raise", raised_name(err), str(err)[:500])
                 continue
             values = [*args, *kwargs.values()]
             reached = _gradient_reach(result, enumerate(values))

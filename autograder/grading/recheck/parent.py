@@ -316,9 +316,10 @@ LEARNER_MESSAGE_WITHHELD = ("(its message is not carried into the grader's verdi
 
 def learner_exception(type_name, text, exercise: str | None, sizes=()) -> Exception:
     """The exception the trusted side raises for one the learner's code
-    raised in the child: NotImplementedError as such (the checks say "not
-    implemented yet"), the course's own refusal of delegation (Delegation)
-    where its text is the one the grader itself writes for `exercise`, any
+    raised in the child: NotImplementedError as such where the learner's own
+    `raise` raised it (the checks say "not implemented yet"; one torch
+    raised comes as LIBRARY_NOT_IMPLEMENTED and is told as any other), the
+    course's own refusal of delegation (Delegation) where its text is the one the grader itself writes for `exercise`, any
     other as its builtin type (else Exception) with a library message of
     LIBRARY_MESSAGES whose every number is a size of the call's inputs
     (`sizes`, input_sizes) or at most learner_values.MAX_SHOWN_SIZE (a forged message
@@ -328,9 +329,14 @@ def learner_exception(type_name, text, exercise: str | None, sizes=()) -> Except
     import tinylm
 
     from ...checks.core import delegation_message
+    from ...checks.framework.failure import LIBRARY_NOT_IMPLEMENTED, RAISED_BY_LEARNER
     text = text if isinstance(text, str) else ""
-    if type_name == "NotImplementedError":
-        return NotImplementedError()
+    if type_name == "NotImplementedError":  # the learner's own `raise`: a stub left in place
+        stub = NotImplementedError()
+        setattr(stub, RAISED_BY_LEARNER, True)
+        return stub
+    if type_name == LIBRARY_NOT_IMPLEMENTED:  # torch's, inside a call of the learner's: an error like any other
+        type_name = "NotImplementedError"
     if type_name == "Delegation" and exercise:
         original = getattr(tinylm, exercise, None)
         if original is not None and text == delegation_message(exercise, original):

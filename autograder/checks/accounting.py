@@ -273,10 +273,12 @@ def parameter_mistakes(c: tinylm.ModelConfig, key: str) -> tuple[dict[str, float
             # zero, so never named, where head_dim is d_model // n_heads
             "head_dim taken as d_model // n_heads: this config sets head_dim apart from it, and every projection is "
             "n_heads·head_dim or n_kv_heads·head_dim wide; read config.head_dim": 2 * L * d * (H + kv) * (d // H - hd),
-            "head_dim taken as d_model // n_heads in q_proj and o_proj (sized d_model × d_model): they map between "
+            "head_dim taken as d_model // n_heads (or n_heads·head_dim as d_model) in q_proj and o_proj (sized "
+            "d_model × d_model): they map between "
             "d_model and n_heads·head_dim, which this config sets apart from d_model; read config.head_dim":
                 2 * L * d * (d - H * hd) if d != H * hd else 0,
-            "head_dim taken as d_model // n_heads, and k_proj and v_proj sized like q_proj (every projection "
+            "head_dim taken as d_model // n_heads (or n_heads·head_dim as d_model), and k_proj and v_proj sized like "
+            "q_proj (every projection "
             "d_model × d_model): read config.head_dim, and n_kv_heads·head_dim for k and v":
                 4 * L * d * d - L * (2 * d * H * hd + 2 * d * kv * hd) if d != H * hd else 0,
         })

@@ -34,10 +34,13 @@ def _sized_by_the_quotient(wrong: list[str], got: dict, want: dict, reference: n
     if any(quotient.get(n) != got[n] for n in wrong):
         return None
     n = wrong[0]
-    return (f"head_dim taken as d_model // n_heads: this config sets head_dim = {config.head_dim}, apart from "
-            f"d_model // n_heads = {config.d_model // config.n_heads} (as Gemma and Mistral NeMo do), and your "
-            f"{', '.join(wrong[:4])} {'has' if len(wrong) == 1 else 'have'} the shape{'s' if len(wrong) > 1 else ''} "
-            f"of head_dim = d_model // n_heads (measured: {n} is {list(got[n])}, tinylm's is {list(want[n])}); size "
+    # The shapes cannot tell a head_dim computed as d_model // n_heads from a size written as d_model: both are said.
+    return (f"head_dim taken as d_model // n_heads (or n_heads · head_dim as d_model) in your projections: this "
+            f"config sets head_dim = {config.head_dim}, "
+            f"apart from d_model // n_heads = {config.d_model // config.n_heads} (as Gemma and Mistral NeMo do), and "
+            f"your {', '.join(wrong[:4])} {'has' if len(wrong) == 1 else 'have'} the "
+            f"shape{'s' if len(wrong) > 1 else ''} of head_dim = d_model // n_heads, n_heads · (d_model // n_heads) = "
+            f"d_model wide (measured: {n} is {list(got[n])}, tinylm's is {list(want[n])}); size "
             "the projections with config.head_dim: q_proj d_model -> n_heads · head_dim, k_proj and v_proj d_model "
             "-> n_kv_heads · head_dim, o_proj n_heads · head_dim -> d_model")
 

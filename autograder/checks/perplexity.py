@@ -174,6 +174,17 @@ def _ref_eval(model, batches):
     return rows
 
 
+def _inputs_scored(model, batches) -> torch.Tensor:
+    """The loss of the batches scored against their own inputs, the model's mode given back (a variant is
+    evaluated after the learner's call, and the mode it leaves is measured)."""
+    was_training = model.training
+    try:
+        rows = _ref_eval(model, [(x, x) for x, _ in batches])
+    finally:
+        model.train(was_training)
+    return sum(r[0] for r in rows) / sum(r[1] for r in rows)
+
+
 def ref_nll_sum_and_count(logits, targets, ignore_index=-100):
     """Correct exercise 1 of notebook 10 (for upstream attribution)."""
     nll = F.cross_entropy(logits.flatten(0, 1).double(), targets.flatten(), ignore_index=ignore_index, reduction="sum")
@@ -194,7 +205,6 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     model = tiny_model(seed, dropout=dropout, vocab=19, d_model=16, n_heads=2)
     batches = _eval_case(seed, batch_sizes, seq, 19)
     rows = _ref_eval(model, batches)
-    inputs_scored = _ref_eval(model, [(x, x) for x, _ in batches])  # before the learner's call: it sets eval mode
     total, count = sum(r[0] for r in rows), sum(r[1] for r in rows)
     loss = total / count
     per_batch = torch.stack([r[0] / r[1] for r in rows])                     # mean NLL of each batch
@@ -212,8 +222,7 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
             "padded): add the NLL sums and the token counts, divide once":
                 sum(r[0] / r[1] * len(y) for r, (_, y) in zip(rows, batches)) / sum(len(y) for _, y in batches),
             "the loss compares the logits with x, the inputs (labels not shifted): the targets are y, each "
-            "position scored on the token that follows it":
-                sum(r[0] for r in inputs_scored) / sum(r[1] for r in inputs_scored),
+            "position scored on the token that follows it": lambda: _inputs_scored(model, batches),
         },
         "perplexity": {
             "mean of per-batch exp: perplexity is exp of the mean NLL over all tokens, not the mean of each batch's "

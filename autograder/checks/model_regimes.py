@@ -4,6 +4,8 @@ gradients reaching every parameter, the mode and norms' eps honoured; a
 failure names the regime and, where the tracer finds it, the learner's line."""
 from __future__ import annotations
 
+import math
+
 
 import torch
 from torch import nn
@@ -199,6 +201,7 @@ def _norm_eps_facts(norms: dict, eps: float) -> list[str]:
     effective eps, fitted from y = w · x / sqrt(mean(x²) + eps), is not eps."""
     facts = []
     for name, (x, y, w) in norms.items():
+        step = torch.finfo(y.dtype).eps if y.is_floating_point() else 0.0
         x, y, w = x.detach().double(), y.detach().double(), w.detach().double()
         ok = (y.abs() > 1e-8) & (w.abs() > 1e-8)
         if not ok.any() or x.shape != y.shape:
@@ -206,9 +209,18 @@ def _norm_eps_facts(norms: dict, eps: float) -> list[str]:
         r = (w * x / y)[ok]                                   # sqrt(mean(x²) + eps) where it can be read
         mean_square = x.pow(2).mean(-1, keepdim=True).expand_as(x)[ok]
         used = float((r.pow(2) - mean_square).median())
-        if abs(used - eps) > 0.1 * eps:
-            facts.append(f"your `{name}` uses eps {used:.2g}, not config.norm_eps = {eps:g}")
+        # r² carries the outputs' rounding: about 2 · eps(dtype) · mean(x²), a few times that to be safe
+        resolution = 4 * step * float(mean_square.median())
+        if abs(used - eps) > max(0.1 * eps, resolution):
+            facts.append(f"your `{name}` uses an eps {_eps_words(used, resolution)}, not config.norm_eps = {eps:g}")
     return facts[:3]
+
+
+def _eps_words(used: float, resolution: float) -> str:
+    """The eps measured, with what the outputs' rounding lets it tell: below that, only that it is that small."""
+    if abs(used) <= resolution:
+        return f"too small to read from its outputs (measured {used:.2g}, below the {resolution:.1g} their rounding allows)"
+    return f"{used:.2g} (to within {resolution:.1g}, its outputs' rounding)" if resolution else f"{used:.2g}"
 
 
 def _expected_with(visible: "_Visible", config) -> torch.Tensor:

@@ -260,5 +260,5 @@ def test_a_module_that_ignores_norm_eps_is_named_with_the_norm():
     from autograder.checks import check_block
     d = _failure(check_block, Block).diagnosis
     assert d.regime["name"] == "config.norm_eps=0.25"
-    assert any("`mlp_norm` uses eps" in b and "config.norm_eps" in b for b in d.likely_bugs)
+    assert any("`mlp_norm` uses an eps" in b and "config.norm_eps" in b for b in d.likely_bugs)
     assert not any("attn_norm" in b for b in d.likely_bugs)

@@ -107,7 +107,7 @@ def _id_past_the_table(chk: Check, fn, ids: torch.Tensor, weight: torch.Tensor, 
     rest = torch.ones(ids.shape, dtype=torch.bool)
     rest[0, 1] = False
     others_right = row is not None and torch.equal(out[rest].to(weight.dtype), weight[ids[rest]])
-    how = {vocab - 1: "the last row: the id was clamped into the table", 0: "row 0: the id wrapped around modulo vocab"}
+    how = {vocab - 1: "the last row: the id was clamped into the table", 0: "the first row: the id wrapped around modulo vocab"}
     said = (f"row {read[0]}, {how.get(read[0], 'a row of another token') if others_right else 'the row of another id'}"
             if read else "no row of the table")
     fix = "with no clamp or modulo" if others_right and read and read[0] in how else "as they are"

@@ -459,7 +459,7 @@ def test_an_id_past_the_table_must_raise_and_the_row_read_for_it_is_named():
         return weight[ids % weight.shape[0]]
 
     assert "row 10, the last row: the id was clamped" in diagnosis_texts(check_failure(check_embed, clamped))
-    assert "row 0: the id wrapped around modulo vocab" in diagnosis_texts(check_failure(check_embed, wrapped))
+    assert "row 0, the first row: the id wrapped around modulo vocab" in diagnosis_texts(check_failure(check_embed, wrapped))
     assert check_failure(check_embed, lambda ids, weight: weight[ids]) is None
 
 

@@ -36,7 +36,7 @@ import torch
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
-from .kinds import input_owners, made_wrong, out_of_place, relaid, step_taken_as_identity, taken_later_here
+from .kinds import gives_back_an_input, input_owners, made_wrong, out_of_place, relaid, step_taken_as_identity, taken_later_here
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -350,6 +350,8 @@ def _returned_early(learner: Trace, op: Op, matched: list[bool], final_ref: list
         return None
     if sum((o.file, o.line) == (op.file, op.line) and o.name == op.name for o in learner.ops) > 1:
         return None  # a line run in a loop: the missing steps may be iterations, which have no line of their own
+    if gives_back_an_input(learner, op):
+        return None  # the step ran and changed nothing (a mask with no True): it is there, what it read is not right
     facts = [f"yours: {describe_value(op.outputs[0])}"]
     returned = learner.returned
     also = returned[1] if returned and returned[0] == op.file and returned[1] != op.line else None

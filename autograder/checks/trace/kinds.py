@@ -111,3 +111,18 @@ def step_taken_as_identity(ops: list[Op], j: int, first: Op, reference: Trace, p
 # Calls that take several steps at once (a library's apply_rope may add with addcmul where the reference adds).
 _FUSED = {"addcmul": {"add", "mul", "addcmul"}, "addcdiv": {"add", "div", "addcdiv"}, "addmm": {"add", "matmul", "addmm"},
           "linear": {"matmul", "add", "linear"}}
+
+
+def gives_back_an_input(learner: Trace, op: Op) -> bool:
+    """Whether the call's value equals, shape and numbers, an input of the function it read: the function's
+    steps ran and its result is what it was given (a mask with no True), not an intermediate value returned
+    early."""
+    mine = op.outputs[0] if op.outputs else None
+    if not isinstance(mine, torch.Tensor):
+        return False
+    for j in op.inputs:
+        read = learner.inputs[-2 - j] if j <= -2 and -2 - j < len(learner.inputs) else None
+        if isinstance(read, torch.Tensor) and (read.shape, read.dtype) == (mine.shape, mine.dtype) \
+                and torch.equal(read.detach().cpu(), mine.detach().cpu()):
+            return True
+    return False

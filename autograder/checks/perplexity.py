@@ -516,7 +516,8 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
 # An error about a mask is the uint8 index itself (torch reads a uint8 index as a boolean mask); other uint8
 # errors may come from the arithmetic as well, so they get both candidates.
 UINT8 = [(r"mask", "a uint8 tensor is used as an index, and torch reads a uint8 index as a boolean mask, not as byte "
-                   "values (measured: your error is about a mask): convert train and val with .long() before indexing"),
+                   "values (measured: your error is about a mask): convert train and val with .long() before any "
+                   "indexing or arithmetic (uint8 arithmetic wraps around at 256 too: prev * 256 would)"),
          (r"uint8|overflow", candidates("your error is about uint8 values; candidates: arithmetic on the uint8 bytes "
                                         "wraps at 256 (prev * 256), or a uint8 tensor indexes as a boolean mask; convert "
                                         "train and val with .long() first"))]

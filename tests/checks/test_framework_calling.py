@@ -13,6 +13,7 @@ import torch.nn.functional as F
 import tinylm
 from autograder import checks
 from autograder.checks import CheckFailed
+from autograder.checks.framework.calling import call_giving_inputs_back
 
 
 from .test_framework_check import _cell
@@ -202,3 +203,17 @@ def test_a_check_leaves_the_learners_random_stream_as_it_was(notebook):
             before = torch.get_rng_state()
             exec(source, ns)
             assert torch.equal(torch.get_rng_state(), before), f"the check of {exercise} moved the random stream"
+
+
+def test_an_input_resized_by_out_is_given_back_its_shape_and_values():
+    # torch.cat(..., out=a) resizes the caller's tensor before writing into it; the check must go on reading the
+    # tensor the learner was given, as the notebook's caller holds it
+    a, b = torch.arange(6.0).reshape(2, 3), torch.ones(2, 3)
+    kept = a.clone()
+
+    def writes_out(a, b):
+        return torch.cat((b, b), dim=0, out=a).sum()
+
+    written: list[str] = []
+    call_giving_inputs_back([("a", a), ("b", b)], lambda: writes_out(a, b), written)
+    assert written == ["a"] and a.shape == (2, 3) and torch.equal(a, kept)

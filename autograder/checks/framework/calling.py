@@ -277,9 +277,15 @@ def _give_back(dirty: list, written: list[str] | None) -> None:
     for name, t, copy in dirty:
         if written is not None:
             written.append(name)
-        if t.shape == copy.shape and t.dtype == copy.dtype:
-            with torch.no_grad():
-                t.copy_(copy)
+        if t.dtype != copy.dtype:
+            continue
+        with torch.no_grad():
+            if t.shape != copy.shape:  # an out= that resized the caller's tensor: its shape is given back too
+                try:
+                    t.resize_(copy.shape)
+                except RuntimeError:  # a view or a tensor autograd tracks cannot be resized: left as the call left it
+                    continue
+            t.copy_(copy)
 
 
 def _storage(t: torch.Tensor) -> int:

@@ -287,8 +287,9 @@ class Check:
         what = " and ".join(f"`{n}`" for n in written)
         self.diagnose(f"{self.fn_name} changes its input {what} in place (measured: its values differ after the call "
                       "from a copy taken before it): an in-place operation (`x -= ...`, `x *= ...`, `x[mask] = ...`, "
-                      "`masked_fill_`, `.div_`, or `.float()` on a tensor that already is float32, which returns x "
-                      "itself) writes into the caller's tensor; compute a new tensor instead (`x = x - ...`, "
+                      "`masked_fill_`, `.div_`, an `out=` argument, or `.float()` on a tensor that already is "
+                      "float32, which returns x itself) writes into the caller's tensor; compute a new tensor instead "
+                      "(`x = x - ...`, "
                       "`masked_fill`, `torch.where`, or work on `x.clone()`)")
 
     def _number_type_tells(self, fn: Callable, args: tuple, kwargs: dict) -> bool:

@@ -36,7 +36,7 @@ import torch
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
-from .kinds import gives_back_an_input, input_owners, made_wrong, out_of_place, relaid, step_taken_as_identity, taken_later_here
+from .kinds import accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, out_of_place, relaid, step_taken_as_identity, taken_later_here
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -519,6 +519,10 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
             return first, maker, best, "read"
         if taken_later_here(first, ops, reference, paths):
             return first, None, best, "value"
+        if accumulated_by_the_same_step(first, reference, paths):
+            # the reference reads what repeats of this very step (a loop's cat) made of the value, the code reads
+            # the value itself: it is there, used where the accumulated one belongs; no step is missing
+            return ops[j], first, best, "role"
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
 
 

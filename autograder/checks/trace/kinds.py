@@ -126,3 +126,10 @@ def gives_back_an_input(learner: Trace, op: Op) -> bool:
                 and torch.equal(read.detach().cpu(), mine.detach().cpu()):
             return True
     return False
+
+
+def accumulated_by_the_same_step(first: Op, reference: Trace, paths: list) -> bool:
+    """Whether every step the reference takes between the value and its call is a call of `first`'s kind: the
+    reference reads what repeats of this step made of the value (a sequence grown by cat in a loop)."""
+    steps = [reference.ops[i].name for p in paths if p is not None for i in p]
+    return bool(steps) and all(base_name(name) == base_name(first.name) for name in steps)

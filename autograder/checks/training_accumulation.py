@@ -224,9 +224,10 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
 def _clip_diagnosis(chk: Check, ref: _FullBatch, moved: torch.Tensor, grad_clip: float) -> None:
     norm = float(moved.double().norm())
     if _close(moved, ref.grad):
-        chk.diagnose(f"the gradients are not clipped (measured: with grad_clip = {grad_clip:g} your step follows the "
-                     f"full batch's gradient unclipped, norm {norm:.3g}): call torch.nn.utils.clip_grad_norm_("
-                     "model.parameters(), grad_clip) once, after the loop, before optimizer.step()")
+        chk.diagnose(f"the gradients are not clipped before the step (measured: with grad_clip = {grad_clip:g} your step "
+                     f"follows the full batch's gradient unclipped, norm {norm:.3g}): "
+                     "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) goes once, after the loop and "
+                     "before optimizer.step() (a clip after the step comes too late for it)")
     elif _close(moved, ref.clipped_as_it_accumulates(grad_clip)):
         chk.candidates(f"with grad_clip = {grad_clip:g} your step follows the gradient clipped after each micro-batch's "
                        "share was added (each running sum clipped to grad_clip), not the whole batch's gradient clipped "

@@ -67,7 +67,7 @@ MISTAKES = [
     ("zero_grad in the loop", "zero_grad() runs inside the loop", "grad_clip 1e+06"),
     ("step in the loop", "optimizer.step() runs 3 times", "grad_clip 1e+06"),
     ("clip in the loop", "clip_grad_norm_ runs before the last micro-batch's backward()", "grad_clip 0.05"),
-    ("no clipping", "the gradients are not clipped", "grad_clip 0.05"),
+    ("no clipping", "the gradients are not clipped before the step", "grad_clip 0.05"),
     ("no zero_grad", "no zero_grad() before the first micro-batch's backward()", "gradients left in .grad"),
 ]
 

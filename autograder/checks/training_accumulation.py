@@ -212,7 +212,12 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
         named = {"the number of micro-batches": k, "the number of target tokens in the batch": total,
                  f"its {total} target tokens over its {ref.positions} target positions (padding included)":
                      total / ref.positions}
-        chk.measured(f"your step follows {describe_factor(fit[0], named)} times the full batch's gradient")
+        if abs(fit[0] - total) <= 1e-3 * total:  # exactly the token count: the division by it is what is missing
+            chk.diagnose(f"the summed loss goes into backward() undivided (measured: your step follows {total} times "
+                         f"the full batch's gradient, {total} = the batch's target tokens): divide each micro-batch's "
+                         "summed loss by the whole batch's number of target tokens before backward()")
+        else:
+            chk.measured(f"your step follows {describe_factor(fit[0], named)} times the full batch's gradient")
         return
     last = fit_scale(moved, ref.each[-1])
     if last is not None and last[1] < 1e-4:

@@ -39,3 +39,13 @@ def test_the_token_read_where_the_sequence_so_far_belongs_is_a_value_in_another_
 def test_an_input_resized_by_out_is_described_as_it_was_given():
     message = _message("fresh5", "06", "cache_update", "out=past_k")
     assert "(2, 3, 8, 6)" not in _line(message, "Called with") and " nan " not in message
+
+
+def test_a_batch_axis_dropped_only_for_a_batch_of_one_is_said_with_its_candidates():
+    measured = _line(_message("fresh16", "08", "sample_next", "generator=generator).squeeze()"), "Measured:")
+    assert "the axis of size 1 at position 0 is missing (candidates: a bare squeeze()" in measured
+
+
+def test_a_summed_loss_backpropagated_undivided_is_named_by_its_token_count():
+    likely = _line(_message("fresh16", "09", "train_step_accumulated", "summed.backward()"), "Likely bug:")
+    assert "the summed loss goes into backward() undivided" in likely and "22 = the batch's target tokens" in likely

@@ -312,7 +312,11 @@ def _judge(contract: Contract, regime: Regime, got, want, error, args, named, ba
         facts.append(f"{regime.fails.split(' (')[0]} your result holds {bad} inf or nan value{'s' if bad > 1 else ''} "
                      "where the reference's is finite")
     if g and w and tuple(g[0].shape) != tuple(w[0].shape):
-        facts.append(f"{regime.fails} your result has shape {tuple(g[0].shape)}, expected {tuple(w[0].shape)}")
+        missing = trace.size_one_axis(tuple(w[0].shape), tuple(g[0].shape))
+        facts.append(f"{regime.fails} your result has shape {tuple(g[0].shape)}, expected {tuple(w[0].shape)}"
+                     + (f": the axis of size 1 at position {missing} is missing (candidates: a bare squeeze(), which "
+                        "drops every axis of size 1, a batch of one too; a squeeze or an index [0] of that axis)"
+                        if missing is not None else ""))
         return {"note": f"shape {tuple(g[0].shape)} != {tuple(w[0].shape)}", "facts": facts, "bugs": bugs}
     if not g and w:
         facts.append(f"{regime.fails} your function returned {describe(got)}")

@@ -197,7 +197,7 @@ def _watch_norms(module) -> tuple[dict, list]:
 
 
 def _norm_eps_facts(norms: dict, eps: float) -> list[str]:
-    """'`blocks.0.attn_norm` uses eps 1e-06' for each watched norm whose
+    """'`blocks.0.attn_norm` uses an eps 0.001 (to within ...)' for each watched norm whose
     effective eps, fitted from y = w · x / sqrt(mean(x²) + eps), is not eps."""
     facts = []
     for name, (x, y, w) in norms.items():

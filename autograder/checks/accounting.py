@@ -488,7 +488,12 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
                      -config.n_layers * d * size,
                  "the final norm's gain is missing (the one before the head)": -d * size,
                  "one d_model × d_ff matrix per block is missing: SwiGLU's MLP has three (gate_proj, up_proj and "
-                 "down_proj), a GELU MLP's two": -config.n_layers * d * config.d_ff * size}
+                 "down_proj), a GELU MLP's two": -config.n_layers * d * config.d_ff * size,
+                 # zero, so never named, where head_dim is d_model // n_heads
+                 "head_dim taken as d_model // n_heads (or n_heads·head_dim as d_model) in q_proj and o_proj (counted "
+                 "d_model × d_model): they map between d_model and n_heads·head_dim, which this config sets apart "
+                 "from d_model; read config.head_dim":
+                     2 * config.n_layers * d * (d - config.n_heads * config.head_dim) * size}
         parts = parameter_parts(config)
         embedding = [part for part in parts if part.leaves == {"tok_emb.weight"}]  # the matrix a lookup reads
         found = explanations(got, want, ratios, diffs) | parts_apart(

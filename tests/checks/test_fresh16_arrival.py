@@ -49,3 +49,8 @@ def test_a_batch_axis_dropped_only_for_a_batch_of_one_is_said_with_its_candidate
 def test_a_summed_loss_backpropagated_undivided_is_named_by_its_token_count():
     likely = _line(_message("fresh16", "09", "train_step_accumulated", "summed.backward()"), "Likely bug:")
     assert "the summed loss goes into backward() undivided" in likely and "22 = the batch's target tokens" in likely
+
+
+def test_query_and_output_projections_counted_square_in_the_decode_bytes_are_named():
+    likely = _line(_message("fresh16", "07", "decode_bytes_per_token", "attention = 2 * d * d +"), "Likely bug:")
+    assert "in q_proj and o_proj (counted d_model × d_model)" in likely

@@ -42,8 +42,10 @@ def test_an_input_resized_by_out_is_described_as_it_was_given():
 
 
 def test_a_batch_axis_dropped_only_for_a_batch_of_one_is_said_with_its_candidates():
-    measured = _line(_message("fresh16", "08", "sample_next", "generator=generator).squeeze()"), "Measured:")
-    assert "the axis of size 1 at position 0 is missing (candidates: a bare squeeze()" in measured
+    message = _message("fresh16", "08", "sample_next", "generator=generator).squeeze()")
+    measured = _line(message, "Measured:")
+    assert "the axis of size 1 at position 0 is missing" in measured
+    assert "candidates: a bare squeeze()" in _line(message, "Candidates:")
 
 
 def test_a_summed_loss_backpropagated_undivided_is_named_by_its_token_count():

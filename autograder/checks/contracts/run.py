@@ -314,10 +314,12 @@ def _judge(contract: Contract, regime: Regime, got, want, error, args, named, ba
     if g and w and tuple(g[0].shape) != tuple(w[0].shape):
         missing = trace.size_one_axis(tuple(w[0].shape), tuple(g[0].shape))
         facts.append(f"{regime.fails} your result has shape {tuple(g[0].shape)}, expected {tuple(w[0].shape)}"
-                     + (f": the axis of size 1 at position {missing} is missing (candidates: a bare squeeze(), which "
-                        "drops every axis of size 1, a batch of one too; a squeeze or an index [0] of that axis)"
-                        if missing is not None else ""))
-        return {"note": f"shape {tuple(g[0].shape)} != {tuple(w[0].shape)}", "facts": facts, "bugs": bugs}
+                     + (f": the axis of size 1 at position {missing} is missing" if missing is not None else ""))
+        candidates = [f"what drops the axis of size 1 {regime.fails}: candidates: a bare squeeze(), which drops every "
+                      "axis of size 1, a batch of one too; a squeeze or an index [0] of that axis"
+                      ] if missing is not None else []
+        return {"note": f"shape {tuple(g[0].shape)} != {tuple(w[0].shape)}", "facts": facts, "bugs": bugs,
+                "candidates": candidates}
     if not g and w:
         facts.append(f"{regime.fails} your function returned {describe(got)}")
     return {"note": "values differ", "facts": facts, "bugs": bugs}

@@ -94,6 +94,8 @@ def _transposed_shapes(wrong: list[str], got: dict, want: dict, module: nn.Modul
     swapped, in layers whose argument order is known; None otherwise (the
     row's note already lists the shapes measured). A parameter shared under
     two names is named once, by the layer that owns it first."""
+    if getattr(module, "recheck_trace", None) is not None:
+        return None  # the grader's recheck: the learner's submodules live in the sandbox, their classes unread
     owned = {name for name, _ in module.named_parameters()}
     wrong = [name for name in wrong if name in owned] or wrong
     rules = []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pytest
@@ -31,7 +32,16 @@ def pg_database():
     try:
         yield f"{base}/{name}"
     finally:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        # FORCE ends the sessions left on it; a backend of the server's own (autovacuum) connected at that moment
+        # is not this role's to end, so the drop is tried again once it has gone
+        for attempt in range(20):
+            try:
+                admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+                break
+            except psycopg.errors.InsufficientPrivilege:
+                if attempt == 19:
+                    raise
+                time.sleep(0.5)
         admin.close()
 
 

@@ -4,8 +4,6 @@ gradients reaching every parameter, the mode and norms' eps honoured; a
 failure names the regime and, where the tracer finds it, the learner's line."""
 from __future__ import annotations
 
-import math
-
 
 import torch
 from torch import nn

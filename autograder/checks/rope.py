@@ -13,7 +13,7 @@ import math
 
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from ..learner_values import describe
-from .framework.check import CandidatesVariant, Check
+from .framework.check import Check
 from ..diagnosis_record import candidates
 from .framework.measure import close_to, randn
 from .references.rope import apply_rope_steps, ref_angles, ref_rotate

@@ -288,6 +288,8 @@ def parameter_mistakes(c: tinylm.ModelConfig, key: str) -> tuple[dict[str, float
                 -L * d * ff,
             "biases that do not exist: the three projections are nn.Linear(..., bias=False)": L * (2 * ff + d),
             "the hidden size is 4·d_model (a GELU MLP's), not config.d_ff": 3 * L * d * (4 * d - ff),
+            "a GELU MLP counted (GPT-2's two d_model × 4·d_model matrices): SwiGLU has three, gate_proj, up_proj "
+            "and down_proj, of d_model·d_ff each": L * d * (8 * d - 3 * ff),
             "the hidden size is 8/3·d_model unrounded, not config.d_ff": 3 * L * d * (8 * d // 3 - ff),
             "the hidden size computed from d_model (the 8/3 rule) instead of read from config.d_ff, which a "
             "published model sets itself": 3 * L * d * (tinylm.default_d_ff(d) - ff),

@@ -380,7 +380,8 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
 # The elementary maps a nats-to-other-units conversion is built from (the changes of logarithm base among them),
 # named as a learner would write them.
 _CONVERSIONS = (("{}", lambda v: v), ("ln({})", math.log), ("log2({})", math.log2), ("log10({})", math.log10),
-                ("exp({})", math.exp), ("2 ** {}", lambda v: 2.0 ** v),
+                ("exp({})", math.exp), ("2 ** {}", lambda v: 2.0 ** v), ("sqrt({})", math.sqrt),
+                ("({})²", lambda v: v * v),
                 *((f"{{}} / {name}", lambda v, k=k: v / k) for name, k in LOG_BASE_CONSTANTS.items()),
                 *((f"{{}} · {name}", lambda v, k=k: v * k) for name, k in LOG_BASE_CONSTANTS.items()))
 _RIGHT = {"perplexity": "exp(loss)", "bits_per_byte": "loss / ln 2 / bytes_per_token (nats to bits: divide by ln 2, "

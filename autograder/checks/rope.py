@@ -308,6 +308,10 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
                 lambda: attend(rot(q, s), rot(k, s), rot(v, s)),
             "RoPE applied to the values instead of the keys (your output is attention of rotated q on unrotated k, "
             "mixing rotated v): rotate q and k, leave v alone": lambda: attend(rot(q, s), k, rot(v, s)),
+            "RoPE applied to the values instead of the queries (your output is attention of unrotated q on rotated "
+            "k, mixing rotated v): rotate q and k, leave v alone": lambda: attend(q, rot(k, s), rot(v, s)),
+            "RoPE applied to the values only (your output is attention of unrotated q and k, mixing rotated v): "
+            "rotate q and k, leave v alone": lambda: attend(q, k, rot(v, s)),
             "RoPE applied to queries only: keys must be rotated too, or scores stop depending on relative position":
                 lambda: attend(rot(q, s), k, v),
             "RoPE applied to keys only: queries must be rotated too": lambda: attend(q, rot(k, s), v),

@@ -202,11 +202,34 @@ def check_tied_logits(tied_logits, *, seed: int = 2, batch: int = 2, seq: int = 
                 lambda: (x @ weight.T).softmax(-1),
             "log_softmax applied: the result is log-probabilities; tied_logits returns raw scores (logits)":
                 lambda: (x @ weight.T).log_softmax(-1),
+            "each row's maximum subtracted (softmax's overflow guard): softmax, argmax and the loss cannot tell, "
+            "but tied_logits returns the scores themselves, x @ weight.T; the guard belongs inside the softmax":
+                lambda: want - want.amax(-1, keepdim=True),
+            "each row centred on its mean: softmax, argmax and the loss cannot tell, but tied_logits returns the "
+            "scores themselves, x @ weight.T": lambda: want - want.mean(-1, keepdim=True),
         })
+        _shifted_per_row(chk, got, want)
         chk.explain_scale("the logits", got, want, {"1/sqrt(d_model)": 1 / math.sqrt(d_model),
                                                     "sqrt(d_model)": math.sqrt(d_model)})
     run_contract(chk, tied_logits, TIED_LOGITS)
     chk.finish()
+
+
+def _shifted_per_row(chk, got, want) -> None:
+    """A failing result that is the reference plus one constant per row (a shift softmax cannot see), said as
+    measured where no named variant gave it."""
+    row = chk.rows[-1]
+    if row.ok or chk.reproduced.get(row.name) or not isinstance(got, torch.Tensor) or got.shape != want.shape \
+            or not got.is_floating_point():
+        return
+    shift = (got.detach().double() - want.double())                      # (B, T, V)
+    if torch.allclose(shift, shift[..., :1].expand_as(shift), atol=1e-5, rtol=0):
+        constants = shift[..., 0]
+        same = torch.allclose(constants, constants.flatten()[:1].expand_as(constants), atol=1e-5, rtol=0)
+        added = f"{float(constants.flatten()[0]):.4g} added to every logit" if same else \
+            "a constant added to each row (not the same in every row)"
+        chk.measured(f"your logits are x @ weight.T with {added}: softmax, argmax and the loss cannot tell them "
+                     "apart, but the logits themselves differ")
 
 
 def check_tie_weights(tie_weights, *, vocab: int = 10, d_model: int = 6, seed: int = 3) -> None:

@@ -4,7 +4,9 @@ mistake through its notebook's check and holds the message to what the code
 does."""
 from __future__ import annotations
 
-from .test_printed_lines_true import _line, _message
+from .test_printed_lines_true import _line, _message, bench_diagnostics  # the benchmarks folder on sys.path
+
+from benchmarks.mutations.unseen import M  # noqa: E402
 
 
 def test_values_rotated_in_place_of_the_queries_are_named_apart_from_in_place_of_the_keys():
@@ -21,3 +23,19 @@ def test_a_gelu_mlp_counted_for_swiglu_is_named_from_every_config():
 def test_a_perplexity_taken_as_the_square_root_of_the_loss_is_measured_as_such():
     measured = _line(_message("fresh17", "10", "evaluate", '"perplexity": math.sqrt(loss)'), "Measured:")
     assert "your perplexity equals sqrt(loss)" in measured
+
+
+def test_logits_shifted_by_their_row_maximum_and_by_their_row_mean_are_told_apart():
+    by_max = _line(_message("fresh17", "01", "tied_logits", ".amax(dim=-1, keepdim=True)"), "Likely bug:")
+    by_mean = _line(_message("fresh17", "01", "tied_logits", ".mean(dim=-1, keepdim=True)"), "Likely bug:")
+    assert "each row's maximum subtracted" in by_max and "mean" not in by_max
+    assert "each row centred on its mean" in by_mean and "maximum" not in by_mean
+
+
+def test_logits_shifted_by_an_unlisted_constant_are_measured_as_shifted_not_named():
+    for new, said in (("return x @ weight.T + 1.5  #", "with 1.5 added to every logit"),
+                      ("return x @ weight.T - x.sum(-1, keepdim=True)  #",
+                       "a constant added to each row (not the same in every row)")):
+        message = bench_diagnostics.run_mutation("01", M("tied_logits", "return x @ weight.T  #", new, (), ""),
+                                  bench_diagnostics.notebook_cells("01")).message
+        assert said in _line(message, "Measured:") and "Likely bug:" not in message

@@ -185,6 +185,38 @@ def _loss_variants(logits, targets, ignore):
     }
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) or (isinstance(value, torch.Tensor) and value.numel() == 1)
+
+
+def _padding_scored(chk: Check, lm_loss, logits, padded, got: float | None) -> None:
+    """Whether the -100 positions reach the learner's loss, measured on their function: the logits at those
+    positions alone are changed and the loss is asked again (the reference's would not move). Where they do, the
+    token they are scored as is named when one token's cross-entropy with no ignored position gives the loss."""
+    from .framework.calling import guarded_call
+    pad = padded == -100                                                     # (B, T)
+    moved = logits.clone()
+    moved[pad] = moved[pad] + randn(int(pad.sum()), logits.shape[-1], seed=99, dtype=logits.dtype) * 3
+    try:
+        again = guarded_call(lm_loss, (moved, padded.clone()))
+        again = float(again)
+    except Exception:  # noqa: BLE001: a call that raises measures nothing; the rows said why
+        return
+    if got is None or not math.isfinite(again) or math.isclose(again, got, rel_tol=1e-6, abs_tol=1e-7):
+        return
+    flat = logits.flatten(0, 1)
+    scored_as = [token for token in range(logits.shape[-1])
+                 if math.isclose(float(F.cross_entropy(flat, padded.flatten().masked_fill(pad.flatten(), token))),
+                                 got, rel_tol=1e-5, abs_tol=1e-6)]
+    fact = (f"your loss moves ({got:.6g} -> {again:.6g}) when only the logits at the -100 positions change, where "
+            "the mean over the predicted tokens does not: the padded positions are scored")
+    if len(scored_as) == 1:
+        chk.diagnose(f"{fact}, each as token {scored_as[0]} (measured: your loss is the cross-entropy with every -100 "
+                     f"replaced by {scored_as[0]}); pass the targets as they are, with ignore_index=-100")
+    else:
+        chk.measured(fact)
+
+
 def check_lm_loss(lm_loss, *, seed: int = 0, batch: int = 3, seq: int = 5, vocab: int = 7, dtype=torch.float32) -> None:
     """lm_loss(logits (B, T, V), targets (B, T)) -> mean cross-entropy over
     non-padding targets (-100), against F.cross_entropy."""
@@ -198,7 +230,10 @@ def check_lm_loss(lm_loss, *, seed: int = 0, batch: int = 3, seq: int = 5, vocab
     for label, targets in (("no padding", full), ("with -100 padding", padded)):
         got = chk.call(lm_loss, logits, targets)
         want = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
-        chk.compare(f"{label}: {tuple(logits.shape)}", got, want.detach(), variants=_loss_variants(logits.detach(), targets, -100))
+        row_ok = chk.compare(f"{label}: {tuple(logits.shape)}", got, want.detach(),
+                             variants=_loss_variants(logits.detach(), targets, -100))
+        if not row_ok and targets is padded and not chk.reproduced.get(chk.rows[-1].name):
+            _padding_scored(chk, lm_loss, logits.detach(), padded, float(got) if _is_number(got) else None)
         if isinstance(got, torch.Tensor):
             chk.require(f"{label}: differentiable", got.requires_grad,
                         "the loss does not depend on the logits through autograd",

@@ -39,3 +39,28 @@ def test_logits_shifted_by_an_unlisted_constant_are_measured_as_shifted_not_name
         message = bench_diagnostics.run_mutation("01", M("tied_logits", "return x @ weight.T  #", new, (), ""),
                                   bench_diagnostics.notebook_cells("01")).message
         assert said in _line(message, "Measured:") and "Likely bug:" not in message
+
+
+def _lm_loss_message(new: str) -> str:
+    old = "return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)"
+    return bench_diagnostics.run_mutation("09", M("lm_loss", old, new, (), ""), bench_diagnostics.notebook_cells("09")).message
+
+
+def test_padding_scored_as_a_token_is_confirmed_by_moving_only_the_padded_logits():
+    likely = _line(_message("fresh17", "09", "lm_loss", "targets.flatten().clamp(min=0), ignore_index=-100"),
+                   "Likely bug:")
+    assert "the padded positions are scored, each as token 0" in likely
+
+
+def test_padding_counted_only_in_the_denominator_is_not_said_to_be_scored():
+    # the padded positions add nothing to the sum: moving their logits moves nothing
+    message = _lm_loss_message("return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, "
+                               "reduction='sum') / targets.numel()")
+    assert "padding counted" in message and "the padded positions are scored" not in message
+
+
+def test_padding_scored_as_another_token_than_a_single_one_is_measured_without_a_token():
+    # each padded target scored as the token before it in the row: read, but as no one token
+    message = _lm_loss_message("return F.cross_entropy(logits.flatten(0, 1), torch.where(targets == -100, "
+                               "targets.roll(1, -1).clamp(min=0), targets).flatten())")
+    assert "the padded positions are scored" in _line(message, "Measured:") and "each as token" not in message

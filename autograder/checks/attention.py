@@ -2,6 +2,7 @@
 and the full multi-head self-attention layer."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -142,6 +143,7 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
         "head_dim and heads swapped when merging: (B, T, hd, H) flattened interleaves the heads' features; "
         "transpose(1, 2) gives (B, T, H, hd), then reshape": lambda: y.permute(0, 2, 3, 1).reshape(batch, seq, d),
     })
+    _merge_read_order(chk, merged, y, want_merged)
     roundtrip = chk.call(merge_heads, chk.call(split_heads, x, n_heads))
     chk.compare("merge(split(x)) == x", roundtrip, x)
     chk.fn_name = "split_heads"
@@ -150,6 +152,24 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
     run_contract(chk, merge_heads, MERGE_HEADS)
     chk.fn_name = "split_heads / merge_heads"
     chk.finish()
+
+
+def _merge_read_order(chk: Check, merged, y: torch.Tensor, want: torch.Tensor) -> None:
+    """A merge with the right shape and the wrong values that is y's values read in another axis order and
+    flattened: that order, found among all of them (y's sizes all differ, so one order at most gives it)."""
+    row = chk.rows[-1]
+    if row.ok or chk.reproduced.get(row.name) or not isinstance(merged, torch.Tensor) or merged.shape != want.shape:
+        return
+    names = ("batch", "heads", "seq", "head_dim")
+    for order in itertools.permutations(range(4)):
+        if order[0] == 0 and order != (0, 2, 1, 3) \
+                and torch.equal(merged, y.permute(*order).reshape(want.shape)):
+            read = ", ".join(names[i] for i in order)
+            chk.diagnose(f"wrong layout after transpose: your merge_heads returns y's values read in the axis order "
+                         f"({read}), y.permute{order}, flattened to (B, T, d); a row of (B, T, d) holds one "
+                         "position's heads side by side: (batch, seq, heads, head_dim), y.transpose(1, 2), then "
+                         "reshape")
+            return
 
 
 def _explain_layout(chk: Check, got, want: torch.Tensor, sizes: dict[str, int], expected: str) -> None:

@@ -64,3 +64,8 @@ def test_padding_scored_as_another_token_than_a_single_one_is_measured_without_a
     message = _lm_loss_message("return F.cross_entropy(logits.flatten(0, 1), torch.where(targets == -100, "
                                "targets.roll(1, -1).clamp(min=0), targets).flatten())")
     assert "the padded positions are scored" in _line(message, "Measured:") and "each as token" not in message
+
+
+def test_a_merge_that_reads_its_input_in_another_axis_order_is_told_which_order():
+    likely = _line(_message("fresh17", "03", "split_heads", "y.transpose(2, 3).reshape(B, T, H * hd)"), "Likely bug:")
+    assert "read in the axis order (batch, heads, head_dim, seq), y.permute(0, 1, 3, 2)" in likely

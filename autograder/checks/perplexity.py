@@ -550,6 +550,9 @@ def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
             lambda: nll((counts + alpha) / (counts.sum(0, keepdim=True) + 256 * alpha)),
         "smoothing missing from the denominator: add 256 * alpha (alpha for each possible next byte)":
             lambda: nll((counts + alpha) / (counts.sum(1, keepdim=True) + alpha)),
+        "smoothing missing from the numerator: add alpha to every count too, (counts + alpha) / (row total + "
+        "256 * alpha), or a pair train never shows gets probability 0":
+            lambda: nll(counts / (counts.sum(1, keepdim=True) + 256 * alpha)),
         "log base 2: NLL in nats uses the natural log": lambda: ref_bigram_nll(train, val, alpha) / math.log(2),
     })
 

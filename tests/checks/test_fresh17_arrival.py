@@ -69,3 +69,8 @@ def test_padding_scored_as_another_token_than_a_single_one_is_measured_without_a
 def test_a_merge_that_reads_its_input_in_another_axis_order_is_told_which_order():
     likely = _line(_message("fresh17", "03", "split_heads", "y.transpose(2, 3).reshape(B, T, H * hd)"), "Likely bug:")
     assert "read in the axis order (batch, heads, head_dim, seq), y.permute(0, 1, 3, 2)" in likely
+
+
+def test_smoothing_added_to_the_denominator_only_is_named_apart_from_the_numerator_only():
+    likely = _line(_message("fresh17", "10", "bigram_nll", "probs = counts /"), "Likely bug:")
+    assert "smoothing missing from the numerator" in likely and "from the denominator" not in likely

@@ -31,6 +31,9 @@ def _rms_variants(x, weight, eps):
     return {
         "eps outside the sqrt: x / (sqrt(mean(x²)) + eps) instead of x / sqrt(mean(x²) + eps)":
             lambda: weight * (x32 / (x32.pow(2).mean(-1, keepdim=True).sqrt() + eps)).to(dtype),
+        "eps added after the reciprocal square root: x · (1/sqrt(mean(x²)) + eps) instead of x / sqrt(mean(x²) + "
+        "eps); eps goes under the root, where it keeps a row of tiny values from dividing by nearly zero":
+            lambda: weight * (x32 * (torch.rsqrt(x32.pow(2).mean(-1, keepdim=True)) + eps)).to(dtype),
         "mean over the wrong axis: the statistic must be taken over the features (dim=-1), per token":
             lambda: weight * (x32 * torch.rsqrt(x32.pow(2).mean(0, keepdim=True) + eps)).to(dtype),
         "mean over the wrong axis (dim=1): the statistic must be taken over the features (dim=-1), per token":

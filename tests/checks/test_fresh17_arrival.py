@@ -74,3 +74,8 @@ def test_a_merge_that_reads_its_input_in_another_axis_order_is_told_which_order(
 def test_smoothing_added_to_the_denominator_only_is_named_apart_from_the_numerator_only():
     likely = _line(_message("fresh17", "10", "bigram_nll", "probs = counts /"), "Likely bug:")
     assert "smoothing missing from the numerator" in likely and "from the denominator" not in likely
+
+
+def test_eps_added_after_the_reciprocal_root_is_named_apart_from_eps_outside_the_root():
+    likely = _line(_message("fresh17", "02", "rms_norm", "keepdim=True)) + eps"), "Likely bug:")
+    assert "eps added after the reciprocal square root" in likely and "eps outside the sqrt" not in likely

@@ -79,3 +79,9 @@ def test_smoothing_added_to_the_denominator_only_is_named_apart_from_the_numerat
 def test_eps_added_after_the_reciprocal_root_is_named_apart_from_eps_outside_the_root():
     likely = _line(_message("fresh17", "02", "rms_norm", "keepdim=True)) + eps"), "Likely bug:")
     assert "eps added after the reciprocal square root" in likely and "eps outside the sqrt" not in likely
+
+
+def test_keys_passed_as_the_values_in_a_cached_step_are_named():
+    likely = _line(_message("fresh17", "07", "gqa_step", "repeat_kv(k_all, n_rep), repeat_kv(k_all, n_rep)"),
+                   "Likely bug:")
+    assert "the keys passed as the values too" in likely

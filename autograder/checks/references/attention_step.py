@@ -274,6 +274,10 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
                 lambda: merge(_attend(q_new, k_all[:, :, start:end], v_all[:, :, start:end], ref_mask(n, n))),
             "heads merged without transposing back: (B, nh, T, hd) -> y.transpose(1, 2).reshape(B, T, d)":
                 lambda: F.linear(_attend(q_new, K, V, mask).reshape(batch, n, d), W["o"]),
+            "the keys passed as the values too: attention mixes the cached keys (k_all); pass v_all as the "
+            "values": lambda: merge(_attend(q_new, K, K, mask)),
+            "the values passed as the keys too: the scores are q · v; pass k_all as the keys":
+                lambda: merge(_attend(q_new, V, V, mask)),
             "o_proj missing: the merged heads go through attn.o_proj": lambda: _attend(q_new, K, V, mask).transpose(1, 2).flatten(2),
             "heads split without the transpose: view(B, T, n_heads, hd).transpose(1, 2), not view(B, n_heads, T, hd)":
                 lambda: merge(_attend(ref_rotate(F.linear(xs, W["q"]).view(batch, n_heads, n, head_dim), start), K, V, mask)),

@@ -445,12 +445,11 @@ def _locate_rms_module(RMSNorm):
 
 
 def layer_norm_steps(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """LayerNorm written out: centre, biased variance, normalise, gain, bias."""
+    """LayerNorm written out in the exercise's order: centre, biased variance, gain, normalise, bias."""
     mean = x.mean(dim=-1, keepdim=True)
     centred = x - mean
     var = centred.pow(2).mean(dim=-1, keepdim=True)
-    normalised = centred * torch.rsqrt(var + eps)
-    return weight * normalised + bias
+    return weight * centred * torch.rsqrt(var + eps) + bias
 
 
 def _layer_norm_cases():

@@ -347,8 +347,8 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
 def rope_cache_steps(head_dim: int, max_seq_len: int, theta: float = 10000.0):
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim   # 2i / hd
-    inv_freq = theta ** -exponents                                           # (hd/2,)
+    # the exercise's order: the minus sign on the even indices, then the division (the same numbers either way)
+    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (hd/2,)
     positions = torch.arange(max_seq_len, dtype=torch.float32)
     angles = torch.outer(positions, inv_freq)                                  # (T, hd/2)
     angles = torch.cat((angles, angles), dim=-1)                               # (T, hd)

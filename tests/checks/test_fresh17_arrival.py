@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from .test_printed_lines_true import _line, _message, bench_diagnostics  # the benchmarks folder on sys.path
 
+from benchmarks.mutations import SETS  # noqa: E402
 from benchmarks.mutations.unseen import M  # noqa: E402
+
+SETS_FRESH17 = SETS["fresh17"]()
 
 
 def test_values_rotated_in_place_of_the_queries_are_named_apart_from_in_place_of_the_keys():
@@ -96,3 +99,13 @@ def test_a_layer_norm_that_scales_before_it_normalises_is_not_told_a_step_is_mis
 def test_the_exponent_divided_by_half_head_dim_is_shown_at_the_division_not_the_minus_sign():
     where = _line(_message("fresh17", "04", "rope_cache", "/ (head_dim // 2))"), "Where:")
     assert "yours: div gives" in where and "neg gives" not in where
+
+
+def test_a_mode_read_after_eval_and_a_mode_never_given_back_get_the_same_candidates():
+    # both give back eval mode: neither is told as certain, and the fix the code already has is not its cause
+    for nb, fn, words in (("08", "generate", "model.train(model.training)"),
+                          ("10", "evaluate", "model.eval()\n    was_training")):
+        found, = [m for m in SETS_FRESH17[nb] if m.cell == fn and words in m.new]
+        message = bench_diagnostics.run_mutation(nb, found, bench_diagnostics.notebook_cells(nb)).message
+        assert "remember was_training" not in message
+        assert "the mode given back was read after model.eval()" in _line(message, "Candidates:")

@@ -1,0 +1,40 @@
+"""Lines the reread found true as measured but loose (a coincidence of the
+test shapes named as the code's number, a truncation said of a result that
+is only short): each test runs one mistake through its notebook's check and
+holds the line to what was measured."""
+from __future__ import annotations
+
+from .test_printed_lines_true import _line, _message
+
+
+def test_a_count_of_dropped_positions_is_not_named_after_the_batch_it_happens_to_equal():
+    # x[:, [-1], :] keeps the last of T = 3 positions: the 2 missing are T - 1, equal to the batch by chance
+    likely = _line(_message("fresh8", "01", "tied_logits", "x[:, [-1], :]"), "Likely bug:")
+    assert "x.shape[0]" not in likely and "(=" not in likely
+    assert "holds the last 1 of the 3 entries" in likely and "the first 2 are missing" in likely
+
+
+def test_a_result_short_by_its_end_is_not_said_to_be_cut_off():
+    likely = _line(_message("fresh8", "01", "tied_logits", "x[:, [-1], :]"), "Likely bug:")
+    assert "may be cut off" not in likely
+    assert "(e.g. a slice that cuts them off)" in likely
+
+
+def test_the_axis_a_stack_adds_is_not_named_after_the_batch_it_happens_to_equal():
+    # torch.stack of two tensors adds an axis of 2: the batch of the test is 2 as well
+    likely = _line(_message("default", "06", "cache_update", "torch.stack((past_k, k), dim=2)"), "Likely bug:")
+    assert "past_k.shape[0]" not in likely
+    assert "is split into your axes 2 and 3 (sizes 2 and 4)" in likely
+
+
+def test_a_generation_loop_one_step_short_is_not_said_to_cut_its_result_off():
+    # range(max_new_tokens - 1): the first tokens are right, the last one is never generated
+    likely = _line(_message("default", "06", "generate_greedy", "for _ in range(max_new_tokens - 1):"), "Likely bug:")
+    assert "cut off" not in likely.split("e.g.")[0] and "dropped" not in likely
+    assert "the last 1 is missing" in likely and "a loop that runs 1 step fewer" in likely
+
+
+def test_the_missing_prompt_is_still_named_after_the_prompts_length():
+    # idx[:, prompt.shape[1]:] drops exactly the prompt: a size along the same axis
+    likely = _line(_message("default", "06", "generate_greedy", "return idx[:, prompt.shape[1]:]"), "Likely bug:")
+    assert "the first 5 (= prompt.shape[1]) are missing" in likely

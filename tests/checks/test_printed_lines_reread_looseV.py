@@ -38,3 +38,16 @@ def test_the_missing_prompt_is_still_named_after_the_prompts_length():
     # idx[:, prompt.shape[1]:] drops exactly the prompt: a size along the same axis
     likely = _line(_message("default", "06", "generate_greedy", "return idx[:, prompt.shape[1]:]"), "Likely bug:")
     assert "the first 5 (= prompt.shape[1]) are missing" in likely
+
+
+def test_causal_attentions_seven_keys_are_named_kv_len_not_seq():
+    # causal_mask(k, q) on 4 queries over 7 keys: the 7 in the error is the number of keys
+    message = _message("fresh3", "03", "causal_attention", "causal_mask(k.shape[-2], q.shape[-2])")
+    measured = _line(message, "Measured:")
+    assert "7 = seq" not in measured and "7 = kv_len" in measured
+
+
+def test_rms_norms_probe_measurements_name_the_probes_shape():
+    # the RMS 0.25 = 1/sqrt(16) is measured on the explainer's (6, 16) probe, not on the rows' d = 8
+    message = _message("default", "02", "rms_norm", "x32.norm(dim=-1, keepdim=True) + eps")
+    assert "your output's RMS per token on a (6, 16) probe is 0.25" in message

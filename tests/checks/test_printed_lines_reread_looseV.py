@@ -51,3 +51,17 @@ def test_rms_norms_probe_measurements_name_the_probes_shape():
     # the RMS 0.25 = 1/sqrt(16) is measured on the explainer's (6, 16) probe, not on the rows' d = 8
     message = _message("default", "02", "rms_norm", "x32.norm(dim=-1, keepdim=True) + eps")
     assert "your output's RMS per token on a (6, 16) probe is 0.25" in message
+
+
+def test_a_mask_of_the_new_tokens_alone_is_not_said_to_count_zero_cached_positions():
+    # causal_mask(T, T) in attention_step: the width is T_new, the cached positions are left out
+    message = _message("default", "06", "attention_step", "causal_mask(T, T)")
+    assert "counts 0 cached positions" not in message
+    assert "its width 3 is T_new alone: the 5 cached positions past_k holds (past_k.shape[2]) are left out" in message
+
+
+def test_a_cache_that_holds_none_is_not_told_only_the_call_it_already_makes():
+    # cache = cache.reset() makes cache None; the calls already say cache=cache
+    likely = _line(_message("fresh5", "06", "generate_greedy", "cache = cache.reset()"), "Likely bug:")
+    assert "called with cache=None (measured on its calls)" in likely
+    assert "must be a KVCache object" in likely

@@ -77,7 +77,10 @@ def _attention_inputs(fn, args):
         # the code counted, a number to set beside past_k's axes (which axis it was read from is the learner's).
         counted, past = int(masks[0][-1]) - new, int(past_k.shape[2])
         read = [str(a) for a in range(past_k.dim()) if a != 2 and int(past_k.shape[a]) == counted]
+        # A width of T_new alone counts nothing: said as the cached positions left out, not as "0 counted".
         width = "" if int(masks[0][-2]) != new or counted == past else (
+            f"; its width {new} is T_new alone: the {past} cached positions past_k holds (past_k.shape[2]) are left "
+            "out") if counted == 0 else (
             f"; its width {int(masks[0][-1])} = {new} + {counted} counts {counted} cached positions where past_k holds "
             f"{past} (past_k.shape[2])" + (f", and {counted} is past_k.shape[{' or '.join(read)}]" if read else ""))
         return lambda err: err.with_likely_bug(

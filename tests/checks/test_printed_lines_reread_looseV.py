@@ -65,3 +65,12 @@ def test_a_cache_that_holds_none_is_not_told_only_the_call_it_already_makes():
     likely = _line(_message("fresh5", "06", "generate_greedy", "cache = cache.reset()"), "Likely bug:")
     assert "called with cache=None (measured on its calls)" in likely
     assert "must be a KVCache object" in likely
+
+
+def test_rope_positions_shifted_twice_are_not_told_the_offset_the_code_already_has():
+    # cos[start:] and start_pos=start: the new keys are rotated from 2·start on
+    likely = _line(_message("fresh4", "06", "attention_step", "cos[start:], sin[start:], start_pos=start"),
+                   "Likely bug:")
+    assert "rotated for positions 10..12, not 5..7" in likely
+    assert "start at the number of cached positions, start_pos = past_k.shape[2]" not in likely
+    assert "shifted by the number of cached positions twice" in likely

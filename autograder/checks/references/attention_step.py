@@ -147,6 +147,11 @@ def _rotated_for_words(found: list[tuple[int, int, int, int]]) -> str:
     when each step's start at 0 it is the known cause RESTART, said here."""
     restart = "positions restart at 0: " if all(first == 0 for first, *_ in found) else ""
     said = ", and ".join(f"{first}..{last}, not {start}..{end}" for first, last, start, end in found)
+    # Rotated from 2·T_past on: the code has the offset already, and adds it a second time.
+    if all(start > 0 and first == 2 * start and last - first == end - start for first, last, start, end in found):
+        return (f"the new keys are rotated for positions {said}: each is shifted by the number of cached positions "
+                "twice (measured: they start at 2·past_k.shape[2]); the offset belongs in one place, e.g. a slice "
+                "cos[start_pos:] or a start_pos given to the rotation, not both")
     return (f"{restart}the new keys are rotated for positions {said}: RoPE positions of the new tokens start at the "
             "number of cached positions, start_pos = past_k.shape[2]")
 

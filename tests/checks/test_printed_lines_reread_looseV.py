@@ -74,3 +74,10 @@ def test_rope_positions_shifted_twice_are_not_told_the_offset_the_code_already_h
     assert "rotated for positions 10..12, not 5..7" in likely
     assert "start at the number of cached positions, start_pos = past_k.shape[2]" not in likely
     assert "shifted by the number of cached positions twice" in likely
+
+
+def test_a_clamp_from_below_is_not_told_that_progress_is_not_clamped():
+    # max(progress, 1.0) clamps from below; past the end progress still passes 1
+    likely = _line(_message("fresh4", "09", "lr_schedule", "max(progress, 1.0)"), "Likely bug:")
+    assert "is not clamped" not in likely
+    assert "progress needs an upper bound, min(progress, 1.0)" in likely

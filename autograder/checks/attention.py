@@ -379,7 +379,7 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
     On failure the learner's attention weights are read out and measured."""
     __tracebackhide__ = True
     chk = Check("causal_attention", expects="(batch, heads, q_len, head_dim) attention outputs")
-    chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim, "q_len": seq - 3}
+    chk.axes = {"batch": batch, "heads": heads, "kv_len": seq, "head_dim": head_dim, "q_len": seq - 3}
 
     def explain(err=None):
         explain_attention_weights(chk, causal_attention, seed, batch, heads, seq, head_dim, dtype)  # row 1's inputs

@@ -153,9 +153,10 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         decode = log.calls[1:]
         uses_cache = len(log.calls) >= 2 and all(c["cache_len"] is not None and c["len"] == 1 for c in decode)
         if any(c["cache_len"] is None for c in log.calls):
-            why = ("the cache is not used: the model is called with cache=None (measured on its calls); prefill a "
-                   "KVCache with model(prompt, cache=cache), then feed only the newest token, model(next_id, "
-                   "cache=cache)")
+            # The calls may pass cache=cache already, with a name that holds None: the fix says what it must hold.
+            why = ("the cache is not used: the model is called with cache=None (measured on its calls); the cache "
+                   "argument must be a KVCache object (e.g. not the result of cache.reset(), which is None): prefill "
+                   "with model(prompt, cache=cache), then feed only the newest token, model(next_id, cache=cache)")
         else:
             why = ("the whole sequence is fed again at each decode step although the cache already holds it: the "
                    "cached positions are stored again at every step; decode steps must pass only the newest token, "

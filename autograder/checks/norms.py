@@ -127,7 +127,8 @@ def explain_rms_norm(chk: Check, rms_norm, d: int = 16, seed: int = 3) -> None:
         divisor = ratio[:, 0]
         named = next((what for what, f in _DIVISORS.items() if torch.allclose(divisor, f(x64), rtol=1e-3)), None)
         spread = f"{float(rms.min()):.3g}" + ("" if float(rms.max() - rms.min()) < 1e-3 else f" to {float(rms.max()):.3g}")
-        text = f"with unit gain your output's RMS per token is {spread}, not 1: "
+        # The probe's d is its own (not the failing rows'): a number that depends on d is said with its shape.
+        text = f"with unit gain your output's RMS per token on a {tuple(x.shape)} probe is {spread}, not 1: "
         if named:
             chk.diagnose(text + "your code divides x by " + named)
         else:
@@ -176,7 +177,8 @@ def _explain_eps(chk: Check, rms_norm, tiny: torch.Tensor, ones: torch.Tensor) -
         if abs(eps_eff / 1e-4 - 1) < 0.05:
             chk.diagnose("your effective eps is 1e-4 = eps² for eps=1e-2: add eps itself, sqrt(mean(x²) + eps)")
         else:
-            chk.measured(f"with eps=1e-2 your effective eps (fitted from y = x / sqrt(mean(x²) + eps)) is {eps_eff:.3g}")
+            chk.measured(f"with eps=1e-2 your effective eps on a {tuple(tiny.shape)} probe (fitted from "
+                         f"y = x / sqrt(mean(x²) + eps)) is {eps_eff:.3g}")
 
 
 def rms_norm_steps(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

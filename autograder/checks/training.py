@@ -305,8 +305,10 @@ def _schedule_edges(chk: Check, lr_schedule, warmup: int, total: int, max_lr: fl
         (f"total_steps {warmup + 1} = warmup_steps + 1: every step", [(s, warmup, warmup + 1) for s in range(warmup + 1)],
          {}),
         (f"steps {', '.join(map(str, past))} (past total_steps {total}): min_lr", [(s, warmup, total) for s in past], {
-            "the cosine's progress is not clamped: past the last step it passes 1 and the rate climbs back toward "
-            "max_lr; use min(progress, 1.0) so that it stays at min_lr":
+            # said of the bound that is missing: a clamp from below (max(progress, 1.0)) leaves the same rates here
+            "the cosine's progress is not clamped from above: past the last step it passes 1 and the rate climbs "
+            "back toward max_lr; progress needs an upper bound, min(progress, 1.0), so that the rate stays at "
+            "min_lr":
                 [_unclamped(s, warmup, total, max_lr, min_lr) for s in past],
             "the rate drops to 0 past the last step: it stays at min_lr there (a run trained on, or resumed, keeps "
             "learning at min_lr)": [0.0] * len(past)}),

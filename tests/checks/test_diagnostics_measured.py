@@ -540,7 +540,7 @@ def test_a_result_cut_to_a_fixed_length_names_the_entries_dropped():
     chk = Check("cache_update", expects="(B, H, T_past + T_new, hd)")
     want = torch.randn(2, 3, 8, 4, generator=torch.Generator().manual_seed(0))
     chk.compare("k_all", want[:, :, 3:], want)
-    assert any("holds the last 5 of the 8 entries" in d and "the first 3 are dropped" in d for d in chk.diagnoses)
+    assert any("holds the last 5 of the 8 entries" in d and "the first 3 are missing" in d for d in chk.diagnoses)
     chk.compare("v_all", want[:, :, 3:], want)
     assert len(chk.diagnoses) == 1  # the second row would say the same
     other = Check("cache_update", expects="(B, H, T_past + T_new, hd)")

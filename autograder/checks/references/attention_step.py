@@ -77,7 +77,10 @@ def _attention_inputs(fn, args):
         # the code counted, a number to set beside past_k's axes (which axis it was read from is the learner's).
         counted, past = int(masks[0][-1]) - new, int(past_k.shape[2])
         read = [str(a) for a in range(past_k.dim()) if a != 2 and int(past_k.shape[a]) == counted]
+        # A width of T_new alone counts nothing: said as the cached positions left out, not as "0 counted".
         width = "" if int(masks[0][-2]) != new or counted == past else (
+            f"; its width {new} is T_new alone: the {past} cached positions past_k holds (past_k.shape[2]) are left "
+            "out") if counted == 0 else (
             f"; its width {int(masks[0][-1])} = {new} + {counted} counts {counted} cached positions where past_k holds "
             f"{past} (past_k.shape[2])" + (f", and {counted} is past_k.shape[{' or '.join(read)}]" if read else ""))
         return lambda err: err.with_likely_bug(
@@ -144,6 +147,11 @@ def _rotated_for_words(found: list[tuple[int, int, int, int]]) -> str:
     when each step's start at 0 it is the known cause RESTART, said here."""
     restart = "positions restart at 0: " if all(first == 0 for first, *_ in found) else ""
     said = ", and ".join(f"{first}..{last}, not {start}..{end}" for first, last, start, end in found)
+    # Rotated from 2·T_past on: the code has the offset already, and adds it a second time.
+    if all(start > 0 and first == 2 * start and last - first == end - start for first, last, start, end in found):
+        return (f"the new keys are rotated for positions {said}: each is shifted by the number of cached positions "
+                "twice (measured: they start at 2·past_k.shape[2]); the offset belongs in one place, e.g. a slice "
+                "cos[start_pos:] or a start_pos given to the rotation, not both")
     return (f"{restart}the new keys are rotated for positions {said}: RoPE positions of the new tokens start at the "
             "number of cached positions, start_pos = past_k.shape[2]")
 

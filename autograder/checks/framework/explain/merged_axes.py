@@ -18,8 +18,10 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
         axis_groups(tuple(got.shape), tuple(want.shape))
     if groups is None:
         return
+    # A size that several of the inputs' axes have (the batch of four tensors, or the 2 a stack of two adds)
+    # names no source on one call: only a size that one input axis has is named.
     owners = ({size: [n for n, s in chk.axes.items() if s == size] for size in set(chk.axes.values())}
-              if chk.axes else chk.sizes_named())
+              if chk.axes else {size: where for size, where in chk.sizes_named().items() if len(where) == 1})
     size_of = lambda n: f"{n}" + (f" = {' or '.join(owners[n])}" if owners.get(n) else "")  # noqa: E731
     fine = want.shape if merged else got.shape
     said = []

@@ -26,9 +26,15 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
         return
     end = kept[0]
     dropped, gone = "first" if end == "last" else "last", total - n
-    owners = chk.sizes_named().get(gone)
+    # The count missing is a difference of two lengths: an input's size along another axis (the batch) that
+    # equals it is a coincidence of the test shapes as often as its source; one along the same axis (the
+    # prompt's length, the cached positions) is read as where it may come from.
+    owners = [w for w in chk.sizes_named().get(gone, []) if w.endswith(f".shape[{axis}]")]
     chk.diagnose(f"`{name}` holds the {end} {n} of the {total} entries the right result has along axis "
                  f"{axis} (measured: they equal the right result's {end} {n} there): the {dropped} "
-                 f"{gone}" + (f" ({' and '.join(owners)})" if owners else "")
-                 + (" are" if gone > 1 else " is") + " dropped; keep every entry: no part of the result "
-                 "may be cut off")
+                 f"{gone}" + (f" (= {' or '.join(owners)})" if owners else "")
+                 + (" are" if gone > 1 else " is") + " missing; every entry belongs in the result "
+                 f"(e.g. a slice that cuts {'them' if gone > 1 else 'it'} off"
+                 # a loop that stops early leaves the first entries right and lacks only the last ones
+                 + (f", or a loop that runs {gone} step{'s' if gone > 1 else ''} fewer" if dropped == "last" else "")
+                 + ")")

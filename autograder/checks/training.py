@@ -419,6 +419,17 @@ def _clamped_entries(grads, grad_clip: float) -> int:
     return int((entries >= grad_clip * (1 - 1e-6)).sum())
 
 
+def _modes_at_forward(model, seen: list):
+    """A pre-hook on the model that records, at each forward pass run with the top module in train mode, its
+    submodules then in eval mode and its Dropout layers among them: the flags the forward pass really ran with."""
+    def hook(module, args):
+        if module.training:
+            parts = list(module.modules())[1:]
+            off = [m for m in parts if not m.training]
+            seen.append((len(off), len(parts), sum(isinstance(m, torch.nn.Dropout) for m in off)))
+    return model.register_forward_pre_hook(hook)
+
+
 def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps) -> Check:
     chk = Check("train_step", expects="the loss of the batch, as a Python float (loss.item())", gradients=NEEDS)
     x = torch.randint(23, (batch, seq), generator=seeded(seed))
@@ -455,6 +466,8 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
 
     model, opt = _setup(seed, dropout, lr)
     log = ForwardLog(model)
+    modes: list = []  # per forward pass in train mode: (submodules in eval, submodules, Dropout layers in eval)
+    mode_handle = _modes_at_forward(model, modes)
     returned_floats = True
     entries = []  # (step, handed over in train mode, its forward calls in eval mode, its forward calls)
     try:
@@ -465,12 +478,20 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
             # Both entry states: the first step meets a model the caller left in eval mode (after an evaluation),
             # the next one a model in train mode; each must train with dropout on.
             model.train(i % 2 == 1)
-            start = len(log.calls)
+            start, seen = len(log.calls), len(modes)
             try:
                 got = call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
             finally:
                 calls = log.calls[start:]
                 entries.append((i + 1, i % 2 == 1, sum(not c["training"] for c in calls), len(calls)))
+                half_set = [m for m in modes[seen:] if m[0]]
+                if half_set and not i % 2 and not chk.diagnoses:
+                    off, parts, drop = half_set[0]
+                    among = f", {drop} Dropout layers among them" if drop else ""
+                    chk.diagnose(f"only the top module is switched to train mode (measured: step {i + 1} was handed "
+                                 f"the model in eval mode; at its forward pass model.training was True, yet {off} of "
+                                 f"its {parts} submodules{among}, were still in eval mode): the flag of a module is "
+                                 "its own; model.train() sets it on every submodule")
             problem = python_number_problem(got, float)
             if problem and returned_floats:
                 returned_floats = False
@@ -486,6 +507,7 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
                 _measure_step(chk, model, before, grad_clip)
     finally:
         log.close()
+        mode_handle.remove()
     for step, came_training, in_eval, total in entries:
         if not in_eval:
             continue

@@ -278,6 +278,12 @@ def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
             lambda: weight * (x - mu) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) + bias,
         "mean not subtracted: that is RMSNorm; LayerNorm centres each vector first":
             lambda: weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + bias,
+        "the output scales x itself, not x - mean: the variance is taken about the mean, but the mean is never "
+        "subtracted from what is divided by its square root; LayerNorm returns (x - mean) / sqrt(var + eps)":
+            lambda: weight * x * torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + eps) + bias,
+        "eps added to 1/sqrt(var) instead of to the variance: (x - mean) * (1/sqrt(var) + eps) leaves a token of tiny "
+        "variance divided by nearly zero; add eps under the root, (x - mean) / sqrt(var + eps)":
+            lambda: weight * (x - mu) * (torch.rsqrt(x.var(-1, keepdim=True, unbiased=False)) + eps) + bias,
         "bias missing": lambda: F.layer_norm(x, (d,), weight, None, eps),
         "eps outside the sqrt: (x - mean) / (sqrt(var) + eps) instead of / sqrt(var + eps)":
             lambda: weight * (x - mu) / (x.var(-1, keepdim=True, unbiased=False).sqrt() + eps) + bias,

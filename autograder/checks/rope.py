@@ -10,11 +10,13 @@ import torch
 import torch.nn.functional as F
 
 import math
+import re
 
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from ..learner_values import describe
 from .framework.check import Check
 from ..diagnosis_record import candidates
+from .framework.calling import guarded_call
 from .framework.measure import close_to, randn
 from .references.rope import apply_rope_steps, ref_angles, ref_rotate
 
@@ -486,7 +488,8 @@ def check_interleaved_to_half(interleaved_to_half, *, seed: int = 0, n_heads: in
 
     def heads(weight):  # (B, T, d_in) -> (B, n_heads, T, head_dim)
         return (x @ weight.T).view(batch, seq, n_heads, head_dim).transpose(1, 2)
-    got = call_keeping_inputs(chk, interleaved_to_half, w, n_heads)
+    got = call_keeping_inputs(chk, interleaved_to_half, w, n_heads,
+                              on_error=_shape_read_swapped(interleaved_to_half, w, n_heads, head_dim))
     want_rot = meta_rotate(heads(w), start_pos, theta)[..., evens_then_odds(head_dim)]  # (B, nh, T, hd)
     if isinstance(got, torch.Tensor) and got.shape == w.shape:
         chk.compare(f"{n_heads} heads of {head_dim}: half rotation of x @ yours.T = Meta's rotation of x @ w.T",
@@ -498,6 +501,33 @@ def check_interleaved_to_half(interleaved_to_half, *, seed: int = 0, n_heads: in
     if not chk.passed:
         _explain_rows(chk, interleaved_to_half, n_heads, head_dim, d_in)
     chk.finish()
+
+
+def _shape_read_swapped(fn, w: torch.Tensor, n_heads: int, head_dim: int):
+    """An error hint for a reshape that failed: when the size it asked for last, where a row's d_in entries go, is
+    w.shape[0] (the rows) and not w.shape[1], that is measured; it is named as the cause only when the same function
+    gives the right rows of a square weight, whose two sizes agree whichever way they are read."""
+    def hint(err):
+        found = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", str(err))
+        rows, d_in = w.shape
+        if not found or rows == d_in:
+            return None
+        asked = [int(v) for v in found.group(1).split(",")]
+        if asked[-1] != rows or int(found.group(2)) != w.numel():
+            return None
+        fact = (f"the reshape that raised asks for {asked} of w's {w.numel()} entries: its last size, where a row's "
+                f"d_in entries go, is {rows} = w.shape[0], the n_heads·head_dim rows, while d_in = w.shape[1] = {d_in}")
+        square = randn(rows, rows, seed=7, dtype=w.dtype)
+        try:
+            out = guarded_call(fn, (square.clone(), n_heads))
+        except Exception:  # noqa: BLE001: no confirmation; the measured sizes stay a fact with its candidate
+            out = None
+        if isinstance(out, torch.Tensor) and out.shape == square.shape and torch.equal(out, square[half_rows(n_heads, head_dim)]):
+            return (f"w's shape is read the wrong way round (measured: {fact}; on a square weight {tuple(square.shape)}, "
+                    "where both readings give the same sizes, your function returns the right rows): w is "
+                    "(n_heads · head_dim, d_in), so rows, d_in = w.shape")
+        return candidates(f"{fact} (candidate: w's two sizes unpacked the wrong way round, d_in, rows = w.shape)")
+    return hint
 
 
 def _meta_attention(x, wq, wk, wv, wo, n_heads, n_kv, rotate):

@@ -505,8 +505,9 @@ def check_interleaved_to_half(interleaved_to_half, *, seed: int = 0, n_heads: in
 
 def _shape_read_swapped(fn, w: torch.Tensor, n_heads: int, head_dim: int):
     """An error hint for a reshape that failed: when the size it asked for last, where a row's d_in entries go, is
-    w.shape[0] (the rows) and not w.shape[1], that is measured; it is named as the cause only when the same function
-    gives the right rows of a square weight, whose two sizes agree whichever way they are read."""
+    w.shape[0] (the rows) and not w.shape[1], that is measured, and whether the same function gives the right rows of
+    a square weight, whose two sizes agree whichever way they are read; the code that did it stays a candidate (the
+    sizes unpacked swapped, or w.shape[0] written for d_in, give the same error and the same square result)."""
     def hint(err):
         found = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", str(err))
         rows, d_in = w.shape
@@ -523,10 +524,10 @@ def _shape_read_swapped(fn, w: torch.Tensor, n_heads: int, head_dim: int):
         except Exception:  # noqa: BLE001: no confirmation; the measured sizes stay a fact with its candidate
             out = None
         if isinstance(out, torch.Tensor) and out.shape == square.shape and torch.equal(out, square[half_rows(n_heads, head_dim)]):
-            return (f"w's shape is read the wrong way round (measured: {fact}; on a square weight {tuple(square.shape)}, "
-                    "where both readings give the same sizes, your function returns the right rows): w is "
-                    "(n_heads · head_dim, d_in), so rows, d_in = w.shape")
-        return candidates(f"{fact} (candidate: w's two sizes unpacked the wrong way round, d_in, rows = w.shape)")
+            fact += (f"; on a square weight {tuple(square.shape)}, where w.shape[0] = w.shape[1], your function returns "
+                     "the right rows")
+        return candidates(f"{fact} (candidates: w's two sizes unpacked the wrong way round, d_in, rows = w.shape "
+                          "where w is (n_heads · head_dim, d_in); w.shape[0] used where d_in belongs)")
     return hint
 
 

@@ -1,0 +1,104 @@
+"""Mistakes of fresh15 and fresh16 whose messages named nothing or only
+located them: each cause is now confirmed on the learner's own function (a
+re-run, the flags its forward pass ran with, its output recomputed under the
+hypothesis) and named, or its measurement said with candidates; and a
+different mistake with the same symptom does not get that line."""
+from __future__ import annotations
+
+from .test_printed_lines_true import Mutation, _line, _message, bench_diagnostics  # that module puts benchmarks/ on the path
+
+
+def _own(notebook: str, cell: str, old: str, new: str) -> str:
+    """The failure message of a mistake written here: `old` of the solution cell becomes `new`."""
+    mutation = Mutation(cell, old, new, ("-",), "a sibling with the same symptom")
+    outcome = bench_diagnostics.run_mutation(notebook, mutation, bench_diagnostics.notebook_cells(notebook))
+    assert outcome.message, "the check passed the mistake"
+    return outcome.message
+
+
+def test_targets_shifted_again_are_named_from_the_step_gradient():
+    message = _message("fresh16", "09", "train_step_accumulated", "y[:, 1:].flatten()")
+    likely = _line(message, "Likely bug:")
+    assert "shifted a second time" in likely and "against y[:, t + 1]" in likely
+    assert "Compare your code with the formula" not in message
+
+
+def test_logits_shifted_the_other_way_are_not_said_to_shift_the_targets_again():
+    old = "summed = F.cross_entropy(logits.flatten(0, 1), y.flatten(),"
+    message = _own("09", "train_step_accumulated", old,
+                   "summed = F.cross_entropy(logits[:, 1:].flatten(0, 1), y[:, :-1].flatten(),")
+    assert "shifted a second time" not in message
+
+
+def test_a_train_mode_set_on_the_top_module_only_is_read_off_the_submodules():
+    message = _message("fresh15", "09", "train_step", "model.training = True")
+    likely = _line(message, "Likely bug:")
+    assert "only the top module" in likely and "Dropout layers among them, were still in eval mode" in likely
+
+
+def test_no_train_mode_at_all_is_still_eval_mode_left_on():
+    message = _own("09", "train_step", "model.train()                                # dropout on",
+                   "pass                                         # dropout on")
+    assert "eval mode left on" in _line(message, "Likely bug:")
+    assert "only the top module" not in message
+
+
+def test_a_block_wired_in_parallel_is_named_by_the_block_check():
+    message = _message("fresh16", "05", "Transformer", "return x + h + self.mlp(self.mlp_norm(x))")
+    likely = _line(message, "Likely bug:")
+    assert "branches in parallel" in likely and "x + attn(attn_norm(x)) + mlp(mlp_norm(x))" in likely
+
+
+def test_the_mlp_reading_attn_norm_is_not_said_to_be_parallel():
+    message = _own("05", "Transformer", "return x + self.mlp(self.mlp_norm(x))", "return x + self.mlp(self.attn_norm(x))")
+    assert "attn_norm used for both branches" in _line(message, "Likely bug:")
+    assert "parallel" not in message
+
+
+def test_positions_advanced_by_the_prefill_width_are_read_though_the_loop_raises():
+    message = _message("fresh16", "06", "generate_left_padded", "positions[:, -1:] + ids.shape[1]")
+    likely = _line(message, "Likely bug:")
+    assert "wrong positions handed to the model" in likely
+    assert "given position 9" in likely and "its position at the call before, 2, plus 7" in likely
+    assert "with only the positions your function hands the model replaced by the right ones" in likely
+
+
+def test_a_loop_that_raises_with_right_positions_gets_no_position_line():
+    message = _own("06", "generate_left_padded", "ids, positions = next_id[:, None], positions[:, -1:] + 1",
+                   "ids, positions = next_id, positions[:, -1:] + 1")
+    assert "positions handed to the model" not in message and "given position" not in message
+
+
+def test_layer_norm_eps_added_to_the_inverse_root_and_the_uncentred_output_are_named():
+    message = _message("fresh16", "02", "layer_norm", "(torch.rsqrt(var) + eps)")
+    assert "eps added to 1/sqrt(var)" in _line(message, "Likely bug:")
+    message = _message("fresh16", "02", "layer_norm", "return weight * x * torch.rsqrt(var + eps) + bias")
+    assert "the output scales x itself, not x - mean" in _line(message, "Likely bug:")
+
+
+def test_layer_norm_siblings_keep_their_own_causes():
+    old = "return weight * centred * torch.rsqrt(var + eps) + bias"
+    message = _own("02", "layer_norm", old, "return weight * centred / (var.sqrt() + eps) + bias")
+    likely = _line(message, "Likely bug:")
+    assert "eps outside the sqrt" in likely and "1/sqrt(var)" not in likely
+    message = _own("02", "layer_norm", old,
+                   "return weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + bias")
+    likely = _line(message, "Likely bug:")
+    assert "that is RMSNorm" in likely and "scales x itself" not in likely
+
+
+def test_a_weight_shape_read_swapped_says_the_reshape_sizes_as_candidates():
+    message = _message("fresh16", "04", "interleaved_to_half", "d_in, rows = w.shape")
+    said = _line(message, "Candidates:")
+    assert "asks for [3, 1, 2, 24] of w's 240 entries" in said and "d_in = w.shape[1] = 10" in said
+    assert "on a square weight (24, 24)" in said and "right rows" in said
+    # w.shape[0] written where d_in goes gives the same error: the code is not named as certain
+    assert "wrong way round" not in "\n".join(line for line in message.splitlines() if "Likely bug:" in line)
+
+
+def test_rows_written_for_d_in_get_the_same_measured_candidates():
+    message = _own("04", "interleaved_to_half", "pairs = w.reshape(n_heads, hd // 2, 2, d_in)",
+                   "pairs = w.reshape(n_heads, hd // 2, 2, rows)")
+    said = _line(message, "Candidates:")
+    assert "asks for [3, 4, 2, 24]" in said and "w.shape[0] used where d_in belongs" in said
+    assert "Likely bug:" not in message

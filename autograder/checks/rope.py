@@ -517,15 +517,17 @@ def _shape_read_swapped(fn, w: torch.Tensor, n_heads: int, head_dim: int):
         if asked[-1] != rows or int(found.group(2)) != w.numel():
             return None
         fact = (f"the reshape that raised asks for {asked} of w's {w.numel()} entries: its last size, where a row's "
-                f"d_in entries go, is {rows} = w.shape[0], the n_heads·head_dim rows, while d_in = w.shape[1] = {d_in}")
+                f"d_in entries go, is {rows} = w.shape[0], the n_heads·head_dim rows, while d_in = w.shape[1] = "
+                f"{d_in}")
         square = randn(rows, rows, seed=7, dtype=w.dtype)
         try:
             out = guarded_call(fn, (square.clone(), n_heads))
         except Exception:  # noqa: BLE001: no confirmation; the measured sizes stay a fact with its candidate
             out = None
-        if isinstance(out, torch.Tensor) and out.shape == square.shape and torch.equal(out, square[half_rows(n_heads, head_dim)]):
-            fact += (f"; on a square weight {tuple(square.shape)}, where w.shape[0] = w.shape[1], your function returns "
-                     "the right rows")
+        right = square[half_rows(n_heads, head_dim)]
+        if isinstance(out, torch.Tensor) and out.shape == square.shape and torch.equal(out, right):
+            fact += (f"; on a square weight {tuple(square.shape)}, where w.shape[0] = w.shape[1], your function "
+                     "returns the right rows")
         return candidates(f"{fact} (candidates: w's two sizes unpacked the wrong way round, d_in, rows = w.shape "
                           "where w is (n_heads · head_dim, d_in); w.shape[0] used where d_in belongs)")
     return hint

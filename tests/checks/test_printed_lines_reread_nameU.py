@@ -5,7 +5,8 @@ hypothesis) and named, or its measurement said with candidates; and a
 different mistake with the same symptom does not get that line."""
 from __future__ import annotations
 
-from .test_printed_lines_true import Mutation, _line, _message, bench_diagnostics  # that module puts benchmarks/ on the path
+# imported from there: that module puts benchmarks/ on the path first
+from .test_printed_lines_true import Mutation, _line, _message, bench_diagnostics
 
 
 def _own(notebook: str, cell: str, old: str, new: str) -> str:
@@ -50,7 +51,8 @@ def test_a_block_wired_in_parallel_is_named_by_the_block_check():
 
 
 def test_the_mlp_reading_attn_norm_is_not_said_to_be_parallel():
-    message = _own("05", "Transformer", "return x + self.mlp(self.mlp_norm(x))", "return x + self.mlp(self.attn_norm(x))")
+    message = _own("05", "Transformer", "return x + self.mlp(self.mlp_norm(x))",
+                   "return x + self.mlp(self.attn_norm(x))")
     assert "attn_norm used for both branches" in _line(message, "Likely bug:")
     assert "parallel" not in message
 

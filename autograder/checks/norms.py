@@ -225,8 +225,10 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     chk.compare(f"{half} keeps its dtype", got, want, atol=0.1, rtol=0.05)
     run_contract(chk, layer_norm, LAYER_NORM)
     if not chk.passed:
-        measure_eps(chk, lambda x, eps: layer_norm(x, torch.ones_like(x[0]), torch.zeros_like(x[0]), eps),
-                    centred=True)
+        unit = lambda x, eps: layer_norm(x, torch.ones_like(x[0]), torch.zeros_like(x[0]), eps)  # noqa: E731
+        measure_eps(chk, unit, centred=True)
+        if not chk.diagnoses:
+            measure_power(chk, unit)
     chk.finish()
 
 
@@ -262,6 +264,41 @@ def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None
         chk.measured(fact)
         return
     chk.diagnose(f"{fact}: {how}; add it exactly once, under the square root, sqrt({what} + eps)")
+
+
+def measure_power(chk: Check, normalise, eps: float = 0.25) -> None:
+    """The power of (var + eps) a LayerNorm scales the centred x by, read off its output with a unit gain and no
+    bias on rows of very different variances: y = (x - mean) · (var + eps)^p holds for one p on every value, or
+    nothing is said. p = -1/2 is LayerNorm; another p is the learner's output recomputed exactly, so it is named."""
+    x = randn(6, 16, seed=12, dtype=torch.float64) * torch.tensor([0.3, 0.7, 1.0, 2.0, 4.0, 9.0],
+                                                                   dtype=torch.float64)[:, None] + 1
+    try:
+        y = guarded_call(normalise, (x.clone(), eps))
+    except Exception:  # noqa: BLE001: a call that raises measures nothing; the rows said why
+        return
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape or not y.is_floating_point():
+        return
+    xc = x - x.mean(-1, keepdim=True)
+    s = xc.pow(2).mean(-1, keepdim=True) + eps
+    ratio = y.detach().double() / xc
+    if not bool(torch.isfinite(ratio).all()) or bool((ratio <= 0).any()):
+        return
+    p = float((ratio.log() * s.log()).sum() / (s.log().pow(2) * x.shape[-1]).sum())
+    if abs(p + 0.5) < 1e-3 or not bool(torch.allclose(ratio, s.pow(p), rtol=1e-6, atol=0)):
+        return
+    k = next((k for k in (-2, -1, -1.5, 0.5, 1, 0) if abs(p - k) < 1e-6), None)
+    said = f"{p:.4g}" if k is None else f"{k:g}"
+    var = s - eps
+    fact = (f"with eps = {eps:g}, a unit gain and no bias, your output is (x - mean) · (var + eps)^{said} on every "
+            f"value, on rows of variances from {float(var.min()):.2g} to {float(var.max()):.2g}")
+    how = {-2: "divided by (var + eps)², where sqrt(var + eps) belongs", -1: "divided by var + eps, without the root",
+           0.5: "multiplied by sqrt(var + eps) instead of divided by it", -1.5: "divided by (var + eps)^1.5",
+           1: "multiplied by var + eps", 0: "divided by nothing"}.get(k)
+    if how is None:
+        chk.measured(fact)
+        return
+    chk.diagnose(f"the centred x is {how} (measured: {fact}): LayerNorm divides it by sqrt(var + eps), "
+                 "(x - mean) * torch.rsqrt(var + eps)")
 
 
 def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):

@@ -104,3 +104,31 @@ def test_rows_written_for_d_in_get_the_same_measured_candidates():
     said = _line(message, "Candidates:")
     assert "asks for [3, 4, 2, 24]" in said and "w.shape[0] used where d_in belongs" in said
     assert "Likely bug:" not in message
+
+
+# the located ones of fresh15/fresh16 whose cause a closed form of the learner's output confirms
+
+
+def test_a_warmup_ending_one_step_early_and_a_floored_cosine_are_named():
+    message = _message("fresh15", "09", "lr_schedule", "max(1, warmup_steps - 1)")
+    assert "max_lr * step / (warmup_steps - 1)" in _line(message, "Likely bug:")
+    message = _message("fresh16", "09", "lr_schedule", "return max(min_lr, 0.5")
+    assert "floored at min_lr" in _line(message, "Likely bug:")
+
+
+def test_a_warmup_starting_at_zero_over_warmup_steps_keeps_its_own_line():
+    message = _own("09", "lr_schedule", "max_lr * (step + 1) / warmup_steps", "max_lr * step / warmup_steps")
+    likely = _line(message, "Likely bug:")
+    assert "warmup starts at 0" in likely and "warmup_steps - 1" not in likely
+
+
+def test_layer_norm_divided_by_the_squared_variance_is_measured_as_a_power():
+    message = _message("fresh15", "02", "layer_norm", "1 / (var + eps) ** 2")
+    likely = _line(message, "Likely bug:")
+    assert "divided by (var + eps)²" in likely and "(x - mean) · (var + eps)^-2 on every value" in likely
+
+
+def test_layer_norm_divided_by_the_variance_without_eps_is_not_said_to_use_var_plus_eps():
+    old = "return weight * centred * torch.rsqrt(var + eps) + bias"
+    message = _own("02", "layer_norm", old, "return weight * centred / var + bias")
+    assert "(var + eps)^" not in message

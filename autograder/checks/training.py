@@ -247,7 +247,8 @@ def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr:
                   ref_lr(s, warmup, total, max_lr + min_lr, min_lr)),
         "warmup ramps from 0 at step 0 to max_lr at step warmup_steps - 1, max_lr * step / (warmup_steps - 1): step 0 "
         "would not move the weights; use max_lr * (step + 1) / warmup_steps":
-            curve(lambda s: max_lr * s / max(1, warmup - 1) if s < warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
+            curve(lambda s: max_lr * s / max(1, warmup - 1) if s < warmup else
+                  ref_lr(s, warmup, total, max_lr, min_lr)),
         "a cosine that decays to 0 floored at min_lr, max(min_lr, 0.5 (1 + cos) max_lr): the rate reaches min_lr "
         "before the last step and stays flat; decay from max_lr to min_lr, min_lr + 0.5 (1 + cos) (max_lr - min_lr)":
             curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr) if s < warmup else

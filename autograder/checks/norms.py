@@ -31,6 +31,9 @@ def _rms_variants(x, weight, eps):
     return {
         "eps outside the sqrt: x / (sqrt(mean(x²)) + eps) instead of x / sqrt(mean(x²) + eps)":
             lambda: weight * (x32 / (x32.pow(2).mean(-1, keepdim=True).sqrt() + eps)).to(dtype),
+        "eps used as a floor, x / sqrt(max(mean(x²), eps)), instead of added, x / sqrt(mean(x²) + eps): the two "
+        "agree only where mean(x²) is far above eps":
+            lambda: weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True).clamp(min=eps))).to(dtype),
         "mean over the wrong axis: the statistic must be taken over the features (dim=-1), per token":
             lambda: weight * (x32 * torch.rsqrt(x32.pow(2).mean(0, keepdim=True) + eps)).to(dtype),
         "mean over the wrong axis (dim=1): the statistic must be taken over the features (dim=-1), per token":

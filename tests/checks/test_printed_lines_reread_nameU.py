@@ -132,3 +132,14 @@ def test_layer_norm_divided_by_the_variance_without_eps_is_not_said_to_use_var_p
     old = "return weight * centred * torch.rsqrt(var + eps) + bias"
     message = _own("02", "layer_norm", old, "return weight * centred / var + bias")
     assert "(var + eps)^" not in message
+
+
+def test_eps_used_as_a_floor_in_rms_norm_is_named_on_the_tiny_inputs():
+    message = _message("fresh16", "02", "rms_norm", ".clamp(min=eps)")
+    assert "eps used as a floor" in _line(message, "Likely bug:")
+
+
+def test_eps_left_out_of_rms_norm_is_not_said_to_be_a_floor():
+    message = _own("02", "rms_norm", "x32.pow(2).mean(dim=-1, keepdim=True) + eps",
+                   "x32.pow(2).mean(dim=-1, keepdim=True)")
+    assert "floor" not in message

@@ -300,7 +300,7 @@ def measure_power(chk: Check, normalise, eps: float = 0.25) -> None:
     if how is None:
         chk.measured(fact)
         return
-    chk.diagnose(f"the centred x is {how} (measured: {fact}): LayerNorm divides it by sqrt(var + eps), "
+    chk.diagnose(f"x - mean is {how} (measured: {fact}): LayerNorm divides it by sqrt(var + eps), "
                  "(x - mean) * torch.rsqrt(var + eps)")
 
 
@@ -319,7 +319,7 @@ def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
         "mean not subtracted: that is RMSNorm; LayerNorm centres each vector first":
             lambda: weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + bias,
         "the output scales x itself, not x - mean: the variance is taken about the mean, but the mean is never "
-        "subtracted from what is divided by its square root; LayerNorm returns (x - mean) / sqrt(var + eps)":
+        "subtracted from the x that is divided by its root; LayerNorm divides x - mean":
             lambda: weight * x * torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + eps) + bias,
         "eps added to 1/sqrt(var) instead of to the variance: (x - mean) * (1/sqrt(var) + eps) leaves a token of tiny "
         "variance divided by nearly zero; add eps under the root, (x - mean) / sqrt(var + eps)":

@@ -195,9 +195,11 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim}
     half_right = _explain_rotate_half(chk, apply_rope, randn(batch, heads, seq, head_dim, seed=seed + 3, dtype=dtype))
     cos, sin = ref_tables(head_dim, seq + 16, theta, _table_dtype(dtype))
+    first_failing = None
     for label, x, s in rope_cases(seed, batch, heads, seq, head_dim, dtype):
         c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
         only_offset = s > 0 and chk.passed
+        rows_before = len(chk.rows)
         got = call_keeping_inputs(chk, apply_rope, x, cos, sin, s, on_error=(lambda err, s=s: (
             f"it passes with start_pos=0 and fails with start_pos={s}: take the T rows that start at start_pos, "
             "cos[start_pos:start_pos + T] (and the same rows of sin)")) if only_offset else None)
@@ -211,6 +213,10 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
                 lambda: x * c + x * si,
             "cos and sin swapped": lambda: x * si + _half_rotate(x) * c,
         })
+        if first_failing is None and any(not r.ok for r in chk.rows[rows_before:]):
+            first_failing = (x, s, got)
+    if first_failing is not None and not chk.named_variants() and not chk.diagnoses:
+        _table_rows_read(chk, *first_failing, cos.to(dtype), sin.to(dtype))
     if half_right and FLIPPED in chk.named_variants():
         chk.diagnose(FLIPPED_IN_APPLY, states=[FLIPPED])
     # The dtype is kept: a float16 x rotated by the float32 tables a model stores stays float16.
@@ -237,6 +243,29 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
                     "shifting every position by 9 changed the scores q(m)·k(n)")
     run_contract(chk, apply_rope, APPLY_ROPE)
     chk.finish()
+
+
+def _table_rows_read(chk: Check, x, start: int, got, cos, sin) -> None:
+    """Which rows of the tables the learner's rotation used: its output recomputed as x * cos[a:a + T] +
+    rotate_half(x) * sin[b:b + T] for every pair of first rows (a, b); said when exactly one pair gives it."""
+    T, n = x.shape[-2], cos.shape[0]
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+        return
+    x, got, cos, sin = x.double(), got.detach().double(), cos.double(), sin.double()
+    turned = _half_rotate(x)
+    found = [(a, b) for a in range(n - T + 1) for b in range(n - T + 1)
+             if torch.allclose(got, x * cos[a:a + T] + turned * sin[b:b + T], atol=1e-5, rtol=1e-4)]
+    if len(found) != 1 or found[0] == (start, start):
+        return
+    a, b = found[0]
+
+    def rows(first: int) -> str:
+        return f"{first}..{first + T - 1}" + (" (the table's last T rows)" if first == n - T else "")
+    tables = (f"cos and sin rows {rows(a)}" if a == b else f"cos rows {rows(a)} and sin rows {rows(b)}")
+    chk.diagnose(f"the table rows are not the T rows from start_pos (measured: with start_pos = {start}, T = {T} and "
+                 f"tables of {n} rows, your output is x * cos + rotate_half(x) * sin with {tables}, where rows "
+                 f"{start}..{start + T - 1} of both belong): take cos[start_pos:start_pos + T] and "
+                 "sin[start_pos:start_pos + T]")
 
 
 # What the output shows is the rotation by -angle: rotate_half returning (x2, -x1) and an apply_rope that subtracts

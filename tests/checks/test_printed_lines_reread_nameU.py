@@ -143,3 +143,20 @@ def test_eps_left_out_of_rms_norm_is_not_said_to_be_a_floor():
     message = _own("02", "rms_norm", "x32.pow(2).mean(dim=-1, keepdim=True) + eps",
                    "x32.pow(2).mean(dim=-1, keepdim=True)")
     assert "floor" not in message
+
+
+def test_the_table_rows_apply_rope_reads_are_measured_and_named():
+    message = _message("fresh15", "04", "apply_rope", "cos = cos[-T:]")
+    assert "cos and sin rows 16..20 (the table's last T rows)" in _line(message, "Likely bug:")
+    message = _message("fresh16", "04", "apply_rope", "sin = sin[:T].to")
+    assert "cos rows 5..9 and sin rows 0..4" in _line(message, "Likely bug:")
+
+
+def test_start_pos_ignored_keeps_its_own_line():
+    old = "cos[start_pos:start_pos + T].to(x.dtype)  # (T, hd), broadcasts over (B, H)\n    sin = sin[start_pos:start_pos + T]"
+    message = _own("04", "apply_rope", old, "cos[:T].to(x.dtype)\n    sin = sin[:T]")
+    assert "positions not offset" in _line(message, "Likely bug:")
+    assert "table rows are not the T rows" not in message
+    # cos alone taken from row 0: the rows measured are those of the code
+    message = _own("04", "apply_rope", "cos[start_pos:start_pos + T]", "cos[:T]")
+    assert "cos rows 0..4 and sin rows 5..9" in _line(message, "Likely bug:")

@@ -332,8 +332,9 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
         """x * sin + rotate_half(x) * cos: what apply_rope(t, sin, cos, s) computes."""
         c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
         return t * si + _half_rotate(t) * c
+    outputs = {}
     for s in (0, start_pos):
-        got = chk.call(rotary_attention, q, k, v, cos, sin, s)
+        got = outputs[s] = chk.call(rotary_attention, q, k, v, cos, sin, s)
         chk.compare(f"start_pos={s}", got, attend(rot(q, s), rot(k, s), v), variants={
             "RoPE applied to values: position enters through the q·k scores only; rotate q and k, leave v alone":
                 lambda: attend(rot(q, s), rot(k, s), rot(v, s)),
@@ -359,6 +360,9 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
                 lambda: attend(rot(q, s), swapped_tables(k, s), v),
         })
 
+    if not chk.passed and not chk.named_variants() and not chk.diagnoses:
+        _positions_apart(chk, outputs, lambda s, dq, dk: attend(rot(q, s + dq), rot(k, s + dk), v))
+
     def reference_apply_rope(x, cos_, sin_, start_pos_=0):
         T = x.shape[-2]
         c, si = cos_[start_pos_:start_pos_ + T].to(x.dtype), sin_[start_pos_:start_pos_ + T].to(x.dtype)
@@ -370,6 +374,23 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
                  labels={"apply_rope": "exercise 2"})
     run_contract(chk, rotary_attention, ROTARY_ATTENTION)
     chk.finish()
+
+
+def _positions_apart(chk: Check, outputs: dict, attention) -> None:
+    """The learner's output at every start_pos recomputed as attention with the queries rotated d positions ahead of
+    the keys (d = -3..3, not 0): named when one d gives every output. RoPE scores depend only on the difference of
+    the two positions, so which of q and k is shifted is not told, and the line does not tell it."""
+    for d in (1, -1, 2, -2, 3, -3):
+        if all(isinstance(got, torch.Tensor) and got.shape == attention(s, max(d, 0), max(-d, 0)).shape
+               and close_to(got, attention(s, max(d, 0), max(-d, 0)), 1e-5, 1e-4) for s, got in outputs.items()):
+            ahead, behind = ("queries", "keys") if d > 0 else ("keys", "queries")
+            starts = " and ".join(str(s) for s in outputs)
+            chk.diagnose(f"the {ahead} are rotated {abs(d)} position{'s' * (abs(d) > 1)} ahead of the {behind} "
+                         f"(measured: with start_pos = {starts}, your output is causal attention with q and k rotated "
+                         f"{abs(d)} apart, the {ahead} ahead; the scores depend only on the difference, so whether "
+                         f"the {ahead} are ahead or the {behind} behind is not told): rotate q and k with the same "
+                         "start_pos, apply_rope(q, cos, sin, start_pos) and apply_rope(k, cos, sin, start_pos)")
+            return
 
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------

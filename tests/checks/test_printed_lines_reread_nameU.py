@@ -160,3 +160,16 @@ def test_start_pos_ignored_keeps_its_own_line():
     # cos alone taken from row 0: the rows measured are those of the code
     message = _own("04", "apply_rope", "cos[start_pos:start_pos + T]", "cos[:T]")
     assert "cos rows 0..4 and sin rows 5..9" in _line(message, "Likely bug:")
+
+
+def test_queries_rotated_one_ahead_are_measured_without_telling_which_side_moved():
+    message = _message("fresh15", "04", "rotary_attention", "q = apply_rope(q, cos, sin, start_pos + 1)")
+    likely = _line(message, "Likely bug:")
+    assert "rotated 1 position ahead of the keys" in likely and "is not told" in likely
+
+
+def test_keys_behind_at_one_start_pos_only_are_not_said_to_be_a_constant_offset():
+    # start_pos 0 is right, start_pos 4 has the keys 2 behind: no single offset gives both outputs
+    message = _own("04", "rotary_attention", "k = apply_rope(k, cos, sin, start_pos)",
+                   "k = apply_rope(k, cos, sin, max(start_pos - 2, 0))")
+    assert "ahead of the keys" not in message

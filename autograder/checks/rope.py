@@ -79,6 +79,11 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
         "tables of head_dim/2 columns: feature i and i + head_dim/2 share an angle, so concatenate "
         "[angles, angles] to (max_seq_len, head_dim)": tuple(t[:, : head_dim // 2] for t in tables(theta ** (-2 * i / head_dim))),
     }
+    turned = (theta ** (-2 * i / head_dim))[:, None] * pos[None, :]  # (hd/2, T): the outer product the other way
+    wrong["the outer product taken the other way round, torch.outer(inv_freq, positions): its angles are (head_dim/2, "
+          "max_seq_len), and concatenated along the last axis they make tables of (head_dim/2, 2·max_seq_len); take "
+          "torch.outer(positions, inv_freq)"] = (torch.cat((turned, turned), -1).cos().float(),
+                                                 torch.cat((turned, turned), -1).sin().float())
     want_cos, want_sin = ref_tables(head_dim, max_seq_len, theta)
     if close_to(cos, want_sin, 1e-5, 1e-4) and close_to(sin, want_cos, 1e-5, 1e-4):
         chk.diagnose("cos and sin swapped: your first table holds the sines; return (cos, sin) in that order")

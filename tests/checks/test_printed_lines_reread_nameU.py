@@ -173,3 +173,13 @@ def test_keys_behind_at_one_start_pos_only_are_not_said_to_be_a_constant_offset(
     message = _own("04", "rotary_attention", "k = apply_rope(k, cos, sin, start_pos)",
                    "k = apply_rope(k, cos, sin, max(start_pos - 2, 0))")
     assert "ahead of the keys" not in message
+
+
+def test_an_outer_product_the_other_way_round_is_named_from_the_tables():
+    message = _message("fresh16", "04", "rope_cache", "torch.outer(inv_freq, torch.arange(max_seq_len")
+    assert "the outer product taken the other way round" in _line(message, "Likely bug:")
+
+
+def test_tables_returned_transposed_are_not_said_to_come_from_the_outer_product():
+    message = _own("04", "rope_cache", "return angles.cos(), angles.sin()", "return angles.cos().T, angles.sin().T")
+    assert "outer product" not in message

@@ -223,8 +223,8 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
     shifted = fit_scale(moved, ref.shifted_again(seed, _accum_batches(seed, rows, seq, kept)))
     if shifted is not None and shifted[1] < 1e-4:
         scale = "" if abs(shifted[0] - 1) < 1e-3 else f"{describe_factor(shifted[0])} times "
-        chk.diagnose(f"the targets are shifted a second time (measured: with grad_clip far above the gradient's "
-                     f"norm your step follows {scale}the gradient of the logits at position t scored against y[:, t + 1], the "
+        chk.diagnose(f"the targets are shifted a second time (measured: with a bound far above the gradient's "
+                     f"norm, which leaves it unscaled, your step follows {scale}the gradient of the logits at position t scored against y[:, t + 1], the "
                      f"next position's target (token t + 2 of a text whose y is x shifted by one), summed and divided by "
                      f"the batch's {total} target tokens, and not the full batch's gradient): y "
                      "already holds the next token at each position; score logits.flatten(0, 1) against y.flatten() "

@@ -183,3 +183,14 @@ def test_an_outer_product_the_other_way_round_is_named_from_the_tables():
 def test_tables_returned_transposed_are_not_said_to_come_from_the_outer_product():
     message = _own("04", "rope_cache", "return angles.cos(), angles.sin()", "return angles.cos().T, angles.sin().T")
     assert "outer product" not in message
+
+
+def test_a_key_cache_rotated_again_after_appending_is_named_from_k_all():
+    message = _message("fresh15", "06", "attention_step", "k_all = tinylm.apply_rope(k_all, cos, sin)")
+    assert "the whole key cache rotated after appending" in _line(message, "Likely bug:")
+
+
+def test_keys_never_rotated_are_not_said_to_be_rotated_twice():
+    message = _own("06", "attention_step", "    k = tinylm.apply_rope(k, cos, sin, start_pos=start)\n", "")
+    assert "keys cached before RoPE" in _line(message, "Likely bug:")
+    assert "rotated after appending" not in message

@@ -138,6 +138,13 @@ class _PaddedCalls:
             fact = (f"at {where}, row {b}'s token in slot {int(slots[b, j])} is given position {int(got[b, j])} "
                     f"({source}), but it is token {int(want[b, j])} of its row counted from its first real token "
                     f"(row {b} has {spy.pads[b]} pads in front)")
+            before = calls[i - 1]["positions"] if i else None
+            if (given is not None and isinstance(before, torch.Tensor) and before.dim() == 2
+                    and before.shape[0] == idx.shape[0] and j == 0):
+                last, fed = int(before[b, -1]), before.shape[1]
+                if fed > 1 and int(got[b, 0]) == last + fed:
+                    fact += (f"; that is its position at the call before, {last}, plus {fed}, the number of tokens "
+                             "that call was fed, where the next token's position is one more")
             self.findings.append((POS_PROMPT if padded_start else "positions", "positions", fact))
             return
 
@@ -275,7 +282,18 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
     alone = torch.stack([ref_greedy(model, p[None], max_new_tokens)[0, len(p):] for p in prompts])  # (B, new)
     spy = PaddedBatchSpy(model, lengths, limit=4 * max_new_tokens + 4)
     cache = tinylm.KVCache(model.config, B)
-    got = chk.call(generate_left_padded, spy, [p.clone() for p in prompts], max_new_tokens, cache, pad_id)
+    def what_the_calls_were_handed(_err) -> None:
+        """The forward calls made before the error are read as after a return: a finding on the positions or the
+        mask is a cause only when a re-run with that part replaced by the right values gives every row its prompt
+        decoded alone, a measured fact otherwise."""
+        calls = _PaddedCalls(spy, prompts)
+        calls.read()
+        if calls.findings and not calls.layout:
+            _explain_left_padded(chk, calls, generate_left_padded, model, prompts, list(lengths), max_new_tokens,
+                                 pad_id, alone, raised=True)
+
+    got = chk.call(generate_left_padded, spy, [p.clone() for p in prompts], max_new_tokens, cache, pad_id,
+                   on_error=what_the_calls_were_handed)
     pads = [max(lengths) - n for n in lengths]
     if not (isinstance(got, torch.Tensor) and tuple(got.shape) == (B, max_new_tokens)):
         chk.compare(f"new tokens of {B} prompts", got, alone)
@@ -318,7 +336,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
     chk.finish()
 
 
-def _explain_left_padded(chk, calls, fn, model, prompts, lengths, max_new_tokens, pad_id, alone) -> None:
+def _explain_left_padded(chk, calls, fn, model, prompts, lengths, max_new_tokens, pad_id, alone,
+                         raised: bool = False) -> None:
     if not calls.spy.calls:
         chk.measured("your function never calls the model it is given: decode with it, model(ids, cache=..., "
                      "positions=..., attention_mask=...)")
@@ -339,8 +358,9 @@ def _explain_left_padded(chk, calls, fn, model, prompts, lengths, max_new_tokens
         else:
             chk.measured(fact)
     if restored is None and calls.findings:
-        chk.candidates("with the positions and the mask your function hands the model replaced by the right ones, the "
-                       "rows still differ from decoding each prompt alone: something else differs too; candidates: the "
+        chk.candidates("with the positions and the mask your function hands the model replaced by the right ones, "
+                       + ("its output still is not" if raised else "the rows still differ from") + " each prompt "
+                       "decoded alone: something else differs too; candidates: the "
                        "next token taken from another position than each call's last ([:, -1]), a new token fed back to "
                        "another row, the cache rebuilt or not advanced between steps")
     elif not calls.findings:

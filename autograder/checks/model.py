@@ -438,6 +438,9 @@ def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, s
             "norms swapped: attn_norm goes before attention, mlp_norm before the MLP":
                 variant(norms=("mlp_norm", "attn_norm")),
             "attn_norm used for both branches: the MLP reads mlp_norm(x)": variant(norms=("attn_norm", "attn_norm")),
+            "branches in parallel: the MLP must read the stream after attention was added to it, not the block's "
+            "input (measured: your Block's output is x + attn(attn_norm(x)) + mlp(mlp_norm(x)) of its own weights)":
+                variant(parallel=True),
         })
         if chk.passed:
             _attention_steps(chk, module, state, "attn.", x, config, seed, layer_idx=1, label="cached",

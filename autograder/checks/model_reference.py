@@ -93,7 +93,7 @@ def state_mlp(state, prefix, x):
 
 
 def state_block(state, prefix, x, config, cos, sin, *, post_norm=False, residual=True,
-               norms=("attn_norm", "mlp_norm"), attention=None, explicit=False):
+               norms=("attn_norm", "mlp_norm"), attention=None, explicit=False, parallel=False):
     """The pre-norm block; the keyword arguments give the known wrong variants
     (attention: a stand-in for the attention branch, e.g. a cached one)."""
     norm1, norm2 = (f"{prefix}{n}.weight" for n in norms)
@@ -105,7 +105,7 @@ def state_block(state, prefix, x, config, cos, sin, *, post_norm=False, residual
         h = (x if residual else 0) + attend(state_rms(x, state[norm1], eps))
     if post_norm in (True, "mlp"):
         return state_rms(h + state_mlp(state, f"{prefix}mlp.", h), state[norm2], eps)
-    return h + state_mlp(state, f"{prefix}mlp.", state_rms(h, state[norm2], eps))
+    return h + state_mlp(state, f"{prefix}mlp.", state_rms(x if parallel else h, state[norm2], eps))
 
 
 def state_stages(state, idx, config, explicit=False) -> list[tuple[str, torch.Tensor]]:

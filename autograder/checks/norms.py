@@ -34,6 +34,9 @@ def _rms_variants(x, weight, eps):
         "eps added after the reciprocal square root: x · (1/sqrt(mean(x²)) + eps) instead of x / sqrt(mean(x²) + "
         "eps); eps goes under the root, where it keeps a row of tiny values from dividing by nearly zero":
             lambda: weight * (x32 * (torch.rsqrt(x32.pow(2).mean(-1, keepdim=True)) + eps)).to(dtype),
+        "eps used as a floor, x / sqrt(max(mean(x²), eps)), instead of added, x / sqrt(mean(x²) + eps): the two "
+        "agree only where mean(x²) is far above eps":
+            lambda: weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True).clamp(min=eps))).to(dtype),
         "mean over the wrong axis: the statistic must be taken over the features (dim=-1), per token":
             lambda: weight * (x32 * torch.rsqrt(x32.pow(2).mean(0, keepdim=True) + eps)).to(dtype),
         "mean over the wrong axis (dim=1): the statistic must be taken over the features (dim=-1), per token":
@@ -230,8 +233,10 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     chk.compare(f"{half} keeps its dtype", got, want, atol=0.1, rtol=0.05)
     run_contract(chk, layer_norm, LAYER_NORM)
     if not chk.passed:
-        measure_eps(chk, lambda x, eps: layer_norm(x, torch.ones_like(x[0]), torch.zeros_like(x[0]), eps),
-                    centred=True)
+        unit = lambda x, eps: layer_norm(x, torch.ones_like(x[0]), torch.zeros_like(x[0]), eps)  # noqa: E731
+        measure_eps(chk, unit, centred=True)
+        if not chk.diagnoses:
+            measure_power(chk, unit)
     chk.finish()
 
 
@@ -269,6 +274,41 @@ def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None
     chk.diagnose(f"{fact}: {how}; add it exactly once, under the square root, sqrt({what} + eps)")
 
 
+def measure_power(chk: Check, normalise, eps: float = 0.25) -> None:
+    """The power of (var + eps) a LayerNorm scales the centred x by, read off its output with a unit gain and no
+    bias on rows of very different variances: y = (x - mean) · (var + eps)^p holds for one p on every value, or
+    nothing is said. p = -1/2 is LayerNorm; another p is the learner's output recomputed exactly, so it is named."""
+    x = randn(6, 16, seed=12, dtype=torch.float64) * torch.tensor([0.3, 0.7, 1.0, 2.0, 4.0, 9.0],
+                                                                   dtype=torch.float64)[:, None] + 1
+    try:
+        y = guarded_call(normalise, (x.clone(), eps))
+    except Exception:  # noqa: BLE001: a call that raises measures nothing; the rows said why
+        return
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape or not y.is_floating_point():
+        return
+    xc = x - x.mean(-1, keepdim=True)
+    s = xc.pow(2).mean(-1, keepdim=True) + eps
+    ratio = y.detach().double() / xc
+    if not bool(torch.isfinite(ratio).all()) or bool((ratio <= 0).any()):
+        return
+    p = float((ratio.log() * s.log()).sum() / (s.log().pow(2) * x.shape[-1]).sum())
+    if abs(p + 0.5) < 1e-3 or not bool(torch.allclose(ratio, s.pow(p), rtol=1e-6, atol=0)):
+        return
+    k = next((k for k in (-2, -1, -1.5, 0.5, 1, 0) if abs(p - k) < 1e-6), None)
+    said = f"{p:.4g}" if k is None else f"{k:g}"
+    var = s - eps
+    fact = (f"with eps = {eps:g}, a unit gain and no bias, your output is (x - mean) · (var + eps)^{said} on every "
+            f"value, on rows of variances from {float(var.min()):.2g} to {float(var.max()):.2g}")
+    how = {-2: "divided by (var + eps)², where sqrt(var + eps) belongs", -1: "divided by var + eps, without the root",
+           0.5: "multiplied by sqrt(var + eps) instead of divided by it", -1.5: "divided by (var + eps)^1.5",
+           1: "multiplied by var + eps", 0: "divided by nothing"}.get(k)
+    if how is None:
+        chk.measured(fact)
+        return
+    chk.diagnose(f"x - mean is {how} (measured: {fact}): LayerNorm divides it by sqrt(var + eps), "
+                 "(x - mean) * torch.rsqrt(var + eps)")
+
+
 def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
     __tracebackhide__ = True
     d = x.shape[-1]
@@ -283,6 +323,12 @@ def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
             lambda: weight * (x - mu) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) + bias,
         "mean not subtracted: that is RMSNorm; LayerNorm centres each vector first":
             lambda: weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + bias,
+        "the output scales x itself, not x - mean: the variance is taken about the mean, but the mean is never "
+        "subtracted from the x that is divided by its root; LayerNorm divides x - mean":
+            lambda: weight * x * torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + eps) + bias,
+        "eps added to 1/sqrt(var) instead of to the variance: (x - mean) * (1/sqrt(var) + eps) leaves a token of tiny "
+        "variance divided by nearly zero; add eps under the root, (x - mean) / sqrt(var + eps)":
+            lambda: weight * (x - mu) * (torch.rsqrt(x.var(-1, keepdim=True, unbiased=False)) + eps) + bias,
         "bias missing": lambda: F.layer_norm(x, (d,), weight, None, eps),
         "eps outside the sqrt: (x - mean) / (sqrt(var) + eps) instead of / sqrt(var + eps)":
             lambda: weight * (x - mu) / (x.var(-1, keepdim=True, unbiased=False).sqrt() + eps) + bias,

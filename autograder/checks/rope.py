@@ -10,11 +10,13 @@ import torch
 import torch.nn.functional as F
 
 import math
+import re
 
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from ..learner_values import describe
 from .framework.check import Check
 from ..diagnosis_record import candidates
+from .framework.calling import guarded_call
 from .framework.measure import close_to, randn
 from .references.rope import apply_rope_steps, ref_angles, ref_rotate
 
@@ -77,6 +79,11 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
         "tables of head_dim/2 columns: feature i and i + head_dim/2 share an angle, so concatenate "
         "[angles, angles] to (max_seq_len, head_dim)": tuple(t[:, : head_dim // 2] for t in tables(theta ** (-2 * i / head_dim))),
     }
+    turned = (theta ** (-2 * i / head_dim))[:, None] * pos[None, :]  # (hd/2, T): the outer product the other way
+    wrong["the outer product taken the other way round, torch.outer(inv_freq, positions): its angles are (head_dim/2, "
+          "max_seq_len), and concatenated along the last axis they make tables of (head_dim/2, 2·max_seq_len); take "
+          "torch.outer(positions, inv_freq)"] = (torch.cat((turned, turned), -1).cos().float(),
+                                                 torch.cat((turned, turned), -1).sin().float())
     want_cos, want_sin = ref_tables(head_dim, max_seq_len, theta)
     if close_to(cos, want_sin, 1e-5, 1e-4) and close_to(sin, want_cos, 1e-5, 1e-4):
         chk.diagnose("cos and sin swapped: your first table holds the sines; return (cos, sin) in that order")
@@ -193,9 +200,11 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     chk.axes = {"batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim}
     half_right = _explain_rotate_half(chk, apply_rope, randn(batch, heads, seq, head_dim, seed=seed + 3, dtype=dtype))
     cos, sin = ref_tables(head_dim, seq + 16, theta, _table_dtype(dtype))
+    first_failing = None
     for label, x, s in rope_cases(seed, batch, heads, seq, head_dim, dtype):
         c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
         only_offset = s > 0 and chk.passed
+        rows_before = len(chk.rows)
         got = call_keeping_inputs(chk, apply_rope, x, cos, sin, s, on_error=(lambda err, s=s: (
             f"it passes with start_pos=0 and fails with start_pos={s}: take the T rows that start at start_pos, "
             "cos[start_pos:start_pos + T] (and the same rows of sin)")) if only_offset else None)
@@ -209,6 +218,10 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
                 lambda: x * c + x * si,
             "cos and sin swapped": lambda: x * si + _half_rotate(x) * c,
         })
+        if first_failing is None and any(not r.ok for r in chk.rows[rows_before:]):
+            first_failing = (x, s, got)
+    if first_failing is not None and not chk.named_variants() and not chk.diagnoses:
+        _table_rows_read(chk, *first_failing, cos.to(dtype), sin.to(dtype))
     if half_right and FLIPPED in chk.named_variants():
         chk.diagnose(FLIPPED_IN_APPLY, states=[FLIPPED])
     # The dtype is kept: a float16 x rotated by the float32 tables a model stores stays float16.
@@ -235,6 +248,29 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
                     "shifting every position by 9 changed the scores q(m)·k(n)")
     run_contract(chk, apply_rope, APPLY_ROPE)
     chk.finish()
+
+
+def _table_rows_read(chk: Check, x, start: int, got, cos, sin) -> None:
+    """Which rows of the tables the learner's rotation used: its output recomputed as x * cos[a:a + T] +
+    rotate_half(x) * sin[b:b + T] for every pair of first rows (a, b); said when exactly one pair gives it."""
+    T, n = x.shape[-2], cos.shape[0]
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+        return
+    x, got, cos, sin = x.double(), got.detach().double(), cos.double(), sin.double()
+    turned = _half_rotate(x)
+    found = [(a, b) for a in range(n - T + 1) for b in range(n - T + 1)
+             if torch.allclose(got, x * cos[a:a + T] + turned * sin[b:b + T], atol=1e-5, rtol=1e-4)]
+    if len(found) != 1 or found[0] == (start, start):
+        return
+    a, b = found[0]
+
+    def rows(first: int) -> str:
+        return f"{first}..{first + T - 1}" + (" (the table's last T rows)" if first == n - T else "")
+    tables = (f"cos and sin rows {rows(a)}" if a == b else f"cos rows {rows(a)} and sin rows {rows(b)}")
+    chk.diagnose(f"the table rows are not the T rows from start_pos (measured: with start_pos = {start}, T = {T} and "
+                 f"tables of {n} rows, your output is x * cos + rotate_half(x) * sin with {tables}, where rows "
+                 f"{start}..{start + T - 1} of both belong): take cos[start_pos:start_pos + T] and "
+                 "sin[start_pos:start_pos + T]")
 
 
 # What the output shows is the rotation by -angle: rotate_half returning (x2, -x1) and an apply_rope that subtracts
@@ -301,8 +337,9 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
         """x * sin + rotate_half(x) * cos: what apply_rope(t, sin, cos, s) computes."""
         c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
         return t * si + _half_rotate(t) * c
+    outputs = {}
     for s in (0, start_pos):
-        got = chk.call(rotary_attention, q, k, v, cos, sin, s)
+        got = outputs[s] = chk.call(rotary_attention, q, k, v, cos, sin, s)
         chk.compare(f"start_pos={s}", got, attend(rot(q, s), rot(k, s), v), variants={
             "RoPE applied to values: position enters through the q·k scores only; rotate q and k, leave v alone":
                 lambda: attend(rot(q, s), rot(k, s), rot(v, s)),
@@ -332,6 +369,9 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
                 lambda: attend(rot(q, s), swapped_tables(k, s), v),
         })
 
+    if not chk.passed and not chk.named_variants() and not chk.diagnoses:
+        _positions_apart(chk, outputs, lambda s, dq, dk: attend(rot(q, s + dq), rot(k, s + dk), v))
+
     def reference_apply_rope(x, cos_, sin_, start_pos_=0):
         T = x.shape[-2]
         c, si = cos_[start_pos_:start_pos_ + T].to(x.dtype), sin_[start_pos_:start_pos_ + T].to(x.dtype)
@@ -343,6 +383,23 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
                  labels={"apply_rope": "exercise 2"})
     run_contract(chk, rotary_attention, ROTARY_ATTENTION)
     chk.finish()
+
+
+def _positions_apart(chk: Check, outputs: dict, attention) -> None:
+    """The learner's output at every start_pos recomputed as attention with the queries rotated d positions ahead of
+    the keys (d = -3..3, not 0): named when one d gives every output. RoPE scores depend only on the difference of
+    the two positions, so which of q and k is shifted is not told, and the line does not tell it."""
+    for d in (1, -1, 2, -2, 3, -3):
+        if all(isinstance(got, torch.Tensor) and got.shape == attention(s, max(d, 0), max(-d, 0)).shape
+               and close_to(got, attention(s, max(d, 0), max(-d, 0)), 1e-5, 1e-4) for s, got in outputs.items()):
+            ahead, behind = ("queries", "keys") if d > 0 else ("keys", "queries")
+            starts = " and ".join(str(s) for s in outputs)
+            chk.diagnose(f"the {ahead} are rotated {abs(d)} position{'s' * (abs(d) > 1)} ahead of the {behind} "
+                         f"(measured: with start_pos = {starts}, your output is causal attention with q and k rotated "
+                         f"{abs(d)} apart, the {ahead} ahead; the scores depend only on the difference, so whether "
+                         f"the {ahead} are ahead or the {behind} behind is not told): rotate q and k with the same "
+                         "start_pos, apply_rope(q, cos, sin, start_pos) and apply_rope(k, cos, sin, start_pos)")
+            return
 
 
 # -- contracts: the regimes each exercise promises, and its step-by-step reference ---------------
@@ -490,7 +547,8 @@ def check_interleaved_to_half(interleaved_to_half, *, seed: int = 0, n_heads: in
 
     def heads(weight):  # (B, T, d_in) -> (B, n_heads, T, head_dim)
         return (x @ weight.T).view(batch, seq, n_heads, head_dim).transpose(1, 2)
-    got = call_keeping_inputs(chk, interleaved_to_half, w, n_heads)
+    got = call_keeping_inputs(chk, interleaved_to_half, w, n_heads,
+                              on_error=_shape_read_swapped(interleaved_to_half, w, n_heads, head_dim))
     want_rot = meta_rotate(heads(w), start_pos, theta)[..., evens_then_odds(head_dim)]  # (B, nh, T, hd)
     if isinstance(got, torch.Tensor) and got.shape == w.shape:
         chk.compare(f"{n_heads} heads of {head_dim}: half rotation of x @ yours.T = Meta's rotation of x @ w.T",
@@ -502,6 +560,36 @@ def check_interleaved_to_half(interleaved_to_half, *, seed: int = 0, n_heads: in
     if not chk.passed:
         _explain_rows(chk, interleaved_to_half, n_heads, head_dim, d_in)
     chk.finish()
+
+
+def _shape_read_swapped(fn, w: torch.Tensor, n_heads: int, head_dim: int):
+    """An error hint for a reshape that failed: when the size it asked for last, where a row's d_in entries go, is
+    w.shape[0] (the rows) and not w.shape[1], that is measured, and whether the same function gives the right rows of
+    a square weight, whose two sizes agree whichever way they are read; the code that did it stays a candidate (the
+    sizes unpacked swapped, or w.shape[0] written for d_in, give the same error and the same square result)."""
+    def hint(err):
+        found = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", str(err))
+        rows, d_in = w.shape
+        if not found or rows == d_in:
+            return None
+        asked = [int(v) for v in found.group(1).split(",")]
+        if asked[-1] != rows or int(found.group(2)) != w.numel():
+            return None
+        fact = (f"the reshape that raised asks for {asked} of w's {w.numel()} entries: its last size, where a row's "
+                f"d_in entries go, is {rows} = w.shape[0], the n_heads·head_dim rows, while d_in = w.shape[1] = "
+                f"{d_in}")
+        square = randn(rows, rows, seed=7, dtype=w.dtype)
+        try:
+            out = guarded_call(fn, (square.clone(), n_heads))
+        except Exception:  # noqa: BLE001: no confirmation; the measured sizes stay a fact with its candidate
+            out = None
+        right = square[half_rows(n_heads, head_dim)]
+        if isinstance(out, torch.Tensor) and out.shape == square.shape and torch.equal(out, right):
+            fact += (f"; on a square weight {tuple(square.shape)}, where w.shape[0] = w.shape[1], your function "
+                     "returns the right rows")
+        return candidates(f"{fact} (candidates: w's two sizes unpacked the wrong way round, d_in, rows = w.shape "
+                          "where w is (n_heads · head_dim, d_in); w.shape[0] used where d_in belongs)")
+    return hint
 
 
 def _meta_attention(x, wq, wk, wv, wo, n_heads, n_kv, rotate):

@@ -280,6 +280,14 @@ def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr:
         "cosine term scaled by max_lr instead of (max_lr - min_lr): lr = min_lr + 0.5 (1 + cos) (max_lr - min_lr)":
             curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr) if s < warmup else
                   ref_lr(s, warmup, total, max_lr + min_lr, min_lr)),
+        "warmup ramps from 0 at step 0 to max_lr at step warmup_steps - 1, max_lr * step / (warmup_steps - 1): step 0 "
+        "would not move the weights; use max_lr * (step + 1) / warmup_steps":
+            curve(lambda s: max_lr * s / max(1, warmup - 1) if s < warmup else
+                  ref_lr(s, warmup, total, max_lr, min_lr)),
+        "a cosine that decays to 0 floored at min_lr, max(min_lr, 0.5 (1 + cos) max_lr): the rate reaches min_lr "
+        "before the last step and stays flat; decay from max_lr to min_lr, min_lr + 0.5 (1 + cos) (max_lr - min_lr)":
+            curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr) if s < warmup else
+                  max(min_lr, ref_lr(s, warmup, total, max_lr, 0.0))),
         "warmup runs one step too long (step <= warmup_steps): warmup covers steps 0 .. warmup_steps - 1":
             curve(lambda s: max_lr * (s + 1) / warmup if s <= warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
     })
@@ -456,6 +464,17 @@ def _clamped_entries(grads, grad_clip: float) -> int:
     return int((entries >= grad_clip * (1 - 1e-6)).sum())
 
 
+def _modes_at_forward(model, seen: list):
+    """A pre-hook on the model that records, at each forward pass run with the top module in train mode, its
+    submodules then in eval mode and its Dropout layers among them: the flags the forward pass really ran with."""
+    def hook(module, args):
+        if module.training:
+            parts = list(module.modules())[1:]
+            off = [m for m in parts if not m.training]
+            seen.append((len(off), len(parts), sum(isinstance(m, torch.nn.Dropout) for m in off)))
+    return model.register_forward_pre_hook(hook)
+
+
 def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps) -> Check:
     chk = Check("train_step", expects="the loss of the batch, as a Python float (loss.item())", gradients=NEEDS)
     x = torch.randint(23, (batch, seq), generator=seeded(seed))
@@ -492,6 +511,8 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
 
     model, opt = _setup(seed, dropout, lr)
     log = ForwardLog(model)
+    modes: list = []  # per forward pass in train mode: (submodules in eval, submodules, Dropout layers in eval)
+    mode_handle = _modes_at_forward(model, modes)
     returned_floats = True
     entries = []  # (step, handed over in train mode, its forward calls in eval mode, its forward calls)
     try:
@@ -502,12 +523,20 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
             # Both entry states: the first step meets a model the caller left in eval mode (after an evaluation),
             # the next one a model in train mode; each must train with dropout on.
             model.train(i % 2 == 1)
-            start = len(log.calls)
+            start, seen = len(log.calls), len(modes)
             try:
                 got = call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
             finally:
                 calls = log.calls[start:]
                 entries.append((i + 1, i % 2 == 1, sum(not c["training"] for c in calls), len(calls)))
+                half_set = [m for m in modes[seen:] if m[0]]
+                if half_set and not i % 2 and not chk.diagnoses:
+                    off, parts, drop = half_set[0]
+                    among = f", {drop} Dropout layers among them" if drop else ""
+                    chk.diagnose(f"only the top module is switched to train mode (measured: step {i + 1} was handed "
+                                 f"the model in eval mode; at its forward pass model.training was True, yet {off} of "
+                                 f"its {parts} submodules{among}, were still in eval mode): the flag of a module is "
+                                 "its own; model.train() sets it on every submodule")
             problem = python_number_problem(got, float)
             if problem and returned_floats:
                 returned_floats = False
@@ -523,6 +552,7 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
                 _measure_step(chk, model, before, grad_clip)
     finally:
         log.close()
+        mode_handle.remove()
     for step, came_training, in_eval, total in entries:
         if not in_eval:
             continue

@@ -69,6 +69,19 @@ class _FullBatch:
             self.means.append(loss.item())
             self.each.append(_flat_grads(model))
 
+    def shifted_again(self, seed: int, batches) -> torch.Tensor:
+        """The gradient of the hypothesis 'targets shifted once more': the logits at position t scored against
+        y[t + 1] (y already holds the next token at t, so against token t + 2), summed over every micro-batch and
+        divided by the whole batch's target tokens counted before that shift."""
+        model, _ = _accum_model(seed)
+        model.train()
+        total = sum(self.counts)
+        for xi, yi in batches:
+            summed = F.cross_entropy(model(xi)[:, :-1].flatten(0, 1), yi[:, 1:].flatten(), ignore_index=-100,
+                                     reduction="sum")
+            (summed / total).backward()
+        return _flat_grads(model)
+
     def clipped(self, grad_clip: float) -> torch.Tensor:
         return self.grad * min(1.0, grad_clip / float(self.grad.double().norm()))
 
@@ -206,6 +219,16 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
             chk.candidates(f"with {k} micro-batches of {counts} target tokens your step follows the sum of the "
                            "micro-batches' mean-loss gradients, not the full batch's mean (candidate: each micro-batch's "
                            "mean loss backpropagated without dividing by the number of micro-batches)")
+        return
+    shifted = fit_scale(moved, ref.shifted_again(seed, _accum_batches(seed, rows, seq, kept)))
+    if shifted is not None and shifted[1] < 1e-4:
+        scale = "" if abs(shifted[0] - 1) < 1e-3 else f"{describe_factor(shifted[0])} times "
+        chk.diagnose(f"the targets are shifted a second time (measured: with a bound far above the gradient's "
+                     f"norm, which leaves it unscaled, your step follows {scale}the gradient of the logits at position t scored against y[:, t + 1], the "
+                     f"next position's target (token t + 2 of a text whose y is x shifted by one), summed and divided by "
+                     f"the batch's {total} target tokens, and not the full batch's gradient): y "
+                     "already holds the next token at each position; score logits.flatten(0, 1) against y.flatten() "
+                     "as they are")
         return
     fit = fit_scale(moved, ref.grad)
     if fit is not None and fit[1] < 1e-4 and abs(fit[0] - 1) > 1e-3:

@@ -306,6 +306,10 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
             RESTART: k0,
             "keys cached before RoPE: rotate the new keys, then append them (cached keys are never rotated again)":
                 torch.cat((k_all[:, :, :start], k_raw[:, :, start:end]), dim=2),
+            "the whole key cache rotated after appending (measured: your k_all is the cached keys and the new raw "
+            "keys, appended, then rotated at positions 0 .. past + new - 1): the cached keys are stored rotated, so "
+            "each is turned a second time; rotate the new keys only, from start_pos = past, then append them":
+                ref_rotate(torch.cat((k_all[:, :, :start], k_raw[:, :, start:end]), dim=2)).to(K.dtype),
         }))
         if not k_ok and n > 1 and isinstance(k_got, torch.Tensor) and k_got.shape == K.shape:
             s = _rotation_offset(k_got[:, :, start:end].detach().cpu(), k_raw[:, :, start:end], total + 4)

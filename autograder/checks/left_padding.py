@@ -131,7 +131,7 @@ class _PaddedCalls:
             if not bad:
                 continue
             b = bad[0]
-            j = int(real[b].nonzero()[0])
+            j = int(((got[b] != want[b]) & real[b]).nonzero()[0])  # the first real slot given a wrong position
             where = "the prompt's forward pass" if i == 0 else f"decoding step {i} (forward call {i + 1})"
             source = "no positions passed, so tinylm counts slots" if given is None else "your positions"
             padded_start = bool(((got == slots) | ~real).all()) and any(spy.pads)

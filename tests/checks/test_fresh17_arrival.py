@@ -109,3 +109,10 @@ def test_a_mode_read_after_eval_and_a_mode_never_given_back_get_the_same_candida
         message = bench_diagnostics.run_mutation(nb, found, bench_diagnostics.notebook_cells(nb)).message
         assert "remember was_training" not in message
         assert "the mode given back was read after model.eval()" in _line(message, "Candidates:")
+
+
+def test_a_wrong_position_is_shown_at_the_first_slot_that_has_one():
+    # the mask shifted one slot right: the first real token (slot 4) keeps position 0, slot 5 gets 0 too
+    likely = _line(_message("fresh17", "06", "generate_left_padded", "mask[b, T - len(p) + 1:] = True"),
+                   "Likely bug: wrong positions")
+    assert "row 0's token in slot 5 is given position 0" in likely and "slot 4 is given" not in likely

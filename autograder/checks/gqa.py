@@ -56,6 +56,16 @@ def _expand_hint(error: str) -> Evidence | None:
         return None
     i, t, n = asked[0]
     ones = ", ".join(f"dim {j}, asked for {target[j]}" for j, m in enumerate(tensor) if m == 1)
+    grown = [j for j, m in enumerate(tensor) if m == 1]
+    kept_asked = [size for j, size in enumerate(target) if j not in grown]
+    kept_have = [m for j, m in enumerate(tensor) if j not in grown]
+    if sorted(kept_asked) == sorted(kept_have):
+        # the sizes are the tensor's own, in another order: the unsqueeze and the expand are right as written, the
+        # sizes passed to them are not
+        return measured(f"expand was asked for sizes {target} of a tensor of sizes {tensor}: apart from the new "
+                        f"axis, the sizes asked are the tensor's own in another order (dim {i} has {n} entries "
+                        f"where {t} are asked): the names they were read into do not follow x's axes, "
+                        "(B, n_kv, T, hd) = x.shape")
     return measured(f"expand was asked for sizes {target} of a tensor of sizes {tensor}: dim {i} has {n} entries "
                     f"where {t} are asked, and only an axis of size 1 grows (yours: {ones}); each size lines up "
                     "with its own axis, n_rep with the new one: x[:, :, None].expand(B, n_kv, n_rep, T, hd), then "

@@ -116,3 +116,10 @@ def test_a_wrong_position_is_shown_at_the_first_slot_that_has_one():
     likely = _line(_message("fresh17", "06", "generate_left_padded", "mask[b, T - len(p) + 1:] = True"),
                    "Likely bug: wrong positions")
     assert "row 0's token in slot 5 is given position 0" in likely and "slot 4 is given" not in likely
+
+
+def test_sizes_read_in_another_order_before_an_expand_are_not_blamed_on_the_unsqueeze():
+    message = _message("fresh17", "07", "repeat_kv", "B, T, n_kv, hd = x.shape")
+    assert "the sizes asked are the tensor's own in another order" in _line(message, "Measured:")
+    assert "x[:, :, None].expand(B, n_kv, n_rep, T, hd), then reshape" not in message
+    assert "has the reference's numbers in another shape" not in _line(message, "Where:")

@@ -86,6 +86,8 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
         owners = seen.found[j][slot]
         theirs = [owner_value(reference, o) for o in owners]
         theirs = [t for t in theirs if t is not None]
+        if failed.name in _GROWING and any(_unit_axis_added(value.shape, t.shape) for t in theirs):
+            continue  # a size-1 axis inserted for an expand to grow is what the expand reads: its sizes are not here
         if theirs and all(tuple(t.shape) != tuple(value.shape) for t in theirs) and \
                 (tuple(value.shape) not in shapes or any(one_axis_apart(value.shape, t.shape) for t in theirs)):
             op = learner.ops[j]
@@ -101,6 +103,17 @@ def _before_raise(learner: Trace, reference: Trace) -> Located | None:
                             f"the reference has these numbers in shape {tuple(theirs[0].shape)}", raises], kind="shape")
     return (_bounds_before_raise(learner, reference, seen, failed, raises)
             or _cast_before_raise(learner, reference, seen, failed, raises))
+
+
+# Calls that grow size-1 axes: the value they read has such axes by design.
+_GROWING = {"expand", "expand_as", "broadcast_to"}
+
+
+def _unit_axis_added(shape, theirs) -> bool:
+    """shape is `theirs` with one size-1 axis inserted."""
+    shape, theirs = tuple(shape), tuple(theirs)
+    return len(shape) == len(theirs) + 1 and any(shape[i] == 1 and shape[:i] + shape[i + 1:] == theirs
+                                                  for i in range(len(shape)))
 
 
 def _before_a_check(learner: Trace, reference: Trace) -> Located | None:

@@ -185,15 +185,7 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
         eq_rows, eq_kept = tuple(rows) + (rows[0],), (equal,) * (k + 1)  # one micro-batch more: another k
         eq_batches = _accum_batches(seed + 50, eq_rows, seq, eq_kept)
         eq_ref = _FullBatch(seed, eq_batches)
-        model, opt = _accum_model(seed)
-        before = flat_parameters(model)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()), refuse_delegation("train_step_accumulated", fn):
-                fn(model, opt, eq_batches, ACCUM_NO_CLIP)
-        except Exception:  # noqa: BLE001: no confirmation, the candidates below stay candidates
-            eq_moved = None
-        else:
-            eq_moved = (before - flat_parameters(model)) / ACCUM_LR
+        eq_moved = _moved_by(fn, seed, eq_batches)
         counts = ", ".join(map(str, ref.counts))
         if _close(moved, mean_of_means):
             if eq_moved is not None and _close(eq_moved, eq_ref.grad):
@@ -241,12 +233,76 @@ def _grad_diagnosis(chk: Check, fn, seed: int, rows, seq: int, kept, ref: _FullB
                          "summed loss by the whole batch's number of target tokens before backward()")
         else:
             chk.measured(f"your step follows {describe_factor(fit[0], named)} times the full batch's gradient")
+            _divisor_read(chk, fn, seed, seq, ref, fit[0])
         return
     last = fit_scale(moved, ref.each[-1])
     if last is not None and last[1] < 1e-4:
         chk.candidates(f"your step follows the last micro-batch's gradient alone ({last[0]:.3g} times its mean-loss "
                        "gradient): the earlier micro-batches' gradients are not in it (candidates: zero_grad() or "
                        ".grad = None inside the loop, a loss variable overwritten before one backward() after the loop)")
+
+
+def _moved_by(fn, seed: int, batches) -> torch.Tensor | None:
+    """The learner's step on a fresh model over `batches`, unclipped, as the gradient SGD followed (None if it
+    raised)."""
+    model, opt = _accum_model(seed)
+    before = flat_parameters(model)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), refuse_delegation("train_step_accumulated", fn):
+            fn(model, opt, batches, ACCUM_NO_CLIP)
+    except Exception:  # noqa: BLE001: no confirmation, what was measured stays a measurement
+        return None
+    return (before - flat_parameters(model)) / ACCUM_LR
+
+
+# A second batch whose counts tell every divisor below apart (4 micro-batches of 9, 5, 11 and 2 target tokens).
+_SECOND_ROWS, _SECOND_KEPT = (2, 2, 2, 2), (9, 5, 11, 2)
+
+
+def _divisor_sources(counts: list[int], positions: int) -> dict[str, float]:
+    total, k = sum(counts), len(counts)
+    return {"the number of micro-batches": k, "the first micro-batch's target tokens": counts[0],
+            "the last micro-batch's target tokens": counts[-1], "the largest micro-batch's target tokens": max(counts),
+            "the mean number of target tokens per micro-batch": total / k,
+            "the mean number of target tokens per micro-batch, rounded down (//)": total // k,
+            "the batch's target positions, padding included": positions}
+
+
+def _divisor_read(chk: Check, fn, seed: int, seq: int, ref: _FullBatch, factor: float) -> None:
+    """A step that is the full batch's gradient times a factor is the summed loss's gradient divided by
+    total / factor instead of by the batch's target tokens (an identity, so measured). What that divisor is,
+    among the counts a learner might divide by, is confirmed on a second batch whose counts tell them apart."""
+    total = sum(ref.counts)
+    divisor = total / factor
+    fact = (f"your step is the gradient of the batch's summed loss divided by {divisor:.4g}, where the batch's "
+            f"{total} target tokens belong")
+    second = _accum_batches(seed + 70, _SECOND_ROWS, seq, _SECOND_KEPT)
+    second_ref = _FullBatch(seed, second)
+    moved = _moved_by(fn, seed, second)
+    fit = fit_scale(moved, second_ref.grad) if moved is not None else None
+    first_sources = _divisor_sources(ref.counts, ref.positions)
+    fits_first = [name for name, value in first_sources.items() if math.isclose(value, divisor, rel_tol=1e-3)]
+    if fit is None or fit[1] >= 1e-4:
+        if fits_first:
+            chk.candidates(f"{fact}; candidates: {' or '.join(fits_first)}")
+        else:
+            chk.measured(fact)
+        return
+    second_total = sum(second_ref.counts)
+    second_divisor = second_total / fit[0]
+    second_sources = _divisor_sources(second_ref.counts, second_ref.positions)
+    both = [name for name in fits_first if math.isclose(second_sources[name], second_divisor, rel_tol=1e-3)]
+    counts = ", ".join(map(str, second_ref.counts))
+    if len(both) == 1:
+        chk.diagnose(f"the summed loss is divided by {both[0]}, not by the whole batch's target tokens (measured: "
+                     f"{fact}; with {len(second_ref.counts)} micro-batches of {counts} target tokens it is divided "
+                     f"by {second_divisor:.4g}, {both[0]} again, where {second_total} belong): divide each "
+                     "micro-batch's summed loss by the target tokens of every micro-batch together")
+    elif both:
+        chk.candidates(f"{fact}; candidates: {' or '.join(both)}")
+    else:
+        chk.measured(f"{fact} (with {len(second_ref.counts)} micro-batches of {counts} target tokens, by "
+                     f"{second_divisor:.4g} where {second_total} belong)")
 
 
 def _clip_diagnosis(chk: Check, ref: _FullBatch, moved: torch.Tensor, grad_clip: float) -> None:

@@ -123,3 +123,13 @@ def test_sizes_read_in_another_order_before_an_expand_are_not_blamed_on_the_unsq
     assert "the sizes asked are the tensor's own in another order" in _line(message, "Measured:")
     assert "x[:, :, None].expand(B, n_kv, n_rep, T, hd), then reshape" not in message
     assert "has the reference's numbers in another shape" not in _line(message, "Where:")
+
+
+def test_the_divisor_of_an_accumulated_loss_is_named_only_when_a_second_batch_confirms_it():
+    # 12, 7 and 3 are each both a micro-batch's token count and another count of the first batch (12 the first
+    # micro-batch's and the largest; 7 the second's and 22 // 3; 3 the last's and the number of micro-batches)
+    for words, divisor in (("n_tokens = int((micro_batches[0][1]", "the first micro-batch's target tokens"),
+                           ("// len(micro_batches)", "the mean number of target tokens per micro-batch, rounded down"),
+                           ("(summed / len(micro_batches))", "the number of micro-batches")):
+        likely = _line(_message("fresh17", "09", "train_step_accumulated", words), "Likely bug:")
+        assert f"the summed loss is divided by {divisor}" in likely

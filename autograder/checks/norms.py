@@ -318,8 +318,8 @@ def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
         "variance as mean(x²) - mean(x)²: the two large terms cancel when the mean is large (catastrophic "
         "cancellation); centre first, then average the squares": lambda: weight * (x - mu) * torch.rsqrt(
             (x.pow(2).mean(-1, keepdim=True) - mu.pow(2)) + eps) + bias,
-        "unbiased variance (divided by n-1): torch.var and torch.std default to correction=1; LayerNorm divides "
-        "by n (pass correction=0, or unbiased=False)":
+        "unbiased variance (divided by n-1, the default correction=1 of var and std); LayerNorm divides by n "
+        "(pass correction=0, or unbiased=False)":
             lambda: weight * (x - mu) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) + bias,
         "mean not subtracted: that is RMSNorm; LayerNorm centres each vector first":
             lambda: weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + bias,

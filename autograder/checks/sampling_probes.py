@@ -83,8 +83,7 @@ def flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float,
     if hits is not None and abs(hits - mean) <= 6 * sd:
         chk.diagnose(f"dropout stays on while sampling (measured: {measured}, from forward passes in train mode; the "
                      f"same call on the model handed over in eval mode draws it {hits} times, as the softmax expects): "
-                     "switch the model to eval mode for generation, model.eval(), and give the caller's mode back "
-                     "afterwards")
+                     "switch the model to eval mode for generation, model.eval()")
         return True
     else:
         chk.measured(f"{measured}: the draws are flatter than the distribution, from forward passes that ran in train "

@@ -34,7 +34,7 @@ LAYERS = (
     ("trace: record", ("trace.record",)),
     ("trace: align", ("trace.align",)),
     ("trace: rounding", ("trace.rounding",)),
-    ("trace: kinds", ("trace.kinds",)),
+    ("trace: kinds", ("trace.kinds", "trace.sizes")),
     ("trace: explain", ("trace.explain",)),
     ("trace: numbers", ("trace.numbers",)),
     ("trace: raised", ("trace.raised",)),

@@ -36,6 +36,7 @@ import torch
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
+from .sizes import own_sizes
 from .kinds import accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, out_of_place, relaid, step_taken_as_identity, taken_later_here
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
@@ -780,7 +781,8 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         facts.insert(0, sizes)
         if bound == "elsewhere":
             return None  # the sizes come from names bound on several lines: any of them may be wrong
-        if bound is not None and bound != line:
+        if bound is not None and bound != line and \
+                not own_sizes(function_around(file, line), line, bound, first, counterpart):
             how, second = "sizes", bound
     if how == "value" and sizes is None and first.name in SIZED_OPS and blamed is first:
         written = _number_written_in(file, line)

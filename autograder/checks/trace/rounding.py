@@ -17,6 +17,8 @@ never blamed.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from .align import ancestors, owner_value, path_between, Analysis
@@ -63,7 +65,22 @@ class _Detour:
                             for line, names in list(by_line.items())[:3]) + (" and ..." if len(by_line) > 3 else "")
 
 
+# The detours measured per analysis, by (first, counterpart): `rounded_before` declining and
+# `rounded_earlier` asking next measure the same pair, and each measurement walks every ancestor of `first`
+# (a decoding loop's trace holds thousands of calls).
+_MEASURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _detour(seen: Analysis, first: Op, counterpart: Op | None) -> _Detour | None:
+    """`_measure_detour`'s answer for the pair, measured once per analysis."""
+    known = _MEASURED.setdefault(seen, {})
+    key = (first.index, counterpart.index if counterpart is not None else None)
+    if key not in known:
+        known[key] = _measure_detour(seen, first, counterpart)
+    return known[key]
+
+
+def _measure_detour(seen: Analysis, first: Op, counterpart: Op | None) -> _Detour | None:
     """The first value `first` is computed from that differs from its match by more than its own dtype's
     rounding, by no more than a float16 / bfloat16 detour's, was computed from a float16 / bfloat16 value of
     the learner's, and (with a counterpart) lies on the way to `counterpart`'s input; None when there is none."""

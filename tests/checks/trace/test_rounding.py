@@ -101,3 +101,24 @@ def test_a_real_mistake_without_a_detour_says_nothing_of_rounding():
     found = located(wrong)
     assert found is not None and found.line == 4, found
     assert not any("float16" in f or "bfloat16" in f for f in found.facts), found.facts
+
+
+def test_the_detour_of_a_pair_is_measured_once(monkeypatch):
+    # rounded_before declines (the last line's values differ beyond the rounding) and rounded_earlier then
+    # asks of the same pair: one measurement serves both, and both still answer as before.
+    wrong = cell("def f(T, hd, theta):\n"
+                 "    inv_freq = theta ** (-torch.arange(0, hd, 2, dtype=torch.float32) / hd)\n"
+                 "    angles = torch.outer(torch.arange(T, dtype=torch.float16), inv_freq.half()).float()\n"
+                 "    return (2 * angles).cos()\n")
+    mine = trace.record(wrong, ARGS, learner=True)
+    theirs = trace.record(REFERENCE, ARGS, learner=False)
+    seen = trace.Analysis(mine, theirs)
+    cos = next(op for op in mine.ops if op.name == "cos")
+    counterpart = next(op for op in theirs.ops if op.name == "cos")
+    calls = []
+    measure = rounding._measure_detour
+    monkeypatch.setattr(rounding, "_measure_detour", lambda *a: calls.append(a) or measure(*a))
+    assert rounding.rounded_before(seen, cos, counterpart) is None
+    earlier = rounding.rounded_earlier(seen, cos, counterpart)
+    assert earlier is not None and "line 3" in earlier and "float16" in earlier, earlier
+    assert len(calls) == 1, calls

@@ -152,11 +152,14 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
                              f"{log.calls[0]['cache_len']} stale positions in the cache; call cache.reset() first")
         decode = log.calls[1:]
         uses_cache = len(log.calls) >= 2 and all(c["cache_len"] is not None and c["len"] == 1 for c in decode)
-        if any(c["cache_len"] is None for c in log.calls):
+        without = [i for i, c in enumerate(log.calls) if c["cache_len"] is None]
+        if without:
             # The calls may pass cache=cache already, with a name that holds None: the fix says what it must hold.
-            why = ("the cache is not used: the model is called with cache=None (measured on its calls); the cache "
-                   "argument must be a KVCache object (e.g. not the result of cache.reset(), which is None): prefill "
-                   "with model(prompt, cache=cache), then feed only the newest token, model(next_id, cache=cache)")
+            which = ("every one of its calls" if len(without) == len(log.calls) else "the prefill" if without == [0]
+                     else f"{len(without)} of its {len(log.calls)} calls, the first of them call {without[0] + 1}")
+            why = (f"the model is called without a cache (cache=None) at {which} (measured on its calls): every call "
+                   "passes a KVCache object as cache=, the prefill model(prompt, cache=cache), then only the newest "
+                   "token, model(next_id, cache=cache)")
         else:
             why = ("the whole sequence is fed again at each decode step although the cache already holds it: the "
                    "cached positions are stored again at every step; decode steps must pass only the newest token, "

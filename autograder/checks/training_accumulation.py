@@ -274,8 +274,8 @@ def _divisor_read(chk: Check, fn, seed: int, seq: int, ref: _FullBatch, factor: 
     among the counts a learner might divide by, is confirmed on a second batch whose counts tell them apart."""
     total = sum(ref.counts)
     divisor = total / factor
-    fact = (f"your step is the gradient of the batch's summed loss divided by {divisor:.4g}, where the batch's "
-            f"{total} target tokens belong")
+    fact = (f"your update follows the gradient of the batch's summed loss divided by {divisor:.4g}, where the "
+            f"batch's {total} target tokens belong")
     second = _accum_batches(seed + 70, _SECOND_ROWS, seq, _SECOND_KEPT)
     second_ref = _FullBatch(seed, second)
     moved = _moved_by(fn, seed, second)

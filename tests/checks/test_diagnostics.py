@@ -27,8 +27,8 @@ OUT_OF_CONTRACT = {
 # words of its `why`, tells apart two mistakes of one cell.
 NOT_YET: dict[tuple, str] = {}
 # The fewest mistakes of a set that must be named or located, where it was measured higher than NAMED_RATE_REQUIRED.
-FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57, "fresh12": 64, "fresh13": 62, "fresh14": 62, "fresh15": 63, "fresh16": 53,
-                  "collisions": 33}
+FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57, "fresh12": 64, "fresh13": 63, "fresh14": 62, "fresh15": 64, "fresh16": 59,
+                  "fresh17": 64, "collisions": 33}
 
 
 def _listed(table: dict, mutation_set: str, outcome) -> bool:
@@ -63,6 +63,7 @@ KNOWN_WRONG_LINE = {
                                           pytest.param("fresh12", marks=pytest.mark.slow),
                                           pytest.param("fresh13", marks=pytest.mark.slow), pytest.param("fresh14", marks=pytest.mark.slow),
                                           pytest.param("fresh15", marks=pytest.mark.slow), pytest.param("fresh16", marks=pytest.mark.slow),
+                                          pytest.param("fresh17", marks=pytest.mark.slow),
                                           pytest.param("collisions", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     """The held-out sets (mistakes written without reading the checks) that

@@ -63,7 +63,7 @@ def test_a_mask_of_the_new_tokens_alone_is_not_said_to_count_zero_cached_positio
 def test_a_cache_that_holds_none_is_not_told_only_the_call_it_already_makes():
     # cache = cache.reset() makes cache None; the calls already say cache=cache
     likely = _line(_message("fresh5", "06", "generate_greedy", "cache = cache.reset()"), "Likely bug:")
-    assert "called without a cache (cache=None) at every one of its calls (measured on its calls)" in likely
+    assert "called without one (cache=None) at every one of its calls (measured on its calls)" in likely
     assert "passes a KVCache object as cache=" in likely
 
 

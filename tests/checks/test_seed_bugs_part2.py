@@ -33,7 +33,7 @@ BUGS = [
     ("06_kv_cache", "generate_left_padded", "attention_mask=mask)", "attention_mask=mask if cache.length == 0 else None)",
      "mask not carried into the cached steps"),
     ("06_kv_cache", "generate_greedy", "model(step_input, cache=cache)", "model(idx)",
-     "the model is called without a cache"),
+     "the cache is not used"),
     ("06_kv_cache", "cache_update", "torch.cat((past_v, v), dim=2)", "torch.stack((past_v, v), dim=2)", "torch.stack adds"),
     ("06_kv_cache", "attention_step", "k = tinylm.apply_rope(k, cos, sin, start_pos=start)",
      "k = tinylm.apply_rope(k, cos, sin, start_pos=start + 1)", "the new keys are rotated for positions 1..5, not 0..4"),

@@ -133,3 +133,8 @@ def test_the_divisor_of_an_accumulated_loss_is_named_only_when_a_second_batch_co
                            ("(summed / len(micro_batches))", "the number of micro-batches")):
         likely = _line(_message("fresh17", "09", "train_step_accumulated", words), "Likely bug:")
         assert f"the summed loss is divided by {divisor}" in likely
+
+
+def test_cached_values_split_into_heads_without_the_transpose_are_named():
+    likely = _line(_message("fresh17", "07", "gqa_step", "v = attn.v_proj(x).view(B, attn.n_kv_heads, T"), "Likely bug:")
+    assert "values split into heads without the transpose" in likely

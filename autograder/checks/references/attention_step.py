@@ -306,6 +306,9 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
             RESTART: k0,
             "keys cached before RoPE: rotate the new keys, then append them (cached keys are never rotated again)":
                 torch.cat((k_all[:, :, :start], k_raw[:, :, start:end]), dim=2),
+            "keys split into heads without the transpose: view(B, T, n_kv_heads, hd).transpose(1, 2), not "
+            "view(B, n_kv_heads, T, hd)": lambda: torch.cat(
+                (k_all[:, :, :start], ref_rotate(F.linear(xs, W["k"]).view(batch, n_kv, n, head_dim), start)), dim=2),
             "the whole key cache rotated after appending (measured: your k_all is the cached keys and the new raw "
             "keys, appended, then rotated at positions 0 .. past + new - 1): the cached keys are stored rotated, so "
             "each is turned a second time; rotate the new keys only, from start_pos = past, then append them":
@@ -325,6 +328,9 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
                 (v_all[:, :, :start], ref_rotate(v_all[:, :, start:end], start)), dim=2),
             "values computed with k_proj: v = attn.v_proj(x)": lambda: torch.cat(
                 (v_all[:, :, :start], k_raw[:, :, start:end]), dim=2),
+            "values split into heads without the transpose: view(B, T, n_kv_heads, hd).transpose(1, 2), not "
+            "view(B, n_kv_heads, T, hd)": lambda: torch.cat(
+                (v_all[:, :, :start], F.linear(xs, W["v"]).view(batch, n_kv, n, head_dim)), dim=2),
         }))
         _measure_cache_length(chk, label, {"k_all": k_got, "v_all": v_got}, start, n)
         if not ok and first_bad is None:

@@ -413,6 +413,13 @@ def _split_wrong(state, x, config, cos, sin):
     return F.linear(y.transpose(1, 2).reshape(B, T, H * hd), state["o_proj.weight"])
 
 
+def _exchanged(state: dict, a: str, b: str) -> dict:
+    """A copy of a state dict with the tensors of a and b exchanged."""
+    swapped = dict(state)
+    swapped[a], swapped[b] = state[b], state[a]
+    return swapped
+
+
 def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, seq: int = 5, batch: int = 2) -> None:
     """Block(config): attn_norm, attn, mlp_norm, mlp named as tinylm's; forward(x, cos, sin) is the pre-norm block;
     with a cache, forward(x, cos, sin, cache, layer_idx) passes both on to its attention."""
@@ -441,6 +448,10 @@ def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, s
             "branches in parallel: the MLP must read the stream after attention was added to it, not the block's "
             "input (measured: your Block's output is x + attn(attn_norm(x)) + mlp(mlp_norm(x)) of its own weights)":
                 variant(parallel=True),
+            "gate and up swapped in the MLP: SiLU goes on gate_proj's output, silu(gate_proj(x)) * up_proj(x) "
+            "(measured: your Block's output is the reference's with the two weights exchanged)":
+                lambda: state_block(_exchanged(state, "mlp.gate_proj.weight", "mlp.up_proj.weight"), "", x, config,
+                                    ref_cos, ref_sin),
         })
         if chk.passed:
             _attention_steps(chk, module, state, "attn.", x, config, seed, layer_idx=1, label="cached",

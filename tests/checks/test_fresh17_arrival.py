@@ -138,3 +138,9 @@ def test_the_divisor_of_an_accumulated_loss_is_named_only_when_a_second_batch_co
 def test_cached_values_split_into_heads_without_the_transpose_are_named():
     likely = _line(_message("fresh17", "07", "gqa_step", "v = attn.v_proj(x).view(B, attn.n_kv_heads, T"), "Likely bug:")
     assert "values split into heads without the transpose" in likely
+
+
+def test_a_block_whose_mlp_exchanges_gate_and_up_is_named_from_its_own_weights():
+    likely = _line(_message("fresh17", "05", "Transformer", "swiglu(x, self.up_proj.weight, self.gate_proj.weight"),
+                   "Likely bug:")
+    assert "gate and up swapped in the MLP" in likely

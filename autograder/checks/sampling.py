@@ -310,6 +310,11 @@ def explain_kept_counts(chk: Check, law: KeptCounts, counts: list) -> None:
         return
     chk.measured(law.table())
     if fit is None:
+        if law.counts() and all(n == law.vocab - k + 1 for (_, k), n in law.counts().items()):
+            chk.diagnose("the threshold is the row's k-th SMALLEST logit, not its k-th largest (measured: your filter "
+                         "keeps the vocab - k + 1 most likely tokens of each row, at every k and batch size in the "
+                         "table above): take the k-th largest, logits.topk(k, dim=-1).values[..., -1:] (largest=False, "
+                         "or an ascending sort, gives the smallest)")
         return
     c, bounded = fit
     count = {0: "k", -1: "k - 1", 1: "k + 1"}[c]

@@ -144,3 +144,8 @@ def test_a_block_whose_mlp_exchanges_gate_and_up_is_named_from_its_own_weights()
     likely = _line(_message("fresh17", "05", "Transformer", "swiglu(x, self.up_proj.weight, self.gate_proj.weight"),
                    "Likely bug:")
     assert "gate and up swapped in the MLP" in likely
+
+
+def test_a_top_k_threshold_at_the_k_th_smallest_logit_is_named_from_the_count_law():
+    likely = _line(_message("fresh17", "08", "top_k_filter", "largest=False).values"), "Likely bug:")
+    assert "the threshold is the row's k-th SMALLEST logit" in likely

@@ -16,7 +16,7 @@ from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from ..learner_values import describe
 from .framework.check import Check
 from ..diagnosis_record import candidates
-from .framework.calling import guarded_call
+from .framework.calling import guarded_call, quiet_call
 from .framework.measure import close_to, randn
 from .references.rope import apply_rope_steps, ref_angles, ref_rotate
 
@@ -104,7 +104,42 @@ def check_rope_cache(rope_cache, *, head_dim: int = 8, max_seq_len: int = 12, th
     if not chk.passed and not chk.likely_bugs():
         _explain_frequencies(chk, cos, sin, head_dim, theta)
     run_contract(chk, rope_cache, ROPE_CACHE)
+    _positions_rounded(chk, rope_cache, head_dim, theta)
     chk.finish()
+
+
+def _positions_rounded(chk: Check, rope_cache, head_dim: int, theta: float) -> None:
+    """Tables right for a short length and wrong for a long one: the position each row was made for, read off
+    the slowest column (its angle, position · theta^-(hd-2)/hd, stays below π there), and, where those positions
+    are the integers a half-precision dtype holds, that dtype."""
+    lengths = [int(m.group(1)) for row in chk.rows if not row.ok
+               for m in [re.search(r"max_seq_len=(\d+)", row.name)] if m]
+    if not lengths or any(not row.ok for row in chk.rows if "max_seq_len=" not in row.name):
+        return
+    n = lengths[0]
+    slowest = theta ** (-(head_dim - 2) / head_dim)
+    if n * slowest >= math.pi:
+        return
+    out = quiet_call(rope_cache, head_dim, n, theta)
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)
+            and tuple(out[0].shape) == (n, head_dim) == tuple(out[1].shape)):
+        return
+    read = torch.atan2(out[1][:, head_dim // 2 - 1].double(), out[0][:, head_dim // 2 - 1].double()) / slowest
+    positions = torch.arange(n, dtype=torch.float64)
+    off = (read - positions).abs() > 0.25
+    if not bool(off.any()):
+        return
+    first = int(off.nonzero()[0])
+    fact = (f"row {first} of your tables for max_seq_len={n} holds the angles of position {float(read[first]):.4g} "
+            "(read off the slowest frequency)")
+    for dtype in (torch.bfloat16, torch.float16):
+        held = torch.arange(n).to(dtype).double()
+        if bool(((read - held).abs() <= 0.25).all()):
+            chk.diagnose(f"the positions are rounded to the integers {str(dtype)[6:]} holds (measured: {fact}, and "
+                         f"every row holds torch.arange({n}) rounded to {str(dtype)[6:]}): make the positions in "
+                         "float32, torch.arange(max_seq_len, dtype=torch.float32)")
+            return
+    chk.measured(fact)
 
 
 _FIT_TOL = 1e-3   # how far (in exponent) a column may lie from a printed law theta^(b + s·i)

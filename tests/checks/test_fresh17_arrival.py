@@ -149,3 +149,9 @@ def test_a_block_whose_mlp_exchanges_gate_and_up_is_named_from_its_own_weights()
 def test_a_top_k_threshold_at_the_k_th_smallest_logit_is_named_from_the_count_law():
     likely = _line(_message("fresh17", "08", "top_k_filter", "largest=False).values"), "Likely bug:")
     assert "the threshold is the row's k-th SMALLEST logit" in likely
+
+
+def test_positions_made_in_bfloat16_are_read_off_the_tables_of_a_long_length():
+    likely = _line(_message("fresh17", "04", "rope_cache", "dtype=torch.bfloat16).float(), inv_freq"), "Likely bug:")
+    assert "the positions are rounded to the integers bfloat16 holds" in likely
+    assert "row 257 of your tables for max_seq_len=600 holds the angles of position 256" in likely

@@ -209,12 +209,15 @@ def _padding_scored(chk: Check, lm_loss, logits, padded, got: float | None) -> N
                  if math.isclose(float(F.cross_entropy(flat, padded.flatten().masked_fill(pad.flatten(), token))),
                                  got, rel_tol=1e-5, abs_tol=1e-6)]
     fact = (f"your loss moves ({got:.6g} -> {again:.6g}) when only the logits at the -100 positions change, where "
-            "the mean over the predicted tokens does not: the padded positions are scored")
+            "the mean over the predicted tokens does not read them")
     if len(scored_as) == 1:
-        chk.diagnose(f"{fact}, each as token {scored_as[0]} (measured: your loss is the cross-entropy with every -100 "
-                     f"replaced by {scored_as[0]}); pass the targets as they are, with ignore_index=-100")
+        chk.diagnose(f"the padded positions are scored, each as token {scored_as[0]} (measured: {fact}; your loss is "
+                     f"the cross-entropy with every -100 replaced by {scored_as[0]}): pass the targets as they are, "
+                     "with ignore_index=-100")
     else:
-        chk.measured(fact)
+        chk.candidates(f"{fact}; candidates: the padded positions are scored, or the logits are normalised across "
+                       "positions (a softmax over another axis than the vocabulary lets every position's logits "
+                       "reach every other's log-probabilities)")
 
 
 def check_lm_loss(lm_loss, *, seed: int = 0, batch: int = 3, seq: int = 5, vocab: int = 7, dtype=torch.float32) -> None:

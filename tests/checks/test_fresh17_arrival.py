@@ -62,11 +62,13 @@ def test_padding_counted_only_in_the_denominator_is_not_said_to_be_scored():
     assert "padding counted" in message and "the padded positions are scored" not in message
 
 
-def test_padding_scored_as_another_token_than_a_single_one_is_measured_without_a_token():
-    # each padded target scored as the token before it in the row: read, but as no one token
+def test_padding_that_reaches_the_loss_as_no_one_token_is_said_with_its_candidates():
+    # each padded target scored as the token before it in the row: the padded logits reach the loss, as no one
+    # token; a softmax over the positions would move it too, so neither is said as certain
     message = _lm_loss_message("return F.cross_entropy(logits.flatten(0, 1), torch.where(targets == -100, "
                                "targets.roll(1, -1).clamp(min=0), targets).flatten())")
-    assert "the padded positions are scored" in _line(message, "Measured:") and "each as token" not in message
+    assert "candidates: the padded positions are scored" in _line(message, "Candidates:")
+    assert "each as token" not in message
 
 
 def test_a_merge_that_reads_its_input_in_another_axis_order_is_told_which_order():
@@ -155,3 +157,8 @@ def test_positions_made_in_bfloat16_are_read_off_the_tables_of_a_long_length():
     likely = _line(_message("fresh17", "04", "rope_cache", "dtype=torch.bfloat16).float(), inv_freq"), "Likely bug:")
     assert "the positions are rounded to the integers bfloat16 holds" in likely
     assert "row 257 of your tables for max_seq_len=600 holds the angles of position 256" in likely
+
+
+def test_a_log_softmax_over_the_positions_is_not_told_the_padding_is_scored():
+    message = _message("fresh7", "09", "lm_loss", "F.log_softmax(logits, dim=1).flatten(0, 1)")
+    assert "Likely bug: the padded positions are scored" not in message

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, defaults, run_contract
-from ..diagnosis_record import Evidence, confirmed, measured
+from ..diagnosis_record import Evidence, candidates, confirmed, measured
 from ..learner_values import known_sizes, shown_size
 from .framework.check import Check
 from .framework.failure import CheckFailed
@@ -62,10 +62,11 @@ def _expand_hint(error: str) -> Evidence | None:
     if sorted(kept_asked) == sorted(kept_have):
         # the sizes are the tensor's own, in another order: the unsqueeze and the expand are right as written, the
         # sizes passed to them are not
-        return measured(f"expand was asked for sizes {target} of a tensor of sizes {tensor}: apart from the new "
-                        f"axis, the sizes asked are the tensor's own in another order (dim {i} has {n} entries "
-                        f"where {t} are asked): the names they were read into do not follow x's axes, "
-                        "(B, n_kv, T, hd) = x.shape")
+        return candidates(f"expand was asked for sizes {target} of a tensor of sizes {tensor}: apart from the new "
+                          f"axis, the sizes asked are the tensor's own in another order (dim {i} has {n} entries "
+                          f"where {t} are asked); candidates: the names were read from x.shape in another order "
+                          "than (B, n_kv, T, hd), or expand is given them in another order than (B, n_kv, n_rep, T, "
+                          "hd)")
     return measured(f"expand was asked for sizes {target} of a tensor of sizes {tensor}: dim {i} has {n} entries "
                     f"where {t} are asked, and only an axis of size 1 grows (yours: {ones}); each size lines up "
                     "with its own axis, n_rep with the new one: x[:, :, None].expand(B, n_kv, n_rep, T, hd), then "

@@ -158,7 +158,7 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
             which = ("every one of its calls" if len(without) == len(log.calls) else "the prefill" if without == [0]
                      else f"{len(without)} of its {len(log.calls)} calls, the first of them call {without[0] + 1}")
             why = (f"the cache is not used: the model is called without one (cache=None) at {which} (measured on its "
-                   "calls): every call passes a KVCache object as cache=, the prefill model(prompt, cache=cache), "
+                   "calls): every call must pass a KVCache object as cache=, the prefill model(prompt, cache=cache), "
                    "then only the newest token, model(next_id, cache=cache)")
         else:
             why = ("the whole sequence is fed again at each decode step although the cache already holds it: the "

@@ -319,7 +319,7 @@ def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
         "cancellation); centre first, then average the squares": lambda: weight * (x - mu) * torch.rsqrt(
             (x.pow(2).mean(-1, keepdim=True) - mu.pow(2)) + eps) + bias,
         "unbiased variance (divided by n-1, the default correction=1 of var and std); LayerNorm divides by n "
-        "(pass correction=0, or unbiased=False)":
+        "(with var or std, correction=0)":
             lambda: weight * (x - mu) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) + bias,
         "mean not subtracted: that is RMSNorm; LayerNorm centres each vector first":
             lambda: weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + bias,

@@ -407,8 +407,8 @@ def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token:
         except (ValueError, OverflowError):
             continue
         if math.isfinite(value) and math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7):
-            chk.measured(f"your {key} equals {said}, with loss your own loss in nats and "
-                         f"bytes_per_token = {bytes_per_token:g}; {key} is {_RIGHT[key]}")
+            given = f" and bytes_per_token = {bytes_per_token:g}" if "bytes_per_token" in said else ""
+            chk.measured(f"your {key} equals {said}, with loss your own loss in nats{given}; {key} is {_RIGHT[key]}")
             return
 
 

@@ -122,7 +122,7 @@ def test_a_wrong_position_is_shown_at_the_first_slot_that_has_one():
 
 def test_sizes_read_in_another_order_before_an_expand_are_not_blamed_on_the_unsqueeze():
     message = _message("fresh17", "07", "repeat_kv", "B, T, n_kv, hd = x.shape")
-    assert "the sizes asked are the tensor's own in another order" in _line(message, "Measured:")
+    assert "the sizes asked are the tensor's own in another order" in _line(message, "Candidates:")
     assert "x[:, :, None].expand(B, n_kv, n_rep, T, hd), then reshape" not in message
     assert "has the reference's numbers in another shape" not in _line(message, "Where:")
 
@@ -162,3 +162,9 @@ def test_positions_made_in_bfloat16_are_read_off_the_tables_of_a_long_length():
 def test_a_log_softmax_over_the_positions_is_not_told_the_padding_is_scored():
     message = _message("fresh7", "09", "lm_loss", "F.log_softmax(logits, dim=1).flatten(0, 1)")
     assert "Likely bug: the padded positions are scored" not in message
+
+
+def test_queries_rotated_one_position_ahead_in_a_cached_step_are_said_as_an_offset_between_the_two():
+    # the scores depend on q's and k's positions only through their difference: which side moved is not told
+    likely = _line(_message("fresh17", "06", "attention_step", "start_pos=start + 1)"), "Likely bug:")
+    assert "rotated one position apart (the queries one ahead, start_pos + 1, or the keys one behind)" in likely

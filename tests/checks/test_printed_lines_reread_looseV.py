@@ -64,7 +64,7 @@ def test_a_cache_that_holds_none_is_not_told_only_the_call_it_already_makes():
     # cache = cache.reset() makes cache None; the calls already say cache=cache
     likely = _line(_message("fresh5", "06", "generate_greedy", "cache = cache.reset()"), "Likely bug:")
     assert "called without one (cache=None) at every one of its calls (measured on its calls)" in likely
-    assert "passes a KVCache object as cache=" in likely
+    assert "must pass a KVCache object as cache=" in likely
 
 
 def test_rope_positions_shifted_twice_are_not_told_the_offset_the_code_already_has():

@@ -267,6 +267,9 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
             RESTART: lambda: merge(_attend(q0, k0, V, mask)),
             "queries rotated as if they started at position 0: pass start_pos to apply_rope for q as well as k":
                 lambda: merge(_attend(q0, K, V, mask)),
+            "the queries and the keys rotated one position apart (the queries one ahead, start_pos + 1, or the keys "
+            "one behind): every score sees a distance off by one; rotate both from start_pos = past_k.shape[2]":
+                lambda: merge(_attend(ref_rotate(_heads(F.linear(xs, W["q"]), n_heads), start + 1), K, V, mask)),
             "mask wrong for the new tokens: it is aligned top-left (is_causal=True, or tril without offset): new "
             "token i sees keys 0 .. i only, the first of the cache, where it must see keys 0 .. past + i (every "
             "cached key and the new ones up to itself); use causal_mask(new, past + new), which is bottom-right "

@@ -418,16 +418,20 @@ class Check:
     def _name_sizes(self, text: str, call_sizes: set[int] | None = None) -> str | None:
         """'in that error 10 = d_ff, 6 = d_model' for the sizes a shape error
         mentions that are the size of exactly one named axis (self.axes)
-        and, when call_sizes is given, a size of that call's own inputs."""
+        and, when call_sizes is given, a size of that call's own inputs.
+        A size that one shape of the error holds twice is not named: at
+        least one of the two has another source ([3, 2, 2, 24] reshaping
+        pairs of features), and nothing says which."""
         if not self.axes or not _SHAPE_ERROR.search(text):
             return None
         text = _COUNTED.sub("", text)
         numbers = []
-        groups = " ".join(re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text) and
-                          [a or b for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)])
-        for n in re.findall(r"(?<![\w.])(\d+)(?![\w.])", groups.replace("x", " ")):
+        shapes = [a or b for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)]
+        per_shape = [re.findall(r"(?<![\w.])(\d+)(?![\w.])", shape.replace("x", " ")) for shape in shapes]
+        repeated = {n for found in per_shape for n in found if found.count(n) > 1}
+        for n in (n for found in per_shape for n in found):
             owners = [name for name, size in self.axes.items() if size == int(n)]
-            if call_sizes is not None and int(n) not in call_sizes:
+            if (call_sizes is not None and int(n) not in call_sizes) or n in repeated:
                 continue
             if len(owners) == 1 and int(n) > 1 and f"{n} = {owners[0]}" not in numbers:
                 numbers.append(f"{n} = {owners[0]}")

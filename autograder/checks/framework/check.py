@@ -286,9 +286,10 @@ class Check:
         found.ok, found.close, found.note = False, "FAIL", f"{', '.join(written)} changed by the call"
         what = " and ".join(f"`{n}`" for n in written)
         self.diagnose(f"{self.fn_name} changes its input {what} in place (measured: its values differ after the call "
-                      "from a copy taken before it): an in-place operation (`x -= ...`, `x *= ...`, `x[mask] = ...`, "
-                      "`masked_fill_`, `.div_`, an `out=` argument, or `.float()` on a tensor that already is "
-                      "float32, which returns x itself) writes into the caller's tensor; compute a new tensor instead "
+                      "from a copy taken before it): an in-place operation (for example `x -= ...`, `x *= ...`, `x[mask] = "
+                      "...`, `masked_fill_`, `.div_`, an `out=` argument, `.float()` on a tensor that already is "
+                      "float32, which returns x itself, or a function that renormalises its input, as F.embedding's "
+                      "max_norm= does) writes into the caller's tensor; compute a new tensor instead "
                       "(`x = x - ...`, "
                       "`masked_fill`, `torch.where`, or work on `x.clone()`)")
 
@@ -510,8 +511,10 @@ class Check:
             if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
                 # The expected dtype is not always the inputs' (a bool mask from two ints, int64 ids from uint8
                 # bytes): the step to find is the one that made the other dtype.
-                self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: find the step "
-                              f"that makes {got.dtype} (a dtype= argument, a cast such as .float() or .int(), or "
+                right = "are right" if torch.equal(got.to(want.dtype), want) else "match within the check's tolerance"
+                self.diagnose(f"the values {right} but the result is {got.dtype}, expected {dtype}: find the step "
+                              f"that makes {got.dtype} (for example a dtype= argument, a cast such as .float() or "
+                              ".int(), torch.tensor(...) of Python numbers, which takes the default dtype, or "
                               f"arithmetic that promotes) and give {dtype} instead (or cast with .to({dtype}))")
             if not row.ok and shape_ok:
                 explain_mismatch(self, name, got, want, atol, rtol)

@@ -350,8 +350,8 @@ def _gain_name(others: list[str], params: dict, gain, module) -> str | None:
     if gain is params[others[0]]:  # named_parameters() lists a Parameter once, under the name it got first
         saved = set(module.state_dict()) >= {others[0], "weight"}
         return (f"the gain is registered under two names, `{others[0]}` and `weight` (measured: module.weight is "
-                f"module.{others[0]}{', and the state dict saves both' if saved else ''}): register it once, as "
-                "`weight`; state dicts and the course's model load it by that name")
+                f"module.{others[0]}{', and the state dict saves both' if saved else ''}): register it once: name it "
+                f"`weight` and drop `{others[0]}`; state dicts and the course's model load it by that name")
     return (f"the gain is registered as `{others[0]}`; name it `weight` (self.weight = nn.Parameter(...)): "
             "state dicts and the course's model load it by that name")
 

@@ -262,10 +262,10 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
         if s > 0 and NOT_OFFSET in chk.named_variants() and NOT_OFFSET not in chk.said_by:
             rebound = _start_pos_rebound(apply_rope, (x, cos, sin, s))
             if rebound is not None:
-                chk.diagnose(f"positions not offset: line {rebound[0]} of your apply_rope, `{rebound[1]}`, rebinds "
-                             f"start_pos (measured: it holds {rebound[2]!r} after that line, where the call passed "
-                             f"{s}), so every call rotates as if the tokens began at {rebound[2]!r}; keep the "
-                             "start_pos the caller gives", states=[NOT_OFFSET])
+                chk.diagnose(f"positions not offset: the caller's start_pos is ignored: line {rebound[0]} of your "
+                             f"apply_rope, `{rebound[1]}`, rebinds it (measured: it holds {rebound[2]!r} after that "
+                             f"line, where the call passed {s}), so every call rotates as if the tokens began at "
+                             f"{rebound[2]!r}; keep the start_pos the caller gives", states=[NOT_OFFSET])
     if first_failing is not None and not chk.named_variants() and not chk.diagnoses:
         _table_rows_read(chk, *first_failing, cos.to(dtype), sin.to(dtype))
     if half_right and FLIPPED in chk.named_variants():

@@ -427,7 +427,8 @@ class Check:
             return None
         text = _COUNTED.sub("", text)
         numbers = []
-        shapes = [a or b for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)]
+        shapes = [shape for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)
+                  for shape in re.split(r"\band\b", a or b)]  # "(6x10 and 6x10)": two shapes
         per_shape = [re.findall(r"(?<![\w.])(\d+)(?![\w.])", shape.replace("x", " ")) for shape in shapes]
         repeated = {n for found in per_shape for n in found if found.count(n) > 1}
         for n in (n for found in per_shape for n in found):

@@ -62,3 +62,13 @@ def test_the_dtype_culprits_name_torch_tensor_of_python_numbers():
     likely = _line(_message("default", "01", "embed", "torch.tensor(weight[ids].tolist())"),
                    "Likely bug: the values are right")
     assert "for example a dtype= argument" in likely and "torch.tensor(...) of Python numbers" in likely
+
+
+def test_a_size_repeated_within_one_shape_is_left_unnamed_and_two_shapes_are_read_apart():
+    from autograder.checks.framework.check import Check
+    chk = Check("f")
+    chk.axes = {"d_ff": 10, "n_kv_heads": 2, "d_model": 24}
+    # one shape [3, 2, 2, 24]: its two 2s cannot both be n_kv_heads, and nothing says which one is
+    assert chk._name_sizes("shape '[3, 2, 2, 24]' is invalid for input of size 384") == "in that error 24 = d_model"
+    # two shapes in one parenthesis: 10 is once in each, d_ff both times
+    assert chk._name_sizes("mat1 and mat2 shapes cannot be multiplied (6x10 and 6x10)") == "in that error 10 = d_ff"

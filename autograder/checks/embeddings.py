@@ -75,13 +75,22 @@ def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_
         out = chk.call(fn, ids, w)
         chk.require("gradient reaches weight", gradient_reaches(out, w),
                     "the output is detached from weight, so the embedding could never be trained",
-                    diagnosis="the result does not depend on weight through autograd (a .detach(), .data or a "
-                              "new tensor built from .tolist() cuts the gradient)")
+                    diagnosis=_gradient_cut(out))
     # A one-hot built by comparison gives a zero row for an id past the table, F.one_hot raises: both are right
     # for one_hot_embed; a row of the table is not.
     _id_past_the_table(chk, fn, ids, weight, zero_row_ok=name == "one_hot_embed")
     run_contract(chk, fn, CONTRACTS[name])
     chk.finish()
+
+
+def _gradient_cut(out) -> str:
+    """Why the result carries no gradient: an integer result is measured; otherwise examples, worded as such."""
+    if isinstance(out, torch.Tensor) and not (out.is_floating_point() or out.is_complex()):
+        return (f"the result does not depend on weight through autograd: it is {out.dtype} (measured), and an integer "
+                "tensor carries no gradient: the step that makes that dtype cuts it")
+    return ("the result does not depend on weight through autograd (for example a .detach(), .data, a new tensor "
+            "built from .tolist(), or a new Parameter wrapping the table, as nn.Embedding.from_pretrained makes, "
+            "cuts the gradient)")
 
 
 def _id_past_the_table(chk: Check, fn, ids: torch.Tensor, weight: torch.Tensor, zero_row_ok: bool = False) -> None:

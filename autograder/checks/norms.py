@@ -343,6 +343,19 @@ def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
     })
 
 
+def _gain_name(others: list[str], params: dict, gain, module) -> str | None:
+    """Why the one Parameter is not registered as `weight` alone, when a single other name holds it."""
+    if len(others) != 1:
+        return None
+    if gain is params[others[0]]:  # named_parameters() lists a Parameter once, under the name it got first
+        saved = set(module.state_dict()) >= {others[0], "weight"}
+        return (f"the gain is registered under two names, `{others[0]}` and `weight` (measured: module.weight is "
+                f"module.{others[0]}{', and the state dict saves both' if saved else ''}): register it once: name it "
+                f"`weight` and drop `{others[0]}`; state dicts and the course's model load it by that name")
+    return (f"the gain is registered as `{others[0]}`; name it `weight` (self.weight = nn.Parameter(...)): "
+            "state dicts and the course's model load it by that name")
+
+
 def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
     """RMSNorm(dim, eps) module: one gain Parameter of ones, forward = rms_norm,
     a gradient reaching the gain, and the module's own eps used."""
@@ -359,9 +372,7 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
     others = [n for n in params if n != "weight"]
     chk.require("one Parameter named weight", list(params) == ["weight"] and problem is None,
                 f"parameters are {list(params)}; expected exactly ['weight'] (RMSNorm has no bias)",
-                diagnosis=problem if problem and gain is not None else (
-                    f"the gain is registered as `{others[0]}`; name it `weight` (self.weight = nn.Parameter(...)): "
-                    "state dicts and the course's model load it by that name") if len(others) == 1 else None)
+                diagnosis=problem if problem and gain is not None else _gain_name(others, params, gain, module))
     if isinstance(module, nn.Module):  # a checkpoint of tinylm's RMSNorm (or Hugging Face's) loads both ways
         want, got = set(tinylm.RMSNorm(dim, eps).state_dict()), set(module.state_dict())
         extra = sorted(got - want)

@@ -9,9 +9,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+import contextlib
+import io
 import math
 import re
+import sys
 
+from . import trace
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from ..learner_values import describe
 from .framework.check import Check
@@ -220,6 +224,42 @@ def _exponent(x: float) -> str:
     return "0.000" if text == "-0.000" else text
 
 
+NOT_OFFSET = ("positions not offset: start_pos is ignored, so every call rotates as if the tokens began at 0; "
+              "slice cos[start_pos:start_pos + T]")
+
+
+def _start_pos_rebound(apply_rope, args: tuple) -> tuple[int, str, object] | None:
+    """(line, its code, the value) where apply_rope's start_pos parameter first holds another value than the call
+    passed, seen on a line tracer of the call run again; None when it never does (or no frame of the learner's)."""
+    code = getattr(apply_rope, "__code__", None)
+    if code is None or code.co_argcount < 4 or getattr(apply_rope, "recheck_trace", None) is not None:
+        return None
+    name, found, last = code.co_varnames[3], [], {}
+
+    def local(frame, event, arg):
+        if found or frame.f_code is not code:
+            return None
+        if event in ("line", "return") and frame in last and _other_int(frame.f_locals.get(name), args[3]):
+            found.append((last[frame], trace.source_line(code.co_filename, last[frame]), frame.f_locals[name]))
+        last[frame] = frame.f_lineno
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            guarded_call(apply_rope, args)
+    except Exception:  # noqa: BLE001: the call's error is reported by the check's own call
+        pass
+    finally:
+        sys.settrace(previous)
+    return found[0] if found else None
+
+
+def _other_int(value, given: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value != given
+
+
 def rope_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, dtype):
     x = randn(batch, heads, seq, head_dim, seed=seed, dtype=dtype)
     yield "positions 0..T-1", x, 0
@@ -244,8 +284,7 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
             f"it passes with start_pos=0 and fails with start_pos={s}: take the T rows that start at start_pos, "
             "cos[start_pos:start_pos + T] (and the same rows of sin)")) if only_offset else None)
         chk.compare(label, got, ref_rotate(x, s, theta), variants={
-            "positions not offset: start_pos is ignored, so every call rotates as if the tokens began at 0; "
-            "slice cos[start_pos:start_pos + T]": lambda: ref_rotate(x, 0, theta),
+            NOT_OFFSET: lambda: ref_rotate(x, 0, theta),
             "wrong pairing convention: pairs (2i, 2i+1) rotated (the interleaved form) with the half-split tables; "
             "pair feature i with i + hd/2 (rotate_half)": lambda: x * c + _interleaved_rotate(x) * si,
             FLIPPED: lambda: x * c + _half_rotate(x, -1) * si,
@@ -255,6 +294,13 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
         })
         if first_failing is None and any(not r.ok for r in chk.rows[rows_before:]):
             first_failing = (x, s, got)
+        if s > 0 and NOT_OFFSET in chk.named_variants() and NOT_OFFSET not in chk.said_by:
+            rebound = _start_pos_rebound(apply_rope, (x, cos, sin, s))
+            if rebound is not None:
+                chk.diagnose(f"positions not offset: the caller's start_pos is ignored: line {rebound[0]} of your "
+                             f"apply_rope, `{rebound[1]}`, rebinds it (measured: it holds {rebound[2]!r} after that "
+                             f"line, where the call passed {s}), so every call rotates as if the tokens began at "
+                             f"{rebound[2]!r}; keep the start_pos the caller gives", states=[NOT_OFFSET])
     if first_failing is not None and not chk.named_variants() and not chk.diagnoses:
         _table_rows_read(chk, *first_failing, cos.to(dtype), sin.to(dtype))
     if half_right and FLIPPED in chk.named_variants():

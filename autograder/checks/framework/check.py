@@ -286,9 +286,10 @@ class Check:
         found.ok, found.close, found.note = False, "FAIL", f"{', '.join(written)} changed by the call"
         what = " and ".join(f"`{n}`" for n in written)
         self.diagnose(f"{self.fn_name} changes its input {what} in place (measured: its values differ after the call "
-                      "from a copy taken before it): an in-place operation (`x -= ...`, `x *= ...`, `x[mask] = ...`, "
-                      "`masked_fill_`, `.div_`, an `out=` argument, or `.float()` on a tensor that already is "
-                      "float32, which returns x itself) writes into the caller's tensor; compute a new tensor instead "
+                      "from a copy taken before it): an in-place operation (for example `x -= ...`, `x *= ...`, `x[mask] = "
+                      "...`, `masked_fill_`, `.div_`, an `out=` argument, `.float()` on a tensor that already is "
+                      "float32, which returns x itself, or a function that renormalises its input, as F.embedding's "
+                      "max_norm= does) writes into the caller's tensor; compute a new tensor instead "
                       "(`x = x - ...`, "
                       "`masked_fill`, `torch.where`, or work on `x.clone()`)")
 
@@ -418,16 +419,21 @@ class Check:
     def _name_sizes(self, text: str, call_sizes: set[int] | None = None) -> str | None:
         """'in that error 10 = d_ff, 6 = d_model' for the sizes a shape error
         mentions that are the size of exactly one named axis (self.axes)
-        and, when call_sizes is given, a size of that call's own inputs."""
+        and, when call_sizes is given, a size of that call's own inputs.
+        A size that one shape of the error holds twice is not named: at
+        least one of the two has another source ([3, 2, 2, 24] reshaping
+        pairs of features), and nothing says which."""
         if not self.axes or not _SHAPE_ERROR.search(text):
             return None
         text = _COUNTED.sub("", text)
         numbers = []
-        groups = " ".join(re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text) and
-                          [a or b for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)])
-        for n in re.findall(r"(?<![\w.])(\d+)(?![\w.])", groups.replace("x", " ")):
+        shapes = [shape for a, b in re.findall(r"\(([^()]*)\)|\[([^\[\]]*)\]", text)
+                  for shape in re.split(r"\band\b", a or b)]  # "(6x10 and 6x10)": two shapes
+        per_shape = [re.findall(r"(?<![\w.])(\d+)(?![\w.])", shape.replace("x", " ")) for shape in shapes]
+        repeated = {n for found in per_shape for n in found if found.count(n) > 1}
+        for n in (n for found in per_shape for n in found):
             owners = [name for name, size in self.axes.items() if size == int(n)]
-            if call_sizes is not None and int(n) not in call_sizes:
+            if (call_sizes is not None and int(n) not in call_sizes) or n in repeated:
                 continue
             if len(owners) == 1 and int(n) > 1 and f"{n} = {owners[0]}" not in numbers:
                 numbers.append(f"{n} = {owners[0]}")
@@ -506,8 +512,10 @@ class Check:
             if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
                 # The expected dtype is not always the inputs' (a bool mask from two ints, int64 ids from uint8
                 # bytes): the step to find is the one that made the other dtype.
-                self.diagnose(f"the values are right but the result is {got.dtype}, expected {dtype}: find the step "
-                              f"that makes {got.dtype} (a dtype= argument, a cast such as .float() or .int(), or "
+                right = "are right" if torch.equal(got.to(want.dtype), want) else "match within the check's tolerance"
+                self.diagnose(f"the values {right} but the result is {got.dtype}, expected {dtype}: find the step "
+                              f"that makes {got.dtype} (for example a dtype= argument, a cast such as .float() or "
+                              ".int(), torch.tensor(...) of Python numbers, which takes the default dtype, or "
                               f"arithmetic that promotes) and give {dtype} instead (or cast with .to({dtype}))")
             if not row.ok and shape_ok:
                 explain_mismatch(self, name, got, want, atol, rtol)

@@ -38,9 +38,12 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
         return
     key = f"is exactly {factor} the right value"
     rows = chk.ratio_rows.setdefault(key, [])  # rows with the same factor are said in one line
+    # the merged line takes the place of the earlier rows' line, a fact or (measured on one value) candidates
     chk.facts = [f for f in chk.facts if not (rows and f.startswith(f"`{rows[0]}`"))]
+    chk.candidate_lines = [c for c in chk.candidate_lines if not (rows and c.startswith(f"`{rows[0]}`"))]
     rows.append(name)
-    said = f"{' and '.join(f'`{r}`' for r in rows)}: your result {key} (measured: {float(g[at]):.6g} against " \
+    on = f" on `{name}`" if len(rows) > 1 else ""
+    said = f"{' and '.join(f'`{r}`' for r in rows)}: your result {key} (measured{on}: {float(g[at]):.6g} against " \
            f"{float(w[at]):.6g})"
     if size is None:
         chk.measured(f"{said}: {how}")

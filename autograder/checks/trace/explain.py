@@ -37,7 +37,7 @@ from .align import (base_name, owner_value, path_between, same_kind, sized_axes,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
 from .sizes import own_sizes
-from .kinds import (accumulated_by_the_same_step, gives_back_an_input, input_owners, made_from_the_inputs, made_wrong,
+from .kinds import (accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, module_init,
                     one_line_kind, out_of_place, relaid, shares_an_input, step_taken_as_identity, taken_later_here, what_is_read)
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
@@ -657,7 +657,7 @@ def locate_grad_cut(learner: Trace) -> Located | None:
 def place(seen: Analysis, frontier: list[int]) -> Located | None:
     """The learner's line to show for the frontier `seen` found (see the module docstring), or None."""
     ops, reference = seen.ops, seen.reference
-    frontier = [i for i in frontier if not ops[i].inside or made_from_the_inputs(ops[i], ops)]  # not a module's init
+    frontier = [i for i in frontier if not module_init(ops[i], ops)]
     blames = {i: blame_of(ops[i], ops, seen.found, reference, seen.given) for i in frontier}
     # A call that the reference makes too, from the same values, with another result, is wrong for sure; a
     # call the reference never makes may be another right route whose result only a later mistake spoiled.

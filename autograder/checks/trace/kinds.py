@@ -189,3 +189,10 @@ def made_from_the_inputs(op: Op, ops: list[Op]) -> bool:
 
 # In-place initialisers: the values they leave do not depend on those of the tensor they write into.
 _FILLS = {"fill_", "zero_", "normal_", "uniform_", "ones_", "zeros_", "trunc_normal_", "kaiming_uniform_"}
+
+
+def module_init(op: Op, ops: list[Op]) -> bool:
+    """Whether `op` is a library component's in-place initialiser that made its value from nothing the function
+    was given (a module's new gain filled with ones in its constructor): no step of the computation. A mask a
+    library builds from the numbers it was passed stays a place: those numbers are the line's."""
+    return op.inside and op.name in _FILLS and not made_from_the_inputs(op, ops)

@@ -144,9 +144,14 @@ def confirmed(text: str) -> Evidence:
 KIND_WORDS = {
     "value": "the first line whose value the reference never computes",
     "missing": "a step is missing between these lines: the value made here reaches a later line without it",
+    "missing_here": "a step is missing on this line: the value made here reaches a later step of this same line "
+                    "without it",
     "role": "a value is used in another's place: the value made here is not the one the reference uses there",
+    "role_read": "a value is used in another's place: this line reads a value where the reference reads another",
     "swapped": "a value is used in another's place: the same line makes the value the reference uses there too",
     "layout": "the value made here reaches the later line with its axes split or ordered differently",
+    "layout_here": "the value made here reaches a later step of this same line with its axes split or ordered "
+                   "differently",
     "output": "your result is this value, which the reference has only before its last steps (a step after it is "
               "missing)",
     "permuted": "your result, made here, holds the reference's values at other places (the same values, "
@@ -159,6 +164,8 @@ KIND_WORDS = {
     "offset": "this slice has the shape of the reference's, not its bounds: it reads other entries",
     "shape": "the value made here has the reference's numbers in another shape",
     "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
+    "cast_here": "a cast is missing on this line: the value made here reaches a later step of this same line in "
+                 "another dtype than the reference's",
     "grad": "the gradient stops here",
     "raises": "it raises here",
     "unregistered": "this line stores a plain tensor where the module built on the CPU registers a Parameter or buffer",

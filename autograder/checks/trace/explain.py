@@ -37,7 +37,8 @@ from .align import (base_name, owner_value, path_between, same_kind, sized_axes,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
 from .sizes import own_sizes
-from .kinds import accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, out_of_place, relaid, step_taken_as_identity, taken_later_here
+from .kinds import (accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, module_init,
+                    one_line_kind, out_of_place, relaid, shares_an_input, step_taken_as_identity, taken_later_here, what_is_read)
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -656,6 +657,7 @@ def locate_grad_cut(learner: Trace) -> Located | None:
 def place(seen: Analysis, frontier: list[int]) -> Located | None:
     """The learner's line to show for the frontier `seen` found (see the module docstring), or None."""
     ops, reference = seen.ops, seen.reference
+    frontier = [i for i in frontier if not module_init(ops[i], ops)]
     blames = {i: blame_of(ops[i], ops, seen.found, reference, seen.given) for i in frontier}
     # A call that the reference makes too, from the same values, with another result, is wrong for sure; a
     # call the reference never makes may be another right route whose result only a later mistake spoiled.
@@ -689,6 +691,8 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if how == "role" and counterpart is not None and not _comparable(first, counterpart):
         # the two give values of different dtypes: paired by name, not by value, so none is set beside it
         blamed, also, counterpart, how = first, None, None, "value"
+    if how == "value" and counterpart is not None and not shares_an_input(first, counterpart, seen):
+        counterpart = None  # no value read in common: a call of the same name elsewhere, unrelated to this one
     maker = None
     if how == "read":  # the second op is where the value it should read is made, not a line of the pair
         maker, also = also, None
@@ -734,8 +738,8 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
             return None
         facts.append(f"the reference has these numbers in shape {' or '.join(str(s) for s in shapes[:2])}")
     if how == "layout":
-        facts.insert(0, f"the value line {line} makes reaches line {second or line} in another layout than the "
-                        f"reference's {counterpart.name} reads")
+        facts.insert(0, f"the value line {line} makes reaches " + (f"line {second}" if second else "a later step of it")
+                        + f" in another layout than the reference's {counterpart.name} reads")
     elif how == "cast":
         k = first.inputs.index(blamed.index) if blamed.index in first.inputs else 0
         slot = (first.slots or [0] * len(first.inputs))[k] if k < len(first.inputs) else 0
@@ -753,16 +757,17 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     elif how == "role" and counterpart is None:
         facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference uses another "
                         "value")
+    elif how == "role" and blamed is first:
+        read = what_is_read(first, counterpart, ops, seen).replace("another value", "a value no call of yours makes")
+        facts.insert(0, f"line {line}'s {first.name} reads {read} where the reference's {counterpart.name} reads "
+                        "another value")
+        how = "role_read"  # no line made the input read out of place (an argument), so the call is named
     elif how in ("role", "swapped"):
         facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference's "
                         f"{counterpart.name} reads another value" + (", one that line makes too"
                                                                      if how == "swapped" else ""))
     elif how == "read":
-        read = out_of_place(first, counterpart, ops, seen.found, seen.given)
-        what = "another value" if not read or read[0] <= LEAF else "an argument of your function" if read[0] < 0 else \
-            f"the value your {ops[read[0]].name} makes" + (f" on line {ops[read[0]].line}"
-                                                          if ops[read[0]].file == first.file else "")
-        facts.insert(0, f"your {first.name} reads {what} where the reference's "
+        facts.insert(0, f"your {first.name} reads {what_is_read(first, counterpart, ops, seen)} where the reference's "
                         f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
                         "makes too")
     elif how in ("twice", "ahead"):
@@ -791,5 +796,5 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
             facts.insert(0, f"line {line} reads {name} = {value}, a number written in at line {bound}, where the "
                             f"reference's sizes follow from its inputs' shapes")
             how, second = "sizes", bound
-    return Located(file, line, function, source_line(file, line), facts, kind=how, also=second,
-                   also_code=source_line(file, second) if second else "")
+    return Located(file, line, function, source_line(file, line), facts, kind=one_line_kind(how, also, file, line),
+                   also=second, also_code=source_line(file, second) if second else "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .align import base_name
+from .align import base_name, path_between
 from .record import LAYOUT_OPS, LEAF, Op, Trace
 
 
@@ -32,6 +32,17 @@ def out_of_place(first: Op, counterpart: Op, ops: list[Op], found: list, given: 
     owners = input_owners(first, ops, found, given)
     theirs = zip(counterpart.inputs, counterpart.slots or [0] * len(counterpart.inputs))
     return [j for j, wanted, owned in zip(first.inputs, theirs, owners) if wanted not in owned]
+
+
+def what_is_read(first: Op, counterpart: Op, ops: list[Op], seen) -> str:
+    """What `first` reads where its counterpart reads another value: an argument, or the value a call makes."""
+    read = out_of_place(first, counterpart, ops, seen.found, seen.given)
+    if not read or read[0] <= LEAF:
+        return "another value"
+    if read[0] < 0:
+        return "an argument of your function"
+    maker = ops[read[0]]
+    return f"the value your {maker.name} makes" + (f" on line {maker.line}" if maker.file == first.file else "")
 
 
 def made_wrong(first: Op, ops: list[Op], j: int, found: list, given: dict | None, best: Op | None):
@@ -133,3 +144,55 @@ def accumulated_by_the_same_step(first: Op, reference: Trace, paths: list) -> bo
     reference reads what repeats of this step made of the value (a sequence grown by cat in a loop)."""
     steps = [reference.ops[i].name for p in paths if p is not None for i in p]
     return bool(steps) and all(base_name(name) == base_name(first.name) for name in steps)
+
+
+def one_line_kind(how: str, later: Op | None, file: str, line: int) -> str:
+    """The kind of a place whose value reaches the later call (`later`) without a step, a cast or a layout: its
+    one-line form where that call sits on the very same line, which then has no later line to speak of."""
+    if how in ("missing", "cast", "layout") and later is not None and (later.file, later.line) == (file, line):
+        return how + "_here"
+    return how
+
+
+def shares_an_input(first: Op, counterpart: Op, seen) -> bool:
+    """Whether `first` reads a value its reference counterpart reads too, or only laid out anew (logits
+    flattened): else the two were paired by name only (the learner's slice of the sequence beside the
+    reference's slice of the new token)."""
+    theirs = set(zip(counterpart.inputs, counterpart.slots or [0] * len(counterpart.inputs)))
+    owned = set().union(*input_owners(first, seen.ops, seen.found, seen.given)) if first.inputs else set()
+    reference = seen.reference
+    return not first.inputs or bool(owned & theirs) or any(
+        (p := path_between(reference, t, o)) and all(reference.ops[i].name in LAYOUT_OPS for i in p)
+        for t in theirs for o in owned)
+
+
+def made_from_the_inputs(op: Op, ops: list[Op]) -> bool:
+    """Whether `op`'s value depends, through the calls before it, on an input of the traced function or a
+    tensor made before it ran: a value a library component makes from nothing it was given (a module's new
+    gain, made and filled with ones in its constructor) does not, and is no step of the function's
+    computation."""
+    todo, seen = [op.index], set()
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        if ops[i].name in _FILLS:
+            continue  # it overwrites what it reads with numbers of its own
+        for j in ops[i].inputs:
+            if j < 0:  # an input of the call, or a tensor from outside the trace (a module's buffer)
+                return True
+            if j >= 0:
+                todo.append(j)
+    return False
+
+
+# In-place initialisers: the values they leave do not depend on those of the tensor they write into.
+_FILLS = {"fill_", "zero_", "normal_", "uniform_", "ones_", "zeros_", "trunc_normal_", "kaiming_uniform_"}
+
+
+def module_init(op: Op, ops: list[Op]) -> bool:
+    """Whether `op` is a library component's in-place initialiser that made its value from nothing the function
+    was given (a module's new gain filled with ones in its constructor): no step of the computation. A mask a
+    library builds from the numbers it was passed stays a place: those numbers are the line's."""
+    return op.inside and op.name in _FILLS and not made_from_the_inputs(op, ops)

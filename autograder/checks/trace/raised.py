@@ -14,6 +14,7 @@ from ..learner_code import is_learners_file, walk_traceback
 from .align import ancestors, one_axis_apart, owner_value, Analysis
 from .explain import (Located, CASTS, SIZED_OPS, blame_of, describe_value, function_around, input_owners, path_between,
                       same_kind, sizes_bound_at, sizes_differ, true_division_read, blamed_lines, place)
+from .kinds import one_line_kind
 from .record import source_line, tensors_in, Op, Trace
 
 
@@ -214,7 +215,8 @@ def _cast_before_raise(learner: Trace, reference: Trace, seen: "Analysis", faile
             return Located(file, line, function, source_line(file, line), [
                 f"yours: {blamed.name} gives {describe_value(blamed.outputs[slot])}",
                 f"the reference's {counterpart.name} reads this value cast to {str(want).removeprefix('torch.')}, yours "
-                f"reads it as {str(got).removeprefix('torch.')}", raises], kind="cast", also=second,
+                f"reads it as {str(got).removeprefix('torch.')}", raises], kind=one_line_kind("cast", failed, file, line),
+                also=second,
                 also_code=source_line(file, second) if second else "")
     return None
 

@@ -330,6 +330,9 @@ def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
         "variance divided by nearly zero; add eps under the root, (x - mean) / sqrt(var + eps)":
             lambda: weight * (x - mu) * (torch.rsqrt(x.var(-1, keepdim=True, unbiased=False)) + eps) + bias,
         "bias missing": lambda: F.layer_norm(x, (d,), weight, None, eps),
+        "weight and bias not applied: the result is only normalised; multiply by weight and add bias (e.g. a new "
+        "nn.LayerNorm(d) called on x uses a gain and a bias of its own, ones and zeros, not the ones passed in)":
+            lambda: F.layer_norm(x, (d,), None, None, eps),
         "eps outside the sqrt: (x - mean) / (sqrt(var) + eps) instead of / sqrt(var + eps)":
             lambda: weight * (x - mu) / (x.var(-1, keepdim=True, unbiased=False).sqrt() + eps) + bias,
         "bias multiplied by the gain: weight * normalised + bias, not (normalised + bias) * weight":

@@ -168,3 +168,8 @@ def test_queries_rotated_one_position_ahead_in_a_cached_step_are_said_as_an_offs
     # the scores depend on q's and k's positions only through their difference: which side moved is not told
     likely = _line(_message("fresh17", "06", "attention_step", "start_pos=start + 1)"), "Likely bug:")
     assert "rotated one position apart (the queries one ahead, start_pos + 1, or the keys one behind)" in likely
+
+
+def test_a_layer_norm_that_applies_neither_weight_nor_bias_is_named():
+    likely = _line(_message("fresh8", "02", "layer_norm", "nn.LayerNorm(x.shape[-1], eps=eps)(x)"), "Likely bug:")
+    assert "weight and bias not applied" in likely

@@ -19,8 +19,8 @@ from ..learner_values import shown_size
 from ..learner_values import describe
 from .framework.calling import WITHOUT, guarded_call, measuring_call, quiet_call
 from .framework.check import Check
-from .framework.measure import LEFT_IN_EVAL, LOG_BASE_CONSTANTS, close_to, mode_split, python_number_problem, randn, seeded
-from .references.generation import ForwardLog, tiny_model
+from .framework.measure import LOG_BASE_CONSTANTS, close_to, mode_split, python_number_problem, randn, seeded
+from .references.generation import ForwardLog, tiny_model, train_mode_restored
 from .references.hints import call_with_hints, finish_with_upstream
 
 
@@ -267,11 +267,7 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
                 "forward passes recorded gradients",
                 diagnosis="evaluation records an autograd graph: wrap the loop in torch.no_grad() (memory would grow "
                           "with every batch)")
-    split = mode_split(model)
-    if not chk.require("train mode restored afterwards", model.training and split is None,
-                       "the model was left in eval mode" if split is None else "submodules left in eval mode",
-                       diagnosis=split) and split is None:
-        chk.candidates(LEFT_IN_EVAL)
+    train_mode_restored(chk, model)
     _same_loss_regrouped(chk, evaluate, model, batches, bytes_per_token, got, dropout_on)
     _large_nll_in_eval_mode(chk, evaluate, model, batches, bytes_per_token)
     _batches_follow_the_model(chk, evaluate, model, batches, bytes_per_token)

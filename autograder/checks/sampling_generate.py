@@ -21,8 +21,9 @@ from .sampling_probes import flatter_with_dropout, from_eval_mode_without_grad, 
 from .spies import crossed_arguments, first_call_arguments
 from .framework.calling import WITHOUT, guarded_call, random_states_watched
 from .framework.check import Check, RAISE_LOCATORS
-from .framework.measure import LEFT_IN_EVAL, mode_split, seeded
-from .references.generation import ForwardLog, greedy_with, measure_length, ref_greedy, tiny_model
+from .framework.measure import mode_split, seeded
+from .references.generation import (ForwardLog, greedy_with, measure_length, ref_greedy, tiny_model,
+                                    train_mode_restored)
 from .references.hints import finish_with_upstream
 
 def _crossed_to_sampler(generate, model, prompt, max_new_tokens) -> str | None:
@@ -96,12 +97,7 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
         again = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
     finally:
         log2.close()
-    split = mode_split(model)
-    restores = model.training and split is None
-    if not chk.require("train mode restored afterwards", restores,
-                       "the model was left in eval mode" if split is None else "submodules left in eval mode",
-                       diagnosis=split) and split is None:
-        chk.candidates(LEFT_IN_EVAL)
+    restores = train_mode_restored(chk, model)
     if not ok and not in_train and isinstance(again, torch.Tensor) and isinstance(got, torch.Tensor) \
             and not torch.equal(again, got):
         chk.candidates("greedy decoding (temperature 0) gives different tokens on each call (measured): sample_next "

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from .contracts import Contract, defaults, run_contract
 from ..diagnosis_record import Evidence, candidates
 from ..learner_values import describe
-from .framework.calling import NEEDS
+from .framework.calling import NEEDS, guarded_call
 from .framework.check import Check
 from .framework.measure import python_number_problem, randn, seeded
 from .references.generation import ForwardLog, tiny_model
@@ -193,7 +193,6 @@ def _padding_scored(chk: Check, lm_loss, logits, padded, got: float | None) -> N
     """Whether the -100 positions reach the learner's loss, measured on their function: the logits at those
     positions alone are changed and the loss is asked again (the reference's would not move). Where they do, the
     token they are scored as is named when one token's cross-entropy with no ignored position gives the loss."""
-    from .framework.calling import guarded_call
     pad = padded == -100                                                     # (B, T)
     moved = logits.clone()
     moved[pad] = moved[pad] + randn(int(pad.sum()), logits.shape[-1], seed=99, dtype=logits.dtype) * 3

@@ -208,14 +208,6 @@ def mode_split(model: torch.nn.Module) -> str | None:
             "one flag only; model.train(was_training) sets the mode of every submodule, dropout among them")
 
 
-# A model handed over in train mode and given back in eval mode: the two codes that do it behave the same (each
-# ends in eval mode), so neither is named as certain.
-LEFT_IN_EVAL = ("a model handed over in train mode comes back in eval mode (measured); candidates: the mode is never "
-                "given back at the end (end with model.train(was_training)), or the mode given back was read after "
-                "model.eval() had already changed it (model.training is then False: read was_training = "
-                "model.training before model.eval())")
-
-
 def parameter_dtypes(module: torch.nn.Module, want: Mapping[str, torch.dtype] | None = None) -> str | None:
     """None when every floating parameter of a freshly built module has the
     dtype `want` gives it (by state_dict name; default: the default dtype);

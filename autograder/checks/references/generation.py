@@ -126,6 +126,27 @@ def handed_over_in_train_mode_without_grad(model):
         model.eval()
 
 
+# A model handed over in train mode and given back in eval mode: the two codes that do it behave the same (each
+# ends in eval mode), so neither is named as certain.
+LEFT_IN_EVAL = ("a model handed over in train mode comes back in eval mode (measured); candidates: the mode is never "
+                "given back at the end (end with model.train(was_training)), or the mode given back was read after "
+                "model.eval() had already changed it (model.training is then False: read was_training = "
+                "model.training before model.eval())")
+
+
+def train_mode_restored(chk: Check, model) -> bool:
+    """The row "train mode restored afterwards" for a call handed `model` in train mode: the model and every
+    submodule in train mode after it. A mode set on the top module alone is said as measured; a model left in eval
+    mode gets the two codes that leave it so, as candidates. The model is left as the call left it."""
+    split = mode_split(model)
+    restored = chk.require("train mode restored afterwards", model.training and split is None,
+                           "the model was left in eval mode" if split is None else "submodules left in eval mode",
+                           diagnosis=split)
+    if not restored and split is None:
+        chk.candidates(LEFT_IN_EVAL)
+    return restored
+
+
 def mode_given_back(chk: Check, fn_name: str, model, came_in_training: bool, label: str) -> bool:
     """The row for a call handed `model` in one mode (model.training was
     `came_in_training`): the caller gets that mode back, every submodule's

@@ -470,9 +470,10 @@ def _positions_apart(chk: Check, outputs: dict, attention) -> None:
     """The learner's output at every start_pos recomputed as attention with the queries rotated d positions ahead of
     the keys (d = -3..3, not 0): named when one d gives every output. RoPE scores depend only on the difference of
     the two positions, so which of q and k is shifted is not told, and the line does not tell it."""
+    def gives(got, want) -> bool:
+        return isinstance(got, torch.Tensor) and got.shape == want.shape and close_to(got, want, 1e-5, 1e-4)
     for d in (1, -1, 2, -2, 3, -3):
-        if all(isinstance(got, torch.Tensor) and got.shape == attention(s, max(d, 0), max(-d, 0)).shape
-               and close_to(got, attention(s, max(d, 0), max(-d, 0)), 1e-5, 1e-4) for s, got in outputs.items()):
+        if all(gives(got, attention(s, max(d, 0), max(-d, 0))) for s, got in outputs.items()):
             ahead, behind = ("queries", "keys") if d > 0 else ("keys", "queries")
             starts = " and ".join(str(s) for s in outputs)
             chk.diagnose(f"the {ahead} are rotated {abs(d)} position{'s' * (abs(d) > 1)} ahead of the {behind} "

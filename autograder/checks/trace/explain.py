@@ -657,7 +657,7 @@ def locate_grad_cut(learner: Trace) -> Located | None:
 def place(seen: Analysis, frontier: list[int]) -> Located | None:
     """The learner's line to show for the frontier `seen` found (see the module docstring), or None."""
     ops, reference = seen.ops, seen.reference
-    frontier = [i for i in frontier if not module_init(ops[i], ops)]
+    frontier = [i for i in frontier if not module_init(ops[i])]
     blames = {i: blame_of(ops[i], ops, seen.found, reference, seen.given) for i in frontier}
     # A call that the reference makes too, from the same values, with another result, is wrong for sure; a
     # call the reference never makes may be another right route whose result only a later mistake spoiled.

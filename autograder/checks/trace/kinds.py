@@ -166,33 +166,13 @@ def shares_an_input(first: Op, counterpart: Op, seen) -> bool:
         for t in theirs for o in owned)
 
 
-def made_from_the_inputs(op: Op, ops: list[Op]) -> bool:
-    """Whether `op`'s value depends, through the calls before it, on an input of the traced function or a
-    tensor made before it ran: a value a library component makes from nothing it was given (a module's new
-    gain, made and filled with ones in its constructor) does not, and is no step of the function's
-    computation."""
-    todo, seen = [op.index], set()
-    while todo:
-        i = todo.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        if ops[i].name in _FILLS:
-            continue  # it overwrites what it reads with numbers of its own
-        for j in ops[i].inputs:
-            if j < 0:  # an input of the call, or a tensor from outside the trace (a module's buffer)
-                return True
-            if j >= 0:
-                todo.append(j)
-    return False
-
-
 # In-place initialisers: the values they leave do not depend on those of the tensor they write into.
 _FILLS = {"fill_", "zero_", "normal_", "uniform_", "ones_", "zeros_", "trunc_normal_", "kaiming_uniform_"}
 
 
-def module_init(op: Op, ops: list[Op]) -> bool:
-    """Whether `op` is a library component's in-place initialiser that made its value from nothing the function
-    was given (a module's new gain filled with ones in its constructor): no step of the computation. A mask a
-    library builds from the numbers it was passed stays a place: those numbers are the line's."""
-    return op.inside and op.name in _FILLS and not made_from_the_inputs(op, ops)
+def module_init(op: Op) -> bool:
+    """Whether `op` is an in-place initialiser run inside a library component (a module's new gain filled with
+    ones in its constructor): its value is the initialiser's own numbers, whatever the tensor it writes into held,
+    so it is no step of the computation. A mask a library builds from the numbers it was passed is made by other
+    calls and stays a place: those numbers are the line's."""
+    return op.inside and op.name in _FILLS

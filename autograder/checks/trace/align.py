@@ -153,6 +153,9 @@ class Analysis:
         self.given = {-2 - k: {(-2 - k, 0)} | set(values.owners(t.detach().cpu())) for k, t in enumerate(learner.inputs)}
         self.given |= {LEAF - k: set(values.owners(t)) for k, t in enumerate(learner.leaves)}
         self.found: list = []
+        # Measurements a later reading asks for more than once, by the pair of calls they are of (rounding's
+        # float16 detours): made on demand, kept with this analysis.
+        self.detours: dict = {}
         self.doubtful: list[bool] = []  # made from a handful of ids the reference does not have (a wrong token)
         for op in ops:  # in the order they ran: a call's inputs are judged before it
             doubt = any(j >= 0 and (self.doubtful[j] or (slot < len(ops[j].outputs) and _few_ids(ops[j].outputs[slot])

@@ -17,7 +17,6 @@ never blamed.
 """
 from __future__ import annotations
 
-import weakref
 
 import torch
 
@@ -65,15 +64,9 @@ class _Detour:
                             for line, names in list(by_line.items())[:3]) + (" and ..." if len(by_line) > 3 else "")
 
 
-# The detours measured per analysis, by (first, counterpart): `rounded_before` declining and
-# `rounded_earlier` asking next measure the same pair, and each measurement walks every ancestor of `first`
-# (a decoding loop's trace holds thousands of calls).
-_MEASURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _detour(seen: Analysis, first: Op, counterpart: Op | None) -> _Detour | None:
     """`_measure_detour`'s answer for the pair, measured once per analysis."""
-    known = _MEASURED.setdefault(seen, {})
+    known = seen.detours  # `rounded_before` declining and `rounded_earlier` asking next measure the same pair
     key = (first.index, counterpart.index if counterpart is not None else None)
     if key not in known:
         known[key] = _measure_detour(seen, first, counterpart)

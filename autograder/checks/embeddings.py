@@ -6,12 +6,12 @@ import torch.nn.functional as F
 from torch import nn
 
 import math
-import sys
 
 from .contracts import Contract, defaults, run_contract
 from ..learner_values import describe
-from .framework.calling import measuring_call, quiet_call
+from .framework.calling import measuring_call
 from .framework.check import Check
+from .framework.watch import first_line_where
 from .framework.measure import gradient_reaches, randn
 
 
@@ -311,19 +311,10 @@ def _rebinds_the_head(tie_weights, vocab: int, d_model: int) -> bool:
     if code is None or code.co_argcount < 2 or getattr(tie_weights, "recheck_trace", None) is not None:
         return False  # no frame of the learner's here (the grader's recheck runs it in the sandbox): not measured
     emb, head = nn.Embedding(vocab, d_model), nn.Linear(d_model, vocab, bias=False)
-    name, seen = code.co_varnames[1], []
-
-    def on_event(frame, event, arg):
-        if event == "return" and frame.f_code is code and name in frame.f_locals:
-            seen.append(frame.f_locals[name] is not head)
-
-    previous = sys.getprofile()
-    sys.setprofile(on_event)
-    try:
-        quiet_call(tie_weights, emb, head)
-    finally:
-        sys.setprofile(previous)
-    return seen == [True]
+    name = code.co_varnames[1]
+    found = first_line_where(tie_weights, (emb, head), lambda seen: seen is code, lambda frame, event: (
+        frame.f_locals[name] is not head if event == "return" and name in frame.f_locals else None))
+    return found is not None and found[2]
 
 
 def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:

@@ -8,9 +8,6 @@ that slice, whatever the learner does inside.
 """
 from __future__ import annotations
 
-import contextlib
-import io
-import sys
 
 import torch
 
@@ -19,6 +16,7 @@ from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import describe
 from .learner_code import is_learners_file
 from .framework.calling import WITHOUT, guarded_call
+from .framework.watch import first_line_where
 from .framework.check import Check
 from .framework.failure import CheckFailed
 from .framework.measure import randn, seeded
@@ -226,30 +224,13 @@ def _greedy_at_capacity(chk: Check, generate_greedy, seed: int, batch: int, T: i
 def _line_making(fn, args: tuple, made, what: str) -> trace.Located | None:
     """The learner's line after which one of its locals first holds an object made(value) accepts, seen by running
     fn(*args) again under a line tracer (an error it raises again is the check's own call's to report)."""
-    found, last = [], {}
-
-    def local(frame, event, arg):
-        if found:
-            return None
-        if event in ("line", "return"):
-            line = last.get(frame)
-            if line is not None and any(made(v) for v in frame.f_locals.values()):
-                code = frame.f_code
-                found.append(trace.Located(code.co_filename, line, getattr(code, "co_qualname", code.co_name),
-                                           trace.source_line(code.co_filename, line), [what], kind="role"))
-            last[frame] = frame.f_lineno
-        return local
-
-    previous = sys.gettrace()
-    sys.settrace(lambda frame, event, arg: local if is_learners_file(frame.f_code.co_filename) else None)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            guarded_call(fn, args)
-    except Exception:  # noqa: BLE001: the call's error is reported by the check's own call
-        pass
-    finally:
-        sys.settrace(previous)
-    return found[0] if found else None
+    found = first_line_where(fn, args, lambda code: is_learners_file(code.co_filename), lambda frame, event: (
+        True if any(made(v) for v in frame.f_locals.values()) else None))
+    if found is None:
+        return None
+    code, line, _ = found
+    return trace.Located(code.co_filename, line, getattr(code, "co_qualname", code.co_name),
+                         trace.source_line(code.co_filename, line), [what], kind="role")
 
 
 def _stable_prefix(runs: list[torch.Tensor]) -> int:

@@ -9,11 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-import contextlib
-import io
 import math
 import re
-import sys
 
 from . import trace
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
@@ -21,6 +18,7 @@ from ..learner_values import describe
 from .framework.check import Check
 from ..diagnosis_record import candidates
 from .framework.calling import guarded_call, quiet_call
+from .framework.watch import first_line_where
 from .framework.measure import close_to, randn
 from .references.rope import apply_rope_steps, ref_angles, ref_rotate
 
@@ -234,26 +232,10 @@ def _start_pos_rebound(apply_rope, args: tuple) -> tuple[int, str, object] | Non
     code = getattr(apply_rope, "__code__", None)
     if code is None or code.co_argcount < 4 or getattr(apply_rope, "recheck_trace", None) is not None:
         return None
-    name, found, last = code.co_varnames[3], [], {}
-
-    def local(frame, event, arg):
-        if found or frame.f_code is not code:
-            return None
-        if event in ("line", "return") and frame in last and _other_int(frame.f_locals.get(name), args[3]):
-            found.append((last[frame], trace.source_line(code.co_filename, last[frame]), frame.f_locals[name]))
-        last[frame] = frame.f_lineno
-        return local
-
-    previous = sys.gettrace()
-    sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            guarded_call(apply_rope, args)
-    except Exception:  # noqa: BLE001: the call's error is reported by the check's own call
-        pass
-    finally:
-        sys.settrace(previous)
-    return found[0] if found else None
+    name = code.co_varnames[3]
+    found = first_line_where(apply_rope, args, lambda seen: seen is code, lambda frame, event: (
+        frame.f_locals[name] if _other_int(frame.f_locals.get(name), args[3]) else None))
+    return None if found is None else (found[1], trace.source_line(code.co_filename, found[1]), found[2])
 
 
 def _other_int(value, given: int) -> bool:

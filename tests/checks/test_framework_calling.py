@@ -218,3 +218,36 @@ def test_an_input_resized_by_out_is_given_back_its_shape_and_values():
     written: list[str] = []
     call_giving_inputs_back([("a", a), ("b", b)], lambda: writes_out(a, b), written)
     assert written == ["a"] and a.shape == (2, 3) and torch.equal(a, kept)
+
+
+# -- watching the learner's frames on a call run again -------------------------------------------
+
+
+def test_first_line_where_names_the_line_after_which_a_frame_holds_it_and_sets_the_tracer_back():
+    from autograder.checks.framework.watch import first_line_where
+    namespace: dict = {}
+    exec(compile("def shifted(x, start):\n    y = x + 1\n    start = 0\n    return y * start\n", "<learner>", "exec"),
+         namespace)
+    shifted = namespace["shifted"]
+    code = shifted.__code__
+    x = torch.ones(3)
+    before = sys.gettrace()
+    found = first_line_where(shifted, (x, 5), lambda seen: seen is code, lambda frame, event: (
+        frame.f_locals["start"] if frame.f_locals.get("start") != 5 else None))
+    assert found == (code, 3, 0)  # line 3 rebinds start; line 2 leaves it as passed
+    assert sys.gettrace() is before
+    assert torch.equal(x, torch.ones(3))
+    never = first_line_where(shifted, (x, 5), lambda seen: seen is code, lambda frame, event: None)
+    assert never is None
+
+
+def test_first_line_where_gives_back_an_input_the_call_writes_into_and_swallows_its_error():
+    from autograder.checks.framework.watch import first_line_where
+    namespace: dict = {}
+    exec(compile("def writes(x):\n    x.zero_()\n    raise ValueError('late')\n", "<learner>", "exec"), namespace)
+    writes = namespace["writes"]
+    x = torch.arange(4.0)
+    found = first_line_where(writes, (x,), lambda seen: seen is writes.__code__, lambda frame, event: (
+        True if not frame.f_locals["x"].any() else None))
+    assert found is not None and found[1] == 2
+    assert torch.equal(x, torch.arange(4.0))  # the probe gives back what the call changed

@@ -30,7 +30,7 @@ CYCLE_ROOTS = ("autograder", "tinylm", "benchmarks")
 LAYERS = (
     ("base", ("learner_code", "framework")),
     ("measure", ("framework.measure", "framework.failure")),
-    ("calling", ("framework.calling",)),
+    ("calling", ("framework.calling", "framework.watch")),
     ("trace: record", ("trace.record",)),
     ("trace: align", ("trace.align",)),
     ("trace: rounding", ("trace.rounding",)),

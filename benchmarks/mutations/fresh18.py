@@ -181,8 +181,8 @@ MUTATIONS = {
         M("rms_norm", "torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)",
           "(torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True)) + eps)",
           ("eps", "inside", "outside", "square root", "rsqrt", "zero", "nan", "inf"),
-          "adds eps after the reciprocal square root instead of under it (line 2): nearly the same for ordinary "
-          "rows, but a row of zeros gives rsqrt(0) = inf and line 3 returns 0 * inf = nan, and tiny rows are "
+          "adds eps after the reciprocal square root instead of under it (line 2): off by about eps (relative) for "
+          "ordinary rows, but a row of zeros gives rsqrt(0) = inf and line 3 returns 0 * inf = nan, and tiny rows are "
           "blown up instead of damped. Fix: rsqrt(mean + eps)",
           untrue=("keepdim", "dtype", "last axis"), regime="a row of zeros or of very small values"),
         # entry state: a model cast to half precision, gain and input both float16
@@ -409,7 +409,8 @@ MUTATIONS = {
           "torch.cat((k, past_k), dim=2)  # positions are axis 2\n    v_all = torch.cat((v, past_v), dim=2)",
           ("order", "new first", "before the past", "prepend", "past first"),
           "puts the new positions before the cached ones, keys and values alike: the pairs stay matched, but the "
-          "positions are out of order, so a causal mask lets the new tokens see only part of the past. Fix: "
+          "positions are out of order, so the bottom-right causal mask lets each new token see the later new tokens "
+          "and only part of the past. Fix: "
           "(past, new) on axis 2",
           untrue=("values instead", "axis 1", "dtype")),
         # far symptom and entry state: T from the first prompt on line 2; the copy on line 6 raises

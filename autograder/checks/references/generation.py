@@ -109,6 +109,8 @@ class ForwardLog:
 
 # The caller's other entry state for a decoder: a training loop that decodes a sample between steps.
 TRAIN_MODE_NO_GRAD = "a model handed over in train mode, under torch.no_grad()"
+# A decoder's usual entry state, as a notebook hands it over after model.eval(), gradients on.
+EVAL_MODE_GRAD_ON = "a model handed over in eval mode, gradients on"
 
 
 @contextlib.contextmanager

@@ -36,6 +36,15 @@ def test_generate_greedy_switching_to_train_mode_at_the_end_is_caught_from_eval_
     assert "model.training is False before the call, True after it" in likely
 
 
+def test_generate_left_padded_switching_to_train_mode_at_the_end_is_caught_from_eval_mode():
+    outcome = _outcome("06", "generate_left_padded",
+                       "    return torch.stack(new, dim=1)                                      # (B, max_new_tokens)",
+                       "    model.train()\n    return torch.stack(new, dim=1)")
+    assert outcome.message, "the check passed the mistake"
+    assert "a model handed over in eval mode, gradients on: eval mode given back" in outcome.message
+    assert "model.training is False before the call, True after it" in _line(outcome.message, "Likely bug:")
+
+
 def test_train_step_turning_gradients_on_is_caught_inside_no_grad():
     # torch.set_grad_enabled(True) at the start trains from inside torch.no_grad() and leaves the caller's
     # grad mode on; with gradients already on (every earlier call) it changes nothing

@@ -22,8 +22,9 @@ from .framework.failure import CheckFailed
 from .framework.measure import randn, seeded
 from .references.attention_step import call_naming_cat_axis, cache_growth, diagnose_growth, wrong_cat_axis
 from .references.attention_step import attention_step_check
-from .references.generation import (TRAIN_MODE_NO_GRAD, ForwardLog, greedy_with, handed_over_in_train_mode_without_grad,
-                                    measure_length, mode_given_back, ref_greedy, tiny_model)
+from .references.generation import (EVAL_MODE_GRAD_ON, TRAIN_MODE_NO_GRAD, ForwardLog, greedy_with,
+                                    handed_over_in_train_mode_without_grad, measure_length, mode_given_back,
+                                    ref_greedy, tiny_model)
 
 
 # --------------------------------------------------------------------------
@@ -175,6 +176,8 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         _greedy_at_capacity(chk, generate_greedy, seed, batch, prompts[0], n_kv_heads)
     if chk.passed:
         _from_train_mode_without_grad(chk, generate_greedy, model, cache, seed, batch, prompts[0], max_new_tokens)
+    if chk.passed:
+        _eval_mode_given_back(chk, generate_greedy, model, cache, seed, batch, prompts[0], max_new_tokens)
     run_contract(chk, generate_greedy, GENERATE_GREEDY)
     chk.finish()
 
@@ -189,6 +192,18 @@ def _from_train_mode_without_grad(chk: Check, generate_greedy, model, cache, see
         got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache, row_label=TRAIN_MODE_NO_GRAD)
         chk.compare(f"{TRAIN_MODE_NO_GRAD}: tokens", got, want)
         mode_given_back(chk, "generate_greedy", model, True, TRAIN_MODE_NO_GRAD)
+
+
+def _eval_mode_given_back(chk: Check, generate_greedy, model, cache, seed: int, batch: int, T: int,
+                          max_new_tokens: int) -> None:
+    """The model handed over in eval mode with gradients on, as the visible
+    calls hand it: the eval mode given back (a model.train() at the end
+    switches it whatever mode it came in; the checks' model has no dropout,
+    so no token shows it)."""
+    prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed + 3))
+    model.eval()
+    chk.call(generate_greedy, model, prompt, max_new_tokens, cache, row_label=EVAL_MODE_GRAD_ON)
+    mode_given_back(chk, "generate_greedy", model, False, EVAL_MODE_GRAD_ON)
 
 
 def _greedy_at_capacity(chk: Check, generate_greedy, seed: int, batch: int, T: int, n_kv_heads,

@@ -19,8 +19,8 @@ import tinylm
 from .framework.check import Check
 from .framework.measure import seeded
 from ..learner_values import describe
-from .references.generation import (TRAIN_MODE_NO_GRAD, handed_over_in_train_mode_without_grad, mode_given_back,
-                                    ref_greedy, tiny_model)
+from .references.generation import (EVAL_MODE_GRAD_ON, TRAIN_MODE_NO_GRAD, handed_over_in_train_mode_without_grad,
+                                    mode_given_back, ref_greedy, tiny_model)
 from .framework.calling import WITHOUT, quiet_call
 
 
@@ -220,6 +220,18 @@ def _from_train_mode_without_grad(chk: Check, fn, model, prompts, lengths, max_n
         mode_given_back(chk, "generate_left_padded", spy, True, label)
 
 
+def _eval_mode_given_back(chk: Check, fn, model, prompts, lengths, max_new_tokens: int, pad_id: int) -> None:
+    """The model handed over wholly in eval mode with gradients on, as a
+    notebook hands it after model.eval(): the eval mode given back (a
+    model.train() at the end switches it whatever mode it came in; the
+    check's model has no dropout, so no token shows it)."""
+    spy = PaddedBatchSpy(model, lengths, limit=4 * max_new_tokens + 4)
+    spy.eval()
+    chk.call(fn, spy, [p.clone() for p in prompts], max_new_tokens, tinylm.KVCache(model.config, len(prompts)), pad_id,
+             row_label=EVAL_MODE_GRAD_ON)
+    mode_given_back(chk, "generate_left_padded", spy, False, EVAL_MODE_GRAD_ON)
+
+
 def _second_call(chk: Check, fn, model, prompts, lengths, max_new_tokens: int, pad_id: int, alone: torch.Tensor,
                  cache: tinylm.KVCache) -> None:
     """The cache of the first call handed to a second one, as a notebook
@@ -330,6 +342,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
         if chk.passed:
             _from_train_mode_without_grad(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id,
                                           alone)
+        if chk.passed:
+            _eval_mode_given_back(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id)
         chk.finish()
         return
     _explain_left_padded(chk, calls, generate_left_padded, model, prompts, list(lengths), max_new_tokens, pad_id, alone)

@@ -215,6 +215,10 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
     chk.finish()
 
 
+UNBIASED = ("unbiased variance (divided by n-1, the default correction=1 of var and std); LayerNorm divides by n "
+            "(with var or std, correction=0)")
+
+
 def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dtype=torch.float32) -> None:
     """layer_norm(x, weight, bias, eps) against torch.nn.functional.layer_norm."""
     __tracebackhide__ = True
@@ -243,7 +247,9 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
 def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None:
     """The eps a normalisation actually adds to the variance (centred: LayerNorm) or the mean square (RMSNorm),
     read off its output with a unit gain and no bias: y = x' / sqrt(s + eps'), so eps' = (x' / y)² - s, x' the
-    centred x or x itself and s its variance or mean square. Said when eps' is a clean multiple of the eps passed."""
+    centred x or x itself and s its variance or mean square. Said when eps' is a clean multiple of the eps passed.
+    A LayerNorm's s is read as the biased variance (divided by n) or, where that fits no eps, the unbiased one
+    (divided by n - 1, torch.var's and torch.std's default): x - mean over torch.std fits it with eps' = 0."""
     x = randn(4, 16, seed=11, dtype=torch.float64) * 0.5       # a variance near eps, so eps shapes every value
     try:
         y = guarded_call(normalise, (x.clone(), eps))
@@ -252,26 +258,51 @@ def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None
     if not isinstance(y, torch.Tensor) or y.shape != x.shape or not y.is_floating_point():
         return
     xc = x - x.mean(-1, keepdim=True) if centred else x
-    s = xc.pow(2).mean(-1, keepdim=True)
     big = y.detach().double().abs() > 0.2
     if not bool(big.any()):
         return
-    implied = ((xc / y.detach().double()).pow(2) - s)[big]
-    factor = float(implied.median()) / eps
-    if not bool(torch.allclose(implied, implied.median(), rtol=1e-3, atol=1e-6)) or abs(factor - 1) < 1e-3:
+    for correction in ((0, 1) if centred else (0,)):
+        s = xc.pow(2).sum(-1, keepdim=True) / (x.shape[-1] - correction)
+        implied = ((xc / y.detach().double()).pow(2) - s)[big]
+        if bool(torch.allclose(implied, implied.median(), rtol=1e-3, atol=1e-6)):
+            break
+    else:
         return
+    factor = float(implied.median()) / eps
+    if abs(factor - 1) < 1e-3:
+        return  # the eps passed, once: a right eps (an unbiased variance with it is the variant's to say)
     k = next((k for k in (0, 0.5, 2, 3, 4) if abs(factor - k) < 1e-3), None)
     squared = k is None and abs(factor - eps) < 1e-3 * eps
     said = "eps²" if squared else f"{factor if k is None else k:.4g}·eps"
-    what = "variance" if centred else "mean of x²"
+    what = ("the unbiased variance" if correction else "variance") if centred else "mean of x²"
     fact = (f"your normalisation divides by sqrt({what} + {said}) (measured: with eps = {eps:g} and a unit "
-            f"gain, (x{' - mean' if centred else ''})² / y² - {what} is {factor * eps:.4g} for every value)")
+            f"gain, (x{' - mean' if centred else ''})² / y² - {what} is {factor * eps:.4g} for every value"
+            + (", the unbiased variance being the sum of squares over n - 1" if correction else "") + ")")
     how = "eps is squared" if squared else {0: "eps is not added", 2: "eps is added twice",
                                              3: "eps is added three times"}.get(k)
     if how is None:  # another weight: the number is measured, the code that gives it is not known
         chk.measured(fact)
         return
+    if correction:
+        flat = _constant_row_output(normalise, eps) if k == 0 else None
+        chk.diagnose(f"{fact}{flat or ''}: {how}, and the variance is divided by n - 1 (torch.std and torch.var "
+                     "divide by n - 1 unless correction=0); LayerNorm divides by sqrt(var + eps) with the variance "
+                     "divided by n: (x - mean) * torch.rsqrt(x.var(-1, keepdim=True, correction=0) + eps)",
+                     states=(UNBIASED,))
+        return
     chk.diagnose(f"{fact}: {how}; add it exactly once, under the square root, sqrt({what} + eps)")
+
+
+def _constant_row_output(normalise, eps: float) -> str | None:
+    """'; a constant row gives nan', measured on one row of equal values (variance 0: without eps, 0 / 0), or None."""
+    try:
+        y = guarded_call(normalise, (torch.full((1, 16), 2.0, dtype=torch.float64), eps))
+    except Exception:  # noqa: BLE001: a call that raises measures nothing here
+        return None
+    if not isinstance(y, torch.Tensor) or not y.is_floating_point() or bool(torch.isfinite(y).all()):
+        return None
+    bad = "nan" if bool(y.isnan().any()) else "inf"
+    return f"; a row of 16 equal values (variance 0) gives {bad} (measured), where LayerNorm gives 0 there"
 
 
 def measure_power(chk: Check, normalise, eps: float = 0.25) -> None:
@@ -318,8 +349,7 @@ def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):
         "variance as mean(x²) - mean(x)²: the two large terms cancel when the mean is large (catastrophic "
         "cancellation); centre first, then average the squares": lambda: weight * (x - mu) * torch.rsqrt(
             (x.pow(2).mean(-1, keepdim=True) - mu.pow(2)) + eps) + bias,
-        "unbiased variance (divided by n-1, the default correction=1 of var and std); LayerNorm divides by n "
-        "(with var or std, correction=0)":
+        UNBIASED:
             lambda: weight * (x - mu) / torch.sqrt(x.var(-1, keepdim=True, unbiased=True) + eps) + bias,
         "mean not subtracted: that is RMSNorm; LayerNorm centres each vector first":
             lambda: weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + bias,

@@ -20,7 +20,7 @@ from ..learner_values import describe
 from .framework.calling import WITHOUT, guarded_call, measuring_call, quiet_call
 from .framework.check import Check
 from .framework.measure import LOG_BASE_CONSTANTS, close_to, mode_split, python_number_problem, randn, seeded
-from .references.generation import ForwardLog, tiny_model, train_mode_restored
+from .references.generation import ForwardLog, mode_calls_watched, tiny_model, train_mode_restored
 from .references.hints import call_with_hints, finish_with_upstream
 
 
@@ -242,7 +242,8 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     model.train()
     log = ForwardLog(model)
     try:
-        got = chk.call(evaluate, model, batches, bytes_per_token)
+        with mode_calls_watched(model, evaluate) as mode_calls:
+            got = chk.call(evaluate, model, batches, bytes_per_token)
     finally:
         log.close()
     if not (isinstance(got, dict) and set(want) <= set(got)):
@@ -267,7 +268,7 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
                 "forward passes recorded gradients",
                 diagnosis="evaluation records an autograd graph: wrap the loop in torch.no_grad() (memory would grow "
                           "with every batch)")
-    train_mode_restored(chk, model)
+    train_mode_restored(chk, model, mode_calls, "evaluate")
     _same_loss_regrouped(chk, evaluate, model, batches, bytes_per_token, got, dropout_on)
     _large_nll_in_eval_mode(chk, evaluate, model, batches, bytes_per_token)
     _batches_follow_the_model(chk, evaluate, model, batches, bytes_per_token)

@@ -22,8 +22,8 @@ from .spies import crossed_arguments, first_call_arguments
 from .framework.calling import WITHOUT, guarded_call, random_states_watched
 from .framework.check import Check, RAISE_LOCATORS
 from .framework.measure import mode_split, seeded
-from .references.generation import (ForwardLog, greedy_with, measure_length, ref_greedy, tiny_model,
-                                    train_mode_restored)
+from .references.generation import (ForwardLog, greedy_with, measure_length, mode_calls_watched, ref_greedy,
+                                    tiny_model, train_mode_restored)
 from .references.hints import finish_with_upstream
 
 def _crossed_to_sampler(generate, model, prompt, max_new_tokens) -> str | None:
@@ -94,10 +94,11 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
                 diagnosis="decoding records an autograd graph: wrap the loop in torch.no_grad()")
     log2 = ForwardLog(model, limit=2 * max_new_tokens)
     try:
-        again = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
+        with mode_calls_watched(model, generate) as mode_calls:
+            again = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
     finally:
         log2.close()
-    restores = train_mode_restored(chk, model)
+    restores = train_mode_restored(chk, model, mode_calls, "generate")
     if not ok and not in_train and isinstance(again, torch.Tensor) and isinstance(got, torch.Tensor) \
             and not torch.equal(again, got):
         chk.candidates("greedy decoding (temperature 0) gives different tokens on each call (measured): sample_next "

@@ -572,7 +572,45 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         break
     if chk.passed:
         _below_the_clip(chk, train_step, seed, dropout, lr, x, y)
+    if chk.passed:
+        _inside_no_grad(chk, train_step, seed, dropout, lr, x, y, grad_clip)
     return chk
+
+
+INSIDE_NO_GRAD = "a caller inside torch.no_grad()"
+
+
+def _inside_no_grad(chk: Check, train_step, seed: int, dropout: float, lr: float, x, y, grad_clip: float) -> None:
+    """The other grad-mode entry state: a caller inside torch.no_grad() (an
+    evaluation loop that trains a step). The exercise does not promise a
+    step there: raising (backward() finds no graph) says it cannot, training
+    (with torch.enable_grad()) is right too. What it may not do is come back
+    without training, or leave grad mode switched on for the caller.
+    Skipped under the grader's recheck: the call runs in the learner's
+    process, where the check's torch.no_grad() does not reach."""
+    if getattr(train_step, "recheck_trace", None) is not None:
+        return
+    model, opt = _setup(seed, dropout, lr)
+    model.train()
+    torch.manual_seed(seed)
+    before = flat_parameters(model)
+    left: list[str] = []
+    try:
+        with torch.no_grad():
+            got = guarded_call(train_step, (model, opt, x, y, grad_clip), left=left, gradients=NEEDS)
+        raised = False
+    except Exception:  # noqa: BLE001: saying it cannot, by an error, is an answer the exercise allows
+        raised, got = True, None
+    trained = not raised and not torch.equal(flat_parameters(model), before)
+    chk.require(f"{INSIDE_NO_GRAD}: trains, or raises", raised or trained,
+                "returned without changing any parameter",
+                diagnosis=f"called inside torch.no_grad(), your train_step returns {describe(got)} and changes no "
+                          "parameter (measured: every parameter is equal before and after the call): the step is "
+                          "silently skipped; train under torch.enable_grad(), or let the error of loss.backward() "
+                          "reach the caller")
+    chk.require(f"{INSIDE_NO_GRAD}: grad mode given back", not left, "changed by the call")
+    for text in left:
+        chk.diagnose(text)
 
 
 def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float, x, y, grad_clip: float = 1e3) -> None:

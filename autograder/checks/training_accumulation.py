@@ -328,8 +328,9 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
     ref = _FullBatch(seed, batches)
     counts = ", ".join(map(str, ref.counts))
 
-    def step(clip, stale=False, forward_calls=None):
+    def step(clip, stale=False, forward_calls=None, in_train_mode=False):
         model, opt = _accum_model(seed)  # in eval mode, as a caller leaves it after an evaluation
+        model.train(in_train_mode)
         if stale:  # gradients left by something before the call (an evaluation with autograd on)
             between_steps(model, seed, 1)
         before = flat_parameters(model)
@@ -402,6 +403,16 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
             _grad_diagnosis(chk, fn, seed, rows, seq, kept, ref, moved)
         if grads_ok and not clip_ok and not chk.diagnoses:
             _clip_diagnosis(chk, ref, clipped, grad_clip)
+    if chk.passed:  # the other entry state: a model the caller hands over in train mode (between two steps)
+        from_train: list[dict] = []
+        step(ACCUM_NO_CLIP, forward_calls=from_train, in_train_mode=True)
+        in_eval = sum(not c["training"] for c in from_train)
+        chk.require("trains in train mode (the model handed over in train mode)", not in_eval,
+                    f"{in_eval} of {len(from_train)} forward passes ran in eval mode",
+                    diagnosis=f"your train_step_accumulated switches a model that came in train mode to eval mode "
+                              f"(measured: handed the model in train mode, {in_eval} of the {len(from_train)} forward "
+                              "passes of the step ran in eval mode; handed it in eval mode, none did): set the mode, "
+                              "model.train(), at the start of the step, whatever mode it came in")
     return chk
 
 

@@ -109,6 +109,8 @@ class ForwardLog:
 
 # The caller's other entry state for a decoder: a training loop that decodes a sample between steps.
 TRAIN_MODE_NO_GRAD = "a model handed over in train mode, under torch.no_grad()"
+# A decoder's usual entry state, as a notebook hands it over after model.eval(), gradients on.
+EVAL_MODE_GRAD_ON = "a model handed over in eval mode, gradients on"
 
 
 @contextlib.contextmanager
@@ -126,24 +128,89 @@ def handed_over_in_train_mode_without_grad(model):
         model.eval()
 
 
-# A model handed over in train mode and given back in eval mode: the two codes that do it behave the same (each
-# ends in eval mode), so neither is named as certain.
+# A model handed over in train mode and given back in eval mode, where the model's own mode calls were not seen
+# (the grader's recheck, or a mode set another way): the two codes that do it behave the same (each ends in eval
+# mode), so neither is named as certain.
 LEFT_IN_EVAL = ("a model handed over in train mode comes back in eval mode (measured); candidates: the mode is never "
                 "given back at the end (end with model.train(was_training)), or the mode given back was read after "
                 "model.eval() had already changed it (model.training is then False: read was_training = "
                 "model.training before model.eval())")
 
 
-def train_mode_restored(chk: Check, model) -> bool:
+@contextlib.contextmanager
+def mode_calls_watched(model, fn):
+    """The train()/eval() calls made on `model` itself while the block runs,
+    in order: ("eval", False) for model.eval(), ("train", mode) for
+    model.train(mode) (the train(False) inside eval() is not counted
+    again). nn.Module's two methods are wrapped for the block and put back
+    after it; each wrapper calls the original, so the learner's call does
+    what it would without them. Under the grader's recheck the model runs
+    in the learner's process: nothing is watched and the list stays None."""
+    if getattr(fn, "recheck_trace", None) is not None:
+        yield None
+        return
+    calls: list[tuple[str, bool]] = []
+    train, evaluate = torch.nn.Module.train, torch.nn.Module.eval
+    inside_eval = []
+
+    def spy_train(self, mode=True):
+        if self is model and not inside_eval:
+            calls.append(("train", bool(mode)))
+        return train(self, mode)
+
+    def spy_eval(self):
+        if self is not model:
+            return evaluate(self)
+        calls.append(("eval", False))
+        inside_eval.append(True)
+        try:
+            return evaluate(self)
+        finally:
+            inside_eval.pop()
+
+    torch.nn.Module.train, torch.nn.Module.eval = spy_train, spy_eval
+    try:
+        yield calls
+    finally:
+        torch.nn.Module.train, torch.nn.Module.eval = train, evaluate
+
+
+def _left_in_eval_cause(fn_name: str, calls: list | None) -> str | None:
+    """The cause of a model handed over in train mode and left in eval mode,
+    read off the model's own mode calls during the call; None where they
+    do not show it (no calls seen, or a last call that is neither)."""
+    if not calls or calls[-1][1]:
+        return None
+    if calls[-1][0] == "eval" or len(calls) == 1:
+        return (f"the mode is never given back: {fn_name} switches the model handed over in train mode to eval mode "
+                f"and makes no later train() call on it (measured: its calls on the model were "
+                f"{_calls_said(calls)}); end with model.train(was_training), in a `finally:`, reading was_training = "
+                "model.training first")
+    return (f"the mode given back was read after model.eval() had already changed it: {fn_name} gives the model "
+                f"back with model.train(False) although it came in train mode (measured: its calls on the model were "
+                f"{_calls_said(calls)}, so the value handed to the last one is the eval mode it had just set); read "
+                "was_training = model.training before model.eval()")
+
+
+def _calls_said(calls: list) -> str:
+    return ", then ".join("model.eval()" if kind == "eval" else f"model.train({mode})" for kind, mode in calls)
+
+
+def train_mode_restored(chk: Check, model, calls: list | None = None, fn_name: str = "your function") -> bool:
     """The row "train mode restored afterwards" for a call handed `model` in train mode: the model and every
     submodule in train mode after it. A mode set on the top module alone is said as measured; a model left in eval
-    mode gets the two codes that leave it so, as candidates. The model is left as the call left it."""
+    mode gets the cause its mode calls (`calls`, from mode_calls_watched) show, or, where they show none, the two
+    codes that leave it so, as candidates. The model is left as the call left it."""
     split = mode_split(model)
     restored = chk.require("train mode restored afterwards", model.training and split is None,
                            "the model was left in eval mode" if split is None else "submodules left in eval mode",
                            diagnosis=split)
     if not restored and split is None:
-        chk.candidates(LEFT_IN_EVAL)
+        cause = _left_in_eval_cause(fn_name, calls)
+        if cause:
+            chk.diagnose(cause)
+        else:
+            chk.candidates(LEFT_IN_EVAL)
     return restored
 
 

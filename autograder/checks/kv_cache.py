@@ -178,6 +178,8 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         _from_train_mode_without_grad(chk, generate_greedy, model, cache, seed, batch, prompts[0], max_new_tokens)
     if chk.passed:
         _eval_mode_given_back(chk, generate_greedy, model, cache, seed, batch, prompts[0], max_new_tokens)
+    if chk.passed:
+        _stale_cache_handed_over(chk, generate_greedy, model, seed, batch, prompts[0], max_new_tokens)
     run_contract(chk, generate_greedy, GENERATE_GREEDY)
     chk.finish()
 
@@ -204,6 +206,30 @@ def _eval_mode_given_back(chk: Check, generate_greedy, model, cache, seed: int, 
     model.eval()
     chk.call(generate_greedy, model, prompt, max_new_tokens, cache, row_label=EVAL_MODE_GRAD_ON)
     mode_given_back(chk, "generate_greedy", model, False, EVAL_MODE_GRAD_ON)
+
+
+def _stale_cache_handed_over(chk: Check, generate_greedy, model, seed: int, batch: int, T: int,
+                             max_new_tokens: int, stale: int = 3) -> None:
+    """A cache that arrives holding positions (a caller's own prefill, a
+    generation stopped halfway): the tokens are the prompt's alone, so the
+    function empties the cache before its prefill. Calls that each leave
+    the cache empty pass the reused-cache rows without doing so."""
+    import tinylm
+    cache = tinylm.KVCache(model.config, batch)
+    with torch.no_grad():
+        model(torch.randint(model.config.vocab_size, (batch, stale), generator=seeded(seed + 11)), cache=cache)
+    prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed + 5))
+    want = ref_greedy(model, prompt, max_new_tokens)
+    label = f"a cache handed over holding {stale} positions of an earlier text"
+    log = ForwardLog(model, limit=2 * max_new_tokens)
+    try:
+        got = chk.call(generate_greedy, model, prompt, max_new_tokens, cache, row_label=label)
+    finally:
+        log.close()
+    if not chk.compare(f"{label}: tokens", got, want) and log.calls and log.calls[0]["cache_len"]:
+        chk.diagnose(f"the cache is not emptied before the prefill (measured: handed a cache holding {stale} "
+                     f"positions, your generate_greedy's first forward call found {log.calls[0]['cache_len']} in it, "
+                     "so the prompt was placed after them): call cache.reset() at the start, before the prefill")
 
 
 def _greedy_at_capacity(chk: Check, generate_greedy, seed: int, batch: int, T: int, n_kv_heads,

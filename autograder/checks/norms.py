@@ -13,6 +13,7 @@ from ..diagnosis_record import candidates
 from .contracts import Contract, call_keeping_inputs, defaults, locate_call, run_contract
 from .framework.calling import guarded_call
 from .framework.check import CandidatesVariant, Check
+from ..learner_values import describe
 from .framework.measure import close_to, gradient_reaches, parameter_dtypes, parameter_problems, randn, tol_for
 from .references.modules import plain_tensors, registered_elsewhere, saved_buffers
 
@@ -210,9 +211,62 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
     if not chk.passed and not chk.named_variants():
         explain_rms_norm(chk, rms_norm)
     run_contract(chk, rms_norm, RMS_NORM)
+    if chk.passed:
+        _rounded_in_the_exercise_order(chk, rms_norm, seed)
     if not chk.passed:
         measure_eps(chk, lambda x, eps: rms_norm(x, torch.ones_like(x[0]), eps), centred=False)
     chk.finish()
+
+
+# The share of a bfloat16 result's values allowed to differ from the exercise's order's: an answer that keeps the
+# order differs only where its float32 value lies within a float32 step of a bfloat16 rounding boundary.
+ROUNDING_FLIPS = 0.02
+
+
+def _rounded_in_the_exercise_order(chk: Check, rms_norm, seed: int) -> None:
+    """In bfloat16 the exercise's order (the statistic and the product in
+    float32, one cast back to x.dtype, then the gain, as Llama's reference
+    code) fixes every rounding, and with a float32 gain the product promotes
+    to float32. A reordering passes the tolerance of the dtype rows; here it
+    is measured against that order value by value, and the order the
+    learner's result equals bit for bit is named."""
+    half, eps = torch.bfloat16, 1e-6
+    x = (randn(6, 64, seed=seed + 21) * 3).to(half)
+    for gain in (half, torch.float32):
+        weight = (1 + 0.3 * randn(64, seed=seed + 22)).to(gain)
+        label = f"bfloat16 x, {str(gain).removeprefix('torch.')} gain: rounded in the exercise's order"
+        got = chk.call(rms_norm, x, weight, eps, row_label=label)
+        want = rms_norm_steps(x, weight, eps)
+        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+            chk.require(label, False, f"returned {describe(got)}")
+            return
+        flips = float((got.float() != want.float()).float().mean()) if got.dtype == want.dtype else 1.0
+        if chk.require(label, got.dtype == want.dtype and flips <= ROUNDING_FLIPS,
+                       f"{got.dtype} where {want.dtype} is expected" if got.dtype != want.dtype else
+                       f"{flips:.0%} of the values differ from that order's"):
+            continue
+        chk.measured(f"for bfloat16 x and a {str(gain).removeprefix('torch.')} gain your result is "
+                     + (f"{str(got.dtype).removeprefix('torch.')}, where weight * normalised.to(x.dtype) promotes to "
+                        f"{str(want.dtype).removeprefix('torch.')}" if got.dtype != want.dtype else
+                        f"{flips:.0%} of its values other than the exercise's order gives")
+                     + " (float32 statistic and product, one cast back to x.dtype, then the gain)")
+        x32 = x.float()
+        inv_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
+        orders = {
+            "the gain multiplied in before the cast back, (weight * x32 * inv_rms).to(x.dtype): one rounding at the "
+            "end where the exercise rounds the normalised value, then applies the gain in the gain's dtype":
+                (weight * x32 * inv_rms).to(x.dtype),
+            "1/rms rounded to x.dtype before the product, so every normalised value carries the statistic's "
+            "half-precision rounding: keep inv_rms in float32 and cast once, after x32 * inv_rms":
+                weight * (x32 * inv_rms.to(x.dtype)).to(x.dtype),
+            "the normalisation computed in x.dtype, not float32: cast x to float32 first, x.float()":
+                weight * (x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)),
+        }
+        for cause, theirs in orders.items():
+            if theirs.dtype == got.dtype and torch.equal(theirs, got):
+                chk.diagnose(f"{cause} (measured: your result equals that order's bit for bit)")
+                break
+        return
 
 
 UNBIASED = ("unbiased variance (divided by n-1, the default correction=1 of var and std); LayerNorm divides by n "

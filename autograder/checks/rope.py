@@ -503,7 +503,7 @@ def _rotary_cases():
 
 # Past 256 positions a low-precision count of the positions rounds (bfloat16's 8-bit mantissa); Llama 3's theta.
 ROPE_CACHE = Contract("rope_cache", rope_cache_steps, _rope_cache_cases, names=("head_dim", "max_seq_len", "theta"),
-                      dtypes=(), params=(("head_dim", 16), ("max_seq_len", 600), ("theta", 500000.0)))
+                      dtypes=(), default_dtype=True, params=(("head_dim", 16), ("max_seq_len", 600), ("theta", 500000.0)))
 APPLY_ROPE = Contract("apply_rope", apply_rope_steps, _apply_rope_cases, names=("x", "cos", "sin", "start_pos"),
                       batch=("x",), views=("x",), cast=("x",), grad=("x",))
 ROTARY_ATTENTION = Contract("rotary_attention", rotary_attention_steps, _rotary_cases,

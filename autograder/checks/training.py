@@ -58,6 +58,22 @@ def _label_offset(y: torch.Tensor, pos: torch.Tensor, where: torch.Tensor, n_dat
     return int(d[0, 0]) if bool((d == d[0, 0]).all()) else None
 
 
+def _x_shape_said(chk: Check, x: torch.Tensor, batch: int, seq: int) -> None:
+    """A wrong x shape, measured; named where it shows its cause: windows of
+    seq_len + 1 tokens along the last axis with an empty axis before them,
+    what x = window[:, :-1] leaves of windows that carry an axis of size 1."""
+    shape = tuple(x.shape)
+    if len(shape) == 3 and shape[0] == batch and shape[1] == 0 and shape[2] == seq + 1:
+        chk.diagnose(f"the windows carry an axis too many, (batch_size, 1, seq_len + 1) (measured: x has shape {shape}: "
+                     f"its last axis holds seq_len + 1 = {seq + 1} tokens, a whole window, and its axis 1 is empty, which "
+                     "window[:, :-1] makes of an axis of size 1): the start positions or the index made from them have "
+                     "an extra axis, e.g. starts drawn with shape (batch_size, 1); draw them with shape (batch_size,), "
+                     "so starts[:, None] + torch.arange(seq_len + 1) is (batch_size, seq_len + 1)")
+        return
+    chk.measured(f"x has shape {shape}; expected (batch_size, seq_len) = {(batch, seq)}, window[:, :-1] of "
+                 "(batch_size, seq_len + 1) windows")
+
+
 def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int = 5, seq: int = 7) -> None:
     """get_batch(data, batch_size, seq_len, generator) -> x, y (B, T): random
     windows of data, y = x shifted by one (the measured offset between them
@@ -74,8 +90,7 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     if tuple(x.shape) != (batch, seq) or wrong_dtype is None:
         if not chk.compare("x shape and dtype", torch.zeros(x.shape, dtype=x.dtype),
                            torch.zeros(batch, seq, dtype=torch.long)):
-            chk.diagnose(f"x has shape {tuple(x.shape)}; expected (batch_size, seq_len) = {(batch, seq)}: each "
-                         "window holds seq_len + 1 tokens, x = window[:, :-1], y = window[:, 1:]")
+            _x_shape_said(chk, x, batch, seq)
     else:
         both = "x and y are" if y.dtype == wrong_dtype else "x is"
         chk.require("x shape and dtype", False, f"x is {wrong_dtype}, expected torch.int64",

@@ -100,7 +100,7 @@ def test_a_mode_never_given_back_is_named_from_the_models_own_calls():
 def test_a_mode_read_after_eval_is_named_from_the_models_own_calls():
     message = _message("fresh17", "10", "evaluate", "model.eval()\n    was_training = model.training ")
     likely = _line(message, "Likely bug:")
-    assert "read after model.eval()" in likely
+    assert "the one model.eval() had just set" in likely
     assert "model.eval(), then model.train(False)" in likely
     assert "never given back" not in message and "Candidates:" not in message
 

@@ -111,7 +111,7 @@ def test_a_mode_read_after_eval_is_named_from_the_models_own_mode_calls():
         found, = [m for m in SETS_FRESH17[nb] if m.cell == fn and words in m.new]
         message = bench_diagnostics.run_mutation(nb, found, bench_diagnostics.notebook_cells(nb)).message
         assert "remember was_training" not in message
-        assert "the mode given back was read after model.eval()" in _line(message, "Likely bug:")
+        assert "the mode given back is the one model.eval() had just set" in _line(message, "Likely bug:")
         assert "Candidates:" not in message
 
 

@@ -13,6 +13,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import trace
+from ..trace.align import ancestors
 from ..framework.check import RAISE_LOCATORS, REFERENCES
 from .calls import call_in_regime, positional_args, same_result, split_case, fresh
 from .locate import locate_call
@@ -68,6 +69,9 @@ class Contract:
     # the inputs on another device (cuda, or the meta device without a GPU), where every input can move: False for
     # an exercise whose inputs the course keeps on the CPU (corpus bytes), where a CPU-only answer is right
     elsewhere: bool = True
+    # the result's dtype is the exercise's, not the caller's default: under torch.set_default_dtype(torch.float64)
+    # the result has the dtype it has under float32 (an exercise that makes its tensors from sizes: RoPE's tables)
+    default_dtype: bool = False
 
     def __post_init__(self):
         if self.names:
@@ -228,6 +232,10 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
                                lambda a, name=name, axis=axis: {**a, name: a[name].narrow(axis, 0, 1).clone()}))
     for edge in contract.edges:
         grid.append(Regime(edge.name, "for the visible inputs", edge.words, edge.transform))
+    if contract.default_dtype:
+        grid.append(Regime("default dtype float64", "under the float32 default dtype",
+                           "under a caller's torch.set_default_dtype(torch.float64)", lambda a: a,
+                           judge=_default_dtype_ignored))
     if contract.generator and contract.generator in contract.names:
         grid.append(Regime("same generator seed, same result", "without a generator", "with generators seeded alike",
                            lambda a: a, judge=_follows_generator))
@@ -389,6 +397,68 @@ def _callers_generator_only(fn, contract: Contract, args: dict) -> dict | None:
         return None
     return {"note": "the global generator moved" if seen["global"] else "the caller's generator did not move",
             "facts": [], "bugs": bugs}
+
+
+def _default_dtype_ignored(fn, contract: Contract, args: dict) -> dict | None:
+    """Called while the caller's default dtype is float64, the function
+    returns tensors of the dtypes it returns under the float32 default. The
+    default dtype reaches a result only through a floating tensor made from
+    no floating tensor (a factory without dtype=, an integer tensor divided
+    with `/`, torch.tensor of Python floats): the first such call on the
+    result's path is the line named."""
+    if getattr(fn, "recheck_trace", None) is not None:
+        return None  # the default dtype is a setting of the learner's process, which this call cannot change
+    usual, _ = call_in_regime(fn, contract, positional_args(contract, fresh(args)), {})
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got, error = call_in_regime(fn, contract, positional_args(contract, fresh(args)), {})
+        differs = error is None and _dtypes(got) != _dtypes(usual)
+        learner = trace.record_learner(fn, positional_args(contract, fresh(args))) if differs else None
+    finally:
+        torch.set_default_dtype(previous)
+    if error is not None:
+        return {"note": f"raised {type(error).__name__}", "facts": [], "bugs": [], "error": error}
+    if not differs:
+        return None
+    shown = lambda dtypes: ", ".join(str(d).removeprefix("torch.") for d in dtypes)  # noqa: E731
+    return {"note": "the result follows the default dtype", "bugs": [], "located": _made_in_the_default(learner),
+            "facts": [f"with the caller's default dtype set to float64, your {contract.exercise} returns "
+                      f"{shown(_dtypes(got))} where it returns {shown(_dtypes(usual))} under the float32 default "
+                      "(measured): a floating tensor made from no floating tensor takes the caller's default dtype "
+                      "(a factory such as torch.arange or torch.zeros without dtype=, an integer tensor divided with "
+                      "`/`, torch.tensor of Python floats); give such a tensor its dtype, dtype=torch.float32"]}
+
+
+def _dtypes(value) -> list:
+    return [t.dtype for t in trace.tensors_in(value)]
+
+
+def _made_in_the_default(learner) -> "trace.Located | None":
+    """The learner's first call on the result's path that makes a float64
+    tensor from inputs none of which is float64 (none at all, for a factory)."""
+    outputs = trace.tensors_in(learner.result)
+    if learner.truncated or learner.error is not None or not outputs:
+        return None
+    ops = learner.ops
+
+    def dtype_of(j: int, slot: int):
+        if j >= 0 and slot < len(ops[j].outputs):
+            return ops[j].outputs[slot].dtype
+        if j <= -2 and -2 - j < len(learner.inputs):
+            return learner.inputs[-2 - j].dtype
+        return None  # a tensor the recorder did not see made: its dtype is not known here
+    for i in sorted(ancestors(ops, [learner.producer.get(id(t), -1) for t in outputs])):
+        op = ops[i]
+        if not op.outputs or op.outputs[0].dtype != torch.float64:
+            continue
+        read = [dtype_of(j, slot) for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs))]
+        if None in read or torch.float64 in read:
+            continue
+        made_from = "no tensor" if not read else ", ".join(str(d).removeprefix("torch.") for d in read)
+        return trace.Located(op.file, op.line, op.function, trace.source_line(op.file, op.line), [
+            f"{op.name} here makes a float64 tensor from {made_from}: the caller's default dtype"], kind="dtype")
+    return None
 
 
 def unvaried_numbers(contract: Contract) -> list[str]:

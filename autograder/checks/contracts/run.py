@@ -215,7 +215,8 @@ def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base
         if found is None:
             return None
         error = found.pop("error", None)
-        found.update(name=regime.name, changed=[], located=trace.locate_error(error) if error is not None else None,
+        located = found.pop("located", None) or (trace.locate_error(error) if error is not None else None)
+        found.update(name=regime.name, changed=[], located=located,
                      text=f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}")
         return found
     try:

@@ -186,10 +186,11 @@ def _left_in_eval_cause(fn_name: str, calls: list | None) -> str | None:
                 f"and makes no later train() call on it (measured: its calls on the model were "
                 f"{_calls_said(calls)}); end with model.train(was_training), in a `finally:`, reading was_training = "
                 "model.training first")
-    return (f"the mode given back was read after model.eval() had already changed it: {fn_name} gives the model "
-                f"back with model.train(False) although it came in train mode (measured: its calls on the model were "
-                f"{_calls_said(calls)}, so the value handed to the last one is the eval mode it had just set); read "
-                "was_training = model.training before model.eval()")
+    return (f"the mode given back is the one model.eval() had just set: {fn_name} gives the model back with "
+            f"model.train(False) although it came in train mode (measured: its calls on the model were "
+            f"{_calls_said(calls)}, so the value handed to the last one is the eval mode, not the mode the model came "
+            "in); give back the mode read before model.eval(): was_training = model.training before it, and "
+            "model.train(was_training) at the end")
 
 
 def _calls_said(calls: list) -> str:

@@ -1,0 +1,68 @@
+"""What fresh18's arrival reading found (64 mistakes written without reading
+the checks, most of them far symptoms, moved steps and entry states): each
+test runs one mistake through its notebook's check and holds the message to
+what the code does, or an honest answer to a pass."""
+from __future__ import annotations
+
+import torch
+
+from autograder import checks
+
+from .test_printed_lines_true import _line, _message
+
+
+def test_rope_tables_that_follow_the_callers_default_dtype_are_caught_at_the_line_that_takes_it():
+    message = _message("fresh18", "04", "rope_cache", "-torch.arange(0, head_dim, 2) / head_dim")
+    measured = _line(message, "Measured:")
+    assert "default dtype set to float64, your rope_cache returns float64, float64 where it returns float32" in measured
+    where = _line(message, "Where:")
+    assert "line 4 of your rope_cache" in where and "makes a float64 tensor from int64" in where
+
+
+def test_rope_tables_made_in_float32_whatever_the_default_pass():
+    def rope_cache(head_dim, max_seq_len, theta=10000.0):
+        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos(), angles.sin()
+    checks.check_rope_cache(rope_cache)
+
+
+def test_a_cache_reset_at_the_end_instead_of_the_start_is_caught_with_a_cache_that_arrives_full():
+    message = _message("fresh18", "06", "generate_greedy", "# leave it empty for the next call")
+    likely = _line(message, "Likely bug:")
+    assert "the cache is not emptied before the prefill" in likely and "found 3 in it" in likely
+
+
+def test_rms_norm_orders_that_round_otherwise_in_bfloat16_are_named_bit_for_bit():
+    gain_first = _line(_message("fresh18", "02", "rms_norm", "return (weight * x32 * inv_rms).to(x.dtype)"),
+                       "Likely bug:")
+    assert "the gain multiplied in before the cast back" in gain_first and "1/rms rounded" not in gain_first
+    statistic = _line(_message("fresh18", "02", "rms_norm", "+ eps).to(x.dtype)"), "Likely bug:")
+    assert "1/rms rounded to x.dtype before the product" in statistic and "gain multiplied" not in statistic
+
+
+def test_rms_norm_written_another_way_in_the_exercise_order_passes_the_rounding_rows():
+    def by_division(x, weight, eps=1e-6):
+        x32 = x.float()
+        return weight * (x32 / torch.sqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
+
+    def in_float64(x, weight, eps=1e-6):
+        x64 = x.double()
+        return weight * (x64 * torch.rsqrt((x64 * x64).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
+    checks.check_rms_norm(by_division)
+    checks.check_rms_norm(in_float64)
+
+
+def test_starts_drawn_with_an_extra_axis_are_named_not_given_the_slicing_the_code_already_has():
+    likely = _line(_message("fresh18", "09", "get_batch", "(batch_size, 1), generator"), "Likely bug:")
+    assert "the windows carry an axis too many" in likely and "(batch_size, 1)" in likely
+    assert "x = window[:, :-1], y = window[:, 1:]" not in likely
+
+
+def test_a_mode_handed_back_as_model_training_is_not_told_to_read_the_mode_it_already_reads_first():
+    message = _message("fresh18", "10", "evaluate", "model.train(model.training)")
+    likely = _line(message, "Likely bug:")
+    assert "the mode given back is the one model.eval() had just set" in likely
+    assert "model.train(was_training) at the end" in likely
+    assert "read was_training = model.training before model.eval()" not in message

@@ -4,7 +4,8 @@ the head's logits in float64 and for a batch of one, rms_norm in half
 precision compared element for element with tinylm (a bfloat16 model, a
 bfloat16 input under a float32 gain, a float16 model whose squares overflow
 unless upcast), the RoPE tables built under a float64 default dtype, a
-checkpoint weight converted from a transposed (non-contiguous) view, and a
+checkpoint weight converted from a transposed (non-contiguous) view,
+causal attention on scores in the thousands, and a
 greedy generation handed a KVCache that still holds a prefill of the
 caller's. Each compares the learner's answer with tinylm or PyTorch; no check
 of the course is run."""
@@ -47,6 +48,17 @@ def probe_02(ns) -> dict:
                 lambda: bool(torch.isfinite(ns["rms_norm"](big, torch.ones(8).half())).all())
                 and torch.allclose(ns["rms_norm"](big, torch.ones(8).half()).float(),
                                    tinylm.rms_norm(big, torch.ones(8).half()).float(), atol=1e-2))}
+
+
+def probe_03(ns) -> dict:
+    """causal_attention on scores in the hundreds (q scaled by 300): torch's masked softmax stays exact where a
+    softmax over the whole row, masked and renormalised afterwards, underflows the past to 0 / 0."""
+    gen = _gen(186)
+    q, k, v = (torch.randn(1, 2, 5, 8, generator=gen) for _ in range(3))
+    big = q * 300
+    want = torch.nn.functional.scaled_dot_product_attention(big, k, v, is_causal=True)
+    return {"causal_attention, q x 300 == SDPA (causal)": attempt(
+        lambda: bool(torch.allclose(ns["causal_attention"](big, k, v), want, atol=1e-5, rtol=1e-4)))}
 
 
 def probe_04(ns) -> dict:
@@ -93,4 +105,4 @@ def probe_06(ns) -> dict:
     return {"greedy with a cache the caller left holding 6 positions == tinylm": attempt(greedy_after_callers_prefill)}
 
 
-EXTRA_PROBES = {"01": probe_01, "02": probe_02, "04": probe_04, "06": probe_06}
+EXTRA_PROBES = {"01": probe_01, "02": probe_02, "03": probe_03, "04": probe_04, "06": probe_06}

@@ -58,10 +58,13 @@ def _label_offset(y: torch.Tensor, pos: torch.Tensor, where: torch.Tensor, n_dat
     return int(d[0, 0]) if bool((d == d[0, 0]).all()) else None
 
 
-def _x_shape_said(chk: Check, x: torch.Tensor, batch: int, seq: int) -> None:
-    """A wrong x shape, measured; named where it shows its cause: windows of
-    seq_len + 1 tokens along the last axis with an empty axis before them,
-    what x = window[:, :-1] leaves of windows that carry an axis of size 1."""
+def _x_shape_said(chk: Check, x: torch.Tensor, y: torch.Tensor, where: torch.Tensor, batch: int, seq: int) -> None:
+    """A wrong x shape, measured; named where its values show the cause
+    (`where` maps a token of data to its position, every token being
+    distinct): windows one token short (each row of x a run of seq_len - 1
+    tokens, y the same run one further), the shift taken along the batch
+    axis (rows of seq_len + 1 tokens, y holding the next window), or windows
+    that carry an extra axis of size 1 (what window[:, :-1] leaves empty)."""
     shape = tuple(x.shape)
     if len(shape) == 3 and shape[0] == batch and shape[1] == 0 and shape[2] == seq + 1:
         chk.diagnose(f"the windows carry an axis too many, (batch_size, 1, seq_len + 1) (measured: x has shape {shape}: "
@@ -70,8 +73,31 @@ def _x_shape_said(chk: Check, x: torch.Tensor, batch: int, seq: int) -> None:
                      "an extra axis, e.g. starts drawn with shape (batch_size, 1); draw them with shape (batch_size,), "
                      "so starts[:, None] + torch.arange(seq_len + 1) is (batch_size, seq_len + 1)")
         return
+    runs = _runs(x, where)
+    if runs is not None and y.shape == x.shape and shape == (batch, seq - 1) and torch.equal(_runs(y, where), runs + 1):
+        chk.diagnose(f"the windows hold seq_len = {seq} tokens, not seq_len + 1 (measured: x has shape {shape}, each row "
+                     f"a run of {seq - 1} consecutive tokens of data and y the same run one further, so each window "
+                     f"spans {seq} tokens): take seq_len + 1 tokens per window, "
+                     "starts[:, None] + torch.arange(seq_len + 1), then x = window[:, :-1], y = window[:, 1:]")
+        return
+    if runs is not None and y.shape == x.shape and shape == (batch - 1, seq + 1) and torch.equal(y[:-1], x[1:]):
+        chk.diagnose(f"the shift is taken along the batch axis (measured: x has shape {shape}, each row a whole window of "
+                     f"seq_len + 1 = {seq + 1} consecutive tokens, and row i of y is row i + 1 of x): window[:-1] and "
+                     "window[1:] drop a window, not a position; shift along the positions, x = window[:, :-1], "
+                     "y = window[:, 1:]")
+        return
     chk.measured(f"x has shape {shape}; expected (batch_size, seq_len) = {(batch, seq)}, window[:, :-1] of "
                  "(batch_size, seq_len + 1) windows")
+
+
+def _runs(x: torch.Tensor, where: torch.Tensor) -> torch.Tensor | None:
+    """The position in data of each row's first token, when every row of the
+    2-D integer x is a run of consecutive tokens of data; else None."""
+    if x.dim() != 2 or x.shape[1] == 0 or x.is_floating_point() or int(x.min()) < 0 or int(x.max()) >= len(where):
+        return None
+    at = where[x.long().cpu()]
+    first = at[:, :1]
+    return first[:, 0] if torch.equal(at, first + torch.arange(x.shape[1])) else None
 
 
 def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int = 5, seq: int = 7) -> None:
@@ -90,7 +116,7 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     if tuple(x.shape) != (batch, seq) or wrong_dtype is None:
         if not chk.compare("x shape and dtype", torch.zeros(x.shape, dtype=x.dtype),
                            torch.zeros(batch, seq, dtype=torch.long)):
-            _x_shape_said(chk, x, batch, seq)
+            _x_shape_said(chk, x, y, where, batch, seq)
     else:
         both = "x and y are" if y.dtype == wrong_dtype else "x is"
         chk.require("x shape and dtype", False, f"x is {wrong_dtype}, expected torch.int64",

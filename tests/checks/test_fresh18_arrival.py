@@ -66,3 +66,10 @@ def test_a_mode_handed_back_as_model_training_is_not_told_to_read_the_mode_it_al
     assert "the mode given back is the one model.eval() had just set" in likely
     assert "model.train(was_training) at the end" in likely
     assert "read was_training = model.training before model.eval()" not in message
+
+
+def test_short_windows_and_a_shift_along_the_batch_axis_are_named_from_the_windows_values():
+    short = _line(_message("fresh12", "09", "get_batch", "idx = starts[:, None] + torch.arange(seq_len)"), "Likely bug:")
+    assert "the windows hold seq_len = 7 tokens, not seq_len + 1" in short
+    by_rows = _line(_message("fresh4", "09", "get_batch", "return window[:-1], window[1:]"), "Likely bug:")
+    assert "the shift is taken along the batch axis" in by_rows and "row i of y is row i + 1 of x" in by_rows

@@ -37,7 +37,7 @@ LAYERS = (
     ("trace: kinds", ("trace.kinds", "trace.sizes")),
     ("trace: explain", ("trace.explain",)),
     ("trace: numbers", ("trace.numbers",)),
-    ("trace: raised", ("trace.raised",)),
+    ("trace: raised", ("trace.bound", "trace.raised")),
     ("trace: plain", ("trace.plain", "trace")),
     ("explainers", ("framework.explain", "framework.explain.layout", "framework.explain.merged_axes",
                     "framework.explain.part_kept", "framework.explain.ratio", "framework.explain.size_one_axis",

@@ -17,6 +17,8 @@ those before it:
   numbers the earlier line binding a Python number the located line
           reads, when another number there is measured to make the result
           right (locate_bound_number);
+  bound   the earlier line binding a value a raising line reads, where
+          the error shows it (a size, nan, a dtype);
   raised  the same for a call that raised (locate_raise, locate_error,
           values_at_raise, locate_dtype);
   plain   a trace as plain data, for the grader's jailed recheck.

@@ -1,0 +1,205 @@
+"""The earlier line binding a value a raising call reads, where the error shows that value.
+
+Sizes: 
+A call such as `w.reshape(n_heads, hd // 2, 2, d_in)` that raises with "shape '[3, 1, 2, 24]' is invalid"
+shows each size it was given. Where one argument of that call is a bare name the function binds once on an
+earlier line, and the error's number at that argument's position is the name's value in the raising frame,
+the error is read from that binding: the Where line names it (the raising line beside it) with the value
+and, for a shape unpacked from a tensor (`d_in, rows = w.shape`), the axis it came from. Only when exactly
+one such name is found: with two, either binding may be the one to change.
+
+nan: a tensor the raising line reads holds nan (the error names nan) and is bound once, earlier, in the
+function: that binding, with whether the tensors it reads (not bound again after it) hold nan already.
+
+Dtypes: the error is a dtype mismatch, the raising line reads tensors of two floating dtypes, and the
+names holding the dtype that the function's untouched tensor parameters do not have are each bound once,
+on one or two earlier lines: those lines.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from .explain import Located, function_around
+from .record import source_line
+
+# A bracketed list of integers in an error's first line: the sizes a call was given.
+_SIZES = re.compile(r"\[(-?\d+(?:\s*,\s*-?\d+)*)\]")
+
+
+def size_bound_before(frames: list, err: BaseException) -> Located | None:
+    """The earlier line binding the one name a raising call passes as a size its error prints, or None."""
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = function_around(file, line)
+    first = (str(err).strip().splitlines() or [""])[0]
+    shown = [[int(n) for n in m.group(1).split(",")] for m in _SIZES.finditer(first)]
+    if body is None or not shown:
+        return None
+    code = frame.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    found = {}
+    for call in (n for n in ast.walk(body) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)):
+        args = call.args[0].elts if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) else call.args
+        for sizes in shown:
+            matched = _passed(args, sizes, frame.f_locals)
+            if matched is None:
+                continue
+            for name, value in matched:
+                if name in params:
+                    continue
+                at = _bound_once(body, name)
+                if at is not None and at[0] < line:
+                    found[name] = (value, at, _callee(call))
+    if len(found) != 1:
+        return None
+    ((name, (value, (at, source), callee)),) = found.items()
+    origin = f" from {source}" if source else ""
+    return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), [
+        f"`{name}` = {value} is bound here{origin}",
+        f"line {line}'s {callee} passes `{name}` where its error shows {value} ({type(err).__name__}: {first[:160]})"],
+        kind="bound", also=line, also_code=source_line(file, line))
+
+
+def _passed(args: list, sizes: list[int], local: dict) -> list[tuple[str, int]] | None:
+    """[(name, value)] of the bare names among a call's arguments, when the call's arguments agree with the
+    sizes the error printed position by position (a written number is that number, a name holds it); else
+    None."""
+    if len(args) != len(sizes) or any(isinstance(a, ast.Starred) for a in args):
+        return None
+    names = []
+    for arg, size in zip(args, sizes):
+        if isinstance(arg, ast.Constant):
+            if type(arg.value) is not int or arg.value != size:
+                return None
+        elif isinstance(arg, ast.Name):
+            value = local.get(arg.id)
+            if type(value) is not int or value != size:
+                return None
+            names.append((arg.id, value))
+    return names or None
+
+
+def _bound_once(body: ast.AST, name: str) -> tuple[int, str] | None:
+    """(line, where the value came from, or "") of the one assignment binding `name` in the function `body`;
+    None when it is bound more than once or other than by assignment (a loop, a with)."""
+    binders = [n for n in ast.walk(body) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For,
+                                                           ast.With, ast.NamedExpr, ast.comprehension))]
+    hits = []
+    for node in binders:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if hasattr(node, "target") else \
+            [i.optional_vars for i in node.items if i.optional_vars is not None]
+        for target in targets:
+            if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(target)):
+                hits.append((node, target))
+    if len(hits) != 1 or not isinstance(hits[0][0], (ast.Assign, ast.AnnAssign)):
+        return None
+    node, target = hits[0]
+    source = ""
+    value = node.value
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, ast.Attribute) and value.attr in ("shape",) \
+            and not any(isinstance(t, ast.Starred) for t in target.elts):
+        k = next(i for i, t in enumerate(target.elts) if any(isinstance(n, ast.Name) and n.id == name
+                                                             for n in ast.walk(t)))
+        if isinstance(target.elts[k], ast.Name):
+            source = f"{ast.unparse(value)}[{k}]"
+    return node.lineno, source
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "call")
+
+
+def _bindings(body: ast.AST, name: str) -> list[int]:
+    """The lines of every binding of `name` in the function `body` (assignments, loops, withs...)."""
+    lines = []
+    for node in ast.walk(body):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.NamedExpr, ast.comprehension)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        elif isinstance(node, ast.With):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for target in targets for t in ast.walk(target)):
+            lines.append(getattr(node, "lineno", None) or getattr(node.target, "lineno", 0))
+    return lines
+
+
+def _read_on(body: ast.AST, line: int) -> list[str]:
+    """The names read on `line` of the function `body`, in order, once each."""
+    return list(dict.fromkeys(n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                              and n.lineno <= line <= (n.end_lineno or n.lineno)))
+
+
+def nan_bound_before(frames: list, err: BaseException, name: str) -> Located | None:
+    """The one earlier line binding `name`, a tensor holding nan that the raising line reads, or None."""
+    import torch
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = function_around(file, line)
+    code = frame.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    value = frame.f_locals.get(name)
+    if body is None or name in params or not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        return None
+    at = _bindings(body, name)
+    if len(at) != 1 or at[0] >= line:
+        return None
+    at = at[0]
+    nan = int(torch.isnan(value.detach()).sum())
+    if not nan:
+        return None
+    facts = [f"`{name}` is bound here; at line {line} it holds {nan} nan among its {value.numel()} values"]
+    clean = [n for n in _read_on(body, at) if n != name and isinstance(frame.f_locals.get(n), torch.Tensor)
+             and frame.f_locals[n].is_floating_point() and all(b < at for b in _bindings(body, n))]
+    clean = [n for n in clean if not bool(torch.isnan(frame.f_locals[n].detach()).any())]
+    if clean:
+        facts.append(f"the {', '.join(f'`{n}`' for n in clean)} it reads hold{'s' if len(clean) == 1 else ''} no nan")
+    facts.append(f"then line {line} raises ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]})")
+    return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), facts, kind="bound",
+                   also=line, also_code=source_line(file, line))
+
+
+# An error about two floating dtypes meeting in one call.
+_DTYPE_ERROR = re.compile(r"expected scalar type \w+ but found \w+|expected .*same dtype|dtype", re.IGNORECASE)
+
+
+def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
+    """The one or two earlier lines binding the tensors of another dtype than the function's untouched tensor
+    parameters', when the raising line reads tensors of both dtypes and the error is a dtype mismatch."""
+    import torch
+    if not _DTYPE_ERROR.search(str(err)):
+        return None
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = function_around(file, line)
+    if body is None:
+        return None
+    code = frame.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    tensors = {n: frame.f_locals[n] for n in _read_on(body, line)
+               if isinstance(frame.f_locals.get(n), torch.Tensor) and frame.f_locals[n].is_floating_point()}
+    kept = {n: t for n, t in tensors.items() if n in params and not _bindings(body, n)}
+    given = {t.dtype for t in kept.values()}
+    if len(given) != 1 or len({t.dtype for t in tensors.values()}) != 2:
+        return None
+    (want,) = given
+    other = {n: t for n, t in tensors.items() if t.dtype != want}
+    at = {n: _bindings(body, n) for n in other}
+    if any(len(b) != 1 or b[0] >= line for b in at.values()):
+        return None
+    lines = sorted({b[0] for b in at.values()})
+    if len(lines) > 2:
+        return None
+    got = str(next(iter(other.values())).dtype).removeprefix("torch.")
+    named = ", ".join(f"`{n}` (line {at[n][0]})" for n in other)
+    params_said = ", ".join(f"`{n}`" for n in kept)
+    first = (str(err).strip().splitlines() or [""])[0][:160]
+    return Located(file, lines[0], getattr(code, "co_qualname", code.co_name), source_line(file, lines[0]), [
+        f"{named} {'is' if len(other) == 1 else 'are'} bound to {got} tensors, while {params_said}, "
+        f"{'a parameter' if len(kept) == 1 else 'parameters'} the function does not rebind, "
+        f"{'is' if len(kept) == 1 else 'are'} {str(want).removeprefix('torch.')}",
+        f"line {line} reads both and raises ({type(err).__name__}: {first})"], kind="bound",
+        also=lines[1] if len(lines) == 2 else line,
+        also_code=source_line(file, lines[1] if len(lines) == 2 else line))

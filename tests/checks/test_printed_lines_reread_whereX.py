@@ -1,0 +1,37 @@
+"""Where lines for a call that raises on a later line than the edit: the
+reread found "it raises here" on an untouched line where the value the
+raising call reads was bound on an earlier, edited line. Each test runs one
+mistake through its notebook's check and holds the Where line to the line
+that bound that value, with a fact about the value that the code makes."""
+from __future__ import annotations
+
+from .test_printed_lines_true import _line, _message
+
+
+def test_a_size_unpacked_the_wrong_way_round_is_named_on_its_binding_line():
+    # the check's w is (n_heads · head_dim, d_in) = (3 · 8, 10): `d_in, rows = w.shape` binds d_in = 24, and the
+    # reshape on the next-but-one line passes it as its last size, which the error prints
+    message = _message("fresh16", "04", "interleaved_to_half", "d_in, rows = w.shape")
+    where = _line(message, "Where:")
+    assert where.startswith("Where: line 4 of your interleaved_to_half, `d_in, rows = w.shape` and line 6")
+    assert "it raises here" not in where
+    assert "`d_in` = 24 is bound here from w.shape[0]" in where
+
+
+def test_nan_probabilities_are_named_where_they_are_made_not_only_where_multinomial_raises():
+    # a softmax over the batch axis of filtered logits (-inf in whole columns) makes nan; multinomial reads them
+    message = _message("fresh16", "08", "sample_next", "probs = logits.softmax(dim=0)")
+    where = _line(message, "Where:")
+    assert "`probs = logits.softmax(dim=0)" in where.split(" and line ")[0]
+    assert "`probs` is bound here" in where and " nan among its " in where
+    assert "it raises here" not in where
+
+
+def test_a_float32_rotation_met_by_float64_values_names_the_two_rotating_lines():
+    # q and k are rotated after .float() (float32); v, untouched, stays float64 in the float64 row
+    message = _message("fresh6", "04", "rotary_attention", "q = apply_rope(q.float(), cos, sin, start_pos)")
+    where = _line(message, "Where:")
+    assert where.startswith("Where: line 4 of your rotary_attention, `q = apply_rope(q.float()")
+    assert "and line 5, `k = apply_rope(k.float()" in where
+    assert "`q` (line 4), `k` (line 5) are bound to float32 tensors" in where and "`v`" in where and "float64" in where
+    assert "it raises here" not in where

@@ -15,7 +15,7 @@ def test_a_size_unpacked_the_wrong_way_round_is_named_on_its_binding_line():
     where = _line(message, "Where:")
     assert where.startswith("Where: line 4 of your interleaved_to_half, `d_in, rows = w.shape` and line 6")
     assert "it raises here" not in where
-    assert "`d_in` = 24 is bound here from w.shape[0]" in where
+    assert "`d_in` = 24 is bound here from w.shape[0], where the input's d_in is 10" in where
 
 
 def test_nan_probabilities_are_named_where_they_are_made_not_only_where_multinomial_raises():
@@ -35,3 +35,19 @@ def test_a_float32_rotation_met_by_float64_values_names_the_two_rotating_lines()
     assert "and line 5, `k = apply_rope(k.float()" in where
     assert "`q` (line 4), `k` (line 5) are bound to float32 tensors" in where and "`v`" in where and "float64" in where
     assert "it raises here" not in where
+
+
+def test_a_right_size_passed_to_a_reshape_that_raises_does_not_move_the_where_to_its_binding():
+    # `hd = d_in // n_heads` is the wrong line; d_in = w.shape[1] = 10 on line 4 is the input's d_in, right
+    message = _message("fresh12", "04", "interleaved_to_half", "hd = d_in // n_heads")
+    where = _line(message, "Where:")
+    assert "rows, d_in = w.shape" not in where
+
+
+def test_a_slice_stop_written_wrong_does_not_blame_the_line_that_reads_the_length_right():
+    # cos[start_pos:T] with T = x.shape[-2] = 5 (the reference's length too): the wrong stop is written on line 13
+    message = _message("default", "04", "apply_rope", "cos = cos[start_pos:T]")
+    where = _line(message, "Where:")
+    assert where.startswith("Where: line 13 of your apply_rope, `cos = cos[start_pos:T]")
+    assert "T = x.shape[-2]" not in where and "they are read on the other line" not in where
+    assert "your slice [5:5]" in where and "the reference's [5:10]" in where

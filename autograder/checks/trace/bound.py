@@ -1,10 +1,10 @@
 """The earlier line binding a value a raising call reads, where the error shows that value.
 
-Sizes: 
-A call such as `w.reshape(n_heads, hd // 2, 2, d_in)` that raises with "shape '[3, 1, 2, 24]' is invalid"
-shows each size it was given. Where one argument of that call is a bare name the function binds once on an
-earlier line, and the error's number at that argument's position is the name's value in the raising frame,
-the error is read from that binding: the Where line names it (the raising line beside it) with the value
+Sizes: a call such as `w.reshape(n_heads, hd // 2, 2, d_in)` that raises with "shape '[3, 1, 2, 24]' is
+invalid" shows each size it was given. Where one argument of that call is a bare name the function binds
+once on an earlier line, the error's number at that argument's position is the name's value in the raising
+frame, and the check calls an axis of its inputs by that name with another size (the variable certainly
+does not hold that axis), the Where line names that binding (the raising line beside it) with the value
 and, for a shape unpacked from a tensor (`d_in, rows = w.shape`), the axis it came from. Only when exactly
 one such name is found: with two, either binding may be the one to change.
 
@@ -27,8 +27,12 @@ from .record import source_line
 _SIZES = re.compile(r"\[(-?\d+(?:\s*,\s*-?\d+)*)\]")
 
 
-def size_bound_before(frames: list, err: BaseException) -> Located | None:
-    """The earlier line binding the one name a raising call passes as a size its error prints, or None."""
+def size_bound_before(frames: list, err: BaseException, axes: dict | None, sizes: set | None) -> Located | None:
+    """The earlier line binding the one name a raising call passes as a size its error prints, or None. Only
+    for a name the check calls an axis of its inputs (`axes`: name -> size, a size of this call's inputs, in
+    `sizes`) whose value is another number: the name then certainly holds what that axis is not."""
+    if not axes or not sizes:
+        return None
     tb = frames[-1]
     frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
     body = function_around(file, line)
@@ -41,12 +45,14 @@ def size_bound_before(frames: list, err: BaseException) -> Located | None:
     found = {}
     for call in (n for n in ast.walk(body) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)):
         args = call.args[0].elts if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) else call.args
-        for sizes in shown:
-            matched = _passed(args, sizes, frame.f_locals)
+        for printed in shown:
+            matched = _passed(args, printed, frame.f_locals)
             if matched is None:
                 continue
             for name, value in matched:
                 if name in params:
+                    continue
+                if name not in axes or axes[name] not in sizes or axes[name] == value:
                     continue
                 at = _bound_once(body, name)
                 if at is not None and at[0] < line:
@@ -56,7 +62,7 @@ def size_bound_before(frames: list, err: BaseException) -> Located | None:
     ((name, (value, (at, source), callee)),) = found.items()
     origin = f" from {source}" if source else ""
     return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), [
-        f"`{name}` = {value} is bound here{origin}",
+        f"`{name}` = {value} is bound here{origin}, where the input's {name} is {axes[name]}",
         f"line {line}'s {callee} passes `{name}` where its error shows {value} ({type(err).__name__}: {first[:160]})"],
         kind="bound", also=line, also_code=source_line(file, line))
 
@@ -153,9 +159,9 @@ def nan_bound_before(frames: list, err: BaseException, name: str) -> Located | N
     facts = [f"`{name}` is bound here; at line {line} it holds {nan} nan among its {value.numel()} values"]
     clean = [n for n in _read_on(body, at) if n != name and isinstance(frame.f_locals.get(n), torch.Tensor)
              and frame.f_locals[n].is_floating_point() and all(b < at for b in _bindings(body, n))]
-    clean = [n for n in clean if not bool(torch.isnan(frame.f_locals[n].detach()).any())]
-    if clean:
-        facts.append(f"the {', '.join(f'`{n}`' for n in clean)} it reads hold{'s' if len(clean) == 1 else ''} no nan")
+    for n in (n for n in clean if not bool(torch.isnan(frame.f_locals[n].detach()).any())):
+        inf = int(torch.isinf(frame.f_locals[n].detach()).sum())
+        facts.append(f"the `{n}` it reads holds no nan" + (f" but {inf} inf" if inf else ""))
     facts.append(f"then line {line} raises ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]})")
     return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), facts, kind="bound",
                    also=line, also_code=source_line(file, line))

@@ -249,7 +249,8 @@ def locate_error(err: BaseException | None) -> Located | None:
                    source_line(code.co_filename, tb.tb_lineno), [f"{type(err).__name__}: {first}"], kind="raises")
 
 
-def values_at_raise(err: BaseException | None) -> tuple[list[str], Located | None]:
+def values_at_raise(err: BaseException | None, axes: dict | None = None,
+                    sizes: set | None = None) -> tuple[list[str], Located | None]:
     """What the learner's line that raised was reading, measured in its
     frame: a name holding a value of a type the error names (a tuple, a
     module class's instance), with the line that bound it; a tensor of
@@ -287,7 +288,7 @@ def values_at_raise(err: BaseException | None) -> tuple[list[str], Located | Non
         if place is None:
             place = _binding_of(frames, name, value)
     if place is None:
-        place = size_bound_before(frames, err) or dtype_bound_before(frames, err)
+        place = size_bound_before(frames, err, axes, sizes) or dtype_bound_before(frames, err)
     return facts, place
 
 

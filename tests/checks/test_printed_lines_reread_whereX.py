@@ -51,3 +51,11 @@ def test_a_slice_stop_written_wrong_does_not_blame_the_line_that_reads_the_lengt
     assert where.startswith("Where: line 13 of your apply_rope, `cos = cos[start_pos:T]")
     assert "T = x.shape[-2]" not in where and "they are read on the other line" not in where
     assert "your slice [5:5]" in where and "the reference's [5:10]" in where
+
+
+def test_a_call_of_two_results_is_shown_by_the_result_the_line_goes_on_to_read():
+    # topk(...)[1] takes the indices: the Where shows topk's second result (int64 positions in 0..10), not its values
+    message = _message("fresh4", "08", "top_k_filter", "kth = logits.topk(k, dim=-1)[1][..., -1:]")
+    where = _line(message, "Where:")
+    assert "topk over axis -1 (size 11) gives, as its second result, shape (3, 3), int64" in where
+    assert "float32" not in where

@@ -688,7 +688,12 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if how == "value" and counterpart is not None and same_kind(first, counterpart) and not sizes and \
             re.search(r"\bself\.[A-Za-z_]", code) and not re.search(r"(?<![\w.])\d", code):
         return None  # same values in, another result, no number on the line: it may come from the module's __init__
-    facts = [f"yours: {first.name}{_reduced_axis(first)} gives {describe_value(first.outputs[0])}"]
+    # A call of several results (topk's values and indices) is shown by the one its later calls read.
+    read = {(op.slots or [0] * len(op.inputs))[k] for op in ops[first.index + 1:] for k, j in enumerate(op.inputs)
+            if j == first.index}
+    shown = read.pop() if len(first.outputs) > 1 and len(read) == 1 else 0
+    which = f", as its {('second', 'third', 'fourth')[min(shown, 3) - 1]} result," if shown else ""
+    facts = [f"yours: {first.name}{_reduced_axis(first)} gives{which} {describe_value(first.outputs[shown])}"]
     # A reference call is set beside the learner's only where the two were aligned by value: for a value of
     # a kind the reference never computes, its first call on the same input is no counterpart of this line.
     if counterpart is not None and (how != "value" or same_kind(first, counterpart)):

@@ -59,3 +59,13 @@ def test_a_call_of_two_results_is_shown_by_the_result_the_line_goes_on_to_read()
     where = _line(message, "Where:")
     assert "topk over axis -1 (size 11) gives, as its second result, shape (3, 3), int64" in where
     assert "float32" not in where
+
+
+def test_a_slice_of_the_right_length_inside_a_called_model_is_not_said_to_be_given_other_sizes():
+    # `cache = cache.reset()` binds None: the model starts its positions at 0, a slice [0:1] where the
+    # reference's is [5:6], the same length; the model call on line 8 reads `cache`, bound on line 4
+    message = _message("fresh5", "06", "generate_greedy", "cache = cache.reset()")
+    where = _line(message, "Where:")
+    assert "the sizes this call is given differ" not in where
+    assert "has the reference's length, not its bounds; the call reads a name bound on the other line" in where
+    assert "and line 4, `cache = cache.reset()" in where

@@ -776,7 +776,8 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
             return None  # the sizes come from names bound on several lines: any of them may be wrong
         if bound is not None and bound != line and \
                 not own_sizes(function_around(file, line), line, bound, first, counterpart):
-            how, second = "sizes", bound
+            # the slice inside the called component has the reference's length: only where it starts differs
+            how, second = "offset_read" if first.inside and _same_length_elsewhere(first, counterpart) else "sizes", bound
     if how == "value" and sizes is None and first.name in SIZED_OPS and blamed is first:
         written = _number_written_in(file, line)
         if written is not None:

@@ -37,7 +37,7 @@ from .align import (base_name, owner_value, path_between, same_kind, sized_axes,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
 from .sizes import own_sizes
-from .moved import steps_between, taken_later
+from .steps import steps_between
 from .kinds import (accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, module_init,
                     one_line_kind, out_of_place, relaid, shares_an_input, step_taken_as_identity, taken_later_here, what_is_read)
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
@@ -739,9 +739,6 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         steps = steps_between(reference, counterpart, also or first, blamed, seen.found)
         facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {line} makes, "
                         f"{steps or 'one or more steps later'}")
-        later = taken_later(ops, reference, counterpart, also or first, blamed, seen.found)
-        if later:
-            facts.insert(1, later)
     elif how == "role" and counterpart is None:
         facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference uses another "
                         "value")

@@ -69,3 +69,13 @@ def test_a_slice_of_the_right_length_inside_a_called_model_is_not_said_to_be_giv
     assert "the sizes this call is given differ" not in where
     assert "has the reference's length, not its bounds; the call reads a name bound on the other line" in where
     assert "and line 4, `cache = cache.reset()" in where
+
+
+def test_positions_out_of_range_are_named_where_the_loop_made_them():
+    # the loop's own rebinding of positions (after the model call, in text) made the values the call raises on;
+    # the error prints their smallest and largest, 13..17
+    message = _message("fresh16", "06", "generate_left_padded", "positions[:, -1:] + ids.shape[1]")
+    where = _line(message, "Where:")
+    assert "positions[:, -1:] + ids.shape[1]" in where.split(" and line ")[0]
+    assert "`positions` is bound here on the loop's previous pass" in where
+    assert "it holds values 13 to 17" in where and "it raises here" not in where

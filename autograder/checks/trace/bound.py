@@ -209,3 +209,62 @@ def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
         f"line {line} reads both and raises ({type(err).__name__}: {first})"], kind="bound",
         also=lines[1] if len(lines) == 2 else line,
         also_code=source_line(file, lines[1] if len(lines) == 2 else line))
+
+
+def range_bound_before(frames: list, err: BaseException) -> Located | None:
+    """The line that made an integer tensor the raising line reads, whose smallest and largest values the
+    error prints (positions out of range: "got 13..17"): its one binding before that line, or, inside a
+    `for _ in range(n)` loop past its first pass, the binding that is a statement of the loop's own body
+    after the raising line (the value the previous pass left)."""
+    import torch
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = function_around(file, line)
+    first = (str(err).strip().splitlines() or [""])[0]
+    printed = set(re.findall(r"(?<!\d\.)(?<!\w)-?\d+(?!\w)(?!\.\d)", first))  # whole numbers, "13..17" too
+    if body is None or not printed:
+        return None
+    code = frame.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    found = []
+    for name in _read_on(body, line):
+        value = frame.f_locals.get(name)
+        if name in params or not isinstance(value, torch.Tensor) or value.is_floating_point() or \
+                value.dtype == torch.bool or value.numel() == 0:
+            continue
+        low, high = int(value.min()), int(value.max())
+        if low == high or not {str(low), str(high)} <= printed:
+            continue
+        at = _made_by(body, name, line, frame.f_locals)
+        if at is not None:
+            found.append((name, low, high, at))
+    if len(found) != 1:
+        return None
+    ((name, low, high, (at, why)),) = found
+    return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), [
+        f"`{name}` is bound here{why}; at line {line} it holds values {low} to {high}, the numbers its error prints",
+        f"then line {line} raises ({type(err).__name__}: {first[:160]})"], kind="bound",
+        also=line, also_code=source_line(file, line))
+
+
+def _made_by(body: ast.AST, name: str, line: int, local: dict) -> tuple[int, str] | None:
+    """(line, words) of the binding that gave `name` its value at `line` (see range_bound_before), or None."""
+    at = _bindings(body, name)
+    if len(at) == 1 and at[0] < line:
+        return at[0], ""
+    loops = [n for n in ast.walk(body) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or n.lineno)]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda n: n.lineno)
+    counts = isinstance(loop.iter, ast.Call) and getattr(loop.iter.func, "id", "") == "range" and \
+        len(loop.iter.args) == 1 and isinstance(loop.target, ast.Name)
+    passes = local.get(loop.target.id) if counts else None
+    if type(passes) is not int or passes < 1:
+        return None
+    own = [s.lineno for s in loop.body if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.lineno > line
+           and any(isinstance(t, ast.Name) and t.id == name for target in (
+               s.targets if isinstance(s, ast.Assign) else [s.target]) for t in ast.walk(target))]
+    inside = [b for b in at if loop.lineno < b <= (loop.end_lineno or loop.lineno)]
+    if len(own) != 1 or inside != own:
+        return None
+    return own[0], f" on the loop's previous pass (`{loop.target.id}` = {passes - 1})"

@@ -24,6 +24,7 @@ def test_nan_probabilities_are_named_where_they_are_made_not_only_where_multinom
     where = _line(message, "Where:")
     assert "`probs = logits.softmax(dim=0)" in where.split(" and line ")[0]
     assert "`probs` is bound here" in where and " nan among its " in where
+    assert "the `logits` it reads holds no nan and no +inf" in where
     assert "it raises here" not in where
 
 
@@ -79,3 +80,12 @@ def test_positions_out_of_range_are_named_where_the_loop_made_them():
     assert "positions[:, -1:] + ids.shape[1]" in where.split(" and line ")[0]
     assert "`positions` is bound here on the loop's previous pass" in where
     assert "it holds values 13 to 17" in where and "it raises here" not in where
+
+
+def test_an_index_made_from_a_tensor_an_earlier_line_makes_is_not_placed_on_its_binding():
+    # the window's starts (line 4) run one too far; idx = starts + arange on line 5 is right, and reads starts,
+    # so nothing shows that line 5 made the out-of-range index: the Where stays on the raise
+    message = _message("default", "09", "get_batch", "torch.randint(len(data) - seq_len + 1,")
+    where = _line(message, "Where:")
+    assert where.startswith("Where: line 6 of your get_batch") and "it raises here" in where
+    assert "idx = starts" not in where

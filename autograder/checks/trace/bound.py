@@ -14,11 +14,17 @@ function: that binding, with whether the tensors it reads (not bound again after
 Dtypes: the error is a dtype mismatch, the raising line reads tensors of two floating dtypes, and the
 names holding the dtype that the function's untouched tensor parameters do not have are each bound once,
 on one or two earlier lines: those lines.
+
+Ranges: an integer tensor the raising line reads whose smallest and largest values the error prints
+("got 13..17", "index 12 is out of bounds"): its one earlier binding, or, in a `for _ in range(n)` loop
+past its first pass, the binding that is a statement of the loop's own body after the raising line.
 """
 from __future__ import annotations
 
 import ast
 import re
+
+import torch
 
 from .explain import Located, function_around
 from .record import source_line
@@ -140,7 +146,6 @@ def _read_on(body: ast.AST, line: int) -> list[str]:
 
 def nan_bound_before(frames: list, err: BaseException, name: str) -> Located | None:
     """The one earlier line binding `name`, a tensor holding nan that the raising line reads, or None."""
-    import torch
     tb = frames[-1]
     frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
     body = function_around(file, line)
@@ -157,11 +162,17 @@ def nan_bound_before(frames: list, err: BaseException, name: str) -> Located | N
     if not nan:
         return None
     facts = [f"`{name}` is bound here; at line {line} it holds {nan} nan among its {value.numel()} values"]
-    clean = [n for n in _read_on(body, at) if n != name and isinstance(frame.f_locals.get(n), torch.Tensor)
-             and frame.f_locals[n].is_floating_point() and all(b < at for b in _bindings(body, n))]
-    for n in (n for n in clean if not bool(torch.isnan(frame.f_locals[n].detach()).any())):
-        inf = int(torch.isinf(frame.f_locals[n].detach()).sum())
-        facts.append(f"the `{n}` it reads holds no nan" + (f" but {inf} inf" if inf else ""))
+    # Made here for sure only from values free of nan and +inf (-inf is a masked logit, by design), each read
+    # as it was when this line ran: a name bound again later, or this line's own name, is not at hand.
+    read = [n for n in _read_on(body, at) if isinstance(frame.f_locals.get(n), torch.Tensor)]
+    if name in read or any(not all(b < at for b in _bindings(body, n)) for n in read):
+        return None
+    floats = {n: frame.f_locals[n].detach() for n in read if frame.f_locals[n].is_floating_point()}
+    if not floats or any(bool(torch.isnan(t).any()) or bool((t == float("inf")).any()) for t in floats.values()):
+        return None
+    minus = {n: int((t == float("-inf")).sum()) for n, t in floats.items()}
+    facts.append(f"the {', '.join(f'`{n}`' for n in floats)} it reads hold{'s' if len(floats) == 1 else ''} no nan "
+                 "and no +inf" + "".join(f" (`{n}`: {k} -inf)" for n, k in minus.items() if k))
     facts.append(f"then line {line} raises ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]})")
     return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), facts, kind="bound",
                    also=line, also_code=source_line(file, line))
@@ -174,7 +185,6 @@ _DTYPE_ERROR = re.compile(r"expected scalar type \w+ but found \w+|expected .*sa
 def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
     """The one or two earlier lines binding the tensors of another dtype than the function's untouched tensor
     parameters', when the raising line reads tensors of both dtypes and the error is a dtype mismatch."""
-    import torch
     if not _DTYPE_ERROR.search(str(err)):
         return None
     tb = frames[-1]
@@ -216,7 +226,6 @@ def range_bound_before(frames: list, err: BaseException) -> Located | None:
     error prints (positions out of range: "got 13..17"): its one binding before that line, or, inside a
     `for _ in range(n)` loop past its first pass, the binding that is a statement of the loop's own body
     after the raising line (the value the previous pass left)."""
-    import torch
     tb = frames[-1]
     frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
     body = function_around(file, line)
@@ -251,7 +260,7 @@ def _made_by(body: ast.AST, name: str, line: int, local: dict) -> tuple[int, str
     """(line, words) of the binding that gave `name` its value at `line` (see range_bound_before), or None."""
     at = _bindings(body, name)
     if len(at) == 1 and at[0] < line:
-        return at[0], ""
+        return (at[0], "") if _made_from_inputs(body, at[0], name, local, own=False) else None
     loops = [n for n in ast.walk(body) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or n.lineno)]
     if not loops:
         return None
@@ -265,6 +274,31 @@ def _made_by(body: ast.AST, name: str, line: int, local: dict) -> tuple[int, str
            and any(isinstance(t, ast.Name) and t.id == name for target in (
                s.targets if isinstance(s, ast.Assign) else [s.target]) for t in ast.walk(target))]
     inside = [b for b in at if loop.lineno < b <= (loop.end_lineno or loop.lineno)]
-    if len(own) != 1 or inside != own:
+    if len(own) != 1 or inside != own or not _made_from_inputs(body, own[0], name, local, own=True):
         return None
     return own[0], f" on the loop's previous pass (`{loop.target.id}` = {passes - 1})"
+
+
+def _made_from_inputs(body: ast.AST, at: int, name: str, local: dict, own: bool) -> bool:
+    """Whether the value line `at` binds to `name` reads no tensor that another line of the function makes:
+    only the function's parameters, sizes (`.shape`) and, in a loop (`own`), the name's own value from the
+    previous pass, which the raising line read then without raising. Else an earlier line may be the one."""
+    code = [n for n in ast.walk(body) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno == at]
+    if len(code) != 1:
+        return False
+    node = code[0]
+    target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+    value = node.value
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        value = next((v for t, v in zip(target.elts, value.elts) if isinstance(t, ast.Name) and t.id == name), None)
+    if value is None:
+        return False
+    sized = {id(n.value) for n in ast.walk(value) if isinstance(n, ast.Attribute) and n.attr == "shape"}
+    for n in ast.walk(value):
+        if not isinstance(n, ast.Name) or id(n) in sized or not isinstance(local.get(n.id), torch.Tensor):
+            continue
+        if n.id == name and own:
+            continue
+        if _bindings(body, n.id):
+            return False
+    return True

@@ -162,6 +162,8 @@ KIND_WORDS = {
     "number": "the first wrong value, made on the other line, reads a number bound here",
     "sizes": "the sizes this call is given differ from the reference's; they are read on the other line",
     "offset": "this slice has the shape of the reference's, not its bounds: it reads other entries",
+    "offset_read": "a slice made inside the call on this line has the reference's length, not its bounds; the call "
+                   "reads a name bound on the other line",
     "shape": "the value made here has the reference's numbers in another shape",
     "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
     "cast_here": "a cast is missing on this line: the value made here reaches a later step of this same line in "

@@ -344,7 +344,7 @@ class Check:
             self.diagnose(hint)
         try:
             from ..trace import values_at_raise
-            read, bound = values_at_raise(err)
+            read, bound = values_at_raise(err, self.axes, record.sizes())
         except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
             read, bound = [], None
         for fact in read:

@@ -12,11 +12,15 @@ those before it:
   kinds   tells which kind of place a call is: a right value in another's
           place, a value made wrongly, right numbers in another shape, steps
           taken in another order (made_wrong, relaid, taken_later_here);
+  steps   the reference's steps between a learner's value and the call
+          that reads it there (steps_between);
   explain names the place of the first wrong value and what is said about
           it (Located, locate, locate_numbers, locate_grad_cut);
   numbers the earlier line binding a Python number the located line
           reads, when another number there is measured to make the result
           right (locate_bound_number);
+  bound   the earlier line binding a value a raising line reads, where
+          the error shows it (a size, nan, a dtype);
   raised  the same for a call that raised (locate_raise, locate_error,
           values_at_raise, locate_dtype);
   plain   a trace as plain data, for the grader's jailed recheck.

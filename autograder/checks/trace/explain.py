@@ -37,6 +37,7 @@ from .align import (base_name, owner_value, path_between, same_kind, sized_axes,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
 from .sizes import own_sizes
+from .steps import steps_between
 from .kinds import (accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, module_init,
                     one_line_kind, out_of_place, relaid, shares_an_input, step_taken_as_identity, taken_later_here, what_is_read)
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
@@ -205,27 +206,6 @@ def _common_lines(a: Op, b: Op):
             break
         common = (fa[:3], fb[:3])
     return common
-
-
-def _steps_between(reference: Trace, counterpart: Op | None, first: Op, blamed: Op, found: list,
-                   ahead: bool = False) -> str:
-    """'its steps in between: pow, mean, add, rsqrt': the reference's calls
-    between the value the learner's `blamed` call made and the one the
-    reference's `counterpart` reads in its place (ahead: from what the
-    counterpart reads to the learner's value)."""
-    if counterpart is None or not blamed.outputs or blamed.index not in first.inputs:
-        return ""
-    k = first.inputs.index(blamed.index)
-    if k >= len(counterpart.inputs):
-        return ""
-    w = (counterpart.inputs[k], (counterpart.slots or [0] * len(counterpart.inputs))[k])
-    slot = (first.slots or [0] * len(first.inputs))[k]
-    for owner in found[blamed.index][slot] if slot < len(found[blamed.index]) else []:
-        path = path_between(reference, owner, w) if ahead else path_between(reference, w, owner)
-        names = [reference.ops[i].name for i in reversed(path or []) if reference.ops[i].name not in LAYOUT_OPS]
-        if names:
-            return "its steps in between: " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-    return ""
 
 
 def _argument_facts(mine: Op, theirs: Op) -> list[str]:
@@ -708,7 +688,12 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if how == "value" and counterpart is not None and same_kind(first, counterpart) and not sizes and \
             re.search(r"\bself\.[A-Za-z_]", code) and not re.search(r"(?<![\w.])\d", code):
         return None  # same values in, another result, no number on the line: it may come from the module's __init__
-    facts = [f"yours: {first.name}{_reduced_axis(first)} gives {describe_value(first.outputs[0])}"]
+    # A call of several results (topk's values and indices) is shown by the one its later calls read.
+    read = {(op.slots or [0] * len(op.inputs))[k] for op in ops[first.index + 1:] for k, j in enumerate(op.inputs)
+            if j == first.index}
+    shown = read.pop() if len(first.outputs) > 1 and len(read) == 1 else 0
+    which = f", as its {('second', 'third', 'fourth')[min(shown, 3) - 1]} result," if shown else ""
+    facts = [f"yours: {first.name}{_reduced_axis(first)} gives{which} {describe_value(first.outputs[shown])}"]
     # A reference call is set beside the learner's only where the two were aligned by value: for a value of
     # a kind the reference never computes, its first call on the same input is no counterpart of this line.
     if counterpart is not None and (how != "value" or same_kind(first, counterpart)):
@@ -751,7 +736,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
                             f"{str(theirs.dtype).removeprefix('torch.')}; yours reads it as "
                             f"{str(blamed.outputs[slot].dtype).removeprefix('torch.')}")
     elif how == "missing":
-        steps = _steps_between(reference, counterpart, also or first, blamed, seen.found)
+        steps = steps_between(reference, counterpart, also or first, blamed, seen.found)
         facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {line} makes, "
                         f"{steps or 'one or more steps later'}")
     elif how == "role" and counterpart is None:
@@ -771,7 +756,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
                         f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
                         "makes too")
     elif how in ("twice", "ahead"):
-        steps = _steps_between(reference, counterpart, also or first, blamed, seen.found, ahead=True)
+        steps = steps_between(reference, counterpart, also or first, blamed, seen.found, ahead=True)
         facts.insert(0, f"your {first.name} reads a value the reference has only after its own {counterpart.name}"
                         + (f" ({steps})" if steps else "") if how == "twice" else
                         f"your {first.name} reads a value the reference has only after more steps"
@@ -788,7 +773,8 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
             return None  # the sizes come from names bound on several lines: any of them may be wrong
         if bound is not None and bound != line and \
                 not own_sizes(function_around(file, line), line, bound, first, counterpart):
-            how, second = "sizes", bound
+            # the slice inside the called component has the reference's length: only where it starts differs
+            how, second = "offset_read" if first.inside and _same_length_elsewhere(first, counterpart) else "sizes", bound
     if how == "value" and sizes is None and first.name in SIZED_OPS and blamed is first:
         written = _number_written_in(file, line)
         if written is not None:

@@ -16,6 +16,7 @@ from .explain import (Located, CASTS, SIZED_OPS, blame_of, describe_value, funct
                       same_kind, sizes_bound_at, sizes_differ, true_division_read, blamed_lines, place)
 from .kinds import one_line_kind
 from .record import source_line, tensors_in, Op, Trace
+from .bound import dtype_bound_before, nan_bound_before, range_bound_before, size_bound_before
 
 
 def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | None:
@@ -34,6 +35,11 @@ def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | No
         if before is not None:
             return before
     found = locate_error(learner.error)
+    if found is not None and found.kind == "raises":
+        try:  # the earlier line binding the value the raising line reads, where the error shows it
+            found = values_at_raise(learner.error)[1] or found
+        except Exception:  # noqa: BLE001: the tracer's own failure only costs the place
+            pass
     if found is None and learner.raised is not None:
         file, line, function = learner.raised
         kind = str(learner.error) if type(learner.error) is Exception else type(learner.error).__name__  # a sent type name
@@ -243,7 +249,8 @@ def locate_error(err: BaseException | None) -> Located | None:
                    source_line(code.co_filename, tb.tb_lineno), [f"{type(err).__name__}: {first}"], kind="raises")
 
 
-def values_at_raise(err: BaseException | None) -> tuple[list[str], Located | None]:
+def values_at_raise(err: BaseException | None, axes: dict | None = None,
+                    sizes: set | None = None) -> tuple[list[str], Located | None]:
     """What the learner's line that raised was reading, measured in its
     frame: a name holding a value of a type the error names (a tuple, a
     module class's instance), with the line that bound it; a tensor of
@@ -271,6 +278,8 @@ def values_at_raise(err: BaseException | None) -> tuple[list[str], Located | Non
             fact = _tensor_at_raise(name, value, "inf" in text or "nan" in text)
             if fact:
                 facts.append(fact)
+                if place is None and "nan" in fact:
+                    place = nan_bound_before(frames, err, name)
             continue
         kind = type(value).__name__
         if isinstance(value, (bool, int, float, str, type(None))) or not re.search(rf"'{re.escape(kind)}'", text):
@@ -278,6 +287,9 @@ def values_at_raise(err: BaseException | None) -> tuple[list[str], Located | Non
         facts.append(f"at the line that raised, `{name}` is {_short(value)}")
         if place is None:
             place = _binding_of(frames, name, value)
+    if place is None:
+        place = size_bound_before(frames, err, axes, sizes) or dtype_bound_before(frames, err) or \
+            range_bound_before(frames, err)
     return facts, place
 
 

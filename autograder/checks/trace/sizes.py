@@ -7,6 +7,7 @@ there (`start + 1`, `k:k + 1`), nor where the call is given the reference's very
 from __future__ import annotations
 
 import ast
+import re
 
 from .record import Op
 
@@ -23,9 +24,36 @@ def own_sizes(body: ast.AST | None, line: int, bound: int, mine: Op, theirs: Op 
              and isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For))
              for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
              for n in ast.walk(t) if isinstance(n, ast.Name)}
+    if _bounds_the_reference_has(body, line, names, mine, theirs):
+        return True
     # A number written on the call's line shifting one of those names (`start + 1`): the line's own offset.
     # A sum of names (`start + T`) keeps the binding line in view: either name's line may be wrong.
     return any(isinstance(node, ast.BinOp) and node.lineno <= line <= (node.end_lineno or node.lineno)
                and {type(node.left), type(node.right)} == {ast.Name, ast.Constant}
                and any(isinstance(n, ast.Name) and n.id in names for n in (node.left, node.right))
                for node in ast.walk(body))
+
+
+def _bounds_the_reference_has(body: ast.AST, line: int, names: set, mine: Op, theirs: Op | None) -> bool:
+    """A one-axis slice on `line` whose bare-name bounds, bound on the other line, each hold a number the
+    reference's slice has too (its start, its stop or its length: `cos[start_pos:T]` with T = 5 where the
+    reference takes [5:10]): those names were read right, and what goes wrong is how this line uses them."""
+    if theirs is None or mine.name != "__getitem__":
+        return False
+    ours, ref = (_start_stop(op.kwargs.get("index")) for op in (mine, theirs))
+    if ours is None or ref is None or None in ref:
+        return False
+    has = {ref[0], ref[1], ref[1] - ref[0]}
+    slices = [n.slice for n in ast.walk(body) if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice)
+              and n.lineno <= line <= (n.end_lineno or n.lineno) and n.slice.step is None]
+    if len(slices) != 1:
+        return False
+    read = [(bound, value) for bound, value in zip((slices[0].lower, slices[0].upper), ours)
+            if isinstance(bound, ast.Name) and bound.id in names]
+    return bool(read) and all(value is not None and value in has for _, value in read)
+
+
+def _start_stop(index) -> tuple | None:
+    """(start, stop) of a one-axis slice index as recorded ('[5:10]'), None for any other index."""
+    found = re.fullmatch(r"\[(-?\d*):(-?\d*)\]", index) if isinstance(index, str) else None
+    return tuple(int(v) if v else None for v in found.groups()) if found else None

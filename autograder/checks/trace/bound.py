@@ -1,0 +1,304 @@
+"""The earlier line binding a value a raising call reads, where the error shows that value.
+
+Sizes: a call such as `w.reshape(n_heads, hd // 2, 2, d_in)` that raises with "shape '[3, 1, 2, 24]' is
+invalid" shows each size it was given. Where one argument of that call is a bare name the function binds
+once on an earlier line, the error's number at that argument's position is the name's value in the raising
+frame, and the check calls an axis of its inputs by that name with another size (the variable certainly
+does not hold that axis), the Where line names that binding (the raising line beside it) with the value
+and, for a shape unpacked from a tensor (`d_in, rows = w.shape`), the axis it came from. Only when exactly
+one such name is found: with two, either binding may be the one to change.
+
+nan: a tensor the raising line reads holds nan (the error names nan) and is bound once, earlier, in the
+function: that binding, with whether the tensors it reads (not bound again after it) hold nan already.
+
+Dtypes: the error is a dtype mismatch, the raising line reads tensors of two floating dtypes, and the
+names holding the dtype that the function's untouched tensor parameters do not have are each bound once,
+on one or two earlier lines: those lines.
+
+Ranges: an integer tensor the raising line reads whose smallest and largest values the error prints
+("got 13..17", "index 12 is out of bounds"): its one earlier binding, or, in a `for _ in range(n)` loop
+past its first pass, the binding that is a statement of the loop's own body after the raising line.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+import torch
+
+from .explain import Located, function_around
+from .record import source_line
+
+# A bracketed list of integers in an error's first line: the sizes a call was given.
+_SIZES = re.compile(r"\[(-?\d+(?:\s*,\s*-?\d+)*)\]")
+
+
+def size_bound_before(frames: list, err: BaseException, axes: dict | None, sizes: set | None) -> Located | None:
+    """The earlier line binding the one name a raising call passes as a size its error prints, or None. Only
+    for a name the check calls an axis of its inputs (`axes`: name -> size, a size of this call's inputs, in
+    `sizes`) whose value is another number: the name then certainly holds what that axis is not."""
+    if not axes or not sizes:
+        return None
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = function_around(file, line)
+    first = (str(err).strip().splitlines() or [""])[0]
+    shown = [[int(n) for n in m.group(1).split(",")] for m in _SIZES.finditer(first)]
+    if body is None or not shown:
+        return None
+    code = frame.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    found = {}
+    for call in (n for n in ast.walk(body) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)):
+        args = call.args[0].elts if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) else call.args
+        for printed in shown:
+            matched = _passed(args, printed, frame.f_locals)
+            if matched is None:
+                continue
+            for name, value in matched:
+                if name in params:
+                    continue
+                if name not in axes or axes[name] not in sizes or axes[name] == value:
+                    continue
+                at = _bound_once(body, name)
+                if at is not None and at[0] < line:
+                    found[name] = (value, at, _callee(call))
+    if len(found) != 1:
+        return None
+    ((name, (value, (at, source), callee)),) = found.items()
+    origin = f" from {source}" if source else ""
+    return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), [
+        f"`{name}` = {value} is bound here{origin}, where the input's {name} is {axes[name]}",
+        f"line {line}'s {callee} passes `{name}` where its error shows {value} ({type(err).__name__}: {first[:160]})"],
+        kind="bound", also=line, also_code=source_line(file, line))
+
+
+def _passed(args: list, sizes: list[int], local: dict) -> list[tuple[str, int]] | None:
+    """[(name, value)] of the bare names among a call's arguments, when the call's arguments agree with the
+    sizes the error printed position by position (a written number is that number, a name holds it); else
+    None."""
+    if len(args) != len(sizes) or any(isinstance(a, ast.Starred) for a in args):
+        return None
+    names = []
+    for arg, size in zip(args, sizes):
+        if isinstance(arg, ast.Constant):
+            if type(arg.value) is not int or arg.value != size:
+                return None
+        elif isinstance(arg, ast.Name):
+            value = local.get(arg.id)
+            if type(value) is not int or value != size:
+                return None
+            names.append((arg.id, value))
+    return names or None
+
+
+def _bound_once(body: ast.AST, name: str) -> tuple[int, str] | None:
+    """(line, where the value came from, or "") of the one assignment binding `name` in the function `body`;
+    None when it is bound more than once or other than by assignment (a loop, a with)."""
+    binders = [n for n in ast.walk(body) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For,
+                                                           ast.With, ast.NamedExpr, ast.comprehension))]
+    hits = []
+    for node in binders:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if hasattr(node, "target") else \
+            [i.optional_vars for i in node.items if i.optional_vars is not None]
+        for target in targets:
+            if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(target)):
+                hits.append((node, target))
+    if len(hits) != 1 or not isinstance(hits[0][0], (ast.Assign, ast.AnnAssign)):
+        return None
+    node, target = hits[0]
+    source = ""
+    value = node.value
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, ast.Attribute) and value.attr in ("shape",) \
+            and not any(isinstance(t, ast.Starred) for t in target.elts):
+        k = next(i for i, t in enumerate(target.elts) if any(isinstance(n, ast.Name) and n.id == name
+                                                             for n in ast.walk(t)))
+        if isinstance(target.elts[k], ast.Name):
+            source = f"{ast.unparse(value)}[{k}]"
+    return node.lineno, source
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "call")
+
+
+def _bindings(body: ast.AST, name: str) -> list[int]:
+    """The lines of every binding of `name` in the function `body` (assignments, loops, withs...)."""
+    lines = []
+    for node in ast.walk(body):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.NamedExpr, ast.comprehension)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        elif isinstance(node, ast.With):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for target in targets for t in ast.walk(target)):
+            lines.append(getattr(node, "lineno", None) or getattr(node.target, "lineno", 0))
+    return lines
+
+
+def _read_on(body: ast.AST, line: int) -> list[str]:
+    """The names read on `line` of the function `body`, in order, once each."""
+    return list(dict.fromkeys(n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                              and n.lineno <= line <= (n.end_lineno or n.lineno)))
+
+
+def nan_bound_before(frames: list, err: BaseException, name: str) -> Located | None:
+    """The one earlier line binding `name`, a tensor holding nan that the raising line reads, or None."""
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = function_around(file, line)
+    code = frame.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    value = frame.f_locals.get(name)
+    if body is None or name in params or not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        return None
+    at = _bindings(body, name)
+    if len(at) != 1 or at[0] >= line:
+        return None
+    at = at[0]
+    nan = int(torch.isnan(value.detach()).sum())
+    if not nan:
+        return None
+    facts = [f"`{name}` is bound here; at line {line} it holds {nan} nan among its {value.numel()} values"]
+    # Made here for sure only from values free of nan and +inf (-inf is a masked logit, by design), each read
+    # as it was when this line ran: a name bound again later, or this line's own name, is not at hand.
+    read = [n for n in _read_on(body, at) if isinstance(frame.f_locals.get(n), torch.Tensor)]
+    if name in read or any(not all(b < at for b in _bindings(body, n)) for n in read):
+        return None
+    floats = {n: frame.f_locals[n].detach() for n in read if frame.f_locals[n].is_floating_point()}
+    if not floats or any(bool(torch.isnan(t).any()) or bool((t == float("inf")).any()) for t in floats.values()):
+        return None
+    minus = {n: int((t == float("-inf")).sum()) for n, t in floats.items()}
+    facts.append(f"the {', '.join(f'`{n}`' for n in floats)} it reads hold{'s' if len(floats) == 1 else ''} no nan "
+                 "and no +inf" + "".join(f" (`{n}`: {k} -inf)" for n, k in minus.items() if k))
+    facts.append(f"then line {line} raises ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]})")
+    return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), facts, kind="bound",
+                   also=line, also_code=source_line(file, line))
+
+
+# An error about two floating dtypes meeting in one call.
+_DTYPE_ERROR = re.compile(r"expected scalar type \w+ but found \w+|expected .*same dtype|dtype", re.IGNORECASE)
+
+
+def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
+    """The one or two earlier lines binding the tensors of another dtype than the function's untouched tensor
+    parameters', when the raising line reads tensors of both dtypes and the error is a dtype mismatch."""
+    if not _DTYPE_ERROR.search(str(err)):
+        return None
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = function_around(file, line)
+    if body is None:
+        return None
+    code = frame.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    tensors = {n: frame.f_locals[n] for n in _read_on(body, line)
+               if isinstance(frame.f_locals.get(n), torch.Tensor) and frame.f_locals[n].is_floating_point()}
+    kept = {n: t for n, t in tensors.items() if n in params and not _bindings(body, n)}
+    given = {t.dtype for t in kept.values()}
+    if len(given) != 1 or len({t.dtype for t in tensors.values()}) != 2:
+        return None
+    (want,) = given
+    other = {n: t for n, t in tensors.items() if t.dtype != want}
+    at = {n: _bindings(body, n) for n in other}
+    if any(len(b) != 1 or b[0] >= line for b in at.values()):
+        return None
+    lines = sorted({b[0] for b in at.values()})
+    if len(lines) > 2:
+        return None
+    got = str(next(iter(other.values())).dtype).removeprefix("torch.")
+    named = ", ".join(f"`{n}` (line {at[n][0]})" for n in other)
+    params_said = ", ".join(f"`{n}`" for n in kept)
+    first = (str(err).strip().splitlines() or [""])[0][:160]
+    return Located(file, lines[0], getattr(code, "co_qualname", code.co_name), source_line(file, lines[0]), [
+        f"{named} {'is' if len(other) == 1 else 'are'} bound to {got} tensors, while {params_said}, "
+        f"{'a parameter' if len(kept) == 1 else 'parameters'} the function does not rebind, "
+        f"{'is' if len(kept) == 1 else 'are'} {str(want).removeprefix('torch.')}",
+        f"line {line} reads both and raises ({type(err).__name__}: {first})"], kind="bound",
+        also=lines[1] if len(lines) == 2 else line,
+        also_code=source_line(file, lines[1] if len(lines) == 2 else line))
+
+
+def range_bound_before(frames: list, err: BaseException) -> Located | None:
+    """The line that made an integer tensor the raising line reads, whose smallest and largest values the
+    error prints (positions out of range: "got 13..17"): its one binding before that line, or, inside a
+    `for _ in range(n)` loop past its first pass, the binding that is a statement of the loop's own body
+    after the raising line (the value the previous pass left)."""
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = function_around(file, line)
+    first = (str(err).strip().splitlines() or [""])[0]
+    printed = set(re.findall(r"(?<!\d\.)(?<!\w)-?\d+(?!\w)(?!\.\d)", first))  # whole numbers, "13..17" too
+    if body is None or not printed:
+        return None
+    code = frame.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    found = []
+    for name in _read_on(body, line):
+        value = frame.f_locals.get(name)
+        if name in params or not isinstance(value, torch.Tensor) or value.is_floating_point() or \
+                value.dtype == torch.bool or value.numel() == 0:
+            continue
+        low, high = int(value.min()), int(value.max())
+        if low == high or not {str(low), str(high)} <= printed:
+            continue
+        at = _made_by(body, name, line, frame.f_locals)
+        if at is not None:
+            found.append((name, low, high, at))
+    if len(found) != 1:
+        return None
+    ((name, low, high, (at, why)),) = found
+    return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), [
+        f"`{name}` is bound here{why}; at line {line} it holds values {low} to {high}, the numbers its error prints",
+        f"then line {line} raises ({type(err).__name__}: {first[:160]})"], kind="bound",
+        also=line, also_code=source_line(file, line))
+
+
+def _made_by(body: ast.AST, name: str, line: int, local: dict) -> tuple[int, str] | None:
+    """(line, words) of the binding that gave `name` its value at `line` (see range_bound_before), or None."""
+    at = _bindings(body, name)
+    if len(at) == 1 and at[0] < line:
+        return (at[0], "") if _made_from_inputs(body, at[0], name, local, own=False) else None
+    loops = [n for n in ast.walk(body) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or n.lineno)]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda n: n.lineno)
+    counts = isinstance(loop.iter, ast.Call) and getattr(loop.iter.func, "id", "") == "range" and \
+        len(loop.iter.args) == 1 and isinstance(loop.target, ast.Name)
+    passes = local.get(loop.target.id) if counts else None
+    if type(passes) is not int or passes < 1:
+        return None
+    own = [s.lineno for s in loop.body if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.lineno > line
+           and any(isinstance(t, ast.Name) and t.id == name for target in (
+               s.targets if isinstance(s, ast.Assign) else [s.target]) for t in ast.walk(target))]
+    inside = [b for b in at if loop.lineno < b <= (loop.end_lineno or loop.lineno)]
+    if len(own) != 1 or inside != own or not _made_from_inputs(body, own[0], name, local, own=True):
+        return None
+    return own[0], f" on the loop's previous pass (`{loop.target.id}` = {passes - 1})"
+
+
+def _made_from_inputs(body: ast.AST, at: int, name: str, local: dict, own: bool) -> bool:
+    """Whether the value line `at` binds to `name` reads no tensor that another line of the function makes:
+    only the function's parameters, sizes (`.shape`) and, in a loop (`own`), the name's own value from the
+    previous pass, which the raising line read then without raising. Else an earlier line may be the one."""
+    code = [n for n in ast.walk(body) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno == at]
+    if len(code) != 1:
+        return False
+    node = code[0]
+    target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+    value = node.value
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        value = next((v for t, v in zip(target.elts, value.elts) if isinstance(t, ast.Name) and t.id == name), None)
+    if value is None:
+        return False
+    sized = {id(n.value) for n in ast.walk(value) if isinstance(n, ast.Attribute) and n.attr == "shape"}
+    for n in ast.walk(value):
+        if not isinstance(n, ast.Name) or id(n) in sized or not isinstance(local.get(n.id), torch.Tensor):
+            continue
+        if n.id == name and own:
+            continue
+        if _bindings(body, n.id):
+            return False
+    return True

@@ -174,6 +174,8 @@ KIND_WORDS = {
     "order": "this call's arguments bind to other parameters than the names passed",
     "bound": "the value the line that raised reads is made here",
     "read": "this line reads another value than the reference reads there, although your code makes that one too",
+    "late": "a step is taken after the line that needs it: this line reads the value without it, and the other line "
+            "makes, later, the value the reference reads here",
     "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
             "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
     "dtype": "a dtype is fixed here",

@@ -225,7 +225,7 @@ def _attention_variants(q, k, v):
             "wrong scale: your output is attention with the scores multiplied by sqrt(head_dim), not divided by it; "
             "candidates: (1) a multiplication by sqrt(head_dim) where the division belongs; (2) a division by the "
             "scale factor itself, head_dim ** -0.5"): lambda: attn(scale=math.sqrt(hd)),
-        "no causal mask: every query sees the future": lambda: attn(m=None),
+        "no causal mask reaches the softmax: every query sees the future": lambda: attn(m=None),
         "mask off by one: the diagonal is masked, so a token cannot see itself": lambda: attn(m=ones.tril(Tk - Tq - 1)),
         "mask off by one: each query also sees the next key": lambda: attn(m=ones.tril(Tk - Tq + 1)),
         "mask broadcast wrong: the transposed mask lets queries see the future instead of the past":

@@ -175,7 +175,7 @@ def _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim, kv_h
                           for label, sc in ((f"1/head_dim = 1/{head_dim}", 1 / head_dim), ("1 (no scaling)", 1.0))}
         if not chk.compare(f"{kind}: {n_heads} q heads, {n_kv} kv heads", got, want, variants={
             TILED: lambda: F.scaled_dot_product_attention(q, k.repeat(1, rep, 1, 1), v.repeat(1, rep, 1, 1), is_causal=True),
-            "no causal mask: every query sees the future": lambda: F.scaled_dot_product_attention(
+            "no causal mask reaches the softmax: every query sees the future": lambda: F.scaled_dot_product_attention(
                 q, k, v, enable_gqa=True),
             "only the keys were repeated to the query heads with the right mapping; repeat the values the same way":
                 lambda: F.scaled_dot_product_attention(q, kr, v.repeat(1, rep, 1, 1), is_causal=True),

@@ -10,6 +10,8 @@ from autograder import checks
 
 from .test_printed_lines_true import _line, _message
 
+from benchmarks.mutations.fresh18 import ATTN_FILL, ATTN_SOFTMAX, STEP_ROPE_K, STEP_UPDATE  # noqa: E402  (the benchmarks folder on sys.path)
+
 
 def test_rope_tables_that_follow_the_callers_default_dtype_are_caught_at_the_line_that_takes_it():
     message = _message("fresh18", "04", "rope_cache", "-torch.arange(0, head_dim, 2) / head_dim")
@@ -73,3 +75,12 @@ def test_short_windows_and_a_shift_along_the_batch_axis_are_named_from_the_windo
     assert "the windows hold seq_len = 7 tokens, not seq_len + 1" in short
     by_rows = _line(_message("fresh4", "09", "get_batch", "return window[:-1], window[1:]"), "Likely bug:")
     assert "the shift is taken along the batch axis" in by_rows and "row i of y is row i + 1 of x" in by_rows
+
+
+def test_a_step_taken_after_the_line_that_needs_it_is_not_said_to_be_missing():
+    # the mask applied to the scores after the softmax read them; the keys rotated after the cache stored them
+    for nb, fn, new, later in (("03", "causal_attention", ATTN_SOFTMAX + ATTN_FILL, "7"),
+                               ("06", "attention_step", STEP_UPDATE + STEP_ROPE_K, "12")):
+        where = _line(_message("fresh18", nb, fn, new), "Where:")
+        assert "a step is missing" not in where
+        assert "a step is taken after the line that needs it" in where and f"your line {later}'s" in where

@@ -37,7 +37,7 @@ from .align import (base_name, owner_value, path_between, same_kind, sized_axes,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
 from .sizes import own_sizes
-from .steps import steps_between
+from .steps import made_later, steps_between
 from .kinds import (accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, module_init,
                     one_line_kind, out_of_place, relaid, shares_an_input, step_taken_as_identity, taken_later_here, what_is_read)
 from .record import LAYOUT_OPS, LEAF, REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
@@ -499,6 +499,9 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
         if maker is not None and maker.index != j:
             return first, maker, best, "read"
+        later = made_later(first, ops, j, wanted, found)
+        if later is not None:
+            return first, later, best, "late"
         if taken_later_here(first, ops, reference, paths):
             return first, None, best, "value"
         if accumulated_by_the_same_step(first, reference, paths):
@@ -755,6 +758,10 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         facts.insert(0, f"your {first.name} reads {what_is_read(first, counterpart, ops, seen)} where the reference's "
                         f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
                         "makes too")
+    elif how == "late" and second:
+        facts.insert(0, f"your {first.name} reads a value the reference's {counterpart.name} reads only after a "
+                        f"step that your line {second}'s {also.name} takes after line {line} has run: the value line "
+                        f"{second} makes is the one the reference reads there, and line {line} does not read it")
     elif how in ("twice", "ahead"):
         steps = steps_between(reference, counterpart, also or first, blamed, seen.found, ahead=True)
         facts.insert(0, f"your {first.name} reads a value the reference has only after its own {counterpart.name}"

@@ -2,7 +2,7 @@
 Where line of kind "missing" (or "twice", "ahead") names as the steps in between."""
 from __future__ import annotations
 
-from .align import path_between
+from .align import ancestors, path_between
 from .record import LAYOUT_OPS, Op, Trace
 
 
@@ -31,3 +31,13 @@ def steps_between(reference: Trace, counterpart: Op | None, first: Op, blamed: O
     """'its steps in between: pow, mean, add, rsqrt' (see _steps_taken), or ''."""
     names = [op.name for op in _steps_taken(reference, counterpart, first, blamed, found, ahead)]
     return "its steps in between: " + ", ".join(names[:8]) + (", ..." if len(names) > 8 else "") if names else ""
+
+
+def made_later(first: Op, ops: list[Op], j: int, wanted, found: list) -> Op | None:
+    """A call after `first` that makes the value the reference reads where `first` reads the value op j made,
+    from that very value (the mask applied after the softmax that needed it, the keys rotated after the cache
+    update): the step is there, taken after the line that reads its input; None when no later call does."""
+    for op in ops[first.index + 1:]:
+        if any(wanted in owners for owners in found[op.index]) and j in ancestors(ops, [op.index]):
+            return op
+    return None

@@ -323,8 +323,8 @@ def _explain_scaled_weights(chk: Check, filled, q, k, allowed, total: float) -> 
         if not torch.allclose(filled, soft * total, rtol=1e-4, atol=1e-6):
             continue
         if scale == 1.0 and abs(total * math.sqrt(hd) - 1) < 1e-4:
-            chk.diagnose(f"the 1/sqrt(head_dim) scale is applied after the softmax, not to the scores (measured: with v "
-                         f"the identity your weights are the softmax of the unscaled masked scores divided by "
+            chk.diagnose(f"the 1/sqrt(head_dim) scale is applied after the softmax, not to the scores (measured: "
+                         f"with v the identity your weights are the softmax of the unscaled masked scores divided by "
                          f"sqrt({hd}), so each row sums to {total:.3g}): divide the scores by sqrt(head_dim) before "
                          "the softmax, which then sums to 1")
         else:

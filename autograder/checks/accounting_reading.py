@@ -461,8 +461,10 @@ def run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 10
             findings.refuted.setdefault(key, set()).update(refute(case, key, want[key]))
             findings.right.setdefault(key, []).append(label)
         for key in (k for k in keys if readings and k not in wrong):  # a right count rules out what changes it
-            findings.refuted.setdefault(key, set()).update(bug for bug, fits in readings.items() if not fits[key])
-            findings.right.setdefault(key, []).append(label)
+            ruled_out = {bug for bug, fits in readings.items() if not fits[key]}
+            findings.refuted.setdefault(key, set()).update(ruled_out)
+            if ruled_out and label not in findings.right.setdefault(key, []):
+                findings.right[key].append(label)
         for key in wrong:
             findings.add(key, explain(case, key, got[key], want[key])
                          | {bug for bug, fits in readings.items() if fits[key]})

@@ -318,7 +318,7 @@ def check_param_counts(param_counts, *, cases: tuple = PARAM_CASES) -> None:
         component = role_components(config)
         parts = [part for part in parameter_parts(config) if all(component[role] == key for role in part.leaves)]
         return explanations(got, want, *parameter_mistakes(config, key)) | parts_apart(
-            parts, got, want, "parameters", why="every parameter tensor of the model counts")
+            parts, got, want, "parameters", why="every parameter tensor of the model counts", blocks=config.n_layers)
 
     findings = run_cases(chk, param_counts, [(label, (config,)) for label, config in cases], COMPONENTS,
                           lambda c: config_parameters(*c), explain)

@@ -18,6 +18,7 @@ import tinylm
 
 from ..learner_values import MAX_SHOWN_SIZE, count_words
 from ..learner_values import describe
+from .framework.calling import guarded_call
 from .framework.check import Check, Row
 from .framework.measure import python_number_problem
 from .accounting_measure import component_of, kv_cache_nbytes, meta_model
@@ -125,12 +126,13 @@ class Reading(str):
 
 
 def parts_apart(parts: list[Part], got: int, want: int, noun: str, per: int = 1,
-                factors: Mapping[Fraction, str] | None = None, why: str = "") -> set[Reading]:
+                factors: Mapping[Fraction, str] | None = None, why: str = "", blocks: int = 1) -> set[Reading]:
     """Every reading of `got` as `want` with one or two disjoint parts left out
     or counted once more, or with one part scaled by a factor the situation
     names ({factor: what it means}); each number of a part counts `per` (the
     bytes of a parameter); `why` says what the situation does with every part
-    (else a part's own why is said)."""
+    (else a part's own why is said). With `blocks` > 1, also one or two parts
+    of every block counted for one block only (outside the n_layers product)."""
     diff, found = got - want, set()
     if diff == 0:
         return found
@@ -138,6 +140,14 @@ def parts_apart(parts: list[Part], got: int, want: int, noun: str, per: int = 1,
         for combo in itertools.combinations(enumerate(parts), size):
             leaves = [part.leaves for _, part in combo]
             numbers = sum(part.numbers for _, part in combo)
+            per_block = all(leaf.endswith(" in every block") for leaf in frozenset().union(*leaves))
+            if blocks > 1 and per_block and not (size == 2 and leaves[0] & leaves[1]) and \
+                    numbers % blocks == 0 and -diff == (numbers - numbers // blocks) * per:
+                names = " and ".join(part.name.removesuffix(" in every block") for _, part in combo)
+                found.add(Reading(f"your count has {names} for one block only ({{detail}}): each of the n_layers "
+                                  "blocks has its own (a term left outside the n_layers product)",
+                                  ("once", frozenset().union(*leaves)), (size, sum(i for i, _ in combo)),
+                                  f"{numbers // blocks:,} {noun} instead of {numbers:,}"))
             if (size == 2 and leaves[0] & leaves[1]) or numbers * per != abs(diff):
                 continue
             names = " and ".join(part.name for _, part in combo)
@@ -446,15 +456,52 @@ def run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 10
         value = chk.call(fn, *case, row_label=label)
         got = _read_dict(chk, chk.fn_name, label, value, keys)
         wrong = _case_row(chk, label, got, want)
+        readings = _arguments_read_apart(fn, case, got, want) if got is not None and wrong else {}
         for key in (k for k in keys if refute and got is not None and k not in wrong):
             findings.refuted.setdefault(key, set()).update(refute(case, key, want[key]))
             findings.right.setdefault(key, []).append(label)
+        for key in (k for k in keys if readings and k not in wrong):  # a right count rules out what changes it
+            ruled_out = {bug for bug, fits in readings.items() if not fits[key]}
+            findings.refuted.setdefault(key, set()).update(ruled_out)
+            if ruled_out and label not in findings.right.setdefault(key, []):
+                findings.right[key].append(label)
         for key in wrong:
-            findings.add(key, explain(case, key, got[key], want[key]))
+            findings.add(key, explain(case, key, got[key], want[key])
+                         | {bug for bug, fits in readings.items() if fits[key]})
             findings.failures.setdefault(key, []).append((label, case, got[key]))
             findings.first_wrong.setdefault(key, f"{key} for {label}: yours is {difference_words(got[key], want[key])} "
                                                  f"({ratio_words(got[key], want[key])})")
     return findings
+
+
+def _arguments_read_apart(fn, case: tuple, got: dict[str, int], want: dict[str, int]) -> dict[str, dict[str, bool]]:
+    """{mistake: {key: whether it gives that key's count in this case}} for two readings of the size arguments
+    (ints): two of them exchanged, confirmed by calling the learner's function again with the two exchanged (it
+    then gives the measurement), and one of them left out as a factor (the count times that size is the
+    measurement). A mistake is named for a key only when every failing case agrees (Findings)."""
+    names = _positional_names(fn)
+    name = lambda i: names[i] if i < len(names) else f"size argument {i + 1}"  # noqa: E731
+    sizes = [i for i, size in enumerate(case) if isinstance(size, int) and not isinstance(size, bool)]
+    readings: dict[str, dict[str, bool]] = {}
+    for i, j in itertools.combinations(sizes, 2):
+        if case[i] == case[j]:
+            continue
+        try:
+            again = guarded_call(fn, case[:i] + (case[j],) + case[i + 1:j] + (case[i],) + case[j + 1:])
+        except Exception:  # noqa: BLE001: a call that raises with the two exchanged tells nothing
+            continue
+        if not isinstance(again, dict):
+            continue
+        bug = (f"your count reads {name(i)} where it needs {name(j)} and {name(j)} where it needs {name(i)} "
+               f"(measured: called again with {name(i)} and {name(j)} exchanged, your function gives exactly the "
+               f"measurement): exchange them back")
+        readings[bug] = {key: again.get(key) == want[key] for key in want}
+    for i in (i for i in sizes if case[i] >= 2):
+        bug = Reading(f"your count is exactly the measurement divided by {name(i)} in every failing case "
+                      f"({{detail}}): a factor {name(i)} is missing from it", ("factor", i), (0, i),
+                      f"{name(i)} = {case[i]}")
+        readings[bug] = {key: got[key] * case[i] == want[key] for key in want}
+    return readings
 
 
 def _positional_names(fn) -> list[str]:

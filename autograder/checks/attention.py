@@ -293,6 +293,7 @@ def explain_attention_weights(chk: Check, attention, seed: int = 5, batch: int =
             row = filled.sum(-1)
             chk.measured(f"your attention weights do not sum to 1 over the keys (row sums {float(row.min()):.3g} to "
                          f"{float(row.max()):.3g}) nor over any other axis")
+            _explain_scaled_weights(chk, filled, q.double(), k.double(), allowed, float(row.mean()))
         return
     future = filled.masked_fill(allowed, 0.0)
     if float(future.max()) > 1e-6:
@@ -309,6 +310,26 @@ def explain_attention_weights(chk: Check, attention, seed: int = 5, batch: int =
                      "itself (key j <= query i)")
         return
     _fit_temperature(chk, filled, q.double(), k.double(), allowed, head_dim, seq)
+
+
+def _explain_scaled_weights(chk: Check, filled, q, k, allowed, total: float) -> None:
+    """Weights (read with v = identity) whose every row sums to one number, not 1: each row is the masked softmax of
+    the scores, unscaled or divided by sqrt(head_dim), times that number. Unscaled scores times 1/sqrt(head_dim) is
+    the scale applied after the softmax (to the weights or to the output) instead of to the scores: the weights are
+    recomputed from q and k under that reading and compared with the learner's, so the cause is confirmed."""
+    hd = q.shape[-1]
+    for scale, words in ((1.0, "unscaled scores"), (1 / math.sqrt(hd), "scores divided by sqrt(head_dim)")):
+        soft = (q @ k.transpose(-2, -1) * scale).masked_fill(~allowed, float("-inf")).softmax(-1)
+        if not torch.allclose(filled, soft * total, rtol=1e-4, atol=1e-6):
+            continue
+        if scale == 1.0 and abs(total * math.sqrt(hd) - 1) < 1e-4:
+            chk.diagnose(f"the 1/sqrt(head_dim) scale is applied after the softmax, not to the scores (measured: "
+                         f"with v the identity your weights are the softmax of the unscaled masked scores divided by "
+                         f"sqrt({hd}), so each row sums to {total:.3g}): divide the scores by sqrt(head_dim) before "
+                         "the softmax, which then sums to 1")
+        else:
+            chk.measured(f"with v the identity your weights are the softmax of the masked {words} times {total:.3g}")
+        return
 
 
 def _explain_weights_on_another_axis(chk: Check, filled, q, k, allowed, axis: int) -> None:

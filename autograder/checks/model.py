@@ -448,6 +448,9 @@ def check_block(Block, *, seed: int = 94, d_model: int = 32, n_heads: int = 4, s
             "branches in parallel: the MLP must read the stream after attention was added to it, not the block's "
             "input (measured: your Block's output is x + attn(attn_norm(x)) + mlp(mlp_norm(x)) of its own weights)":
                 variant(parallel=True),
+            "the MLP sub-block runs before the attention sub-block: attention comes first, h = x + attn(attn_norm(x)), "
+            "then h + mlp(mlp_norm(h)) (measured: your Block's output is h + attn(attn_norm(h)) with h = x + "
+            "mlp(mlp_norm(x)), of its own weights)": variant(mlp_first=True),
             "gate and up swapped in the MLP: SiLU goes on gate_proj's output, silu(gate_proj(x)) * up_proj(x) "
             "(measured: your Block's output is the reference's with the two weights exchanged)":
                 lambda: state_block(_exchanged(state, "mlp.gate_proj.weight", "mlp.up_proj.weight"), "", x, config,

@@ -93,12 +93,15 @@ def state_mlp(state, prefix, x):
 
 
 def state_block(state, prefix, x, config, cos, sin, *, post_norm=False, residual=True,
-               norms=("attn_norm", "mlp_norm"), attention=None, explicit=False, parallel=False):
+               norms=("attn_norm", "mlp_norm"), attention=None, explicit=False, parallel=False, mlp_first=False):
     """The pre-norm block; the keyword arguments give the known wrong variants
     (attention: a stand-in for the attention branch, e.g. a cached one)."""
     norm1, norm2 = (f"{prefix}{n}.weight" for n in norms)
     eps = config.norm_eps
     attend = attention or (lambda h: state_attention(state, f"{prefix}attn.", h, config, cos, sin, explicit=explicit))
+    if mlp_first:  # the two sub-blocks in the other order, each with its own norm
+        h = x + state_mlp(state, f"{prefix}mlp.", state_rms(x, state[norm2], eps))
+        return h + attend(state_rms(h, state[norm1], eps))
     if post_norm in (True, "attn"):  # the sum normalised instead of the branch's input, in one half or both
         h = state_rms(x + attend(x), state[norm1], eps)
     else:

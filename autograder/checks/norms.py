@@ -295,6 +295,8 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
         measure_eps(chk, unit, centred=True)
         if not chk.diagnoses:
             measure_power(chk, unit)
+        if not chk.diagnoses:
+            measure_centring_order(chk, unit)
     chk.finish()
 
 
@@ -392,6 +394,28 @@ def measure_power(chk: Check, normalise, eps: float = 0.25) -> None:
         return
     chk.diagnose(f"x - mean is {how} (measured: {fact}): LayerNorm divides it by sqrt(var + eps), "
                  "(x - mean) * torch.rsqrt(var + eps)")
+
+
+def measure_centring_order(chk: Check, normalise, eps: float = 0.25) -> None:
+    """The mean subtracted after the division: with a unit gain and no bias, on rows of means far from zero and of
+    different variances, the output is x / sqrt(var + eps) - mean on every value (LayerNorm's is
+    (x - mean) / sqrt(var + eps)); the learner's own output recomputed exactly, so it is named."""
+    x = randn(6, 16, seed=13, dtype=torch.float64) * torch.tensor([0.3, 0.7, 1.0, 2.0, 4.0, 9.0],
+                                                                   dtype=torch.float64)[:, None] + 3
+    try:
+        y = guarded_call(normalise, (x.clone(), eps))
+    except Exception:  # noqa: BLE001: a call that raises measures nothing; the rows said why
+        return
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape or not y.is_floating_point():
+        return
+    mean = x.mean(-1, keepdim=True)
+    scaled = x * torch.rsqrt((x - mean).pow(2).mean(-1, keepdim=True) + eps)
+    if not bool(torch.allclose(y.detach().double(), scaled - mean, rtol=1e-6, atol=1e-9)):
+        return
+    chk.diagnose("the mean is subtracted after the division, x / sqrt(var + eps) - mean, not before it (measured: "
+                 f"with eps = {eps:g}, a unit gain and no bias, your output is x / sqrt(var + eps) - mean on every "
+                 f"value, on rows of means {float(mean.min()):.2g} to {float(mean.max()):.2g}): LayerNorm centres "
+                 "first, (x - mean) * torch.rsqrt(var + eps)")
 
 
 def _layer_norm_case(chk, layer_norm, label, x, weight, bias, eps):

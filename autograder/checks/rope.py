@@ -690,6 +690,12 @@ def _weight_causes(name: str, got, given: torch.Tensor, n_heads: int, n_kv: int,
         for bug, rows in WRONG_ROW_ORDERS.items():
             if same(given[rows(n, head_dim)]):
                 return [f"{bug} (measured: your {name} is {source} reordered that way)"]
+        per, rest = divmod(given.shape[1], n)
+        if not rest and per % 2 == 0 and same(given[:, half_rows(n, per)]):
+            return [f"{source}'s columns (its input features) are permuted instead of its rows (measured: your {name} "
+                    f"is {source} with its rows unchanged and its {given.shape[1]} columns reordered evens then odds "
+                    f"in {n} blocks): a Linear weight is [d_out, d_in] and the rotated pairs are output features, "
+                    f"rows, so permute the rows, interleaved_to_half({source}, {field})"]
         return []
     source = {"v_proj": "wv", "o_proj": "wo"}[name]
     if same(given):

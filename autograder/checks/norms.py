@@ -341,9 +341,9 @@ def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None
         return
     if correction:
         flat = _constant_row_output(normalise, eps) if k == 0 else None
-        chk.diagnose(f"{fact}{flat or ''}: {how}, and the variance is divided by n - 1 (torch.std and torch.var "
-                     "divide by n - 1 unless correction=0); LayerNorm divides by sqrt(var + eps) with the variance "
-                     "divided by n: (x - mean) * torch.rsqrt(x.var(-1, keepdim=True, correction=0) + eps)",
+        chk.diagnose(f"{fact}{flat or ''}: {how}, and the variance is divided by n - 1 (the default correction=1 "
+                     "of std and of Tensor.var; correction=0 divides by n); LayerNorm divides by sqrt(var + eps) with "
+                     "the variance divided by n: (x - mean) * torch.rsqrt((x - mean).pow(2).mean(-1, keepdim=True) + eps)",
                      states=(UNBIASED,))
         return
     chk.diagnose(f"{fact}: {how}; add it exactly once, under the square root, sqrt({what} + eps)")

@@ -121,6 +121,7 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
     want = _split_ref(x, n_heads)
     chk = Check("split_heads / merge_heads", expects=f"(batch, heads, seq, head_dim) = {(batch, n_heads, seq, head_dim)}")
     chk.fn_name = "split_heads"
+    chk.names = {"B": batch, "T": seq, "d": d}  # the docstring's (B, T, d): a size unpacked into another letter shows
     got = chk.call(split_heads, x, n_heads)
     chk.compare(f"split {tuple(x.shape)} -> (B, H, T, hd)", got, want, variants={
         "wrong layout after reshape: your result is x's memory read straight as (B, H, T, hd), as a reshape or "
@@ -133,6 +134,7 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
     _explain_layout(chk, got, want, {"batch": batch, "heads": n_heads, "seq": seq, "head_dim": head_dim},
                     "(batch, heads, seq, head_dim)")
     chk.fn_name = "merge_heads"
+    chk.names = {"B": batch, "H": n_heads, "T": seq, "hd": head_dim}  # the docstring's (B, H, T, hd)
     chk.expects = f"(batch, seq, d_model) = {(batch, seq, d)}"
     y = randn(batch, n_heads, seq, head_dim, seed=seed + 1)
     merged = chk.call(merge_heads, y)

@@ -84,3 +84,9 @@ def test_a_step_taken_after_the_line_that_needs_it_is_not_said_to_be_missing():
         where = _line(_message("fresh18", nb, fn, new), "Where:")
         assert "a step is missing" not in where
         assert "a step is taken after the line that needs it" in where and f"your line {later}'s" in where
+
+
+def test_a_shape_unpacked_into_the_wrong_letters_is_placed_on_its_unpacking_line():
+    where = _line(_message("fresh18", "03", "split_heads", "B, d, T = x.shape"), "Where:")
+    assert "line 4 of your split_heads, `B, d, T = x.shape`" in where
+    assert "`T` = 12 is bound here from x.shape[2], where the input's T is 5" in where

@@ -192,6 +192,7 @@ class Check:
     reading: list | None = None                              # while compare reads a row: the causes said meanwhile
     subject: Any = None                                     # the first callable passed to call()
     axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
+    names: dict[str, int] = field(default_factory=dict)     # the exercise's own letters for its axes (B, T, d) -> size
     regime: dict | None = None                              # {"name", "text"} of the regime a failure showed in
     located: Any = None                                     # trace.Located: the learner's first wrong line
     error_measured: bool = False                            # a raise was explained by measurement: no guess from its text
@@ -344,7 +345,7 @@ class Check:
             self.diagnose(hint)
         try:
             from ..trace import values_at_raise
-            read, bound = values_at_raise(err, self.axes, record.sizes())
+            read, bound = values_at_raise(err, {**self.names, **self.axes}, record.sizes())
         except Exception:  # noqa: BLE001: the tracer's own failure is never the learner's
             read, bound = [], None
         for fact in read:

@@ -74,6 +74,7 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
                 lambda: want_total / math.log(2),
             "returns (count, nll_sum): the order is (nll_sum, count)": n_valid,
             "sign flipped: the NLL is -log p, a positive number; you return the log-likelihood": lambda: -want_total,
+            SHIFTED_AGAIN: lambda: _shifted_again(logits, targets, ig),
         })
         chk.compare(f"{label}: token count", count if count is not None else out[1], n_valid, atol=0, rtol=0, variants={
             "padding counted: count only the targets != ignore_index (the argument, not a hard-coded -100), on the "
@@ -104,7 +105,20 @@ def _half_logits_row(chk: Check, nll_sum_and_count, logits, targets, ignore_inde
                 atol=1e-3, rtol=1e-5, variants={
                     "the NLL is summed in the logits' own half precision (bfloat16 keeps ~3 digits, so the sum is "
                     "off): upcast first, logits.float(), then cross_entropy":
-                    lambda: F.cross_entropy(flat, tgt, ignore_index=ignore_index, reduction="sum").double()})
+                    lambda: F.cross_entropy(flat, tgt, ignore_index=ignore_index, reduction="sum").double(),
+                    SHIFTED_AGAIN: lambda: _shifted_again(half, targets, ignore_index)})
+
+
+SHIFTED_AGAIN = ("the targets are shifted once more (measured: your NLL sum is that of logits[:, t] scored against "
+                 "targets[:, t + 1], the token two ahead): the targets already hold the next token at each "
+                 "position, the shift is made when the batch is cut; score logits.flatten(0, 1) against "
+                 "targets.flatten() as they are")
+
+
+def _shifted_again(logits, targets, ignore_index: int) -> torch.Tensor:
+    """The NLL sum under the hypothesis of a second shift: position t's logits scored against targets[:, t + 1]."""
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).double(), targets[:, 1:].flatten(), ignore_index=ignore_index,
+                           reduction="sum")
 
 
 def _many_targets_in_half_row(chk: Check, nll_sum_and_count, seed: int, vocab: int, ignore_index: int) -> None:

@@ -378,10 +378,13 @@ def _schedule_edges(chk: Check, lr_schedule, warmup: int, total: int, max_lr: fl
 # ---------------------------------------------------------------- one step
 
 def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=True, reduction="mean",
-              zero_after_backward=False, zero_after_step=False, targets=None):
+              zero_after_backward=False, zero_after_step=False, targets=None, shift_again=False):
     model.train(train)
     logits = model(x)                                                    # (B, T, V)
-    loss = F.cross_entropy(logits.flatten(0, 1), (y if targets is None else targets).flatten(), reduction=reduction)
+    y = y if targets is None else targets
+    if shift_again:  # the hypothesis of a second shift: position t scored against y[:, t + 1]
+        logits, y = logits[:, :-1], y[:, 1:]
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction=reduction)
     if zero_grad and not zero_after_backward:
         opt.zero_grad()
     loss.backward()
@@ -519,6 +522,9 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         NOT_CLIPPED: dict(clip_on=False),
         "loss averaged wrongly: summed over tokens instead of the mean": dict(reduction="sum"),
         "the loss compares the logits with x, the inputs: the targets are y": dict(targets=x),
+        "the targets are shifted once more (measured: your losses and parameters follow those of logits[:, t] scored "
+        "against y[:, t + 1], the token two ahead): y already holds the next token at each position; score model(x) "
+        "against y as they are": dict(shift_again=True),
     }
     trajectories = {bug: (lambda kw=kw: trajectory(**kw)) for bug, kw in variants.items()}
     cache: dict = {}

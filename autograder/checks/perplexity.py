@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
-from ..diagnosis_record import candidates
+from ..diagnosis_record import candidates, confirmed, measured
 from ..learner_values import shown_size
 from ..learner_values import describe
 from .framework.calling import WITHOUT, guarded_call, measuring_call, quiet_call
@@ -257,7 +257,8 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     log = ForwardLog(model)
     try:
         with mode_calls_watched(model, evaluate) as mode_calls:
-            got = chk.call(evaluate, model, batches, bytes_per_token)
+            got = chk.call(evaluate, model, batches, bytes_per_token,
+                           on_error=lambda err: _mode_not_a_flag(model, mode_calls))
     finally:
         log.close()
     if not (isinstance(got, dict) and set(want) <= set(got)):
@@ -287,6 +288,19 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     _large_nll_in_eval_mode(chk, evaluate, model, batches, bytes_per_token)
     _batches_follow_the_model(chk, evaluate, model, batches, bytes_per_token)
     return chk
+
+
+def _mode_not_a_flag(model, calls: list | None):
+    """For a raising call: the value its last model.train(...) call was handed, where it is not a bool (torch's
+    train() rejects it). The bound method model.train itself is said as the cause: the flag is model.training."""
+    if not calls or calls[-1][0] != "train" or isinstance(calls[-1][1], bool):
+        return None
+    handed = calls[-1][1]
+    if handed == model.train:  # the model's own bound method, not the flag
+        return confirmed("the mode given back is the method model.train, not the flag (measured: model.train(...) was "
+                         "handed the bound method model.train itself, and train() takes a bool): read the flag, "
+                         "was_training = model.training (the attribute), before model.eval()")
+    return measured(f"model.train(...) was handed {describe(handed)}, not a bool (True or False)")
 
 
 def _batches_follow_the_model(chk: Check, evaluate, model, batches, bytes_per_token: float) -> None:

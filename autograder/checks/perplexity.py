@@ -459,11 +459,16 @@ def _measure_bytes_per_token(chk: Check, evaluate, model, batches, loss: float) 
     if "wrong" not in fits:
         return
     grows = " : ".join(f"{d / divisors[0]:.3g}" for d in divisors)
+    if all(math.isclose(d / divisors[0], per, rel_tol=1e-5) for d, per in zip(divisors, (1, 2, 4))):
+        # the division by bytes_per_token is there; only the factor that turns nats into bits differs
+        tail = (f"your divisor is {divisors[0]:.4g} · bytes_per_token (it grows as 1 : 2 : 4, as it must), where it "
+                f"is ln 2 · bytes_per_token: nats become bits by dividing by ln 2 = {math.log(2):.4g}")
+    else:
+        tail = (f"your divisor grows as {grows} where it must grow as 1 : 2 : 4; nats become bits by dividing by ln 2, "
+                "and bits per token become bits per byte by dividing by bytes_per_token, two separate divisions")
     chk.diagnose(f"your bits_per_byte is the loss divided by {', '.join(f'{d:.4g}' for d in divisors)} at "
                  f"bytes_per_token = 1, 2 and 4 ({', '.join(fits)}; measured: loss / your bits_per_byte), where it "
-                 f"is divided by ln 2 · bytes_per_token = {', '.join(f'{r:.4g}' for r in right)}: your divisor grows "
-                 f"as {grows} where it must grow as 1 : 2 : 4; nats become bits by dividing by ln 2, and bits per "
-                 "token become bits per byte by dividing by bytes_per_token, two separate divisions")
+                 f"is divided by ln 2 · bytes_per_token = {', '.join(f'{r:.4g}' for r in right)}: {tail}")
 
 
 def _implied_count(chk: Check, got: float, rows: list, batches: list) -> None:
@@ -542,8 +547,8 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
 # An error about a mask is the uint8 index itself (torch reads a uint8 index as a boolean mask); other uint8
 # errors may come from the arithmetic as well, so they get both candidates.
 UINT8 = [(r"mask", "a uint8 tensor is used as an index, and torch reads a uint8 index as a boolean mask, not as byte "
-                   "values (measured: your error is about a mask): convert train and val with .long() before any "
-                   "indexing or arithmetic (uint8 arithmetic wraps around at 256 too: prev * 256 would)"),
+                   "values (measured: your error is about a mask): convert every byte tensor that indexes or is "
+                   "computed with to .long() before any indexing or arithmetic (uint8 arithmetic wraps around at 256 too: prev * 256 would)"),
          (r"uint8|overflow", candidates("your error is about uint8 values; candidates: arithmetic on the uint8 bytes "
                                         "wraps at 256 (prev * 256), or a uint8 tensor indexes as a boolean mask; convert "
                                         "train and val with .long() first"))]

@@ -106,3 +106,23 @@ def test_train_mode_set_after_the_forward_is_said_late_not_missing():
     message = _message("fresh18", "09", "train_step", "model.train()                                # dropout on")
     likely = _line(message, "Likely bug:")
     assert "only after the forward pass" in likely and "eval mode left on" not in message
+
+
+# loose lines of the arrival reading: wordings that told the code to do what it already does
+
+
+def test_a_divisor_that_grows_with_bytes_per_token_is_not_contrasted_with_itself():
+    message = _message("fresh18", "10", "evaluate", "loss / math.log(256) / bytes_per_token")
+    likely = _line(message, "Likely bug:")
+    assert "5.545 · bytes_per_token (it grows as 1 : 2 : 4, as it must)" in likely
+    assert "where it must grow as 1 : 2 : 4" not in likely and "two separate divisions" not in likely
+
+
+def test_val_left_uint8_is_not_told_to_convert_train_which_is_converted():
+    likely = _line(_message("fresh18", "10", "bigram_nll", "train, val = train.long(), val"), "Likely bug:")
+    assert "boolean mask" in likely and "convert train and val" not in likely
+
+
+def test_an_n_rep_of_one_is_said_to_leave_the_heads_as_they_are():
+    measured = _line(_message("fresh18", "07", "gqa_attention", "n_rep = len(q) // len(k)"), "Measured:")
+    assert "not repeated to the queries' 6" in measured and "n_rep = 1 leaves them as they are" in measured

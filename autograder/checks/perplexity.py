@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
-from ..diagnosis_record import candidates, confirmed, measured
+from ..diagnosis_record import candidates
 from ..learner_values import shown_size
 from ..learner_values import describe
 from .framework.calling import WITHOUT, guarded_call, measuring_call, quiet_call
 from .framework.check import Check
 from .framework.measure import LOG_BASE_CONSTANTS, close_to, mode_split, python_number_problem, randn, seeded
-from .references.generation import ForwardLog, mode_calls_watched, tiny_model, train_mode_restored
+from .references.generation import ForwardLog, mode_calls_watched, mode_not_a_flag, tiny_model, train_mode_restored
 from .references.hints import call_with_hints, finish_with_upstream
 
 
@@ -258,7 +258,7 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     try:
         with mode_calls_watched(model, evaluate) as mode_calls:
             got = chk.call(evaluate, model, batches, bytes_per_token,
-                           on_error=lambda err: _mode_not_a_flag(model, mode_calls))
+                           on_error=lambda err: mode_not_a_flag(model, mode_calls))
     finally:
         log.close()
     if not (isinstance(got, dict) and set(want) <= set(got)):
@@ -288,19 +288,6 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     _large_nll_in_eval_mode(chk, evaluate, model, batches, bytes_per_token)
     _batches_follow_the_model(chk, evaluate, model, batches, bytes_per_token)
     return chk
-
-
-def _mode_not_a_flag(model, calls: list | None):
-    """For a raising call: the value its last model.train(...) call was handed, where it is not a bool (torch's
-    train() rejects it). The bound method model.train itself is said as the cause: the flag is model.training."""
-    if not calls or calls[-1][0] != "train" or isinstance(calls[-1][1], bool):
-        return None
-    handed = calls[-1][1]
-    if handed == model.train:  # the model's own bound method, not the flag
-        return confirmed("the mode given back is the method model.train, not the flag (measured: model.train(...) was "
-                         "handed the bound method model.train itself, and train() takes a bool): read the flag, "
-                         "was_training = model.training (the attribute), before model.eval()")
-    return measured(f"model.train(...) was handed {describe(handed)}, not a bool (True or False)")
 
 
 def _batches_follow_the_model(chk: Check, evaluate, model, batches, bytes_per_token: float) -> None:

@@ -65,6 +65,11 @@ def test_another_non_bool_handed_to_train_is_measured_not_said_to_be_the_method(
     assert "bound method" not in message
 
 
+def test_the_method_stored_for_the_mode_in_generate_gets_the_same_line():
+    message = _own("08", "generate", "was_training = model.training", "was_training = model.train")
+    assert "the bound method model.train itself" in _line(message, "Likely bug:")
+
+
 # 07 gqa_step: keys and values repeated before the cache update
 
 

@@ -448,8 +448,8 @@ def _measure_bytes_per_token(chk: Check, evaluate, model, batches, loss: float) 
     grows = " : ".join(f"{d / divisors[0]:.3g}" for d in divisors)
     if all(math.isclose(d / divisors[0], per, rel_tol=1e-5) for d, per in zip(divisors, (1, 2, 4))):
         # the division by bytes_per_token is there; only the factor that turns nats into bits differs
-        tail = (f"your divisor is {divisors[0]:.4g} · bytes_per_token (it grows as 1 : 2 : 4, as it must), where it "
-                f"is ln 2 · bytes_per_token: nats become bits by dividing by ln 2 = {math.log(2):.4g}")
+        tail = (f"your divisor is {divisors[0]:.4g} · bytes_per_token (it grows as 1 : 2 : 4, as it must): nats "
+                f"become bits by dividing by ln 2 = {math.log(2):.4g}, not by {divisors[0]:.4g}")
     else:
         tail = (f"your divisor grows as {grows} where it must grow as 1 : 2 : 4; nats become bits by dividing by ln 2, "
                 "and bits per token become bits per byte by dividing by bytes_per_token, two separate divisions")

@@ -131,3 +131,9 @@ def test_val_left_uint8_is_not_told_to_convert_train_which_is_converted():
 def test_an_n_rep_of_one_is_said_to_leave_the_heads_as_they_are():
     measured = _line(_message("fresh18", "07", "gqa_attention", "n_rep = len(q) // len(k)"), "Measured:")
     assert "not repeated to the queries' 6" in measured and "n_rep = 1 leaves them as they are" in measured
+
+
+def test_a_temperature_without_effect_is_told_to_come_before_the_filters():
+    # the filters ran on the untempered logits too: at T=0.5, top_p=0.8 the draws land outside the kept set
+    message = _message("fresh18", "08", "sample_next", "probs = logits.softmax(dim=-1) / temperature")
+    assert "before the top-k / top-p filters and the softmax" in _line(message, "Likely bug:")

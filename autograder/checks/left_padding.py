@@ -16,6 +16,7 @@ import torch
 
 import tinylm
 
+from ..diagnosis_record import confirmed, measured
 from .framework.check import Check
 from .framework.measure import seeded
 from ..learner_values import describe
@@ -194,6 +195,35 @@ class _PaddedCalls:
             return
 
 
+def _longest_first(fn, model, prompts, max_new_tokens: int, pad_id: int, alone):
+    """For a call that raised on prompts whose first is not the longest: the same prompts handed over longest
+    first. Where that re-run gives every prompt its decoding alone, the order of the prompts is what made the call
+    raise: the width follows the first prompt (confirmed); where it only runs, that is said as measured."""
+    lengths = [len(p) for p in prompts]
+    order = sorted(range(len(prompts)), key=lambda b: -lengths[b])  # stable: ties keep their order
+    if lengths[0] == max(lengths):
+        return None
+    out = _rerun_in_order(fn, model, prompts, order, max_new_tokens, pad_id)
+    if out is None:
+        return None
+    said = ", ".join(str(lengths[b]) for b in order)
+    rows_right = tuple(out.shape) == tuple(alone.shape) and torch.equal(out.long().cpu(), alone[order])
+    if not rows_right:
+        return measured(f"with the prompts of {', '.join(map(str, lengths))} tokens your function raises; handed the "
+                        f"same prompts longest first ({said}) it runs: the raise depends on which prompt comes first")
+    return confirmed(f"the padded width is the first prompt's length, not the longest prompt's (measured: with prompts "
+                     f"of {', '.join(map(str, lengths))} tokens your function raises; handed the same prompts longest "
+                     f"first ({said}) it returns every prompt's tokens decoded alone): each row must hold the longest "
+                     "prompt, T = max(len(p) for p in prompts)")
+
+
+def _rerun_in_order(fn, model, prompts, order, max_new_tokens: int, pad_id: int):
+    spy = PaddedBatchSpy(model, [len(prompts[b]) for b in order], limit=4 * max_new_tokens + 4)
+    out = quiet_call(fn, spy, [prompts[b].clone() for b in order], max_new_tokens,
+                     tinylm.KVCache(model.config, len(prompts)), pad_id)
+    return out if isinstance(out, torch.Tensor) else None
+
+
 def _rerun_restores(fn, model, prompts, lengths, max_new_tokens, pad_id, alone, fix) -> bool:
     """The learner's function run again with the positions and/or the mask it hands the model replaced by the right
     ones: True when every row then equals decoding its prompt alone."""
@@ -303,6 +333,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
         if calls.findings and not calls.layout:
             _explain_left_padded(chk, calls, generate_left_padded, model, prompts, list(lengths), max_new_tokens,
                                  pad_id, alone, raised=True)
+        elif not calls.findings:
+            return _longest_first(generate_left_padded, model, prompts, max_new_tokens, pad_id, alone)
 
     got = chk.call(generate_left_padded, spy, [p.clone() for p in prompts], max_new_tokens, cache, pad_id,
                    on_error=what_the_calls_were_handed)

@@ -20,7 +20,7 @@ from ..learner_values import describe
 from .framework.calling import WITHOUT, guarded_call, measuring_call, quiet_call
 from .framework.check import Check
 from .framework.measure import LOG_BASE_CONSTANTS, close_to, mode_split, python_number_problem, randn, seeded
-from .references.generation import ForwardLog, mode_calls_watched, tiny_model, train_mode_restored
+from .references.generation import ForwardLog, mode_calls_watched, mode_not_a_flag, tiny_model, train_mode_restored
 from .references.hints import call_with_hints, finish_with_upstream
 
 
@@ -74,6 +74,7 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
                 lambda: want_total / math.log(2),
             "returns (count, nll_sum): the order is (nll_sum, count)": n_valid,
             "sign flipped: the NLL is -log p, a positive number; you return the log-likelihood": lambda: -want_total,
+            SHIFTED_AGAIN: lambda: _shifted_again(logits, targets, ig),
         })
         chk.compare(f"{label}: token count", count if count is not None else out[1], n_valid, atol=0, rtol=0, variants={
             "padding counted: count only the targets != ignore_index (the argument, not a hard-coded -100), on the "
@@ -104,7 +105,20 @@ def _half_logits_row(chk: Check, nll_sum_and_count, logits, targets, ignore_inde
                 atol=1e-3, rtol=1e-5, variants={
                     "the NLL is summed in the logits' own half precision (bfloat16 keeps ~3 digits, so the sum is "
                     "off): upcast first, logits.float(), then cross_entropy":
-                    lambda: F.cross_entropy(flat, tgt, ignore_index=ignore_index, reduction="sum").double()})
+                    lambda: F.cross_entropy(flat, tgt, ignore_index=ignore_index, reduction="sum").double(),
+                    SHIFTED_AGAIN: lambda: _shifted_again(half, targets, ignore_index)})
+
+
+SHIFTED_AGAIN = ("the targets are shifted once more (measured: your NLL sum is that of logits[:, t] scored against "
+                 "targets[:, t + 1], the token two ahead): the targets already hold the next token at each "
+                 "position, the shift is made when the batch is cut; score logits.flatten(0, 1) against "
+                 "targets.flatten() as they are")
+
+
+def _shifted_again(logits, targets, ignore_index: int) -> torch.Tensor:
+    """The NLL sum under the hypothesis of a second shift: position t's logits scored against targets[:, t + 1]."""
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).double(), targets[:, 1:].flatten(), ignore_index=ignore_index,
+                           reduction="sum")
 
 
 def _many_targets_in_half_row(chk: Check, nll_sum_and_count, seed: int, vocab: int, ignore_index: int) -> None:
@@ -243,7 +257,8 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     log = ForwardLog(model)
     try:
         with mode_calls_watched(model, evaluate) as mode_calls:
-            got = chk.call(evaluate, model, batches, bytes_per_token)
+            got = chk.call(evaluate, model, batches, bytes_per_token,
+                           on_error=lambda err: mode_not_a_flag(model, mode_calls))
     finally:
         log.close()
     if not (isinstance(got, dict) and set(want) <= set(got)):
@@ -431,11 +446,16 @@ def _measure_bytes_per_token(chk: Check, evaluate, model, batches, loss: float) 
     if "wrong" not in fits:
         return
     grows = " : ".join(f"{d / divisors[0]:.3g}" for d in divisors)
+    if all(math.isclose(d / divisors[0], per, rel_tol=1e-5) for d, per in zip(divisors, (1, 2, 4))):
+        # the division by bytes_per_token is there; only the factor that turns nats into bits differs
+        tail = (f"your divisor is {divisors[0]:.4g} · bytes_per_token (it grows as 1 : 2 : 4, as it must): nats "
+                f"become bits by dividing by ln 2 = {math.log(2):.4g}, not by {divisors[0]:.4g}")
+    else:
+        tail = (f"your divisor grows as {grows} where it must grow as 1 : 2 : 4; nats become bits by dividing by ln 2, "
+                "and bits per token become bits per byte by dividing by bytes_per_token, two separate divisions")
     chk.diagnose(f"your bits_per_byte is the loss divided by {', '.join(f'{d:.4g}' for d in divisors)} at "
                  f"bytes_per_token = 1, 2 and 4 ({', '.join(fits)}; measured: loss / your bits_per_byte), where it "
-                 f"is divided by ln 2 · bytes_per_token = {', '.join(f'{r:.4g}' for r in right)}: your divisor grows "
-                 f"as {grows} where it must grow as 1 : 2 : 4; nats become bits by dividing by ln 2, and bits per "
-                 "token become bits per byte by dividing by bytes_per_token, two separate divisions")
+                 f"is divided by ln 2 · bytes_per_token = {', '.join(f'{r:.4g}' for r in right)}: {tail}")
 
 
 def _implied_count(chk: Check, got: float, rows: list, batches: list) -> None:
@@ -514,8 +534,8 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
 # An error about a mask is the uint8 index itself (torch reads a uint8 index as a boolean mask); other uint8
 # errors may come from the arithmetic as well, so they get both candidates.
 UINT8 = [(r"mask", "a uint8 tensor is used as an index, and torch reads a uint8 index as a boolean mask, not as byte "
-                   "values (measured: your error is about a mask): convert train and val with .long() before any "
-                   "indexing or arithmetic (uint8 arithmetic wraps around at 256 too: prev * 256 would)"),
+                   "values (measured: your error is about a mask): convert every byte tensor that indexes or is "
+                   "computed with to .long() before any indexing or arithmetic (uint8 arithmetic wraps around at 256 too: prev * 256 would)"),
          (r"uint8|overflow", candidates("your error is about uint8 values; candidates: arithmetic on the uint8 bytes "
                                         "wraps at 256 (prev * 256), or a uint8 tensor indexes as a boolean mask; convert "
                                         "train and val with .long() first"))]

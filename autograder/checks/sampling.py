@@ -609,8 +609,9 @@ def _measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: to
         chk.measured(f"{label}: your frequencies follow softmax(logits / {t_eff:.2f}) (every drawn token within "
                      f"{bound:.3f}, 5 standard deviations of {n_draws} draws); expected temperature {T}")
         if T != 1 and abs(t_eff - 1) < 0.1 * max(1, abs(T - 1)) and abs(t_eff - T) > 0.2 * abs(T - 1):
-            chk.diagnose("the temperature has no effect on the draws: divide the LOGITS by the temperature before "
-                         "the softmax (dividing probabilities changes nothing once the draw renormalises them)")
+            chk.diagnose("the temperature has no effect on the draws: divide the LOGITS by the temperature first, "
+                         "before the top-k / top-p filters and the softmax (dividing probabilities changes nothing "
+                         "once the draw renormalises them, and a top-p filter taken on untempered logits can keep another set)")
         elif abs(t_eff * T - 1) < 0.15 and abs(T - 1) > 0.2:
             chk.diagnose("temperature multiplied instead of divided: logits / T")
 

@@ -22,8 +22,8 @@ from .spies import crossed_arguments, first_call_arguments
 from .framework.calling import WITHOUT, guarded_call, random_states_watched
 from .framework.check import Check, RAISE_LOCATORS
 from .framework.measure import mode_split, seeded
-from .references.generation import (ForwardLog, greedy_with, measure_length, mode_calls_watched, ref_greedy,
-                                    tiny_model, train_mode_restored)
+from .references.generation import (ForwardLog, greedy_with, measure_length, mode_calls_watched, mode_not_a_flag,
+                                    ref_greedy, tiny_model, train_mode_restored)
 from .references.hints import finish_with_upstream
 
 def _crossed_to_sampler(generate, model, prompt, max_new_tokens) -> str | None:
@@ -72,7 +72,9 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
                 gradients=WITHOUT)
     log = ForwardLog(model, limit=2 * max_new_tokens)  # bounded: a wrong loop is stopped, not waited for
     try:
-        got = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None)
+        with mode_calls_watched(model, generate) as first_calls:
+            got = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None,
+                           on_error=lambda err: mode_not_a_flag(model, first_calls))
     finally:
         log.close()
     in_train = sum(c["training"] for c in log.calls)

@@ -18,7 +18,7 @@ from ..diagnosis_record import Evidence, candidates
 from ..learner_values import describe
 from .framework.calling import NEEDS, guarded_call
 from .framework.check import Check
-from .framework.measure import python_number_problem, randn, seeded
+from .framework.measure import mode_split, python_number_problem, randn, seeded
 from .references.generation import ForwardLog, tiny_model
 from .references.hints import call_with_hints, finish_with_upstream
 
@@ -404,10 +404,13 @@ def _schedule_edges(chk: Check, lr_schedule, warmup: int, total: int, max_lr: fl
 # ---------------------------------------------------------------- one step
 
 def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=True, reduction="mean",
-              zero_after_backward=False, zero_after_step=False, targets=None):
+              zero_after_backward=False, zero_after_step=False, targets=None, shift_again=False):
     model.train(train)
     logits = model(x)                                                    # (B, T, V)
-    loss = F.cross_entropy(logits.flatten(0, 1), (y if targets is None else targets).flatten(), reduction=reduction)
+    y = y if targets is None else targets
+    if shift_again:  # the hypothesis of a second shift: position t scored against y[:, t + 1]
+        logits, y = logits[:, :-1], y[:, 1:]
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction=reduction)
     if zero_grad and not zero_after_backward:
         opt.zero_grad()
     loss.backward()
@@ -518,6 +521,9 @@ def _modes_at_forward(model, seen: list):
     return model.register_forward_pre_hook(hook)
 
 
+EVAL_LEFT_ON = "eval mode left on: call model.train() at the start of a step (dropout must be on while training)"
+
+
 def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps) -> Check:
     chk = Check("train_step", expects="the loss of the batch, as a Python float (loss.item())", gradients=NEEDS)
     x = torch.randint(23, (batch, seq), generator=seeded(seed))
@@ -535,7 +541,7 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
 
     want = trajectory()
     variants = {
-        "eval mode left on: call model.train() at the start of a step (dropout must be on while training)": dict(train=False),
+        EVAL_LEFT_ON: dict(train=False),
         "missing zero_grad before the backward pass: gradients already in .grad (the previous step's, or any left "
         "before this call) are added to this step's; call optimizer.zero_grad() before loss.backward()":
             dict(zero_grad=False),
@@ -545,6 +551,9 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         NOT_CLIPPED: dict(clip_on=False),
         "loss averaged wrongly: summed over tokens instead of the mean": dict(reduction="sum"),
         "the loss compares the logits with x, the inputs: the targets are y": dict(targets=x),
+        "the targets are shifted once more (measured: your losses and parameters follow those of logits[:, t] scored "
+        "against y[:, t + 1], the token two ahead): y already holds the next token at each position; score model(x) "
+        "against y as they are": dict(shift_again=True),
     }
     trajectories = {bug: (lambda kw=kw: trajectory(**kw)) for bug, kw in variants.items()}
     cache: dict = {}
@@ -574,7 +583,8 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
                 got = call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
             finally:
                 calls = log.calls[start:]
-                entries.append((i + 1, i % 2 == 1, sum(not c["training"] for c in calls), len(calls)))
+                entries.append((i + 1, i % 2 == 1, sum(not c["training"] for c in calls), len(calls),
+                                model.training and mode_split(model) is None))
                 half_set = [m for m in modes[seen:] if m[0]]
                 if half_set and not i % 2 and not chk.diagnoses:
                     off, parts, drop = half_set[0]
@@ -600,11 +610,17 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         log.close()
         if mode_handle is not None:
             mode_handle.remove()
-    for step, came_training, in_eval, total in entries:
+    for step, came_training, in_eval, total, left_training in entries:
         if not in_eval:
             continue
-        if not came_training:
-            chk.diagnose("eval mode left on: call model.train() at the start of a step (dropout must be on while training)")
+        if not came_training and left_training:
+            passes = "its only forward pass" if total == 1 else f"{in_eval} of its {total} forward passes"
+            chk.diagnose(f"the model is switched to train mode only after the forward pass (measured: step {step} was "
+                         f"handed the model in eval mode; {passes} ran in eval mode, and the model is in train mode "
+                         "when the step returns): call model.train() at the start of a step, before model(x) (dropout "
+                         "must be on while training)", states=(EVAL_LEFT_ON,))
+        elif not came_training:
+            chk.diagnose(EVAL_LEFT_ON)
         else:
             passes = "its only forward pass" if total == 1 else f"{in_eval} of its {total} forward passes"
             chk.diagnose(f"your train_step switches a model that came in train mode to eval mode (measured: step {step} "

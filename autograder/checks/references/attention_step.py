@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import trace
+from ...diagnosis_record import confirmed, measured
 from ...learner_values import describe
 from ..contracts import Contract, Edge, defaults, run_contract
 from ..framework.calling import guarded_call
@@ -42,6 +43,8 @@ def call_naming_cat_axis(chk: Check, fn, *args):
         if m and m.group(1) not in ("2", "-2") and "concatenated along the wrong axis" not in str(err):
             raise err.with_likely_bug(f"KV cache concatenated along the wrong axis (dim={m.group(1)}); "
                                       "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)") from None
+        if m and len(args) == 6 and (widened := _widened_before_cache(fn, args, text)) is not None:
+            raise err.with_line(widened) from None
         if HEAD_MISMATCH.search(text):
             operands = attention_operands(fn, lambda: fn(*args))
             bug = unrepeated_bug(operands and (operands["queries"], operands["keys"], operands["values"]))
@@ -53,6 +56,43 @@ def call_naming_cat_axis(chk: Check, fn, *args):
         if rotated := rotated_after_update(text, args):
             raise err.with_likely_bug(rotated) from None
         raise
+
+
+def _widened_before_cache(fn, args, text: str):
+    """For a step (x, attn, cos, sin, past_k, past_v) whose cat along the sequence axis raised on the head axis:
+    the past has n_kv heads and the new tensor more. Measured from the error's sizes; the repetition before the
+    cache is said as the cause only where the tracer, re-running the raising call, finds the new tensor the cat
+    was handed and its heads are n_kv heads each copied n_heads // n_kv times (repeat_interleave or tiled)."""
+    found = re.search(r"except in dimension (?:2|-2)\. Expected size (\d+) but got size (\d+) for tensor number 1", text)
+    past_k = args[4]
+    if found is None or past_k.dim() != 4 or int(past_k.shape[1]) != int(found.group(1)):
+        return None
+    n_kv, wide = int(found.group(1)), int(found.group(2))
+    fact = (f"the cache update joins the past's {n_kv} kv heads with a new tensor of {wide} heads (measured: "
+            f"torch.cat's sizes, past_k {tuple(past_k.shape)})")
+    if wide <= n_kv or wide % n_kv:
+        return measured(fact)
+    rep = wide // n_kv
+    with contextlib.redirect_stdout(io.StringIO()):
+        recorded = trace.record_learner(fn, args, call=lambda *a: guarded_call(fn, a))
+    new, which = None, "keys or values"
+    if recorded.failed is not None:
+        failed = recorded.ops[recorded.failed]
+        for shape, j, slot in zip(failed.input_shapes, failed.inputs, failed.slots):
+            if len(shape) == 4 and shape[1] == wide and j >= 0 and slot < len(recorded.ops[j].outputs):
+                new = recorded.ops[j].outputs[slot]
+        # the other operand is the call's past_k (input 4) or past_v (input 5): which cache raised
+        tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]  # call input k: the k-th tensor
+        owners = {-2 - tensors.index(4): "keys", -2 - tensors.index(5): "values"}
+        which = next((owners[j] for j in failed.inputs if j in owners), which)
+    copies = new is not None and new.numel() > 0 and (
+        torch.equal(new, new[:, ::rep].repeat_interleave(rep, dim=1)) or torch.equal(new, new[:, :n_kv].repeat(1, rep, 1, 1)))
+    if not copies:
+        return measured(fact)
+    return confirmed(f"the new {which} are repeated to the {wide} query heads before the cache update (measured: "
+                     f"torch.cat joins the past's {n_kv} kv heads with new {which} of {wide} heads, which are {n_kv} "
+                     f"heads each copied {rep} times): the cache holds the {n_kv} kv heads; cache the unrepeated keys "
+                     "and values, and repeat them (repeat_kv) only for the attention")
 
 
 def _attention_inputs(fn, args):

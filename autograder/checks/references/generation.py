@@ -7,6 +7,8 @@ import contextlib
 
 import torch
 
+from ...diagnosis_record import confirmed, measured
+from ...learner_values import describe
 from ..framework.check import Check
 from ..framework.failure import CheckStopped
 from ..framework.measure import mode_split, randn
@@ -155,7 +157,7 @@ def mode_calls_watched(model, fn):
 
     def spy_train(self, mode=True):
         if self is model and not inside_eval:
-            calls.append(("train", bool(mode)))
+            calls.append(("train", mode))  # as handed over: a non-bool is what makes torch's train() raise
         return train(self, mode)
 
     def spy_eval(self):
@@ -173,6 +175,20 @@ def mode_calls_watched(model, fn):
         yield calls
     finally:
         torch.nn.Module.train, torch.nn.Module.eval = train, evaluate
+
+
+def mode_not_a_flag(model, calls: list | None):
+    """For a raising call watched by mode_calls_watched: the value its last model.train(...) call was handed,
+    where it is not a bool (torch's train() rejects it). The bound method model.train itself is said as the
+    cause: the flag is model.training."""
+    if not calls or calls[-1][0] != "train" or isinstance(calls[-1][1], bool):
+        return None
+    handed = calls[-1][1]
+    if handed == model.train:  # the model's own bound method, not the flag
+        return confirmed("the mode given back is the method model.train, not the flag (measured: model.train(...) was "
+                         "handed the bound method model.train itself, and train() takes a bool): read the flag, "
+                         "was_training = model.training (the attribute), before model.eval()")
+    return measured(f"model.train(...) was handed {describe(handed)}, not a bool (True or False)")
 
 
 def _left_in_eval_cause(fn_name: str, calls: list | None) -> str | None:

@@ -365,13 +365,8 @@ def measure_power(chk: Check, normalise, eps: float = 0.25) -> None:
     """The power of (var + eps) a LayerNorm scales the centred x by, read off its output with a unit gain and no
     bias on rows of very different variances: y = (x - mean) · (var + eps)^p holds for one p on every value, or
     nothing is said. p = -1/2 is LayerNorm; another p is the learner's output recomputed exactly, so it is named."""
-    x = randn(6, 16, seed=12, dtype=torch.float64) * torch.tensor([0.3, 0.7, 1.0, 2.0, 4.0, 9.0],
-                                                                   dtype=torch.float64)[:, None] + 1
-    try:
-        y = guarded_call(normalise, (x.clone(), eps))
-    except Exception:  # noqa: BLE001: a call that raises measures nothing; the rows said why
-        return
-    if not isinstance(y, torch.Tensor) or y.shape != x.shape or not y.is_floating_point():
+    x, y = _on_spread_rows(normalise, eps, seed=12, mean=1)
+    if y is None:
         return
     xc = x - x.mean(-1, keepdim=True)
     s = xc.pow(2).mean(-1, keepdim=True) + eps
@@ -396,17 +391,25 @@ def measure_power(chk: Check, normalise, eps: float = 0.25) -> None:
                  "(x - mean) * torch.rsqrt(var + eps)")
 
 
+def _on_spread_rows(normalise, eps: float, seed: int, mean: float):
+    """(x, the learner's normalisation of it) for six float64 rows of 16 values around `mean` with standard
+    deviations from 0.3 to 9, or (x, None) when the call raises or returns no floating tensor of x's shape."""
+    x = randn(6, 16, seed=seed, dtype=torch.float64) * torch.tensor([0.3, 0.7, 1.0, 2.0, 4.0, 9.0],
+                                                                     dtype=torch.float64)[:, None] + mean
+    try:
+        y = guarded_call(normalise, (x.clone(), eps))
+    except Exception:  # noqa: BLE001: a call that raises measures nothing; the rows said why
+        return x, None
+    ok = isinstance(y, torch.Tensor) and y.shape == x.shape and y.is_floating_point()
+    return x, (y if ok else None)
+
+
 def measure_centring_order(chk: Check, normalise, eps: float = 0.25) -> None:
     """The mean subtracted after the division: with a unit gain and no bias, on rows of means far from zero and of
     different variances, the output is x / sqrt(var + eps) - mean on every value (LayerNorm's is
     (x - mean) / sqrt(var + eps)); the learner's own output recomputed exactly, so it is named."""
-    x = randn(6, 16, seed=13, dtype=torch.float64) * torch.tensor([0.3, 0.7, 1.0, 2.0, 4.0, 9.0],
-                                                                   dtype=torch.float64)[:, None] + 3
-    try:
-        y = guarded_call(normalise, (x.clone(), eps))
-    except Exception:  # noqa: BLE001: a call that raises measures nothing; the rows said why
-        return
-    if not isinstance(y, torch.Tensor) or y.shape != x.shape or not y.is_floating_point():
+    x, y = _on_spread_rows(normalise, eps, seed=13, mean=3)
+    if y is None:
         return
     mean = x.mean(-1, keepdim=True)
     scaled = x * torch.rsqrt((x - mean).pow(2).mean(-1, keepdim=True) + eps)

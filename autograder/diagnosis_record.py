@@ -143,9 +143,10 @@ def confirmed(text: str) -> Evidence:
 
 KIND_WORDS = {
     "value": "the first line whose value the reference never computes",
-    "missing": "a step is missing between these lines: the value made here reaches a later line without it",
-    "missing_here": "a step is missing on this line: the value made here reaches a later step of this same line "
-                    "without it",
+    "missing": "a step the reference takes between these lines is not between them: the value made here reaches a "
+               "later line without it",
+    "missing_here": "a step the reference takes on this line is not on it: the value made here reaches a later step "
+                    "of this same line without it",
     "role": "a value is used in another's place: the value made here is not the one the reference uses there",
     "role_read": "a value is used in another's place: this line reads a value where the reference reads another",
     "swapped": "a value is used in another's place: the same line makes the value the reference uses there too",

@@ -328,7 +328,7 @@ def _explain_scaled_weights(chk: Check, filled, q, k, allowed, total: float) -> 
             chk.diagnose(f"the 1/sqrt(head_dim) scale is applied after the softmax, not to the scores (measured: "
                          f"with v the identity your weights are the softmax of the unscaled masked scores divided by "
                          f"sqrt({hd}), so each row sums to {total:.3g}): divide the scores by sqrt(head_dim) before "
-                         "the softmax, which then sums to 1")
+                         "the softmax, and take the softmax's weights as they are: each row then sums to 1")
         else:
             chk.measured(f"with v the identity your weights are the softmax of the masked {words} times {total:.3g}")
         return

@@ -245,11 +245,12 @@ def _rounded_in_the_exercise_order(chk: Check, rms_norm, seed: int) -> None:
                        f"{got.dtype} where {want.dtype} is expected" if got.dtype != want.dtype else
                        f"{flips:.0%} of the values differ from that order's"):
             continue
-        chk.measured(f"for bfloat16 x and a {str(gain).removeprefix('torch.')} gain your result is "
-                     + (f"{str(got.dtype).removeprefix('torch.')}, where weight * normalised.to(x.dtype) promotes to "
-                        f"{str(want.dtype).removeprefix('torch.')}" if got.dtype != want.dtype else
-                        f"{flips:.0%} of its values other than the exercise's order gives")
-                     + " (float32 statistic and product, one cast back to x.dtype, then the gain)")
+        gain_said = str(gain).removeprefix('torch.')
+        chk.measured(f"for bfloat16 x and a {gain_said} gain, " + (
+            f"your result is {str(got.dtype).removeprefix('torch.')}, where weight * normalised.to(x.dtype) promotes "
+            f"to {str(want.dtype).removeprefix('torch.')}" if got.dtype != want.dtype else
+            f"{flips:.0%} of your result's values differ from what the exercise's order gives")
+            + " (float32 statistic and product, one cast back to x.dtype, then the gain)")
         x32 = x.float()
         inv_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
         orders = {

@@ -476,8 +476,10 @@ def _distribution_variants(row, T, k, p):
     out = {
         "sampling before the transforms: draw from the softmax of the logits after temperature, top-k and top-p, "
         "not from the raw logits": lambda: raw.softmax(-1),
-        "temperature applied after softmax: dividing probabilities by T changes nothing once they are "
-        "renormalised; divide the logits": lambda: ref_distribution(row, 1.0, k, p),
+        CandidatesVariant(
+            "the temperature has no effect on the draws (they follow T = 1 at every T); candidates: the temperature "
+            "never applied, or applied after the softmax, where dividing probabilities by T changes nothing once "
+            "they are renormalised; divide the logits by T"): lambda: ref_distribution(row, 1.0, k, p),
         "temperature multiplied instead of divided: logits / T": lambda: ref_distribution(row * T * T, T, k, p),
     }
     def filtered_then_tempered():

@@ -33,7 +33,7 @@ def test_a_clamped_id_in_one_hot_embed_no_longer_passes():
 def test_the_token_read_where_the_sequence_so_far_belongs_is_a_value_in_another_place():
     # the loop's cat reads step_input (the last token) where the reference's reads idx: nothing is missing
     where = _line(_message("offlist", "06", "generate_greedy", "torch.cat((step_input, next_id), dim=1)"), "Where:")
-    assert "a value is used in another's place" in where and "a step is missing" not in where
+    assert "a value is used in another's place" in where and "a step the reference takes" not in where
 
 
 def test_an_input_resized_by_out_is_described_as_it_was_given():

@@ -95,7 +95,7 @@ def test_keys_passed_as_the_values_in_a_cached_step_are_named():
 def test_a_layer_norm_that_scales_before_it_normalises_is_not_told_a_step_is_missing():
     # weight * centred first, as the exercise's own solution does, then 1 / std: the normalisation is there
     where = _line(_message("fresh17", "02", "layer_norm", "(1 / centred.std(dim=-1, keepdim=True))"), "Where:")
-    assert "a step is missing" not in where and "std over axis -1" in where
+    assert "a step the reference takes" not in where and "std over axis -1" in where
 
 
 def test_the_exponent_divided_by_half_head_dim_is_shown_at_the_division_not_the_minus_sign():

@@ -82,7 +82,7 @@ def test_a_step_taken_after_the_line_that_needs_it_is_not_said_to_be_missing():
     for nb, fn, new, later in (("03", "causal_attention", ATTN_SOFTMAX + ATTN_FILL, "7"),
                                ("06", "attention_step", STEP_UPDATE + STEP_ROPE_K, "12")):
         where = _line(_message("fresh18", nb, fn, new), "Where:")
-        assert "a step is missing" not in where
+        assert "a step the reference takes" not in where
         assert "a step is taken after the line that needs it" in where and f"your line {later}'s" in where
 
 

@@ -118,8 +118,8 @@ def test_every_part_of_a_record_is_said_and_nothing_twice():
     assert said == [
         "Measured: right in float32, wrong in float64",
         "Measured: your result is 1 everywhere",
-        "Where: line 4 of your f, `y = x + 1` and line 6, `return y`: a step is missing between these lines: the "
-        "value made here reaches a later line without it (yours: shape (3,))",
+        "Where: line 4 of your f, `y = x + 1` and line 6, `return y`: a step the reference takes between these lines "
+        "is not between them: the value made here reaches a later line without it (yours: shape (3,))",
         "Candidates: the sum is off by 3 (measured); candidates: a missing subtraction; a wrong constant",
         "Likely bug: the second most useful cause: fix it so",
         "Likely bug: the most useful cause: fix it thus"]

@@ -19,7 +19,7 @@ def test_a_step_missing_inside_one_line_names_no_second_line():
     where = _line(_message("default", "04", "rope_cache", "-torch.arange(0, head_dim, 2, dtype=torch.float32)"),
                   "Where:")
     assert "between these lines" not in where and "a later line" not in where
-    assert "a step is missing on this line" in where and "div" in where
+    assert "a step the reference takes on this line is not on it" in where and "div" in where
 
 
 def test_a_layout_wrong_inside_one_line_does_not_speak_of_a_later_line():

@@ -10,7 +10,7 @@ from .test_printed_lines_true import _line, _message
 
 ROLE = "a value is used in another's place"
 VALUE = "the first line whose value the reference never computes"
-MISSING = "a step is missing"
+MISSING = "a step the reference takes"
 
 
 def test_exponents_from_a_shifted_arange_are_a_value_made_wrongly_on_their_line():

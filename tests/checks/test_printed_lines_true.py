@@ -366,11 +366,11 @@ def test_a_scale_applied_on_the_queries_and_again_on_the_scores_is_still_applied
 def test_a_division_by_one_is_not_told_a_step_is_missing():
     # the code divides by sqrt(head_dim // n_heads) = 1: the step is there, it changes nothing
     message = _message("fresh4", "03", "causal_attention", "math.sqrt(q.shape[-1] // q.shape[1])")
-    assert "a step is missing" not in message
+    assert "a step the reference takes" not in message
     left_out = [m for m in SETS["default"]()["03"] if m.why == "forgets the scale"]
     assert len(left_out) == 1
     outcome = bench_diagnostics.run_mutation("03", left_out[0], bench_diagnostics.notebook_cells("03"))
-    assert "a step is missing" in _line(outcome.message, "Where:")  # where the division is left out, it is missing
+    assert "a step the reference takes between these lines" in _line(outcome.message, "Where:")  # left out
 
 
 def test_a_row_compared_on_placeholders_says_nothing_of_which_part_was_kept():
@@ -431,4 +431,4 @@ def test_a_step_taken_in_another_order_is_not_a_missing_step():
     # the bias added before the scaling: every step is there, the add meets the scaling one call later
     message = _message("fresh12", "02", "layer_norm", "return (weight * centred + bias) * torch.rsqrt(var + eps)")
     where = _line(message, "Where:")
-    assert "a step is missing" not in where and "line 6" in where
+    assert "a step the reference takes" not in where and "line 6" in where

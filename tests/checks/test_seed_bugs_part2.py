@@ -68,7 +68,7 @@ BUGS = [
     ("08_sampling", "sample_next", "    logits = logits / temperature ",
      "    return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)  # drawn first\n"
      "    logits = logits / temperature ", "sampling before the transforms"),
-    ("08_sampling", "sample_next", "logits = logits / temperature ", "logits = logits ", "temperature applied after softmax"),
+    ("08_sampling", "sample_next", "logits = logits / temperature ", "logits = logits ", "the temperature never applied, or applied after the softmax"),
     ("08_sampling", "sample_next", "logits = top_k_filter(logits, top_k)", "logits = top_k_filter(logits, top_k + 1)",
      "top-k off by one: keeps k + 1"),
     ("08_sampling", "sample_next", "generator=generator)", ")", "generator is not used"),

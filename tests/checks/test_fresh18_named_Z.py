@@ -128,9 +128,11 @@ def test_val_left_uint8_is_not_told_to_convert_train_which_is_converted():
     assert "boolean mask" in likely and "convert train and val" not in likely
 
 
-def test_an_n_rep_of_one_is_said_to_leave_the_heads_as_they_are():
+def test_keys_left_unrepeated_are_measured_with_the_repetition_they_need_right_before_attention():
+    # n_rep = len(q) // len(k) is batch // batch = 1: the keys reach attention with their 2 kv heads
     measured = _line(_message("fresh18", "07", "gqa_attention", "n_rep = len(q) // len(k)"), "Measured:")
-    assert "not repeated to the queries' 6" in measured and "n_rep = 1 leaves them as they are" in measured
+    assert "not repeated to the queries' 6" in measured and "n_rep = n_heads // n_kv_heads times" in measured
+    assert "a KV cache keeps them unrepeated" in measured
 
 
 def test_a_temperature_without_effect_is_told_to_come_before_the_filters():

@@ -174,6 +174,7 @@ KIND_WORDS = {
     "unregistered": "this line stores a plain tensor where the module built on the CPU registers a Parameter or buffer",
     "order": "this call's arguments bind to other parameters than the names passed",
     "bound": "the value the line that raised reads is made here",
+    "passed": "the value the line that raised reads is handed to it here",
     "read": "this line reads another value than the reference reads there, although your code makes that one too",
     "late": "a step is taken after the line that needs it: this line reads the value without it, and the other line "
             "makes, later, the value the reference reads here",

@@ -90,3 +90,12 @@ def test_a_shape_unpacked_into_the_wrong_letters_is_placed_on_its_unpacking_line
     where = _line(_message("fresh18", "03", "split_heads", "B, d, T = x.shape"), "Where:")
     assert "line 4 of your split_heads, `B, d, T = x.shape`" in where
     assert "`T` = 12 is bound here from x.shape[2], where the input's T is 5" in where
+
+
+def test_a_module_raising_on_the_tensor_its_caller_handed_it_is_placed_on_the_callers_line():
+    # the final norm applied to the logits: RMSNorm.forward raises on x (vocab wide) against its own d_model-wide gain
+    where = _line(_message("fresh18", "05", "Transformer", "return self.norm(tied_logits(x, self.lm_head.weight))"),
+                  "Where:")
+    assert "of your Transformer.forward, `return self.norm(tied_logits(" in where
+    assert "raises on its parameter `x`, a tensor of shape (2, 7, 256) handed to it by this line, against its own " \
+           "`weight` of shape (32,)" in where

@@ -302,3 +302,47 @@ def _made_from_inputs(body: ast.AST, at: int, name: str, local: dict, own: bool)
         if _bindings(body, n.id):
             return False
     return True
+
+
+def passed_down(frames: list, err: BaseException) -> Located | None:
+    """The caller's line that handed a raising method the tensor it raised on: the method's one tensor
+    parameter read at the raising line, never bound again in it, a size of which the error prints, against a
+    tensor of the method's own module read on that line, another size of which the error prints (a norm whose
+    gain is d_model wide handed vocab-wide logits); the learner's frame below it is the line that called it.
+    The value is said as handed in there, not as made wrong: which side is wrong is not measured."""
+    if len(frames) < 2:
+        return None
+    tb, caller = frames[-1], frames[-2]
+    frame, line = tb.tb_frame, tb.tb_lineno
+    code = frame.f_code
+    body = function_around(code.co_filename, line)
+    if body is None:
+        return None
+    shown = {int(n) for n in re.findall(r"\d+", (str(err).strip().splitlines() or [""])[0])}
+    read = _read_on(body, line)
+    held = [name for name in code.co_varnames[:code.co_argcount] if name in read and name != "self"
+            and isinstance(frame.f_locals.get(name), torch.Tensor) and not _bindings(body, name)
+            and any(int(s) in shown for s in frame.f_locals[name].shape)]
+    if len(held) != 1:
+        return None
+    name, value = held[0], frame.f_locals[held[0]]
+    # Only a clash with a tensor of the function's own module (its gain, its weight), read on the same line: then
+    # the two sides of the error are the value handed in and the module's own, never a step of the function.
+    owner = frame.f_locals.get("self")
+    own = [(attr, getattr(owner, attr)) for attr in dict.fromkeys(
+               n.attr for n in ast.walk(body) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+               and n.value.id == "self" and n.lineno <= line <= (n.end_lineno or n.lineno))
+           if isinstance(getattr(owner, attr, None), torch.Tensor)]
+    clash = [(attr, t) for attr, t in own if any(int(s) in shown and int(s) not in value.shape for s in t.shape)]
+    if len(clash) != 1:
+        return None
+    attr, theirs = clash[0]
+    file, at = caller.tb_frame.f_code.co_filename, caller.tb_lineno
+    where = getattr(code, "co_qualname", code.co_name)
+    return Located(file, at, getattr(caller.tb_frame.f_code, "co_qualname", caller.tb_frame.f_code.co_name),
+                   source_line(file, at), [
+                       f"line {line} of your {where} raises on its parameter `{name}`, a tensor of shape "
+                       f"{tuple(value.shape)} handed to it by this line, against its own `{attr}` of shape "
+                       f"{tuple(theirs.shape)} ({(str(err).strip().splitlines() or [''])[0]})"],
+                   kind="passed")
+

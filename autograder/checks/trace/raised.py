@@ -16,7 +16,7 @@ from .explain import (Located, CASTS, SIZED_OPS, blame_of, describe_value, funct
                       same_kind, sizes_bound_at, sizes_differ, true_division_read, blamed_lines, place)
 from .kinds import one_line_kind
 from .record import source_line, tensors_in, Op, Trace
-from .bound import dtype_bound_before, nan_bound_before, range_bound_before, size_bound_before
+from .bound import dtype_bound_before, nan_bound_before, passed_down, range_bound_before, size_bound_before
 
 
 def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | None:
@@ -289,7 +289,7 @@ def values_at_raise(err: BaseException | None, axes: dict | None = None,
             place = _binding_of(frames, name, value)
     if place is None:
         place = size_bound_before(frames, err, axes, sizes) or dtype_bound_before(frames, err) or \
-            range_bound_before(frames, err)
+            range_bound_before(frames, err) or passed_down(frames, err)
     return facts, place
 
 

@@ -99,3 +99,10 @@ def test_a_module_raising_on_the_tensor_its_caller_handed_it_is_placed_on_the_ca
     assert "of your Transformer.forward, `return self.norm(tied_logits(" in where
     assert "raises on its parameter `x`, a tensor of shape (2, 7, 256) handed to it by this line, against its own " \
            "`weight` of shape (32,)" in where
+
+
+def test_two_calls_of_one_function_on_a_line_do_not_blame_a_name_only_one_of_them_reads():
+    # q is rotated from start, k from 0, on one line: the k call reads no name bound on line 5
+    where = _line(_message("fresh14", "07", "gqa_step", "tinylm.apply_rope(k, cos, sin)"), "Where:")
+    assert "the call reads a name bound on the other line" not in where and "line 5" not in where
+    assert "the first line whose value the reference never computes" in where

@@ -298,6 +298,13 @@ def _number_passed_at(file: str, line: int, computing: set) -> int | None:
     body = function_around(file, line)
     if body is None:
         return None
+    # two calls of one function reading other names (q rotated from start, k from 0): which made it is not known
+    calls: dict[str, list[set]] = {}
+    for call in (n for n in ast.walk(body) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)):
+        calls.setdefault(ast.unparse(call.func), []).append(
+            {n.id for n in ast.walk(call) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)})
+    if any(len(names) > 1 and any(other != names[0] for other in names) for names in calls.values()):
+        return None
     read = {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and n.lineno <= line <= (n.end_lineno or n.lineno)}
     binding: dict[str, list[int]] = {}

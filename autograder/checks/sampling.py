@@ -467,6 +467,14 @@ def ref_distribution(logits: torch.Tensor, temperature: float, top_k=None, top_p
     return z.softmax(-1)
 
 
+# The draws follow T = 1 whatever the temperature: measured, by the distributions or by the fitted temperature;
+# which of two codes gives it is not.
+NO_TEMPERATURE_EFFECT = (
+    "the temperature has no effect on the draws (they follow T = 1 at every T); candidates: the temperature never "
+    "applied, or applied after the softmax, where dividing probabilities by T changes nothing once they are "
+    "renormalised; divide the logits by T, before the top-k / top-p filters and the softmax")
+
+
 def _distribution_variants(row, T, k, p):
     """Every known wrong distribution, offered on EVERY failing setting (a
     variant that does not apply to a setting, e.g. top-k off by one without
@@ -476,10 +484,7 @@ def _distribution_variants(row, T, k, p):
     out = {
         "sampling before the transforms: draw from the softmax of the logits after temperature, top-k and top-p, "
         "not from the raw logits": lambda: raw.softmax(-1),
-        CandidatesVariant(
-            "the temperature has no effect on the draws (they follow T = 1 at every T); candidates: the temperature "
-            "never applied, or applied after the softmax, where dividing probabilities by T changes nothing once "
-            "they are renormalised; divide the logits by T"): lambda: ref_distribution(row, 1.0, k, p),
+        CandidatesVariant(NO_TEMPERATURE_EFFECT): lambda: ref_distribution(row, 1.0, k, p),
         "temperature multiplied instead of divided: logits / T": lambda: ref_distribution(row * T * T, T, k, p),
     }
     def filtered_then_tempered():
@@ -611,9 +616,7 @@ def _measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: to
         chk.measured(f"{label}: your frequencies follow softmax(logits / {t_eff:.2f}) (every drawn token within "
                      f"{bound:.3f}, 5 standard deviations of {n_draws} draws); expected temperature {T}")
         if T != 1 and abs(t_eff - 1) < 0.1 * max(1, abs(T - 1)) and abs(t_eff - T) > 0.2 * abs(T - 1):
-            chk.diagnose("the temperature has no effect on the draws: divide the LOGITS by the temperature first, "
-                         "before the top-k / top-p filters and the softmax (dividing probabilities changes nothing "
-                         "once the draw renormalises them, and a top-p filter taken on untempered logits can keep another set)")
+            chk.candidates(NO_TEMPERATURE_EFFECT)
         elif abs(t_eff * T - 1) < 0.15 and abs(T - 1) > 0.2:
             chk.diagnose("temperature multiplied instead of divided: logits / T")
 

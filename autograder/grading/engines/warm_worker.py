@@ -30,6 +30,7 @@ from ..recheck.protocol import MODULE as RECHECK_MODULE
 from ..recheck.run import how_it_ended, parse_output, recheck_args
 from ..records import error_row
 from ..sandbox.jail import Jail, job_view
+from ..sandbox.kernel import as_jail_starter
 from ..sandbox.jail_init import die_with_starter
 from ..wire import receive, send, unframe
 from .warm_pool import GRADING_MARGIN_S, JAIL_LOG_ENV, release_left_jails
@@ -73,14 +74,13 @@ def _fork_child(session: bool) -> int:
     """fork; in the child, die with the parent (which is single-threaded
     here, so the death signal follows the process) and optionally lead a
     new session (so the parent can kill the child's whole group)."""
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
-        import ctypes
         for fd in _WORKER_FDS:
             os.close(fd)
         _WORKER_FDS.clear()
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:
+        if not die_with_starter(parent):  # adopted (by init or a subreaper) before it could tie its life to ours
             os._exit(1)
         if session:
             os.setsid()
@@ -146,7 +146,7 @@ def autograde_in_fork(sub, opts, jail) -> tuple[int, str]:
             args, env = grade.nbgrader_args(sub, opts, jail), grade.nbgrader_env_for(jail)
             os.chdir(course.AUTOGRADER_DIR)
             os.environ.clear()  # what the CLI process would have had, and nothing else
-            os.environ.update(env)
+            os.environ.update(as_jail_starter(env))  # nbgrader's kernel jails are started by this fork
             from nbgrader.apps.nbgraderapp import NbGraderApp
             code = _exit_status(lambda: NbGraderApp.launch_instance(argv=args))
         except BaseException:  # noqa: BLE001: reported through the log, like the CLI's traceback

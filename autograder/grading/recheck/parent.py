@@ -16,7 +16,7 @@ import sys
 import time
 
 from ...learner_values import known_sizes, shown_size
-from ..sandbox.kernel import course_env_for_jail, jailed
+from ..sandbox.kernel import as_jail_starter, course_env_for_jail, jailed
 from ..wire import receive, send
 from .ipython_cells import NOTES
 from .protocol import (CHILD_FLAG, MODULE, PROCESS_ENDED, REMOTE_NAMES, CallbackRef, NotRecheckable, Opaque,
@@ -82,7 +82,7 @@ class Child:
     def _spawn(self) -> None:
         cmd = jailed([sys.executable, "-I", "-m", MODULE, CHILD_FLAG])
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=course_env_for_jail(self.jail), start_new_session=True)
+                                     env=as_jail_starter(course_env_for_jail(self.jail)), start_new_session=True)
         self.dead: str | None = None
 
     def run_cell(self, label: str, source: str) -> None:

@@ -29,6 +29,11 @@ from . import job_cgroup
 from .syscall_filter import install_job_filter
 
 ENV_VAR = "TINYLM_JAIL"
+# The pid of the process that starts the jail, as that process knew itself:
+# a starter killed in the instant between the jail's start and its first
+# line leaves it adopted by another process, whose pid the jail must not
+# take for its starter's (die_with_starter).
+STARTER_ENV = "TINYLM_JAIL_STARTER"
 JAIL_BASE = Path(tempfile.gettempdir()) / "tinylm-jail"
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
 CLONE_NEWIPC, CLONE_NEWPID = 0x08000000, 0x20000000
@@ -612,7 +617,8 @@ def main(argv: list[str]) -> int:
         return 2
     # The job's first process: when whoever started it dies, it dies, and
     # with it init (PR_SET_PDEATHSIG on this process) and the whole namespace.
-    if not die_with_starter():
+    named = os.environ.get(STARTER_ENV, "")
+    if not die_with_starter(int(named) if named.isdigit() else None):
         return 128 + signal.SIGKILL
     settings = json.loads(os.environ[ENV_VAR])
     command = argv[argv.index("--") + 1:]

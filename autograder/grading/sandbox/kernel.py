@@ -14,6 +14,7 @@ from pathlib import Path
 from ... import course
 from .. import gradebook
 from .jail import JAIL_BASE, Jail, Limits
+from .jail_init import STARTER_ENV
 
 KERNEL_NAME = "tinylm-sandbox"
 # `python -m JAIL_MODULE -- COMMAND` runs COMMAND jailed (jail_init.main), with the settings of Jail.env().
@@ -33,10 +34,11 @@ KERNEL_ARGS = ("--HistoryManager.hist_file=:memory:",)
 
 # `python -I -S -c DIES_WITH_STARTER STARTER_PID COMMAND...`: exec COMMAND in a
 # process the kernel SIGKILLs when the thread that started it ends (see
-# jail_init.die_with_starter), or not at all if that thread is already gone.
+# jail_init.die_with_starter), or not at all if that thread is already gone;
+# the jails COMMAND starts know it as their starter (as_jail_starter).
 DIES_WITH_STARTER = ("import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0); "
                      "os.getppid() == int(sys.argv[1]) or os._exit(128 + signal.SIGKILL); "
-                     "os.execv(sys.argv[2], sys.argv[2:])")
+                     f"os.environ['{STARTER_ENV}'] = str(os.getpid()); os.execv(sys.argv[2], sys.argv[2:])")
 
 
 def dying_with_this_thread(command: list[str]) -> list[str]:
@@ -44,6 +46,13 @@ def dying_with_this_thread(command: list[str]) -> list[str]:
     dies with the calling thread: nbgrader, which a grader that is killed
     cannot stop itself, and whose death ends the job's jail in turn."""
     return [sys.executable, "-I", "-S", "-c", DIES_WITH_STARTER, str(os.getpid()), *command]
+
+
+def as_jail_starter(env: dict) -> dict:
+    """`env` for a jail this process starts: the jail learns this process's
+    pid, and so knows whether it was adopted before it could tie its life
+    to its starter's (jail_init.STARTER_ENV)."""
+    return {**env, STARTER_ENV: str(os.getpid())}
 
 
 def jailed(command: list[str]) -> list[str]:

@@ -24,7 +24,7 @@ from ... import course
 from .. import gradebook
 from . import page_cache
 from .jail import Jail, Limits, view_size
-from .kernel import hidden_paths, jailed
+from .kernel import as_jail_starter, hidden_paths, jailed
 from .syscall_filter import syscall_number
 
 # What the seccomp filter refuses, as a job meets it on a file every job shares:
@@ -82,7 +82,8 @@ def measure(limits: Limits) -> tuple[Jail, dict, str]:
     """Run the probe in a jail: (the jail, its facts, the jail's notes)."""
     add_key = syscall_number("add_key") or -1
     with Jail.reserve(limits, hide=hidden_paths(gradebook.db_url())) as jail:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(course.ROOT), **jail.env()}
+        env = as_jail_starter({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(course.ROOT),
+                               **jail.env()})
         done = subprocess.run(jailed([sys.executable, "-I", "-c", PROBE, str(add_key), *map(str, canaries())]),
                               env=env, capture_output=True, text=True, timeout=60, cwd="/")
     if done.returncode != 0:

@@ -4,7 +4,9 @@ process of the grader has to be scheduled to send it.
 
 * the jail's first process (`python -m autograder.grading.sandbox.jail`)
   dies with the process that started it (a SIGKILLed nbgrader, a recheck
-  parent, a grading worker), and with it init and the whole namespace;
+  parent, a grading worker), and with it init and the whole namespace; one
+  whose starter died before its first line, and which another process
+  adopted, stops before its command;
 * nbgrader, which a killed grading worker cannot stop itself, is started
   through sandbox.kernel.dying_with_this_thread: it dies with the thread
   that started it, and only then (a thread that lives on keeps it).
@@ -22,21 +24,24 @@ import pytest
 
 from autograder import course
 from autograder.grading.sandbox.jail import Jail, Limits, processes_of_uid
-from autograder.grading.sandbox.kernel import dying_with_this_thread
+from autograder.grading.sandbox.jail_init import ENV_VAR, STARTER_ENV
+from autograder.grading.sandbox.kernel import JAIL_MODULE, dying_with_this_thread
 from ..batches import all_stop, process_tree, start_time, still_runs
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root")
 
-# Starts its arguments as a child, says the child's pid, and waits to be killed.
-STARTER = "import subprocess, sys, time; print(subprocess.Popen(sys.argv[1:]).pid, flush=True); time.sleep(600)"
+# Starts its arguments as a child (naming itself the child's starter, as the
+# grader's processes do), says the child's pid, and waits to be killed.
+STARTER = (f"import os, subprocess, sys, time; os.environ['{STARTER_ENV}'] = str(os.getpid()); "
+           "print(subprocess.Popen(sys.argv[1:]).pid, flush=True); time.sleep(600)")
 
 
 @root_only
 def test_a_jailed_job_dies_with_the_process_that_started_it():
     with Jail.reserve(Limits(memory_mb=1024, cpu_s=60)) as jail:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(course.ROOT), **jail.env()}
-        starter = subprocess.Popen([sys.executable, "-c", STARTER, sys.executable, "-m",
-                                    "autograder.grading.sandbox.jail", "--", "/bin/sleep", "600"],
+        starter = subprocess.Popen([sys.executable, "-c", STARTER, sys.executable, "-m", JAIL_MODULE, "--",
+                                    "/bin/sleep", "600"],
                                    env=env, stdout=subprocess.PIPE, text=True, cwd="/")
         try:
             first = int(starter.stdout.readline())
@@ -53,6 +58,26 @@ def test_a_jailed_job_dies_with_the_process_that_started_it():
             starter.kill()
             starter.wait()
             starter.stdout.close()
+
+
+def test_a_jail_adopted_before_its_first_line_stops_before_its_command(tmp_path):
+    """A starter killed in the instant between the jail's start and its first
+    line leaves the jail adopted (by init, or by a subreaper such as a grading
+    worker's child, as a cluster test once saw): tying its life to its parent
+    then would tie it to the adopter. The pid its starter named is not its
+    parent's, so it stops, and the command never runs."""
+    ran = tmp_path / "ran"
+    other = subprocess.Popen(["/bin/sleep", "600"])  # alive, and not the jail's parent
+    try:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(course.ROOT), ENV_VAR: "{}",
+               STARTER_ENV: str(other.pid)}
+        done = subprocess.run([sys.executable, "-m", JAIL_MODULE, "--", "/bin/touch", str(ran)], env=env,
+                              capture_output=True, timeout=60, cwd="/")
+    finally:
+        other.kill()
+        other.wait()
+    assert done.returncode == 128 + signal.SIGKILL, done.stderr.decode(errors="replace")[-800:]
+    assert not ran.exists(), "the command ran in a jail whose starter was gone"
 
 
 def test_a_process_started_to_die_with_its_thread_does_and_only_then():

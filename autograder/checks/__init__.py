@@ -13,8 +13,8 @@ from .framework.measure import randn
 from .embeddings import check_embed, check_one_hot_embed, check_tie_weights, check_tied_logits
 from .mlp import check_pre_norm_block, check_swiglu, check_swiglu_hidden
 from .norms import check_layer_norm, check_rms_norm, check_rms_norm_module
-from .rope import (check_apply_rope, check_interleaved_to_half, check_meta_to_hf_attention, check_rope_cache,
-                   check_rotary_attention)
+from .rope import check_apply_rope, check_rope_cache, check_rotary_attention
+from .rope_layouts import check_interleaved_to_half, check_meta_to_hf_attention
 # notebooks 06-10
 from .gqa import check_gqa_attention, check_gqa_step, check_repeat_kv
 from .kv_cache import check_attention_step, check_cache_update, check_generate_greedy

@@ -179,6 +179,9 @@ def _body_gqa_attention(gqa_attention, seed, batch, n_heads, seq, head_dim, kv_h
                 q, k, v, enable_gqa=True),
             "only the keys were repeated to the query heads with the right mapping; repeat the values the same way":
                 lambda: F.scaled_dot_product_attention(q, kr, v.repeat(1, rep, 1, 1), is_causal=True),
+            "keys and values exchanged: the scores are taken with the values and the weights average the keys; the "
+            "scores are q·kᵀ with the keys, the weights average the values":
+                lambda: F.scaled_dot_product_attention(q, vr, kr, is_causal=True),
         } | scale_variants) and 1 < n_kv < n_heads:
             read = _probe_reads(gqa_attention, chk, q, n_kv)
             if read is not None:

@@ -165,6 +165,7 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
                    "shape (B, 1)")
         chk.require(f"prompt {p + 1}: prefill once, then one token per step with the cache", uses_cache or len(log.calls) < 2,
                     "see the likely bug below", diagnosis=None if uses_cache else why)
+        _no_forward_after_the_last_token(chk, log, got, max_new_tokens, f"prompt {p + 1}")
         with_grad = sum(c["grad"] for c in log.calls)
         chk.require(f"prompt {p + 1}: no autograd graph (torch.no_grad)", not with_grad,
                     f"{with_grad} of {len(log.calls)} forward calls ran with gradients on",
@@ -182,6 +183,27 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         _stale_cache_handed_over(chk, generate_greedy, model, seed, batch, prompts[0], max_new_tokens)
     run_contract(chk, generate_greedy, GENERATE_GREEDY)
     chk.finish()
+
+
+def _no_forward_after_the_last_token(chk: Check, log: ForwardLog, got, n: int, label: str) -> None:
+    """n new tokens take n forward calls: the prefill gives the first, each
+    fed token the next, and the last is returned, never fed. A loop that
+    feeds it too runs the model once more than needed, and a request at the
+    cache's edge (T + n = max_seq_len + 1) no longer fits."""
+    calls = len(log.calls)
+    if chk.require(f"{label}: {n} forward calls for {n} new tokens (the last one is returned, not fed)",
+                   calls <= n, f"{calls} forward calls"):
+        return
+    fed = log.calls[-1]["ids"]  # the last call's input, read now that the decoding is over
+    if calls == n + 1 and isinstance(got, torch.Tensor) and got.dim() == 2 and fed is not None \
+            and tuple(fed.shape) == (got.shape[0], 1) and torch.equal(fed[:, -1].cpu(), got[:, -1].cpu()):
+        chk.diagnose(f"the last new token is fed back to the model (measured: {calls} forward calls for "
+                     f"max_new_tokens = {n}, the last one fed the token your generate_greedy returns last): its "
+                     "logits are never used, and a request with T + max_new_tokens = max_seq_len + 1, which fits, "
+                     "finds the cache full; feed a token only when another is to be generated")
+    else:
+        chk.measured(f"{label}: your generate_greedy called the model {calls} times for max_new_tokens = {n}; "
+                     f"the prefill and one call per new token but the last make {n}")
 
 
 def _from_train_mode_without_grad(chk: Check, generate_greedy, model, cache, seed: int, batch: int, T: int,
@@ -235,8 +257,8 @@ def _stale_cache_handed_over(chk: Check, generate_greedy, model, seed: int, batc
 def _greedy_at_capacity(chk: Check, generate_greedy, seed: int, batch: int, T: int, n_kv_heads,
                         max_seq_len: int = 12) -> None:
     """A request at the cache's edge: T + max_new_tokens = max_seq_len + 1, which the reference serves (its last new
-    token is returned, never fed back). A decoder that feeds that token too may say the cache is full instead: an
-    honest refusal. What it may not do is come back with fewer tokens than asked."""
+    token is returned, never fed back; a decoder that feeds it too fails the forward-count rows before this). A
+    refusal by the cache here is an honest one; what a decoder may not do is come back with fewer tokens than asked."""
     import tinylm
     model = tiny_model(seed, n_kv_heads=n_kv_heads, max_seq_len=max_seq_len)
     n = max_seq_len + 1 - T

@@ -527,6 +527,8 @@ def check_bigram_nll(bigram_nll, *, seed: int = 0, n_train: int = 3000, n_val: i
         _measure_counts(chk, bigram_nll, (alpha, alpha / 5))
     if chk.passed:  # the pairs of bytes train has seen are scored right: the rows below measure the one it has not
         _unseen_previous_byte_rows(chk, bigram_nll, train, val, (alpha, alpha / 5))
+    if chk.passed:
+        _another_training_text(chk, bigram_nll, train, _markov_bytes(n_train, seed + 2), val, alpha)
     run_contract(chk, bigram_nll, BIGRAM_NLL)
     chk.finish()
 
@@ -638,6 +640,20 @@ def _wrong_row_totals(chk: Check, yours: dict, truth: dict, said: str) -> None:
                      "keepdim=True), so each row is divided by its own total")
     else:
         chk.measured(fact)
+
+
+def _another_training_text(chk: Check, bigram_nll, first, other, val, alpha: float) -> None:
+    """The counts come from the train of each call: after the calls above,
+    another training text scores val under its own counts."""
+    label = f"another training text ({len(other)} bytes), the same val, alpha={alpha:g}"
+    got = _as_float_tensor(call_with_hints(chk, bigram_nll, other, val, alpha, hints=UINT8))
+    if chk.compare(label, got, ref_bigram_nll(other, val, alpha), atol=1e-6, rtol=1e-6) or got is None:
+        return
+    if torch.allclose(got.double(), ref_bigram_nll(first, val, alpha), atol=1e-6, rtol=1e-6):
+        chk.diagnose("your bigram_nll scores val under the counts of an earlier call's train (measured: handed "
+                     "another training text, it gives the NLL under the counts of the text this check passed first): "
+                     "what it counts is kept between calls (a default argument, a global, an attribute); count the "
+                     "train it is given at every call")
 
 
 def _unseen_previous_byte_rows(chk: Check, bigram_nll, train, val, alphas) -> None:

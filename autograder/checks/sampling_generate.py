@@ -107,6 +107,8 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
                        "must get the temperature as it is, 0 included, and top_k and top_p; candidates: they are not "
                        "passed on, or 0 is replaced on the way, as `temperature or 1.0` does")
     from_eval_mode_without_grad(chk, generate, model, prompt, max_new_tokens)
+    if ok:
+        _batch_of_one(chk, generate, model, prompt[:1], max_new_tokens, want[:1])
     _interrupted(chk, generate, model, prompt, max_new_tokens, restores)
     model.train()
     log3 = ForwardLog(model, limit=3 * 2 * max_new_tokens)
@@ -131,6 +133,15 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
         _callers_generator_only(chk, watched[0])
     _plain_sampling(chk, generate, model, prompt)
     return chk
+
+
+def _batch_of_one(chk: Check, generate, model, prompt, max_new_tokens: int, want) -> None:
+    """One prompt alone, (1, T), as a chat decodes it: the batch axis is as
+    long as the axes a squeeze() would take away with it."""
+    label = f"greedy, a batch of one ({prompt.shape[0]}x{prompt.shape[1]}) + {max_new_tokens} new"
+    got = chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None, row_label=label)
+    model.train()
+    chk.compare(label, got, want)
 
 
 def _callers_generator_only(chk: Check, seen: dict) -> None:

@@ -22,6 +22,9 @@ OUT_OF_CONTRACT = {
                                    "where dim=3 is the last axis",
     ("fresh16", "03", "attention_flops"): "head_dim = d / n_heads: a float with a whole value, read as its int by "
                                           "design (accounting_reading.read_int), so the counts are the right numbers",
+    ("fresh19", "10", "bigram_nll", "float32"): "counts (exact in float32 below 2^24) and probabilities kept in "
+                                                "float32: the mean NLL moves by about 1e-7 of itself, inside the "
+                                                "check's stated tolerance (1e-6); the notebook asks for no float64",
 }
 # A mistake of a set worked on that the checks still do not name or place, with what it would take; a fourth item,
 # words of its `why`, tells apart two mistakes of one cell.
@@ -33,7 +36,7 @@ NOT_YET: dict[tuple, str] = {
 }
 # The fewest mistakes of a set that must be named or located, where it was measured higher than NAMED_RATE_REQUIRED.
 FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57, "fresh12": 64, "fresh13": 63, "fresh14": 62, "fresh15": 64, "fresh16": 59,
-                  "fresh17": 64, "fresh18": 63, "collisions": 33}
+                  "fresh17": 64, "fresh18": 63, "fresh19": 64, "collisions": 33}
 
 
 def _listed(table: dict, mutation_set: str, outcome) -> bool:
@@ -46,6 +49,9 @@ KNOWN_WRONG_LINE = {
         "the softmax's line reads the unmasked scores where the reference's reads the masked ones, which the "
         "changed line makes and throws away: the Where line names the reading line and says the changed one makes "
         "the value it should read",
+    ("fresh19", "07", "gqa_attention", "swaps keys and values in the unpacking"):
+        "the unpacking line binds repeat_kv(v) to k and repeat_kv(k) to v, values the reference computes too, so the "
+        "first value it never computes is the attention on the next line; the output names the exchange",
     ("fresh5", "06", "generate_greedy", "prefills outside the loop"):
         "the prefill moved before the loop: the loop's first call is matched with the reference's prefill, so a line "
         "in the loop is shown (the length is named)",
@@ -70,13 +76,15 @@ KNOWN_WRONG_LINE = {
                                           pytest.param("fresh15", marks=pytest.mark.slow), pytest.param("fresh16", marks=pytest.mark.slow),
                                           pytest.param("fresh17", marks=pytest.mark.slow),
                                           pytest.param("fresh18", marks=pytest.mark.slow),
+                                          pytest.param("fresh19", marks=pytest.mark.slow),
                                           pytest.param("collisions", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     """The held-out sets (mistakes written without reading the checks) that
     the checks were improved on: each was measured first (docs/benchmarks.md
     keeps those figures); the classes they exposed are fixed, so from now on
-    they guard against those classes coming back. The next set, written
-    without reading the checks, is measured with the benchmark first."""
+    they guard against those classes coming back, and each set's edits that
+    compute what the solution computes (SAME) must pass. The next set,
+    written without reading the checks, is measured with the benchmark first."""
     outcomes = bench_diagnostics.run(mutation_set=mutation_set)
     assert outcomes, "no mutations found in benchmarks/mutations"
     excused = OUT_OF_CONTRACT | NOT_YET
@@ -94,6 +102,8 @@ def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     assert not offenders, "\n".join(offenders)
     found = sum(o.verdict in ("named", "located") for o in outcomes)
     assert found >= FOUND_AT_LEAST.get(mutation_set, 0), f"{mutation_set}: {found} named or located"
+    _, alarms = bench_diagnostics.false_alarms(mutation_set=mutation_set)  # its edits that compute the same pass
+    assert not alarms, "\n".join(bench_diagnostics.alarm_line(*a) for a in alarms)
 
 
 def test_right_answers_from_every_entry_state_pass():

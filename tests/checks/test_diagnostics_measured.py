@@ -392,11 +392,14 @@ def greedy_feeding_the_last_token(model, prompt, n, cache):
 
 def test_a_request_at_the_caches_edge_comes_back_whole_or_not_at_all():
     """T + max_new_tokens = max_seq_len + 1: a decoder that caps the new tokens comes back one short and is named by
-    the count; one that also feeds the last token meets the cache's own "full" error, an honest refusal, and passes."""
+    the count; one that also feeds the last token runs the model once more than needed, which its forward calls
+    show before the cache's edge is reached (the edge would find the cache full)."""
     capped = check_failure(check_generate_greedy, greedy_capped)
     assert capped is not None and "returns 7 new tokens for max_new_tokens = 8" in capped.diagnosis.likely_bugs[0]
     assert "no cap of max_seq_len - T" in capped.diagnosis.likely_bugs[0]
-    assert check_failure(check_generate_greedy, greedy_feeding_the_last_token) is None
+    fed = check_failure(check_generate_greedy, greedy_feeding_the_last_token)
+    assert fed is not None and "the last new token is fed back to the model" in fed.diagnosis.likely_bugs[0]
+    assert "7 forward calls for max_new_tokens = 6" in fed.diagnosis.likely_bugs[0]
 
 
 _GENERATE = independent_copy(tinylm.generate)

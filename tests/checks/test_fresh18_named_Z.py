@@ -138,4 +138,6 @@ def test_keys_left_unrepeated_are_measured_with_the_repetition_they_need_right_b
 def test_a_temperature_without_effect_is_told_to_come_before_the_filters():
     # the filters ran on the untempered logits too: at T=0.5, top_p=0.8 the draws land outside the kept set
     message = _message("fresh18", "08", "sample_next", "probs = logits.softmax(dim=-1) / temperature")
-    assert "before the top-k / top-p filters and the softmax" in _line(message, "Likely bug:")
+    said = _line(message, "Candidates:")
+    assert "the temperature has no effect on the draws" in said and "before the top-k / top-p filters" in said
+    assert "no effect" not in "\n".join(l for l in message.splitlines() if "Likely bug:" in l)  # measured, not a cause

@@ -50,7 +50,7 @@ LAYERS = (
     ("references", ("references", "references.attention", "references.rope", "references.heads",
                     "references.generation", "references.hints", "references.modules", "spies")),
     ("shared checks", ("references.attention_step",)),
-    ("exercises", ("attention", "embeddings", "norms", "rope", "mlp", "model", "model_reference", "model_regimes",
+    ("exercises", ("attention", "embeddings", "norms", "rope", "rope_layouts", "mlp", "model", "model_reference", "model_regimes",
                    "model_shapes", "gqa", "kv_cache", "left_padding", "sampling", "sampling_probes", "sampling_generate", "perplexity",
                    "training", "training_accumulation", "accounting", "accounting_measure", "accounting_reading")),
     ("course", ("pitfalls", "answers")),

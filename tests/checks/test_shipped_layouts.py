@@ -8,7 +8,7 @@ import torch
 import tinylm
 from autograder import checks
 from autograder.checks.accounting import check_param_counts
-from autograder.checks.rope import evens_then_odds, meta_rotate
+from autograder.checks.rope_layouts import evens_then_odds, meta_rotate
 
 from ..helpers import check_failure, diagnosis_texts
 from .test_framework_check import _decoder_classes, _gguf_rows_to_half

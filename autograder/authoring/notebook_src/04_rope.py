@@ -347,7 +347,7 @@ check_meta_to_hf_attention(meta_to_hf_attention, seed=42, n_heads=6, n_kv_heads=
 
 # %%
 # NBVAL_CHECK_OUTPUT
-from autograder.checks.rope import interleaved_rows
+from autograder.checks.rope_layouts import interleaved_rows
 torch.manual_seed(0)
 cfg = tinylm.ModelConfig(d_model=48, n_layers=2, n_heads=3, n_kv_heads=1, max_seq_len=32)
 model = tinylm.Transformer(cfg).eval()

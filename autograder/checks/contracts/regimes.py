@@ -242,8 +242,8 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
         grid.append(Regime("without a generator, calls differ", "with a generator",
                            "without a generator (generator=None, two calls)", lambda a: a, judge=_draws_anew))
         grid.append(Regime("draws from the caller's generator only", "for the seeds (same seed, same result)",
-                           "with a caller's generator: its state must move during the call, torch's global "
-                           "generator's must not",
+                           "with a caller's generator: each call must draw on from where its stream stands, and "
+                           "torch's global generator must not move",
                            lambda a: a, judge=_callers_generator_only))
     return grid
 
@@ -376,7 +376,8 @@ def _callers_generator_only(fn, contract: Contract, args: dict) -> dict | None:
         torch.manual_seed(1234)
         with random_states_watched(generator) as seen:
             first, error = _random_args(fn, contract, args, generator)
-        again, _ = _random_args(fn, contract, args, generator) if error is None and not seen["caller's"] else (None, None)
+        after_first = generator.get_state()
+        again, _ = _random_args(fn, contract, args, generator) if error is None else (None, None)
     if error is not None:
         return {"note": f"raised {type(error).__name__}", "facts": [], "bugs": [], "error": error}
     name, what = contract.generator, contract.exercise
@@ -387,16 +388,22 @@ def _callers_generator_only(fn, contract: Contract, args: dict) -> dict | None:
                     "the caller's own random stream (a seeded training run's dropout, its batches) then changes with "
                     f"every call; draw only with generator={name} (a torch.manual_seed, or a random call without "
                     "generator=, changes the global state)")
+    repeats = again is not None and same_result(contract, first, again, None)
+    if seen["caller's"] and repeats and torch.equal(after_first, generator.get_state()):
+        bugs.append(f"your {what} sets the generator it is given back to one point of its stream at every call "
+                    f"(measured: two calls in a row with one `{name}` give the same result and leave it in the same "
+                    f"state), so a caller drawing again gets the same draw; draw from `{name}` as it arrives (no "
+                    "manual_seed or set_state of it) and leave seeding to the caller")
     if not seen["caller's"]:
-        repeats = again is not None and same_result(contract, first, again, None)
         bugs.append(f"your {what} never draws from the generator it is given (measured: `{name}`.get_state() is the "
                     "same before and after the call" + ("; a second call with the same generator gives the same result"
                                                         if repeats else "") +
                     f"): pass it on, generator={name}, to every random call")
     if not bugs:
         return None
-    return {"note": "the global generator moved" if seen["global"] else "the caller's generator did not move",
-            "facts": [], "bugs": bugs}
+    note = ("the global generator moved" if seen["global"] else "the caller's generator did not move"
+            if not seen["caller's"] else "every call restarts the generator")
+    return {"note": note, "facts": [], "bugs": bugs}
 
 
 def _default_dtype_ignored(fn, contract: Contract, args: dict) -> dict | None:

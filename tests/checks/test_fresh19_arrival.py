@@ -90,3 +90,9 @@ def test_a_sampler_drawing_on_from_its_generator_passes_the_two_calls():
             logits = logits.scatter(-1, order.indices, order.values.masked_fill(drop, float("-inf")))
         return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
     checks.check_sample_next(sample_next)
+
+
+def test_a_mask_kept_on_the_module_from_an_earlier_step_is_named_by_its_attribute():
+    likely = _line(_message("fresh19", "06", "attention_step", "attn.step_mask = "), "Likely bug:")
+    assert "the mask your code keeps on the attention module as attn.step_mask" in likely
+    assert "build the mask at every call" in likely

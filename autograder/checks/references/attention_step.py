@@ -108,8 +108,9 @@ def _attention_inputs(fn, args):
     if recorded.failed is None:
         return None
     failed = recorded.ops[recorded.failed]
-    masks = [s for s, (j, slot) in zip(failed.input_shapes, zip(failed.inputs, failed.slots))
-             if _is_bool(recorded, j, slot) and len(s) >= 2]
+    mask_reads = [(s, j) for s, (j, slot) in zip(failed.input_shapes, zip(failed.inputs, failed.slots))
+                  if _is_bool(recorded, j, slot) and len(s) >= 2]
+    masks = [s for s, _ in mask_reads]
     floats = [s for s, (j, slot) in zip(failed.input_shapes, zip(failed.inputs, failed.slots))
               if not _is_bool(recorded, j, slot) and len(s) == 4]
     if masks and tuple(masks[0][-2:]) != (new, total):
@@ -123,10 +124,15 @@ def _attention_inputs(fn, args):
             "out") if counted == 0 else (
             f"; its width {int(masks[0][-1])} = {new} + {counted} counts {counted} cached positions where past_k holds "
             f"{past} (past_k.shape[2])" + (f", and {counted} is past_k.shape[{' or '.join(read)}]" if read else ""))
+        kept = _kept_on(args[1], recorded, mask_reads[0][1])
+        kept = "" if kept is None else (
+            f"; it is the mask your code keeps on the attention module as attn.{kept} (measured: no operation of "
+            f"this call made the mask it read, and attn.{kept} holds it), made at an earlier call and fitting that "
+            "call's scores only: build the mask at every call")
         return lambda err: err.with_likely_bug(
             f"the mask does not fit the scores: yours is {tuple(masks[0])} (measured where your code raised), the "
-            f"scores are (T_new, T_past + T_new) = ({new}, {total}){width}: use causal_mask(T_new, T_past + T_new), "
-            "where T_past = past_k.shape[2] is the number of cached positions")
+            f"scores are (T_new, T_past + T_new) = ({new}, {total}){width}{kept}: use causal_mask(T_new, T_past + "
+            "T_new), where T_past = past_k.shape[2] is the number of cached positions")
     short = [s for s in floats[1:] if s[-2] == new != total]
     if masks and short:
         return lambda err: err.with_likely_bug(
@@ -134,6 +140,18 @@ def _attention_inputs(fn, args):
             f"{tuple(short[0])}), while the mask has T_past + T_new = {total}: the cached positions are missing; "
             "attend over k_all and v_all, the cache after the step")
     return None
+
+
+def _kept_on(module, recorded, j: int) -> str | None:
+    """The name of the attribute (or buffer) of `module` holding the mask
+    the raising call read, where that mask was made by no operation of the
+    call (a leaf of the trace); None otherwise."""
+    if not isinstance(module, torch.nn.Module) or j > trace.LEAF or trace.LEAF - j >= len(recorded.leaves):
+        return None
+    mask = recorded.leaves[trace.LEAF - j]
+    held = {**vars(module), **dict(module.named_buffers(recurse=False))}
+    return next((name for name, value in held.items() if isinstance(value, torch.Tensor) and value.dtype == mask.dtype
+                 and value.shape == mask.shape and torch.equal(value.cpu(), mask.cpu())), None)
 
 
 def _is_bool(recorded, j: int, slot: int) -> bool:

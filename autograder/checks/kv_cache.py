@@ -165,7 +165,7 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
                    "shape (B, 1)")
         chk.require(f"prompt {p + 1}: prefill once, then one token per step with the cache", uses_cache or len(log.calls) < 2,
                     "see the likely bug below", diagnosis=None if uses_cache else why)
-        _no_forward_after_the_last_token(chk, log, got, max_new_tokens, f"prompt {p + 1}")
+        _no_forward_after_the_last_token(chk, log, got, T, max_new_tokens, f"prompt {p + 1}")
         with_grad = sum(c["grad"] for c in log.calls)
         chk.require(f"prompt {p + 1}: no autograd graph (torch.no_grad)", not with_grad,
                     f"{with_grad} of {len(log.calls)} forward calls ran with gradients on",
@@ -185,7 +185,7 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
     chk.finish()
 
 
-def _no_forward_after_the_last_token(chk: Check, log: ForwardLog, got, n: int, label: str) -> None:
+def _no_forward_after_the_last_token(chk: Check, log: ForwardLog, got, T: int, n: int, label: str) -> None:
     """n new tokens take n forward calls: the prefill gives the first, each
     fed token the next, and the last is returned, never fed. A loop that
     feeds it too runs the model once more than needed, and a request at the
@@ -194,13 +194,16 @@ def _no_forward_after_the_last_token(chk: Check, log: ForwardLog, got, n: int, l
     if chk.require(f"{label}: {n} forward calls for {n} new tokens (the last one is returned, not fed)",
                    calls <= n, f"{calls} forward calls"):
         return
-    fed = log.calls[-1]["ids"]  # the last call's input, read now that the decoding is over
-    if calls == n + 1 and isinstance(got, torch.Tensor) and got.dim() == 2 and fed is not None \
-            and tuple(fed.shape) == (got.shape[0], 1) and torch.equal(fed[:, -1].cpu(), got[:, -1].cpu()):
+    last = log.calls[-1]
+    # The last call found T + n - 1 positions cached and fed one more: the position of the n-th new token, the
+    # last one returned (the count of tokens returned being right).
+    if calls == n + 1 and isinstance(got, torch.Tensor) and got.dim() == 2 and got.shape[1] == T + n \
+            and last["len"] == 1 and last["cache_len"] == T + n - 1:
         chk.diagnose(f"the last new token is fed back to the model (measured: {calls} forward calls for "
-                     f"max_new_tokens = {n}, the last one fed the token your generate_greedy returns last): its "
-                     "logits are never used, and a request with T + max_new_tokens = max_seq_len + 1, which fits, "
-                     "finds the cache full; feed a token only when another is to be generated")
+                     f"max_new_tokens = {n}, the last of them with T + {n - 1} positions in the cache for a prompt of "
+                     "T tokens, so it fed the position of the last token your generate_greedy returns): its logits "
+                     "are never used, and a request with T + max_new_tokens = max_seq_len + 1, which fits, finds the "
+                     "cache full; feed a token only when another is to be generated")
     else:
         chk.measured(f"{label}: your generate_greedy called the model {calls} times for max_new_tokens = {n}; "
                      f"the prefill and one call per new token but the last make {n}")

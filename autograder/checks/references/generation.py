@@ -101,12 +101,9 @@ class ForwardLog:
                 "after max_new_tokens steps, and does every step append its token?")
         idx = args[0] if args else kwargs.get("idx")
         cache = args[1] if len(args) > 1 else kwargs.get("cache")
-        # The ids are kept as handed in, with no torch operation here: a tracer watching the learner's run
-        # records every operation, and one of the check's own would be taken for theirs.
         self.calls.append({"len": idx.shape[-1] if isinstance(idx, torch.Tensor) else None, "cache": cache,
                            "cache_len": None if cache is None else cache.length,
-                           "training": module.training, "grad": torch.is_grad_enabled(),
-                           "ids": idx if isinstance(idx, torch.Tensor) else None})
+                           "training": module.training, "grad": torch.is_grad_enabled()})
 
     def close(self):
         self.handle.remove()

@@ -12,6 +12,7 @@ from .contracts import Contract, Edge, call_keeping_inputs, defaults, run_contra
 from .framework.check import CandidatesVariant, Check
 from .framework.measure import close_to, describe_factor, fit_scale, randn, tol_for
 from .references.attention import attention_steps, causal_mask_steps, ref_mask
+from .spies import first_call_arguments
 
 
 def check_causal_mask(causal_mask, *, cases: tuple = ((5, 5), (3, 7), (1, 6))) -> None:
@@ -454,7 +455,10 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
     x = randn(batch, seq, d, seed=seed, dtype=dtype)
     w_q, w_k, w_v, w_o = (randn(d, d, seed=seed + i, dtype=dtype) / math.sqrt(d) for i in range(1, 5))
     chk = Check("self_attention", expects=f"(batch, seq, d_model) = {(batch, seq, d)}")
-    got = chk.call(self_attention, x, w_q, w_k, w_v, w_o, n_heads)
+    attended = F.scaled_dot_product_attention(*(_split_ref(F.linear(x, w), n_heads) for w in (w_q, w_k, w_v)),
+                                              is_causal=True)  # (B, H, T, hd): what merge_heads takes
+    handed = lambda err=None: _merge_heads_handed(self_attention, (x, w_q, w_k, w_v, w_o, n_heads), attended)  # noqa: E731
+    got = chk.call(self_attention, x, w_q, w_k, w_v, w_o, n_heads, on_error=handed)
 
     def with_layout(split, merge):
         q, k, v = (split(F.linear(x, w)) for w in (w_q, w_k, w_v))
@@ -492,6 +496,8 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
             *(good_split(F.linear(x, w)) for w in (w_q, w_k, w_v)))), w_o),
     })
     want = _mha_ref(x, w_q, w_k, w_v, w_o, n_heads)
+    if not chk.passed and (said := handed()) is not None:
+        chk.diagnose(said)
     chk.upstream(self_attention, {
         "split_heads": good_split_any, "merge_heads": good_merge,
         "causal_attention": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=ref_mask(q.shape[-2], k.shape[-2])),
@@ -499,6 +505,23 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
         labels={"split_heads": "exercise 2", "merge_heads": "exercise 2", "causal_attention": "exercise 3"})
     run_contract(chk, self_attention, SELF_ATTENTION)
     chk.finish()
+
+
+def _merge_heads_handed(self_attention, args: tuple, attended: torch.Tensor) -> str | None:
+    """What the learner's self_attention hands its merge_heads, set beside the
+    attention output merge_heads takes, (B, H, T, hd): that output with axes 1
+    and 2 exchanged (a transpose taken before the merge, which transposes
+    again) is named; anything else is left to the other lines."""
+    received = first_call_arguments(self_attention, "merge_heads", lambda: self_attention(*args))
+    given = next(iter(received.values()), None) if received else None
+    swapped = attended.transpose(1, 2)
+    if not isinstance(given, torch.Tensor) or given.shape == attended.shape or given.shape != swapped.shape \
+            or not close_to(given, swapped, *tol_for(given.dtype)):
+        return None
+    return (f"your self_attention hands merge_heads the attention output with axes 1 and 2 exchanged (measured: "
+            f"its merge_heads call gets {tuple(given.shape)}, the attention output (B, H, T, hd) = "
+            f"{tuple(attended.shape)} transposed): merge_heads takes (B, H, T, hd) and makes the (B, T, H, hd) order "
+            "itself; hand it the attention output as it is")
 
 
 def split_heads_steps(x: torch.Tensor, n_heads: int) -> torch.Tensor:

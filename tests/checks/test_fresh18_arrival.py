@@ -106,3 +106,9 @@ def test_two_calls_of_one_function_on_a_line_do_not_blame_a_name_only_one_of_the
     where = _line(_message("fresh14", "07", "gqa_step", "tinylm.apply_rope(k, cos, sin)"), "Where:")
     assert "the call reads a name bound on the other line" not in where and "line 5" not in where
     assert "the first line whose value the reference never computes" in where
+
+
+def test_an_attention_output_transposed_before_merge_heads_is_named_by_what_merge_heads_gets():
+    likely = _line(_message("fresh18", "03", "self_attention", "transpose(1, 2)"), "Likely bug:")
+    assert "hands merge_heads the attention output with axes 1 and 2 exchanged" in likely
+    assert "(2, 6, 3, 4), the attention output (B, H, T, hd) = (2, 3, 6, 4) transposed" in likely

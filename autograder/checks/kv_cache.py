@@ -83,7 +83,7 @@ def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: in
             how = None if ok else cache_growth(got, old, fresh)
             if how is not None:
                 grown.setdefault(how, []).append(f"{name}_all")
-        diagnose_growth(chk, grown)
+        diagnose_growth(chk, grown, label)
     run_contract(chk, cache_update, CACHE_UPDATE)
     chk.finish()
 

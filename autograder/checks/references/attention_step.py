@@ -184,10 +184,11 @@ def cache_growth(got, past: torch.Tensor, new: torch.Tensor) -> tuple[str, int] 
     return ("axis", grew[0]) if grew and 2 not in grew else None
 
 
-def diagnose_growth(chk: Check, grown: dict[tuple[str, int], list[str]]) -> None:
+def diagnose_growth(chk: Check, grown: dict[tuple[str, int], list[str]], case: str) -> None:
     """One line per way the caches grew, naming every cache that grew so
-    (k_all and v_all): one cause is said once. A wrong axis measured here
-    states the cause of that axis's known variant, which is not said again."""
+    (k_all and v_all) and the case it was measured in (a later case may
+    raise, and show no shape): one cause is said once. A wrong axis measured
+    here states the cause of that axis's known variant, which is not said again."""
     for (how, n), names in grown.items():
         said = " and ".join(names)
         if how == "stack":
@@ -195,7 +196,8 @@ def diagnose_growth(chk: Check, grown: dict[tuple[str, int], list[str]]) -> None
                          "torch.cat((past, new), dim=2) appends along the existing sequence axis")
         else:
             chk.diagnose(f"KV cache concatenated along the wrong axis (dim={n}, the {AXES[n]} axis): your {said} "
-                         f"grew along that axis (measured from {'its shape' if len(names) == 1 else 'their shapes'}); "
+                         f"grew along that axis (measured from {'its shape' if len(names) == 1 else 'their shapes'}, "
+                         f"{case}); "
                          "new positions go along the sequence axis, dim=2 of (B, n_kv, T, hd)", states=[wrong_cat_axis(n)])
 
 

@@ -60,6 +60,17 @@ def headline(record: Diagnosis | Mapping) -> str:
     return str(d.get("stop") or "")
 
 
+def function_words(qualname: str) -> str:
+    """A learner's function as a message names it: a generator expression,
+    comprehension or lambda inside it is its enclosing function's line
+    ("self_attention", not "self_attention.<locals>.<genexpr>"), and a
+    function defined inside another says so ("inner (inside outer)")."""
+    parts = qualname.split(".<locals>.")
+    while len(parts) > 1 and parts[-1].startswith("<"):
+        parts.pop()
+    return parts[0] if len(parts) == 1 else f"{parts[-1]} (inside {parts[-2]})"
+
+
 def where(located: Mapping | None, learners_text: bool = True) -> str | None:
     """The Where line's words for a located place, None without a line
     number. learners_text=False leaves out what the learner chose (their
@@ -68,7 +79,7 @@ def where(located: Mapping | None, learners_text: bool = True) -> str | None:
         return None
     also = located.get("also") if type(located.get("also")) is int else None
     if learners_text:
-        function = str(located.get("function") or "")
+        function = function_words(str(located.get("function") or ""))
         code, also_code = str(located.get("code") or ""), str(located.get("also_code") or "")
         place = f"line {located['line']}" + (f" of your {function}" if function and not function.startswith("<") else "")
         if code:

@@ -14,7 +14,7 @@ import re
 import pytest
 import torch
 
-from autograder import selfcheck
+from autograder import diagnosis_text, selfcheck
 from autograder.checks import CheckFailed, check_rms_norm
 from autograder.checks.core import DIAGNOSIS_LOG_ENV, Check
 from autograder.checks.trace import Located
@@ -98,7 +98,8 @@ def test_the_notebook_the_self_check_and_the_page_say_the_same_lines_in_the_same
         "measured facts, then the place, then the candidates, then the confirmed causes"
     assert _said(table) == said
     located = d.get("located") or {}
-    learners = [f" of your {located.get('function')}"] + [f", `{located[k]}`" for k in ("code", "also_code") if located.get(k)]
+    function = diagnosis_text.function_words(str(located.get("function") or ""))
+    learners = [f" of your {function}"] + [f", `{located[k]}`" for k in ("code", "also_code") if located.get(k)]
     graders = []
     for line in said:
         if line.startswith("Where: "):

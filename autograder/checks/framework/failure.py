@@ -144,7 +144,7 @@ def learner_place(err: BaseException) -> str:
     if not frames:
         return ""
     code = frames[-1].tb_frame.f_code
-    name = getattr(code, "co_qualname", code.co_name)
+    name = diagnosis_text.function_words(getattr(code, "co_qualname", code.co_name))
     where = f" inside your {name}" if not name.startswith("<") else ""
     lineno = frames[-1].tb_lineno
     text = linecache.getline(code.co_filename, lineno).strip()

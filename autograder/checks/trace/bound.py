@@ -26,6 +26,7 @@ import re
 
 import torch
 
+from ...diagnosis_text import function_words
 from .explain import Located, function_around
 from .record import source_line
 
@@ -338,7 +339,7 @@ def passed_down(frames: list, err: BaseException) -> Located | None:
         return None
     attr, theirs = clash[0]
     file, at = caller.tb_frame.f_code.co_filename, caller.tb_lineno
-    where = getattr(code, "co_qualname", code.co_name)
+    where = function_words(getattr(code, "co_qualname", code.co_name))
     return Located(file, at, getattr(caller.tb_frame.f_code, "co_qualname", caller.tb_frame.f_code.co_name),
                    source_line(file, at), [
                        f"line {line} of your {where} raises on its parameter `{name}`, a tensor of shape "

@@ -1,15 +1,37 @@
 """Probes that verify_unseen.py adds for the fresh20 set, where the shared
 probes of unseen_probes.py do not reach the situation a mistake is about:
 the mode a model is in while evaluate runs its forward passes (a model
-handed over in train mode must be measured in eval mode). Each compares the
+handed over in train mode must be measured in eval mode), and the positions
+generate_left_padded hands the model (each row counted from 0 at its first
+real token, which the tokens of a RoPE model do not show). Each compares the
 learner's answer with what the exercise asks; no check of the course is
 run."""
 from __future__ import annotations
 
 import torch
 
+import tinylm
 from benchmarks.unseen_probes import Recorder
 from benchmarks.verify_heldout import attempt
+
+
+def probe_06(ns) -> dict:
+    model = tinylm.Transformer(tinylm.ModelConfig(vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2,
+                                                  max_seq_len=32)).eval()
+    gen = torch.Generator().manual_seed(201)
+    prompts = [torch.randint(1, 32, (n,), generator=gen) for n in (2, 5)]
+
+    def positions_of_the_prompt() -> list:
+        seen: list = []
+        hook = model.register_forward_pre_hook(lambda m, a, kw: seen.append(kw.get("positions")), with_kwargs=True)
+        try:
+            ns["generate_left_padded"](model, prompts, 2, tinylm.KVCache(model.config, len(prompts)))
+        finally:
+            hook.remove()
+        first = seen[0] if seen else None
+        return first.tolist() if isinstance(first, torch.Tensor) else first
+    return {"generate_left_padded, prompts of 2 and 5 tokens: positions of the prompt's forward pass":
+            attempt(positions_of_the_prompt)}
 
 
 def probe_10(ns) -> dict:
@@ -23,4 +45,4 @@ def probe_10(ns) -> dict:
     return {"evaluate, model handed over in train mode: training flag of each forward": attempt(modes_seen)}
 
 
-EXTRA_PROBES = {"10": probe_10}
+EXTRA_PROBES = {"06": probe_06, "10": probe_10}

@@ -72,21 +72,25 @@ SAME lists 16 edits that compute what the solution computes another way
 (among them F.embedding, an einsum head, the biased torch.var, the mask as
 an index comparison, torch.where in the right order, the angles tiled with
 repeat, gather at argsort(order) instead of scatter, cross_entropy on
-(B, V, T), and left-padded positions counted from the first column, which
-RoPE's relative scores cannot tell from the solution's; that one was first
-written as a mistake and moved here when no probe saw it); a check must
-pass each.
+(B, V, T)); a check must pass each. A seventeenth, left-padded positions
+counted from the first column, which RoPE's relative scores cannot tell from
+the solution's (first written as a mistake and moved to SAME when no probe
+saw it), failed its check on arrival on the positions the exercise asks for
+(each row from 0 at its first real token, which a model with absolute
+positions reads as they are): the lead moved it back to the mistakes of 06,
+with a probe of the positions, after the arrival measurement.
 
-Counts: 65 mistakes (01: 5, 02: 5, 03: 7, 04: 6, 05: 7, 06: 6, 07: 6,
-08: 7, 09: 10, 10: 6), 16 SAME edits, 12 public threads. 90 mistakes were
+Counts: 66 mistakes (01: 5, 02: 5, 03: 7, 04: 6, 05: 7, 06: 7, 07: 6,
+08: 7, 09: 10, 10: 6; 65 on arrival), 16 SAME edits, 12 public threads. 90 mistakes were
 written first and 25 dropped to keep the set near its size. Duplicates:
 heldout_duplicates.py --set fresh20 compared the texts mechanically and
 printed only matches: 31 of 81 entries matched on the first round (28
 mistakes, 3 SAME), then 7, 3, 1 and 0; each was rewritten into another form
 or replaced by a different mistake (the clip after the step, which fresh4
 holds, became the clip before backward with its own thread). The new
-probe, in benchmarks/unseen_probes_fresh20.py, records the mode of
-evaluate's forward passes. `benchmarks/verify_unseen.py --set fresh20`
+probes, in benchmarks/unseen_probes_fresh20.py, record the mode of
+evaluate's forward passes and (the lead's) the positions of
+generate_left_padded's prompt pass. `benchmarks/verify_unseen.py --set fresh20`
 proves each mistake a real bug and each SAME edit harmless.
 
 Each mistake is one substitution in one answer cell; `expect` holds words a
@@ -247,6 +251,16 @@ MUTATIONS = {
           regime="n_kv_heads < n_heads"),
     ],
     "06": [
+        # Written as SAME (RoPE's scores depend on position differences only, and padding is masked, so the greedy
+        # tokens are as they were); on arrival its check failed it on the positions the exercise asks for, which a
+        # model with learned absolute positions reads as they are: moved here by the lead, with a probe of them.
+        M("generate_left_padded", "positions = (mask.long().cumsum(-1) - 1).clamp(min=0)",
+          "positions = torch.arange(T).expand(B, T)  # 0 .. T - 1 for every row, padding included",
+          ("positions", "padded start", "first real token", "pads", "absolute", "cumsum"),
+          "numbers the positions from the first column: each row's real tokens move by a constant, which RoPE's "
+          "relative scores cannot tell apart, but the exercise counts each row from 0 at its first real token "
+          "(a model with absolute positions gives other tokens); fix: (mask.cumsum(-1) - 1).clamp(min=0)",
+          regime="rows with padding in front"),
         M("kv_cache_bytes", "return per_position * seq_len * batch_size * dtype.itemsize",
           "return per_position * seq_len * dtype.itemsize  # one sequence's cache",
           ("batch", "batch_size", "sequences", "per row"),
@@ -451,12 +465,6 @@ SAME = [
              (), "reads the element size from an empty tensor of the dtype")),
     ("06", M("generate_greedy", "next_id = logits.argmax(dim=-1, keepdim=True)", "next_id = logits.argmax(dim=-1).unsqueeze(-1)",
              (), "adds the kept axis back with unsqueeze")),
-    # RoPE's scores depend on position differences only, and padding is masked: shifting every real token of a
-    # row by the same number of padding columns leaves each row's attention, so its greedy tokens, as they were
-    ("06", M("generate_left_padded", "positions = (mask.long().cumsum(-1) - 1).clamp(min=0)",
-             "positions = torch.arange(T).expand(B, T)  # 0 .. T - 1 for every row, padding included",
-             (), "numbers the positions from the first column: each row's real tokens move by a constant, which "
-                 "RoPE's relative scores cannot tell apart")),
     ("07", M("gqa_attention", "k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)",
              "k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)",
              (), "repeats each kv head in place with repeat_interleave: head h reads kv head h // n_rep, as repeat_kv gives")),

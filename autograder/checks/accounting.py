@@ -40,12 +40,11 @@ from .accounting_measure import (COMPONENTS, initialisers_skipped, adamw_step_st
                                  kv_cache_nbytes, meta_model, train_step_flops)
 from .accounting_reading import (Findings, IN_NUMBERS, joined, Part, difference_words, finish_findings, ratio_words, read_int,
                                  run_cases, explanations, matmuls_seen, parameter_parts, parts_apart, positions_counted,
-                                 refuted, role_components, roles_apart)
+                                 refuted, role_components, roles_apart, multiplied_roles, parameter_roles)
 
 # The measurements and readings the notebooks and tests take from this module by name.
 from .accounting_measure import (after_one_adamw_step, block_flops, measure_parameters,  # noqa: F401
                                  saved_activation_bytes, training_state_nbytes)
-from .accounting_reading import multiplied_roles  # noqa: F401
 
 
 # ---------------------------------------------------------------------------
@@ -571,6 +570,8 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
     attention = 12 * L * B * T * T * config.n_heads * config.head_dim  # forward 4·…, backward twice that
     norms = (2 * L + 1) * d
     if key == "flops":
+        roles, multiplied = dict(parameter_roles(config)), multiplied_roles(config)
+        weights = sum(n for role, n in roles.items() if role in multiplied)  # the numbers a matmul multiplies
         ratios = {"the forward pass only: the backward pass costs twice the forward (per matmul, one matmul for the "
                   "gradient of its input and one for its weight's)": 1 / 3,
                   "the backward pass counted once: it does two matmuls for every matmul of the forward": 2 / 3,
@@ -593,7 +594,10 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
                  "matmul with that matrix)": 6 * B * T * V * d,
                  "the head's matmul is missing: (B·T, d_model) @ (d_model, vocab_size), with its backward":
                      -6 * B * T * V * d,
-                 "the norms' gains counted as matmul weights: they multiply elementwise": 6 * B * T * norms}
+                 "the norms' gains counted as matmul weights: they multiply elementwise": 6 * B * T * norms,
+                 "the weight matmuls counted for the forward pass only, 2 FLOPs per weight and token (attention's "
+                 "T × T matmuls with their backward): the backward does twice the forward again, 6 per weight and "
+                 "token": -4 * B * T * weights}
         return ratios, diffs
     ratios = {"parameters, not bytes: each float32 number is 4 bytes": 1 / 4}
     diffs = {"the tied head counted twice: tok_emb and lm_head share one Parameter": 4 * V * d

@@ -485,8 +485,11 @@ def check_self_attention(self_attention, *, seed: int = 0, batch: int = 2, seq: 
         "x @ W.T": lambda: transposed(out=False),
         "transposed weight in every projection: nn.Linear weights are [d_out, d_in], so a projection is x @ W.T":
             lambda: transposed(out=True),
-        "transposed weight in the output projection: y @ w_o.T, not y @ w_o": lambda: transposed(qkv=False),
+        "transposed weight in the output projection: your output is y @ w_o; nn.Linear's [d_out, d_in] weight is "
+        "applied as y @ w_o.T, F.linear(y, w_o)": lambda: transposed(qkv=False),
         "key and value projections swapped: k = x @ w_k.T, v = x @ w_v.T": lambda: with_qkv(w_q, w_v, w_k),
+        "query and key projections swapped: q = x @ w_q.T, k = x @ w_k.T (the scores come out transposed, and the "
+        "causal mask then keeps the other triangle of them)": lambda: with_qkv(w_k, w_q, w_v),
         "keys computed from the query projection (w_q) instead of w_k": lambda: with_qkv(w_q, w_q, w_v),
         "one head: the features must be split into n_heads heads of head_dim = d_model // n_heads":
             lambda: with_qkv(w_q, w_k, w_v, heads=1),

@@ -104,7 +104,8 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
     if plain and not registered_elsewhere(chk, cls, (config,)):
         return None
     hidden = (_modules_out_of_sight(module, missing) or list_lengths(want, got, config)
-              or saved_buffers(chk, cls, (config,), module, extra) or _unwrapped(plain, missing))
+              or saved_buffers(chk, cls, (config,), module, extra) or _unwrapped(plain, missing)
+              or _biases_beside(module, want, missing, extra))
     if not chk.require("parameters named as tinylm's", not missing and not extra,
                        f"missing {missing[:4]}, unexpected {extra[:4]}",
                        diagnosis=hidden or f"parameter names differ from tinylm's: missing {missing[:4]}, unexpected "
@@ -161,6 +162,20 @@ def _unwrapped(plain: list[str], missing: list[str]) -> str | None:
     return (f"`{plain[0]}`{more} is a plain tensor attribute, not an nn.Parameter (measured on the module you built), "
             "so it is not among parameters() or the state_dict and no optimizer trains it; wrap it: "
             "nn.Parameter(...)")
+
+
+def _biases_beside(module, want: dict, missing: list, extra: list) -> str | None:
+    """The only unexpected names are biases beside weights tinylm has: which
+    kind of module each belongs to, and what tinylm's is."""
+    biases = [n for n in extra if n.endswith(".bias") and n[:-len("bias")] + "weight" in want]
+    if missing or not biases or len(biases) != len(extra):
+        return None
+    kinds = {n[:-len(".bias")]: type(module.get_submodule(n[:-len(".bias")])).__name__ for n in biases}
+    fixes = (["tinylm's norms are RMSNorm: a gain and no bias, no centring"] if any("Norm" in k for k in kinds.values())
+             else []) + (["its projections are nn.Linear(..., bias=False)"] if "Linear" in kinds.values() else [])
+    said = ", ".join(f"`{name}` is a {kind}" for name, kind in kinds.items())
+    return (f"parameter names differ from tinylm's: unexpected {extra[:4]}, a bias beside each weight tinylm has "
+            f"(measured: {said})" + (f"; {' and '.join(fixes)}" if fixes else ""))
 
 
 def _modules_out_of_sight(module: nn.Module, missing: list[str]) -> str | None:

@@ -567,7 +567,8 @@ def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
             lambda: nll((counts + alpha) / (counts + alpha).sum()),
         "bigram direction swapped: p(b | a) normalises over the NEXT byte b for each previous byte a":
             lambda: nll((counts + alpha) / (counts.sum(0, keepdim=True) + 256 * alpha)),
-        "smoothing missing from the denominator: add 256 * alpha (alpha for each possible next byte)":
+        "the denominator's smoothing is alpha once, not 256 * alpha: add alpha for each of the 256 possible next "
+        "bytes, (row total + 256 * alpha)":
             lambda: nll((counts + alpha) / (counts.sum(1, keepdim=True) + alpha)),
         "smoothing missing from the numerator: add alpha to every count too, (counts + alpha) / (row total + "
         "256 * alpha), or a pair train never shows gets probability 0":

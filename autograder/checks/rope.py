@@ -15,7 +15,7 @@ import re
 from . import trace
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from ..learner_values import describe
-from .framework.check import Check
+from .framework.check import CandidatesVariant, Check
 from .framework.calling import quiet_call
 from .framework.watch import first_line_where
 from .framework.measure import close_to, randn, tol_for
@@ -441,10 +441,17 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
             "apply_rope reads the heads as positions, so every position of a head gets the same angle":
                 lambda: attend(q, k, v),
             "RoPE applied after attention (to the output) instead of to q and k": lambda: rot(attend(q, k, v), s),
-            "keys rotated from position 0: pass start_pos when rotating the keys too":
-                lambda: attend(rot(q, s), rot(k, 0), v),
-            "queries rotated from position 0: pass start_pos when rotating the queries too":
-                lambda: attend(rot(q, 0), rot(k, s), v),
+            # The scores see the difference of positions only: one output for each pair of offsets that differ alike.
+            CandidatesVariant("the queries' positions run start_pos ahead of the keys' (your output is attention with "
+                              "the keys rotated start_pos behind the queries); candidates: the keys rotated from "
+                              "position 0 (start_pos not passed for them), or the queries shifted by start_pos twice "
+                              "(a table sliced at start_pos and start_pos given as well); rotate both once, from "
+                              "start_pos"): lambda: attend(rot(q, s), rot(k, 0), v),
+            CandidatesVariant("the keys' positions run start_pos ahead of the queries' (your output is attention with "
+                              "the queries rotated start_pos behind the keys); candidates: the queries rotated from "
+                              "position 0 (start_pos not passed for them), or the keys shifted by start_pos twice "
+                              "(a table sliced at start_pos and start_pos given as well); rotate both once, from "
+                              "start_pos"): lambda: attend(rot(q, 0), rot(k, s), v),
             "no causal mask: attention after RoPE is still causal (use causal attention, not plain SDPA)":
                 lambda: F.scaled_dot_product_attention(rot(q, s), rot(k, s), v),
             "sin and cos passed in the wrong order for the queries: apply_rope(q, cos, sin, start_pos)":

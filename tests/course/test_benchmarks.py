@@ -156,7 +156,7 @@ def test_heldout_duplicates_says_the_newest_sets_share_no_entry_with_another(nam
     assert out.strip().splitlines() == [f"0 of {entries} {name} entries are also in another set"], out[-2000:]
 
 
-@pytest.mark.parametrize("name, mistakes, same", [("fresh18", 65, 16), ("fresh19", 66, 17), ("fresh20", 66, 16),
+@pytest.mark.parametrize("name, mistakes, same", [("fresh18", 65, 16), ("fresh19", 66, 17), ("fresh20", 66, 15),
                                                   ("collisions", 33, 0)])
 def test_the_newest_held_out_sets_hold_real_bugs_and_edits_that_compute_the_same(name, mistakes, same):
     """verify_unseen runs the notebooks' answers and PyTorch only, no check: each mistake of the newest sets must

@@ -15,6 +15,10 @@ Dtypes: the error is a dtype mismatch, the raising line reads tensors of two flo
 names holding the dtype that the function's untouched tensor parameters do not have are each bound once,
 on one or two earlier lines: those lines.
 
+Indices: the error is about an integer dtype where floats are needed, and an integer tensor the raising
+line reads was bound once, earlier, by unpacking a call that returns (values, indices) (sort, topk, max and
+min along a dim, ...) at the indices' place: that binding.
+
 Ranges: an integer tensor the raising line reads whose smallest and largest values the error prints
 ("got 13..17", "index 12 is out of bounds"): its one earlier binding, or, in a `for _ in range(n)` loop
 past its first pass, the binding that is a statement of the loop's own body after the raising line.
@@ -220,6 +224,54 @@ def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
         f"line {line} reads both and raises ({type(err).__name__}: {first})"], kind="bound",
         also=lines[1] if len(lines) == 2 else line,
         also_code=source_line(file, lines[1] if len(lines) == 2 else line))
+
+
+# An integer dtype met by an operation that needs floats ("softmax ... not implemented for 'Long'").
+_INTEGER_ERROR = re.compile(r"not implemented for '(Long|Int|Short|Char|Byte)'|expected .*float.* but found "
+                            r"(Long|Int)|(Long|Int) .*(float|floating)", re.IGNORECASE)
+# Calls that return (values, indices) when unpacked.
+_VALUES_INDICES = ("sort", "topk", "max", "min", "kthvalue", "median", "mode", "cummax", "cummin")
+
+
+def _unpacked_at(body: ast.AST, name: str) -> tuple[int, str, int] | None:
+    """(line, callee, place in the tuple) of the one assignment binding `name`, when it unpacks a call's result."""
+    binders = [n for n in ast.walk(body) if isinstance(n, ast.Assign)
+               and any(isinstance(t, ast.Name) and t.id == name for target in n.targets for t in ast.walk(target))]
+    if len(binders) != 1 or len(_bindings(body, name)) != 1:
+        return None
+    node = binders[0]
+    target = node.targets[0]
+    if len(node.targets) != 1 or not isinstance(target, ast.Tuple) or not isinstance(node.value, ast.Call):
+        return None
+    place = next((i for i, t in enumerate(target.elts) if isinstance(t, ast.Name) and t.id == name), None)
+    return None if place is None else (node.lineno, _callee(node.value), place)
+
+
+def indices_bound_before(frames: list, err: BaseException) -> Located | None:
+    """The earlier line binding an integer tensor the raising line reads to the indices of a call that returns
+    (values, indices), when the error is an integer dtype where floats are needed."""
+    if not _INTEGER_ERROR.search(str(err)):
+        return None
+    tb = frames[-1]
+    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    body = function_around(file, line)
+    if body is None:
+        return None
+    for name in _read_on(body, line):
+        value = frame.f_locals.get(name)
+        if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.dtype == torch.bool:
+            continue
+        found = _unpacked_at(body, name)
+        if found is None or found[0] >= line or found[1] not in _VALUES_INDICES or found[2] != 1:
+            continue
+        at, callee, _ = found
+        first = (str(err).strip().splitlines() or [""])[0][:160]
+        return Located(file, at, getattr(frame.f_code, "co_qualname", frame.f_code.co_name), source_line(file, at), [
+            f"`{name}` is bound here to the second thing {callee} returns, its indices "
+            f"({str(value.dtype).removeprefix('torch.')}): {callee} returns (values, indices)",
+            f"line {line} reads it and raises ({type(err).__name__}: {first})"], kind="bound", also=line,
+            also_code=source_line(file, line))
+    return None
 
 
 def range_bound_before(frames: list, err: BaseException) -> Located | None:

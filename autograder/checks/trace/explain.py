@@ -36,7 +36,7 @@ import torch
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
-from .sizes import own_sizes
+from .sizes import own_sizes, same_length_elsewhere, sizes_differ, sliced_elsewhere
 from .steps import made_later, steps_between
 from .kinds import (accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, module_init,
                     one_line_kind, out_of_place, relaid, shares_an_input, step_taken_as_identity, taken_later_here, what_is_read)
@@ -224,41 +224,11 @@ def _argument_facts(mine: Op, theirs: Op) -> list[str]:
     return facts[:3]
 
 
-def sizes_differ(mine: Op, theirs: Op | None) -> str | None:
-    """For a reshape, view, expand or slice that the reference makes from
-    the same value with other sizes or bounds: what each is given."""
-    if theirs is None or mine.name not in ("reshape", "view", "expand", "__getitem__") or not same_kind(mine, theirs):
-        return None
-    key = "index" if mine.name == "__getitem__" else "sizes"
-    a, b = mine.kwargs.get(key), theirs.kwargs.get(key)
-    if a is None or b is None or a == b:
-        return None
-    shape = mine.input_shapes[0] if mine.input_shapes else None
-    if key == "index":
-        if not (mine.outputs and theirs.outputs):
-            return None
-        if _same_length_elsewhere(mine, theirs):
-            return f"your slice {a} of shape {shape} gives {tuple(mine.outputs[0].shape)}, as the reference's {b} " \
-                   "does: the same length, other bounds"
-        return f"your slice {a} of shape {shape} gives {tuple(mine.outputs[0].shape)}; the reference's {b} gives " \
-               f"{tuple(theirs.outputs[0].shape)}"
-    return (f"your {mine.name} turns shape {shape} into sizes {a}; the reference's turns it into {b}"
-            if shape is not None else f"your {mine.name} is given sizes {a}; the reference's {b}")
-
-
 def _comparable(mine: Op, theirs: Op | None) -> bool:
     """Both calls give a tensor of one dtype: values that may stand for each other."""
     return (theirs is not None and bool(mine.outputs) and bool(theirs.outputs)
             and isinstance(mine.outputs[0], torch.Tensor) and isinstance(theirs.outputs[0], torch.Tensor)
             and mine.outputs[0].dtype == theirs.outputs[0].dtype)
-
-
-def _same_length_elsewhere(mine: Op, theirs: Op) -> bool:
-    """Two slices of inputs of one shape giving one shape with other bounds: the sizes agree and the start
-    differs, so the line binding the sizes is not where they go wrong."""
-    return (mine.name == "__getitem__" and bool(mine.outputs) and bool(theirs.outputs)
-            and list(mine.input_shapes[:1]) == list(theirs.input_shapes[:1])
-            and tuple(mine.outputs[0].shape) == tuple(theirs.outputs[0].shape))
 
 
 def sizes_bound_at(file: str, line: int, call: str) -> int | str | None:
@@ -681,8 +651,9 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if how == "role" and counterpart is not None and not _comparable(first, counterpart):
         # the two give values of different dtypes: paired by name, not by value, so none is set beside it
         blamed, also, counterpart, how = first, None, None, "value"
-    if how == "value" and counterpart is not None and not shares_an_input(first, counterpart, seen):
-        counterpart = None  # no value read in common: a call of the same name elsewhere, unrelated to this one
+    if how == "value" and counterpart is not None and (not shares_an_input(first, counterpart, seen)
+                                                       or sliced_elsewhere(counterpart, ops)):
+        counterpart = None  # no value read in common, or its slice made elsewhere: not this call's counterpart
     maker = None
     if how == "read":  # the second op is where the value it should read is made, not a line of the pair
         maker, also = also, None
@@ -694,7 +665,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
             op, facts = rounded
             return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind="value")
     code = source_line(first.file, first.line)
-    sizes = sizes_differ(first, counterpart) if how == "value" else None
+    sizes = sizes_differ(first, counterpart, ops) if how == "value" else None
     if how == "value" and counterpart is not None and same_kind(first, counterpart) and not sizes and \
             re.search(r"\bself\.[A-Za-z_]", code) and not re.search(r"(?<![\w.])\d", code):
         return None  # same values in, another result, no number on the line: it may come from the module's __init__
@@ -775,7 +746,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
                         + (f" ({steps})" if steps else "") if how == "twice" else
                         f"your {first.name} reads a value the reference has only after more steps"
                         + (f" ({steps})" if steps else ""))
-    if sizes is not None and not first.inside and _same_length_elsewhere(first, counterpart):
+    if sizes is not None and not first.inside and same_length_elsewhere(first, counterpart):
         facts.insert(0, sizes)
         how = "offset"
     elif sizes is not None:
@@ -788,7 +759,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         if bound is not None and bound != line and \
                 not own_sizes(function_around(file, line), line, bound, first, counterpart):
             # the slice inside the called component has the reference's length: only where it starts differs
-            how, second = "offset_read" if first.inside and _same_length_elsewhere(first, counterpart) else "sizes", bound
+            how, second = "offset_read" if first.inside and same_length_elsewhere(first, counterpart) else "sizes", bound
     if how == "value" and sizes is None and first.name in SIZED_OPS and blamed is first:
         written = _number_written_in(file, line)
         if written is not None:

@@ -13,10 +13,12 @@ import torch
 from ..learner_code import is_learners_file, walk_traceback
 from .align import ancestors, one_axis_apart, owner_value, Analysis
 from .explain import (Located, CASTS, SIZED_OPS, blame_of, describe_value, function_around, input_owners, path_between,
-                      same_kind, sizes_bound_at, sizes_differ, true_division_read, blamed_lines, place)
+                      same_kind, sizes_bound_at, true_division_read, blamed_lines, place)
 from .kinds import one_line_kind
+from .sizes import sizes_differ
 from .record import source_line, tensors_in, Op, Trace
-from .bound import dtype_bound_before, nan_bound_before, passed_down, range_bound_before, size_bound_before
+from .bound import (dtype_bound_before, indices_bound_before, nan_bound_before, passed_down, range_bound_before,
+                    size_bound_before)
 
 
 def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | None:
@@ -189,7 +191,7 @@ def _bounds_before_raise(learner: Trace, reference: Trace, seen: "Analysis", fai
             ref_slots = ref_op.slots or [0] * len(ref_op.inputs)
             if not all((i, s) in owners for i, s, owners in zip(ref_op.inputs, ref_slots, owned)):
                 continue
-            sizes = sizes_differ(mine, ref_op)
+            sizes = sizes_differ(mine, ref_op, learner.ops)
             if sizes is None:
                 continue
             bound = None if mine.inside else sizes_bound_at(mine.file, mine.line, mine.name)
@@ -289,7 +291,7 @@ def values_at_raise(err: BaseException | None, axes: dict | None = None,
             place = _binding_of(frames, name, value)
     if place is None:
         place = size_bound_before(frames, err, axes, sizes) or dtype_bound_before(frames, err) or \
-            range_bound_before(frames, err) or passed_down(frames, err)
+            indices_bound_before(frames, err) or range_bound_before(frames, err) or passed_down(frames, err)
     return facts, place
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 
+from .align import same_kind
 from .record import Op
 
 
@@ -57,3 +58,45 @@ def _start_stop(index) -> tuple | None:
     """(start, stop) of a one-axis slice index as recorded ('[5:10]'), None for any other index."""
     found = re.fullmatch(r"\[(-?\d*):(-?\d*)\]", index) if isinstance(index, str) else None
     return tuple(int(v) if v else None for v in found.groups()) if found else None
+
+
+def sliced_elsewhere(theirs: Op, learner_ops: list | None) -> bool:
+    """Whether the learner's run makes the reference's slice `theirs`, with its very bounds, in a call of its own:
+    a slice of the learner's with other bounds is then a step the reference does not take, not that slice."""
+    return theirs.name == "__getitem__" and any(op.name == "__getitem__" and op.kwargs.get("index") ==
+                                                theirs.kwargs.get("index") for op in learner_ops or ())
+
+
+def sizes_differ(mine: Op, theirs: Op | None, learner_ops: list | None = None) -> str | None:
+    """For a reshape, view, expand or slice that the reference makes from
+    the same value with other sizes or bounds: what each is given. Not where
+    the learner's run makes the reference's very slice too (another call, on
+    another value): the learner's slice is then a step of its own, not the
+    reference's one given other bounds."""
+    if theirs is None or mine.name not in ("reshape", "view", "expand", "__getitem__") or not same_kind(mine, theirs):
+        return None
+    key = "index" if mine.name == "__getitem__" else "sizes"
+    a, b = mine.kwargs.get(key), theirs.kwargs.get(key)
+    if a is None or b is None or a == b:
+        return None
+    if sliced_elsewhere(theirs, learner_ops):
+        return None
+    shape = mine.input_shapes[0] if mine.input_shapes else None
+    if key == "index":
+        if not (mine.outputs and theirs.outputs):
+            return None
+        if same_length_elsewhere(mine, theirs):
+            return f"your slice {a} of shape {shape} gives {tuple(mine.outputs[0].shape)}, as the reference's {b} " \
+                   "does: the same length, other bounds"
+        return f"your slice {a} of shape {shape} gives {tuple(mine.outputs[0].shape)}; the reference's {b} gives " \
+               f"{tuple(theirs.outputs[0].shape)}"
+    return (f"your {mine.name} turns shape {shape} into sizes {a}; the reference's turns it into {b}"
+            if shape is not None else f"your {mine.name} is given sizes {a}; the reference's {b}")
+
+
+def same_length_elsewhere(mine: Op, theirs: Op) -> bool:
+    """Two slices of inputs of one shape giving one shape with other bounds: the sizes agree and the start
+    differs, so the line binding the sizes is not where they go wrong."""
+    return (mine.name == "__getitem__" and bool(mine.outputs) and bool(theirs.outputs)
+            and list(mine.input_shapes[:1]) == list(theirs.input_shapes[:1])
+            and tuple(mine.outputs[0].shape) == tuple(theirs.outputs[0].shape))

@@ -60,26 +60,28 @@ def _start_stop(index) -> tuple | None:
     return tuple(int(v) if v else None for v in found.groups()) if found else None
 
 
-def sliced_elsewhere(theirs: Op, learner_ops: list | None) -> bool:
-    """Whether the learner's run makes the reference's slice `theirs`, with its very bounds, in a call of its own:
-    a slice of the learner's with other bounds is then a step the reference does not take, not that slice."""
-    return theirs.name == "__getitem__" and any(op.name == "__getitem__" and op.kwargs.get("index") ==
-                                                theirs.kwargs.get("index") for op in learner_ops or ())
+def sliced_after(mine: Op, theirs: Op, learner_ops: list | None) -> bool:
+    """Whether the learner's run slices the value `mine` made again, with the very bounds of the reference's
+    slice `theirs`: `mine` is then a step the reference does not take (a table sliced before a function that
+    slices it itself), not the reference's slice given other bounds."""
+    bounds = theirs.kwargs.get("index")  # None for an index holding tensors: no bounds to compare
+    return theirs.name == "__getitem__" and bounds is not None and any(
+        op.name == "__getitem__" and mine.index in op.inputs and op.kwargs.get("index") == bounds
+        for op in learner_ops or ())
 
 
 def sizes_differ(mine: Op, theirs: Op | None, learner_ops: list | None = None) -> str | None:
     """For a reshape, view, expand or slice that the reference makes from
-    the same value with other sizes or bounds: what each is given. Not where
-    the learner's run makes the reference's very slice too (another call, on
-    another value): the learner's slice is then a step of its own, not the
-    reference's one given other bounds."""
+    the same value with other sizes or bounds: what each is given; not where
+    the learner slices the result again with the reference's bounds
+    (sliced_after)."""
     if theirs is None or mine.name not in ("reshape", "view", "expand", "__getitem__") or not same_kind(mine, theirs):
         return None
     key = "index" if mine.name == "__getitem__" else "sizes"
     a, b = mine.kwargs.get(key), theirs.kwargs.get(key)
     if a is None or b is None or a == b:
         return None
-    if sliced_elsewhere(theirs, learner_ops):
+    if sliced_after(mine, theirs, learner_ops):
         return None
     shape = mine.input_shapes[0] if mine.input_shapes else None
     if key == "index":

@@ -568,7 +568,7 @@ def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
         "bigram direction swapped: p(b | a) normalises over the NEXT byte b for each previous byte a":
             lambda: nll((counts + alpha) / (counts.sum(0, keepdim=True) + 256 * alpha)),
         "the denominator's smoothing is alpha once, not 256 * alpha: add alpha for each of the 256 possible next "
-        "bytes, (row total + 256 * alpha)":
+        "bytes, the previous byte's count + 256 * alpha":
             lambda: nll((counts + alpha) / (counts.sum(1, keepdim=True) + alpha)),
         "smoothing missing from the numerator: add alpha to every count too, (counts + alpha) / (row total + "
         "256 * alpha), or a pair train never shows gets probability 0":

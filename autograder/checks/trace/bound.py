@@ -44,9 +44,7 @@ def size_bound_before(frames: list, err: BaseException, axes: dict | None, sizes
     `sizes`) whose value is another number: the name then certainly holds what that axis is not."""
     if not axes or not sizes:
         return None
-    tb = frames[-1]
-    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
-    body = function_around(file, line)
+    frame, file, line, body = _raising(frames)
     first = (str(err).strip().splitlines() or [""])[0]
     shown = [[int(n) for n in m.group(1).split(",")] for m in _SIZES.finditer(first)]
     if body is None or not shown:
@@ -95,6 +93,13 @@ def _passed(args: list, sizes: list[int], local: dict) -> list[tuple[str, int]] 
                 return None
             names.append((arg.id, value))
     return names or None
+
+
+def _raising(frames: list) -> tuple:
+    """(frame, file, line, the function's syntax tree or None) of the innermost frame, the line that raised."""
+    tb = frames[-1]
+    file, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    return tb.tb_frame, file, line, function_around(file, line)
 
 
 def _bound_once(body: ast.AST, name: str) -> tuple[int, str] | None:
@@ -151,9 +156,7 @@ def _read_on(body: ast.AST, line: int) -> list[str]:
 
 def nan_bound_before(frames: list, err: BaseException, name: str) -> Located | None:
     """The one earlier line binding `name`, a tensor holding nan that the raising line reads, or None."""
-    tb = frames[-1]
-    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
-    body = function_around(file, line)
+    frame, file, line, body = _raising(frames)
     code = frame.f_code
     params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
     value = frame.f_locals.get(name)
@@ -192,9 +195,7 @@ def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
     parameters', when the raising line reads tensors of both dtypes and the error is a dtype mismatch."""
     if not _DTYPE_ERROR.search(str(err)):
         return None
-    tb = frames[-1]
-    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
-    body = function_around(file, line)
+    frame, file, line, body = _raising(frames)
     if body is None:
         return None
     code = frame.f_code
@@ -252,9 +253,7 @@ def indices_bound_before(frames: list, err: BaseException) -> Located | None:
     (values, indices), when the error is an integer dtype where floats are needed."""
     if not _INTEGER_ERROR.search(str(err)):
         return None
-    tb = frames[-1]
-    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
-    body = function_around(file, line)
+    frame, file, line, body = _raising(frames)
     if body is None:
         return None
     for name in _read_on(body, line):
@@ -279,9 +278,7 @@ def range_bound_before(frames: list, err: BaseException) -> Located | None:
     error prints (positions out of range: "got 13..17"): its one binding before that line, or, inside a
     `for _ in range(n)` loop past its first pass, the binding that is a statement of the loop's own body
     after the raising line (the value the previous pass left)."""
-    tb = frames[-1]
-    frame, file, line = tb.tb_frame, tb.tb_frame.f_code.co_filename, tb.tb_lineno
-    body = function_around(file, line)
+    frame, file, line, body = _raising(frames)
     first = (str(err).strip().splitlines() or [""])[0]
     printed = set(re.findall(r"(?<!\d\.)(?<!\w)-?\d+(?!\w)(?!\.\d)", first))  # whole numbers, "13..17" too
     if body is None or not printed:

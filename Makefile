@@ -14,7 +14,7 @@ PIP_INSTALL_EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pyt
 # Keep torch single-threaded per worker when tests run in parallel.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest
 
-.PHONY: venv venv-dev lab test test-fast clean help
+.PHONY: venv venv-dev lab test test-long test-fast clean help
 
 venv: $(STAMP)  ## the learner's .venv: torch, JupyterLab, nbgrader, the course [TORCH_INDEX_URL=... TORCH_SPEC=...]
 
@@ -65,11 +65,16 @@ lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
 # tests that share an expensive fixture on one worker (tests/conftest.py),
 # and --no-loadscope-reorder keeps conftest's order: the longest units first;
 # what is slow and why: docs/contributing.md, "how long make test takes".
-test: $(DEV_STAMP)  ## the whole suite, as CI runs it
-	$(PYTEST) -n 2 --dist loadgroup --no-loadscope-reorder -q --durations=25
+# The runs at full size (marker `long`) are a target of their own, which CI
+# runs after this one: together they are the whole suite.
+test: $(DEV_STAMP)  ## the suite without the full-size runs (CI runs this, then test-long)
+	$(PYTEST) -n 2 --dist loadgroup --no-loadscope-reorder -q --durations=25 -m "not long"
 
-test-fast: $(DEV_STAMP)  ## the inner loop: skip tests marked slow
-	$(PYTEST) -n 2 --dist loadgroup --no-loadscope-reorder -q -m "not slow"
+test-long: $(DEV_STAMP)  ## the full-size runs: the notebooks as a learner runs them, every cell of the graded proofs, browsers, hub, benchmarks
+	$(PYTEST) -n 2 --dist loadgroup --no-loadscope-reorder -q --durations=25 -m long
+
+test-fast: $(DEV_STAMP)  ## the inner loop: skip tests marked slow or long
+	$(PYTEST) -n 2 --dist loadgroup --no-loadscope-reorder -q -m "not slow and not long"
 
 clean:  ## delete .venv (the next make target recreates it)
 	rm -rf $(VENV) .pytest_cache

@@ -19,9 +19,10 @@ from ..servers import LoggedServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every browser test module sets `pytestmark = BROWSER`: selectable with
-# -m browser, and skipped by `make test-fast` (slow). Under xdist each worker
-# that gets a browser test starts its own Chromium and servers.
-BROWSER = [pytest.mark.browser, pytest.mark.slow]
+# -m browser, run by `make test-long` (long), not by `make test` or `make
+# test-fast`. Under xdist each worker that gets a browser test starts its own
+# Chromium and servers.
+BROWSER = [pytest.mark.browser, pytest.mark.slow, pytest.mark.long]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # Kernel start + `import torch` + one notebook on 2 busy cores: generous, but bounded.

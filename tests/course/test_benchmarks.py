@@ -29,6 +29,7 @@ def test_every_benchmark_script_imports():
     assert "bench_warm_jail.py" in done.stdout.split()
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_training_benchmark_prints_its_table_and_saves_the_plot(tmp_path):
     plot = tmp_path / "bench.png"
@@ -39,6 +40,7 @@ def test_training_benchmark_prints_its_table_and_saves_the_plot(tmp_path):
     assert plot.stat().st_size > 0
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_step_benchmark_compares_with_the_baseline_and_profiles_both_models():
     out = run_benchmark("bench_step.py", "--steps", "3", "--warmup", "1", "--profile", "1", "--rows", "5")
@@ -47,6 +49,7 @@ def test_step_benchmark_compares_with_the_baseline_and_profiles_both_models():
     assert out.count("torch.profiler, 1 steps") == 2
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_step_benchmark_compiles_both_models_on_request():
     out = run_benchmark("bench_step.py", "--steps", "2", "--warmup", "1", "--compile")
@@ -60,18 +63,21 @@ def test_step_benchmark_names_the_missing_nanogpt_model(tmp_path):
     assert done.returncode != 0 and f"--nanogpt {tmp_path}: no model.py there" in done.stderr
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_kv_cache_benchmark_checks_equal_outputs_and_prints_speed_ups():
     out = run_benchmark("bench_kv_cache.py", "--sizes", "nb06", "--lengths", "8", "24", "--repeats", "1")
     assert "speed-up" in out and out.count("x ") >= 2
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_compile_cost_mode_prints_both_rows():
     out = run_benchmark("bench_training.py", "--compile-cost", "12")
     assert "eager" in out and "compiled" in out and "median step ms" in out
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_pretrained_benchmark_prints_speed_next_to_its_bound():
     from tinylm import pretrained
@@ -84,6 +90,7 @@ def test_pretrained_benchmark_prints_speed_next_to_its_bound():
         assert row in out
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_chat_threads_benchmark_times_one_thread_beside_the_default():
     from tinylm import pretrained
@@ -96,6 +103,7 @@ def test_chat_threads_benchmark_times_one_thread_beside_the_default():
     assert "load average" in out and "(default)" in out
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_autograde_setup_mode_sets_nbgraders_commands_beside_the_graders_own():
     out = run_benchmark("bench_autograde.py", "--setup", "--rounds", "1", "--assignments", "1", "--workers", "1")
@@ -103,6 +111,7 @@ def test_autograde_setup_mode_sets_nbgraders_commands_beside_the_graders_own():
         assert row in out, out
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_class_benchmark_grades_each_submission_in_both_modes_and_projects_the_class():
     out = run_benchmark("bench_class.py", "--notebooks", "01", "--mix", "1", "0", "1")
@@ -114,6 +123,7 @@ def test_class_benchmark_grades_each_submission_in_both_modes_and_projects_the_c
     assert "GRADES NOT AS EXPECTED" not in out
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_report_benchmark_times_every_stage():
     out = run_benchmark("bench_report.py", "--students", "20", "--repeats", "1")
@@ -121,6 +131,7 @@ def test_report_benchmark_times_every_stage():
         assert row in out
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_experiments_benchmark_times_a_cell_with_all_its_seeds():
     out = run_benchmark("bench_experiments.py", "mlp")
@@ -129,12 +140,14 @@ def test_experiments_benchmark_times_a_cell_with_all_its_seeds():
     assert row[1] == "2" and float(row[2]) > 0  # two seeds, as the notebook runs them
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_notebook_cells_benchmark_lists_the_cells_it_was_asked_for():
     out = run_benchmark("bench_notebook_cells.py", "01", "--min", "1000", "--grep", "tie_weights(")
     assert out.startswith("01_embeddings: ") and "code cells" in out and "check_tie_weights(tie_weights)" in out
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_check_time_benchmark_times_setup_and_every_test_cell_of_both_checkouts():
     out = run_benchmark("bench_check_time.py", "--notebooks", "01", "--repeat", "1", "--clock", "cpu",

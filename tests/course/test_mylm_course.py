@@ -30,6 +30,7 @@ from ..helpers import run_as_cell, run_solution_notebook
 from .learner_run import learner_run_of, same_checked_outputs
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.xdist_group("learner_run")
 def test_notebooks_01_to_10_train_and_evaluate_the_learners_model(learner_run):
     for assignment in course.assignments():

@@ -209,6 +209,7 @@ def test_untouched_release_fails_every_graded_cell(assignment, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.xdist_group("learner_run")
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_each_notebook_runs_reproduces_its_checked_outputs_and_keeps_its_stated_time(assignment, learner_run):

@@ -115,6 +115,7 @@ def _every_cell_proofs(data: Path) -> dict:
 # module instead, and under xdist this test could wait on the proofs' batch while the other worker graded it.
 @pytest.mark.grader
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.xdist_group("tests/grading/test_grade_proofs.py")
 def test_solutions_releases_and_seed_bugs_score_the_same_with_every_cell_run(graded, tmp_path_factory):  # noqa: F811
     every = shared_batch(tmp_path_factory, "grader_proofs_every_cell", _every_cell_proofs)["results"]

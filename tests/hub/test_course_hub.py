@@ -39,8 +39,7 @@ from ..browser.lab import CELLS, NotebookPage, answers, cell_count
 from ..browser.test_learner import RIGHT_LOOKUP, SHIFT_DIAGNOSIS, WRONG_LOOKUP
 from .course_hub import ROOT, CourseHub, User, why_not_runnable
 
-# Grading uses the jail's uid slots and processes: the serial grader pass of `make test`.
-pytestmark = [pytest.mark.hub, pytest.mark.grader, pytest.mark.slow]
+pytestmark = [pytest.mark.hub, pytest.mark.grader, pytest.mark.slow, pytest.mark.long]
 
 NB = "01_embeddings"
 ANSWERS = answers(NB)

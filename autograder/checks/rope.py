@@ -403,6 +403,15 @@ def _explain_rotate_half(chk: Check, apply_rope, x: torch.Tensor) -> bool:
     return False
 
 
+def _one_side_ahead(ahead: str, behind: str) -> CandidatesVariant:
+    """One side's positions start_pos ahead of the other's: two causes give that output alike."""
+    return CandidatesVariant(
+        f"the {ahead}' positions run start_pos ahead of the {behind}' (your output is attention with the {behind} "
+        f"rotated start_pos behind the {ahead}); candidates: the {behind} rotated from position 0 (start_pos not "
+        f"passed for them), or the {ahead} shifted by start_pos twice (a table sliced at start_pos and start_pos "
+        "given as well); rotate both once, from start_pos")
+
+
 def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 6,
                            head_dim: int = 8, start_pos: int = 4, dtype=torch.float32, theta: float = 10000.0) -> None:
     """rotary_attention(q, k, v, cos, sin, start_pos): RoPE on q and k only,
@@ -442,16 +451,8 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
                 lambda: attend(q, k, v),
             "RoPE applied after attention (to the output) instead of to q and k": lambda: rot(attend(q, k, v), s),
             # The scores see the difference of positions only: one output for each pair of offsets that differ alike.
-            CandidatesVariant("the queries' positions run start_pos ahead of the keys' (your output is attention with "
-                              "the keys rotated start_pos behind the queries); candidates: the keys rotated from "
-                              "position 0 (start_pos not passed for them), or the queries shifted by start_pos twice "
-                              "(a table sliced at start_pos and start_pos given as well); rotate both once, from "
-                              "start_pos"): lambda: attend(rot(q, s), rot(k, 0), v),
-            CandidatesVariant("the keys' positions run start_pos ahead of the queries' (your output is attention with "
-                              "the queries rotated start_pos behind the keys); candidates: the queries rotated from "
-                              "position 0 (start_pos not passed for them), or the keys shifted by start_pos twice "
-                              "(a table sliced at start_pos and start_pos given as well); rotate both once, from "
-                              "start_pos"): lambda: attend(rot(q, 0), rot(k, s), v),
+            _one_side_ahead("queries", "keys"): lambda: attend(rot(q, s), rot(k, 0), v),
+            _one_side_ahead("keys", "queries"): lambda: attend(rot(q, 0), rot(k, s), v),
             "no causal mask: attention after RoPE is still causal (use causal attention, not plain SDPA)":
                 lambda: F.scaled_dot_product_attention(rot(q, s), rot(k, s), v),
             "sin and cos passed in the wrong order for the queries: apply_rope(q, cos, sin, start_pos)":

@@ -45,7 +45,7 @@ def size_bound_before(frames: list, err: BaseException, axes: dict | None, sizes
     if not axes or not sizes:
         return None
     frame, file, line, body = _raising(frames)
-    first = (str(err).strip().splitlines() or [""])[0]
+    first = first_line_of(err)
     shown = [[int(n) for n in m.group(1).split(",")] for m in _SIZES.finditer(first)]
     if body is None or not shown:
         return None
@@ -102,18 +102,32 @@ def _raising(frames: list) -> tuple:
     return tb.tb_frame, file, line, function_around(file, line)
 
 
+def first_line_of(err: BaseException) -> str:
+    """The error message's first line ("" for an empty message): what it says before any hint torch appends."""
+    return (str(err).strip().splitlines() or [""])[0]
+
+
+def _binders(body: ast.AST, name: str) -> list[tuple[ast.AST, ast.AST]]:
+    """(statement, target) of every binding of `name` in the function `body`: assignments, loops, withs, `:=`,
+    comprehensions; a statement with two targets that bind it gives two."""
+    hits = []
+    for node in ast.walk(body):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.NamedExpr, ast.comprehension)):
+            targets = [node.target]
+        elif isinstance(node, ast.With):
+            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+        else:
+            continue
+        hits += [(node, t) for t in targets if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t))]
+    return hits
+
+
 def _bound_once(body: ast.AST, name: str) -> tuple[int, str] | None:
     """(line, where the value came from, or "") of the one assignment binding `name` in the function `body`;
     None when it is bound more than once or other than by assignment (a loop, a with)."""
-    binders = [n for n in ast.walk(body) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For,
-                                                           ast.With, ast.NamedExpr, ast.comprehension))]
-    hits = []
-    for node in binders:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if hasattr(node, "target") else \
-            [i.optional_vars for i in node.items if i.optional_vars is not None]
-        for target in targets:
-            if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(target)):
-                hits.append((node, target))
+    hits = _binders(body, name)
     if len(hits) != 1 or not isinstance(hits[0][0], (ast.Assign, ast.AnnAssign)):
         return None
     node, target = hits[0]
@@ -134,18 +148,9 @@ def _callee(call: ast.Call) -> str:
 
 
 def _bindings(body: ast.AST, name: str) -> list[int]:
-    """The lines of every binding of `name` in the function `body` (assignments, loops, withs...)."""
-    lines = []
-    for node in ast.walk(body):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.NamedExpr, ast.comprehension)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        elif isinstance(node, ast.With):
-            targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
-        else:
-            continue
-        if any(isinstance(t, ast.Name) and t.id == name for target in targets for t in ast.walk(target)):
-            lines.append(getattr(node, "lineno", None) or getattr(node.target, "lineno", 0))
-    return lines
+    """The lines of every statement binding `name` in the function `body` (assignments, loops, withs...)."""
+    statements = dict.fromkeys(node for node, _ in _binders(body, name))
+    return [getattr(node, "lineno", None) or getattr(node.target, "lineno", 0) for node in statements]
 
 
 def _read_on(body: ast.AST, line: int) -> list[str]:
@@ -217,7 +222,7 @@ def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
     got = str(next(iter(other.values())).dtype).removeprefix("torch.")
     named = ", ".join(f"`{n}` (line {at[n][0]})" for n in other)
     params_said = ", ".join(f"`{n}`" for n in kept)
-    first = (str(err).strip().splitlines() or [""])[0][:160]
+    first = first_line_of(err)[:160]
     return Located(file, lines[0], getattr(code, "co_qualname", code.co_name), source_line(file, lines[0]), [
         f"{named} {'is' if len(other) == 1 else 'are'} bound to {got} tensors, while {params_said}, "
         f"{'a parameter' if len(kept) == 1 else 'parameters'} the function does not rebind, "
@@ -236,13 +241,12 @@ _VALUES_INDICES = ("sort", "topk", "max", "min", "kthvalue", "median", "mode", "
 
 def _unpacked_at(body: ast.AST, name: str) -> tuple[int, str, int] | None:
     """(line, callee, place in the tuple) of the one assignment binding `name`, when it unpacks a call's result."""
-    binders = [n for n in ast.walk(body) if isinstance(n, ast.Assign)
-               and any(isinstance(t, ast.Name) and t.id == name for target in n.targets for t in ast.walk(target))]
-    if len(binders) != 1 or len(_bindings(body, name)) != 1:
+    hits = _binders(body, name)
+    if len(hits) != 1:
         return None
-    node = binders[0]
-    target = node.targets[0]
-    if len(node.targets) != 1 or not isinstance(target, ast.Tuple) or not isinstance(node.value, ast.Call):
+    node, target = hits[0]
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(target, ast.Tuple) \
+            or not isinstance(node.value, ast.Call):
         return None
     place = next((i for i, t in enumerate(target.elts) if isinstance(t, ast.Name) and t.id == name), None)
     return None if place is None else (node.lineno, _callee(node.value), place)
@@ -264,7 +268,7 @@ def indices_bound_before(frames: list, err: BaseException) -> Located | None:
         if found is None or found[0] >= line or found[1] not in _VALUES_INDICES or found[2] != 1:
             continue
         at, callee, _ = found
-        first = (str(err).strip().splitlines() or [""])[0][:160]
+        first = first_line_of(err)[:160]
         return Located(file, at, getattr(frame.f_code, "co_qualname", frame.f_code.co_name), source_line(file, at), [
             f"`{name}` is bound here to the second thing {callee} returns, its indices "
             f"({str(value.dtype).removeprefix('torch.')}): {callee} returns (values, indices)",
@@ -279,7 +283,7 @@ def range_bound_before(frames: list, err: BaseException) -> Located | None:
     `for _ in range(n)` loop past its first pass, the binding that is a statement of the loop's own body
     after the raising line (the value the previous pass left)."""
     frame, file, line, body = _raising(frames)
-    first = (str(err).strip().splitlines() or [""])[0]
+    first = first_line_of(err)
     printed = set(re.findall(r"(?<!\d\.)(?<!\w)-?\d+(?!\w)(?!\.\d)", first))  # whole numbers, "13..17" too
     if body is None or not printed:
         return None
@@ -368,7 +372,7 @@ def passed_down(frames: list, err: BaseException) -> Located | None:
     body = function_around(code.co_filename, line)
     if body is None:
         return None
-    shown = {int(n) for n in re.findall(r"\d+", (str(err).strip().splitlines() or [""])[0])}
+    shown = {int(n) for n in re.findall(r"\d+", first_line_of(err))}
     read = _read_on(body, line)
     held = [name for name in code.co_varnames[:code.co_argcount] if name in read and name != "self"
             and isinstance(frame.f_locals.get(name), torch.Tensor) and not _bindings(body, name)

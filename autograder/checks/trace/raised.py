@@ -17,8 +17,8 @@ from .explain import (Located, CASTS, SIZED_OPS, blame_of, describe_value, funct
 from .kinds import one_line_kind
 from .sizes import sizes_differ
 from .record import source_line, tensors_in, Op, Trace
-from .bound import (dtype_bound_before, indices_bound_before, nan_bound_before, passed_down, range_bound_before,
-                    size_bound_before)
+from .bound import (dtype_bound_before, first_line_of, indices_bound_before, nan_bound_before, passed_down,
+                    range_bound_before, size_bound_before)
 
 
 def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | None:
@@ -230,7 +230,7 @@ def _cast_before_raise(learner: Trace, reference: Trace, seen: "Analysis", faile
 
 
 def _error_line(err: BaseException | None) -> str:
-    first = (str(err).strip().splitlines() or [""])[0][:160] if err is not None else ""
+    first = first_line_of(err)[:160] if err is not None else ""
     return f"{type(err).__name__}: {first}" if err is not None else ""
 
 
@@ -246,7 +246,7 @@ def locate_error(err: BaseException | None) -> Located | None:
         return crossed
     tb = frames[-1]
     code = tb.tb_frame.f_code
-    first = (str(err).strip().splitlines() or [""])[0][:200]
+    first = first_line_of(err)[:200]
     return Located(code.co_filename, tb.tb_lineno, getattr(code, "co_qualname", code.co_name),
                    source_line(code.co_filename, tb.tb_lineno), [f"{type(err).__name__}: {first}"], kind="raises")
 

@@ -182,4 +182,6 @@ KIND_WORDS = {
             "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
     "dtype": "a dtype is fixed here",
     "saved": "this line registers a tensor that the module's state_dict saves with its weights",
+    "block_input": "the value made here is what block 0 receives (measured at its input), and it is not the "
+                   "embedding of the ids",
 }

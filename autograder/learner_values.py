@@ -24,19 +24,41 @@ _ARTICLE_WORDS = {"bool": "a bool", "int": "an int", "float": "a float", "comple
                   "set": "a set", "frozenset": "a frozenset", "tuple": "a tuple", "list": "a list"}
 
 
-def known_type_name(name, otherwise: str) -> str:
-    """`name` where it names a type of Python, torch, torch.nn or tinylm;
-    `otherwise` for any other (a class of the learner's own: its name is
-    free text)."""
+def _namespaces() -> list:
+    """The modules whose types the grader may name: Python's, torch's (its modules, optimizers, learning-rate
+    schedulers, data loading) and tinylm's, the last two only once the caller has imported torch."""
     import builtins
     modules = [builtins]
     if "torch" in sys.modules:  # a caller that has torch may name its types, and tinylm's (which needs torch)
         import tinylm
         import torch
-        modules += [torch, torch.nn, tinylm]
+        import torch.optim.lr_scheduler
+        import torch.utils.data
+        modules += [torch, torch.nn, torch.optim, torch.optim.lr_scheduler, torch.utils.data, tinylm]
+    return modules
+
+
+def known_type_name(name, otherwise: str) -> str:
+    """`name` where it names a type of Python, torch or tinylm (_namespaces);
+    `otherwise` for any other (a class of the learner's own: its name is
+    free text)."""
     if not (isinstance(name, str) and name.isidentifier()):
         return otherwise
-    return name if any(isinstance(getattr(m, name, None), type) for m in modules) else otherwise
+    return name if any(isinstance(getattr(m, name, None), type) for m in _namespaces()) else otherwise
+
+
+def _nearest_known_class(kind: type) -> str:
+    """The name of the first class in kind's method resolution order that one of the namespaces holds (that very
+    class, not a namesake): a subclass of tinylm.Transformer is a Transformer; "" when none is."""
+    spaces = _namespaces()
+    for base in kind.__mro__:
+        if any(getattr(m, base.__name__, None) is base for m in spaces):
+            return base.__name__
+    return ""
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].upper() in "AEIOU" else "a"
 
 
 def count_words(n: int, noun: str) -> str:
@@ -88,13 +110,13 @@ def type_words(value) -> str:
     if torch is not None and isinstance(value, torch.Tensor):
         return f"a {value.dtype} tensor"
     if torch is not None and isinstance(value, torch.nn.Module):
-        name = known_type_name(type(value).__name__, "")
-        return f"a {name} module" if name and name != "Module" else "a module of the learner's own class"
+        name = _nearest_known_class(type(value))
+        return f"{_article(name)} {name} module" if name and name != "Module" else "a module of the learner's own class"
     for kind in type(value).__mro__:
         if kind.__module__ == "builtins" and kind.__name__ in _ARTICLE_WORDS:
             return _ARTICLE_WORDS[kind.__name__]
-    name = known_type_name(type(value).__name__, "")
-    return f"a {name} object" if name and name != "object" else OTHER_OBJECT
+    name = _nearest_known_class(type(value))
+    return f"{_article(name)} {name} object" if name and name != "object" else OTHER_OBJECT
 
 
 def describe(value, known=()) -> str:

@@ -15,23 +15,25 @@ from benchmarks.unseen_probes import Recorder
 from benchmarks.verify_heldout import attempt
 
 
-def probe_06(ns) -> dict:
+def left_padded_positions(ns, lengths: tuple, seed: int) -> list:
+    """The positions the learner's generate_left_padded hands a small RoPE model at each forward pass (prompts of
+    `lengths` tokens, 2 new tokens), as lists."""
     model = tinylm.Transformer(tinylm.ModelConfig(vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2,
                                                   max_seq_len=32)).eval()
-    gen = torch.Generator().manual_seed(201)
-    prompts = [torch.randint(1, 32, (n,), generator=gen) for n in (2, 5)]
+    gen = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(1, 32, (n,), generator=gen) for n in lengths]
+    seen: list = []
+    hook = model.register_forward_pre_hook(lambda m, a, kw: seen.append(kw.get("positions")), with_kwargs=True)
+    try:
+        ns["generate_left_padded"](model, prompts, 2, tinylm.KVCache(model.config, len(prompts)))
+    finally:
+        hook.remove()
+    return [p.tolist() if isinstance(p, torch.Tensor) else p for p in seen]
 
-    def positions_of_the_prompt() -> list:
-        seen: list = []
-        hook = model.register_forward_pre_hook(lambda m, a, kw: seen.append(kw.get("positions")), with_kwargs=True)
-        try:
-            ns["generate_left_padded"](model, prompts, 2, tinylm.KVCache(model.config, len(prompts)))
-        finally:
-            hook.remove()
-        first = seen[0] if seen else None
-        return first.tolist() if isinstance(first, torch.Tensor) else first
+
+def probe_06(ns) -> dict:
     return {"generate_left_padded, prompts of 2 and 5 tokens: positions of the prompt's forward pass":
-            attempt(positions_of_the_prompt)}
+            attempt(lambda: (left_padded_positions(ns, (2, 5), 201) or [None])[0])}
 
 
 def probe_10(ns) -> dict:

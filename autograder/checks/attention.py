@@ -127,7 +127,8 @@ def check_split_merge(split_heads, merge_heads, *, seed: int = 0, batch: int = 2
     chk.compare(f"split {tuple(x.shape)} -> (B, H, T, hd)", got, want, variants={
         "wrong layout after reshape: your result is x's memory read straight as (B, H, T, hd), as a reshape or "
         "view to that shape reads it, so each 'head' holds pieces of several positions; the memory is laid out "
-        "(B, T, H, hd): split the features to that, then swap the axes with transpose(1, 2)":
+        "(B, T, H, hd), and (B, H, T, hd) is that layout with axes 1 and 2 swapped: transpose(1, 2), which no "
+        "reshape or view does":
             lambda: x.reshape(batch, n_heads, seq, head_dim),
         "head_dim and heads swapped: reshape (B, T, d) to (B, T, H, hd), not (B, T, hd, H)":
             lambda: x.unflatten(-1, (head_dim, n_heads)).permute(0, 3, 1, 2),
@@ -404,6 +405,7 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
     __tracebackhide__ = True
     chk = Check("causal_attention", expects="(batch, heads, q_len, head_dim) attention outputs")
     chk.axes = {"batch": batch, "heads": heads, "kv_len": seq, "head_dim": head_dim, "q_len": seq - 3}
+    chk.result_axes = ("batch", "heads", "queries", "head_dim")
 
     def explain(err=None):
         explain_attention_weights(chk, causal_attention, seed, batch, heads, seq, head_dim, dtype)  # row 1's inputs
@@ -588,11 +590,19 @@ def _far_below_zero(a: dict) -> dict:
     return {**a, "q": q + c, "k": k - c, "v": v}
 
 
+def _wider_heads(a: dict) -> dict:
+    """The visible q, k and v with their first two features repeated: head_dim 6. At the visible 4 a scale written
+    as hd / 2 (`hd ** 1/2` parses so) equals sqrt(hd); at no other size does it."""
+    return {**a, **{n: torch.cat((a[n], a[n][..., :2]), dim=-1) for n in ("q", "k", "v")}}
+
+
 CAUSAL_ATTENTION = Contract("causal_attention", attention_steps, _attention_contract_cases, names=("q", "k", "v"),
                             batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"), scale=("q",), edges=(
                                 Edge("scores far below zero", "for queries and keys whose allowed scores all lie near "
                                      "-10^5 (q + c and k - c, float64): the masked positions must still get no weight",
-                                     _far_below_zero),), elsewhere=True)
+                                     _far_below_zero),
+                                Edge("head_dim 6", "for head_dim 6 (the visible q, k and v with their first two "
+                                     "features repeated)", _wider_heads)), elsewhere=True)
 SELF_ATTENTION = Contract("self_attention", self_attention_steps, _self_attention_cases,
                           names=("x", "w_q", "w_k", "w_v", "w_o", "n_heads"), batch=("x",), views=("x",),
                           grad=("x", "w_q", "w_k", "w_v", "w_o"), dtypes=(torch.float64,), params=(("n_heads", 1),))

@@ -67,6 +67,10 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
         chk.compare(f"{label}: NLL sum", total if total is not None else out[0], want_total, atol=1e-4, rtol=1e-5, variants={
             "mean instead of sum: return the summed NLL, so batches can be combined by token count":
                 lambda: want_total / n_valid,
+            "your sum is the mean NLL of the scored targets times the number of all target positions, padding "
+            "included (measured: it equals that value): sum the scored targets' losses, reduction='sum' with "
+            "ignore_index=ignore_index, rather than scaling a mean by the targets' size":
+                lambda: want_total / n_valid * tgt.numel(),
             **({"the ignore_index argument is not used for the loss (hard-coded -100, or left out): the padding is "
                 "scored as a class; pass ignore_index=ignore_index to F.cross_entropy":
                 lambda: F.cross_entropy(flat, tgt, reduction="sum")} if as_class else {}),

@@ -51,7 +51,7 @@ LAYERS = (
                     "references.generation", "references.hints", "references.modules", "spies")),
     ("shared checks", ("references.attention_step",)),
     ("exercises", ("attention", "embeddings", "norms", "rope", "rope_layouts", "mlp", "model", "model_reference", "model_regimes",
-                   "model_shapes", "gqa", "kv_cache", "left_padding", "sampling", "sampling_probes", "sampling_generate", "perplexity",
+                   "model_shapes", "model_stages", "gqa", "kv_cache", "left_padding", "sampling", "sampling_probes", "sampling_generate", "perplexity",
                    "training", "training_accumulation", "accounting", "accounting_measure", "accounting_reading")),
     ("course", ("pitfalls", "answers")),
     ("names kept for callers", ("core", "")),
@@ -60,7 +60,7 @@ LAYERS = (
 )
 EXERCISES = "exercises"
 # Exercise modules of one topic, which may import each other; any other exercise module is a topic of its own.
-TOPICS = {"model": ("model", "model_reference", "model_regimes", "model_shapes"),
+TOPICS = {"model": ("model", "model_reference", "model_regimes", "model_shapes", "model_stages"),
           "accounting": ("accounting", "accounting_measure", "accounting_reading"),
           "sampling": ("sampling", "sampling_probes", "sampling_generate"),
           "kv_cache": ("kv_cache", "left_padding"),

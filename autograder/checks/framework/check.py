@@ -192,6 +192,7 @@ class Check:
     reading: list | None = None                              # while compare reads a row: the causes said meanwhile
     subject: Any = None                                     # the first callable passed to call()
     axes: dict[str, int] = field(default_factory=dict)      # axis name -> size, to read shape errors
+    result_axes: tuple = ()                                 # the result's axes by name, in order, where sizes repeat
     names: dict[str, int] = field(default_factory=dict)     # the exercise's own letters for its axes (B, T, d) -> size
     regime: dict | None = None                              # {"name", "text"} of the regime a failure showed in
     located: Any = None                                     # trace.Located: the learner's first wrong line

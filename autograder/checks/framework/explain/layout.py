@@ -22,19 +22,21 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
             break
     else:
         return
-    # the axes by the names the check gives them, else by where the call's inputs have their sizes
-    owners = ({size: [n for n, s in chk.axes.items() if s == size] for size in set(chk.axes.values())}
-              if chk.axes else chk.sizes_named())
     moved_axes = [(j, a) for j, a in enumerate(order) if j != a]
+    if len(chk.result_axes) == want.dim():  # the result's own axes, by place: a size two axes share names neither
+        named = {a: [chk.result_axes[j]] for j, a in moved_axes}
+    else:  # the axes by the names the check gives them, else by where the call's inputs have their sizes
+        owners = ({size: [n for n, s in chk.axes.items() if s == size] for size in set(chk.axes.values())}
+                  if chk.axes else chk.sizes_named())
+        named = {a: owners.get(got.shape[a], []) for _, a in moved_axes}
     place = lambda axis: "the last" if axis == want.dim() - 1 else f"{axis}"  # noqa: E731
-    misplaced = [f"the axis of size {got.shape[a]}" + (f" ({' or '.join(owners[got.shape[a]])})"
-                                                        if owners.get(got.shape[a]) else "")
+    misplaced = [f"the axis of size {got.shape[a]}" + (f" ({' or '.join(named[a])})" if named[a] else "")
                  + f" is at position {a}, expected at {place(j)}" for j, a in moved_axes]
     text = (f"{LAYOUT} (measured: its shape is {tuple(got.shape)}, expected {tuple(want.shape)}, and your "
             f"result.permute{tuple(order)} equals the right result): {'; '.join(misplaced)}; compute it in the "
             "expected layout, or transpose/permute the axes into place")
     # Said once, for the row whose moved axes the inputs' sizes name best (one owner each).
-    unclear = sum(len(owners.get(got.shape[a], [])) != 1 for _, a in moved_axes)
+    unclear = sum(len(named[a]) != 1 for _, a in moved_axes)
     said = next((i for i, d in enumerate(chk.diagnoses) if d.startswith(LAYOUT)), None)
     if said is None:
         chk.diagnose(text)

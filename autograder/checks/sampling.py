@@ -607,6 +607,14 @@ def _measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: to
         if float(off[0]) > bound:
             best = int(off.argmin())
             if float(off[best]) > bound:
+                floored = torch.zeros(len(freq), dtype=torch.float64)
+                floored[drawn] = torch.floor(row.double()[drawn] / T).softmax(-1)
+                if float((floored - freq.double()).abs().max()) <= bound:
+                    chk.measured(f"{label}: your frequencies follow softmax(floor(logits / {T})), the tempered "
+                                 f"logits rounded down to whole numbers as `logits // {T}` gives them (every drawn "
+                                 f"token within {bound:.3f}, 5 standard deviations of {n_draws} draws), and no "
+                                 "softmax(logits / T) does: divide with /")
+                    return
                 chk.measured(f"{label}: no softmax(logits / T) gives your frequencies: at every T from 0.01 to 100 "
                              f"(1% steps, and the least-squares fit {t_eff:.2f}) some drawn token is off by "
                              f"{float(off.min()):.3f} or more, beyond the draws' noise ({bound:.3f} = 5 standard "

@@ -43,3 +43,9 @@ def test_a_checks_own_subclass_and_a_torch_optimizer_are_named_by_their_known_cl
     model = Spy(tinylm.ModelConfig(vocab_size=16, d_model=8, n_layers=1, n_heads=2, max_seq_len=8))
     assert type_words(model) == "a Transformer module"
     assert type_words(torch.optim.AdamW(model.parameters())) == "an AdamW object"
+
+
+def test_a_temperature_applied_with_floor_division_is_measured_as_such():
+    message = _message("fresh21", "08", "sample_next", "logits // temperature")
+    assert "T=1.0: your frequencies follow softmax(floor(logits / 1.0))" in message
+    assert "no softmax(logits / T) does: divide with /" in message

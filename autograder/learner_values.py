@@ -48,10 +48,14 @@ def known_type_name(name, otherwise: str) -> str:
 
 
 def _nearest_known_class(kind: type) -> str:
-    """The name of the first class in kind's method resolution order that one of the namespaces holds (that very
-    class, not a namesake): a subclass of tinylm.Transformer is a Transformer; "" when none is."""
+    """kind's own name where it names a type of the namespaces (known_type_name: the recheck's stand-in for a
+    learner's module carries its class's name so), else the name of the first class in kind's method resolution
+    order that one of the namespaces holds (that very class, not a namesake): a subclass of tinylm.Transformer is a
+    Transformer; "" when none is."""
+    if known_type_name(kind.__name__, ""):
+        return kind.__name__
     spaces = _namespaces()
-    for base in kind.__mro__:
+    for base in kind.__mro__[1:]:
         if any(getattr(m, base.__name__, None) is base for m in spaces):
             return base.__name__
     return ""

@@ -42,8 +42,8 @@ def browser():
 
 # Seconds each long unit of work took on the 2-core machine (a group's tests together, or a module's ungrouped
 # tests; a fresh clone's `make test`, 2026-12-04, commit 44fa948). Only the order matters: the suite runs longest
-# first (`make test` and `make test-long` pass --no-loadscope-reorder, which keeps this order), so the last minutes are filled with
-# short tests and both workers finish together. xdist's own order (most tests first) left the hub's 100 s for the
+# first (`make test` and `make test-long` pass --no-loadscope-reorder, which keeps this order), so the last
+# minutes are filled with short tests and both workers finish together. xdist's own order (most tests first) left the hub's 100 s for the
 # end, while the other worker had been idle for 90 s. The grade proofs' group holds test_skip_tail.py's
 # every-cell comparison too (its batch: 141 s in a `make test` of 2026-12-06 under load), which reads the proofs'
 # (`make test-long` runs it, and makes the proofs' batch again for it).

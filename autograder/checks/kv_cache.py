@@ -14,9 +14,7 @@ import torch
 from . import trace
 from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import describe
-from .learner_code import is_learners_file
 from .framework.calling import WITHOUT, guarded_call
-from .framework.watch import first_line_where
 from .framework.check import Check
 from .framework.failure import CheckFailed
 from .framework.measure import randn, seeded
@@ -287,18 +285,6 @@ def _greedy_at_capacity(chk: Check, generate_greedy, seed: int, batch: int, T: i
                      "back short")
 
 
-def _line_making(fn, args: tuple, made, what: str) -> trace.Located | None:
-    """The learner's line after which one of its locals first holds an object made(value) accepts, seen by running
-    fn(*args) again under a line tracer (an error it raises again is the check's own call's to report)."""
-    found = first_line_where(fn, args, lambda code: is_learners_file(code.co_filename), lambda frame, event: (
-        True if any(made(v) for v in frame.f_locals.values()) else None))
-    if found is None:
-        return None
-    code, line, _ = found
-    return trace.Located(code.co_filename, line, getattr(code, "co_qualname", code.co_name),
-                         trace.source_line(code.co_filename, line), [what], kind="role")
-
-
 def _stable_prefix(runs: list[torch.Tensor]) -> int:
     """How many leading tokens every run has in common (greedy decodings of one model in several summation orders)."""
     same = torch.stack([r == runs[0] for r in runs]).all(0).all(0)
@@ -323,8 +309,9 @@ def _greedy_in_bfloat16(chk: Check, generate_greedy, seed: int, batch: int, T: i
         # the line that made the cache, found by running the same call again (shown in place of the raising line)
         again = (tiny_model(seed, n_kv_heads=n_kv_heads, dtype=torch.bfloat16), prompt, max_new_tokens,
                  tinylm.KVCache(model.config, batch, dtype=torch.bfloat16))
-        chk.located = _line_making(generate_greedy, again, lambda v: isinstance(v, type(used)) and v is not again[3],
-                                   "a cache of its own, not the caller's") or chk.located
+        chk.located = trace.line_making(generate_greedy, again,
+                                        lambda v: isinstance(v, type(used)) and v is not again[3],
+                                        ["a cache of its own, not the caller's"], "role") or chk.located
         keys = getattr(used, "k", None)
         held = f" holding {keys.dtype} on {keys.device}" if isinstance(keys, torch.Tensor) else ""
         return ("generate_greedy hands the model a cache of its own, not the one it was given (measured: the cache= "

@@ -15,8 +15,6 @@ import tinylm
 from . import trace
 from .framework.calling import guarded_call
 from .framework.check import Check
-from .framework.watch import first_line_where
-from .learner_code import is_learners_file
 
 
 def record_stages(module, config):
@@ -91,19 +89,13 @@ def _into_block_0(chk: Check, got, want, module, idx, config) -> None:
     if module is None or idx is None or not isinstance(got, torch.Tensor):
         return
     received = got.detach()
-
-    def holds_it(frame, event):
-        return True if any(isinstance(v, torch.Tensor) and v.shape == received.shape and v.dtype == received.dtype
-                           and torch.equal(v.detach(), received) for v in frame.f_locals.values()) else None
-    try:
-        with torch.no_grad():
-            found = first_line_where(module, (idx,), lambda code: is_learners_file(code.co_filename), holds_it)
-    except Exception:  # noqa: BLE001: the forward raised this time; the table's rows report the first call
-        found = None
+    def is_received(v) -> bool:
+        return isinstance(v, torch.Tensor) and v.shape == received.shape and v.dtype == received.dtype \
+            and torch.equal(v.detach(), received)
+    with torch.no_grad():
+        found = trace.line_making(module, (idx,), is_received, [], "block_input")
     if found is not None:
-        code, line, _ = found
-        chk.located = trace.Located(code.co_filename, line, getattr(code, "co_qualname", code.co_name),
-                                    trace.source_line(code.co_filename, line), [], kind="block_input")
+        chk.located = found
 
 
 def _explain_stages(chk: Check, seen: dict, stages: list, module, config, idx=None) -> None:

@@ -32,7 +32,7 @@ from ...diagnosis_record import KIND_WORDS  # noqa: F401
 from .record import (LEAF, MAX_CODE, MAX_ELEMENTS, MAX_OPS, Lines, Op, Recorder, Trace, home_code, op_name,  # noqa: F401
                      record, record_learner, record_lines, source_line, tensors_in)
 from .align import Analysis, Values, size_one_axis  # noqa: F401
-from .explain import Located, locate, locate_grad_cut, locate_numbers  # noqa: F401
+from .explain import Located, line_making, locate, locate_grad_cut, locate_numbers  # noqa: F401
 from .numbers import locate_bound_number  # noqa: F401
 from .raised import locate_dtype, locate_error, locate_raise, values_at_raise  # noqa: F401
 from .plain import from_plain_trace, plain_trace  # noqa: F401

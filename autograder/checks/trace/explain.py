@@ -33,6 +33,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..framework.watch import first_line_where
+from ..learner_code import is_learners_file
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
@@ -58,6 +60,19 @@ class Located:
     def to_dict(self) -> dict:
         return {"file": self.file, "line": self.line, "function": self.function, "code": self.code,
                 "facts": list(self.facts), "kind": self.kind, "also": self.also, "also_code": self.also_code}
+
+
+def line_making(fn, args: tuple, made: Callable[[Any], bool], facts: list[str], kind: str) -> Located | None:
+    """The learner's line after which one of its locals first holds a value made(value) accepts, seen by running
+    fn(*args) again under a line tracer (an error it raises again is the check's own call's to report), said with
+    `facts` as a place of `kind`."""
+    found = first_line_where(fn, args, lambda code: is_learners_file(code.co_filename), lambda frame, event: (
+        True if any(made(v) for v in frame.f_locals.values()) else None))
+    if found is None:
+        return None
+    code, line, _ = found
+    return Located(code.co_filename, line, getattr(code, "co_qualname", code.co_name),
+                   source_line(code.co_filename, line), facts, kind=kind)
 
 
 def _stats(t: torch.Tensor) -> str:

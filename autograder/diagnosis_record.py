@@ -181,6 +181,9 @@ KIND_WORDS = {
     "view": "a view that needs the memory it reads laid out in one stride pattern, which this value's is not (an "
             "expand, a transpose or a slice makes such values): .reshape copies where a view cannot",
     "dtype": "a dtype is fixed here",
+    "promoted": "the values leave the dtype the result must have here",
+    "uncast": "this line makes your result from values in another dtype than the result must have, made so on the "
+              "other line",
     "saved": "this line registers a tensor that the module's state_dict saves with its weights",
     "block_input": "the value made here is what block 0 receives (measured at its input), and it is not the "
                    "embedding of the ids",

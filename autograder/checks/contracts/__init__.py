@@ -26,7 +26,8 @@ from __future__ import annotations
 
 # In layers, each importing only those before it: calls (one call in a regime), locate (the learner's line for a
 # failure), regimes (Contract and the regimes it implies), run (the grid and the inputs-unchanged row).
-from .calls import fresh, is_number, positional_args, same_result, split_case  # noqa: F401
+from ..framework.calling import fresh  # noqa: F401
+from .calls import is_number, positional_args, same_result, split_case  # noqa: F401
 from .locate import locate_call, locate_cases, traced_pair, traces  # noqa: F401
 from .regimes import (LARGE_WORDS, META_WORDS, SCALE_WORDS, SHIFT_WORDS, Contract, Edge, Regime, defaults,  # noqa: F401
                       elsewhere_regime, noncontiguous, on_a_gpu, regimes, stays_on_device, unvaried_numbers)

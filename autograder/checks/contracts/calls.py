@@ -1,8 +1,8 @@
 """Calling the learner's function under a contract: one call in a regime with
 its printing silenced and its inputs given back (call_in_regime), results
 compared in the contract's terms (same_result), a case split into its
-named arguments and back (split_case, positional_args), and fresh copies
-of a case's values."""
+named arguments and back (split_case, positional_args); fresh copies of a
+case's values come from the framework (fresh)."""
 from __future__ import annotations
 
 import contextlib
@@ -51,21 +51,6 @@ def call_in_regime(fn, contract, args: tuple, kwargs: dict, left: list[str] | No
             if type(err).__name__ == "Delegation":
                 raise
             return None, err
-
-
-def fresh(value):
-    """A copy of the tensors in `value` (same strides, same requires_grad), so
-    the learner's side cannot change what the reference's side reads."""
-    if isinstance(value, torch.Tensor):
-        copy = value.detach().clone()
-        return copy.requires_grad_(True) if value.requires_grad and copy.is_floating_point() else copy
-    if isinstance(value, tuple):
-        return tuple(fresh(v) for v in value)
-    if isinstance(value, list):
-        return [fresh(v) for v in value]
-    if isinstance(value, dict):
-        return {k: fresh(v) for k, v in value.items()}
-    return value
 
 
 def split_case(contract, case) -> tuple[str, dict, dict]:

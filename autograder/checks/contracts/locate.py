@@ -10,8 +10,8 @@ from typing import Callable
 import torch
 
 from .. import trace
-from ..framework.calling import guarded_call, refuse_delegation
-from .calls import positional_args, split_case, fresh
+from ..framework.calling import fresh, guarded_call, refuse_delegation
+from .calls import positional_args, split_case
 
 
 def locate_regime(fn, contract, regime, args, kwargs, error, got, want):

@@ -15,10 +15,10 @@ from torch.overrides import TorchFunctionMode
 from .. import trace
 from ..trace.align import ancestors
 from ..framework.check import RAISE_LOCATORS, REFERENCES
-from .calls import call_in_regime, positional_args, same_result, split_case, fresh
+from .calls import call_in_regime, positional_args, same_result, split_case
 from .locate import locate_call
 from .calls import is_number
-from ..framework.calling import random_states_watched
+from ..framework.calling import fresh, random_states_watched
 
 
 @dataclass(frozen=True)

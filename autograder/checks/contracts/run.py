@@ -14,8 +14,9 @@ import torch
 from .. import trace
 from ...learner_values import describe
 from ..framework.check import Check, Row
+from ..framework.calling import fresh
 from ..framework.measure import close_to, reached_by_gradient, tol_for
-from .calls import call_in_regime, positional_args, dtype_of_result, same_result, split_case, fresh
+from .calls import call_in_regime, positional_args, dtype_of_result, same_result, split_case
 from .locate import locate_regime, locate_cases
 from .regimes import Contract, Regime, batch_size_of, on_a_gpu, regimes
 

@@ -236,6 +236,22 @@ def tensors_named(named: list[tuple[str, Any]], depth: int = 2) -> list[tuple[st
     return found
 
 
+def fresh(value):
+    """A copy of the tensors in `value` (same strides, same requires_grad), so
+    a call made again, or the reference's side, cannot change what another
+    reads."""
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().clone()
+        return copy.requires_grad_(True) if value.requires_grad and copy.is_floating_point() else copy
+    if isinstance(value, tuple):
+        return tuple(fresh(v) for v in value)
+    if isinstance(value, list):
+        return [fresh(v) for v in value]
+    if isinstance(value, dict):
+        return {k: fresh(v) for k, v in value.items()}
+    return value
+
+
 def changed(before: torch.Tensor, after: torch.Tensor) -> bool:
     if before.shape != after.shape or before.dtype != after.dtype:
         return True

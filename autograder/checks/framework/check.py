@@ -60,7 +60,7 @@ from ...learner_values import describe, known_sizes, shown_shape
 from ..learner_code import LearnerTimeout
 from .calling import (CALLERS, argument_names, call_giving_inputs_back, globals_of, guarded_call, measuring_call,
                       refuse_delegation, tensors_named)
-from .explain import explain_mismatch
+from .explain import explain_dtype, explain_mismatch
 from .failure import CheckFailed, CheckStopped, Delegation, first_line, learner_place, raised_by_learner
 from .measure import (format_diff, close_to, describe_factor, fit_scale, matching_variants, shorten, tol_for,
                       variant_tolerance)
@@ -199,6 +199,7 @@ class Check:
     error_measured: bool = False                            # a raise was explained by measurement: no guess from its text
     locators: list = field(default_factory=list)            # find `located` when the check fails (see locate_with)
     last_call: list = field(default_factory=list)           # (name, value) of the last call's arguments: its sizes
+    last_made: tuple | None = None                          # (fn, args, kwargs) of the last call, to trace it again
     layout_unclear: int = 0                                 # the layout said: how many moved axes its sizes leave unnamed
     ratio_rows: dict = field(default_factory=dict)          # a factor said ("1/3 of") -> the rows showing it
     first_shapes: list | None = None                        # the input shapes of the call `expects` was written for
@@ -237,6 +238,7 @@ class Check:
         if self.subject is None:
             self.subject = fn
         self.last_call = argument_names(fn, args, kwargs)
+        self.last_made = (fn, args, kwargs)
         written: list[str] = []
         left: list[str] = []
         try:
@@ -511,14 +513,8 @@ class Check:
                               "torch.inference_mode(), and autograd refuses it later (training on it raises 'Inference "
                               "tensors cannot be saved for backward'); use torch.no_grad(), whose results are ordinary "
                               "tensors")
-            if shape_ok and not dtype_ok and close_to(got.to(want.dtype), want, atol, rtol):
-                # The expected dtype is not always the inputs' (a bool mask from two ints, int64 ids from uint8
-                # bytes): the step to find is the one that made the other dtype.
-                right = "are right" if torch.equal(got.to(want.dtype), want) else "match within the check's tolerance"
-                self.diagnose(f"the values {right} but the result is {got.dtype}, expected {dtype}: find the step "
-                              f"that makes {got.dtype} (for example a dtype= argument, a cast such as .float() or "
-                              ".int(), torch.tensor(...) of Python numbers, which takes the default dtype, or "
-                              f"arithmetic that promotes) and give {dtype} instead (or cast with .to({dtype}))")
+            if shape_ok and not dtype_ok:
+                explain_dtype(self, got, want, dtype, atol, rtol)
             if not row.ok and shape_ok:
                 explain_mismatch(self, name, got, want, atol, rtol)
         finally:
@@ -706,15 +702,17 @@ class Check:
         restated = {d for row in kept for d in self.read_from.get(row, [])}
         return restated - {d for row, lines in self.read_from.items() if row not in kept for d in lines}
 
-    def locate_with(self, locator: Callable[[], Any]) -> None:
+    def locate_with(self, locator: Callable[[], Any], *, last: bool = False) -> None:
         """locator() -> trace.Located or None, run if the check fails (on the
         visible check's own inputs): the learner's first wrong line. A check
         of several functions registers one per function; the first that
-        finds a line is used (a right function's locator finds none)."""
-        self.locators.append(locator)
+        finds a line is used (a right function's locator finds none). last:
+        tried after every other (one that reads the learner's run alone,
+        where the others set it beside the reference's)."""
+        self.locators.append((last, locator))
 
     def _locate(self) -> None:
-        for locator in self.locators:
+        for _, locator in sorted(self.locators, key=lambda pair: pair[0]):
             if self.located is not None:
                 return
             try:

@@ -22,7 +22,10 @@ those before it:
   bound   the earlier line binding a value a raising line reads, where
           the error shows it (a size, nan, a dtype);
   raised  the same for a call that raised (locate_raise, locate_error,
-          values_at_raise, locate_dtype);
+          values_at_raise);
+  dtypes  where a result's dtype goes wrong: a line making a tensor in
+          another dtype, the first step leaving the wanted one
+          (locate_dtype, locate_promotion);
   plain   a trace as plain data, for the grader's jailed recheck.
 
 Callers use the names below, through this package (`trace.locate(...)`)."""
@@ -34,5 +37,6 @@ from .record import (LEAF, MAX_CODE, MAX_ELEMENTS, MAX_OPS, Lines, Op, Recorder,
 from .align import Analysis, Values, size_one_axis  # noqa: F401
 from .explain import Located, line_making, locate, locate_grad_cut, locate_numbers  # noqa: F401
 from .numbers import locate_bound_number  # noqa: F401
-from .raised import locate_dtype, locate_error, locate_raise, values_at_raise  # noqa: F401
+from .raised import locate_error, locate_raise, values_at_raise  # noqa: F401
+from .dtypes import locate_dtype, locate_promotion  # noqa: F401
 from .plain import from_plain_trace, plain_trace  # noqa: F401

@@ -75,6 +75,13 @@ def line_making(fn, args: tuple, made: Callable[[Any], bool], facts: list[str], 
                    source_line(code.co_filename, line), facts, kind=kind)
 
 
+def _used(line: int, second: int | None, first: Op, blamed: Op) -> str:
+    """'line 5 uses the value line 4 makes', or, both on one line, which call of it reads which one's value."""
+    if second is None or second == line:
+        return f"line {line}'s {first.name} reads the value its {blamed.name} makes"
+    return f"line {second} uses the value line {line} makes"
+
+
 def _stats(t: torch.Tensor) -> str:
     if t.numel() == 0:
         return "empty"
@@ -736,17 +743,15 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         facts.insert(0, f"the reference's {counterpart.name} reads a value computed from the one line {line} makes, "
                         f"{steps or 'one or more steps later'}")
     elif how == "role" and counterpart is None:
-        facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference uses another "
-                        "value")
+        facts.insert(0, f"{_used(line, second, first, blamed)} where the reference uses another value")
     elif how == "role" and blamed is first:
         read = what_is_read(first, counterpart, ops, seen).replace("another value", "a value no call of yours makes")
         facts.insert(0, f"line {line}'s {first.name} reads {read} where the reference's {counterpart.name} reads "
                         "another value")
         how = "role_read"  # no line made the input read out of place (an argument), so the call is named
     elif how in ("role", "swapped"):
-        facts.insert(0, f"line {second or line} uses the value line {line} makes where the reference's "
-                        f"{counterpart.name} reads another value" + (", one that line makes too"
-                                                                     if how == "swapped" else ""))
+        facts.insert(0, f"{_used(line, second, first, blamed)} where the reference's {counterpart.name} reads another "
+                        "value" + (", one that line makes too" if how == "swapped" else ""))
     elif how == "read":
         facts.insert(0, f"your {first.name} reads {what_is_read(first, counterpart, ops, seen)} where the reference's "
                         f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "

@@ -1,7 +1,6 @@
 """Where a call that raised went wrong: the learner's line before a raise
 that made the value the raising line reads (locate_raise, locate_error), the
-values the raising line read (values_at_raise), and a dtype fixed on a line
-(locate_dtype)."""
+values the raising line read (values_at_raise)."""
 from __future__ import annotations
 
 import ast
@@ -11,12 +10,12 @@ import re
 import torch
 
 from ..learner_code import is_learners_file, walk_traceback
-from .align import ancestors, one_axis_apart, owner_value, Analysis
+from .align import one_axis_apart, owner_value, Analysis
 from .explain import (Located, CASTS, SIZED_OPS, blame_of, describe_value, function_around, input_owners, path_between,
                       same_kind, sizes_bound_at, true_division_read, blamed_lines, place)
 from .kinds import one_line_kind
 from .sizes import sizes_differ
-from .record import source_line, tensors_in, Op, Trace
+from .record import source_line, Op, Trace
 from .bound import (dtype_bound_before, first_line_of, indices_bound_before, nan_bound_before, passed_down,
                     range_bound_before, size_bound_before)
 
@@ -398,25 +397,3 @@ def _short(value) -> str:
         return f"the {type(value).__name__} {repr(value)[:40]}"
     kind = type(value).__name__
     return f"an instance of {kind} ({'an nn.Module' if isinstance(value, torch.nn.Module) else 'not a tensor'})"
-
-
-def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
-    """Where a result's dtype is fixed: a call that makes a tensor from no
-    tensor at all (torch.zeros, torch.tensor, arange...) with a floating
-    dtype other than `want`, the result's own, on the output's path. Only
-    when it is one line."""
-    outputs = tensors_in(learner.result)
-    if learner.truncated or not outputs or outputs[0].dtype == want:
-        return None
-    ops = learner.ops
-    on_path = ancestors(ops, [learner.producer.get(id(t), -1) for t in outputs])
-    made = [ops[i] for i in sorted(on_path) if ops[i].factory and ops[i].outputs
-            and ops[i].outputs[0].is_floating_point() and ops[i].outputs[0].dtype != want
-            and ops[i].outputs[0].dtype == outputs[0].dtype]
-    if len({(op.file, op.line) for op in made}) != 1:
-        return None
-    op = made[0]
-    got = str(op.outputs[0].dtype).removeprefix("torch.")
-    return Located(op.file, op.line, op.function, source_line(op.file, op.line),
-                   [f"{op.name} makes a new {got} tensor here, whatever the inputs' dtype "
-                    f"({str(want).removeprefix('torch.')}); pass dtype=... (and device=...) of an input"], kind="dtype")

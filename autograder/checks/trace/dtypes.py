@@ -1,0 +1,100 @@
+"""Where a result's dtype goes wrong, on the learner's recorded call: a line
+that makes a new tensor in another dtype than the inputs' (locate_dtype),
+or the first step on the result's path that turns values of the wanted
+dtype into the result's (a mixed-dtype product promotes, a cast converts;
+locate_promotion). Both are read off the learner's own trace: what a line
+is said to read and give is what it read and gave there."""
+from __future__ import annotations
+
+import torch
+
+from .align import ancestors
+from .explain import CASTS, Located
+from .record import LEAF, source_line, tensors_in, Trace
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _result_path(learner: Trace) -> tuple[list[torch.Tensor], set[int]]:
+    outputs = tensors_in(learner.result)
+    return outputs, ancestors(learner.ops, [learner.producer.get(id(t), -1) for t in outputs])
+
+
+def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
+    """Where a result's dtype is fixed: a call that makes a tensor from no
+    tensor at all (torch.zeros, torch.tensor, arange...) with a floating
+    dtype other than `want`, the result's own, on the output's path. Only
+    when it is one line."""
+    outputs, on_path = _result_path(learner)
+    if learner.truncated or not outputs or outputs[0].dtype == want:
+        return None
+    ops = learner.ops
+    made = [ops[i] for i in sorted(on_path) if ops[i].factory and ops[i].outputs
+            and ops[i].outputs[0].is_floating_point() and ops[i].outputs[0].dtype != want
+            and ops[i].outputs[0].dtype == outputs[0].dtype]
+    if len({(op.file, op.line) for op in made}) != 1:
+        return None
+    op = made[0]
+    return Located(op.file, op.line, op.function, source_line(op.file, op.line),
+                   [f"{op.name} makes a new {_name(op.outputs[0].dtype)} tensor here, whatever the inputs' dtype "
+                    f"({_name(want)}); pass dtype=... (and device=...) of an input"], kind="dtype")
+
+
+def _read(learner: Trace, owner: int, slot: int) -> tuple[torch.dtype | None, str, int | None]:
+    """The dtype of a tensor a call read, where it came from in words, and the index of the call that made it."""
+    if owner >= 0:
+        outputs = learner.ops[owner].outputs
+        return (outputs[slot].dtype if slot < len(outputs) else None), f"made on line {learner.ops[owner].line}", owner
+    if LEAF < owner <= -2 and -2 - owner < len(learner.inputs):
+        return learner.inputs[-2 - owner].dtype, "an argument of your function", None
+    if owner <= LEAF and LEAF - owner < len(learner.leaves):
+        return learner.leaves[LEAF - owner].dtype, "a tensor no call of yours made: a weight, a buffer, a table", None
+    return None, "", None
+
+
+def _place(op, facts: list[str], kind: str, also: int | None) -> Located:
+    return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind=kind, also=also,
+                   also_code=source_line(op.file, also) if also else "")
+
+
+def locate_promotion(learner: Trace, want: torch.dtype) -> Located | None:
+    """Where the values leave `want`: on the result's path, the first call
+    that reads a floating tensor of dtype `want` and gives one of the
+    result's floating dtype. Said: what it read and gave, and, when every
+    later step on the path keeps that dtype, that the values stay in it up
+    to the result."""
+    outputs, on_path = _result_path(learner)
+    if learner.truncated or not outputs or not want.is_floating_point:
+        return None
+    wrong = outputs[0].dtype
+    if wrong == want or not wrong.is_floating_point:
+        return None
+    ops = learner.ops
+    for i in sorted(on_path):
+        op = ops[i]
+        if not op.outputs or op.outputs[0].dtype != wrong:
+            continue
+        read = [_read(learner, j, s) for j, s in zip(op.inputs, op.slots or [0] * len(op.inputs))]
+        if not any(dtype == want for dtype, _, _ in read):
+            continue
+        others = [r for r in read if r[0] is not None and r[0] != want]
+        later = [ops[k] for k in sorted(on_path) if k > i and i in ancestors(ops, [k])]
+        kept = all(o.outputs and o.outputs[0].dtype == wrong for o in later)
+        keeps = f"; every later step to your result keeps {_name(wrong)}" if kept else ""
+        if others:
+            dtype, origin, maker = others[0]
+            made = ops[maker] if maker is not None else None
+            also = made.line if made is not None and made.file == op.file and made.line != op.line else None
+            return _place(op, [f"{op.name} reads {_name(want)} and {_name(dtype)} ({origin}) and gives "
+                               f"{_name(wrong)}, as torch promotes a mixed pair{keeps}"], "promoted", also)
+        fact = (f"{op.name} on line {op.line} turns a {_name(want)} value into {_name(wrong)}" if op.name in CASTS
+                else f"{op.name} on line {op.line} reads a {_name(want)} value and gives {_name(wrong)}")
+        last = ops[learner.producer.get(id(outputs[0]), i)] if learner.producer.get(id(outputs[0]), -1) >= 0 else op
+        if kept and last.file == op.file and last.line != op.line:
+            # the cast may be one the solution takes too (float32 for the sums): what is measured wrong is that
+            # nothing casts back, so the result's line is the place, the cast's beside it
+            return _place(last, [f"{fact}, and no step from there to your result casts back"], "uncast", op.line)
+        return _place(op, [fact + keeps], "promoted", None)
+    return None

@@ -187,4 +187,7 @@ KIND_WORDS = {
     "saved": "this line registers a tensor that the module's state_dict saves with its weights",
     "block_input": "the value made here is what block 0 receives (measured at its input), and it is not the "
                    "embedding of the ids",
+    "detour": "the values are rounded to a lower precision here, and keep that rounding in the result",
+    "received": "the value made here is what the next stage receives (measured at its input), in place of the "
+                "output of the stage before it",
 }

@@ -602,7 +602,8 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
     ratios = {"parameters, not bytes: each float32 number is 4 bytes": 1 / 4}
     diffs = {"the tied head counted twice: tok_emb and lm_head share one Parameter": 4 * V * d
              if config.tie_embeddings else 0,
-             "the untied head is missing": -4 * V * d if not config.tie_embeddings else 0}
+             "one vocab_size × d_model matrix is missing: with tie_embeddings=False the embedding table and the "
+             "head are two, count both": -4 * V * d if not config.tie_embeddings else 0}
     if key == "adam_moments":
         ratios["one moment only: AdamW keeps two per parameter, exp_avg and exp_avg_sq"] = 0.5
         # Half the bytes is also two moments at 2 bytes each: the count alone cannot tell them apart.

@@ -80,6 +80,7 @@ class PaddedBatchSpy(tinylm.Transformer):
 
 POS_PROMPT = "positions counted from the padded start"
 MASK_NONE = "pad keys not masked"
+MASK_AS_REAL = "pad keys marked as real tokens"
 MASK_RIGHT = "mask built for right padding"
 MASK_NOT_CARRIED = "mask not carried into the cached steps"
 
@@ -186,7 +187,7 @@ class _PaddedCalls:
                                       f"{_span(0, n - 1)} and False after, the layout of a right-padded row; its padding "
                                       f"is in front, {_span(0, p - 1)}"))
             elif bool(mask[~want].all()):
-                self.findings.append((MASK_NONE, "mask", f"at {where} your attention_mask marks the padding as real "
+                self.findings.append((MASK_AS_REAL, "mask", f"at {where} your attention_mask marks the padding as real "
                                       f"(row {b}: True at its pads, {_span(0, p - 1)})"))
             else:
                 wrong = (mask[b] != want[b]).nonzero().flatten().tolist()
@@ -423,6 +424,8 @@ def _fix_for(cause: str) -> str:
     return {POS_PROMPT: ": count each row from 0 at its first real token, positions = (mask.cumsum(-1) - 1).clamp(min=0), "
                         "and give each new token one more than its row's last position, not the padded length",
             MASK_NONE: ": pass attention_mask (True at real tokens, False at the padding) to every forward call",
+            MASK_AS_REAL: ": keep the padding False in the attention_mask of every call, the decoding steps' as well "
+                          "as the prompt's (the prompt's mask with one True column appended per new token)",
             MASK_RIGHT: ": the padding is in front (left padding), so a row of n real tokens in width T is False at "
                         "slots 0..T-n-1 and True after",
             MASK_NOT_CARRIED: ": at every cached step pass the whole mask so far, one True column appended per new "

@@ -74,28 +74,42 @@ def _scale_between(got, want) -> float | None:
     return c if abs(c - 1) > 1e-3 and torch.allclose(g, c * w, rtol=1e-4, atol=1e-6) else None
 
 
+def _factor_words(scale: float, config) -> str:
+    """'times 5.657 = sqrt(d_model)', naming the model's size where the factor is its square root or its inverse."""
+    root = config.d_model ** 0.5 if config is not None else None
+    named = "" if root is None else " = sqrt(d_model)" if math.isclose(scale, root, rel_tol=1e-4) else \
+        " = 1/sqrt(d_model)" if math.isclose(scale, 1 / root, rel_tol=1e-4) else ""
+    return f"times {scale:.4g}{named}"
+
+
+def _place_received(chk: Check, got, module, idx, kind: str, facts: list[str]) -> None:
+    """The learner's line whose value a stage received (`got`, measured at its input), found by running the
+    forward again on the same ids (the same ids give the same stream)."""
+    if module is None or idx is None or not isinstance(got, torch.Tensor):
+        return
+    received = got.detach()
+
+    def is_received(v) -> bool:
+        return isinstance(v, torch.Tensor) and v.shape == received.shape and v.dtype == received.dtype \
+            and torch.equal(v.detach(), received)
+    with torch.no_grad():
+        found = trace.line_making(module, (idx,), is_received, facts, kind)
+    if found is not None:
+        chk.located = found
+
+
 def _into_block_0(chk: Check, got, want, module, idx, config) -> None:
     """Block 0's input is not the embedding of the ids: by what factor, when one relates them, and the learner's line
-    whose value block 0 receives (found by running the forward again; the same ids give the same stream)."""
+    whose value block 0 receives."""
     scale = _scale_between(got, want)
     if scale is None:
         chk.diagnose("the stream entering block 0 differs from the embedding of the ids (measured at block 0's "
                      "input): x = embed(idx, self.tok_emb.weight) goes into the first block unchanged")
     else:
-        root = " = sqrt(d_model)" if config is not None and math.isclose(scale, config.d_model ** 0.5, rel_tol=1e-4) \
-            else ""
-        chk.diagnose(f"the stream entering block 0 is the embedding of the ids times {scale:.4g}{root} (measured at "
-                     "block 0's input): x = embed(idx, self.tok_emb.weight) goes into the first block unscaled")
-    if module is None or idx is None or not isinstance(got, torch.Tensor):
-        return
-    received = got.detach()
-    def is_received(v) -> bool:
-        return isinstance(v, torch.Tensor) and v.shape == received.shape and v.dtype == received.dtype \
-            and torch.equal(v.detach(), received)
-    with torch.no_grad():
-        found = trace.line_making(module, (idx,), is_received, [], "block_input")
-    if found is not None:
-        chk.located = found
+        chk.diagnose(f"the stream entering block 0 is the embedding of the ids {_factor_words(scale, config)} "
+                     "(measured at block 0's input): x = embed(idx, self.tok_emb.weight) goes into the first block "
+                     "unscaled")
+    _place_received(chk, got, module, idx, "block_input", [])
 
 
 def _explain_stages(chk: Check, seen: dict, stages: list, module, config, idx=None) -> None:
@@ -117,7 +131,7 @@ def _explain_stages(chk: Check, seen: dict, stages: list, module, config, idx=No
                          "block in self.blocks runs, in order: for i, block in enumerate(self.blocks)")
             return
         if not near(got_in, previous[1]):
-            chk.diagnose(_wiring(f"block {i}", got_in, previous, seen))
+            _wired_wrongly(chk, f"block {i}", got_in, previous, module, idx, config)
             return
         got_out, want_out = seen.get(f"block {i}"), ref[f"block {i}"]
         if not near(got_out, want_out):
@@ -129,7 +143,7 @@ def _explain_stages(chk: Check, seen: dict, stages: list, module, config, idx=No
         chk.diagnose("self.norm never ran (measured: the final norm's forward was not called): the logits are "
                      "computed from self.norm(x), the last block's output normalised, never from the stream itself")
     elif not near(norm_in, previous[1]):
-        chk.diagnose(_wiring("the final norm", norm_in, previous, seen))
+        _wired_wrongly(chk, "the final norm", norm_in, previous, module, idx, config)
     elif not near(seen.get("final norm"), ref["final norm"]):
         chk.diagnose("self.norm's output differs while its input (the last block's output) matched (measured): "
                      "the final norm is an RMSNorm(config.d_model, config.norm_eps) applied to the whole stream")
@@ -138,16 +152,23 @@ def _explain_stages(chk: Check, seen: dict, stages: list, module, config, idx=No
                      "tied_logits(self.norm(x), self.lm_head.weight), the normalised stream times the tied embedding")
 
 
-def _wiring(stage: str, got_in, previous, seen: dict) -> str:
-    """What a stage received instead of its predecessor's output."""
+def _wired_wrongly(chk: Check, stage: str, got_in, previous, module, idx, config) -> None:
+    """What a stage received instead of its predecessor's output, and the learner's line that made it."""
     what, right_out, right_in = previous
     heard = f"{stage} does not receive {what}'s output (measured at its input)"
+    scale = _scale_between(got_in, right_out)
     if right_in is not None and near(got_in, right_in + right_out):
-        return (f"{heard}: it receives {what}'s input plus its output, x + block(x), so the residual is added a "
-                f"second time; a Block already returns x plus its branches: x = block(x, ...)")
-    if right_in is not None and near(got_in, right_in):
-        return f"{heard}: it receives {what}'s input, so {what}'s output is dropped: x = block(x, ...)"
-    return f"{heard}: the stream is changed between them"
+        chk.diagnose(f"{heard}: it receives {what}'s input plus its output, x + block(x), so the residual is added a "
+                     f"second time; a Block already returns x plus its branches: x = block(x, ...)")
+    elif right_in is not None and near(got_in, right_in):
+        chk.diagnose(f"{heard}: it receives {what}'s input, so {what}'s output is dropped: x = block(x, ...)")
+    elif scale is not None:
+        chk.diagnose(f"{heard}: it receives {what}'s output {_factor_words(scale, config)}: the stream goes from "
+                     f"{what} into {stage} unscaled")
+    else:
+        chk.diagnose(f"{heard}: the stream is changed between them")
+    _place_received(chk, got_in, module, idx, "received", [f"{stage} receives this value where {what}'s output "
+                                                           "belongs"])
 
 
 def _block_alone(module, config, i: int, x, want, arguments) -> str:

@@ -180,24 +180,28 @@ def _eval_case(seed: int, batch_sizes: tuple, seq: int, vocab: int):
     return batches
 
 
-def _ref_eval(model, batches):
-    """Per-batch (nll sum, count, numel), in eval mode, float64."""
+def _ref_eval(model, batches, shifted_again: bool = False):
+    """Per-batch (nll sum, count, numel), in eval mode, float64. shifted_again: each position scored against the
+    target after its own (logits[:, :-1] against y[:, 1:]), a variant."""
     model.eval()
     rows = []
     with torch.no_grad():
         for x, y in batches:
             logits = model(x).double()  # (b, T, V)
+            if shifted_again:
+                logits, y = logits[:, :-1], y[:, 1:]
             nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum")
             rows.append((nll, int((y != -100).sum()), y.numel()))
     return rows
 
 
-def _inputs_scored(model, batches) -> torch.Tensor:
-    """The loss of the batches scored against their own inputs, the model's mode given back (a variant is
-    evaluated after the learner's call, and the mode it leaves is measured)."""
+def _scored_otherwise(model, batches, shifted_again: bool = False) -> torch.Tensor:
+    """The loss of the batches scored otherwise, against their own inputs (or, shifted_again, each position against
+    the token two ahead), the model's mode given back (a variant is evaluated after the learner's call, and the
+    mode it leaves is measured)."""
     was_training = model.training
     try:
-        rows = _ref_eval(model, [(x, x) for x, _ in batches])
+        rows = _ref_eval(model, batches if shifted_again else [(x, x) for x, _ in batches], shifted_again)
     finally:
         model.train(was_training)
     return sum(r[0] for r in rows) / sum(r[1] for r in rows)
@@ -240,7 +244,10 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
             "padded): add the NLL sums and the token counts, divide once":
                 sum(r[0] / r[1] * len(y) for r, (_, y) in zip(rows, batches)) / sum(len(y) for _, y in batches),
             "the loss compares the logits with x, the inputs (labels not shifted): the targets are y, each "
-            "position scored on the token that follows it": lambda: _inputs_scored(model, batches),
+            "position scored on the token that follows it": lambda: _scored_otherwise(model, batches),
+            "the targets shifted a second time: the batches already pair each position of x with the next token in "
+            "y, so logits[:, :-1] against y[:, 1:] scores each position against the token two ahead; score model(x) "
+            "against y as they are": lambda: _scored_otherwise(model, batches, shifted_again=True),
         },
         "perplexity": {
             "mean of per-batch exp: perplexity is exp of the mean NLL over all tokens, not the mean of each batch's "

@@ -133,8 +133,9 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
     s = rank_scores.double().reshape(-1, x.shape[-1])
     k2 = kept.reshape(s.shape)
 
-    def prefix(scores):  # each row keeps exactly its largest entries by `scores`
-        return all(bool(scores[r][k2[r]].min() > scores[r][~k2[r]].max()) for r in range(len(s)) if 0 < k2[r].sum() < s.shape[-1])
+    def prefix(scores):  # each row keeps its largest entries by `scores` (of tied ones at the edge, any)
+        return all(bool(scores[r][k2[r]].min() >= scores[r][~k2[r]].max()) for r in range(len(s))
+                   if 0 < k2[r].sum() < s.shape[-1])
 
     partial = all(0 < int(k2[r].sum()) < s.shape[-1] for r in range(len(s)))
     if not prefix(s) and prefix(-s) and partial:

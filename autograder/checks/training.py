@@ -18,7 +18,7 @@ from ..diagnosis_record import Evidence, candidates
 from ..learner_values import describe
 from .framework.calling import NEEDS, guarded_call
 from .framework.check import Check
-from .framework.measure import mode_split, python_number_problem, randn, seeded
+from .framework.measure import fit_scale, mode_split, python_number_problem, randn, seeded
 from .references.generation import ForwardLog, tiny_model
 from .references.hints import call_with_hints, finish_with_upstream
 
@@ -678,12 +678,14 @@ def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float
     _ref_step(model, opt, x, y, grad_clip)
     want = flat_parameters(model)
     norm = _grad_norm(p.grad for p in model.parameters())
+    right_grads = [p.grad.detach().clone() for p in model.parameters()]
     model, opt = _setup(seed, dropout, lr)
     torch.manual_seed(seed)
     call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH)
     if chk.compare(f"grad_clip = {grad_clip:g}, far above the gradients' norm: parameters after the step",
                    flat_parameters(model), want):
         return
+    _gradients_scaled(chk, model, right_grads)
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     left = _grad_norm(grads) if grads else None
     if left is not None and math.isclose(left, grad_clip, rel_tol=1e-3):
@@ -691,6 +693,26 @@ def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float
                      f"norm at optimizer.step() is {left:.6g}, where this batch's gradients have norm {norm:.3g}): "
                      "clipping only ever scales down, by min(1, grad_clip / norm); a gradient below the bound is "
                      "left as it is. torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) does that")
+
+
+def _gradients_scaled(chk: Check, model, right_grads: list) -> None:
+    """The gradients a step left in .grad, one factor from the reference step's on every parameter: said with the
+    factor and the sizes of the call it equals (below the clip, the update is made from them unchanged)."""
+    grads = [p.grad for p in model.parameters()]
+    if any(g is None for g in grads) or len(grads) != len(right_grads):
+        return
+    fit = fit_scale(torch.cat([g.detach().flatten() for g in grads]), torch.cat([g.flatten() for g in right_grads]))
+    if fit is None or fit[1] > 1e-4 or abs(fit[0] - 1) < 1e-3:
+        return
+    factor = f"{fit[0]:.4g} times"
+    size = next(((n, where) for n, where in chk.sizes_named().items() if math.isclose(fit[0], n, rel_tol=1e-3)), None)
+    if size is not None:
+        factor += f" ({size[0]} is {' and '.join(size[1])} in this call)"
+    chk.candidates(f"the gradients your step leaves in .grad are {factor} the reference step's, on every "
+                   f"parameter (measured after the call: one factor fits them all), and the clip leaves gradients "
+                   "this far below it as they are; candidates: a loss scaled before backward (summed over the batch "
+                   "or the positions where the mean belongs, or multiplied by a size), or gradients scaled or added "
+                   "to after backward")
 
 
 def check_train_step(train_step, *, seed: int = 0, batch: int = 3, seq: int = 6, dropout: float = 0.2,

@@ -41,7 +41,7 @@ LAYERS = (
     ("trace: plain", ("trace.plain", "trace")),
     ("explainers", ("framework.explain", "framework.explain.dtype", "framework.explain.layout",
                     "framework.explain.merged_axes", "framework.explain.part_kept", "framework.explain.ratio",
-                    "framework.explain.size_one_axis", "framework.explain.whole")),
+                    "framework.explain.rounded", "framework.explain.size_one_axis", "framework.explain.whole")),
     ("check", ("framework.check",)),
     ("contracts: calls", ("contracts.calls",)),
     ("contracts: locate", ("contracts.locate",)),

@@ -511,8 +511,8 @@ class Check:
                 row.ok, row.close, row.note = False, "FAIL", "an inference tensor"
                 self.measured("your result is an inference tensor (measured: .is_inference() is True): it was made under "
                               "torch.inference_mode(), and autograd refuses it later (training on it raises 'Inference "
-                              "tensors cannot be saved for backward'); use torch.no_grad(), whose results are ordinary "
-                              "tensors")
+                              "tensors cannot be saved for backward'); use torch.no_grad() in its place, whose results are "
+                              "ordinary tensors")
             if shape_ok and not dtype_ok:
                 explain_dtype(self, got, want, dtype, atol, rtol)
             if not row.ok and shape_ok:

@@ -98,3 +98,33 @@ def locate_promotion(learner: Trace, want: torch.dtype) -> Located | None:
             return _place(last, [f"{fact}, and no step from there to your result casts back"], "uncast", op.line)
         return _place(op, [fact + keeps], "promoted", None)
     return None
+
+
+def locate_detour(learner: Trace, low: torch.dtype) -> Located | None:
+    """Where a result not in `low` went through it: the first call on the
+    result's path that gives a `low` tensor from values of another floating
+    dtype, and the first later call on the path that gives the result's
+    dtype back from a `low` value (its line beside, when another)."""
+    outputs, on_path = _result_path(learner)
+    if learner.truncated or not outputs or outputs[0].dtype == low or not outputs[0].is_floating_point():
+        return None
+    result = outputs[0].detach()
+    if not torch.equal(result.to(low).to(result.dtype), result):
+        return None  # a value the cast would change did not keep the rounding
+    ops, back = learner.ops, outputs[0].dtype
+    for i in sorted(on_path):
+        op = ops[i]
+        read = [_read(learner, j, s)[0] for j, s in zip(op.inputs, op.slots or [0] * len(op.inputs))]
+        if not (op.outputs and op.outputs[0].dtype == low
+                and any(d is not None and d != low and d.is_floating_point for d in read)):
+            continue
+        fact = f"{op.name} on line {op.line} turns {_name(back)} values into {_name(low)}"
+        returns = [ops[k] for k in sorted(on_path) if k > i and ops[k].outputs and ops[k].outputs[0].dtype == back
+                   and i in ancestors(ops, [k])]
+        also = None
+        if returns:
+            home = returns[0]
+            fact += f", and {home.name} on line {home.line} gives {_name(back)} back with {_name(low)}'s rounding kept"
+            also = home.line if home.file == op.file and home.line != op.line else None
+        return _place(op, [fact], "detour", also)
+    return None

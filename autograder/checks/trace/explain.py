@@ -456,7 +456,7 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         # later, on what this call made (silu(x) @ W where the reference has silu(x @ W)), the order goes wrong
         # here: this line is the place. Steps it never takes have no line of the learner's: nothing can be told.
         if lagging and not layout_only and steps_taken_later(first, ops, reference, paths):
-            return first, None, best, "value"
+            return first, None, None, "value"  # the reference's call of this kind reads another value: no counterpart
         maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
         if lagging and not layout_only and maker is not None:
             return first, maker, best, "read"  # the learner made the value the reference reads here, and reads another
@@ -484,7 +484,8 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
                                              paths):
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
     if lagging and not layout_only and steps_joined_after(first, ops, reference, paths):
-        return first, None, best, "value"  # the steps are there, on a branch the next calls meet: an order
+        return first, None, None, "value"  # the steps are there, on a branch the next calls meet: an order (the
+        # reference's call of this kind reads another value, so it is no counterpart to set beside this one)
     if lagging and not layout_only and step_taken_as_identity(ops, j, first, reference, paths):
         return None  # the step is there, on a number that comes out 1 (or 0): no step is missing, and no line
         # can be told from the values, which are those the step would leave alone

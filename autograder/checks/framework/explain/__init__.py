@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from . import dtype, layout, merged_axes, part_kept, ratio, size_one_axis, whole
+from . import dtype, layout, merged_axes, part_kept, ratio, rounded, size_one_axis, whole
 
 # A result whose shape differs from the reference's.
 SHAPE_EXPLAINERS = (size_one_axis.explain, layout.explain, merged_axes.explain, part_kept.explain)
 # A result of the reference's shape whose values differ.
-VALUE_EXPLAINERS = (whole.explain, ratio.explain)
+VALUE_EXPLAINERS = (whole.explain, ratio.explain, rounded.explain)
 # A result of the reference's shape in another dtype (its values may be right): said before the values are read.
 explain_dtype = dtype.explain
 

@@ -92,8 +92,9 @@ def _place_received(chk: Check, got, module, idx, kind: str, facts: list[str]) -
     def is_received(v) -> bool:
         return isinstance(v, torch.Tensor) and v.shape == received.shape and v.dtype == received.dtype \
             and torch.equal(v.detach(), received)
-    with torch.no_grad():
-        found = trace.line_making(module, (idx,), is_received, facts, kind)
+    forward = getattr(type(module).forward, "__code__", None)
+    with torch.no_grad():  # in the model's own forward: the stage's code holds the value as its argument
+        found = trace.line_making(module, (idx,), is_received, facts, kind, within=lambda code: code is forward)
     if found is not None:
         chk.located = found
 

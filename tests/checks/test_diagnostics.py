@@ -31,7 +31,8 @@ OUT_OF_CONTRACT = {
 NOT_YET: dict[tuple, str] = {}
 # The fewest mistakes of a set that must be named or located, where it was measured higher than NAMED_RATE_REQUIRED.
 FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57, "fresh12": 64, "fresh13": 63, "fresh14": 62, "fresh15": 64, "fresh16": 59,
-                  "fresh17": 64, "fresh18": 64, "fresh19": 64, "fresh20": 66, "fresh21": 65, "collisions": 33}
+                  "fresh17": 64, "fresh18": 64, "fresh19": 64, "fresh20": 66, "fresh21": 65, "fresh22": 60,
+                  "collisions": 33}
 
 
 def _listed(table: dict, mutation_set: str, outcome) -> bool:
@@ -82,6 +83,7 @@ KNOWN_WRONG_LINE = {
                                           pytest.param("fresh19", marks=pytest.mark.slow),
                                           pytest.param("fresh20", marks=pytest.mark.slow),
                                           pytest.param("fresh21", marks=pytest.mark.slow),
+                                          pytest.param("fresh22", marks=pytest.mark.slow),
                                           pytest.param("collisions", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     """The held-out sets (mistakes written without reading the checks) that

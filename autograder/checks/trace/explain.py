@@ -62,12 +62,14 @@ class Located:
                 "facts": list(self.facts), "kind": self.kind, "also": self.also, "also_code": self.also_code}
 
 
-def line_making(fn, args: tuple, made: Callable[[Any], bool], facts: list[str], kind: str) -> Located | None:
+def line_making(fn, args: tuple, made: Callable[[Any], bool], facts: list[str], kind: str,
+                within: Callable[[Any], bool] | None = None) -> Located | None:
     """The learner's line after which one of its locals first holds a value made(value) accepts, seen by running
     fn(*args) again under a line tracer (an error it raises again is the check's own call's to report), said with
-    `facts` as a place of `kind`."""
-    found = first_line_where(fn, args, lambda code: is_learners_file(code.co_filename), lambda frame, event: (
-        True if any(made(v) for v in frame.f_locals.values()) else None))
+    `facts` as a place of `kind`. within(code): the learner's code objects looked in (default: all of them)."""
+    looked_in = lambda code: is_learners_file(code.co_filename) and (within is None or within(code))  # noqa: E731
+    found = first_line_where(fn, args, looked_in,
+                             lambda frame, event: True if any(made(v) for v in frame.f_locals.values()) else None)
     if found is None:
         return None
     code, line, _ = found
@@ -370,9 +372,11 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
     """(op to blame, a second op or None, the reference's call of the same
     kind, how) for the frontier op `first`, or None when no line can be
     told (see the module docstring). how: "value" (the call itself gives
-    another result), "missing" (it reads a value the reference only uses
-    after more steps: they are missing between the two lines), "role" (it
-    reads a value the reference uses elsewhere)."""
+    another result), "order" (a value too, made before steps the reference
+    takes first: its call of the same kind reads another value), "missing"
+    (it reads a value the reference only uses after more steps: they are
+    missing between the two lines), "role" (it reads a value the reference
+    uses elsewhere)."""
     owned = input_owners(first, ops, found, given)
     kind = base_name(first.name)
     candidates = [r for r in reference.ops if base_name(r.name) == kind and len(r.inputs) == len(first.inputs)]
@@ -456,7 +460,7 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         # later, on what this call made (silu(x) @ W where the reference has silu(x @ W)), the order goes wrong
         # here: this line is the place. Steps it never takes have no line of the learner's: nothing can be told.
         if lagging and not layout_only and steps_taken_later(first, ops, reference, paths):
-            return first, None, None, "value"  # the reference's call of this kind reads another value: no counterpart
+            return first, None, best, "order"
         maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
         if lagging and not layout_only and maker is not None:
             return first, maker, best, "read"  # the learner made the value the reference reads here, and reads another
@@ -484,8 +488,7 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
                                              paths):
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
     if lagging and not layout_only and steps_joined_after(first, ops, reference, paths):
-        return first, None, None, "value"  # the steps are there, on a branch the next calls meet: an order (the
-        # reference's call of this kind reads another value, so it is no counterpart to set beside this one)
+        return first, None, best, "order"  # the steps are there, on a branch the next calls meet
     if lagging and not layout_only and step_taken_as_identity(ops, j, first, reference, paths):
         return None  # the step is there, on a number that comes out 1 (or 0): no step is missing, and no line
         # can be told from the values, which are those the step would leave alone
@@ -646,7 +649,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     # call the reference never makes may be another right route whose result only a later mistake spoiled.
     # So is one that reads an argument where the reference's call reads a value the learner made too.
     sure = [i for i in frontier if blames[i] is not None and blames[i][2] is not None and (
-        blames[i][3] == "value" and same_kind(ops[i], blames[i][2]) or blames[i][3] == "swapped" or
+        blames[i][3] in ("value", "order") and same_kind(ops[i], blames[i][2]) or blames[i][3] == "swapped" or
         blames[i][3] == "read" and all(-1000 < j < 0 for j in out_of_place(ops[i], blames[i][2], ops, seen.found,
                                                                           seen.given)))]
     # A call made inside a library component (a module's forward, tinylm) got its arguments there, from what
@@ -671,6 +674,9 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     if blame is None:
         return None
     blamed, also, counterpart, how = blame
+    # a call of the same kind that reads another value (the steps taken in another order) is no counterpart to
+    # set beside the learner's, though it is one to pair the line by
+    paired, how = how != "order", "value" if how == "order" else how
     if how == "role" and counterpart is not None and not _comparable(first, counterpart):
         # the two give values of different dtypes: paired by name, not by value, so none is set beside it
         blamed, also, counterpart, how = first, None, None, "value"
@@ -700,7 +706,7 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     facts = [f"yours: {first.name}{_reduced_axis(first)} gives{which} {describe_value(first.outputs[shown])}"]
     # A reference call is set beside the learner's only where the two were aligned by value: for a value of
     # a kind the reference never computes, its first call on the same input is no counterpart of this line.
-    if counterpart is not None and (how != "value" or same_kind(first, counterpart)):
+    if counterpart is not None and paired and (how != "value" or same_kind(first, counterpart)):
         facts.append(f"the reference's {counterpart.name}{_reduced_axis(counterpart)} gives "
                      f"{describe_value(counterpart.outputs[0])}")
         if how == "value" and same_kind(first, counterpart):

@@ -685,7 +685,6 @@ def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float
     if chk.compare(f"grad_clip = {grad_clip:g}, far above the gradients' norm: parameters after the step",
                    flat_parameters(model), want):
         return
-    _gradients_scaled(chk, model, right_grads)
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     left = _grad_norm(grads) if grads else None
     if left is not None and math.isclose(left, grad_clip, rel_tol=1e-3):
@@ -693,6 +692,8 @@ def _below_the_clip(chk: Check, train_step, seed: int, dropout: float, lr: float
                      f"norm at optimizer.step() is {left:.6g}, where this batch's gradients have norm {norm:.3g}): "
                      "clipping only ever scales down, by min(1, grad_clip / norm); a gradient below the bound is "
                      "left as it is. torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) does that")
+    else:
+        _gradients_scaled(chk, model, right_grads)
 
 
 def _gradients_scaled(chk: Check, model, right_grads: list) -> None:

@@ -38,8 +38,9 @@ def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
         return None
     op = made[0]
     return Located(op.file, op.line, op.function, source_line(op.file, op.line),
-                   [f"{op.name} makes a new {_name(op.outputs[0].dtype)} tensor here, whatever the inputs' dtype "
-                    f"({_name(want)}); pass dtype=... (and device=...) of an input"], kind="dtype")
+                   [f"{op.name} makes a new {_name(op.outputs[0].dtype)} tensor here, whatever the inputs' dtypes, "
+                    f"and your result keeps that dtype where it must be {_name(want)}; give it dtype= (an input's "
+                    ".dtype, and its .device, where the result follows an input)"], kind="dtype")
 
 
 def _read(learner: Trace, owner: int, slot: int) -> tuple[torch.dtype | None, str, int | None]:

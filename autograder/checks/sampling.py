@@ -639,7 +639,9 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
     chk.compare("temperature 0 = argmax", got, batch.argmax(-1), variants={
         "temperature 0 must be greedy: return logits.argmax(-1) without sampling": lambda: batch.argmin(-1),
         "the greedy argmax is taken over the batch axis (dim=0): it gives a row index for each vocabulary entry; "
-        "take it over the vocabulary, logits.argmax(dim=-1)": lambda: batch.argmax(0)})
+        "take it over the vocabulary, logits.argmax(dim=-1)": lambda: batch.argmax(0),
+        "the largest logits themselves, not their positions: logits.max(dim=-1) returns (values, indices), and the "
+        "token is the index, logits.argmax(dim=-1)": lambda: batch.max(-1).values})
     # Rows peaked at different tokens: each row must get its own draw.
     tops = torch.arange(4) * 2 % vocab                                   # a different token per row (vocab >= 7)
     peaked = torch.full((4, vocab), -30.0, dtype=dtype).scatter(-1, tops[:, None], 0.0)

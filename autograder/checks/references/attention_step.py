@@ -241,15 +241,16 @@ def _heads(t: torch.Tensor, n: int) -> torch.Tensor:
     return t.unflatten(-1, (n, -1)).transpose(1, 2)  # (B, T, n*hd) -> (B, n, T, hd)
 
 
-def _attend(q, k, v, mask=None, tile=False):
+def _attend(q, k, v, mask=None, tile=False, scale=None):
     """Attention of q (B, H, Tq, hd) over k, v (B, n_kv, Tk, hd); `mask` (Tq, Tk)
-    or None; tile=True maps query head h to kv head h % n_kv (the tiling bug)."""
+    or None; tile=True maps query head h to kv head h % n_kv (the tiling bug);
+    scale: the scores' factor, 1/sqrt(hd) when None."""
     rep = q.shape[1] // k.shape[1]
     if tile:
         k, v = k.repeat(1, rep, 1, 1), v.repeat(1, rep, 1, 1)
     else:
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
 
 
 RESTART = ("positions restart at 0: the new tokens are rotated as if they were the first ones; pass "
@@ -349,6 +350,9 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
             "values": lambda: merge(_attend(q_new, K, K, mask)),
             "the values passed as the keys too: the scores are q · v; pass k_all as the keys":
                 lambda: merge(_attend(q_new, V, V, mask)),
+            "the scores not scaled by 1/sqrt(head_dim) (scale=1.0, or a scale computed as 1 where head_dim "
+            "belongs): F.scaled_dot_product_attention scales by 1/sqrt(head_dim) itself when scale is None":
+                lambda: merge(_attend(q_new, K, V, mask, scale=1.0)),
             "o_proj missing: the merged heads go through attn.o_proj": lambda: _attend(q_new, K, V, mask).transpose(1, 2).flatten(2),
             "heads split without the transpose: view(B, T, n_heads, hd).transpose(1, 2), not view(B, n_heads, T, hd)":
                 lambda: merge(_attend(ref_rotate(F.linear(xs, W["q"]).view(batch, n_heads, n, head_dim), start), K, V, mask)),

@@ -1,4 +1,4 @@
-"""torch API mix-ups a learner makes on a first try, each run through its
+"""torch API mix-ups and names mixed up on a first try, each run through its
 notebook's check: the message names what the code computes, measured by the
 wrong code's whole output matching what that mix-up gives."""
 from __future__ import annotations
@@ -22,3 +22,8 @@ def test_the_maxima_taken_for_their_positions_in_greedy_sampling_are_named():
 def test_attention_left_unscaled_through_sdpas_scale_argument_is_named():
     message = _message("06", "attention_step", "attn_mask=mask)", "attn_mask=mask, scale=1.0)")
     assert "the scores not scaled by 1/sqrt(head_dim)" in message
+
+
+def test_the_new_keys_appended_to_the_value_cache_are_named():
+    message = _message("06", "attention_step", "cache_update(past_k, past_v, k, v)", "cache_update(past_k, past_v, k, k)")
+    assert "the new keys, rotated, appended to the value cache" in message

@@ -395,6 +395,9 @@ def _body_attention_step(attention_step, seed, batch, n_heads, n_kv_heads, head_
                 (v_all[:, :, :start], ref_rotate(v_all[:, :, start:end], start)), dim=2),
             "values computed with k_proj: v = attn.v_proj(x)": lambda: torch.cat(
                 (v_all[:, :, :start], k_raw[:, :, start:end]), dim=2),
+            "the new keys, rotated, appended to the value cache (k where v belongs in the cache update): the "
+            "value cache takes v, the values attn.v_proj(x) makes": lambda: torch.cat(
+                (v_all[:, :, :start], k_all[:, :, start:end]), dim=2),
             "values split into heads without the transpose: view(B, T, n_kv_heads, hd).transpose(1, 2), not "
             "view(B, n_kv_heads, T, hd)": lambda: torch.cat(
                 (v_all[:, :, :start], F.linear(xs, W["v"]).view(batch, n_kv, n, head_dim)), dim=2),

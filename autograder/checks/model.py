@@ -282,8 +282,14 @@ def _attention_steps(chk: Check, module, state, prefix, inputs, config, seed, *,
             variants[f"the cache's layer 0 is read instead of layer {layer_idx}: pass layer_idx on to the attention, "
                      "self.attn(..., cache, layer_idx)"] = step(past=(other_k, other_v))
         what = f"prefill {end} tokens" if start == 0 else f"{end - start} new at start_pos={start}"
-        if not chk.compare(f"{label}: {what}", got, step()(), variants=variants) and uncached_right:
+        if chk.compare(f"{label}: {what}", got, step()(), variants=variants):
+            continue
+        if uncached_right:
             uncached_right = not _future_through_cache(chk, module, cached, step(), xs, start, lambda t: t + 1.0)
+        # the learner's line on the first cached call that differs, traced beside the reference's step
+        chk.locate_with(lambda cached=cached, reference=step(), xs=xs: trace.locate(
+            trace.record_learner(module, (xs,), call=lambda ids: guarded_call(cached, (ids,))),
+            trace.record(reference, (xs,), learner=False)))
 
 
 def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch, n_kv_heads, label,

@@ -188,6 +188,7 @@ KIND_WORDS = {
     "block_input": "the value made here is what block 0 receives (measured at its input), and it is not the "
                    "embedding of the ids",
     "detour": "the values are rounded to a lower precision here, and keep that rounding in the result",
+    "call": "this line calls the stage with other arguments than the reference's",
     "received": "the value made here is what the next stage receives (measured at its input), in place of the "
                 "output of the stage before it",
 }

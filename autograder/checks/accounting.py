@@ -490,6 +490,9 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
                  "the final norm's gain is missing (the one before the head)": -d * size,
                  "one d_model × d_ff matrix per block is missing: SwiGLU's MLP has three (gate_proj, up_proj and "
                  "down_proj), a GELU MLP's two": -config.n_layers * d * config.d_ff * size,
+                 "one d_model × n_kv_heads·head_dim matrix per block is missing: k_proj and v_proj are one each "
+                 "(where n_kv_heads = n_heads, q_proj and o_proj are that size too)":
+                     -config.n_layers * d * config.n_kv_heads * config.head_dim * size,
                  # zero, so never named, where head_dim is d_model // n_heads
                  "head_dim taken as d_model // n_heads (or n_heads·head_dim as d_model) in q_proj and o_proj (counted "
                  "d_model × d_model): they map between d_model and n_heads·head_dim, which this config sets apart "

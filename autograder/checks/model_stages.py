@@ -7,6 +7,7 @@ is not the embedding of the ids)."""
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 
@@ -14,6 +15,7 @@ import tinylm
 
 from . import trace
 from .framework.calling import guarded_call
+from .learner_code import is_learners_file
 from .framework.check import Check
 
 
@@ -31,6 +33,7 @@ def record_stages(module, config):
         def hook(mod, args, kwargs):
             seen[f"{name} input"] = args[0] if args else next(iter(kwargs.values()), None)
             seen[f"{name} arguments"] = (args, kwargs)
+            seen[f"{name} called at"] = _learners_caller()
         return hook
     hooks = [module.get_submodule("blocks.0").register_forward_pre_hook(
         lambda mod, args: seen.__setitem__("embedding", args[0] if args else None))]
@@ -42,6 +45,19 @@ def record_stages(module, config):
     hooks.append(norm.register_forward_pre_hook(keep_input("final norm"), with_kwargs=True))
     hooks.append(norm.register_forward_hook(keep("final norm")))
     return seen, hooks
+
+
+def _learners_caller():
+    """(file, line, function) of the innermost frame of the learner's code on the stack: the line that called the
+    module whose hook runs (torch's own frames and this module's are passed over), or None."""
+    frame = sys._getframe(1)
+    while frame is not None and not (is_learners_file(frame.f_code.co_filename)
+                                     and frame.f_code.co_filename != __file__):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    code = frame.f_code
+    return code.co_filename, frame.f_lineno, getattr(code, "co_qualname", code.co_name)
 
 
 def compare_stages(chk: Check, seen: dict, stages: list, module=None, config=None, idx=None) -> None:
@@ -136,7 +152,15 @@ def _explain_stages(chk: Check, seen: dict, stages: list, module, config, idx=No
             return
         got_out, want_out = seen.get(f"block {i}"), ref[f"block {i}"]
         if not near(got_out, want_out):
-            chk.diagnose(_block_alone(module, config, i, got_in, want_out, seen.get(f"block {i} arguments")))
+            said, other = _block_alone(module, config, i, got_in, want_out, seen.get(f"block {i} arguments"))
+            chk.diagnose(said)
+            caller = seen.get(f"block {i} called at")
+            if other and caller is not None:
+                file, line, function = caller
+                chk.located = trace.Located(file, line, function, trace.source_line(file, line),
+                                            [f"block {i} is called here; given the rope tables, no cache and index "
+                                             f"{i} it gives the right output (measured); the arguments that differ "
+                                             f"here: {other}"], kind="call")
             return
         previous = (f"block {i}", want_out, got_in)
     norm_in = seen.get("final norm input")
@@ -172,22 +196,22 @@ def _wired_wrongly(chk: Check, stage: str, got_in, previous, module, idx, config
                                                            "belongs"])
 
 
-def _block_alone(module, config, i: int, x, want, arguments) -> str:
+def _block_alone(module, config, i: int, x, want, arguments) -> tuple[str, str | None]:
     """A block whose output differs although its input matched: is the
     block itself wrong, or is it called with other arguments? Measured by
     running the learner's own block i on the same input with the reference's
     rope tables, no cache and its index."""
     differs = f"block {i}'s output differs while its input matched (measured)"
     if module is None or config is None:
-        return f"{differs}: run check_block"
+        return f"{differs}: run check_block", None
     cos, sin = tinylm.rope_cache(config.head_dim, config.max_seq_len, config.rope_theta)
     try:
         with torch.no_grad():
             alone = guarded_call(module.get_submodule(f"blocks.{i}"), (x, cos, sin, None, i))
     except Exception:  # noqa: BLE001: a block that cannot run on its own says no more than the row
-        return f"{differs}: run check_block"
+        return f"{differs}: run check_block", None
     if not near(alone, want):
-        return f"{differs}, and your Block gives that output on its own too: the Block is wrong; run check_block"
+        return f"{differs}, and your Block gives that output on its own too: the Block is wrong; run check_block", None
     args, kwargs = arguments or ((), {})
     given = list(args) + list(kwargs.values())
     other = []
@@ -203,4 +227,4 @@ def _block_alone(module, config, i: int, x, want, arguments) -> str:
             other.append(f"{name} (not {i})")
     shown = ", ".join(other) if other else "its arguments or what is done with its output"
     return (f"{differs}, yet your Block alone, given the same input with the rope tables, no cache and index {i}, "
-            f"gives the right output: the Transformer's call of block {i} differs in {shown}")
+            f"gives the right output: the Transformer's call of block {i} differs in {shown}"), shown if other else None

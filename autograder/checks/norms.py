@@ -324,6 +324,7 @@ def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None
         if bool(torch.allclose(implied, implied.median(), rtol=1e-3, atol=1e-6)):
             break
     else:
+        _eps_outside_the_root(chk, xc, y.detach().double(), eps, centred)
         return
     factor = float(implied.median()) / eps
     if abs(factor - 1) < 1e-3:
@@ -348,6 +349,28 @@ def measure_eps(chk: Check, normalise, centred: bool, eps: float = 0.25) -> None
                      states=(UNBIASED,))
         return
     chk.diagnose(f"{fact}: {how}; add it exactly once, under the square root, sqrt({what} + eps)")
+
+
+def _eps_outside_the_root(chk: Check, xc: torch.Tensor, y: torch.Tensor, eps: float, centred: bool) -> None:
+    """An output that no eps under the root gives, where eps sits outside it instead: x'·(1/sqrt(s) + eps),
+    x' / (sqrt(s) + eps) or x' / sqrt(s) + eps, s the biased variance (centred) or the mean of x². Said when one
+    of them holds for every value, with eps itself as the constant measured."""
+    if chk.diagnoses or chk.named_variants():
+        return  # a cause is said already (a variant that reproduces the rows): this would say it again
+    what = "variance" if centred else "mean of x²"
+    x_ = "(x - mean)" if centred else "x"
+    root = xc.pow(2).mean(-1, keepdim=True).sqrt()
+    forms = ((f"{x_} · (1/sqrt({what}) + eps)", "y / x' - 1/sqrt(s)", y / xc - 1 / root, "after the reciprocal root"),
+             (f"{x_} / (sqrt({what}) + eps)", "x' / y - sqrt(s)", xc / y - root, "to the root, not under it"),
+             (f"{x_} / sqrt({what}) + eps", "y - x' / sqrt(s)", y - xc / root, "to the output"))
+    keep = xc.abs() > 0.05  # where x' is near 0 the ratios carry no measurement
+    for form, reading, constant, where in forms:
+        values = constant[keep.expand_as(constant)]
+        if values.numel() and bool(torch.allclose(values, torch.full_like(values, eps), rtol=1e-6, atol=1e-9)):
+            chk.diagnose(f"your normalisation computes {form} (measured: with eps = {eps:g} and a unit gain, "
+                         f"{reading} is {eps:g} for every value, x' = {x_}, s = its {what}): eps is added {where}; add "
+                         f"it under the square root, {x_} / sqrt({what} + eps)")
+            return
 
 
 def _constant_row_output(normalise, eps: float) -> str | None:
@@ -521,6 +544,7 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
             x_half = x.to(torch.bfloat16)
             chk.compare("bfloat16 module and input: dtype kept", chk.call(half, x_half),
                         _ref_rms_norm(x_half, w.to(torch.bfloat16), eps))
+        _default_eps(chk, RMSNorm, dim, seed)
         chk.upstream(module.forward, {"rms_norm": _ref_rms_norm},
                      rerun=lambda: close_to(module(x), _ref_rms_norm(x, w, eps), 1e-5, 1e-4),
                      labels={"rms_norm": "exercise 1"})
@@ -534,6 +558,21 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
         _input_gradient(chk, module, x, w, eps, seed)
     chk.locate_with(lambda: _locate_rms_module(RMSNorm))
     chk.finish()
+
+
+def _default_eps(chk: Check, RMSNorm, dim: int, seed: int) -> None:
+    """RMSNorm(dim), built without an eps, normalises with the exercise's default, 1e-6 (tinylm's and Hugging
+    Face's LlamaRMSNorm's): measured on tokens whose mean square is near it, with the module's own gain."""
+    module = chk.call(RMSNorm, dim)
+    gain = getattr(module, "weight", None)
+    if not isinstance(module, nn.Module) or not isinstance(gain, torch.Tensor) or tuple(gain.shape) != (dim,):
+        return
+    w = gain.detach().clone()
+    tiny = randn(2, 3, dim, seed=seed + 2) * 1e-3  # mean square about 1e-6: eps weighs as much as the token
+    chk.compare("RMSNorm(dim), no eps given: the default 1e-6 on tiny inputs", chk.call(module, tiny),
+                _ref_rms_norm(tiny, w, 1e-6), variants={
+                    "the default eps is 1e-5, LayerNorm's (nn.LayerNorm and layer_norm default to it); RMSNorm's "
+                    "default is 1e-6, as in tinylm and Hugging Face's LlamaRMSNorm": _ref_rms_norm(tiny, w, 1e-5)})
 
 
 def _eps_not_used(module, eps: float) -> str:

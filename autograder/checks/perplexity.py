@@ -629,6 +629,15 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
         return
     fact = (f"your table's counts are not train's (measured on train = 'ab' * 20 + 'ac', each count read off your "
             f"NLL of one pair at two alphas, p = (count + alpha) / (row total + 256·alpha): {said})")
+    other = torch.tensor(list(b"ba" * 7 + b"bb"), dtype=torch.uint8)  # no pair of the probes' rows in common
+    if all(_implied_counts(bigram_nll, other, pair, alphas) == read[pair] for pair in truth):
+        # the same counts whatever train holds: they come from the one pair each probe scores, val itself
+        own = all(counted == (1, 1) for counted in yours.values())
+        chk.diagnose(f"{fact}; another train text ('ba' * 7 + 'bb') gives the very same counts, so your table "
+                     "does not depend on train" + (": each probe's val is its one pair, and 1 of 1 is that pair's "
+                                                   "own count" if own else "") +
+                     "; count the pairs of train, the first argument, and score val's")
+        return
     if all(c == min(t, 1) for (c, _), (t, _) in zip(yours.values(), truth.values())):
         chk.diagnose(f"{fact}: each distinct pair is counted once, however often it occurs (measured for every "
                      "pair); an indexed += (counts[prev, next] += 1) writes a repeated index once: count with "

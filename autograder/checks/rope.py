@@ -364,12 +364,16 @@ FLIPPED = ("rotation direction flipped: your output is x * cos - rotate_half(x) 
 FLIPPED_IN_APPLY = ("rotation direction flipped in apply_rope (measured: your rotate_half returns (-x2, x1), right on "
                     "its own, and your apply_rope returns x * cos - rotate_half(x) * sin, each pair turned by -angle): "
                     "add the sin term, x * cos + rotate_half(x) * sin")
-FLIPPED_HALF = "(x2, -x1): the direction is flipped; return torch.cat((-x2, x1), dim=-1)"
+# The fix is said with the unpacking it assumes: a learner who named the halves the other way round has the
+# very text `torch.cat((-x2, x1), dim=-1)` already.
+HALVES_FIX = ("the second half, negated, first: x1, x2 = x.chunk(2, dim=-1) in that order, then "
+              "torch.cat((-x2, x1), dim=-1)")
+FLIPPED_HALF = f"(x2, -x1): the direction is flipped; return {HALVES_FIX}"
 _ROTATE_HALF_VARIANTS = {
     FLIPPED_HALF: lambda x: _half_rotate(x, -1),
     "(-x[1::2], x[::2]) interleaved pairs: the course pairs feature i with i + head_dim/2 (halves)":
         _interleaved_rotate,
-    "(-x1, x2): the first half negated but the halves not swapped; return torch.cat((-x2, x1), dim=-1)":
+    f"(-x1, x2): the first half negated but the halves not swapped; return {HALVES_FIX}":
         lambda x: torch.cat((-x.chunk(2, -1)[0], x.chunk(2, -1)[1]), dim=-1),
     "(-x[1::2], x[::2]) concatenated: even/odd features split, but put back as halves; split with "
     "x.chunk(2, dim=-1)": lambda x: torch.cat((-x[..., 1::2], x[..., ::2]), dim=-1),

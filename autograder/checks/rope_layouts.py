@@ -92,6 +92,8 @@ def _explain_rows(chk: Check, fn, n_heads: int, head_dim: int, d_in: int) -> Non
             chk.diagnose("the columns (d_in axis) reordered instead of the rows: nn.Linear weights are [out, in], and "
                          "the q or k features that RoPE pairs are the rows (measured on a weight whose entries name "
                          "their row and column)")
+        elif cols is None:
+            _entries_moved_across(chk, out, w)
         return
     bug = _named_row_order(order, n_heads, head_dim)
     if bug:
@@ -102,6 +104,22 @@ def _explain_rows(chk: Check, fn, n_heads: int, head_dim: int, d_in: int) -> Non
                  f"(head 0) come from rows {order[:head_dim].tolist()}, where the half layout takes "
                  f"{half_rows(n_heads, head_dim)[:head_dim].tolist()}"
                  + ("; some rows move to another head's block" if crossed else ""))
+
+
+def _entries_moved_across(chk: Check, out: torch.Tensor, w: torch.Tensor) -> None:
+    """Every entry of w once, but rows that mix entries of several rows and columns: what row 0 holds, measured
+    on a weight whose entry at row r, column c is 100r + c, and the reorderings that give that as candidates."""
+    if not torch.equal(out.flatten().sort().values, w.flatten().sort().values):
+        return
+    first = out[0].long()
+    rows, cols = sorted(set((first // 100).tolist())), (first % 100).tolist()
+    if len(rows) < 2:
+        return
+    chk.candidates(f"your output holds every entry of w once, but a row of it mixes entries of several rows of w "
+                   f"(measured on a weight whose entry at row r, column c is 100r + c: your row 0 holds entries of "
+                   f"rows {rows} from columns {cols}); candidates: an axis swap that moves the d_in axis among the "
+                   "row axes (transpose(-2, -1) or .mT of the (n_heads, head_dim/2, 2, d_in) view, where the two "
+                   "pair axes, 1 and 2, are the ones to swap), or a reshape that splits d_in")
 
 
 def check_interleaved_to_half(interleaved_to_half, *, seed: int = 0, n_heads: int = 3, head_dim: int = 8,

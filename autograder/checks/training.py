@@ -404,13 +404,17 @@ def _schedule_edges(chk: Check, lr_schedule, warmup: int, total: int, max_lr: fl
 # ---------------------------------------------------------------- one step
 
 def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=True, reduction="mean",
-              zero_after_backward=False, zero_after_step=False, targets=None, shift_again=False):
+              zero_after_backward=False, zero_after_step=False, targets=None, shift_again=False, loss_after=False):
     model.train(train)
-    logits = model(x)                                                    # (B, T, V)
     y = y if targets is None else targets
-    if shift_again:  # the hypothesis of a second shift: position t scored against y[:, t + 1]
-        logits, y = logits[:, :-1], y[:, 1:]
-    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction=reduction)
+
+    def batch_loss():
+        logits = model(x)                                                # (B, T, V)
+        scored = y
+        if shift_again:  # the hypothesis of a second shift: position t scored against y[:, t + 1]
+            logits, scored = logits[:, :-1], y[:, 1:]
+        return F.cross_entropy(logits.flatten(0, 1), scored.flatten(), reduction=reduction)
+    loss = batch_loss()
     if zero_grad and not zero_after_backward:
         opt.zero_grad()
     loss.backward()
@@ -421,6 +425,9 @@ def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=Tru
     opt.step()
     if zero_after_step:
         opt.zero_grad()
+    if loss_after:  # the hypothesis of a loss computed again once the step is taken
+        with torch.no_grad():
+            return batch_loss().detach()
     return loss.detach()
 
 
@@ -554,6 +561,9 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         "the targets are shifted once more (measured: your losses and parameters follow those of logits[:, t] scored "
         "against y[:, t + 1], the token two ahead): y already holds the next token at each position; score model(x) "
         "against y as they are": dict(shift_again=True),
+        "the loss returned is computed again after optimizer.step(): it is the updated model's loss on the batch, "
+        "not the loss the step was taken on; return loss.item() of the loss you called backward on":
+            dict(loss_after=True),
     }
     trajectories = {bug: (lambda kw=kw: trajectory(**kw)) for bug, kw in variants.items()}
     cache: dict = {}

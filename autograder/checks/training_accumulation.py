@@ -370,7 +370,9 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
                               "target tokens", ref.loss * sum(ref.counts) / k),
                              (f"the batch's summed NLL divided by its {ref.positions} target positions, padding "
                               f"included, not by its {sum(ref.counts)} target tokens",
-                              ref.loss * sum(ref.counts) / ref.positions)):
+                              ref.loss * sum(ref.counts) / ref.positions),
+                             (f"the batch's mean loss divided by its {sum(ref.counts)} target tokens a second time",
+                              ref.loss / sum(ref.counts))):
             if math.isclose(float(got_t), value, rel_tol=1e-5):
                 chk.measured(f"the returned loss, {value:.6g}, is {words}; the batch's mean over its "
                              f"{sum(ref.counts)} target tokens is {ref.loss:.6g}")

@@ -32,7 +32,7 @@ NOT_YET: dict[tuple, str] = {}
 # The fewest mistakes of a set that must be named or located, where it was measured higher than NAMED_RATE_REQUIRED.
 FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57, "fresh12": 64, "fresh13": 63, "fresh14": 62, "fresh15": 64, "fresh16": 59,
                   "fresh17": 64, "fresh18": 64, "fresh19": 64, "fresh20": 66, "fresh21": 65, "fresh22": 60,
-                  "collisions": 33}
+                  "fresh23": 63, "collisions": 33}
 
 
 def _listed(table: dict, mutation_set: str, outcome) -> bool:
@@ -41,6 +41,10 @@ def _listed(table: dict, mutation_set: str, outcome) -> bool:
 # A mistake named rightly whose shown line is not the one it changed (set, notebook, cell, words of its
 # `why`), with the reason it is kept.
 KNOWN_WRONG_LINE = {
+    ("fresh23", "06", "attention_step", "hands SDPA the mask of the future"):
+        "the mask built with triu is, value for value, the reference's ~mask (the masked-out positions it computes "
+        "for masked_fill), so by value the first value the reference never computes is SDPA's result on the next "
+        "line; the cause line names the inverted convention",
     ("collisions", "03", "causal_attention", "masked_fill's result is discarded"):
         "the softmax's line reads the unmasked scores where the reference's reads the masked ones, which the "
         "changed line makes and throws away: the Where line names the reading line and says the changed one makes "
@@ -84,6 +88,7 @@ KNOWN_WRONG_LINE = {
                                           pytest.param("fresh20", marks=pytest.mark.slow),
                                           pytest.param("fresh21", marks=pytest.mark.slow),
                                           pytest.param("fresh22", marks=pytest.mark.slow),
+                                          pytest.param("fresh23", marks=pytest.mark.slow),
                                           pytest.param("collisions", marks=pytest.mark.slow)])
 def test_every_mutation_is_caught_and_none_is_named_wrongly(mutation_set):
     """The held-out sets (mistakes written without reading the checks) that

@@ -62,8 +62,8 @@ from .calling import (CALLERS, argument_names, call_giving_inputs_back, globals_
                       refuse_delegation, tensors_named)
 from .explain import explain_dtype, explain_mismatch
 from .failure import CheckFailed, CheckStopped, Delegation, first_line, learner_place, raised_by_learner
-from .measure import (format_diff, close_to, describe_factor, fit_scale, matching_variants, shorten, tol_for,
-                      variant_tolerance)
+from .measure import (format_diff, close_to, describe_factor, elements_asked, fit_scale, matching_variants, shorten,
+                      tol_for, variant_tolerance)
 
 
 # Called with the learner's function or class (Check.subject, None when the
@@ -441,7 +441,9 @@ class Check:
                 continue
             if len(owners) == 1 and int(n) > 1 and f"{n} = {owners[0]}" not in numbers:
                 numbers.append(f"{n} = {owners[0]}")
-        return f"in that error {', '.join(numbers)}" if numbers else None
+        if not numbers:
+            return None
+        return f"in that error {', '.join(numbers)}" + (f"; {elements_asked(text)}" if elements_asked(text) else "")
 
     def explain_scale(self, what: str, got: Any, want: torch.Tensor, named: Mapping[str, float] | None = None) -> bool:
         """When got is exactly c · want (c != 1), say so with c named."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any, Callable, Mapping
 
 import torch
@@ -114,6 +115,20 @@ def sums_to_one_axes(weights: torch.Tensor, atol: float = 1e-4) -> list[int]:
     """The axes (non-negative indices) over which `weights` sums to 1 everywhere."""
     w = weights.detach().double()
     return [a for a in range(w.dim()) if w.shape[a] > 1 and bool(torch.allclose(w.sum(a), torch.ones(()).double(), atol=atol))]
+
+
+def elements_asked(error_text: str) -> str | None:
+    """For a view or reshape that asked for another number of elements than its input holds (a whole multiple of
+    it), by how much, read off the error's text; None otherwise."""
+    asked = re.search(r"shape '\[([\d, ]+)\]' is invalid for input of size (\d+)", error_text)
+    if asked is None:
+        return None
+    wanted, held = math.prod(int(n) for n in asked.group(1).split(",")), int(asked.group(2))
+    ratio = max(held, wanted) / max(min(held, wanted), 1)
+    if ratio != int(ratio) or ratio <= 1:
+        return None
+    return (f"the shape asked for holds {wanted} elements, {int(ratio)} times {'fewer' if held > wanted else 'more'} "
+            f"than the {held} of the tensor reshaped")
 
 
 def fit_scale(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float] | None:

@@ -70,7 +70,7 @@ lab: $(STAMP)  ## open the course in JupyterLab [LAB_ARGS=--no-browser ...]
 test: $(DEV_STAMP)  ## the suite without the full-size runs (CI runs this, then test-long)
 	$(PYTEST) -n 2 --dist loadgroup --no-loadscope-reorder -q --durations=25 -m "not long"
 
-test-long: $(DEV_STAMP)  ## the full-size runs: the notebooks as a learner runs them, every cell of the graded proofs, browsers, hub, benchmarks
+test-long: $(DEV_STAMP)  ## the full-size runs: the notebooks as a learner runs them, every cell of the graded proofs, browsers, hub, benchmarks, the older blind sets' gates
 	$(PYTEST) -n 2 --dist loadgroup --no-loadscope-reorder -q --durations=25 -m long
 
 test-fast: $(DEV_STAMP)  ## the inner loop: skip tests marked slow or long

@@ -13,7 +13,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import trace
-from ..trace.align import ancestors
 from ..framework.check import RAISE_LOCATORS, REFERENCES
 from .calls import call_in_regime, positional_args, same_result, split_case
 from .locate import locate_call
@@ -429,7 +428,7 @@ def _default_dtype_ignored(fn, contract: Contract, args: dict) -> dict | None:
     if not differs:
         return None
     shown = lambda dtypes: ", ".join(str(d).removeprefix("torch.") for d in dtypes)  # noqa: E731
-    return {"note": "the result follows the default dtype", "bugs": [], "located": _made_in_the_default(learner),
+    return {"note": "the result follows the default dtype", "bugs": [], "located": trace.locate_made_in_default(learner),
             "facts": [f"with the caller's default dtype set to float64, your {contract.exercise} returns "
                       f"{shown(_dtypes(got))} where it returns {shown(_dtypes(usual))} under the float32 default "
                       "(measured): a floating tensor made from no floating tensor takes the caller's default dtype "
@@ -439,33 +438,6 @@ def _default_dtype_ignored(fn, contract: Contract, args: dict) -> dict | None:
 
 def _dtypes(value) -> list:
     return [t.dtype for t in trace.tensors_in(value)]
-
-
-def _made_in_the_default(learner) -> "trace.Located | None":
-    """The learner's first call on the result's path that makes a float64
-    tensor from inputs none of which is float64 (none at all, for a factory)."""
-    outputs = trace.tensors_in(learner.result)
-    if learner.truncated or learner.error is not None or not outputs:
-        return None
-    ops = learner.ops
-
-    def dtype_of(j: int, slot: int):
-        if j >= 0 and slot < len(ops[j].outputs):
-            return ops[j].outputs[slot].dtype
-        if j <= -2 and -2 - j < len(learner.inputs):
-            return learner.inputs[-2 - j].dtype
-        return None  # a tensor the recorder did not see made: its dtype is not known here
-    for i in sorted(ancestors(ops, [learner.producer.get(id(t), -1) for t in outputs])):
-        op = ops[i]
-        if not op.outputs or op.outputs[0].dtype != torch.float64:
-            continue
-        read = [dtype_of(j, slot) for j, slot in zip(op.inputs, op.slots or [0] * len(op.inputs))]
-        if None in read or torch.float64 in read:
-            continue
-        made_from = "no tensor" if not read else ", ".join(str(d).removeprefix("torch.") for d in read)
-        return trace.Located(op.file, op.line, op.function, trace.source_line(op.file, op.line), [
-            f"{op.name} here makes a float64 tensor from {made_from}: the caller's default dtype"], kind="dtype")
-    return None
 
 
 def unvaried_numbers(contract: Contract) -> list[str]:

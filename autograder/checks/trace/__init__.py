@@ -25,8 +25,9 @@ those before it:
           values_at_raise);
   dtypes  where a result's dtype goes wrong: a line making a tensor in
           another dtype, the first step leaving the wanted one, a
-          detour through float16 or bfloat16 (locate_dtype,
-          locate_promotion, locate_detour);
+          detour through float16 or bfloat16, a tensor made in the
+          caller's default dtype (locate_dtype, locate_promotion,
+          locate_detour, locate_made_in_default);
   plain   a trace as plain data, for the grader's jailed recheck.
 
 Callers use the names below, through this package (`trace.locate(...)`)."""
@@ -39,5 +40,5 @@ from .align import Analysis, Values, size_one_axis  # noqa: F401
 from .explain import Located, line_making, locate, locate_grad_cut, locate_numbers  # noqa: F401
 from .numbers import locate_bound_number  # noqa: F401
 from .raised import locate_error, locate_raise, values_at_raise  # noqa: F401
-from .dtypes import locate_detour, locate_dtype, locate_promotion  # noqa: F401
+from .dtypes import locate_detour, locate_dtype, locate_made_in_default, locate_promotion  # noqa: F401
 from .plain import from_plain_trace, plain_trace  # noqa: F401

@@ -2,8 +2,10 @@
 that makes a new tensor in another dtype than the inputs' (locate_dtype),
 or the first step on the result's path that turns values of the wanted
 dtype into the result's (a mixed-dtype product promotes, a cast converts;
-locate_promotion). Both are read off the learner's own trace: what a line
-is said to read and give is what it read and gave there."""
+locate_promotion), a detour through a lower precision (locate_detour), or
+the first line that makes a tensor in the caller's default dtype
+(locate_made_in_default). All are read off the learner's own trace: what a
+line is said to read and give is what it read and gave there."""
 from __future__ import annotations
 
 import torch
@@ -55,6 +57,41 @@ def _read(learner: Trace, owner: int, slot: int) -> tuple[torch.dtype | None, st
     return None, "", None
 
 
+def _read_all(learner: Trace, op) -> list[torch.dtype | None]:
+    return [_read(learner, j, s)[0] for j, s in zip(op.inputs, op.slots or [0] * len(op.inputs))]
+
+
+def _downstream(ops, on_path: set[int], start: int) -> list[int]:
+    """The calls on the result's path after `start` that read its value, directly or through another."""
+    reached, found = {start}, []
+    for k in sorted(i for i in on_path if i > start):
+        if any(j in reached for j in ops[k].inputs):
+            reached.add(k)
+            found.append(k)
+    return found
+
+
+def locate_made_in_default(learner: Trace, default: torch.dtype = torch.float64) -> Located | None:
+    """The first call on the result's path that makes a `default` tensor from
+    inputs none of which is `default` (none at all, for a factory): where a
+    result follows the caller's default dtype."""
+    outputs, on_path = _result_path(learner)
+    if learner.truncated or learner.error is not None or not outputs:
+        return None
+    for i in sorted(on_path):
+        op = learner.ops[i]
+        if not op.outputs or op.outputs[0].dtype != default:
+            continue
+        read = _read_all(learner, op)
+        if None in read or default in read:
+            continue  # a tensor the recorder did not see made, or the dtype came in
+        made_from = "no tensor" if not read else ", ".join(_name(d) for d in read)
+        return Located(op.file, op.line, op.function, source_line(op.file, op.line), [
+            f"{op.name} here makes a {_name(default)} tensor from {made_from}: the caller's default dtype"],
+            kind="dtype")
+    return None
+
+
 def _place(op, facts: list[str], kind: str, also: int | None) -> Located:
     return Located(op.file, op.line, op.function, source_line(op.file, op.line), facts, kind=kind, also=also,
                    also_code=source_line(op.file, also) if also else "")
@@ -81,7 +118,7 @@ def locate_promotion(learner: Trace, want: torch.dtype) -> Located | None:
         if not any(dtype == want for dtype, _, _ in read):
             continue
         others = [r for r in read if r[0] is not None and r[0] != want]
-        later = [ops[k] for k in sorted(on_path) if k > i and i in ancestors(ops, [k])]
+        later = [ops[k] for k in _downstream(ops, on_path, i)]
         kept = all(o.outputs and o.outputs[0].dtype == wrong for o in later)
         keeps = f"; every later step to your result keeps {_name(wrong)}" if kept else ""
         if others:
@@ -115,13 +152,12 @@ def locate_detour(learner: Trace, low: torch.dtype) -> Located | None:
     ops, back = learner.ops, outputs[0].dtype
     for i in sorted(on_path):
         op = ops[i]
-        read = [_read(learner, j, s)[0] for j, s in zip(op.inputs, op.slots or [0] * len(op.inputs))]
+        read = _read_all(learner, op)
         if not (op.outputs and op.outputs[0].dtype == low
                 and any(d is not None and d != low and d.is_floating_point for d in read)):
             continue
         fact = f"{op.name} on line {op.line} turns {_name(back)} values into {_name(low)}"
-        returns = [ops[k] for k in sorted(on_path) if k > i and ops[k].outputs and ops[k].outputs[0].dtype == back
-                   and i in ancestors(ops, [k])]
+        returns = [ops[k] for k in _downstream(ops, on_path, i) if ops[k].outputs and ops[k].outputs[0].dtype == back]
         also = None
         if returns:
             home = returns[0]

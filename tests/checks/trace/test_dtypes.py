@@ -96,3 +96,26 @@ def test_a_row_read_from_an_earlier_call_than_the_last_gets_no_place():
     with pytest.raises(CheckFailed) as err:
         _rotate_check(define_in_cell(ROTATE, "rotate"), compare_with_another_call=True)
     assert err.value.diagnosis.located is None
+
+
+MADE = ("def scaled(x, table):\n"
+        "    positions = torch.arange(x.shape[-1]) / 2\n"
+        "    return x * table + positions\n")
+
+
+def test_a_tensor_made_in_the_callers_default_dtype_is_placed_on_the_factory_that_made_it():
+    x, table = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        found = trace.locate_made_in_default(_recorded(MADE, "scaled", x.float(), table.float()))
+    finally:
+        torch.set_default_dtype(before)
+    # the division of int64 positions gives the default dtype; x * table reads float32 only and gives float32
+    assert found is not None and found.kind == "dtype" and found.code == "positions = torch.arange(x.shape[-1]) / 2"
+    assert found.facts == ["div here makes a float64 tensor from int64: the caller's default dtype"]
+
+
+def test_a_result_in_the_inputs_dtype_has_no_line_made_in_the_default():
+    recorded = _recorded(MADE, "scaled", torch.randn(3, 4, dtype=torch.float64), torch.randn(4, dtype=torch.float64))
+    assert trace.locate_made_in_default(recorded) is None

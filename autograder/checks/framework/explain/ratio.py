@@ -7,6 +7,7 @@ import math
 import torch
 
 from ..measure import KNOWN_FACTORS, close_to
+from .together import rows_together
 
 
 def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
@@ -37,11 +38,7 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
     if abs(ratio / value - 1) > max(1e-5, 2 * coarsest):
         return
     key = f"is exactly {factor} the right value"
-    rows = chk.ratio_rows.setdefault(key, [])  # rows with the same factor are said in one line
-    # the merged line takes the place of the earlier rows' line, a fact or (measured on one value) candidates
-    chk.facts = [f for f in chk.facts if not (rows and f.startswith(f"`{rows[0]}`"))]
-    chk.candidate_lines = [c for c in chk.candidate_lines if not (rows and c.startswith(f"`{rows[0]}`"))]
-    rows.append(name)
+    rows = rows_together(chk, key, name)  # the earlier rows' line: a fact or (measured on one value) candidates
     on = f" on `{name}`" if len(rows) > 1 else ""
     said = f"{' and '.join(f'`{r}`' for r in rows)}: your result {key} (measured{on}: {float(g[at]):.6g} against " \
            f"{float(w[at]):.6g})"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from .dtype import traced_again
+from .together import rows_together
 
 LOWER = (torch.float16, torch.bfloat16)
 
@@ -33,9 +34,7 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
             continue
         off = float(((g.double() - w.double()).abs() / w.double().abs().clamp_min(eps * scale)).max())
         low_name = str(low).removeprefix("torch.")
-        rows = chk.ratio_rows.setdefault(f"rounded to {low_name}", [])  # rows that show it are said in one line
-        chk.facts = [f for f in chk.facts if not (rows and f.startswith(f"`{rows[0]}`"))]
-        rows.append(name)
+        rows = rows_together(chk, f"rounded to {low_name}", name)
         chk.measured(f"{' and '.join(f'`{r}`' for r in rows)}: every value of your result is exactly a {low_name} "
                      f"number (a cast to {low_name} changes none) and within {low_name}'s rounding of the reference's "
                      f"(largest relative difference {off:.2g}, {low_name}'s precision {eps:.2g}), where the "

@@ -166,9 +166,11 @@ KIND_WORDS = {
     "offset_read": "a slice made inside the call on this line has the reference's length, not its bounds; the call "
                    "reads a name bound on the other line",
     "shape": "the value made here has the reference's numbers in another shape",
-    "cast": "a cast is missing: the value made here reaches the later line in another dtype than the reference's",
-    "cast_here": "a cast is missing on this line: the value made here reaches a later step of this same line in "
-                 "another dtype than the reference's",
+    # said alike when the line is itself a cast, to another dtype than the reference's
+    "cast": "the value made here reaches the later line in another dtype than the reference's: a cast is missing or "
+            "casts to another dtype",
+    "cast_here": "the value made here reaches a later step of this same line in another dtype than the reference's: "
+                 "a cast is missing on this line or casts to another dtype",
     "grad": "the gradient stops here",
     "raises": "it raises here",
     "unregistered": "this line stores a plain tensor where the module built on the CPU registers a Parameter or buffer",

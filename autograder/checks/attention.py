@@ -378,7 +378,9 @@ def _fit_temperature(chk: Check, w, q, k, allowed, head_dim: int, seq: int) -> N
         if abs(c * math.sqrt(head_dim) - 1) > 0.01:
             named = {"1 (no scaling: divide by sqrt(head_dim))": 1.0, f"1/head_dim = 1/{head_dim}": 1 / head_dim,
                      f"sqrt(head_dim) = sqrt({head_dim})": math.sqrt(head_dim),
-                     f"1/sqrt(kv_len) = 1/sqrt({seq}) (the sequence length, not head_dim)": 1 / math.sqrt(seq)}
+                     # the probe's q and k are equally long: which of the two lengths was read is not measured
+                     f"1/sqrt(T) = 1/sqrt({seq}) (the sequence length, q's and k's alike in this probe, not "
+                     "head_dim)": 1 / math.sqrt(seq)}
             chk.measured(f"your scores are scaled by {describe_factor(c, named)}; expected 1/sqrt(head_dim) = "
                          f"1/sqrt({head_dim}) = {1 / math.sqrt(head_dim):.3g}")
     elif swapped is not None and swapped[1] < 1e-3 and (straight is None or straight[1] > 1e-2):

@@ -303,7 +303,7 @@ def test_a_fitted_softmax_temperature_is_reported_with_numbers():
     # the fitted scale is a measurement (one scale fits several ways of writing it), said as one
     fitted = [line for line in str(err.value).splitlines() if "scaled by" in line]
     assert len(fitted) == 1 and fitted[0].strip().startswith("Measured:"), str(err.value)
-    assert "scaled by 1/2.65 = 1/sqrt(kv_len) = 1/sqrt(7)" in fitted[0]  # the first table row: T=7
+    assert "scaled by 1/2.65 = 1/sqrt(T) = 1/sqrt(7) (the sequence length, q's and k's alike" in fitted[0]  # q_len = kv_len in the probe
     assert "expected 1/sqrt(head_dim)" in fitted[0]
 
 

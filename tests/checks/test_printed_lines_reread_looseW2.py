@@ -11,7 +11,7 @@ def test_a_cast_missing_inside_one_line_is_said_to_be_missing_on_that_line():
     # `return weight * (x32 * inv_rms)`: the product and the gain's mul are both on line 6
     where = _line(_message("default", "02", "rms_norm", "(x32 * inv_rms)"), "Where:")
     assert "reaches the later line" not in where and " and line " not in where
-    assert "a cast is missing on this line" in where and "float16" in where
+    assert "a cast is missing on this line or casts to another dtype" in where and "float16" in where
 
 
 def test_a_step_missing_inside_one_line_names_no_second_line():

@@ -135,7 +135,7 @@ def test_a_result_left_in_float32_is_a_missing_cast_not_another_layout():
     message = _message("fresh11", "02", "rms_norm", "(x32 * inv_rms)")
     where = _line(message, "Where:")
     assert "axes split or ordered differently" not in where and "another layout" not in where
-    assert "a cast is missing" in where and "cast to float16; yours reads it as float32" in where
+    assert "a cast is missing on this line or casts to another dtype" in where and "cast to float16; yours reads it as float32" in where
 
 
 def test_a_gain_stored_as_an_offset_from_one_is_not_told_to_start_at_ones_alone():

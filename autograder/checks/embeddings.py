@@ -328,8 +328,9 @@ def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:
                     "the embedding's storage (measured: the same memory, another object), so the values stay equal, but "
                     "parameters() yields two Parameters: an optimizer keeps two states and updates the same numbers "
                     "twice per step; assign the Parameter itself: lm_head.weight = tok_emb.weight")
-        return ("head is a copy, not a share: lm_head.weight is a copy (clone / new Parameter) with equal values today, "
-                "but the two will drift apart during training and the model holds vocab x d_model parameters twice; "
+        return ("head is a copy, not a share: lm_head.weight holds a copy of the values in a Parameter of its own (a "
+                "clone, a new Parameter, or values copied into the head's) with equal values today, but the two will "
+                "drift apart during training and the model holds vocab x d_model parameters twice; "
                 "assign the Parameter itself: lm_head.weight = tok_emb.weight")
     return "lm_head.weight was not replaced by the embedding's Parameter: assign lm_head.weight = tok_emb.weight"
 

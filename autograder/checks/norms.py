@@ -46,7 +46,7 @@ def _rms_variants(x, weight, eps):
             lambda: weight * (x32 * torch.rsqrt(x32.pow(2).mean() + eps)).to(dtype),
         "missing gain: the result is never multiplied by weight":
             lambda: (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(dtype),
-        "x² taken in float16 (no float32 upcast before the square): it overflows (max 65504, so |x| > 256 gives "
+        "x² taken in float16 (the square reads x, not its float32 upcast): it overflows (max 65504, so |x| > 256 gives "
         "inf); square x.float(), computing the whole statistic in float32, and cast the result back to x.dtype":
             lambda: weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)),
         "mean subtracted: that is LayerNorm; RMSNorm divides by the root mean square of x itself":

@@ -273,18 +273,19 @@ def _log_base_factors() -> list[tuple[float, str, str]]:
     """(factor, its name, how code makes it) for every change of logarithm
     base among e, 2 and 10: log_a(x) / log_b(x) = ln b / ln a, and the same
     swap in a divisor gives the inverse."""
-    bases = (("e", "math.log"), ("2", "math.log2"), ("10", "math.log10"))
+    # named as the logarithm, not as one library's function: math.log10, torch.log10 and a tensor's .log10() alike
+    bases = (("e", "log (the natural log)"), ("2", "log2"), ("10", "log10"))
     names = {("e", "2"): "ln 2", ("2", "e"): "log2(e)", ("e", "10"): "ln 10", ("10", "e"): "log10(e)",
              ("2", "10"): "log2(10)", ("10", "2"): "log10(2)"}
     inverse = {"log2(e)": " = 1/ln 2", "log10(e)": " = 1/ln 10"}
-    nats_to_bits = {"2": " (nats where bits are meant: the division by math.log(2) = ln 2 is missing)",
-                    "10": " (math.log10(2) for math.log(2) = ln 2, the divisor that turns nats into bits)"}
+    nats_to_bits = {"2": " (nats where bits are meant: the division by ln 2 is missing)",
+                    "10": " (log10(2) for ln 2, the divisor that turns nats into bits)"}
     found = []
     for (a, log_a), (b, log_b) in itertools.permutations(bases, 2):
         name = names[(a, b)]
         found.append((LOG_BASE_CONSTANTS[name], name + inverse.get(name, ""),
-                      f"a change of logarithm base (log_b(x) = ln(x) / ln(b)): {log_a}(...) where {log_b}(...) is "
-                      f"meant, or {log_b}(...) where {log_a}(...) is meant in a divisor"
+                      f"a change of logarithm base (log_b(x) = ln(x) / ln(b)): {log_a} where {log_b} is meant, or "
+                      f"{log_b} where {log_a} is meant in a divisor"
                       + (nats_to_bits[b] if a == "e" else "")))
     return found
 

@@ -22,7 +22,8 @@ from .sampling import check_sample_next, check_top_k_filter, check_top_p_filter
 from .sampling_generate import check_generate
 from .left_padding import check_generate_left_padded
 from .perplexity import check_bigram_nll, check_evaluate, check_nll_sum_and_count
-from .training import check_get_batch, check_lm_loss, check_lr_schedule, check_train_step
+from .training import check_get_batch, check_lm_loss, check_train_step
+from .training_schedule import check_lr_schedule
 from .training_accumulation import check_train_step_accumulated
 from .model import check_attention_module, check_block, check_decoder
 # what the model costs: parameters, FLOPs and bytes, predicted from the config (03, 05, 06, 07, 09)

@@ -263,6 +263,39 @@ def _eval_mode_given_back(chk: Check, fn, model, prompts, lengths, max_new_token
     mode_given_back(chk, "generate_left_padded", spy, False, EVAL_MODE_GRAD_ON)
 
 
+def _pad_id_as_a_real_token(chk: Check, fn, model, prompts, lengths, max_new_tokens: int, pad_id: int) -> None:
+    """A prompt that holds the pad id as a real token (a tokenizer may give a
+    real text that id): it is attended to and counted like any other token,
+    as the padding is where it was put, not wherever the id occurs."""
+    held = [p.clone() for p in prompts]
+    b = max(range(len(held)), key=lambda i: len(held[i]))
+    held[b][1] = pad_id  # inside the prompt: not at its start, where it could pass for one more pad
+    alone = torch.stack([ref_greedy(model, p[None], max_new_tokens)[0, len(p):] for p in held])
+    spy = PaddedBatchSpy(model, lengths, limit=4 * max_new_tokens + 4)
+    label = f"prompt {b} holds the pad id {pad_id} as a real token"
+    got = chk.call(fn, spy, [p.clone() for p in held], max_new_tokens, tinylm.KVCache(model.config, len(held)),
+                   pad_id, row_label=label)
+    calls = _PaddedCalls(spy, held)
+    calls.read()
+    same = isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(alone.shape) and torch.equal(got.long().cpu(), alone)
+    chk.require(f"{label}: new tokens = each prompt decoded alone, mask and positions as for any token",
+                same and calls.layout is None and not calls.findings,
+                "see below" if calls.findings else "other tokens than each prompt decoded alone")
+    first = spy.calls[0] if spy.calls else None
+    if not calls.findings or first is None or not isinstance(first["mask"], torch.Tensor):
+        return
+    ids, mask = first["idx"], first["mask"].bool()
+    if torch.equal(mask, ids != pad_id) and not torch.equal(mask, spy.right_mask(ids.shape[1])):
+        slot = spy.pads[b] + 1
+        chk.diagnose(f"the padding read off the ids: at the prompt's forward pass your attention_mask is False at row "
+                     f"{b}'s slot {slot}, a real token whose id is the pad id (measured: the mask equals ids != "
+                     "pad_id, so a real token with that id is taken for padding); mark the padding where it is put, "
+                     "from each prompt's length")
+    else:
+        for _, _, fact in calls.findings:
+            chk.measured(fact)
+
+
 def _second_call(chk: Check, fn, model, prompts, lengths, max_new_tokens: int, pad_id: int, alone: torch.Tensor,
                  cache: tinylm.KVCache) -> None:
     """The cache of the first call handed to a second one, as a notebook
@@ -372,6 +405,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
                          f"prompt alone here: {why}" + _fix_for(cause))
         if chk.passed:
             _second_call(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id, alone, cache)
+        if chk.passed:
+            _pad_id_as_a_real_token(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id)
         if chk.passed:
             _from_train_mode_without_grad(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id,
                                           alone)

@@ -544,6 +544,11 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
             x_half = x.to(torch.bfloat16)
             chk.compare("bfloat16 module and input: dtype kept", chk.call(half, x_half),
                         _ref_rms_norm(x_half, w.to(torch.bfloat16), eps))
+            # float16's range ends at 65504: entries near 300 square past it unless the statistic is float32
+            x16, w16 = (x.double() * 300).half(), w.half()
+            chk.compare("float16 module and input, |x| ~ 300 (x² overflows float16)",
+                        chk.call(copy.deepcopy(module).to(torch.float16), x16), _ref_rms_norm(x16, w16, eps),
+                        variants=_rms_variants(x16, w16, eps))
         _default_eps(chk, RMSNorm, dim, seed)
         chk.upstream(module.forward, {"rms_norm": _ref_rms_norm},
                      rerun=lambda: close_to(module(x), _ref_rms_norm(x, w, eps), 1e-5, 1e-4),

@@ -411,6 +411,11 @@ _RIGHT = {"perplexity": "exp(loss)", "bits_per_byte": "loss / ln 2 / bytes_per_t
                                                       "0.693, the natural log of 2)"}
 
 
+def _operand(expression: str, words: str) -> str:
+    """`expression` as the operand of `words`, in parentheses where a power would otherwise bind tighter."""
+    return f"({expression})" if words.startswith("2 **") and " " in expression else expression
+
+
 def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token: float) -> None:
     """What a wrong `key` is, in terms of the learner's own loss: one
     elementary map of it, times or divided by bytes_per_token (or neither)
@@ -422,8 +427,13 @@ def _measure_conversion(chk: Check, key: str, got: float, loss, bytes_per_token:
     # The scale applied after the map (log2(loss) / bytes_per_token) or before it (exp(loss / bytes_per_token)).
     candidates = [(words.format("loss") + scale_words, lambda c=conversion, f=factor: c(loss) * f)
                   for words, conversion in _CONVERSIONS for scale_words, factor in scales]
-    candidates += [(words.format("loss" + scale_words), lambda c=conversion, f=factor: c(loss * f))
+    candidates += [(words.format(_operand("loss" + scale_words, words)), lambda c=conversion, f=factor: c(loss * f))
                    for words, conversion in _CONVERSIONS[1:] for scale_words, factor in scales[1:]]
+    # An exponential of the loss changed to another base inside the exponent (2 ** (loss · ln 2)).
+    candidates += [(words.format(_operand(f"loss {op} {name}", words)), lambda c=conversion, v=value: c(v))
+                   for words, conversion in _CONVERSIONS if words in ("exp({})", "2 ** {}")
+                   for name, k in LOG_BASE_CONSTANTS.items()
+                   for op, value in (("·", loss * k), ("/", loss / k))]
     for said, value_of in candidates:
         try:
             value = value_of()

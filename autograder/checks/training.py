@@ -1,4 +1,4 @@
-"""Checks for notebook 09: batches, the loss, the schedule, one training step.
+"""Checks for notebook 09: batches, the loss, one training step (the schedule: training_schedule.py).
 
 References: windows read straight out of the data, F.cross_entropy, the
 closed-form warmup + cosine formula, and a training step written out with
@@ -288,119 +288,6 @@ def check_lm_loss(lm_loss, *, seed: int = 0, batch: int = 3, seq: int = 5, vocab
 
 # ---------------------------------------------------------------- schedule
 
-def ref_lr(step: int, warmup: int, total: int, max_lr: float, min_lr: float) -> float:
-    if step < warmup:
-        return max_lr * (step + 1) / warmup
-    # Both the raw progress (above 1 past the last step) and the clamped one are bound: a right answer may
-    # clamp on either line, and the numbers locator compares the numbers each line binds.
-    progress = (step - warmup) / max(1, total - 1 - warmup)
-    clamped = min(1.0, progress)
-    return min_lr + 0.5 * (1 + math.cos(math.pi * clamped)) * (max_lr - min_lr)
-
-
-def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr: float = 3e-3, min_lr: float = 3e-4) -> None:
-    """lr_schedule(step, warmup_steps, total_steps, max_lr, min_lr) at every step."""
-    __tracebackhide__ = True
-    chk = Check("lr_schedule", expects="a float: the learning rate at that step")
-    steps = range(total)
-    got = [chk.call(lr_schedule, s, warmup, total, max_lr, min_lr) for s in steps]
-    try:
-        got_t = torch.tensor([float(v) for v in got], dtype=torch.float64)
-    except (TypeError, ValueError):
-        chk._stop(f"lr_schedule returned {type(got[0]).__name__}; it should return a number")
-    curve = lambda f: torch.tensor([f(s) for s in steps], dtype=torch.float64)  # noqa: E731
-    chk.compare(f"all {total} steps (warmup {warmup})", got_t, curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr)),
-                atol=1e-12, rtol=1e-9, variants={
-        "warmup starts at 0: step 0 would not move the weights; use max_lr * (step + 1) / warmup_steps":
-            curve(lambda s: max_lr * s / warmup if s < warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
-        "cosine does not reach min_lr at the last step: decay over total_steps - 1 - warmup_steps steps":
-            curve(lambda s: ref_lr(s, warmup, total + 1, max_lr, min_lr)),
-        "cosine decays to 0 instead of min_lr": curve(lambda s: ref_lr(s, warmup, total, max_lr, 0.0)),
-        "cosine measured from step 0 instead of from the end of warmup":
-            curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr) if s < warmup else
-                  min_lr + 0.5 * (1 + math.cos(math.pi * s / (total - 1))) * (max_lr - min_lr)),
-        "no warmup": curve(lambda s: ref_lr(s, 0, total, max_lr, min_lr)),
-        "cosine term scaled by max_lr instead of (max_lr - min_lr): lr = min_lr + 0.5 (1 + cos) (max_lr - min_lr)":
-            curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr) if s < warmup else
-                  ref_lr(s, warmup, total, max_lr + min_lr, min_lr)),
-        "warmup ramps from 0 at step 0 to max_lr at step warmup_steps - 1, max_lr * step / (warmup_steps - 1): step 0 "
-        "would not move the weights; use max_lr * (step + 1) / warmup_steps":
-            curve(lambda s: max_lr * s / max(1, warmup - 1) if s < warmup else
-                  ref_lr(s, warmup, total, max_lr, min_lr)),
-        "a cosine that decays to 0 floored at min_lr, max(min_lr, 0.5 (1 + cos) max_lr): the rate reaches min_lr "
-        "before the last step and stays flat; decay from max_lr to min_lr, min_lr + 0.5 (1 + cos) (max_lr - min_lr)":
-            curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr) if s < warmup else
-                  max(min_lr, ref_lr(s, warmup, total, max_lr, 0.0))),
-        "warmup runs one step too long (step <= warmup_steps): warmup covers steps 0 .. warmup_steps - 1":
-            curve(lambda s: max_lr * (s + 1) / warmup if s <= warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
-    })
-    _schedule_edges(chk, lr_schedule, warmup, total, max_lr, min_lr)
-    run_contract(chk, lr_schedule, LR_SCHEDULE)
-    chk.finish()
-
-
-def _unclamped(step: int, warmup: int, total: int, max_lr: float, min_lr: float) -> float:
-    progress = (step - warmup) / max(1, total - 1 - warmup)
-    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
-
-
-def _schedule_edges(chk: Check, lr_schedule, warmup: int, total: int, max_lr: float, min_lr: float) -> None:
-    """Rows at the schedule's edges, each against the closed form: its first step, no warmup, a single step after
-    the warmup (no decay steps to divide by), and steps past the end (the rate stays at min_lr)."""
-    no_warmup = max(4, total // 5)
-    past = (total, total + 1, total + total // 2, 2 * total)
-    edges = [
-        (f"step 0 (warmup {warmup}): max_lr / warmup_steps", [(0, warmup, total)], {
-            "warmup starts at 0: step 0 would not move the weights; use max_lr * (step + 1) / warmup_steps": [0.0]}),
-        (f"warmup_steps 0, total_steps {no_warmup}: every step", [(s, 0, no_warmup) for s in range(no_warmup)], {}),
-        (f"total_steps {warmup + 1} = warmup_steps + 1: every step", [(s, warmup, warmup + 1) for s in range(warmup + 1)],
-         {}),
-        (f"steps {', '.join(map(str, past))} (past total_steps {total}): min_lr", [(s, warmup, total) for s in past], {
-            # said of the bound that is missing: a clamp from below (max(progress, 1.0)) leaves the same rates here
-            "the cosine's progress is not clamped from above: past the last step it passes 1 and the rate climbs "
-            "back toward max_lr; progress needs an upper bound, min(progress, 1.0), so that the rate stays at "
-            "min_lr":
-                [_unclamped(s, warmup, total, max_lr, min_lr) for s in past],
-            "the rate drops to 0 past the last step: it stays at min_lr there (a run trained on, or resumed, keeps "
-            "learning at min_lr)": [0.0] * len(past)}),
-    ]
-
-    def on_error(args):
-        step, w, t = args
-        def hint(err):
-            if not isinstance(err, ZeroDivisionError):
-                return None
-            if w == 0 and chk.passed:  # the warmup rows are right: the branch is, so the division is outside it
-                return ("a division by warmup_steps runs when warmup_steps = 0 (measured: ZeroDivisionError at step "
-                        f"{step} with warmup_steps 0, while every step with warmup_steps {warmup} is right): with no "
-                        "warmup, step < warmup_steps is never true, so keep the warmup's division inside that branch")
-            if w == 0:
-                return candidates("a division by warmup_steps runs when warmup_steps = 0 (measured: ZeroDivisionError "
-                                  f"at step {step} with warmup_steps 0); candidates: the warmup's division outside "
-                                  "its branch, or a branch that runs at step 0 with no warmup (step <= warmup_steps "
-                                  "where step < warmup_steps is never true)")
-            if t == w + 1:
-                return ("the cosine divides by its number of decay steps, total_steps - 1 - warmup_steps, which is 0 "
-                        f"when total_steps = warmup_steps + 1 (measured: ZeroDivisionError at step {step}, total_steps "
-                        f"{t}, warmup_steps {w}): divide by max(1, total_steps - 1 - warmup_steps); the single step "
-                        "after the warmup then runs at max_lr")
-            return None
-        return hint
-
-    for name, calls, variants in edges:
-        got = []
-        for args in calls:
-            value = chk.call(lr_schedule, *args, max_lr, min_lr, on_error=on_error(args),
-                             row_label=f"{name}: step {args[0]}")
-            try:
-                got.append(float(value))
-            except (TypeError, ValueError):
-                chk._stop(f"lr_schedule returned {describe(value)} at step {args[0]}; it should return a number")
-        want = torch.tensor([ref_lr(*args, max_lr, min_lr) for args in calls], dtype=torch.float64)
-        chk.compare(name, torch.tensor(got, dtype=torch.float64), want, atol=1e-12, rtol=1e-9,
-                    variants={bug: torch.tensor(v, dtype=torch.float64) for bug, v in variants.items()})
-
-
 # ---------------------------------------------------------------- one step
 
 def _ref_step(model, opt, x, y, clip, *, train=True, zero_grad=True, clip_on=True, reduction="mean",
@@ -470,8 +357,47 @@ NOT_CLIPPED = ("gradients not clipped before optimizer.step(): torch.nn.utils.cl
                "grad_clip) goes between backward() and step()")
 
 
-def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> None:
-    """What the learner's step did to the parameters and their gradients."""
+def _unclipped_gradients(seed: int, dropout: float, lr: float, x, y) -> list[torch.Tensor]:
+    """The first step's gradients before any clipping: the reference's loss on a fresh model, dropout drawn as the
+    check draws it for the learner's first step."""
+    model, _ = _setup(seed, dropout, lr)
+    model.train()
+    torch.manual_seed(seed)
+    F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+    return [p.grad for p in model.parameters()]
+
+
+def _scaled_otherwise(chk: Check, grads, unclipped, grad_clip: float) -> None:
+    """Gradients at the step that are the unclipped ones times one factor, not clipping's: the factor measured,
+    beside clipping's, and said as the norm's square where it is grad_clip over the squared norm."""
+    if len(grads) != len(unclipped) or any(g is None for g in grads):
+        return
+    mine = torch.cat([g.detach().flatten() for g in grads]).double()
+    raw = torch.cat([g.detach().flatten() for g in unclipped]).double()
+    if mine.shape != raw.shape:
+        return
+    n = float(raw.norm())
+    if n == 0:
+        return
+    r = float(mine @ raw) / n ** 2
+    if float((mine - r * raw).norm()) > 1e-4 * float(mine.norm()):
+        return  # not one factor of the unclipped gradient: another gradient
+    right = min(1.0, grad_clip / n)
+    if abs(r / right - 1) < 1e-4:
+        return
+    said = (f"your gradients at optimizer.step() are the loss's gradient times {r:.4g} (measured), where clipping "
+            f"its global norm, {n:.4g}, to grad_clip = {grad_clip} multiplies it by {right:.4g}")
+    if abs(r * n ** 2 / grad_clip - 1) < 1e-3:
+        chk.diagnose(f"{said}; {r:.4g} is grad_clip / {n:.4g}², the norm's square: the norm taken as the sum of "
+                     "squares, its square root missing (the global norm is the square root of the sum of every "
+                     "gradient entry's square)")
+    else:
+        chk.measured(said)
+
+
+def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float, unclipped=None) -> None:
+    """What the learner's step did to the parameters and their gradients; `unclipped`, where given, makes the
+    step's gradients before clipping, to measure a scaling other than clipping's."""
     grads = [p.grad for p in model.parameters()]
     moved = not torch.equal(flat_parameters(model), before)
     if all(g is None for g in grads):  # after the call: moved parameters had gradients at the step, cleared since
@@ -486,6 +412,8 @@ def _measure_step(chk: Check, model, before: torch.Tensor, grad_clip: float) -> 
     if norm == 0:
         chk.diagnose("the gradients were zero at optimizer.step(): optimizer.zero_grad() runs after loss.backward() "
                      "and erases them; zero the gradients BEFORE backward()")
+    elif norm < grad_clip * 0.999 and unclipped is not None:
+        _scaled_otherwise(chk, grads, unclipped(), grad_clip)
     elif norm > grad_clip * 1.001:
         chk.measured(f"global gradient norm left at optimizer.step(): {norm:.3g}; grad_clip = {grad_clip}")
         each = [float(g.detach().double().norm()) for g in grads if g is not None]
@@ -615,7 +543,9 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
             chk.compare(f"step {i + 1}: returned loss", got_t, want[i][0], atol=1e-5, variants=variant_at(i, 0))
             if not chk.compare(f"step {i + 1}: parameters after the step", flat_parameters(model), want[i][1],
                                variants=variant_at(i, 1)):
-                _measure_step(chk, model, before, grad_clip)
+                # only the first step starts where the reference's does, so its unclipped gradients are known
+                _measure_step(chk, model, before, grad_clip, unclipped=None if i else
+                              lambda: _unclipped_gradients(seed, dropout, lr, x, y))
     finally:
         log.close()
         if mode_handle is not None:
@@ -781,15 +711,3 @@ GET_BATCH = Contract("get_batch", get_batch_steps, _get_batch_cases, names=("dat
                      dtypes=(), locate=False, generator="generator", elsewhere=False,
                      fixed=(("batch_size", "random by contract: a regime has no reference draw to compare with"),
                             ("seq_len", "random by contract: a regime has no reference draw to compare with")))
-
-
-def _lr_cases():
-    p = defaults(check_lr_schedule)
-    return [(f"step {s}", (s, p["warmup"], p["total"], p["max_lr"], p["min_lr"]), {}) for s in range(p["total"])]
-
-
-# The schedule's edges (no warmup, one step after the warmup, steps past the end) are rows of the check itself.
-LR_SCHEDULE = Contract("lr_schedule", ref_lr, _lr_cases, names=("step", "warmup_steps", "total_steps", "max_lr", "min_lr"),
-                       dtypes=(), numbers=True,
-                       params=(("max_lr", 1.0), ("min_lr", 0.0, lambda a: {**a, "step": a["total_steps"] - 1}),
-                               ("warmup_steps", 3), ("total_steps", 200, lambda a: {**a, "step": a["warmup_steps"] + 5})))

@@ -49,7 +49,7 @@ class RMSNorm(nn.Module):
 
 
 def scaled(x, weight, eps):
-    return weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 '''
 
 

@@ -153,7 +153,7 @@ def test_a_right_schedule_passes_every_edge_row():
 def test_the_closed_form_at_the_edges():
     """The rows' values, written out: no warmup starts at max_lr, the one step after a warmup runs at max_lr, and
     past the end the rate is min_lr."""
-    from autograder.checks.training import ref_lr
+    from autograder.checks.training_schedule import ref_lr
     assert ref_lr(0, 0, 10, 1.0, 0.1) == 1.0
     assert ref_lr(0, 10, 50, 3.0, 0.3) == 3.0 / 10
     assert ref_lr(10, 10, 11, 1.0, 0.1) == 1.0

@@ -304,7 +304,8 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
                              f"apply_rope, `{rebound[1]}`, rebinds it (measured: it holds {rebound[2]!r} after that "
                              f"line, where the call passed {s}), so every call rotates as if the tokens began at "
                              f"{rebound[2]!r}; keep the start_pos the caller gives", states=[NOT_OFFSET])
-    if first_failing is not None and not chk.named_variants() and not chk.diagnoses:
+    if first_failing is not None and not chk.named_variants() and not chk.diagnoses \
+            and not _halves_interleaved(chk, *first_failing, theta):
         _table_rows_read(chk, *first_failing, cos.to(dtype), sin.to(dtype))
     if half_right and FLIPPED in chk.named_variants():
         chk.diagnose(FLIPPED_IN_APPLY, states=[FLIPPED])
@@ -332,6 +333,27 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
                     "shifting every position by 9 changed the scores q(m)·k(n)")
     run_contract(chk, apply_rope, APPLY_ROPE)
     chk.finish()
+
+
+def _halves_interleaved(chk: Check, x, start: int, got, theta: float) -> bool:
+    """Whether the learner's output is the right rotation with its features in the interleaved order (feature
+    2i the right result's i, 2i + 1 its i + head_dim/2) or the right one read so: measured on the values."""
+    hd = x.shape[-1]
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape or hd % 2:
+        return False
+    want, mine = ref_rotate(x.double(), start, theta), got.detach().double()
+    to_pairs = torch.arange(hd).view(2, hd // 2).T.flatten()  # (0, hd/2, 1, hd/2 + 1, ...)
+    orders = (("feature 2i holds the right result's feature i and feature 2i + 1 its feature i + head_dim/2: the "
+               "halves interleaved, as pairs (first half, second half) side by side", to_pairs),
+              ("feature i holds the right result's feature 2i and feature i + head_dim/2 its feature 2i + 1: the "
+               "right result read as interleaved pairs and split into halves", torch.argsort(to_pairs)))
+    for said, order in orders:
+        if close_to(mine, want[..., order], 1e-4, 1e-3):
+            chk.measured(f"your result holds the right rotation's values in another order along head_dim: {said} "
+                         "(measured); the half layout returns every pair's first feature, then every pair's second "
+                         "(a flatten of (..., head_dim/2, 2) pairs interleaves them)")
+            return True
+    return False
 
 
 def _table_rows_read(chk: Check, x, start: int, got, cos, sin) -> None:

@@ -422,8 +422,8 @@ def _rows_alone(chk: Check, top_p_filter, got, x: torch.Tensor, p: float, want: 
     if empty and edge:
         top = x.double().softmax(-1).max(-1).values
         chk.measured(f"p={p}: row(s) {empty} keep no token at all (every logit -inf, so sampling gives NaN); their most "
-                     f"likely token holds {[round(float(top[r]), 3) for r in empty]}; the token that crosses p is kept "
-                     "even when it alone holds more than p")
+                     f"likely token holds {[round(float(top[r]), 3) for r in empty]}, where top-p keeps the token that "
+                     "crosses p, even one that alone holds more than p")
     wrong = [r for r in range(x.shape[0]) if not torch.equal(kept[r], right[r])]
     alone = [quiet_call(top_p_filter, x[r:r + 1].clone(), p) for r in wrong]
     fine = [r for r, out in zip(wrong, alone) if isinstance(out, torch.Tensor) and out.shape == (1, x.shape[-1])

@@ -265,7 +265,8 @@ def _divisor_sources(counts: list[int], positions: int) -> dict[str, float]:
             "the last micro-batch's target tokens": counts[-1], "the largest micro-batch's target tokens": max(counts),
             "the mean number of target tokens per micro-batch": total / k,
             "the mean number of target tokens per micro-batch, rounded down (//)": total // k,
-            "the batch's target positions, padding included": positions}
+            "the batch's target positions, padding included": positions,
+            "the batch's target tokens times the number of micro-batches": total * k}  # a mean taken on top
 
 
 def _divisor_read(chk: Check, fn, seed: int, seq: int, ref: _FullBatch, factor: float) -> None:

@@ -38,7 +38,7 @@ from ..learner_code import is_learners_file
 from .align import (base_name, owner_value, path_between, same_kind, sized_axes, steps_joined_after,
                     steps_taken_later, tolerance_for, values_close, Analysis, Owner)
 from .rounding import rounded_before, rounded_earlier
-from .sizes import own_sizes, same_length_elsewhere, sizes_differ, sliced_after
+from .sizes import not_the_same_step, own_sizes, same_length_elsewhere, sizes_differ, sliced_after
 from .steps import made_later, steps_between
 from .kinds import (accumulated_by_the_same_step, gives_back_an_input, input_owners, made_wrong, module_init,
                     one_line_kind, out_of_place, relaid, shares_an_input, step_taken_as_identity, taken_later_here, what_is_read)
@@ -681,8 +681,9 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         # the two give values of different dtypes: paired by name, not by value, so none is set beside it
         blamed, also, counterpart, how = first, None, None, "value"
     if how == "value" and counterpart is not None and (not shares_an_input(first, counterpart, seen)
-                                                       or sliced_after(first, counterpart, ops)):
-        counterpart = None  # no value read in common, or its slice taken after this one: not its counterpart
+                                                       or sliced_after(first, counterpart, ops)
+                                                       or not_the_same_step(first, counterpart, ops, reference.ops)):
+        counterpart = None  # no value read in common, or its slice taken after or beside this one: no counterpart
     maker = None
     if how == "read":  # the second op is where the value it should read is made, not a line of the pair
         maker, also = also, None

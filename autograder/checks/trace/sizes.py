@@ -70,6 +70,25 @@ def sliced_after(mine: Op, theirs: Op, learner_ops: list | None) -> bool:
         for op in learner_ops or ())
 
 
+def not_the_same_step(mine: Op, theirs: Op, learner_ops: list | None, reference_ops: list | None) -> bool:
+    """Whether the learner's slice `mine` is a step the reference's slice `theirs` does not stand for: the
+    learner's other calls take the reference's very bounds from a table of that shape as often as the
+    reference does (this one is a further call, such as a decoding step the reference never makes), or `mine`
+    keeps the reference's bounds and narrows another axis besides (a route of its own, such as half a
+    table's columns)."""
+    bounds, index = theirs.kwargs.get("index"), mine.kwargs.get("index")
+    if theirs.name != "__getitem__" or mine.name != "__getitem__" or not isinstance(bounds, str) \
+            or not isinstance(index, str):
+        return False
+    if index.startswith(bounds[:-1] + ","):
+        return True
+
+    def taken(ops) -> int:
+        return sum(op is not mine and op.name == "__getitem__" and op.kwargs.get("index") == bounds
+                   and list(op.input_shapes[:1]) == list(theirs.input_shapes[:1]) for op in ops or ())
+    return taken(learner_ops) >= taken(reference_ops) > 0
+
+
 def sizes_differ(mine: Op, theirs: Op | None, learner_ops: list | None = None) -> str | None:
     """For a reshape, view, expand or slice that the reference makes from
     the same value with other sizes or bounds: what each is given; not where

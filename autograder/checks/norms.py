@@ -213,7 +213,7 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
     run_contract(chk, rms_norm, RMS_NORM)
     if chk.passed:
         _rounded_in_the_exercise_order(chk, rms_norm, seed)
-    if not chk.passed:
+    if not chk.passed and not any(d.startswith("eps is ignored") for d in chk.diagnoses):  # said once is enough
         measure_eps(chk, lambda x, eps: rms_norm(x, torch.ones_like(x[0]), eps), centred=False)
     chk.finish()
 

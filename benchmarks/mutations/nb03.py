@@ -43,7 +43,7 @@ MUTATIONS = [
     M("causal_attention", "math.sqrt(q.shape[-1])", "q.shape[-1]", ("divided by head_dim",), "divides by head_dim"),
     M("causal_attention", "/ math.sqrt(q.shape[-1])", "* math.sqrt(q.shape[-1])", ("multiplied by sqrt(head_dim)",),
       "multiplies by sqrt(head_dim)"),
-    M("causal_attention", "math.sqrt(q.shape[-1])", "math.sqrt(k.shape[-2])", ("sqrt(kv_len)",),
+    M("causal_attention", "math.sqrt(q.shape[-1])", "math.sqrt(k.shape[-2])", ("the sequence length",),
       "scales by the sequence length instead of head_dim"),
     M("causal_attention", MASK, f"{MASK}.T", ("transposed mask", "future"), "transposes the mask"),
     M("causal_attention", MASK, "causal_mask(k.shape[-2], k.shape[-2])[:q.shape[-2]]", ("top-left",),

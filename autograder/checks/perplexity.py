@@ -72,7 +72,8 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
             "ignore_index=ignore_index, rather than scaling a mean by the targets' size":
                 lambda: want_total / n_valid * tgt.numel(),
             **({"the ignore_index argument is not used for the loss (hard-coded -100, or left out): the padding is "
-                "scored as a class; pass ignore_index=ignore_index to F.cross_entropy":
+                "scored as a class; leave out the targets equal to ignore_index (F.cross_entropy(..., "
+                "ignore_index=ignore_index) does)":
                 lambda: F.cross_entropy(flat, tgt, reduction="sum")} if as_class else {}),
             "NLL in bits: the course measures NLL in nats (natural log); do not divide by ln 2":
                 lambda: want_total / math.log(2),

@@ -682,7 +682,8 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
     b = chk.call(sample_next, row.expand(64, vocab).clone(), 1.0, None, None, seeded(7))
     chk.require("same generator seed, same draws", isinstance(a, torch.Tensor) and torch.equal(a, b),
                 "two calls with identically seeded generators gave different tokens",
-                diagnosis="the generator is not used: pass generator=generator to torch.multinomial")
+                diagnosis="the generator is not used: draw the sample with it (torch.multinomial(..., "
+                          "generator=generator))")
     run_contract(chk, sample_next, SAMPLE_NEXT)
     return chk
 

@@ -9,7 +9,7 @@ BATCH, SEQ = 3, 11
 # The check modules of notebooks 06-10, exercised by checks/test_checks_part2.py;
 # checks/test_framework_check.py covers the others.
 PART_2_CHECK_MODULES = frozenset(f"autograder.checks.{m}" for m in (
-    "kv_cache", "gqa", "sampling", "sampling_generate", "left_padding", "training", "training_accumulation", "training_schedule", "perplexity"))
+    "kv_cache", "gqa", "sampling", "sampling_generate", "left_padding", "training", "training_accumulation", "training_schedule", "perplexity", "perplexity_bigram"))
 # The checks of the accounting exercises (03, 05, 06, 07, 09), exercised by checks/test_accounting.py.
 ACCOUNTING_CHECK_MODULE = "autograder.checks.accounting"
 

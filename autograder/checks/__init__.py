@@ -21,7 +21,8 @@ from .kv_cache import check_attention_step, check_cache_update, check_generate_g
 from .sampling import check_sample_next, check_top_k_filter, check_top_p_filter
 from .sampling_generate import check_generate
 from .left_padding import check_generate_left_padded
-from .perplexity import check_bigram_nll, check_evaluate, check_nll_sum_and_count
+from .perplexity import check_evaluate, check_nll_sum_and_count
+from .perplexity_bigram import check_bigram_nll
 from .training import check_get_batch, check_lm_loss, check_train_step
 from .training_schedule import check_lr_schedule
 from .training_accumulation import check_train_step_accumulated

@@ -631,8 +631,8 @@ def check_train_step_costs(train_step_costs, *, cases: tuple = TRAIN_CASES) -> N
             return found
         per, factors = (8, {}) if key == "adam_moments" else (4, {Fraction(1, 4): IN_NUMBERS})
         return found | parts_apart(parameter_parts(case[0]), got, want, "parameters", per, factors,
-                                   "every parameter is stored, has a gradient and two AdamW moments, not only those "
-                                   "that multiply (the 6·N rule's N counts the FLOPs of the matmuls, not memory)")
+                                   "every parameter is stored, has a gradient and two AdamW moments, whether a matmul "
+                                   "multiplies it or not (the 6·N rule's N counts the FLOPs of the matmuls, not memory)")
 
     # budget 0: a training step's measurement takes about 0.1 s of CPU (per_layer), and a search of the config's
     # sizes (about 60 of them) would keep the learner waiting several seconds

@@ -67,7 +67,8 @@ def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: in
             ok = chk.compare(f"{label}: {name}_all", got, want[name], variants={
                 wrong_cat_axis(d): (lambda d=d, o=old, f=fresh: torch.cat((o, f), dim=d)) for d in (0, 1, 3)
             } | {
-                "new entries placed before the cached ones: cat((past, new)), not cat((new, past))":
+                "new entries placed before the cached ones: the cache's entries come first, then the new ones, "
+                "torch.cat((past, new), dim=2) with past the cache":
                     torch.cat((fresh, old), dim=2),
                 "the cache is overwritten instead of appended to: return the past entries followed by the new ones":
                     fresh,

@@ -32,7 +32,7 @@ from .references.modules import plain_tensors, registered_elsewhere, saved_buffe
 from .model_reference import (state_attention, state_block, state_kv, state_rms, state_rope_tables, state_rotate,
                               state_stages, state_step)
 from .model_regimes import VISIBLE_CHECKS, module_contract
-from .model_shapes import head_dim_apart, list_lengths, shape_cause
+from .model_shapes import head_dim_apart, list_lengths, shape_cause, shapes_read
 from .model_reference import reference_module
 
 
@@ -114,8 +114,11 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
                                            "(nn.Linear(..., bias=False))"):
         return None
     registered_elsewhere(chk, cls, (config,))
+    cause = shape_cause(wrong, got, want, module, reference, config)
     if not chk.require("parameter shapes", not wrong, f"{[(n, got[n], want[n]) for n in wrong[:3]]} (got, want)",
-                       diagnosis=shape_cause(wrong, got, want, module, reference, config)):
+                       diagnosis=cause):
+        if cause is None:
+            chk.measured(shapes_read(wrong, got, want, config))
         return None
     dtypes = parameter_dtypes(module, {n: p.dtype for n, p in reference.state_dict().items()})
     if not chk.require("parameter dtypes", dtypes is None, dtypes or "", diagnosis=dtypes):
@@ -152,7 +155,9 @@ def _shared_modules(module: nn.Module, reference: nn.Module) -> str | None:
     return (f"`{first}` and `{second}` are the same module (measured: {n} parameter tensor{'s' if n > 1 else ''} "
             f"shared under two names, e.g. {a} is {b}): a module listed or assigned twice is one set of weights, so "
             "both places compute the same thing and training moves them together; build a separate module for each "
-            "place (nn.ModuleList(Block(config) for _ in range(n_layers)) builds n_layers different blocks)")
+            "place" + (" (nn.ModuleList(Block(config) for _ in range(n_layers)) builds n_layers different blocks)"
+                       if first.split(".")[-1].isdigit() and second.split(".")[-1].isdigit() else
+                       f" (a constructor call of its own for `{second}`, not the object `{first}` holds)"))
 
 
 def _unwrapped(plain: list[str], missing: list[str]) -> str | None:

@@ -114,3 +114,34 @@ def shape_cause(wrong: list[str], got: dict, want: dict, module: nn.Module, refe
     """The one cause every wrong parameter shape shows, or None (the row's note lists the shapes)."""
     return (_sized_by_the_quotient(wrong, got, want, reference, config) or _kv_with_query_heads(wrong, got, want, config)
             or _transposed_shapes(wrong, got, want, module))
+
+
+def _sizes_of(config) -> dict[int, list[str]]:
+    """{size: the config fields, and the heads times head_dim, that equal it}."""
+    fields = {f"config.{f}": v for f, v in vars(config).items() if isinstance(v, int) and not isinstance(v, bool) and v > 1}
+    found: dict[int, list[str]] = {}
+    for name, v in fields.items():
+        found.setdefault(v, []).append(name)
+    heads = [f for f in ("config.n_heads", "config.n_kv_heads") if f in fields]
+    if "config.head_dim" in fields:  # the products a projection's size is made of
+        for f in heads:
+            found.setdefault(fields[f] * fields["config.head_dim"], []).append(f"{f} · config.head_dim")
+    return found
+
+
+def shapes_read(wrong: list[str], got: dict, want: dict, config) -> str:
+    """The wrong shapes measured, each size that differs set beside the config's fields (and heads times
+    head_dim) that equal it and the size tinylm's has there: facts, with no cause chosen among them."""
+    sizes, said = _sizes_of(config), []
+    for name in wrong[:3]:
+        mine, theirs = got[name], want[name]
+        parts = []
+        if len(mine) == len(theirs):
+            for axis, (g, w) in enumerate(zip(mine, theirs)):
+                if g != w:
+                    equal = " = ".join(sizes.get(g, [])[:3])
+                    parts.append(f"axis {axis} has {g}" + (f" (= {equal})" if equal else "") + f" where {w} belongs"
+                                 + (f" (= {' = '.join(sizes[w][:3])})" if w in sizes else ""))
+        said.append(f"{name} is {list(mine)}, tinylm's {list(theirs)}" + (f": {'; '.join(parts)}" if parts else ""))
+    return "your parameters' shapes: " + "; ".join(said)
+

@@ -169,8 +169,9 @@ def _explain_eps(chk: Check, rms_norm, tiny: torch.Tensor, ones: torch.Tensor) -
     if not all(isinstance(t, torch.Tensor) and t.shape == tiny.shape for t in (big, small)):
         return
     if torch.allclose(big, small, rtol=1e-4, atol=1e-7):
-        chk.diagnose("eps is ignored: eps=1e-2 and eps=1e-6 give the same output on inputs of size 1e-2; add eps "
-                     "inside the square root, sqrt(mean(x²) + eps)")
+        chk.diagnose("eps is ignored: eps=1e-2 and eps=1e-6 give the same output on inputs of size 1e-2, so the "
+                     "eps argument never reaches the statistic; add that argument, not a number of its own, inside "
+                     "the square root, sqrt(mean(x²) + eps)")
         return
     x64, y = tiny.double(), big.double()
     ratio = x64 / y

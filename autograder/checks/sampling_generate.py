@@ -132,6 +132,9 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     if shaped and same and not any(c["training"] for c in log3.calls) and getattr(generate, "recheck_trace", None) is None:
         _callers_generator_only(chk, watched[0])
     _plain_sampling(chk, generate, model, prompt)
+    if chk.passed:  # a temperature other than 1: one that is applied twice or not at all is right at 1
+        # sharper logits and more draws: T = 2 and T = 4 expect counts more than 12 standard deviations apart
+        _plain_sampling(chk, generate, model, prompt, copies=1024, sharpen=16.0, temperature=2.0)
     return chk
 
 
@@ -166,8 +169,9 @@ def _callers_generator_only(chk: Check, seen: dict) -> None:
         chk.diagnose(fact)
 
 
-def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharpen: float = 8.0) -> None:
-    """Sampling at temperature 1 with no filter, the first new token of `copies` copies of each prompt row, from the
+def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharpen: float = 8.0,
+                    temperature: float = 1.0) -> None:
+    """Sampling at `temperature` with no filter, the first new token of `copies` copies of each prompt row, from the
     model with its final norm's gain times `sharpen` (logits that far from uniform make a flattened distribution
     show): how often the most likely token is drawn, against the softmax's own probability. The count is a sum of
     independent Bernoulli draws; more than 6 standard deviations from its mean, on either side, happens to a right
@@ -181,22 +185,25 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
     with torch.no_grad():
         logits = sharp(prompts)[:, -1].double()                   # (copies·B, V)
     sharp.train()
-    probs = logits.softmax(-1)
+    probs = (logits / temperature).softmax(-1)
     log = ForwardLog(sharp)
     try:
-        got = chk.call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
+        got = chk.call(generate, sharp, prompts, 1, temperature, None, None, seeded(13))
     finally:
         log.close()
     shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == (len(prompts), prompt.shape[1] + 1)
     top_p, top = probs.max(-1)
     mean, sd = float(top_p.sum()), float((top_p * (1 - top_p)).sum().sqrt())
     hits = int((got[:, -1].cpu() == top).sum()) if shaped else 0
-    if chk.require("plain sampling (temperature 1, no filter) draws from the softmax",
+    if chk.require(f"plain sampling (temperature {temperature:g}, no filter) draws from the softmax",
                    shaped and abs(hits - mean) <= 6 * sd,
                    f"returned {describe(got)}" if not shaped else f"{hits} of {len(prompts)} draws are the most likely "
                    f"token, the softmax expects {mean:.1f} ± {sd:.1f}"):
         return
     if not shaped:
+        return
+    if temperature != 1:
+        _temperature_read(chk, logits, top, hits, temperature, len(prompts))
         return
     measured = (f"with temperature 1 and neither top_k nor top_p, {hits} of {len(prompts)} draws are the most likely "
                 f"token, where the model's softmax gives it {mean / len(prompts):.2g} on average (so {mean:.1f} ± "
@@ -227,6 +234,28 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
                            "than the whole prompt's last (the model fed fewer tokens than it needs)")
         else:
             chk.measured(f"{measured}: the draws are flatter than the distribution")
+
+
+def _temperature_read(chk: Check, logits, top, hits: int, temperature: float, draws: int) -> None:
+    """Draws at a temperature other than 1 that the softmax at that temperature does not expect: read against the
+    temperature not applied and applied twice (divided by T²), each expecting its own count of the most likely
+    token (6 standard deviations, as above); said as candidates, since other codes give a temperature alike."""
+    def expected(t):
+        p = (logits / t).softmax(-1).gather(1, top[:, None]).squeeze(1)
+        return float(p.sum()), float((p * (1 - p)).sum().sqrt())
+    mean, _ = expected(temperature)
+    measured = (f"with temperature {temperature:g} and neither top_k nor top_p, {hits} of {draws} draws are the most "
+                f"likely token, where softmax(logits / {temperature:g}) expects {mean:.1f}")
+    readings = ((1.0, "the temperature not applied"),
+                (temperature ** 2, f"the logits divided by the temperature twice (T² = {temperature ** 2:g}: before "
+                                   "sample_next, which divides them again)"))
+    fits = [(t, words, m, sd) for t, words in readings for m, sd in [expected(t)] if abs(hits - m) <= 6 * sd]
+    if len(fits) == 1:
+        t, words, m, sd = fits[0]
+        chk.candidates(f"{measured}; {hits} is as many as softmax(logits / {t:g}) expects ({m:.1f} ± {sd:.1f}); "
+                       f"candidates: {words}, or another step that scales the logits so")
+    else:
+        chk.measured(f"{measured}: the draws follow another distribution")
 
 
 def _interrupted(chk: Check, generate, model, prompt, max_new_tokens: int, restores: bool = True) -> None:

@@ -93,25 +93,38 @@ def flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float,
 
 
 def from_eval_mode_without_grad(chk: Check, generate, model, prompt, max_new_tokens: int) -> None:
-    """The other entry state: a model handed over in eval mode, with grad
-    mode off (a caller inside torch.no_grad(), after an evaluation). The
-    model must leave in eval mode (a model.train() at the end switches it
-    whatever it came in), and grad mode must stay off (Check.call measures
-    the torch settings the call leaves changed)."""
-    model.eval()
-    log = ForwardLog(model, limit=2 * max_new_tokens)
-    try:
-        with torch.no_grad():
-            chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None,
-                     row_label="a model handed over in eval mode, under torch.no_grad()")
-    finally:
-        log.close()
-    split = mode_split(model)
-    chk.require("eval mode kept when it came in eval mode", not model.training and split is None,
-                "a model handed over in eval mode was left in train mode" if split is None else
-                "submodules left in train mode",
-                diagnosis=split or "a model that came in eval mode leaves in train mode: model.train() at the end "
-                                   "switches it whatever mode it came in; restore the mode it came in, "
-                                   "model.train(was_training)")
+    """The other entry states: a model handed over in eval mode, with grad
+    mode off (a caller inside torch.no_grad(), after an evaluation) and with
+    it on (a caller that called model.eval() alone). The model must leave in
+    eval mode each time (a model.train() at the end switches it whatever it
+    came in), and grad mode must stay as it was (Check.call measures the
+    torch settings the call leaves changed)."""
+    left_training = {}
+    for grad in (False, True):
+        model.eval()
+        log = ForwardLog(model, limit=2 * max_new_tokens)
+        state = "under torch.no_grad()" if not grad else "with autograd on"
+        try:
+            with torch.set_grad_enabled(grad):
+                chk.call(generate, model, prompt, max_new_tokens, 0.0, None, None, None,
+                         row_label=f"a model handed over in eval mode, {state}")
+        finally:
+            log.close()
+        split = mode_split(model)
+        left_training[grad] = model.training
+        follows_grad = grad and left_training[False] is False and model.training and split is None
+        chk.require(f"eval mode kept when it came in eval mode, {state}", not model.training and split is None,
+                    "a model handed over in eval mode was left in train mode" if split is None else
+                    "submodules left in train mode",
+                    diagnosis=split or ("the mode given back follows grad mode, not the model's own flag (measured: a "
+                                        "model handed over in eval mode leaves in eval mode under torch.no_grad() "
+                                        "and in train mode with autograd on, as torch.is_grad_enabled() would "
+                                        "restore it): save model.training before switching and restore it, "
+                                        "model.train(was_training)" if follows_grad else
+                                        "a model that came in eval mode leaves in train mode: model.train() at the "
+                                        "end switches it whatever mode it came in; restore the mode it came in, "
+                                        "model.train(was_training)"))
+        if not chk.passed:
+            break
     model.train()
 

@@ -1,139 +1,96 @@
-"""A twenty-fifth held-out set of learner mistakes ("fresh25"), written
-without reading the checks: neither autograder/checks/ (any file),
-tests/checks/, autograder/diagnosis_*.py, benchmarks/bench_diagnostics.py's
-source, the diagnosis sections of docs/benchmarks.md nor
-tests/course/test_docs.py were opened, listed or grepped; bench_diagnostics.py,
-check cells and notebook checks were never run, and no mistake or SAME edit
-was tried against a check. Of git history only `git log --oneline -1`
-was run, after this set's own commit, and showed that commit alone.
+"""A twenty-fifth held-out set of learner mistakes ("fresh25"), written without reading the checks: neither
+autograder/checks/ (any file), tests/checks/, autograder/diagnosis_*.py, benchmarks/bench_diagnostics.py's source,
+the diagnosis sections of docs/benchmarks.md nor tests/course/test_docs.py were opened, listed or grepped;
+bench_diagnostics.py, check cells and notebook checks were never run, and no mistake or SAME edit was tried against a
+check. Of git history only `git log --oneline -1` was run, after this set's own commit, and showed that commit alone.
 
-What was opened or run. The brief and the helper rules (cat); mkwt.sh fresh25
-(run, not read) and git status. `ls` of the repository root, benchmarks/,
-benchmarks/mutations/ and tinylm/ (names only), and `ls -la .venv`; `wc -l`
-of verify_unseen.py, heldout_duplicates.py, verify_heldout.py,
-mutations/__init__.py, mutations/unseen.py and the unseen_probes*.py files.
-Of the other sets only fresh24.py's module docstring, printed with python.
-Whole: mutations/__init__.py, unseen.py (the entry class and its entries),
-verify_unseen.py, heldout_duplicates.py, verify_heldout.py, unseen_probes.py,
-unseen_probes_later.py, unseen_probes_fresh23.py and unseen_probes_fresh24.py.
-Through bench_diagnostics.notebook_cells: the answer cells of all ten
-notebooks (written to a scratch folder to copy the original texts from), their
-setup cells with every line naming autograder left out, and of the third
-result only the check names. In tinylm/: a grep of kv_cache.py, model.py,
-sampling.py and attention.py for their definitions, config.py lines 1-40, and
-the public names of the package (dir(tinylm)). A grep for "fresh24" over the
-four registration files named in the brief, lines 163-176 of
-tests/course/test_benchmarks.py, and a grep of pyproject.toml for a
-line-length setting. Public threads were found with 18 searches of issue
-threads; each candidate's URL was grepped over benchmarks/mutations/
-(`grep -rl URL`, the URL only: 40 URLs, of which 16 were already in fresh11 to
-fresh21 and were not used). Run: verify_unseen.py --set fresh25 (four runs),
-heldout_duplicates.py --set fresh25 (three runs), the two fresh25 tests of
-test_benchmarks.py (-k fresh25), one script that applied the bfloat16
-log-softmax mistake and called unseen_probes' _bfloat16_sum_matches on it,
-and two small torch computations of that sum.
+What was opened or run. The brief and the helper rules (cat); mkwt.sh fresh25 (run, not read) and git status. `ls` of
+the repository root, benchmarks/, benchmarks/mutations/ and tinylm/ (names only), and `ls -la .venv`; `wc -l` of
+verify_unseen.py, heldout_duplicates.py, verify_heldout.py, mutations/__init__.py, mutations/unseen.py and the
+unseen_probes*.py files. Of the other sets only fresh24.py's module docstring, printed with python. Whole:
+mutations/__init__.py, unseen.py (the entry class and its entries), verify_unseen.py, heldout_duplicates.py,
+verify_heldout.py, unseen_probes.py, unseen_probes_later.py, unseen_probes_fresh23.py and unseen_probes_fresh24.py.
+Through bench_diagnostics.notebook_cells: the answer cells of all ten notebooks (written to a scratch folder to copy
+the original texts from), their setup cells with every line naming autograder left out, and of the third result only
+the check names. In tinylm/: a grep of kv_cache.py, model.py, sampling.py and attention.py for their definitions,
+config.py lines 1-40, and the public names of the package (dir(tinylm)). A grep for "fresh24" over the four
+registration files named in the brief, lines 163-176 of tests/course/test_benchmarks.py, and a grep of pyproject.toml
+for a line-length setting. Public threads were found with 18 searches of issue threads; each candidate's URL was
+grepped over benchmarks/mutations/ (`grep -rl URL`, the URL only: 40 URLs, of which 16 were already in fresh11 to
+fresh21 and were not used). Run: verify_unseen.py --set fresh25 (four runs), heldout_duplicates.py --set fresh25
+(three runs), the two fresh25 tests of test_benchmarks.py (-k fresh25), one script that applied the bfloat16
+log-softmax mistake and called unseen_probes' _bfloat16_sum_matches on it, and two small torch computations of that
+sum.
 
-Slips, none touching a check's text: a first run of notebook_cells under the
-system python failed on importing torch, and its traceback printed one line
-of bench_diagnostics.py (its `import torch`); the setup cells printed with the
-autograder lines left out still showed the indented continuation lines of
-those imports, which name check functions (names only); lines 163-176 of
-test_benchmarks.py, and the context of git diff on it, show the end of the
-duplicates test's docstring and the first line of the next test's (they name
-verify_unseen, nothing of a check).
+Slips, none touching a check's text: a first run of notebook_cells under the system python failed on importing torch,
+and its traceback printed one line of bench_diagnostics.py (its `import torch`); the setup cells printed with the
+autograder lines left out still showed the indented continuation lines of those imports, which name check functions
+(names only); lines 163-176 of test_benchmarks.py, and the context of git diff on it, show the end of the duplicates
+test's docstring and the first line of the next test's (they name verify_unseen, nothing of a check).
 
-Duplicates, honestly. heldout_duplicates matched none of the entries on its
-first run, so none was replaced. Some ideas are not new to the collection
-though their code is: a variance as E[x²] - E[x]² (here with a public thread
-no other set cites), the k-th values without their axis (transformers' old
-top-k bug is cited by another set, so it is not cited here), a generator
-left out (here through a helper's default), hard-coded -100 (here in a
-helper's default for the count), a softmax or log-softmax that over- or
-underflows, blocks called without their index. 66 mistakes and 23 SAME edits
-were drafted; 4 mistakes and 5 SAME edits were dropped to keep the set near its
-size (the batch left out of attention_flops' projections, k_proj and v_proj
-counted at n_heads in param_counts, attention's backward left out of
-train_step_costs, context_len + 1 positions in decode_bytes_per_token; SAME:
-the head as F.linear, _window_ids of seq_len + 1, _append in order, _round_up
-with the multiple, _n_scored with ignore_index). Two ideas were dropped before
-they were written as entries: left-padded positions taken as arange(T) (the
-alpaca-lora thread on position ids), because RoPE cannot see a shift shared by
-a whole row, so it is no bug here; and rotary_attention with q and k both
-rotated from position 0, which computes the same scores (equal lengths,
-equal offsets) and so became a SAME edit. Verify first found no probe that
-saw the log-probabilities rounded to bfloat16 (that draw's roundings
-cancelled to 1e-5), so a probe with four draws was added.
+Duplicates, honestly. heldout_duplicates matched none of the entries on its first run, so none was replaced. Some
+ideas are not new to the collection though their code is: a variance as E[x²] - E[x]² (here with a public thread no
+other set cites), the k-th values without their axis (transformers' old top-k bug is cited by another set, so it is
+not cited here), a generator left out (here through a helper's default), hard-coded -100 (here in a helper's default
+for the count), a softmax or log-softmax that over- or underflows, blocks called without their index. 66 mistakes and
+23 SAME edits were drafted; 4 mistakes and 5 SAME edits were dropped to keep the set near its size (the batch left
+out of attention_flops' projections, k_proj and v_proj counted at n_heads in param_counts, attention's backward left
+out of train_step_costs, context_len + 1 positions in decode_bytes_per_token; SAME: the head as F.linear, _window_ids
+of seq_len + 1, _append in order, _round_up with the multiple, _n_scored with ignore_index). Two ideas were dropped
+before they were written as entries: left-padded positions taken as arange(T) (the alpaca-lora thread on position
+ids), because RoPE cannot see a shift shared by a whole row, so it is no bug here; and rotary_attention with q and k
+both rotated from position 0, which computes the same scores (equal lengths, equal offsets) and so became a SAME
+edit. Verify first found no probe that saw the log-probabilities rounded to bfloat16 (that draw's roundings cancelled
+to 1e-5), so a probe with four draws was added.
 
-The set's focus, each mistake counted once by its main kind.
-Helpers of the learner's own (23): a one-hot helper whose dtype defaults to
-float32; an _inv_rms whose eps defaults to 1e-5; _scores(k, q); an _allowed
-mask whose offset defaults to 0; _heads_of with x @ w; _inv_freq(theta,
-head_dim); a row slice ending at T; w.split(n_heads) for one piece per head;
-blocks called without their layer_idx; _residual with branch and norm
-swapped; _round_up with Llama's default 256; _swish on the up branch; _bytes
-with a float32 default; _append(v, past_v); causal_mask(start + T, T); _heads
-viewed straight into (B, n, T, hd); _repeat by n_kv_heads; _kept with cumsum
-over dim 0; _draw without the caller's generator; one _flat for logits and
-targets; _window_ids of seq_len; an evaluate helper returning (count, NLL)
-unpacked as (NLL, count); _n_scored with -100 as its default. Modules and their
-state (7, and 4 public below): the tie made the other way round; the head's
-weight detached; eps as a persistent buffer; mlp_norm the same module as
-attn_norm; the mode to restore read from torch.is_grad_enabled(); train mode
-set as model.training = True; the mode read after model.eval(). Partial and
-compensating (12): Gemma's zero-centred gain used as 1 + w (right for a
-fresh module); split and merge without their transposes (the round trip is
-still x); pairs split interleaved and joined as halves; new q and k both
-rotated from 0 (right on the prefill); a step's ids given the new axis in
-front (right for a batch of one); left-padded positions counted from 1 with
-no + 1 per step (right for the first new token); repeat_kv by expanding the
-head axis (right for one kv head); n_rep read off the positions axis (SDPA
-broadcasts one kv head); the k-th values without their axis (right for one
-row); the temperature applied before sample_next too (right at 0 and 1); a
-one-based step in warmup and decay (right warmup and last step); bigram pair
-ids reversed with the lookup, the normaliser still over rows. Public bugs (10,
-below). Accounting wrong by a term (4): the queries counted in the KV cache,
-SwiGLU counted with two matrices, the head's matmul left out of the training
-FLOPs, the smoothing added once to the row total. Numerics (4, and three public
-among the ten): the squares taken before the upcast, the attention softmax
-without the row maximum, top-p's softmax as exp / sum, the upcast after the
-log-softmax. Other (2): the looked-up rows scaled by sqrt(d), bincount
-without minlength.
+The set's focus, each mistake counted once by its main kind. Helpers of the learner's own (23): a one-hot helper
+whose dtype defaults to float32; an _inv_rms whose eps defaults to 1e-5; _scores(k, q); an _allowed mask whose offset
+defaults to 0; _heads_of with x @ w; _inv_freq(theta, head_dim); a row slice ending at T; w.split(n_heads) for one
+piece per head; blocks called without their layer_idx; _residual with branch and norm swapped; _round_up with Llama's
+default 256; _swish on the up branch; _bytes with a float32 default; _append(v, past_v); causal_mask(start + T, T);
+_heads viewed straight into (B, n, T, hd); _repeat by n_kv_heads; _kept with cumsum over dim 0; _draw without the
+caller's generator; one _flat for logits and targets; _window_ids of seq_len; an evaluate helper returning (count,
+NLL) unpacked as (NLL, count); _n_scored with -100 as its default. Modules and their state (7, and 4 public below):
+the tie made the other way round; the head's weight detached; eps as a persistent buffer; mlp_norm the same module as
+attn_norm; the mode to restore read from torch.is_grad_enabled(); train mode set as model.training = True; the mode
+read after model.eval(). Partial and compensating (12): Gemma's zero-centred gain used as 1 + w (right for a fresh
+module); split and merge without their transposes (the round trip is still x); pairs split interleaved and joined as
+halves; new q and k both rotated from 0 (right on the prefill); a step's ids given the new axis in front (right for a
+batch of one); left-padded positions counted from 1 with no + 1 per step (right for the first new token); repeat_kv
+by expanding the head axis (right for one kv head); n_rep read off the positions axis (SDPA broadcasts one kv head);
+the k-th values without their axis (right for one row); the temperature applied before sample_next too (right at 0
+and 1); a one-based step in warmup and decay (right warmup and last step); bigram pair ids reversed with the lookup,
+the normaliser still over rows. Public bugs (10, below). Accounting wrong by a term (4): the queries counted in the
+KV cache, SwiGLU counted with two matrices, the head's matmul left out of the training FLOPs, the smoothing added
+once to the row total. Numerics (4, and three public among the ten): the squares taken before the upcast, the
+attention softmax without the row maximum, top-p's softmax as exp / sum, the upcast after the log-softmax. Other (2):
+the looked-up rows scaled by sqrt(d), bincount without minlength.
 
-Sources: a learner working through the notebooks and, for 10 mistakes,
-threads of public projects (the URL is in a comment above the entry and in its
-reason): NVIDIA/trt-samples-for-hackathon-cn#88 (variance as E[x²] - E[x]²),
-transformers#29496 (RoPE frequencies in bfloat16), ddsp_pytorch#37 (modules
-repeated by list multiplication), ng-video-lecture#9 (the output projection
-sized d_model), MEGABYTE-pytorch#13 (k projection sized for one head),
-candle#1528 (repeat_kv left 5-d), pytorch#5908 (setting .training instead of
-calling train()), Dive-into-DL-PyTorch#101 (clipping over an exhausted
-generator), transformers#35203 (each micro-batch normalised by its own token
-count) and pytorch#1620 (log of softmax).
+Sources: a learner working through the notebooks and, for 10 mistakes, threads of public projects (the URL is in a
+comment above the entry and in its reason): NVIDIA/trt-samples-for-hackathon-cn#88 (variance as E[x²] - E[x]²),
+transformers#29496 (RoPE frequencies in bfloat16), ddsp_pytorch#37 (modules repeated by list multiplication),
+ng-video-lecture#9 (the output projection sized d_model), MEGABYTE-pytorch#13 (k projection sized for one head),
+candle#1528 (repeat_kv left 5-d), pytorch#5908 (setting .training instead of calling train()),
+Dive-into-DL-PyTorch#101 (clipping over an exhausted generator), transformers#35203 (each micro-batch normalised by
+its own token count) and pytorch#1620 (log of softmax).
 
-SAME lists 18 edits, mostly the helpers above without their mistake (the
-one-hot given weight.dtype, _inv_rms with eps, _scores(q, k), _allowed with
-its offset, the softmax less the row maximum, _inv_freq(head_dim, theta),
-rows by narrow, w.split(hd), both residual steps in order, SiLU written out on
-the gate, the step's new axis last, _kept over the last axis, _draw with the
-generator, clipping by hand over a list, a flattening helper that keeps
-trailing axes, the (count, NLL) helper unpacked in its order) and two routes
-of their own (repeat_interleave for the kv heads, q and k both rotated from 0
-in rotary_attention); a check must pass each.
+SAME lists 18 edits, mostly the helpers above without their mistake (the one-hot given weight.dtype, _inv_rms with
+eps, _scores(q, k), _allowed with its offset, the softmax less the row maximum, _inv_freq(head_dim, theta), rows by
+narrow, w.split(hd), both residual steps in order, SiLU written out on the gate, the step's new axis last, _kept over
+the last axis, _draw with the generator, clipping by hand over a list, a flattening helper that keeps trailing axes,
+the (count, NLL) helper unpacked in its order) and two routes of their own (repeat_interleave for the kv heads, q and
+k both rotated from 0 in rotary_attention); a check must pass each.
 
-Counts: 62 mistakes (01: 4, 02: 5, 03: 5, 04: 5, 05: 8, 06: 8, 07: 5, 08: 7,
-09: 8, 10: 7), 18 SAME edits, 10 public threads. The new probes, in
-benchmarks/unseen_probes_fresh25.py, hand layer_norm tokens of mean 1000 and
-spread 1, run generate at temperature 2 (closed-form share of the likeliest
-token), run train_step on a model whose layers sit one level down, handed
-over in eval mode, and sum the NLL of four draws of bfloat16 logits.
-`benchmarks/verify_unseen.py --set fresh25` proves each mistake a real bug and
-each SAME edit harmless. `in_lists` is left False throughout: the project's
-nbNN lists were not read, so it was not assessed.
+Counts: 62 mistakes (01: 4, 02: 5, 03: 5, 04: 5, 05: 8, 06: 8, 07: 5, 08: 7, 09: 8, 10: 7), 18 SAME edits, 10 public
+threads. The new probes, in benchmarks/unseen_probes_fresh25.py, hand layer_norm tokens of mean 1000 and spread 1,
+run generate at temperature 2 (closed-form share of the likeliest token), run train_step on a model whose layers sit
+one level down, handed over in eval mode, and sum the NLL of four draws of bfloat16 logits.
+`benchmarks/verify_unseen.py --set fresh25` proves each mistake a real bug and each SAME edit harmless. `in_lists` is
+left False throughout: the project's nbNN lists were not read, so it was not assessed.
 
-Each mistake is one substitution in one answer cell; `expect` holds words a
-check that found it would likely say, `regime` the situation in which a
-mistake that is right by default shows. Each reason says what the learner did
-and the fix."""
+Each mistake is one substitution in one answer cell; `expect` holds words a check that found it would likely say,
+`regime` the situation in which a mistake that is right by default shows. Each reason says what the learner did and
+the fix."""
 from __future__ import annotations
 
 from .unseen import Unseen as M

@@ -382,7 +382,7 @@ PARTS_READ = [
      ("the embedding (tok_emb.weight), ", "is counted as the one row a lookup reads")),
     (checks.check_train_step_costs, _train_memory_of_matmul_weights,
      ("weights, grads and adam_moments: your count leaves out exactly the parameters that no matmul multiplies, "
-      "320 parameters for d_model 64", "not only those that multiply")),
+      "320 parameters for d_model 64", "whether a matmul multiplies it or not")),
     (checks.check_kv_cache_bytes, _kv_bytes_capped, ("the cache is counted for config.max_seq_len positions",)),
 ]
 

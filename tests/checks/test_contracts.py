@@ -486,7 +486,7 @@ def test_no_device_regime_for_inputs_the_course_keeps_on_the_cpu():
 def test_no_exercise_random_by_contract_or_on_corpus_bytes_gets_a_device_regime():
     """get_batch draws its windows at random (only the generator's promises are judged) and bigram_nll counts corpus
     bytes, both on the CPU in the course: a GPU present must not fail a right answer of either."""
-    from autograder.checks.perplexity import BIGRAM_NLL
+    from autograder.checks.perplexity_bigram import BIGRAM_NLL
     from autograder.checks.training import GET_BATCH
     for contract in (GET_BATCH, BIGRAM_NLL):
         _, named, _ = contracts.split_case(contract, contract.cases()[0])

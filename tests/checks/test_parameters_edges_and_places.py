@@ -21,7 +21,7 @@ from autograder.checks.accounting import SMOLLM2_135M, kv_cache_nbytes, position
 from autograder.checks.core import Check
 from autograder.checks.gqa import GQA_ATTENTION
 from autograder.checks.norms import LAYER_NORM
-from autograder.checks.perplexity import BIGRAM_NLL
+from autograder.checks.perplexity_bigram import BIGRAM_NLL
 from autograder.checks.rope import ROPE_CACHE
 
 from ..helpers import check_failure, diagnosis_texts

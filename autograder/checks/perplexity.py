@@ -23,7 +23,9 @@ from .references.generation import ForwardLog, mode_calls_watched, mode_not_a_fl
 from .references.hints import finish_with_upstream
 
 
-def _as_float_tensor(value) -> torch.Tensor | None:
+def as_float_tensor(value) -> torch.Tensor | None:
+    """A number the learner's function returned (a one-element tensor or a Python number) as a float64 scalar
+    tensor; None for anything else."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return value.detach().double().reshape(())
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -31,7 +33,7 @@ def _as_float_tensor(value) -> torch.Tensor | None:
     return None
 
 
-def _require_number(chk: Check, label: str, value, kind: type, fix: str, swapped: bool = False) -> None:
+def require_number(chk: Check, label: str, value, kind: type, fix: str, swapped: bool = False) -> None:
     """`swapped`: the pair came back in the other order, so the value in this
     place is the other one: its type says nothing of how the code made it."""
     problem = python_number_problem(value, kind)
@@ -56,7 +58,7 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
         out = chk.call(nll_sum_and_count, logits, targets, ig)
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             chk._stop(f"nll_sum_and_count returned {describe(out)}; it should return a pair (nll_sum, count)")
-        total, count = (_as_float_tensor(v) for v in out)
+        total, count = (as_float_tensor(v) for v in out)
         flat, tgt = logits.flatten(0, 1).double(), targets.flatten()
         valid = tgt != ig
         want_total = F.cross_entropy(flat[valid], tgt[valid], reduction="sum")
@@ -88,8 +90,8 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
         if ig == ignore_index:
             swapped = total is not None and count is not None and not torch.equal(total, count) and \
                 close_to(total, n_valid, 0, 0) and close_to(count, want_total, 1e-4, 1e-5)
-            _require_number(chk, "the NLL sum", out[0], float, "return nll.item()", swapped)
-            _require_number(chk, "the count", out[1], int, "return int(count)", swapped)
+            require_number(chk, "the NLL sum", out[0], float, "return nll.item()", swapped)
+            require_number(chk, "the count", out[1], int, "return int(count)", swapped)
     _half_logits_row(chk, nll_sum_and_count, logits, targets, ig)
     _many_targets_in_half_row(chk, nll_sum_and_count, seed, vocab, ignore_index)
     run_contract(chk, nll_sum_and_count, NLL_SUM_AND_COUNT)
@@ -102,7 +104,7 @@ def _half_logits_row(chk: Check, nll_sum_and_count, logits, targets, ignore_inde
     __tracebackhide__ = True
     half = logits.to(torch.bfloat16)
     out = chk.call(nll_sum_and_count, half, targets, ignore_index)
-    total = _as_float_tensor(out[0]) if isinstance(out, (tuple, list)) and len(out) == 2 else None
+    total = as_float_tensor(out[0]) if isinstance(out, (tuple, list)) and len(out) == 2 else None
     flat, tgt = half.flatten(0, 1), targets.flatten()
     want = F.cross_entropy(flat.double(), tgt, ignore_index=ignore_index, reduction="sum")
     chk.compare("bfloat16 logits: NLL sum (float64 reference)", total if total is not None else out, want,
@@ -122,7 +124,7 @@ def _right_from_float32(chk: Check, nll_sum_and_count, half, targets, ignore_ind
         out = measuring_call(nll_sum_and_count, (half.float(), targets, ignore_index))
     except Exception:  # noqa: BLE001: a call that raises measures nothing here; the rows said why
         return
-    total = _as_float_tensor(out[0]) if isinstance(out, (tuple, list)) and len(out) == 2 else None
+    total = as_float_tensor(out[0]) if isinstance(out, (tuple, list)) and len(out) == 2 else None
     if total is not None and math.isclose(float(total), want, rel_tol=1e-5, abs_tol=1e-3):
         chk.measured(f"the same logits handed over as float32 give your function an NLL sum of {float(total):.6g}, the "
                      f"float64 reference's {want:.6g}: what differs for bfloat16 logits is arithmetic done in "
@@ -153,7 +155,7 @@ def _many_targets_in_half_row(chk: Check, nll_sum_and_count, seed: int, vocab: i
     targets[0, -1] = ignore_index
     logits = randn(3, 100, vocab, seed=seed + 6).to(torch.bfloat16)
     out = chk.call(nll_sum_and_count, logits, targets, ignore_index)
-    count = _as_float_tensor(out[1]) if isinstance(out, (tuple, list)) and len(out) == 2 else None
+    count = as_float_tensor(out[1]) if isinstance(out, (tuple, list)) and len(out) == 2 else None
     n_valid = int((targets != ignore_index).sum())
     rounded = {int(torch.tensor(float(n_valid)).to(torch.bfloat16)), 256}  # summed at once, or one by one
     got = int(count) if count is not None and float(count).is_integer() else None
@@ -169,7 +171,7 @@ def _count_in_float32(chk: Check, nll_sum_and_count, logits, targets, ignore_ind
     the dtype alone changed); a count that stays wrong is another mistake
     whose number happens to match, and is said as measured."""
     again = chk.probe(nll_sum_and_count, logits.float(), targets, ignore_index)
-    count = _as_float_tensor(again[1]) if isinstance(again, (tuple, list)) and len(again) == 2 else None
+    count = as_float_tensor(again[1]) if isinstance(again, (tuple, list)) and len(again) == 2 else None
     if count is not None and float(count) == n_valid:
         chk.diagnose(f"your count is {got} for {n_valid} scored targets with bfloat16 logits, and {n_valid} with the "
                      "same logits in float32 (measured: only the dtype changed): bfloat16 holds every whole number "
@@ -293,16 +295,16 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
         chk._stop(f"evaluate returned {describe(got)}; it should return a dict with keys {sorted(want)}")
     dropout_on = any(c["training"] for c in log.calls)
     for key in want:
-        value = _as_float_tensor(got[key])
+        value = as_float_tensor(got[key])
         if not chk.compare(key, value if value is not None else got[key], want[key], atol=1e-5, rtol=1e-5,
                            variants=variants[key]) and key == "loss" and value is not None and not dropout_on:
             _which_batches(chk, float(value), rows)
             _implied_count(chk, float(value), rows, batches)
         if key != "loss" and value is not None and not chk.rows[-1].ok:
-            _measure_conversion(chk, key, float(value), _as_float_tensor(got["loss"]), bytes_per_token)
+            _measure_conversion(chk, key, float(value), as_float_tensor(got["loss"]), bytes_per_token)
             if key == "bits_per_byte" and not chk.facts:
                 _measure_bytes_per_token(chk, evaluate, model, batches, float(loss))
-        _require_number(chk, f'"{key}"', got[key], float, "convert with .item() or float(...)")
+        require_number(chk, f'"{key}"', got[key], float, "convert with .item() or float(...)")
     chk.require("dropout off (eval mode)", log.calls and not dropout_on,
                 "some forward passes ran in train mode",
                 diagnosis="dropout on during evaluation: call model.eval() first, or the loss is that of a randomly "
@@ -376,8 +378,8 @@ def _same_loss_regrouped(chk: Check, evaluate, model, batches, bytes_per_token: 
         log.close()
     if dropout_on or any(c["training"] for c in log.calls):
         return
-    mine = _as_float_tensor(first.get("loss"))
-    one_loss = _as_float_tensor(one.get("loss")) if isinstance(one, dict) else None
+    mine = as_float_tensor(first.get("loss"))
+    one_loss = as_float_tensor(one.get("loss")) if isinstance(one, dict) else None
     if mine is None or not math.isfinite(float(mine)):
         return
     same = one_loss is not None and math.isclose(float(one_loss), float(mine), rel_tol=1e-5, abs_tol=1e-6)
@@ -407,7 +409,7 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
                 "a model handed over in eval mode was left in train mode",
                 diagnosis="a model that came in eval mode leaves in train mode: model.train() at the end switches "
                           "it whatever mode it came in; restore the mode it came in, model.train(was_training)")
-    value = _as_float_tensor(got.get("perplexity")) if isinstance(got, dict) else None
+    value = as_float_tensor(got.get("perplexity")) if isinstance(got, dict) else None
     ok = value is not None and math.isfinite(float(value)) and math.isclose(float(value), math.exp(loss), rel_tol=1e-4)
     chk.require(f"perplexity for {label}", ok,
                 ("another perplexity" if value is not None else f"perplexity from {describe(got)}")
@@ -471,7 +473,7 @@ def _measure_bytes_per_token(chk: Check, evaluate, model, batches, loss: float) 
     for per in (1.0, 2.0, 4.0):
         try:
             out = measuring_call(evaluate, (model, batches, per))
-            mine, bits = _as_float_tensor(out["loss"]), _as_float_tensor(out["bits_per_byte"])
+            mine, bits = as_float_tensor(out["loss"]), as_float_tensor(out["bits_per_byte"])
         except Exception:  # noqa: BLE001: a call that raises or returns no dict measures nothing; the rows said why
             return
         finally:

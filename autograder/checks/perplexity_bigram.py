@@ -15,7 +15,7 @@ from .framework.calling import guarded_call
 from .framework.check import Check
 from .framework.measure import seeded
 from .references.hints import call_with_hints
-from .perplexity import _as_float_tensor, _require_number
+from .perplexity import as_float_tensor, require_number
 
 
 def ref_bigram_nll(train: torch.Tensor, val: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -64,7 +64,7 @@ UINT8 = [(r"mask", "a uint8 tensor is used as an index, and torch reads a uint8 
 
 def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
     got = call_with_hints(chk, bigram_nll, train, val, alpha, hints=UINT8)
-    value = _as_float_tensor(got)
+    value = as_float_tensor(got)
     t, v = train.long(), val.long()
     counts = torch.bincount(t[:-1] * 256 + t[1:], minlength=65536).view(256, 256).double()
 
@@ -72,7 +72,7 @@ def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
         return -table.log()[v[:-1], v[1:]].mean()
 
     if len(chk.rows) == 0:
-        _require_number(chk, "bigram_nll's result", got, float, "return the mean with .item()")
+        require_number(chk, "bigram_nll's result", got, float, "return the mean with .item()")
     chk.compare(label, value if value is not None else got,
                 ref_bigram_nll(train, val, alpha), atol=1e-6, rtol=1e-6, variants={
         "pairs scored backwards: p(next | prev) is probs[prev, next] = probs[val[:-1], val[1:]]":
@@ -104,7 +104,7 @@ def _implied_counts(bigram_nll, train, pair: bytes, alphas) -> tuple[float, floa
     ps = []
     for alpha in alphas:
         try:
-            value = _as_float_tensor(guarded_call(bigram_nll, (train.clone(), val.clone(), alpha)))
+            value = as_float_tensor(guarded_call(bigram_nll, (train.clone(), val.clone(), alpha)))
         except Exception:  # noqa: BLE001: a probe that raises measures nothing; the rows above said why
             return None
         if value is None or not math.isfinite(float(value)):
@@ -175,7 +175,7 @@ def _another_training_text(chk: Check, bigram_nll, first, other, val, alpha: flo
     """The counts come from the train of each call: after the calls above,
     another training text scores val under its own counts."""
     label = f"another training text ({len(other)} bytes), the same val, alpha={alpha:g}"
-    got = _as_float_tensor(call_with_hints(chk, bigram_nll, other, val, alpha, hints=UINT8))
+    got = as_float_tensor(call_with_hints(chk, bigram_nll, other, val, alpha, hints=UINT8))
     if chk.compare(label, got, ref_bigram_nll(other, val, alpha), atol=1e-6, rtol=1e-6) or got is None:
         return
     if torch.allclose(got.double(), ref_bigram_nll(first, val, alpha), atol=1e-6, rtol=1e-6):
@@ -201,7 +201,7 @@ def _unseen_previous_byte_rows(chk: Check, bigram_nll, train, val, alphas) -> No
         want = ref_bigram_nll(train, odd, alpha)
         label = f"val with a byte train never has ('z', as a previous byte), alpha={alpha:g}"
         value = call_with_hints(chk, bigram_nll, train, odd, alpha, hints=UINT8)
-        got = _as_float_tensor(value)
+        got = as_float_tensor(value)
         if chk.compare(label, got if got is not None else value, want, atol=1e-6, rtol=1e-6) or got is None:
             continue
         others = float(want) * pairs + math.log(1 / 256)  # the reference's NLL of every other pair

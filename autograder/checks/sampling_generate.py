@@ -193,7 +193,7 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
         log.close()
     shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == (len(prompts), prompt.shape[1] + 1)
     top_p, top = probs.max(-1)
-    mean, sd = float(top_p.sum()), float((top_p * (1 - top_p)).sum().sqrt())
+    mean, sd = _count_expected(top_p)
     hits = int((got[:, -1].cpu() == top).sum()) if shaped else 0
     if chk.require(f"plain sampling (temperature {temperature:g}, no filter) draws from the softmax",
                    shaped and abs(hits - mean) <= 6 * sd,
@@ -220,7 +220,7 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
             chk.diagnoses.remove(DROPOUT_LEFT_ON)  # the measured line says the same cause: one cause, one line
     else:
         twice = probs.softmax(-1).gather(1, top[:, None]).squeeze(1)   # a softmax of the probabilities
-        t_mean, t_sd = float(twice.sum()), float((twice * (1 - twice)).sum().sqrt())
+        t_mean, t_sd = _count_expected(twice)
         if abs(hits - t_mean) <= 6 * t_sd and hands_probabilities(generate, sharp, prompts):
             chk.diagnose(f"your draws are flatter than the model's distribution (measured: {measured}), as flat as a "
                          f"softmax taken of the probabilities (which expects {t_mean:.1f} ± {t_sd:.1f}), and what "
@@ -236,13 +236,17 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
             chk.measured(f"{measured}: the draws are flatter than the distribution")
 
 
+def _count_expected(p: torch.Tensor) -> tuple[float, float]:
+    """The mean and standard deviation of how many draws hit, one independent draw per row with probability p."""
+    return float(p.sum()), float((p * (1 - p)).sum().sqrt())
+
+
 def _temperature_read(chk: Check, logits, top, hits: int, temperature: float, draws: int) -> None:
     """Draws at a temperature other than 1 that the softmax at that temperature does not expect: read against the
     temperature not applied and applied twice (divided by T²), each expecting its own count of the most likely
     token (6 standard deviations, as above); said as candidates, since other codes give a temperature alike."""
     def expected(t):
-        p = (logits / t).softmax(-1).gather(1, top[:, None]).squeeze(1)
-        return float(p.sum()), float((p * (1 - p)).sum().sqrt())
+        return _count_expected((logits / t).softmax(-1).gather(1, top[:, None]).squeeze(1))
     mean, _ = expected(temperature)
     measured = (f"with temperature {temperature:g} and neither top_k nor top_p, {hits} of {draws} draws are the most "
                 f"likely token, where softmax(logits / {temperature:g}) expects {mean:.1f}")

@@ -360,10 +360,9 @@ NOT_CLIPPED = ("gradients not clipped before optimizer.step(): torch.nn.utils.cl
 def _unclipped_gradients(seed: int, dropout: float, lr: float, x, y) -> list[torch.Tensor]:
     """The first step's gradients before any clipping: the reference's loss on a fresh model, dropout drawn as the
     check draws it for the learner's first step."""
-    model, _ = _setup(seed, dropout, lr)
-    model.train()
+    model, opt = _setup(seed, dropout, lr)
     torch.manual_seed(seed)
-    F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+    _ref_step(model, opt, x, y, 0.0, clip_on=False)  # the step moves this copy's parameters; its gradients stay
     return [p.grad for p in model.parameters()]
 
 

@@ -505,7 +505,7 @@ def _probe_08(ns):
                 lambda: _distinct_uniform_draws(ns) > 1),
             # closed form: logits (3, 0, ..., 0) over 16 tokens give token 0 the probability e^3 / (e^3 + 15)
             "generate, logits (3, 0, ..., 0): share of token 0 == softmax +- 0.04": attempt(
-                lambda: abs(_share_of_token_0(ns) - math.exp(3) / (math.exp(3) + 15)) < 0.04)}
+                lambda: abs(share_of_token_0(ns) - math.exp(3) / (math.exp(3) + 15)) < 0.04)}
 
 
 def _two_draws_differ(ns, flat: torch.Tensor) -> bool:
@@ -527,14 +527,16 @@ def _eval_mode_kept(generate) -> bool:
     return not model.training
 
 
-def _share_of_token_0(ns) -> float:
-    """The share of token 0 among 4 x 100 ids that generate samples (temperature 1, no filter) from a model whose
-    logits are 3 for token 0 and 0 for the 15 others, whatever the input."""
+def share_of_token_0(ns, temperature: float | None = None, seed: int = 3) -> float:
+    """The share of token 0 among 4 x 100 ids that generate samples (no filter, at `temperature`, generate's default
+    where None, a generator seeded with `seed`) from a model whose logits are 3 for token 0 and 0 for the 15 others,
+    whatever the input."""
     peaked = Recorder()
     with torch.no_grad():
         peaked.emb.weight.zero_()
         peaked.emb.weight[:, 0] = 3.0
-    ids = ns["generate"](peaked, torch.zeros(4, 1, dtype=torch.long), 100, generator=_gen(3))
+    asked = {} if temperature is None else {"temperature": temperature}
+    ids = ns["generate"](peaked, torch.zeros(4, 1, dtype=torch.long), 100, **asked, generator=_gen(seed))
     return float((ids[:, 1:] == 0).float().mean())
 
 

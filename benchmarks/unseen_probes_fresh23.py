@@ -14,23 +14,12 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from benchmarks.unseen_probes import Recorder
+from benchmarks.unseen_probes import share_of_token_0
 from benchmarks.verify_heldout import attempt
 
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def _share_of_token_0(ns, temperature: float) -> float:
-    """The share of token 0 among the ids generate samples (no filter) from a model whose logits are 3 for token 0
-    and 0 for the 15 others, whatever the input."""
-    peaked = Recorder()
-    with torch.no_grad():
-        peaked.emb.weight.zero_()
-        peaked.emb.weight[:, 0] = 3.0
-    ids = ns["generate"](peaked, torch.zeros(4, 1, dtype=torch.long), 100, temperature=temperature, generator=_gen(231))
-    return float((ids[:, 1:] == 0).float().mean())
 
 
 def probe_08(ns) -> dict:
@@ -41,7 +30,7 @@ def probe_08(ns) -> dict:
         return {"top_k(20) on 12 tokens == tinylm (every token kept)": attempt(lambda: torch.equal(
                     ns["top_k_filter"](logits, 20), tinylm.top_k_filter(logits, 20))),
                 "generate at temperature 2, logits (3, 0, ..., 0): share of token 0 == softmax +- 0.04": attempt(
-                    lambda: abs(_share_of_token_0(ns, 2.0) - at_two) < 0.04)}
+                    lambda: abs(share_of_token_0(ns, 2.0, seed=231) - at_two) < 0.04)}
     finally:
         torch.set_grad_enabled(True)  # a generate that switched autograd off must not leak into later probes
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmarks.unseen_probes import Recorder
+from benchmarks.unseen_probes import Recorder, share_of_token_0
 from benchmarks.verify_heldout import attempt
 
 
@@ -38,23 +38,12 @@ def probe_02(ns) -> dict:
         ns["layer_norm"](far, w, b), F.layer_norm(far, (16,), w, b, eps=1e-5), atol=1e-3, rtol=1e-3))}
 
 
-def _share_of_token_0(ns, temperature: float) -> float:
-    """The share of token 0 among the ids generate samples (no filter) from a model whose logits are 3 for token 0
-    and 0 for the 15 others, whatever the input."""
-    peaked = Recorder()
-    with torch.no_grad():
-        peaked.emb.weight.zero_()
-        peaked.emb.weight[:, 0] = 3.0
-    ids = ns["generate"](peaked, torch.zeros(4, 1, dtype=torch.long), 100, temperature=temperature, generator=_gen(251))
-    return float((ids[:, 1:] == 0).float().mean())
-
-
 def probe_08(ns) -> dict:
     # closed form: at T = 2 the logits (3, 0, ..., 0) give token 0 the probability e^1.5 / (e^1.5 + 15)
     at_two = math.exp(1.5) / (math.exp(1.5) + 15)
     try:
         return {"generate at temperature 2, logits (3, 0, ..., 0): share of token 0 == softmax +- 0.04": attempt(
-            lambda: abs(_share_of_token_0(ns, 2.0) - at_two) < 0.04)}
+            lambda: abs(share_of_token_0(ns, 2.0, seed=251) - at_two) < 0.04)}
     finally:
         torch.set_grad_enabled(True)  # a generate that switched autograd off must not leak into later probes
 

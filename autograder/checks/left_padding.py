@@ -263,14 +263,16 @@ def _eval_mode_given_back(chk: Check, fn, model, prompts, lengths, max_new_token
     mode_given_back(chk, "generate_left_padded", spy, False, EVAL_MODE_GRAD_ON)
 
 
-def _pad_id_as_a_real_token(chk: Check, fn, model, prompts, lengths, max_new_tokens: int, pad_id: int) -> None:
+def _pad_id_as_a_real_token(chk: Check, fn, model, prompts, lengths, max_new_tokens: int, pad_id: int,
+                            alone: torch.Tensor) -> None:
     """A prompt that holds the pad id as a real token (a tokenizer may give a
     real text that id): it is attended to and counted like any other token,
     as the padding is where it was put, not wherever the id occurs."""
     held = [p.clone() for p in prompts]
     b = max(range(len(held)), key=lambda i: len(held[i]))
     held[b][1] = pad_id  # inside the prompt: not at its start, where it could pass for one more pad
-    alone = torch.stack([ref_greedy(model, p[None], max_new_tokens)[0, len(p):] for p in held])
+    alone = alone.clone()  # the other prompts' decodings alone are the caller's; only prompt b changed
+    alone[b] = ref_greedy(model, held[b][None], max_new_tokens)[0, len(held[b]):]
     spy = PaddedBatchSpy(model, lengths, limit=4 * max_new_tokens + 4)
     label = f"prompt {b} holds the pad id {pad_id} as a real token"
     got = chk.call(fn, spy, [p.clone() for p in held], max_new_tokens, tinylm.KVCache(model.config, len(held)),
@@ -406,7 +408,7 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
         if chk.passed:
             _second_call(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id, alone, cache)
         if chk.passed:
-            _pad_id_as_a_real_token(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id)
+            _pad_id_as_a_real_token(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id, alone)
         if chk.passed:
             _from_train_mode_without_grad(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id,
                                           alone)

@@ -35,7 +35,7 @@ LAYERS = (
     ("trace: align", ("trace.align",)),
     ("trace: rounding", ("trace.rounding",)),
     ("trace: kinds", ("trace.kinds", "trace.sizes")),
-    ("trace: explain", ("trace.steps", "trace.explain")),
+    ("trace: explain", ("trace.steps", "trace.blame", "trace.explain")),
     ("trace: numbers", ("trace.numbers",)),
     ("trace: raised", ("trace.bound", "trace.raised", "trace.dtypes")),
     ("trace: plain", ("trace.plain", "trace")),

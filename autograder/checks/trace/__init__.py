@@ -14,6 +14,8 @@ those before it:
           taken in another order (made_wrong, relaid, taken_later_here);
   steps   the reference's steps between a learner's value and the call
           that reads it there (steps_between);
+  blame   which call to blame for the first wrong value, and how it
+          went wrong (blame_of);
   explain names the place of the first wrong value and what is said about
           it (Located, locate, locate_numbers, locate_grad_cut);
   numbers the earlier line binding a Python number the located line

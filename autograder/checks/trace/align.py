@@ -41,6 +41,12 @@ def values_close(a: torch.Tensor, b: torch.Tensor, rel: float) -> bool:
     return bool(((a[fa] - b[fb]).abs() <= rel * scale + 1e-12 + rel * b[fb].abs()).all())
 
 
+def same_values(t: torch.Tensor, ref: torch.Tensor) -> bool:
+    """The same shape, dtype and values, up to the dtype's tolerance."""
+    return (tuple(t.shape) == tuple(ref.shape) and t.dtype == ref.dtype
+            and values_close(t.double(), ref.double(), tolerance_for(t.dtype)))
+
+
 def _ends(sorted_values: torch.Tensor) -> tuple[float, float] | None:
     """The least and the greatest of sorted float64 values; None unless all are finite (sort puts -inf
     first, and +inf and nan last)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from .align import ancestors
-from .explain import CASTS, Located
+from .blame import CASTS
+from .explain import Located
 from .record import LEAF, source_line, tensors_in, Trace
 
 

@@ -1,4 +1,4 @@
-"""Which kind of place a frontier call is (explain's blame_of asks): the
+"""Which kind of place a frontier call is (blame_of asks): the
 reference owners of what a call read (input_owners); a value made wrongly
 rather than a right one read in another's place (made_wrong); the right
 numbers only laid out anew (relaid); the reference's steps taken by the

@@ -10,10 +10,11 @@ import re
 import torch
 
 from ..learner_code import is_learners_file, walk_traceback
-from .align import one_axis_apart, owner_value, Analysis
-from .explain import (Located, CASTS, SIZED_OPS, blame_of, describe_value, function_around, input_owners, path_between,
-                      same_kind, sizes_bound_at, true_division_read, blamed_lines, place)
-from .kinds import one_line_kind
+from .align import one_axis_apart, owner_value, path_between, same_kind, Analysis
+from .blame import CASTS, blame_of
+from .explain import (Located, SIZED_OPS, describe_value, function_around, sizes_bound_at, true_division_read,
+                      blamed_lines, place)
+from .kinds import input_owners, one_line_kind
 from .sizes import sizes_differ
 from .record import source_line, Op, Trace
 from .bound import (dtype_bound_before, first_line_of, indices_bound_before, nan_bound_before, passed_down,
@@ -172,7 +173,6 @@ def _bounds_before_raise(learner: Trace, reference: Trace, seen: "Analysis", fai
     if blame is None or blame[2] is None:
         return None
     counterpart = blame[2]
-    slots = failed.slots or [0] * len(failed.inputs)
     theirs_slots = counterpart.slots or [0] * len(counterpart.inputs)
     for k, j in enumerate(failed.inputs[:len(counterpart.inputs)]):
         while j >= 0 and learner.ops[j].name in CASTS | {"contiguous", "clone", "detach"} and learner.ops[j].inputs:

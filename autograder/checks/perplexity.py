@@ -14,12 +14,12 @@ import torch
 import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
-from ..diagnosis_record import candidates
 from ..learner_values import describe
 from .framework.calling import WITHOUT, measuring_call, quiet_call
 from .framework.check import Check
-from .framework.measure import LOG_BASE_CONSTANTS, close_to, mode_split, python_number_problem, randn, seeded
-from .references.generation import ForwardLog, mode_calls_watched, mode_not_a_flag, tiny_model, train_mode_restored
+from .framework.measure import LOG_BASE_CONSTANTS, close_to, python_number_problem, randn, seeded
+from .references.generation import (ForwardLog, mode_calls_watched, mode_given_back, mode_not_a_flag, tiny_model,
+                                    train_mode_restored)
 from .references.hints import finish_with_upstream
 
 
@@ -405,10 +405,7 @@ def _large_nll_in_eval_mode(chk: Check, evaluate, model, batches, bytes_per_toke
             f"exp of the summed NLL overflows: the {count} tokens here sum to {total:,.0f} nats, and exp overflows a "
             "Python float above 709 (float32 above 88); perplexity is exp of the MEAN NLL, math.exp(loss)"
             if isinstance(err, OverflowError) or "overflow" in str(err).lower() else None))
-    chk.require("eval mode kept when it came in eval mode", not sharp.training and mode_split(sharp) is None,
-                "a model handed over in eval mode was left in train mode",
-                diagnosis="a model that came in eval mode leaves in train mode: model.train() at the end switches "
-                          "it whatever mode it came in; restore the mode it came in, model.train(was_training)")
+    mode_given_back(chk, "evaluate", sharp, False, "a model handed over in eval mode, under torch.no_grad()")
     value = as_float_tensor(got.get("perplexity")) if isinstance(got, dict) else None
     ok = value is not None and math.isfinite(float(value)) and math.isclose(float(value), math.exp(loss), rel_tol=1e-4)
     chk.require(f"perplexity for {label}", ok,

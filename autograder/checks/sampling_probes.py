@@ -15,7 +15,7 @@ from .spies import first_call_arguments
 from .framework.calling import quiet_call
 from .framework.check import Check
 from .framework.measure import mode_split, seeded
-from .references.generation import ForwardLog
+from .references.generation import ForwardLog, mode_given_back
 
 
 INDEX_ERROR = r"selected index k out of range|k \(\d+\) is too big|out of bounds|IndexError|dimension out of range"
@@ -109,20 +109,13 @@ def from_eval_mode_without_grad(chk: Check, generate, model, prompt, max_new_tok
                          row_label=f"a model handed over in eval mode, {state}")
         finally:
             log.close()
-        split = mode_split(model)
         # reached with autograd on only when the no_grad call kept eval mode (the loop stops at a failed row)
-        follows_grad = grad and model.training and split is None
-        chk.require(f"eval mode kept when it came in eval mode, {state}", not model.training and split is None,
-                    "a model handed over in eval mode was left in train mode" if split is None else
-                    "submodules left in train mode",
-                    diagnosis=split or ("the mode given back follows grad mode, not the model's own flag (measured: a "
-                                        "model handed over in eval mode leaves in eval mode under torch.no_grad() "
-                                        "and in train mode with autograd on, as torch.is_grad_enabled() would "
-                                        "restore it): save model.training before switching and restore it, "
-                                        "model.train(was_training)" if follows_grad else
-                                        "a model that came in eval mode leaves in train mode: model.train() at the "
-                                        "end switches it whatever mode it came in; restore the mode it came in, "
-                                        "model.train(was_training)"))
+        follows_grad = grad and model.training and mode_split(model) is None
+        mode_given_back(chk, "generate", model, False, f"a model handed over in eval mode, {state}", cause=(
+            "the mode given back follows grad mode, not the model's own flag (measured: a model handed over in eval "
+            "mode leaves in eval mode under torch.no_grad() and in train mode with autograd on, as "
+            "torch.is_grad_enabled() would restore it): save model.training before switching and restore it, "
+            "model.train(was_training)") if follows_grad else None)
         if not chk.passed:
             break
     model.train()

@@ -231,11 +231,14 @@ def train_mode_restored(chk: Check, model, calls: list | None = None, fn_name: s
     return restored
 
 
-def mode_given_back(chk: Check, fn_name: str, model, came_in_training: bool, label: str) -> bool:
+def mode_given_back(chk: Check, fn_name: str, model, came_in_training: bool, label: str,
+                    cause: str | None = None) -> bool:
     """The row for a call handed `model` in one mode (model.training was
     `came_in_training`): the caller gets that mode back, every submodule's
-    too. The model is put back in that mode afterwards, whatever the call
-    left, so the check's next call starts from the state it names."""
+    too; `cause`, where the caller measured why it was not, is said in place
+    of the measured modes. The model is put back in that mode afterwards,
+    whatever the call left, so the check's next call starts from the state
+    it names."""
     split = mode_split(model)
     left = model.training
     came, now = ("train" if came_in_training else "eval"), ("train" if left else "eval")
@@ -246,7 +249,7 @@ def mode_given_back(chk: Check, fn_name: str, model, came_in_training: bool, lab
     return chk.require(f"{label}: {came} mode given back", kept,
                        f"the model was in {came} mode before the call and in {now} mode after it" if split is None
                        else "submodules left in another mode",
-                       diagnosis=split or f"{fn_name} leaves a model that came in {came} mode in {now} mode (measured: "
+                       diagnosis=split or cause or f"{fn_name} leaves a model that came in {came} mode in {now} mode (measured: "
                        f"model.training is {came_in_training} before the call, {left} after it): {effect}; a function "
                        "that switches the mode must give the caller's back, was_training = model.training first and "
                        "model.train(was_training) in a `finally:` at the end")

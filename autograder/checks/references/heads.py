@@ -31,9 +31,9 @@ def head_mismatch_fact(text: str, operands: dict[str, int | None] | None = None)
             names = [name for name in kv if counts[name] == n]
             said.append(f"the {_listed(names)} {'have' if len(names) > 1 else 'has'} {n}, "
                         + (f"not repeated to the queries' {q}" if n < q else f"repeated past the queries' {q}")
-                        + " (the keys and values attention reads need every kv head copied n_rep = n_heads // "
-                        "n_kv_heads times, repeat_kv(..., n_rep), right before the attention call; a KV cache "
-                        "keeps them unrepeated)")
+                        + " (attention needs each kv head copied n_rep = n_heads // n_kv_heads times before it, "
+                        "by a repeat_kv given that count, whether the call is missing or its count is another; a "
+                        "KV cache keeps them unrepeated)")
         if counts.get("mask") not in (None, 1, q):
             said.append(f"the mask has {counts['mask']}, where a mask has 1 (it broadcasts over the heads) or the "
                         f"queries' {q}")

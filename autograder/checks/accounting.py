@@ -478,7 +478,10 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
         V, d = config.vocab_size, config.d_model
         ratios = {"numbers, not bytes: multiply by the bytes per element, dtype.itemsize": 1 / size,
                   "the dtype is ignored (4 bytes assumed): the bytes per element are dtype.itemsize": 4 / size,
-                  "the dtype is ignored (2 bytes assumed): the bytes per element are dtype.itemsize": 2 / size}
+                  "the dtype is ignored (2 bytes assumed): the bytes per element are dtype.itemsize": 2 / size,
+                  "your count is n_layers times the bytes of every weight (measured in each case): the blocks' "
+                  "weights already make n_layers · (one block's); the embedding, the head and the final norm are "
+                  "read once, and nothing is multiplied by n_layers a second time": config.n_layers}
         diffs = {"the tied head counted twice: it is the embedding's own matrix, read once": V * d * size
                  if config.tie_embeddings else 0,
                  "a vocab_size × d_model matrix is missing: an untied model has two, the head (read at every step) "

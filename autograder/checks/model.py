@@ -250,6 +250,13 @@ CACHED_BUGS = {
                      "is_causal=True) with fewer queries than keys lets new token i see keys 0..i only): call "
                      "causal_attention(q, k, v), whose mask is bottom-right aligned",
 }
+# A cached step whose output is the new tokens' own, as if no cache were given: positions from 0, no past keys.
+_UNCACHED = ("a cached step gives the new tokens' output without the cache, at positions from 0 and seeing only each "
+             "other (measured: equal to that call): the cache handed over is not used")
+UNCACHED_BLOCK = _UNCACHED + ("; a block hands it on to its attention with its layer index, self.attn(self.attn_norm(x), "
+                              "cos, sin, cache, layer_idx)")
+UNCACHED_ATTENTION = _UNCACHED + ("; join the cached keys and values, k, v = cache.update(layer_idx, k, v), and rotate "
+                                  "q and k from start_pos = cache.length")
 WRONG_STEP = {"start_pos ignored": dict(q_from_zero=True, k_from_zero=True), "k from zero": dict(k_from_zero=True),
               "q from zero": dict(q_from_zero=True), "top-left mask": dict(top_left=True)}
 
@@ -286,6 +293,8 @@ def _attention_steps(chk: Check, module, state, prefix, inputs, config, seed, *,
         if start:
             variants[f"the cache's layer 0 is read instead of layer {layer_idx}: pass layer_idx on to the attention, "
                      "self.attn(..., cache, layer_idx)"] = step(past=(other_k, other_v))
+            variants[UNCACHED_BLOCK if prefix else UNCACHED_ATTENTION] = step(past=(past_k[:, :, :0], past_v[:, :, :0]),
+                                                                               start=0)
         what = f"prefill {end} tokens" if start == 0 else f"{end - start} new at start_pos={start}"
         if chk.compare(f"{label}: {what}", got, step()(), variants=variants):
             continue

@@ -273,13 +273,34 @@ def _meta_to_hf_case(chk: Check, meta_to_hf_attention, seed: int, n_heads: int, 
     hd = head_dim
     right = {"q_proj": given["q_proj"][half_rows(n_heads, hd)], "k_proj": given["k_proj"][half_rows(n_kv_heads, hd)],
              "v_proj": given["v_proj"], "o_proj": given["o_proj"]}
+    split = _split_elsewhere(got, right)
     for name in given:
-        if not chk.compare(name + tag, got[name], right[name]):
+        if not chk.compare(name + tag, got[name], right[name], variants=split.get(name)):
             for cause in _weight_causes(name, got[name], given[name], n_heads, n_kv_heads, hd):
                 chk.diagnose(cause)
     if not first and not chk.passed and not chk.diagnoses:
         chk.candidates(group.text)
     return True
+
+
+def _split_elsewhere(got: dict, right: dict) -> dict:
+    """{name: variants} for q_proj and k_proj when they are the right rows in
+    the right order, cut at another row (a joint conversion split in halves):
+    each output's variant is the right rows cut where the learner's were."""
+    q, k = got["q_proj"], got["k_proj"]
+    rows = right["q_proj"].shape[0]
+    joined = torch.cat((right["q_proj"], right["k_proj"]))
+    if q.dim() != 2 or k.dim() != 2 or q.shape[0] == rows or q.shape[1] != joined.shape[1] or \
+            k.shape[1] != joined.shape[1] or q.shape[0] + k.shape[0] != joined.shape[0]:
+        return {}
+    cut = q.shape[0]
+    halves = f": {cut} is half of their {joined.shape[0]} rows, as chunk(2) cuts them" if 2 * cut == joined.shape[0] \
+        else ""
+    said = (f"q_proj and k_proj are split at row {cut}, not {rows} (measured: q_proj with k_proj after it is the right "
+            f"q_proj with the right k_proj after it, the rows in order){halves}; the queries have n_heads·head_dim = "
+            f"{rows} rows and the keys n_kv_heads·head_dim = {joined.shape[0] - rows}: split at {rows}, or convert "
+            "each alone")
+    return {"q_proj": {said: lambda: joined[:cut]}, "k_proj": {said: lambda: joined[cut:]}}
 
 
 def check_meta_to_hf_attention(meta_to_hf_attention, *, seed: int = 0, n_heads: int = 4, n_kv_heads: int = 2,

@@ -21,6 +21,7 @@ import torch
 from .contracts import Contract, Edge, defaults, run_contract
 from ..diagnosis_record import Evidence, confirmed, measured
 from ..learner_values import describe
+from .sampling_draws import NO_TEMPERATURE_EFFECT, measure_draws
 from .sampling_probes import quiet_call, wrong_axis_hints
 from .spies import first_call_arguments
 from .framework.check import CandidatesVariant, Check
@@ -468,14 +469,6 @@ def ref_distribution(logits: torch.Tensor, temperature: float, top_k=None, top_p
     return z.softmax(-1)
 
 
-# The draws follow T = 1 whatever the temperature: measured, by the distributions or by the fitted temperature;
-# which of two codes gives it is not.
-NO_TEMPERATURE_EFFECT = (
-    "the temperature has no effect on the draws (they follow T = 1 at every T); candidates: the temperature never "
-    "applied, or applied after the softmax, where dividing probabilities by T changes nothing once they are "
-    "renormalised; divide the logits by T, before the top-k / top-p filters and the softmax")
-
-
 def _distribution_variants(row, T, k, p):
     """Every known wrong distribution, offered on EVERY failing setting (a
     variant that does not apply to a setting, e.g. top-k off by one without
@@ -552,84 +545,6 @@ def ref_sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=N
     return torch.multinomial(z.softmax(-1), 1, generator=generator).squeeze(-1)
 
 
-def _fitted_temperature(freq: torch.Tensor, row: torch.Tensor, n_draws: int) -> float | None:
-    """T_eff with freq ≈ softmax(row / T_eff): least squares of log freq on the
-    logits over the tokens drawn often enough (None if under 3 such tokens)."""
-    ok = freq * n_draws >= 30
-    if int(ok.sum()) < 3:
-        return None
-    z, lf = row.double()[ok], freq[ok].log()
-    z, lf = z - z.mean(), lf - lf.mean()
-    slope = float((z * lf).sum() / (z * z).sum())
-    return 1 / slope if slope > 1e-6 else math.inf
-
-
-def _measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: torch.Tensor, row: torch.Tensor,
-                   T: float, n_draws: int, label: str, own_rows: bool = True) -> None:
-    """What the learner's draws are: how random, from how many tokens, at
-    which effective temperature. own_rows: whether rows peaked at different
-    tokens each drew their own peak (a draw shared by the batch does not)."""
-    distinct = int((freq > 0).sum())
-    if distinct == 1 and float(want.max()) < 0.99:
-        token = int(freq.argmax())
-        if not own_rows:
-            return  # one token for every row: the shared draw is said by its own row, whichever token it hit
-        if token == int(row.argmax()):
-            chk.diagnose("no randomness: every draw is the most likely token (argmax); sample with "
-                         "torch.multinomial(probs, 1, generator=generator) unless temperature == 0")
-        else:
-            chk.diagnose(f"every row got the same token ({token}): draw one token per row, "
-                         "torch.multinomial on the whole (B, V) probability matrix")
-        return
-    support = int((want > 0).sum())
-    if distinct > support:
-        chk.measured(f"{label}: draws landed on {distinct} different tokens; the filters allow {support}")
-    drawn = freq > 0
-    if not torch.equal(drawn, want > 0):
-        # Another kept set: a temperature fitted over it says nothing of the division, so the frequencies are
-        # compared with the given temperature's softmax over the very tokens drawn first.
-        within = torch.zeros_like(freq)
-        within[drawn] = (row.double()[drawn] / T).softmax(-1)
-        if torch.allclose(freq, within, rtol=0, atol=5 * (0.25 / n_draws) ** 0.5):
-            chk.measured(f"{label}: over the {distinct} tokens your draws landed on, the frequencies are "
-                         f"softmax(logits / {T}), the temperature given; the filters at temperature {T} keep "
-                         f"{support} tokens, so the set of tokens kept is what differs")
-            return
-    t_eff = _fitted_temperature(freq, row, n_draws)
-    if t_eff is not None and support > 2 and distinct <= support:
-        # A least-squares slope exists for any frequencies: the temperature is printed only where its softmax
-        # reproduces every drawn token's frequency within the draws' noise, and otherwise the closest any
-        # temperature on a grid comes.
-        bound = 5 * (0.25 / n_draws) ** 0.5   # 5 standard deviations of a frequency, at its widest
-        grid = torch.cat((torch.tensor([t_eff], dtype=torch.float64), torch.logspace(-2, 2, 929, dtype=torch.float64)))
-        fitted = torch.zeros(len(grid), len(freq), dtype=torch.float64)
-        fitted[:, drawn] = (row.double()[drawn] / grid[:, None]).softmax(-1)
-        off = (fitted - freq.double()).abs().amax(-1)
-        if float(off[0]) > bound:
-            best = int(off.argmin())
-            if float(off[best]) > bound:
-                floored = torch.zeros(len(freq), dtype=torch.float64)
-                floored[drawn] = torch.floor(row.double()[drawn] / T).softmax(-1)
-                if float((floored - freq.double()).abs().max()) <= bound:
-                    chk.measured(f"{label}: your frequencies follow softmax(floor(logits / {T})), the tempered "
-                                 f"logits rounded down to whole numbers as `logits // {T}` gives them (every drawn "
-                                 f"token within {bound:.3f}, 5 standard deviations of {n_draws} draws), and no "
-                                 "softmax(logits / T) does: divide with /")
-                    return
-                chk.measured(f"{label}: no softmax(logits / T) gives your frequencies: at every T from 0.01 to 100 "
-                             f"(1% steps, and the least-squares fit {t_eff:.2f}) some drawn token is off by "
-                             f"{float(off.min()):.3f} or more, beyond the draws' noise ({bound:.3f} = 5 standard "
-                             f"deviations of {n_draws} draws); expected temperature {T}")
-                return
-            t_eff = float(grid[best])
-        chk.measured(f"{label}: your frequencies follow softmax(logits / {t_eff:.2f}) (every drawn token within "
-                     f"{bound:.3f}, 5 standard deviations of {n_draws} draws); expected temperature {T}")
-        if T != 1 and abs(t_eff - 1) < 0.1 * max(1, abs(T - 1)) and abs(t_eff - T) > 0.2 * abs(T - 1):
-            chk.candidates(NO_TEMPERATURE_EFFECT)
-        elif abs(t_eff * T - 1) < 0.15 and abs(T - 1) > 0.2:
-            chk.diagnose("temperature multiplied instead of divided: logits / T")
-
-
 def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Check:
     chk = Check("sample_next", expects="token ids of shape (batch,)")
     batch = randn(4, vocab, seed=seed, dtype=dtype) * 2
@@ -673,7 +588,9 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
         want = ref_distribution(row, T, k, p)
         if not chk.compare(f"{label}: frequencies", freq, want, atol=noise, rtol=0,
                            variants=_distribution_variants(row, T, k, p)):
-            _measure_draws(chk, draws, freq, want, row, T, n_draws, label, own_rows=not shared)
+            measure_draws(chk, draws, freq, want, row, T, n_draws, label, own_rows=not shared,
+                           again=lambda s, T=T, k=k, p=p: quiet_call(sample_next, row.expand(64, vocab).clone(), T, k,
+                                                                     p, seeded(s)))
             _measure_filter_inputs(chk, sample_next, row.expand(4, vocab).clone(), T, k, p)
         outside = int((want[draws.long().cpu().clamp(0, vocab - 1)] == 0).sum())
         chk.require(f"{label}: no draw outside the kept tokens", outside == 0,

@@ -52,7 +52,7 @@ LAYERS = (
                     "references.generation", "references.hints", "references.modules", "spies")),
     ("shared checks", ("references.attention_step",)),
     ("exercises", ("attention", "embeddings", "norms", "rope", "rope_layouts", "mlp", "model", "model_reference", "model_regimes",
-                   "model_shapes", "model_stages", "gqa", "kv_cache", "left_padding", "sampling", "sampling_probes", "sampling_generate", "perplexity",
+                   "model_shapes", "model_stages", "gqa", "kv_cache", "left_padding", "sampling", "sampling_draws", "sampling_probes", "sampling_generate", "perplexity",
                    "training", "training_accumulation", "training_schedule", "perplexity_bigram", "accounting", "accounting_measure", "accounting_reading")),
     ("course", ("pitfalls", "answers")),
     ("names kept for callers", ("core", "")),
@@ -63,7 +63,7 @@ EXERCISES = "exercises"
 # Exercise modules of one topic, which may import each other; any other exercise module is a topic of its own.
 TOPICS = {"model": ("model", "model_reference", "model_regimes", "model_shapes", "model_stages"),
           "accounting": ("accounting", "accounting_measure", "accounting_reading"),
-          "sampling": ("sampling", "sampling_probes", "sampling_generate"),
+          "sampling": ("sampling", "sampling_draws", "sampling_probes", "sampling_generate"),
           "kv_cache": ("kv_cache", "left_padding"),
           "training": ("training", "training_accumulation", "training_schedule"),
           "perplexity": ("perplexity", "perplexity_bigram")}

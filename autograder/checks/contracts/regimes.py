@@ -101,6 +101,9 @@ class Regime:
     device: str | None = None
     param: str | None = None           # the parameter this regime changes
     judge: Callable | None = None      # a property regime: judge(fn, contract, args) -> failure dict or None (no reference)
+    # arguments whose rows a softmax reads whole: where this regime fails, they are tried again with every row
+    # shifted to one maximum (which the softmax of each row ignores), to tell rows far apart from large values
+    rows_apart: tuple[str, ...] = ()
 
 
 def defaults(check: Callable) -> dict:
@@ -223,7 +226,8 @@ def _edge_regimes(contract: Contract, args: dict, base_dtype) -> list[Regime]:
         if names:
             shown = " and ".join(f"`{n}`" for n in names)
             grid.append(Regime(f"{', '.join(names)} {kind}", f"for {shown} of ordinary size", f"for {shown} {kind} {words}",
-                               lambda a, names=names, change=change: {**a, **{n: change(a[n]) for n in names}}))
+                               lambda a, names=names, change=change: {**a, **{n: change(a[n]) for n in names}},
+                               rows_apart=tuple(n for n in names if n in contract.shift) if words is SCALE_WORDS else ()))
     for name, axis, words in contract.ones:
         value = args.get(name)
         if isinstance(value, torch.Tensor) and value.dim() > abs(axis) - (axis < 0) and value.shape[axis] > 1:

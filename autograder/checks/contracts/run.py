@@ -101,10 +101,46 @@ def _rows_mixed(fn, contract: Contract, cases: list) -> tuple[str, bool] | None:
                     "a flatten or reshape in another order), or they are pooled with other weights than every "
                     "scored position counting once (a mean of per-row means)", True)
         if all(_row_alone_right(fn, contract, named, kwargs, form, b) for b in range(size)):
+            if form is not forms[0] and not _rows_depend(fn, contract, named, kwargs, size):
+                # right only without the batch axis, wrong as a batch of one, and no row's result follows another
+                # row's values: what changes is the rank, not the company of other rows
+                return (f"on {case}, each of the {size} rows given alone without the batch axis gives the right "
+                        "result, and given as a batch of one (the same values, one leading axis more) does not; "
+                        "candidates: an axis given by its position from the front (dim=2), which is another axis once "
+                        "a leading axis is added (count from the end, dim=-1), or sizes unpacked from the shape for "
+                        "one rank only", True)
             return (f"the rows of a batch are mixed (measured on {case}: each of the {size} rows given alone gives "
                     f"the right result, the batch of {size} does not): an operation runs across the batch axis (axis 0), e.g. a "
                     "sum, cumsum, softmax or sort without dim=-1, or an index that treats the batch as one row", False)
     return None
+
+
+def _rows_depend(fn, contract: Contract, named: dict, kwargs: dict, size: int) -> bool:
+    """Whether the learner's result for one row changes when only another
+    row of the batch changes (the first, then the last, is changed; a result
+    not kept per row: False)."""
+    first, error = call_in_regime(fn, contract, positional_args(contract, fresh(named)), kwargs)
+    if error is not None:
+        return False
+    for row in (0, size - 1):
+        changed = dict(named)
+        for n in contract.batch:
+            t = named.get(n)
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                changed[n] = t.clone()
+                changed[n][row] = t[row].flip(-1) * 1.5 + 0.25
+        if all(changed[n] is named[n] for n in named):
+            return False
+        second, error = call_in_regime(fn, contract, positional_args(contract, fresh(changed)), kwargs)
+        if error is not None:
+            return False
+        pairs = list(zip(first, second)) if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) \
+            else [(first, second)]
+        others = [b for b in range(size) if b != row]
+        if any(isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() > 0 and a.shape == b.shape
+               and a.shape[0] == size and not torch.equal(a[others], b[others]) for a, b in pairs):
+            return True
+    return False
 
 
 def _row_alone_right(fn, contract: Contract, named: dict, kwargs: dict, form, b: int) -> bool:
@@ -246,6 +282,9 @@ def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base
     found["text"] = f"right {regime.passes}, {'raises' if error is not None else 'wrong'} {regime.fails}"
     found["changed"] = changed
     found["located"] = located = locate_regime(fn, contract, regime, args, kwargs, error, got, want)
+    apart = _rows_apart(fn, contract, regime, changed_args, kwargs) if regime.rows_apart else None
+    if apart:
+        found["facts"] = [*found["facts"], apart]
     if found.get("gradient") and located is not None and located.kind == "grad":
         # the tracer saw the learner's line leave autograd: the cut is measured, not a candidate
         found["facts"] = [*found["facts"], f"{found['gradient']}: the branch through the line named below leaves "
@@ -255,6 +294,34 @@ def _try(fn, contract: Contract, regime: Regime, named: dict, kwargs: dict, base
         # the values quoted were measured on this row's inputs, which the visible call may compute rightly
         located.facts.append(f"measured on the inputs of the row '{regime.name}'")
     return found
+
+
+def _rows_apart(fn, contract: Contract, regime: Regime, changed: dict, kwargs: dict) -> str | None:
+    """Where the regime's large gaps failed: the same inputs with every row of
+    the arguments a softmax reads shifted to share one maximum (each row's
+    softmax is unchanged). When the learner's function then gives the
+    reference's result, what failed is rows far below the others, not large
+    values."""
+    shifted = dict(changed)
+    for name in regime.rows_apart:
+        t = changed.get(name)
+        if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.is_floating_point() or not bool(t.isfinite().all()):
+            return None
+        shifted[name] = t - t.amax(dim=-1, keepdim=True) + t.amax()
+    if all(torch.equal(shifted[n], changed[n]) for n in regime.rows_apart):
+        return None  # the rows share their maximum already
+    args = positional_args(contract, shifted)
+    try:
+        want = contract.reference(*args, **kwargs)
+    except Exception:  # noqa: BLE001: a probe the reference cannot run measures nothing
+        return None
+    got, error = call_in_regime(fn, contract, args, kwargs)
+    if error is not None or not same_result(contract, got, want, regime.dtype):
+        return None
+    shown = " and ".join(f"`{n}`" for n in regime.rows_apart)
+    return (f"the same {shown} with every row shifted to share one maximum (a shift each row's softmax ignores) give "
+            "the reference's result: what fails is the rows whose values lie far below the other rows'; a softmax "
+            "subtracts each row's own maximum, x.amax(dim=-1, keepdim=True), not one taken over the whole tensor")
 
 
 def _judge(contract: Contract, regime: Regime, got, want, error, args, named, base=None) -> dict | None:

@@ -110,7 +110,7 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
         # later, on what this call made (silu(x) @ W where the reference has silu(x @ W)), the order goes wrong
         # here: this line is the place. Steps it never takes have no line of the learner's: nothing can be told.
         if lagging and not layout_only and steps_taken_later(first, ops, reference, paths):
-            return first, None, best, "order"
+            return (first, None, None, "value") if _sign_or_scale_only(reference, paths) else (first, None, best, "order")
         maker = next((op for op in ops[:first.index] if any(wanted in owners for owners in found[op.index])), None)
         if lagging and not layout_only and maker is not None:
             return first, maker, best, "read"  # the learner made the value the reference reads here, and reads another
@@ -138,6 +138,8 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
                                              paths):
         return ops[j], first, best, "cast"  # the same shape, another dtype: the steps between are a cast, no layout
     if lagging and not layout_only and steps_joined_after(first, ops, reference, paths):
+        if _sign_or_scale_only(reference, paths):
+            return first, None, None, "value"
         return first, None, best, "order"  # the steps are there, on a branch the next calls meet
     if lagging and not layout_only and step_taken_as_identity(ops, j, first, reference, paths):
         return None  # the step is there, on a number that comes out 1 (or 0): no step is missing, and no line
@@ -162,6 +164,17 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
             # the value itself: it is there, used where the accumulated one belongs; no step is missing
             return ops[j], first, best, "role"
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
+
+
+def _sign_or_scale_only(reference: Trace, paths: list) -> bool:
+    """Whether the reference's computing steps between a value and its call
+    are only a sign or a scale by a number (neg, x * c, x / c): such a step
+    commutes with a linear call, so code that takes it elsewhere (the sign
+    of rotate_half put on the sin table) may be a right route, and the call
+    reading the value before it is not wrong for sure."""
+    steps = [reference.ops[i] for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS]
+    return bool(steps) and all(base_name(op.name) == "negative" or base_name(op.name) in ("mul", "div") and len(op.inputs) == 1
+                               for op in steps)
 
 
 def _made_through(ops: list[Op], j: int, kind: str) -> bool:

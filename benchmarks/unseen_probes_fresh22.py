@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from benchmarks.unseen_probes import _kv_cache_nbytes
+from benchmarks.unseen_probes import _kv_cache_nbytes, left_padded_passes
 from benchmarks.verify_heldout import _config, _input_kept, attempt
 
 
@@ -57,21 +57,8 @@ def probe_05(ns) -> dict:
 def _left_padded_passes(ns, lengths: tuple) -> list:
     """(positions, attention_mask) as lists for every forward pass of the learner's generate_left_padded (prompts of
     `lengths` tokens, 3 new tokens) on a small RoPE model."""
-    model = tinylm.Transformer(tinylm.ModelConfig(vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2,
-                                                  max_seq_len=32)).eval()
     gen = _gen(224)
-    prompts = [torch.randint(1, 32, (n,), generator=gen) for n in lengths]
-    seen: list = []
-
-    def record(module, args, kwargs):
-        seen.append(tuple(t.tolist() if isinstance(t, torch.Tensor) else t
-                          for t in (kwargs.get("positions"), kwargs.get("attention_mask"))))
-    hook = model.register_forward_pre_hook(record, with_kwargs=True)
-    try:
-        ns["generate_left_padded"](model, prompts, 3, tinylm.KVCache(model.config, len(prompts)))
-    finally:
-        hook.remove()
-    return seen
+    return left_padded_passes(ns, [torch.randint(1, 32, (n,), generator=gen) for n in lengths], 3)
 
 
 def probe_06(ns) -> dict:

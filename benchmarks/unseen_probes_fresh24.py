@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 import tinylm
+from benchmarks.unseen_probes import left_padded_passes
 from benchmarks.verify_heldout import attempt
 
 
@@ -32,25 +33,12 @@ def probe_02(ns) -> dict:
 def _masks_with_the_pad_id_inside(ns) -> list:
     """The attention_mask that the learner's generate_left_padded hands the model at every pass (2 new tokens), for
     two prompts that hold token 0, the default pad_id, as real tokens: the zeros inside a prompt are text, so the
-    mask is False on the padding in front only. A greedy token of a small model can survive a wrong mask; the mask
-    itself cannot."""
-    model = tinylm.Transformer(tinylm.ModelConfig(vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2,
-                                                  max_seq_len=32)).eval()
+    mask is False on the padding in front only."""
     gen = _gen(241)
     prompts = [torch.randint(1, 32, (n,), generator=gen) for n in (4, 7)]
     prompts[0][0] = prompts[0][2] = 0
     prompts[1][1] = prompts[1][3] = prompts[1][6] = 0
-    seen: list = []
-
-    def record(module, args, kwargs):
-        mask = kwargs.get("attention_mask")
-        seen.append(mask.tolist() if isinstance(mask, torch.Tensor) else mask)
-    hook = model.register_forward_pre_hook(record, with_kwargs=True)
-    try:
-        ns["generate_left_padded"](model, prompts, 2, tinylm.KVCache(model.config, len(prompts)))
-    finally:
-        hook.remove()
-    return seen
+    return left_padded_passes(ns, prompts, 2, keys=("attention_mask",))
 
 
 def probe_06(ns) -> dict:

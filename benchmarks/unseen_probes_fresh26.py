@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import tinylm
-from benchmarks.unseen_probes import Recorder
+from benchmarks.unseen_probes import Recorder, left_padded_passes
 from benchmarks.unseen_probes_later import _accumulated_matches
 from benchmarks.verify_heldout import attempt
 
@@ -49,23 +49,9 @@ def probe_02(ns) -> dict:
 
 def _left_padded_inputs(ns) -> list:
     """The positions and the attention_mask that generate_left_padded hands the model at each of its 3 passes, for
-    prompts of 2, 5 and 3 tokens. A greedy token of a small model can survive wrong positions or a wrong mask (its
-    logits follow the last token's embedding); what the model is handed cannot."""
-    model = tinylm.Transformer(tinylm.ModelConfig(vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2,
-                                                  max_seq_len=32)).eval()
+    prompts of 2, 5 and 3 tokens."""
     gen = _gen(265)
-    prompts = [torch.randint(1, 32, (n,), generator=gen) for n in (2, 5, 3)]
-    seen: list = []
-
-    def record(module, args, kwargs):
-        seen.append(tuple(t.tolist() if isinstance(t, torch.Tensor) else t
-                          for t in (kwargs.get("positions"), kwargs.get("attention_mask"))))
-    hook = model.register_forward_pre_hook(record, with_kwargs=True)
-    try:
-        ns["generate_left_padded"](model, prompts, 3, tinylm.KVCache(model.config, len(prompts)))
-    finally:
-        hook.remove()
-    return seen
+    return left_padded_passes(ns, [torch.randint(1, 32, (n,), generator=gen) for n in (2, 5, 3)], 3)
 
 
 def probe_06(ns) -> dict:

@@ -1,8 +1,8 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
 of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7",
-"fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15", "fresh16", "fresh17", "fresh18", "fresh19", "fresh20", "fresh21", "fresh22", "fresh23", "fresh24", "fresh25" and "fresh26" sets
-(fresh.py to fresh26.py), and of the white-box "collisions" set (collisions.py), is a real
+"fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15", "fresh16", "fresh17", "fresh18", "fresh19", "fresh20", "fresh21", "fresh22", "fresh23", "fresh24", "fresh25", "fresh26" and "fresh27" sets
+(fresh.py to fresh27.py), and of the white-box "collisions" set (collisions.py), is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -41,6 +41,7 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh24
     python benchmarks/verify_unseen.py --set fresh25
     python benchmarks/verify_unseen.py --set fresh26
+    python benchmarks/verify_unseen.py --set fresh27
     python benchmarks/verify_unseen.py --set collisions
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
@@ -75,6 +76,7 @@ from benchmarks.unseen_probes_fresh23 import EXTRA_PROBES as FRESH23_PROBES  # n
 from benchmarks.unseen_probes_fresh24 import EXTRA_PROBES as FRESH24_PROBES  # noqa: E402
 from benchmarks.unseen_probes_fresh25 import EXTRA_PROBES as FRESH25_PROBES  # noqa: E402
 from benchmarks.unseen_probes_fresh26 import EXTRA_PROBES as FRESH26_PROBES  # noqa: E402
+from benchmarks.unseen_probes_fresh27 import EXTRA_PROBES as FRESH27_PROBES  # noqa: E402
 from benchmarks.verify_heldout import attempt, namespace  # noqa: E402
 
 
@@ -87,7 +89,8 @@ EXTRA_PROBES = {"fresh12": FRESH12_PROBES, "fresh13": FRESH13_PROBES, "fresh14":
                "fresh19": FRESH19_PROBES, "fresh20": FRESH20_PROBES,
                "fresh21": FRESH21_PROBES, "fresh22": FRESH22_PROBES,
                "fresh23": FRESH23_PROBES, "fresh24": FRESH24_PROBES,
-               "fresh25": FRESH25_PROBES, "fresh26": FRESH26_PROBES}
+               "fresh25": FRESH25_PROBES, "fresh26": FRESH26_PROBES,
+               "fresh27": FRESH27_PROBES}
 
 
 def probes_of(set_name: str, notebook: str):
@@ -99,7 +102,7 @@ def probes_of(set_name: str, notebook: str):
 VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
                  "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15", "fresh16", "fresh17", "fresh18",
                  "fresh19", "fresh20", "fresh21", "fresh22", "fresh23", "fresh24", "fresh25", "fresh26",
-                 "collisions")
+                 "fresh27", "collisions")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -782,10 +782,9 @@ PROBES = {f"{n:02d}": globals()[f"probe_{n:02d}"] for n in range(1, 11)}
 
 
 def left_padded_passes(ns, prompts: list, new_tokens: int, keys: tuple = ("positions", "attention_mask")) -> list:
-    """What the learner's generate_left_padded hands the model at every forward pass, decoding `new_tokens` after
-    `prompts` on a small RoPE model of one layer: for each pass, the keyword arguments named in `keys` as lists (a
-    tuple of them, or the one value where one key is named). A greedy token of a small model can survive wrong
-    positions or a wrong mask (its logits follow the last token's embedding); what the model is handed cannot."""
+    """The `keys` keyword arguments (as lists; a tuple of them, or the one value for one key) that the learner's
+    generate_left_padded hands a one-layer RoPE model at every pass: a greedy token of a small model can survive
+    wrong positions or a wrong mask (its logits follow the last token's embedding); what the model is handed cannot."""
     model = tinylm.Transformer(tinylm.ModelConfig(vocab_size=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2,
                                                   max_seq_len=32)).eval()
     seen: list = []

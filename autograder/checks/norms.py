@@ -537,7 +537,8 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
         for label, inputs in (("forward, trained gain", x), ("tiny inputs (eps matters)", x * 1e-2)):
             got = chk.call(module, inputs)
             chk.compare(label, got, _ref_rms_norm(inputs, w, eps), variants=_rms_variants(inputs, w, eps) | {
-                _eps_not_used(module, eps): lambda: _ref_rms_norm(inputs, w, 1e-6)})
+                _eps_not_used(module, eps): lambda: _ref_rms_norm(inputs, w, 1e-6),
+                _MACHINE_EPS: lambda: _ref_rms_norm(inputs, w, torch.finfo(inputs.dtype).eps)})
         # A half-precision model (module.to(bfloat16)) must stay in that dtype: the residual stream it feeds is bf16.
         # module.to moves only what the module registers: an unregistered gain is named above, not as a dtype slip.
         if isinstance(gain, nn.Parameter):
@@ -589,6 +590,13 @@ def _default_eps(chk: Check, RMSNorm, dim: int, seed: int) -> None:
     chk.compare("RMSNorm(dim) gives what your RMSNorm(dim, 1e-6) gives (tiny inputs)", chk.call(module, tiny), want,
                 variants={"the default eps is 1e-5, LayerNorm's (nn.LayerNorm and layer_norm default to it); RMSNorm's "
                           "default is 1e-6, as in tinylm and Hugging Face's LlamaRMSNorm": other})
+
+
+# F.rms_norm's eps=None, and nn.RMSNorm's: the machine epsilon of the input's dtype.
+_MACHINE_EPS = ("eps is the machine epsilon of the input's dtype (torch.finfo(x.dtype).eps, 1.2e-07 in float32; "
+                "measured: your output is the norm with that eps), the default of F.rms_norm and nn.RMSNorm when no "
+                "eps is given, where the module was given its own: pass it, F.rms_norm(x, (d,), self.weight, "
+                "self.eps)")
 
 
 def _eps_not_used(module, eps: float) -> str:

@@ -252,8 +252,9 @@ def _padding_scored(chk: Check, lm_loss, logits, padded, got: float | None) -> N
             "the mean over the predicted tokens does not read them")
     if len(scored_as) == 1:
         chk.diagnose(f"the padded positions are scored, each as token {scored_as[0]} (measured: {fact}; your loss is "
-                     f"the cross-entropy with every -100 replaced by {scored_as[0]}): pass the targets as they are, "
-                     "with ignore_index=-100")
+                     f"the cross-entropy with every -100 replaced by {scored_as[0]}): score only the targets that are "
+                     "not -100 and divide by their count (F.cross_entropy with ignore_index=-100 does both; a "
+                     "gathered NLL needs a mask of targets != -100)")
     else:
         chk.candidates(f"{fact}; candidates: the padded positions are scored, or the logits are normalised across "
                        "positions (a softmax over another axis than the vocabulary lets every position's logits "

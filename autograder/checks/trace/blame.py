@@ -76,6 +76,11 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
     paths = [path_between(reference, wanted, owner) for owner in owned[k]]
     lagging = any(p is not None for p in paths)
     layout_only = lagging and all(reference.ops[i].name in LAYOUT_OPS for p in paths if p is not None for i in p)
+    if lagging and not layout_only and _sign_or_scale(first) and _commute_with_a_scale(reference, paths):
+        # a sign or a scale by a number, taken before steps the reference takes first that commute with it (the
+        # NLL negated per token, the reference negating the masked sum): the code may be a right route, so no line
+        # is told. A sign or a scale the code lacks (the steps between are one) stays a step missing.
+        return None
     j = first.inputs[k]
     if not lagging and j >= 0 and any(wanted in owners for owners in found[j]):
         # Another result of the very call that made the value read is the one the reference reads here (the
@@ -166,6 +171,24 @@ def blame_of(first: Op, ops: list[Op], found: list, reference: Trace, given: dic
     return ops[j], first, best, "layout" if layout_only else "missing" if lagging else "role"
 
 
+def _sign_or_scale(op: Op) -> bool:
+    """A negation, or a product or quotient of one tensor by a Python number."""
+    return base_name(op.name) == "negative" or base_name(op.name) in ("mul", "div") and len(op.inputs) == 1
+
+
+# Calls that give c·f(x) for f(c·x), c a number: a sign or a scale taken before them or after them is the same.
+_SCALE_COMMUTES = {"sum", "mean", "mul", "div", "masked_fill", "where", "gather", "index_select", "getitem", "select",
+                   "take_along_dim", "negative"}
+
+
+def _commute_with_a_scale(reference: Trace, paths: list) -> bool:
+    """Whether the reference's computing steps between a value and its call
+    all commute with a sign or a scale, and are not only a sign or a scale."""
+    steps = [reference.ops[i] for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS]
+    return bool(steps) and all(base_name(op.name) in _SCALE_COMMUTES for op in steps) and \
+        not _sign_or_scale_only(reference, paths)
+
+
 def _sign_or_scale_only(reference: Trace, paths: list) -> bool:
     """Whether the reference's computing steps between a value and its call
     are only a sign or a scale by a number (neg, x * c, x / c): such a step
@@ -173,8 +196,7 @@ def _sign_or_scale_only(reference: Trace, paths: list) -> bool:
     of rotate_half put on the sin table) may be a right route, and the call
     reading the value before it is not wrong for sure."""
     steps = [reference.ops[i] for p in paths if p for i in p if reference.ops[i].name not in LAYOUT_OPS]
-    return bool(steps) and all(base_name(op.name) == "negative" or base_name(op.name) in ("mul", "div") and len(op.inputs) == 1
-                               for op in steps)
+    return bool(steps) and all(_sign_or_scale(op) for op in steps)
 
 
 def _made_through(ops: list[Op], j: int, kind: str) -> bool:

@@ -425,6 +425,12 @@ def locate_grad_cut(learner: Trace) -> Located | None:
                    [f"{op.name} reads a tensor that requires grad and {what}"], kind="grad")
 
 
+def _made_elsewhere(seen: Analysis, counterpart: Op, first: Op) -> bool:
+    """Whether a learner's call other than `first` makes the value the reference's `counterpart` makes."""
+    wanted = {(counterpart.index, slot) for slot in range(len(counterpart.outputs))}
+    return any(wanted & set(owners) for i, outputs in enumerate(seen.found) if i != first.index for owners in outputs)
+
+
 def place(seen: Analysis, frontier: list[int]) -> Located | None:
     """The learner's line to show for the frontier `seen` found (see the module docstring), or None."""
     ops, reference = seen.ops, seen.reference
@@ -462,8 +468,12 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
     # a call of the same kind that reads another value (the steps taken in another order) is no counterpart to
     # set beside the learner's, though it is one to pair the line by
     paired, how = how != "order", "value" if how == "order" else how
-    if how == "role" and counterpart is not None and not _comparable(first, counterpart):
-        # the two give values of different dtypes: paired by name, not by value, so none is set beside it
+    if how == "role" and counterpart is not None and (not _comparable(first, counterpart) or blamed is first
+                                                       and _made_elsewhere(seen, counterpart, first)):
+        # the two give values of different dtypes: paired by name, not by value; or this call reads an argument
+        # where the counterpart reads another, and another call of the learner's makes the counterpart's very value
+        # (q rotated, where this call rotates v too): this call stands in for no reference call, it is a step of
+        # its own. None is set beside it.
         blamed, also, counterpart, how = first, None, None, "value"
     if how == "value" and counterpart is not None and (not shares_an_input(first, counterpart, seen)
                                                        or sliced_after(first, counterpart, ops)

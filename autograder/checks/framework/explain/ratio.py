@@ -42,6 +42,10 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
     on = f" on `{name}`" if len(rows) > 1 else ""
     said = f"{' and '.join(f'`{r}`' for r in rows)}: your result {key} (measured{on}: {float(g[at]):.6g} against " \
            f"{float(w[at]):.6g})"
+    if size is None and value in (2.0, 0.5):
+        # a factor 2 comes from many codes (a count of half the rows is half of it on these inputs, and not on others)
+        chk.measured(f"{said}; candidates: {how}, or another mistake that gives this factor on these inputs")
+        return
     if size is None:
         chk.measured(f"{said}: {how}")
         return

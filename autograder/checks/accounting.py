@@ -594,6 +594,10 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
                  "T × T matmuls with its shared key/value head, 12·n_layers·B·T²·n_heads·head_dim with their backward":
                      attention * config.n_kv_heads // config.n_heads - attention,
                  "attention halved for the causal mask: the matmuls compute the whole T × T": -attention // 2,
+                 "attention's T × T matmuls counted twice: forward and backward make 12·n_layers·B·T²·n_heads·"
+                 "head_dim, 3 times the forward's 4·n_layers·B·T²·n_heads·head_dim, and your count holds twice that, "
+                 "as 6 times the forward gives (the 6 of 6·N·tokens counts the 2 FLOPs of a multiply-add, which the "
+                 "forward's 4·… holds already)": attention,
                  "one of attention's two T × T matmuls is missing (QKᵀ or weights @ V, each half of the "
                  "attention's FLOPs), with its backward": -attention // 2,
                  "the embedding lookup counted as a matmul: it copies rows, 0 FLOPs (the tied head is the one "

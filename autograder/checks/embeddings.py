@@ -319,8 +319,13 @@ def _rebinds_the_head(tie_weights, vocab: int, d_model: int) -> bool:
 
 def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:
     if tuple(head_weight.shape) == tuple(emb_weight.T.shape) and torch.equal(head_weight.detach(), emb_weight.detach().T):
-        return ("transposed weight: lm_head.weight holds weight.T, a copy of shape [d_model, vocab]; nn.Linear(d_model, "
-                "vocab) stores [d_out, d_in] = [vocab, d_model], the embedding's own shape, so no transpose is needed")
+        # .T of the table is a view of its storage, .T.clone() a copy: the values alone do not tell them apart
+        held = ("a view of the embedding's storage" if head_weight.data_ptr() == emb_weight.data_ptr() else
+                "a copy of its values")
+        return (f"transposed weight: lm_head.weight holds weight.T, {held} (measured), of shape [d_model, vocab] in a "
+                "Parameter of its own; nn.Linear(d_model, vocab) stores [d_out, d_in] = [vocab, d_model], the "
+                "embedding's own shape, so no transpose is needed: assign the Parameter itself, lm_head.weight = "
+                "tok_emb.weight")
     if tuple(head_weight.shape) == tuple(emb_weight.shape) and torch.equal(head_weight.detach(), emb_weight.detach()):
         if head_weight.data_ptr() == emb_weight.data_ptr():
             # tied through .data: one storage, so the values stay equal, but two Parameter objects

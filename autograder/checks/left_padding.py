@@ -130,6 +130,17 @@ class _PaddedCalls:
             want = spy.right_positions(call["start"], n)
             real = slots >= torch.tensor(spy.pads)[:, None]
             bad = ((got != want) & real).any(-1).nonzero().flatten().tolist()
+            below = ((got < 0) & ~real).any(-1).nonzero().flatten().tolist()
+            if not bad and below and given is not None:
+                # every real token's position right, the padding's below 0: never read, but no table row -1 exists
+                b = below[0]
+                where = "the prompt's forward pass" if i == 0 else f"decoding step {i} (forward call {i + 1})"
+                self.findings.append(("positions", "positions", (
+                    f"at {where}, row {b}'s {spy.pads[b]} padding slots are given positions "
+                    f"{sorted(set(got[b][~real[b]].tolist()))} (your positions), below 0, and every real token the "
+                    "right one: the model takes a position in [0, max_seq_len) at every slot, pads included, though "
+                    "a pad's is never read; clamp them, (mask.cumsum(-1) - 1).clamp(min=0)")))
+                return
             if not bad:
                 continue
             b = bad[0]

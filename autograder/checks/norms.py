@@ -538,7 +538,9 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
             got = chk.call(module, inputs)
             chk.compare(label, got, _ref_rms_norm(inputs, w, eps), variants=_rms_variants(inputs, w, eps) | {
                 _eps_not_used(module, eps): lambda: _ref_rms_norm(inputs, w, 1e-6),
-                _MACHINE_EPS: lambda: _ref_rms_norm(inputs, w, torch.finfo(inputs.dtype).eps)})
+                _MACHINE_EPS: lambda: _ref_rms_norm(inputs, w, torch.finfo(inputs.dtype).eps),
+                _GAIN_AND_EPS_EXCHANGED: lambda: eps * (inputs.float() * torch.rsqrt(
+                    inputs.float().pow(2).mean(-1, keepdim=True) + w.float())).to(inputs.dtype)})
         # A half-precision model (module.to(bfloat16)) must stay in that dtype: the residual stream it feeds is bf16.
         # module.to moves only what the module registers: an unregistered gain is named above, not as a dtype slip.
         if isinstance(gain, nn.Parameter):
@@ -597,6 +599,11 @@ _MACHINE_EPS = ("eps is the machine epsilon of the input's dtype (torch.finfo(x.
                 "measured: your output is the norm with that eps), the default of F.rms_norm and nn.RMSNorm when no "
                 "eps is given, where the module was given its own: pass it, F.rms_norm(x, (d,), self.weight, "
                 "self.eps)")
+
+
+_GAIN_AND_EPS_EXCHANGED = ("the gain and eps exchanged in the call of the norm (measured: your output is eps · x / "
+                           "sqrt(mean(x²) + weight), the gain under the root and eps multiplying): pass them in the "
+                           "function's order, rms_norm(x, self.weight, self.eps)")
 
 
 def _eps_not_used(module, eps: float) -> str:

@@ -161,8 +161,9 @@ def _order_bugs(chk: Check, events: list[str], k: int) -> None:
             pending = False
         elif e == "zero_grad" and pending:
             chk.diagnose(f"zero_grad() runs inside the loop, after a micro-batch's backward() (measured, in this order: "
-                         f"{_order_text(events)}): it erases the gradients of the micro-batches before it; call optimizer.zero_grad() once, before the first "
-                         "micro-batch")
+                         f"{_order_text(events)}): it erases the gradients of the micro-batches before it; "
+                         "zero the gradients once per step, before the first micro-batch only, and none inside the "
+                         "loop")
             break
     def backward_before_the_step(i: int) -> bool:  # a backward pass after events[i] and before the next step
         after = events[i + 1:]
@@ -367,6 +368,9 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
         for words, value in ((f"the mean of the {k} micro-batches' mean losses", sum(ref.means) / k),
                              (f"the sum of the {k} micro-batches' mean losses", sum(ref.means)),
                              ("the last micro-batch's mean loss", ref.means[-1]),
+                             (f"the last micro-batch's summed NLL divided by the batch's {sum(ref.counts)} target "
+                              "tokens (the loss of the last pass through the loop, not the batch's sum)",
+                              ref.means[-1] * ref.counts[-1] / sum(ref.counts)),
                              (f"the batch's summed NLL divided by the {k} micro-batches, not by its {sum(ref.counts)} "
                               "target tokens", ref.loss * sum(ref.counts) / k),
                              (f"the batch's summed NLL divided by its {ref.positions} target positions, padding "

@@ -59,7 +59,9 @@ def test_a_result_a_size_times_off_names_the_size():
     halved = checks.core.Check("total", expects="a scalar")  # a factor 2 has too many causes to be named by a size
     halved.call(lambda x: x.sum() * 2, torch.ones(2, 4))
     halved.compare("sum", torch.ones(2, 4).sum() * 2, torch.ones(2, 4).sum())
-    assert len(halved.facts) == 1 and "exactly 2 = 2 times" in halved.facts[0] and "x.shape" not in halved.facts[0]
+    assert not halved.facts and len(halved.candidate_lines) == 1
+    assert "exactly 2 = 2 times" in halved.candidate_lines[0] and "x.shape" not in halved.candidate_lines[0]
+    assert "candidates: a term counted twice" in halved.candidate_lines[0]
     other = checks.core.Check("total", expects="a scalar")  # neither a size nor a constant: nothing said
     other.call(lambda x: x.sum() * 1.5, torch.ones(2, 4))
     other.compare("sum", torch.ones(2, 4).sum() * 1.5, torch.ones(2, 4).sum())

@@ -631,6 +631,7 @@ class Check:
         line = Evidence(CANDIDATES, message).text  # refuses a line that does not call its causes candidates
         if line not in self.candidate_lines:
             self.candidate_lines.append(line)
+        self.read(line)
 
     def upstream(self, fn: Callable, references: Mapping[str, Callable], rerun: Callable[[], bool],
                  labels: Mapping[str, str] | None = None) -> bool:
@@ -691,8 +692,11 @@ class Check:
 
     def candidates_said(self) -> list[str]:
         """The lines of candidates: those a hint gave, then the named variants that are candidates themselves."""
-        offered = [bug for bug in self.named_variants() if isinstance(bug, CandidatesVariant)]
-        return list(self.candidate_lines) + [str(bug) for bug in offered if bug not in self.candidate_lines]
+        named = self.named_variants()
+        offered = [bug for bug in named if isinstance(bug, CandidatesVariant)]
+        restated = self._restated(named)  # read from a row a named variant reproduces: the variant says it
+        return [c for c in self.candidate_lines if c not in restated] + \
+            [str(bug) for bug in offered if bug not in self.candidate_lines]
 
     def _restated(self, named: list[str]) -> set[str]:
         """The causes the framework read from a row's output (its axes, its

@@ -44,7 +44,7 @@ def explain(chk, name: str, got: torch.Tensor, want: torch.Tensor, atol: float, 
            f"{float(w[at]):.6g})"
     if size is None and value in (2.0, 0.5):
         # a factor 2 comes from many codes (a count of half the rows is half of it on these inputs, and not on others)
-        chk.measured(f"{said}; candidates: {how}, or another mistake that gives this factor on these inputs")
+        chk.candidates(f"{said}; candidates: {how}, or another mistake that gives this factor on these inputs")
         return
     if size is None:
         chk.measured(f"{said}: {how}")

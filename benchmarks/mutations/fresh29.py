@@ -17,7 +17,8 @@ values, printed by running verify_unseen's probes_of("fresh28", ...) on the solu
 tinylm/*.py for its def and class lines, and rms_norm in tinylm/norm.py. A grep for "fresh28" over the four
 registration files (mutations/__init__.py has no list: a set module is found by its name), lines 160-182 of
 tests/course/test_benchmarks.py. Runs: verify_unseen.py --set fresh29 (3 runs), heldout_duplicates.py --set fresh29
-(11 runs, and once more in the test), the two fresh29 tests of test_benchmarks.py. Public threads: 18 searches of issue threads; about 65
+(12 runs, and once more in the test), the two fresh29 tests of test_benchmarks.py. Public threads: 18
+searches of issue threads; about 65
 candidate URLs grepped over benchmarks/mutations/ (`grep -rl`, names and counts only).
 
 Slips, none touching a check's text. `ls /work/wt/` showed the names of other sessions' scratch files (none opened).

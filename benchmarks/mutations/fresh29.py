@@ -18,8 +18,7 @@ tinylm/*.py for its def and class lines, and rms_norm in tinylm/norm.py. A grep 
 registration files (mutations/__init__.py has no list: a set module is found by its name), lines 160-182 of
 tests/course/test_benchmarks.py. Runs: verify_unseen.py --set fresh29 (3 runs), heldout_duplicates.py --set fresh29
 (12 runs, and once more in the test), the two fresh29 tests of test_benchmarks.py. Public threads: 18
-searches of issue threads; about 65
-candidate URLs grepped over benchmarks/mutations/ (`grep -rl`, names and counts only).
+searches of issue threads; about 65 candidate URLs grepped over benchmarks/mutations/ (`grep -rl`, names and counts only).
 
 Slips, none touching a check's text. `ls /work/wt/` showed the names of other sessions' scratch files (none opened).
 The grepped import lines of the setup cells name modules and functions of autograder.checks (names only, no text).

@@ -604,6 +604,11 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
                  "matmul with that matrix)": 6 * B * T * V * d,
                  "the head's matmul is missing: (B·T, d_model) @ (d_model, vocab_size), with its backward":
                      -6 * B * T * V * d,
+                 "the head's matmul counted n_layers times: the model has one head, after the last block, "
+                 "6·B·T·vocab_size·d_model with its backward (the head inside the n_layers product)":
+                     6 * B * T * V * d * (L - 1),
+                 "attention's T × T matmuls counted for one layer: every block has its own, "
+                 "12·n_layers·B·T²·n_heads·head_dim with their backward": attention // L - attention,
                  "the norms' gains counted as matmul weights: they multiply elementwise": 6 * B * T * norms,
                  "the weight matmuls counted for the forward pass only, 2 FLOPs per weight and token (attention's "
                  "T × T matmuls with their backward): the backward does twice the forward again, 6 per weight and "
@@ -613,7 +618,9 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
     diffs = {"the tied head counted twice: tok_emb and lm_head share one Parameter": 4 * V * d
              if config.tie_embeddings else 0,
              "one vocab_size × d_model matrix is missing: with tie_embeddings=False the embedding table and the "
-             "head are two, count both": -4 * V * d if not config.tie_embeddings else 0}
+             "head are two, count both": -4 * V * d if not config.tie_embeddings else 0,
+             "the head's vocab_size × d_model matrix counted n_layers times: the model has one head, after the last "
+             "block, not one per block (the head inside the n_layers product)": 4 * V * d * (L - 1)}
     if key == "adam_moments":
         ratios["one moment only: AdamW keeps two per parameter, exp_avg and exp_avg_sq"] = 0.5
         # Half the bytes is also two moments at 2 bytes each: the count alone cannot tell them apart.

@@ -156,10 +156,18 @@ def parts_apart(parts: list[Part], got: int, want: int, noun: str, per: int = 1,
                     if diff < 0 else f"your count has {names} once more, {{detail}}: each is counted once")
             found.add(Reading(text, (diff < 0, frozenset().union(*leaves)), (size, sum(i for i, _ in combo)),
                               f"{numbers:,} {noun}"))
+    total = want // per if per and want % per == 0 else 0  # the numbers the right count holds
     for (i, part), (factor, meaning) in itertools.product(enumerate(parts), (factors or {}).items()):
         if part.numbers and (factor - 1) * part.numbers * per == diff:
             found.add(Reading(f"{part.name}, {{detail}}, {meaning}", ("scaled", part.leaves, factor), (1, i),
                               f"{part.numbers:,} {noun}"))
+        rest = total - part.numbers
+        if meaning == IN_NUMBERS and total and part.numbers < total and (factor - 1) * rest * per == diff:
+            # every part in numbers but one (a parenthesis closed before the multiplication by the element size)
+            others = frozenset().union(*(p.leaves for j, p in enumerate(parts) if j != i))
+            found.add(Reading(f"every part but {part.name} is counted in numbers, not bytes ({{detail}}): multiply "
+                              "the whole count by the bytes per number (dtype.itemsize), not that part alone",
+                              ("scaled", others, factor), (len(parts) - 1, i), f"{rest:,} {noun}"))
     return found
 
 

@@ -263,6 +263,9 @@ def _rounded_in_the_exercise_order(chk: Check, rms_norm, seed: int) -> None:
                 weight * (x32 * inv_rms.to(x.dtype)).to(x.dtype),
             "the normalisation computed in x.dtype, not float32: cast x to float32 first, x.float()":
                 weight * (x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)),
+            "1/rms rounded to x.dtype and multiplied into x itself, weight * x * inv_rms.to(x.dtype): the statistic "
+            "and the product each rounded where the exercise rounds once; multiply in float32, x32 * inv_rms, and "
+            "cast that once": weight * x * inv_rms.to(x.dtype),
         }
         for cause, theirs in orders.items():
             if theirs.dtype == got.dtype and torch.equal(theirs, got):

@@ -18,8 +18,8 @@ from ..learner_values import describe
 from .framework.calling import WITHOUT, measuring_call, quiet_call
 from .framework.check import Check
 from .framework.measure import LOG_BASE_CONSTANTS, close_to, python_number_problem, randn, seeded
-from .references.generation import (ForwardLog, mode_calls_watched, mode_given_back, mode_not_a_flag, tiny_model,
-                                    train_mode_restored)
+from .references.generation import (ForwardLog, mode_calls_watched, mode_given_back, mode_not_a_flag, modes_mixed,
+                                    tiny_model, train_mode_restored)
 from .references.hints import finish_with_upstream
 
 
@@ -307,8 +307,9 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
         require_number(chk, f'"{key}"', got[key], float, "convert with .item() or float(...)")
     chk.require("dropout off (eval mode)", log.calls and not dropout_on,
                 "some forward passes ran in train mode",
-                diagnosis="dropout on during evaluation: call model.eval() first, or the loss is that of a randomly "
-                          "damaged network and changes from run to run")
+                diagnosis=(f"dropout on during evaluation: {mixed}" if (mixed := modes_mixed(log.calls)) else
+                           "dropout on during evaluation: call model.eval() first, or the loss is that of a randomly "
+                           "damaged network and changes from run to run"))
     chk.require("no autograd graph (torch.no_grad)", log.calls and not any(c["grad"] for c in log.calls),
                 "forward passes recorded gradients",
                 diagnosis="evaluation records an autograd graph: wrap the loop in torch.no_grad() (memory would grow "

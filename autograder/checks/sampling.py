@@ -119,9 +119,12 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
         said = f"{what} gives "
         if any(fact.startswith(said) for fact in chk.facts):
             return  # said once, with the first row that shows it
+        dropped = kept & ~kept_want
+        share = float(g.double().softmax(-1)[dropped].max())  # the most a dropped entry gets from a softmax
         stem = (f"{said}{'the' if bool(kept[~kept_want].all()) else 'some'} entries it should drop finite values, "
-                "not -inf, so softmax still gives them probability")
-        held = g[kept & ~kept_want].unique()
+                "not -inf, " + (f"so softmax still gives them probability (up to {share:.3g})" if share > 0 else
+                                "to which softmax gives 0 here only because exp underflows"))
+        held = g[dropped].unique()
         held = (f"{float(held[0]):.3g}" if held.numel() == 1 else
                 f"values from {float(held.min()):.3g} to {float(held.max()):.3g}")
         chk.measured(f"{stem} ({label + ': ' if label else ''}{'no entry is -inf; ' if bool(kept.all()) else ''}"

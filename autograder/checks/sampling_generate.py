@@ -23,7 +23,7 @@ from .framework.calling import WITHOUT, guarded_call, random_states_watched
 from .framework.check import Check, RAISE_LOCATORS
 from .framework.measure import mode_split, seeded
 from .references.generation import (ForwardLog, greedy_with, measure_length, mode_calls_watched, mode_not_a_flag,
-                                    ref_greedy, tiny_model, train_mode_restored)
+                                    modes_mixed, ref_greedy, tiny_model, train_mode_restored)
 from .references.hints import finish_with_upstream
 
 def _crossed_to_sampler(generate, model, prompt, max_new_tokens) -> str | None:
@@ -88,9 +88,10 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     if not ok:
         measure_length(chk, got, prompt, max_new_tokens, want)
         chk.locate_with(lambda: _locate_generate(generate, (model, prompt, max_new_tokens, 0.0, None, None, None), {}))
+    mixed = modes_mixed(log.calls)
     chk.require("dropout off while generating (eval mode)", log.calls and not in_train,
                 f"{in_train} of {len(log.calls)} forward passes ran in train mode",
-                diagnosis=DROPOUT_LEFT_ON)
+                diagnosis=f"dropout left on during generation: {mixed}" if mixed else DROPOUT_LEFT_ON)
     chk.require("no autograd graph (torch.no_grad)", log.calls and not any(c["grad"] for c in log.calls),
                 "forward passes recorded gradients",
                 diagnosis="decoding records an autograd graph: wrap the loop in torch.no_grad()")
@@ -188,9 +189,15 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
     probs = (logits / temperature).softmax(-1)
     log = ForwardLog(sharp)
     try:
-        got = chk.call(generate, sharp, prompts, 1, temperature, None, None, seeded(13))
+        with mode_calls_watched(sharp, generate) as mode_calls:
+            got = chk.call(generate, sharp, prompts, 1, temperature, None, None, seeded(13))
     finally:
         log.close()
+    # every pass in train mode although the code switches to eval mode: the switch comes after the pass
+    late = ("the switch to eval mode comes after the forward pass (measured: your code calls model.eval() or "
+            "model.train(False) during the call, and the one forward pass of one new token ran in train mode): switch "
+            "before the first forward pass" if log.calls and all(c["training"] for c in log.calls) and
+            any(kind == "eval" or mode is False for kind, mode in mode_calls) else None)
     shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == (len(prompts), prompt.shape[1] + 1)
     top_p, top = probs.max(-1)
     mean, sd = _count_expected(top_p)
@@ -216,8 +223,11 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
     elif hits > mean:
         chk.measured(f"{measured}: the draws are sharper than the distribution")
     elif any(c["training"] for c in log.calls):
-        if flatter_with_dropout(chk, generate, sharp, prompts, top, mean, sd, measured) and DROPOUT_LEFT_ON in chk.diagnoses:
-            chk.diagnoses.remove(DROPOUT_LEFT_ON)  # the measured line says the same cause: one cause, one line
+        left_on = [d for d in chk.diagnoses if d.startswith("dropout left on during generation")]
+        if flatter_with_dropout(chk, generate, sharp, prompts, top, mean, sd, measured,
+                                modes_mixed(log.calls) or late) and left_on:
+            for said in left_on:  # the measured line says the same cause: one cause, one line
+                chk.diagnoses.remove(said)
     else:
         twice = probs.softmax(-1).gather(1, top[:, None]).squeeze(1)   # a softmax of the probabilities
         t_mean, t_sd = _count_expected(twice)

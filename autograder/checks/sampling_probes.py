@@ -67,12 +67,14 @@ def hands_probabilities(generate, model, prompts) -> bool:
     return bool((rows >= 0).all() and torch.allclose(rows.sum(-1), torch.ones(()).double(), atol=1e-4))
 
 
-def flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float, sd: float, measured: str) -> bool:
+def flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float, sd: float, measured: str,
+                         mixed: str | None = None) -> bool:
     """Draws flatter than the softmax from forward passes that ran in train
     mode (dropout on): the same call on the model handed over in eval mode
     tells dropout (the draws follow the softmax then) from a mistake in the
     sampling itself, which is then not named from these draws. True when
-    dropout was named."""
+    dropout was named. mixed: what the passes' modes measured where only
+    some ran in train mode (references.generation.modes_mixed)."""
     sharp.eval()
     try:
         again = quiet_call(generate, sharp, prompts, 1, 1.0, None, None, seeded(13))
@@ -83,7 +85,7 @@ def flatter_with_dropout(chk: Check, generate, sharp, prompts, top, mean: float,
     if hits is not None and abs(hits - mean) <= 6 * sd:
         chk.diagnose(f"dropout stays on while sampling (measured: {measured}, from forward passes in train mode; the "
                      f"same call on the model handed over in eval mode draws it {hits} times, as the softmax expects): "
-                     "switch the model to eval mode for generation, model.eval()")
+                     + (mixed or "switch the model to eval mode for generation, model.eval()"))
         return True
     else:
         chk.measured(f"{measured}: the draws are flatter than the distribution, from forward passes that ran in train "

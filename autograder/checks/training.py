@@ -189,17 +189,22 @@ def _start_bound_words(first: set, last: int) -> str:
     """What the starts drawn show, by the direction the range is off (the
     words differ: a start past `last` reads past the data's end, a range
     short of it never draws the last window)."""
-    if max(first) > last:
+    # a range cut short or run past its end draws every start up to where it stops; starts with gaps between them
+    # (whole chunks, every other start) are another mistake, said by the starts never drawn
+    contiguous = first == set(range(max(first) + 1))
+    if max(first) == last + 1 and contiguous:
         return (f"window starts off by one: starts up to {max(first)} are drawn, past the last one, {last}, whose "
                 "target data[start + seq_len] is the data's last token; draw start from "
                 "torch.randint(len(data) - seq_len, ...)")
-    if max(first) < last:
+    if max(first) == last - 1 and contiguous:
         return (f"window starts off by one: the last start, {last} = len(data) - seq_len - 1, is never drawn (the "
                 f"largest drawn is {max(first)}), so the last window and its last target never occur; randint's "
                 "upper bound is already exclusive: torch.randint(len(data) - seq_len, ...)")
     missing = sorted(set(range(last + 1)) - first)
-    return (f"window starts: the starts {missing[:5]} are never drawn; every start in 0 .. len(data) - seq_len - 1 "
-            "must be possible: torch.randint(len(data) - seq_len, ...)")
+    past = sorted(s for s in first if s > last)
+    return (f"window starts: the starts {sorted(first)} are drawn" + (f" ({past} past the last one, {last})" if past else "")
+            + (f", {missing[:8]}{' and more' if len(missing) > 8 else ''} never" if missing else "") + "; every start in 0 .. len(data) - seq_len - 1 must be "
+            "possible, each with the same chance: torch.randint(len(data) - seq_len, ...)")
 
 
 # ---------------------------------------------------------------- the loss

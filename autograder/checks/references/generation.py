@@ -109,6 +109,23 @@ class ForwardLog:
         self.handle.remove()
 
 
+def modes_mixed(calls: list[dict]) -> str | None:
+    """For forward passes a ForwardLog recorded (each with its "training"
+    flag): where some ran in train mode and the others in eval mode, what
+    that measures and the fix (the mode is switched, but after a forward
+    pass or back again inside the loop, so "call model.eval()" is already
+    done); None where they all ran in one mode."""
+    train = [i + 1 for i, c in enumerate(calls) if c["training"]]
+    if not train or len(train) == len(calls):
+        return None
+    which = (f"the first {len(train)}" if train == list(range(1, len(train) + 1)) else
+             f"from pass {train[0]} on" if train == list(range(train[0], len(calls) + 1)) else
+             "passes " + ", ".join(map(str, train[:6])) + (", ..." if len(train) > 6 else ""))
+    return (f"the mode is switched, but not for every pass (measured: {len(train)} of the {len(calls)} forward passes "
+            f"ran in train mode, {which}, and the others in eval mode): switch to eval mode once, before the first "
+            "forward pass, and give the caller's mode back only after the last")
+
+
 # The caller's other entry state for a decoder: a training loop that decodes a sample between steps.
 TRAIN_MODE_NO_GRAD = "a model handed over in train mode, under torch.no_grad()"
 # A decoder's usual entry state, as a notebook hands it over after model.eval(), gradients on.

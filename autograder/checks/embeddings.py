@@ -275,7 +275,8 @@ def check_tie_weights(tie_weights, *, vocab: int = 10, d_model: int = 6, seed: i
     same = hw is emb.weight
     chk.require("lm_head.weight is tok_emb.weight", same,
                 f"lm_head.weight is a separate tensor of shape {tuple(hw.shape)}",
-                diagnosis=None if chk.diagnoses or chk.candidate_lines else _tie_diagnosis(hw, emb.weight))
+                diagnosis=None if chk.diagnoses or chk.candidate_lines else _tie_diagnosis(
+                    hw, emb.weight, storage_read=getattr(tie_weights, "recheck_trace", None) is None))
     if not chk.require("embedding values unchanged", torch.equal(emb.weight.detach(), before),
                        "tok_emb.weight changed: tie by sharing the embedding, do not overwrite it"):
         if emb.weight is head_before and torch.equal(emb.weight.detach(), head_values):
@@ -317,16 +318,23 @@ def _rebinds_the_head(tie_weights, vocab: int, d_model: int) -> bool:
     return found is not None and found[2]
 
 
-def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor) -> str:
+def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor, storage_read: bool = True) -> str:
+    """What lm_head.weight holds instead of the embedding's Parameter. storage_read: whether the two tensors' storages
+    can be compared (not where the grader's recheck brought the head back from the learner's process)."""
     if tuple(head_weight.shape) == tuple(emb_weight.T.shape) and torch.equal(head_weight.detach(), emb_weight.detach().T):
         # .T of the table is a view of its storage, .T.clone() a copy: the values alone do not tell them apart
-        held = ("a view of the embedding's storage" if head_weight.data_ptr() == emb_weight.data_ptr() else
-                "a copy of its values")
-        return (f"transposed weight: lm_head.weight holds weight.T, {held} (measured), of shape [d_model, vocab] in a "
+        held = ("" if not storage_read else ", a view of the embedding's storage (measured)"
+                if head_weight.data_ptr() == emb_weight.data_ptr() else ", a copy of its values (measured)")
+        return (f"transposed weight: lm_head.weight holds weight.T{held}, of shape [d_model, vocab] in a "
                 "Parameter of its own; nn.Linear(d_model, vocab) stores [d_out, d_in] = [vocab, d_model], the "
                 "embedding's own shape, so no transpose is needed: assign the Parameter itself, lm_head.weight = "
                 "tok_emb.weight")
     if tuple(head_weight.shape) == tuple(emb_weight.shape) and torch.equal(head_weight.detach(), emb_weight.detach()):
+        if not storage_read:
+            return ("head is not the embedding's Parameter: lm_head.weight is a Parameter of its own holding the "
+                    "embedding's values (a copy, or a second Parameter over the same storage; the recheck cannot "
+                    "read which), so parameters() yields two; assign the Parameter itself: lm_head.weight = "
+                    "tok_emb.weight")
         if head_weight.data_ptr() == emb_weight.data_ptr():
             # tied through .data: one storage, so the values stay equal, but two Parameter objects
             return ("head shares the storage, not a share of the Parameter: lm_head.weight is a second Parameter over "

@@ -197,7 +197,7 @@ def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharp
     late = ("the switch to eval mode comes after the forward pass (measured: your code calls model.eval() or "
             "model.train(False) during the call, and the one forward pass of one new token ran in train mode): switch "
             "before the first forward pass" if log.calls and all(c["training"] for c in log.calls) and
-            any(kind == "eval" or mode is False for kind, mode in mode_calls) else None)
+            any(kind == "eval" or mode is False for kind, mode in mode_calls or ()) else None)  # None: not watched
     shaped = isinstance(got, torch.Tensor) and tuple(got.shape) == (len(prompts), prompt.shape[1] + 1)
     top_p, top = probs.max(-1)
     mean, sd = _count_expected(top_p)

@@ -40,7 +40,7 @@ from .accounting_measure import (COMPONENTS, initialisers_skipped, adamw_step_st
                                  kv_cache_nbytes, meta_model, train_step_flops)
 from .accounting_reading import (Findings, IN_NUMBERS, joined, Part, difference_words, finish_findings, ratio_words, read_int,
                                  run_cases, explanations, matmuls_seen, parameter_parts, parts_apart, positions_counted,
-                                 refuted, role_components, roles_apart, multiplied_roles, parameter_roles)
+                                 refuted, role_components, roles_apart, multiplied_roles, parameter_roles, config_sizes)
 
 # The measurements and readings the notebooks and tests take from this module by name.
 from .accounting_measure import (after_one_adamw_step, block_flops, measure_parameters,  # noqa: F401
@@ -317,7 +317,8 @@ def check_param_counts(param_counts, *, cases: tuple = PARAM_CASES) -> None:
         component = role_components(config)
         parts = [part for part in parameter_parts(config) if all(component[role] == key for role in part.leaves)]
         return explanations(got, want, *parameter_mistakes(config, key)) | parts_apart(
-            parts, got, want, "parameters", why="every parameter tensor of the model counts", blocks=config.n_layers)
+            parts, got, want, "parameters", why="every parameter tensor of the model counts", blocks=config.n_layers,
+            sizes=config_sizes(config))
 
     findings = run_cases(chk, param_counts, [(label, (config,)) for label, config in cases], COMPONENTS,
                           lambda c: config_parameters(*c), explain)
@@ -505,7 +506,7 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
         embedding = [part for part in parts if part.leaves == {"tok_emb.weight"}]  # the matrix a lookup reads
         found = explanations(got, want, ratios, diffs) | parts_apart(
             parts, got, want, "parameters", size, {Fraction(1, size): IN_NUMBERS},
-            "a decoding step reads every parameter once, whatever it does") | parts_apart(
+            "a decoding step reads every parameter once, whatever it does", sizes=config_sizes(config)) | parts_apart(
             embedding, got, want, "parameters", size, {Fraction(1, V): "is counted as the one row a lookup reads: "
                                                        "the convention here counts every parameter once, whole"})
         apart = None if found or (got - want) % size else roles_apart(config, (got - want) // size)
@@ -646,7 +647,8 @@ def check_train_step_costs(train_step_costs, *, cases: tuple = TRAIN_CASES) -> N
         per, factors = (8, {}) if key == "adam_moments" else (4, {Fraction(1, 4): IN_NUMBERS})
         return found | parts_apart(parameter_parts(case[0]), got, want, "parameters", per, factors,
                                    "every parameter is stored, has a gradient and two AdamW moments, whether a matmul "
-                                   "multiplies it or not (the 6·N rule's N counts the FLOPs of the matmuls, not memory)")
+                                   "multiplies it or not (the 6·N rule's N counts the FLOPs of the matmuls, not memory)",
+                                   sizes=config_sizes(case[0]))
 
     # budget 0: a training step's measurement takes about 0.1 s of CPU (per_layer), and a search of the config's
     # sizes (about 60 of them) would keep the learner waiting several seconds

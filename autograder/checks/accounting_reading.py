@@ -126,13 +126,16 @@ class Reading(str):
 
 
 def parts_apart(parts: list[Part], got: int, want: int, noun: str, per: int = 1,
-                factors: Mapping[Fraction, str] | None = None, why: str = "", blocks: int = 1) -> set[Reading]:
+                factors: Mapping[Fraction, str] | None = None, why: str = "", blocks: int = 1,
+                sizes: Mapping[str, int] | None = None) -> set[Reading]:
     """Every reading of `got` as `want` with one or two disjoint parts left out
     or counted once more, or with one part scaled by a factor the situation
     names ({factor: what it means}); each number of a part counts `per` (the
     bytes of a parameter); `why` says what the situation does with every part
     (else a part's own why is said). With `blocks` > 1, also one or two parts
-    of every block counted for one block only (outside the n_layers product)."""
+    of every block counted for one block only (outside the n_layers product).
+    With `sizes` ({name: size} of the config), also one or two parts counted
+    without one of those sizes as a factor, or with it once more."""
     diff, found = got - want, set()
     if diff == 0:
         return found
@@ -140,6 +143,8 @@ def parts_apart(parts: list[Part], got: int, want: int, noun: str, per: int = 1,
         for combo in itertools.combinations(enumerate(parts), size):
             leaves = [part.leaves for _, part in combo]
             numbers = sum(part.numbers for _, part in combo)
+            if not (size == 2 and leaves[0] & leaves[1]):
+                found |= _scaled_by_a_size(combo, numbers, diff, per, noun, sizes or {})
             per_block = all(leaf.endswith(" in every block") for leaf in frozenset().union(*leaves))
             if blocks > 1 and per_block and not (size == 2 and leaves[0] & leaves[1]) and \
                     numbers % blocks == 0 and -diff == (numbers - numbers // blocks) * per:
@@ -168,6 +173,31 @@ def parts_apart(parts: list[Part], got: int, want: int, noun: str, per: int = 1,
             found.add(Reading(f"every part but {part.name} is counted in numbers, not bytes ({{detail}}): multiply "
                               "the whole count by the bytes per number (dtype.itemsize), not that part alone",
                               ("scaled", others, factor), (len(parts) - 1, i), f"{rest:,} {noun}"))
+    return found
+
+
+def _scaled_by_a_size(combo, numbers: int, diff: int, per: int, noun: str, sizes: Mapping[str, int]) -> set[Reading]:
+    """The readings of diff as the parts of `combo`, parts of every block,
+    counted without a factor of one of `sizes` ({name: size}), or with it once
+    more: head_dim left out of q_proj and o_proj by a misplaced parenthesis."""
+    names = " and ".join(part.name for _, part in combo)
+    them = "them" if len(combo) > 1 else "it"
+    order = (len(combo) + 1, sum(i for i, _ in combo))  # after a named factor's reading of the same change
+    leaves = frozenset().union(*(part.leaves for _, part in combo))
+    found = set()
+    if not all(leaf.endswith(" in every block") for leaf in leaves):
+        return found  # the embedding and the head are the same size: a factor left out of either reads alike
+    for name, value in sizes.items():
+        if value < 2 or not numbers:
+            continue
+        if numbers % value == 0 and (numbers // value - numbers) * per == diff:
+            found.add(Reading(f"your count has {names} without the factor {name} ({{detail}}): a factor {name} is "
+                              f"missing from {them}", ("scaled", leaves, Fraction(1, value)), order,
+                              f"{numbers // value:,} {noun} instead of {numbers:,}, {name} = {value}"))
+        if (numbers * value - numbers) * per == diff:
+            found.add(Reading(f"your count has {names} multiplied by {name} once more ({{detail}}): {them} already "
+                              f"{'hold' if len(combo) > 1 else 'holds'} every factor", ("scaled", leaves, Fraction(value)), order,
+                              f"{numbers * value:,} {noun} instead of {numbers:,}, {name} = {value}"))
     return found
 
 

@@ -279,10 +279,14 @@ def check_tie_weights(tie_weights, *, vocab: int = 10, d_model: int = 6, seed: i
                     hw, emb.weight, storage_read=getattr(tie_weights, "recheck_trace", None) is None))
     if not chk.require("embedding values unchanged", torch.equal(emb.weight.detach(), before),
                        "tok_emb.weight changed: tie by sharing the embedding, do not overwrite it"):
-        if emb.weight is head_before and torch.equal(emb.weight.detach(), head_values):
-            chk.diagnose("the embedding was overwritten with the head's random weights (measured: tok_emb.weight is "
-                         "now the head's own Parameter; tok_emb.weight = lm_head.weight ties them the wrong way "
-                         "round)")
+        if torch.equal(emb.weight.detach(), head_values):
+            # Identity is read only where the modules are the learner's own: the grader's recheck brings the
+            # parameters back into the check's modules, where the values still show which way the tie went.
+            own = getattr(tie_weights, "recheck_trace", None) is None
+            held = "is now the head's own Parameter" if own and emb.weight is head_before else \
+                "now holds the values lm_head.weight had before the call"
+            chk.diagnose(f"the embedding was overwritten with the head's random weights (measured: tok_emb.weight "
+                         f"{held}; tok_emb.weight = lm_head.weight ties them the wrong way round)")
         else:
             chk.candidates("tok_emb.weight holds other values after the call (measured); candidates: the shared "
                            "weight written to after tying (an init of lm_head.weight re-initialises the embedding it "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+import itertools
 import re
 
 from .contracts import call_keeping_inputs
@@ -77,6 +78,18 @@ def _named_row_order(order: torch.Tensor, n_heads: int, head_dim: int) -> str | 
     return None
 
 
+AXIS_WORDS = ("head", "pair", "member of the pair")
+
+
+def _axes_read(order: torch.Tensor, n_heads: int, head_dim: int) -> str | None:
+    """The order in which the axes of the (n_heads, head_dim/2, 2) view of the rows are read to give `order`, in
+    words, when exactly one order other than the half layout's gives it."""
+    view = torch.arange(n_heads * head_dim).view(n_heads, head_dim // 2, 2)
+    fits = [perm for perm in itertools.permutations(range(3)) if perm != (0, 2, 1)
+            and torch.equal(view.permute(perm).reshape(-1), order)]
+    return ", ".join(AXIS_WORDS[a] for a in fits[0]) if len(fits) == 1 else None
+
+
 def _explain_rows(chk: Check, fn, n_heads: int, head_dim: int, d_in: int) -> None:
     """Measure the learner's function on a weight whose rows each hold their own index: the row order it gives,
     named when it is a known wrong one, else said as measured."""
@@ -98,6 +111,14 @@ def _explain_rows(chk: Check, fn, n_heads: int, head_dim: int, d_in: int) -> Non
     bug = _named_row_order(order, n_heads, head_dim)
     if bug:
         chk.diagnose(f"{bug} (measured: your rows come in exactly that order, on a weight whose row r names r)")
+        return
+    axes = _axes_read(order, n_heads, head_dim)
+    if axes:
+        chk.diagnose(f"your rows are the interleaved weight viewed as (n_heads, head_dim/2, 2) = (head, pair, "
+                     f"member of the pair) and read with its axes in the order ({axes}) (measured: exactly your row "
+                     "order, on a weight whose row r names r); the half layout reads them (head, member of the pair, "
+                     "pair), view(n_heads, head_dim // 2, 2, d_in).transpose(1, 2): the heads' axis stays first, so "
+                     "each head keeps its own block of rows")
         return
     crossed = any(int(order[r]) // head_dim != r // head_dim for r in range(rows))
     chk.measured(f"your function reorders the rows (on a weight whose row r names r): output rows 0..{head_dim - 1} "

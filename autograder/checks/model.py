@@ -21,13 +21,14 @@ from torch import nn
 import tinylm
 
 from . import trace
-from .spies import attention_heads, unrepeated_bug
+from .spies import attention_heads, first_call_arguments, unrepeated_bug
 from .framework.calling import guarded_call
-from .framework.check import Check
+from .framework.check import CandidatesVariant, Check
 from .model_stages import compare_stages, near, record_stages
 from .framework.measure import parameter_dtypes, randn
 from .references.heads import TILED
 from ..diagnosis_record import candidates, measured
+from ..learner_values import count_words
 from .references.modules import plain_tensors, registered_elsewhere, saved_buffers
 from .model_reference import (state_attention, state_block, state_kv, state_rms, state_rope_tables, state_rotate,
                               state_stages, state_step)
@@ -107,10 +108,14 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
     hidden = (_modules_out_of_sight(module, missing) or list_lengths(want, got, config)
               or saved_buffers(chk, cls, (config,), module, extra) or _unwrapped(plain, missing)
               or _biases_beside(module, want, missing, extra))
+    # Names the grader's recheck brought back from the learner's process are free identifiers the learner chose:
+    # counted there, never quoted (tinylm's own names, the missing ones, are the grader's words)
+    unexpected = str(extra[:4]) if getattr(cls, "recheck_trace", None) is None else \
+        f"{count_words(len(extra), 'name')} of your own"
     if not chk.require("parameters named as tinylm's", not missing and not extra,
-                       f"missing {missing[:4]}, unexpected {extra[:4]}",
+                       f"missing {missing[:4]}, unexpected {unexpected}",
                        diagnosis=hidden or f"parameter names differ from tinylm's: missing {missing[:4]}, unexpected "
-                                           f"{extra[:4]}; use exactly the attribute names of the table above "
+                                           f"{unexpected}; use exactly the attribute names of the table above "
                                            "(nn.Linear(..., bias=False))"):
         return None
     registered_elsewhere(chk, cls, (config,))
@@ -326,8 +331,7 @@ def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch
         got = chk.call(module, x, cos, sin, on_error=on_error)
     ref_cos, ref_sin = state_rope_tables(config.head_dim, seq, config.rope_theta)
     no_rope = dict(cos=torch.ones_like(ref_cos), sin=torch.zeros_like(ref_sin))
-    variants = {"RoPE missing: rotate q and k with apply_rope before attention":
-                lambda: state_attention(state, "", x, config, **no_rope)}
+    variants = {_without_rotation(module, x, cos, sin, seq): lambda: state_attention(state, "", x, config, **no_rope)}
     if config.n_kv_heads < config.n_heads:
         variants[TILED] = lambda: state_attention(state, "", x, config, ref_cos, ref_sin, tile=True)
     if config.n_kv_heads == config.n_heads:
@@ -345,6 +349,24 @@ def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch
                        and torch.allclose(later[:, :-1], got[:, :-1], atol=1e-5), "earlier positions changed"):
         _earlier_positions_changed(chk, got, later, "attention")
     _attention_steps(chk, module, state, "", x, config, seed, layer_idx=1, label=f"{label}, cached")
+
+
+def _without_rotation(module, x, cos, sin, seq: int) -> str:
+    """What an output equal to attention without RoPE says of this module: RoPE missing where its forward makes no
+    apply_rope call (measured), else the axis the first call rotates along, when it is not the positions'."""
+    called = first_call_arguments(module, "apply_rope", lambda: module(x, cos, sin))
+    if called is None:
+        return "RoPE missing: rotate q and k with apply_rope before attention (measured: your forward calls no apply_rope)"
+    rotated = next(iter(called.values()), None)
+    if isinstance(rotated, torch.Tensor) and rotated.dim() >= 2 and rotated.shape[-2] != seq:
+        return (f"RoPE turns along another axis than the positions (measured: the first apply_rope call gets a tensor "
+                f"of shape {tuple(rotated.shape)}, whose axis -2, the one apply_rope takes as the positions, has size "
+                f"{rotated.shape[-2]}, not T = {seq}): every position of a head then turns by the same angle, which "
+                "cancels in q·k; rotate q and k in the (B, n_heads, T, head_dim) layout, after the transpose")
+    return CandidatesVariant(
+        "your output equals attention without RoPE, though your forward calls apply_rope on a tensor whose axis -2 has "
+        f"the T = {seq} positions (measured); candidates: a rotation whose result is not the q or k that attention "
+        "reads, or an apply_rope that does not rotate")
 
 
 UNMERGED = ("heads merged without the transpose: y is (B, n_heads, T, head_dim), and a reshape to (B, T, d_model) "

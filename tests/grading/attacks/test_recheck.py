@@ -164,6 +164,31 @@ def test_a_learners_module_names_do_not_reach_a_checks_message():
     assert "Transformer" in describe(made)
 
 
+def test_a_renamed_parameter_is_rechecked_and_its_name_is_counted_not_quoted():
+    """A module the recheck stands in for answers an unknown attribute by
+    refusing the recheck: the name check reads registered submodules only, so
+    a renamed projection is graded, and its free name is not quoted."""
+    from autograder.checks import check_attention_module
+    from autograder.checks.references.modules import plain_tensors
+    from autograder.grading.recheck.parent import remote_module
+    made = remote_module(None, 1, "Attention", [("QZXMARK_proj.weight", 1, torch.ones(2), True)])
+    assert plain_tensors(made, ["k_proj.weight"]) == []
+
+    class Renamed(nn.Module):  # the check stops at the names, before any forward pass
+        def __init__(self, config):
+            super().__init__()
+            inner, kv = config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
+            self.q_proj = nn.Linear(config.d_model, inner, bias=False)
+            self.QZXMARK_proj = nn.Linear(config.d_model, kv, bias=False)
+            self.v_proj = nn.Linear(config.d_model, kv, bias=False)
+            self.o_proj = nn.Linear(inner, config.d_model, bias=False)
+    Renamed.recheck_trace = staticmethod(lambda args, kwargs: None)  # as the recheck's proxy carries it
+    with pytest.raises(AssertionError) as err:
+        check_attention_module(Renamed)
+    assert "QZXMARK" not in str(err.value) and "unexpected 1 name of your own" in str(err.value), str(err.value)
+    assert "missing ['k_proj.weight']" in str(err.value)
+
+
 def test_an_optimizer_state_must_match_the_checks_optimizer():
     from autograder.grading.recheck.parent import load_optimizer_states
     model = nn.Linear(2, 2)

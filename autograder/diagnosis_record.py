@@ -193,4 +193,5 @@ KIND_WORDS = {
     "call": "this line calls the stage with other arguments than the reference's",
     "received": "the value made here is what the next stage receives (measured at its input), in place of the "
                 "output of the stage before it",
+    "spoiled": "the first value holding inf or nan is made here, from finite inputs",
 }

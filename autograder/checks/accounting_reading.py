@@ -135,7 +135,7 @@ def parts_apart(parts: list[Part], got: int, want: int, noun: str, per: int = 1,
     (else a part's own why is said). With `blocks` > 1, also one or two parts
     of every block counted for one block only (outside the n_layers product).
     With `sizes` ({name: size} of the config), also one or two parts counted
-    without one of those sizes as a factor, or with it once more."""
+    without one of those sizes as a factor."""
     diff, found = got - want, set()
     if diff == 0:
         return found
@@ -178,8 +178,10 @@ def parts_apart(parts: list[Part], got: int, want: int, noun: str, per: int = 1,
 
 def _scaled_by_a_size(combo, numbers: int, diff: int, per: int, noun: str, sizes: Mapping[str, int]) -> set[Reading]:
     """The readings of diff as the parts of `combo`, parts of every block,
-    counted without a factor of one of `sizes` ({name: size}), or with it once
-    more: head_dim left out of q_proj and o_proj by a misplaced parenthesis."""
+    counted without a factor of one of `sizes` ({name: size}): head_dim left
+    out of q_proj and o_proj by a misplaced parenthesis. (A factor once more is
+    left to the search of the config's fields: n_heads read where n_kv_heads
+    belongs is k and v times n_rep, and says more as a field read.)"""
     names = " and ".join(part.name for _, part in combo)
     them = "them" if len(combo) > 1 else "it"
     order = (len(combo) + 1, sum(i for i, _ in combo))  # after a named factor's reading of the same change
@@ -188,16 +190,13 @@ def _scaled_by_a_size(combo, numbers: int, diff: int, per: int, noun: str, sizes
     if not all(leaf.endswith(" in every block") for leaf in leaves):
         return found  # the embedding and the head are the same size: a factor left out of either reads alike
     for name, value in sizes.items():
-        if value < 2 or not numbers:
+        # n_layers: a part of every block short of it is that part for one block only, read as such by parts_apart
+        if value < 2 or not numbers or name == "n_layers":
             continue
         if numbers % value == 0 and (numbers // value - numbers) * per == diff:
             found.add(Reading(f"your count has {names} without the factor {name} ({{detail}}): a factor {name} is "
                               f"missing from {them}", ("scaled", leaves, Fraction(1, value)), order,
                               f"{numbers // value:,} {noun} instead of {numbers:,}, {name} = {value}"))
-        if (numbers * value - numbers) * per == diff:
-            found.add(Reading(f"your count has {names} multiplied by {name} once more ({{detail}}): {them} already "
-                              f"{'hold' if len(combo) > 1 else 'holds'} every factor", ("scaled", leaves, Fraction(value)), order,
-                              f"{numbers * value:,} {noun} instead of {numbers:,}, {name} = {value}"))
     return found
 
 

@@ -173,6 +173,8 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
                               "graph, so memory grows with each token; wrap the loop in `with torch.no_grad():`")
     _greedy_in_bfloat16(chk, generate_greedy, seed, batch, prompts[0], max_new_tokens, n_kv_heads)
     if chk.passed:
+        _greedy_batch_of_one(chk, generate_greedy, model, seed, prompts[0], max_new_tokens)
+    if chk.passed:
         _greedy_at_capacity(chk, generate_greedy, seed, batch, prompts[0], n_kv_heads)
     if chk.passed:
         _from_train_mode_without_grad(chk, generate_greedy, model, cache, seed, batch, prompts[0], max_new_tokens)
@@ -182,6 +184,18 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
         _stale_cache_handed_over(chk, generate_greedy, model, seed, batch, prompts[0], max_new_tokens)
     run_contract(chk, generate_greedy, GENERATE_GREEDY)
     chk.finish()
+
+
+def _greedy_batch_of_one(chk: Check, generate_greedy, model, seed: int, T: int, max_new_tokens: int) -> None:
+    """One prompt alone, (1, T), with a cache built for one row, as a chat
+    decodes: the batch axis is then as long as the position axis that a
+    squeeze() meant for it takes away too."""
+    import tinylm
+    prompt = torch.randint(model.config.vocab_size, (1, T), generator=seeded(seed + 7))
+    want = ref_greedy(model, prompt, max_new_tokens)
+    label = f"a batch of one (1x{T}) + {max_new_tokens} new"
+    got = chk.call(generate_greedy, model, prompt, max_new_tokens, tinylm.KVCache(model.config, 1), row_label=label)
+    chk.compare(label, got, want)
 
 
 def _no_forward_after_the_last_token(chk: Check, log: ForwardLog, got, T: int, n: int, label: str) -> None:

@@ -498,6 +498,15 @@ def _gain_name(others: list[str], params: dict, gain, module) -> str | None:
             "state dicts and the course's model load it by that name")
 
 
+def _values_words(values: torch.Tensor) -> str:
+    """'values from a to b' of the finite entries, with how many are nan or inf (an uninitialised tensor holds any)."""
+    finite = values[torch.isfinite(values)]
+    spoiled = values.numel() - finite.numel()
+    span = f"values from {float(finite.min()):.2g} to {float(finite.max()):.2g}" if finite.numel() else ""
+    odd = f"{spoiled} nan or inf value{'s' if spoiled > 1 else ''}" if spoiled else ""
+    return ", and ".join(part for part in (span, odd) if part)
+
+
 def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
     """RMSNorm(dim, eps) module: one gain Parameter of ones, forward = rms_norm,
     a gradient reaching the gain, and the module's own eps used."""
@@ -528,7 +537,7 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
         ones = tuple(gain.shape) == (dim,) and bool(torch.all(gain.detach() == 1))
         start = ("all zeros" if bool(torch.all(gain.detach() == 0)) else f"shape {tuple(gain.shape)}"
                  if tuple(gain.shape) != (dim,) else
-                 f"values from {float(gain.detach().min()):.2g} to {float(gain.detach().max()):.2g}")
+                 _values_words(gain.detach()))
         chk.require("weight starts as ones(dim)", ones, "the gain must start at 1 so a fresh norm only rescales",
                     diagnosis=None if ones else _offset_gain(chk, module, dim, eps, seed) or
                     f"gain initialised wrongly: it starts as {start}; use torch.ones(dim)")

@@ -93,6 +93,8 @@ def _bigram_row(chk: Check, bigram_nll, train, val, alpha, label) -> None:
         "256 * alpha), or a pair train never shows gets probability 0":
             lambda: nll(counts / (counts.sum(1, keepdim=True) + 256 * alpha)),
         "log base 2: NLL in nats uses the natural log": lambda: ref_bigram_nll(train, val, alpha) / math.log(2),
+        f"your result is the {len(val) - 1} pairs' summed NLL divided by {len(val)}, len(val), the bytes (measured: "
+        f"exactly the mean times {len(val) - 1}/{len(val)}): the mean is over the pairs, len(val) - 1": lambda: ref_bigram_nll(train, val, alpha) * (len(val) - 1) / len(val),
     })
 
 

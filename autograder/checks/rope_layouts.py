@@ -50,7 +50,8 @@ def interleaved_rows(n_heads: int, head_dim: int) -> torch.Tensor:
 # Row orders a wrong conversion gives, each a function of (n_heads, head_dim) -> source row of every output row.
 WRONG_ROW_ORDERS = {
     "the permutation taken over the whole matrix instead of per head (evens then odds of all n_heads · head_dim rows "
-    "mixes the heads); reshape to (n_heads, head_dim/2, 2, d_in) so each head is reordered on its own":
+    "mixes the heads); reshape to (n_heads, head_dim/2, 2, d_in), swap the middle axes (transpose(1, 2)) and reshape "
+    "back, so each head is reordered on its own":
         lambda nh, hd: evens_then_odds(nh * hd),
     "the inverse permutation applied (half -> interleaved, what a converter to Meta's or GGUF's layout does): row "
     "i + head_dim/2 of a head must come from row 2i + 1, i.e. view(n_heads, head_dim/2, 2, d_in).transpose(1, 2), "

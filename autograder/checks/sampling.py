@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from . import trace
 from .contracts import Contract, Edge, defaults, run_contract
 from ..diagnosis_record import Evidence, confirmed, measured
 from ..learner_values import describe
@@ -554,12 +555,13 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
     got = call_with_hints(chk, sample_next, batch, 0.0, None, None, seeded(0), hints=[
         (r"ZeroDivision|inf|nan|probability tensor", "temperature 0 must be greedy: return logits.argmax(-1) before "
                                                     "dividing by the temperature (logits / 0 is inf)")])
-    chk.compare("temperature 0 = argmax", got, batch.argmax(-1), variants={
+    if not chk.compare("temperature 0 = argmax", got, batch.argmax(-1), variants={
         "temperature 0 must be greedy: return logits.argmax(-1) without sampling": lambda: batch.argmin(-1),
         "the greedy argmax is taken over the batch axis (dim=0): it gives a row index for each vocabulary entry; "
         "take it over the vocabulary, logits.argmax(dim=-1)": lambda: batch.argmax(0),
         "the largest logits themselves, not their positions: logits.max(dim=-1) returns (values, indices), and the "
-        "token is the index, logits.argmax(dim=-1)": lambda: batch.max(-1).values})
+        "token is the index, logits.argmax(dim=-1)": lambda: batch.max(-1).values}) and not chk.diagnoses:
+        _non_finite_at_temperature_zero(chk, sample_next, batch)
     # Rows peaked at different tokens: each row must get its own draw.
     tops = torch.arange(4) * 2 % vocab                                   # a different token per row (vocab >= 7)
     peaked = torch.full((4, vocab), -30.0, dtype=dtype).scatter(-1, tops[:, None], 0.0)
@@ -606,6 +608,22 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
                           "generator=generator))")
     run_contract(chk, sample_next, SAMPLE_NEXT)
     return chk
+
+
+def _non_finite_at_temperature_zero(chk: Check, sample_next, batch: torch.Tensor) -> None:
+    """The learner's line after which a tensor first holds inf or nan, the call at temperature 0 run again on the
+    same finite logits (not where the grader's recheck runs it: its frames are in the learner's process)."""
+    if getattr(sample_next, "recheck_trace", None) is not None:
+        return
+    spoiled = lambda v: isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())  # noqa: E731
+    found = trace.line_making(sample_next, (batch.clone(), 0.0, None, None, seeded(0)), spoiled, [], "spoiled")
+    if found is None:
+        return
+    chk.located = found
+    chk.diagnose(f"at temperature 0 a tensor of your sample_next holds inf or nan from line {found.line} on "
+                 "(measured: the call run again on the same finite logits); an argmax over inf or nan need not give "
+                 "the largest logit's position, and yours do not (the row above): temperature 0 is greedy, so return logits.argmax(-1) before any "
+                 "step divides by the temperature")
 
 
 def check_sample_next(sample_next, *, seed: int = 2, vocab: int = 9, n_draws: int = 20000,

@@ -34,8 +34,8 @@ def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr:
     except (TypeError, ValueError):
         chk._stop(f"lr_schedule returned {type(got[0]).__name__}; it should return a number")
     curve = lambda f: torch.tensor([f(s) for s in steps], dtype=torch.float64)  # noqa: E731
-    chk.compare(f"all {total} steps (warmup {warmup})", got_t, curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr)),
-                atol=1e-12, rtol=1e-9, variants={
+    want = curve(lambda s: ref_lr(s, warmup, total, max_lr, min_lr))
+    variants = {
         "warmup starts at 0: step 0 would not move the weights; use max_lr * (step + 1) / warmup_steps":
             curve(lambda s: max_lr * s / warmup if s < warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
         "cosine does not reach min_lr at the last step: decay over total_steps - 1 - warmup_steps steps":
@@ -58,10 +58,33 @@ def check_lr_schedule(lr_schedule, *, warmup: int = 10, total: int = 50, max_lr:
                   max(min_lr, ref_lr(s, warmup, total, max_lr, 0.0))),
         "warmup runs one step too long (step <= warmup_steps): warmup covers steps 0 .. warmup_steps - 1":
             curve(lambda s: max_lr * (s + 1) / warmup if s <= warmup else ref_lr(s, warmup, total, max_lr, min_lr)),
-    })
+    }
+    if not chk.compare(f"all {total} steps (warmup {warmup})", got_t, want, atol=1e-12, rtol=1e-9, variants=variants) \
+            and not chk.diagnoses:
+        _phases_read_apart(chk, got_t, want, variants, warmup)
     _schedule_edges(chk, lr_schedule, warmup, total, max_lr, min_lr)
     run_contract(chk, lr_schedule, LR_SCHEDULE)
     chk.finish()
+
+
+def _phases_read_apart(chk: Check, got: torch.Tensor, want: torch.Tensor, variants: dict, warmup: int) -> None:
+    """When no known mistake gives the whole curve: the warmup's steps and the decay's read apart, each wrong one
+    against the known mistakes on its own steps (two slips, one in each phase, each named where it shows)."""
+    close = lambda a, b: bool(torch.allclose(a, b, atol=1e-12, rtol=1e-9))  # noqa: E731
+    phases = [(f"steps 0 to {warmup - 1} (the warmup)", slice(0, warmup)),
+              (f"steps {warmup} to {len(want) - 1} (the decay)", slice(warmup, len(want)))]
+    read = []
+    for label, steps in phases:
+        if steps.start >= steps.stop or close(got[steps], want[steps]):
+            continue
+        fits = [bug for bug, curve in variants.items() if not close(curve[steps], want[steps])
+                and close(got[steps], curve[steps])]
+        if len(fits) != 1:
+            return  # a wrong phase no known mistake, or more than one, gives: nothing read for certain
+        read.append(f"{label}: {fits[0]}")
+    if len(read) > 1:
+        chk.diagnose("two phases are wrong, each exactly as a known mistake gives it (measured on your rates, "
+                     "phase by phase): " + "; and ".join(read))
 
 
 def _unclamped(step: int, warmup: int, total: int, max_lr: float, min_lr: float) -> float:

@@ -31,3 +31,16 @@ def test_attention_counted_with_the_weights_factor_is_named():
 def test_the_last_micro_batch_over_the_whole_count_is_measured():
     measured = _line(_message("fresh28", "09", "train_step_accumulated", "return summed.item() / n_tokens"), "Measured:")
     assert "the last micro-batch's summed NLL divided by the batch's 22 target tokens" in measured
+
+
+def test_q_and_o_counted_without_head_dim_are_read_so_in_every_case():
+    likely = _line(_message("fresh28", "07", "decode_bytes_per_token",
+                            "2 * d * (config.n_heads + config.n_kv_heads * hd)"), "Likely bug:")
+    assert ("attn.q_proj.weight in every block and attn.o_proj.weight in every block without the factor head_dim "
+            "(1,536 parameters instead of 24,576, head_dim = 16") in likely
+
+
+def test_rows_read_in_another_axis_order_say_that_order():
+    likely = _line(_message("fresh28", "04", "interleaved_to_half", "pairs.transpose(0, 2).reshape(rows, d_in)"),
+                   "Likely bug:")
+    assert "read with its axes in the order (member of the pair, pair, head)" in likely

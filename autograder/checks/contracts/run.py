@@ -362,8 +362,9 @@ def _judge(contract: Contract, regime: Regime, got, want, error, args, named, ba
     got_dtype, want_dtype = dtype_of_result(got), dtype_of_result(want)
     if regime.dtype is not None and got_dtype is not None and want_dtype is not None and got_dtype != want_dtype:
         bugs.append(f"your result is {str(got_dtype).removeprefix('torch.')} for "
-                    f"{str(regime.dtype).removeprefix('torch.')} inputs: it must keep the inputs' dtype (cast back "
-                    "with .to(x.dtype) where your code changes it)")
+                    f"{str(regime.dtype).removeprefix('torch.')} inputs: it must keep the inputs' dtype (a tensor your "
+                    "code makes new takes dtype= an input's .dtype; a value your code casts is cast back with "
+                    ".to(an input's .dtype))")
         return {"note": f"result {got_dtype} != {want_dtype}", "facts": facts, "bugs": bugs}
     if regime.device and isinstance(got, torch.Tensor) and got.device.type != regime.device:
         bugs.append(f"your result is on {got.device} for {regime.device} inputs: create every new tensor on the "

@@ -122,9 +122,19 @@ def unique_lines(message: str) -> str:
     return "\n".join(kept)
 
 
-def first_line(err: Exception) -> str:
+def first_line(err: Exception, width: int = 200) -> str:
+    """The error's first line, cut where a sentence or clause ends within `width` characters (else at a word), with
+    an ellipsis where something was cut: a cut in mid-word can turn an error's list of causes into a wrong one."""
     text = str(err).strip().splitlines()
-    return text[0][:200] if text else "(no message)"
+    if not text:
+        return "(no message)"
+    line = text[0]
+    if len(line) <= width:
+        return line
+    cut = line[:width]
+    ends = [cut.rfind(mark) + 1 for mark in (". ", "; ")]
+    end = max(ends) if max(ends) > width // 2 else cut.rfind(" ")
+    return cut[:end if end > 0 else width].rstrip(" ,;:(.") + "…"
 
 
 def learner_frames(tb: types.TracebackType | None) -> types.TracebackType | None:

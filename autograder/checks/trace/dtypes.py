@@ -37,13 +37,18 @@ def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
     made = [ops[i] for i in sorted(on_path) if ops[i].factory and ops[i].outputs
             and ops[i].outputs[0].is_floating_point() and ops[i].outputs[0].dtype != want
             and ops[i].outputs[0].dtype == outputs[0].dtype]
-    if len({(op.file, op.line) for op in made}) != 1:
+    lines = sorted({(op.file, op.line) for op in made})
+    # two lines: a result of two tensors (keys and values), each made new alike
+    if len(lines) > 2 or (len(lines) == 2 and lines[0][0] != lines[1][0]) or not lines:
         return None
     op = made[0]
+    also = lines[1][1] if len(lines) == 2 else None
+    where = "on each of these lines" if also else "here"
     return Located(op.file, op.line, op.function, source_line(op.file, op.line),
-                   [f"{op.name} makes a new {_name(op.outputs[0].dtype)} tensor here, whatever the inputs' dtypes, "
+                   [f"{op.name} makes a new {_name(op.outputs[0].dtype)} tensor {where}, whatever the inputs' dtypes, "
                     f"and your result keeps that dtype where it must be {_name(want)}; give it dtype= (an input's "
-                    ".dtype, and its .device, where the result follows an input)"], kind="dtype")
+                    ".dtype, and its .device, where the result follows an input)"], kind="dtype",
+                   also=also, also_code=source_line(op.file, also) if also else "")
 
 
 def _read(learner: Trace, owner: int, slot: int) -> tuple[torch.dtype | None, str, int | None]:

@@ -457,6 +457,44 @@ def decode_reads(config: tinylm.ModelConfig, context_len: int, dtype: torch.dtyp
     return {"weights": sum(params.values()) * size, "kv_cache": kv_cache_nbytes(config, context_len, 1, dtype)}
 
 
+def decode_mistakes(config: tinylm.ModelConfig, context_len: int, dtype: torch.dtype, key: str):
+    """(ratios, diffs): the known mistakes of decode_bytes_per_token's count of `key`, as explanations reads them."""
+    size = torch.empty((), dtype=dtype).element_size()
+    if key == "kv_cache":
+        ratios = kv_mistakes(config, 1, dtype)
+        ratios.pop("the batch is ignored: every sequence of the batch has its own cache")
+        ratios["context_len + 1 positions: the cache holds the context_len positions before the new token"] = \
+            (context_len + 1) / context_len
+        return ratios, {}
+    V, d = config.vocab_size, config.d_model
+    ratios = {"numbers, not bytes: multiply by the bytes per element, dtype.itemsize": 1 / size,
+              "the dtype is ignored (4 bytes assumed): the bytes per element are dtype.itemsize": 4 / size,
+              "the dtype is ignored (2 bytes assumed): the bytes per element are dtype.itemsize": 2 / size,
+              "your count is n_layers times the bytes of every weight (measured in each case): the blocks' "
+              "weights already make n_layers · (one block's); the embedding, the head and the final norm are "
+              "read once, and nothing is multiplied by n_layers a second time": config.n_layers}
+    diffs = {"the tied head counted twice: it is the embedding's own matrix, read once": V * d * size
+             if config.tie_embeddings else 0,
+             "a vocab_size × d_model matrix is missing: an untied model has two, the head (read at every step) "
+             "and the embedding (a lookup reads one row of it, but the convention here counts every weight once)":
+                 -V * d * size if not config.tie_embeddings else 0,
+             "the norms' gains are missing (2 per block and the final one)": -(2 * config.n_layers + 1) * d * size,
+             "one norm gain per block is missing: each block has two, attn_norm and mlp_norm":
+                 -config.n_layers * d * size,
+             "the final norm's gain is missing (the one before the head)": -d * size,
+             "one d_model × d_ff matrix per block is missing: SwiGLU's MLP has three (gate_proj, up_proj and "
+             "down_proj), a GELU MLP's two": -config.n_layers * d * config.d_ff * size,
+             "one d_model × n_kv_heads·head_dim matrix per block is missing: k_proj and v_proj are one each "
+             "(where n_kv_heads = n_heads, q_proj and o_proj are that size too)":
+                 -config.n_layers * d * config.n_kv_heads * config.head_dim * size,
+             # zero, so never named, where head_dim is d_model // n_heads
+             "head_dim taken as d_model // n_heads (or n_heads·head_dim as d_model) in q_proj and o_proj (counted "
+             "d_model × d_model): they map between d_model and n_heads·head_dim, which this config sets apart "
+             "from d_model; read config.head_dim":
+                 2 * config.n_layers * d * (d - config.n_heads * config.head_dim) * size}
+    return ratios, diffs
+
+
 def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECODE_CASES) -> None:
     """decode_bytes_per_token(config, context_len, dtype) -> {"weights",
     "kv_cache"}: the bytes one decoding step reads (every weight once, and the
@@ -468,40 +506,12 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
     def explain(case, key, got, want):
         config, context_len, dtype = case
         size = torch.empty((), dtype=dtype).element_size()
+        ratios, diffs = decode_mistakes(config, context_len, dtype, key)
         if key == "kv_cache":
-            ratios = kv_mistakes(config, 1, dtype)
-            ratios.pop("the batch is ignored: every sequence of the batch has its own cache")
-            ratios["context_len + 1 positions: the cache holds the context_len positions before the new token"] = \
-                (context_len + 1) / context_len
             found = explanations(got, want, ratios, {})
             counted = None if found else positions_counted(config, got, context_len, dtype)
             return found or ({counted} if counted else set())
-        V, d = config.vocab_size, config.d_model
-        ratios = {"numbers, not bytes: multiply by the bytes per element, dtype.itemsize": 1 / size,
-                  "the dtype is ignored (4 bytes assumed): the bytes per element are dtype.itemsize": 4 / size,
-                  "the dtype is ignored (2 bytes assumed): the bytes per element are dtype.itemsize": 2 / size,
-                  "your count is n_layers times the bytes of every weight (measured in each case): the blocks' "
-                  "weights already make n_layers · (one block's); the embedding, the head and the final norm are "
-                  "read once, and nothing is multiplied by n_layers a second time": config.n_layers}
-        diffs = {"the tied head counted twice: it is the embedding's own matrix, read once": V * d * size
-                 if config.tie_embeddings else 0,
-                 "a vocab_size × d_model matrix is missing: an untied model has two, the head (read at every step) "
-                 "and the embedding (a lookup reads one row of it, but the convention here counts every weight once)":
-                     -V * d * size if not config.tie_embeddings else 0,
-                 "the norms' gains are missing (2 per block and the final one)": -(2 * config.n_layers + 1) * d * size,
-                 "one norm gain per block is missing: each block has two, attn_norm and mlp_norm":
-                     -config.n_layers * d * size,
-                 "the final norm's gain is missing (the one before the head)": -d * size,
-                 "one d_model × d_ff matrix per block is missing: SwiGLU's MLP has three (gate_proj, up_proj and "
-                 "down_proj), a GELU MLP's two": -config.n_layers * d * config.d_ff * size,
-                 "one d_model × n_kv_heads·head_dim matrix per block is missing: k_proj and v_proj are one each "
-                 "(where n_kv_heads = n_heads, q_proj and o_proj are that size too)":
-                     -config.n_layers * d * config.n_kv_heads * config.head_dim * size,
-                 # zero, so never named, where head_dim is d_model // n_heads
-                 "head_dim taken as d_model // n_heads (or n_heads·head_dim as d_model) in q_proj and o_proj (counted "
-                 "d_model × d_model): they map between d_model and n_heads·head_dim, which this config sets apart "
-                 "from d_model; read config.head_dim":
-                     2 * config.n_layers * d * (d - config.n_heads * config.head_dim) * size}
+        V = config.vocab_size
         parts = parameter_parts(config)
         embedding = [part for part in parts if part.leaves == {"tok_emb.weight"}]  # the matrix a lookup reads
         found = explanations(got, want, ratios, diffs) | parts_apart(
@@ -512,7 +522,8 @@ def check_decode_bytes_per_token(decode_bytes_per_token, *, cases: tuple = DECOD
         apart = None if found or (got - want) % size else roles_apart(config, (got - want) // size)
         return found or ({apart} if apart else set())
 
-    findings = run_cases(chk, decode_bytes_per_token, cases, DECODE_KEYS, lambda c: decode_reads(*c), explain)
+    findings = run_cases(chk, decode_bytes_per_token, cases, DECODE_KEYS, lambda c: decode_reads(*c), explain,
+                          refute=lambda case, key, want: refuted(want, *decode_mistakes(*case, key)))
     say_head_dim_quotient(chk, decode_bytes_per_token, findings, lambda c: decode_reads(*c))
     finish_findings(chk, findings)
 

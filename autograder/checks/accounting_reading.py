@@ -333,8 +333,8 @@ class Findings:
         # (key, its failures, whether it is the first key left unnamed) -> what else the failures measure, or None:
         # run only for a key no mistake names, when the line is printed
         self.measure_further = measure_further
-        self.refuted: dict[str, set[str]] = {}  # key -> the mistakes a case whose count of it is right rules out
-        self.right: dict[str, list[str]] = {}  # key -> the labels of those cases
+        # key -> {mistake: the labels of the cases whose right count of key rules it out}
+        self.refuted: dict[str, dict[str, list[str]]] = {}
 
     def add(self, key: str, found: set[str]) -> None:
         self.per_key.setdefault(key, []).append(found)
@@ -346,12 +346,14 @@ class Findings:
         tied: dict[tuple[str, ...], list[str]] = {}  # candidates -> the keys whose counts each of them gives
         for key, sets in self.per_key.items():
             fitting = self._agreed(sets)
-            agreed = [bug for bug in fitting if bug not in self.refuted.get(key, set())]
+            ruling = self.refuted.get(key, {})
+            agreed = [bug for bug in fitting if bug not in ruling]
             if fitting and not agreed:  # each would also change a count that is right: candidates, no more
                 one = len(fitting) == 1
+                right = list(dict.fromkeys(label for bug in fitting for label in ruling[bug]))
                 chk.candidates(f"{key}: {count_words(len(fitting), 'known mistake')} give{'s' if one else ''} exactly "
                                f"your counts in every failing case, but would also change the count for "
-                               f"{joined(self.right[key])}, where yours is right, so {'it is' if one else 'they are'} "
+                               f"{joined(right)}, where yours is right, so {'it is' if one else 'they are'} "
                                f"no more than {'a candidate' if one else 'candidates'} for the failing cases: "
                                + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(fitting, 1)))
                 tied.setdefault((), []).append(key)
@@ -494,14 +496,11 @@ def run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 10
         got = _read_dict(chk, chk.fn_name, label, value, keys)
         wrong = _case_row(chk, label, got, want)
         readings = _arguments_read_apart(fn, case, got, want) if got is not None and wrong else {}
-        for key in (k for k in keys if refute and got is not None and k not in wrong):
-            findings.refuted.setdefault(key, set()).update(refute(case, key, want[key]))
-            findings.right.setdefault(key, []).append(label)
-        for key in (k for k in keys if readings and k not in wrong):  # a right count rules out what changes it
-            ruled_out = {bug for bug, fits in readings.items() if not fits[key]}
-            findings.refuted.setdefault(key, set()).update(ruled_out)
-            if ruled_out and label not in findings.right.setdefault(key, []):
-                findings.right[key].append(label)
+        for key in (k for k in keys if got is not None and k not in wrong):  # a right count rules out what changes it
+            ruled_out = (refute(case, key, want[key]) if refute else set()) | \
+                {bug for bug, fits in readings.items() if not fits[key]}
+            for bug in ruled_out:
+                findings.refuted.setdefault(key, {}).setdefault(bug, []).append(label)
         for key in wrong:
             findings.add(key, explain(case, key, got[key], want[key])
                          | {bug for bug, fits in readings.items() if fits[key]})

@@ -133,7 +133,8 @@ def _probe_reads(gqa_attention, chk: Check, q: torch.Tensor, n_kv: int) -> list 
         return None
     per_head = out.detach().double().cpu().mean((0, 2, 3))                        # (H,)
     spread = (out.detach().double().cpu() - per_head[None, :, None, None]).abs().max()
-    if spread > 1e-4 or (per_head - per_head.round()).abs().max() > 1e-4:
+    # written so that nan fails: a comparison with nan is False, so `spread > 1e-4` would let it through
+    if not (spread <= 1e-4 and (per_head - per_head.round()).abs().max() <= 1e-4):
         return None
     read = [int(r) - 1 for r in per_head.round()]
     if all(r == -1 for r in read):

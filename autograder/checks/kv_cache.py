@@ -175,6 +175,8 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
     if chk.passed:
         _greedy_batch_of_one(chk, generate_greedy, model, seed, prompts[0], max_new_tokens)
     if chk.passed:
+        _no_new_token(chk, generate_greedy, model, seed, batch, prompts[0])
+    if chk.passed:
         _greedy_at_capacity(chk, generate_greedy, seed, batch, prompts[0], n_kv_heads)
     if chk.passed:
         _from_train_mode_without_grad(chk, generate_greedy, model, cache, seed, batch, prompts[0], max_new_tokens)
@@ -196,6 +198,19 @@ def _greedy_batch_of_one(chk: Check, generate_greedy, model, seed: int, T: int, 
     label = f"a batch of one (1x{T}) + {max_new_tokens} new"
     got = chk.call(generate_greedy, model, prompt, max_new_tokens, tinylm.KVCache(model.config, 1), row_label=label)
     chk.compare(label, got, want)
+
+
+def _no_new_token(chk: Check, generate_greedy, model, seed: int, batch: int, T: int) -> None:
+    """max_new_tokens = 0: the prompt comes back as it is, (batch, T), whatever the loop does before its first
+    step (a prefill outside the loop must not add a token of its own)."""
+    import tinylm
+    prompt = torch.randint(model.config.vocab_size, (batch, T), generator=seeded(seed + 9))
+    label = f"max_new_tokens = 0: the prompt ({batch}x{T}) as it is"
+    got = chk.call(generate_greedy, model, prompt, 0, tinylm.KVCache(model.config, batch), row_label=label)
+    if not chk.compare(label, got, prompt) and isinstance(got, torch.Tensor) and got.dim() == 2 \
+            and got.shape[0] == batch and got.shape[1] > T:
+        chk.measured(f"asked for no new token, your generate_greedy returns {got.shape[1] - T} more column"
+                     f"{'s' if got.shape[1] - T > 1 else ''} after the prompt")
 
 
 def _no_forward_after_the_last_token(chk: Check, log: ForwardLog, got, T: int, n: int, label: str) -> None:

@@ -363,7 +363,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
     right values gives every row the reference."""
     __tracebackhide__ = True
     B = len(lengths)
-    chk = Check("generate_left_padded", expects=f"a ({B}, max_new_tokens) tensor of new token ids, one row per prompt",
+    chk = Check("generate_left_padded", expects="a (number of prompts, max_new_tokens) tensor of new token ids, one row "
+                                                "per prompt",
                 gradients=WITHOUT)
     model = tiny_model(seed, vocab=vocab, n_kv_heads=n_kv_heads, max_seq_len=max(lengths) + max_new_tokens + 4)
     g = seeded(seed)
@@ -421,6 +422,8 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
         if chk.passed:
             _pad_id_as_a_real_token(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id, alone)
         if chk.passed:
+            _single_prompt(chk, generate_left_padded, model, prompts[1], max_new_tokens, pad_id, alone[1:2])
+        if chk.passed:
             _from_train_mode_without_grad(chk, generate_left_padded, model, prompts, lengths, max_new_tokens, pad_id,
                                           alone)
         if chk.passed:
@@ -429,6 +432,15 @@ def check_generate_left_padded(generate_left_padded, *, seed: int = 4, lengths: 
         return
     _explain_left_padded(chk, calls, generate_left_padded, model, prompts, list(lengths), max_new_tokens, pad_id, alone)
     chk.finish()
+
+
+def _single_prompt(chk: Check, generate_left_padded, model, prompt, max_new_tokens: int, pad_id: int, alone) -> None:
+    """One prompt in the list, as a chat hands it: no padding, and a batch axis of one, which a squeeze() meant for
+    another axis takes away too."""
+    label = f"a single prompt ({len(prompt)} tokens, no padding) + {max_new_tokens} new"
+    got = chk.call(generate_left_padded, model, [prompt.clone()], max_new_tokens, tinylm.KVCache(model.config, 1),
+                   pad_id, row_label=label)
+    chk.compare(label, got, alone)
 
 
 def _explain_left_padded(chk, calls, fn, model, prompts, lengths, max_new_tokens, pad_id, alone,

@@ -565,6 +565,8 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
             chk.compare("float16 module and input, |x| ~ 300 (x² overflows float16)",
                         chk.call(copy.deepcopy(module).to(torch.float16), x16), _ref_rms_norm(x16, w16, eps),
                         variants=_rms_variants(x16, w16, eps))
+        if isinstance(gain, nn.Parameter):
+            _gain_kept_by_a_call(chk, module, gain, w, x)
         _default_eps(chk, RMSNorm, dim, seed)
         chk.upstream(module.forward, {"rms_norm": _ref_rms_norm},
                      rerun=lambda: close_to(module(x), _ref_rms_norm(x, w, eps), 1e-5, 1e-4),
@@ -579,6 +581,31 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
         _input_gradient(chk, module, x, w, eps, seed)
     chk.locate_with(lambda: _locate_rms_module(RMSNorm))
     chk.finish()
+
+
+def _gain_kept_by_a_call(chk: Check, module, gain: nn.Parameter, w: torch.Tensor, x: torch.Tensor) -> None:
+    """A forward pass changes no parameter: the module's own gain, its dtype and values, after a call on a float16
+    input (a call that raises is left to the rows that call it so)."""
+    try:
+        with torch.no_grad():
+            guarded_call(module, (x.half(),))
+    except Exception:  # noqa: BLE001
+        pass
+    now = module._parameters.get("weight")
+    kept = now is gain and now.dtype == w.dtype and torch.equal(now.detach(), w)
+    chk.require("a float16 input leaves the gain as it was (a forward pass changes no parameter)", kept,
+                "the gain differs after the call",
+                diagnosis=None if kept else _gain_changed_words(now, gain, w))
+
+
+def _gain_changed_words(now, gain: nn.Parameter, w: torch.Tensor) -> str:
+    what = ("self.weight is another object" if now is not gain else
+            f"self.weight is now {str(now.dtype).removeprefix('torch.')}, where it was "
+            f"{str(w.dtype).removeprefix('torch.')}" if now.dtype != w.dtype else "self.weight holds other values")
+    return (f"a forward pass on a float16 input changed the module's gain (measured: after the call {what}): every "
+            "later call, in any precision, then uses that gain, and training updates it; compute with the gain in the "
+            "input's dtype as a new tensor (self.weight.to(x.dtype)) and never assign to self.weight or its .data "
+            "in forward")
 
 
 def _default_eps(chk: Check, RMSNorm, dim: int, seed: int) -> None:

@@ -318,7 +318,22 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     _same_loss_regrouped(chk, evaluate, model, batches, bytes_per_token, got, dropout_on)
     _large_nll_in_eval_mode(chk, evaluate, model, batches, bytes_per_token)
     _batches_follow_the_model(chk, evaluate, model, batches, bytes_per_token)
+    if chk.passed:
+        _a_batch_of_padding(chk, evaluate, model, batches, bytes_per_token, float(loss))
     return chk
+
+
+def _a_batch_of_padding(chk: Check, evaluate, model, batches, bytes_per_token: float, loss: float) -> None:
+    """The same batches with one more whose every target is the ignore index (-100), as the padded tail of a
+    validation set can be: it scores nothing, so the loss is the same."""
+    x, y = batches[0]
+    padded = [*batches, (x.clone(), torch.full_like(y, -100))]
+    label = "one more batch whose every target is padding (-100): the same loss"
+    got = chk.call(evaluate, model, padded, bytes_per_token, row_label=label)
+    model.train()
+    value = as_float_tensor(got.get("loss")) if isinstance(got, dict) else None
+    chk.compare(label, value if value is not None else got, torch.tensor(loss, dtype=torch.float64), atol=1e-5,
+                rtol=1e-5)
 
 
 def _batches_follow_the_model(chk: Check, evaluate, model, batches, bytes_per_token: float) -> None:

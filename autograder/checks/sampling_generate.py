@@ -133,6 +133,8 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     if shaped and same and not any(c["training"] for c in log3.calls) and getattr(generate, "recheck_trace", None) is None:
         _callers_generator_only(chk, watched[0])
     _plain_sampling(chk, generate, model, prompt)
+    if chk.passed:
+        _global_generator_without_one(chk, generate, model, prompt)
     if chk.passed:  # a temperature other than 1: one that is applied twice or not at all is right at 1
         # sharper logits and more draws: T = 2 and T = 4 expect counts more than 12 standard deviations apart
         _plain_sampling(chk, generate, model, prompt, copies=1024, sharpen=16.0, temperature=2.0)
@@ -168,6 +170,33 @@ def _callers_generator_only(chk: Check, seen: dict) -> None:
                 diagnosis=facts[0] if facts else None)
     for fact in facts[1:]:
         chk.diagnose(fact)
+
+
+def _global_generator_without_one(chk: Check, generate, model, prompt, copies: int = 64) -> None:
+    """Two sampling calls without a generator, torch's global generator seeded apart before each: the draws must
+    come from it, so they differ (64 copies of each prompt row at temperature 1: two independent draws agree on
+    every one of them with a probability far below 1e-6 for the check's model). The caller's global state is put
+    back afterwards."""
+    prompts = prompt.repeat(copies, 1)
+    saved = torch.random.get_rng_state()
+    runs = []
+    try:
+        for global_seed in (21, 22):
+            torch.manual_seed(global_seed)
+            runs.append(chk.call(generate, model, prompts, 1, 1.0, None, None, None,
+                                 row_label="sampling without a generator"))
+    finally:
+        torch.random.set_rng_state(saved)
+    model.train()
+    shaped = all(isinstance(r, torch.Tensor) and tuple(r.shape) == (len(prompts), prompt.shape[1] + 1) for r in runs)
+    same = shaped and torch.equal(runs[0], runs[1])
+    chk.require("sampling without a generator: draws from torch's global generator", shaped and not same,
+                "the same tokens under two global seeds" if same else "not a token tensor of the expected shape",
+                diagnosis="your generate draws the same tokens whatever torch's global random state (measured: two "
+                          f"calls without a generator, {len(prompts)} draws each, torch.manual_seed set apart before "
+                          "each, give identical tokens): with generator=None the draws must come from torch's global "
+                          "generator, which the caller seeds (torch.manual_seed); a generator seeded inside the "
+                          "function makes every such call repeat the same text" if same else None)
 
 
 def _plain_sampling(chk: Check, generate, model, prompt, copies: int = 64, sharpen: float = 8.0,

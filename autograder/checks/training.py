@@ -494,7 +494,7 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         "the targets are shifted once more (measured: your losses and parameters follow those of logits[:, t] scored "
         "against y[:, t + 1], the token two ahead): y already holds the next token at each position; score model(x) "
         "against y as they are": dict(shift_again=True),
-        "the loss returned is computed again after optimizer.step(): it is the updated model's loss on the batch, "
+        "the returned loss is computed again after optimizer.step(): it is the updated model's loss on the batch, "
         "not the loss the step was taken on; return loss.item() of the loss you called backward on":
             dict(loss_after=True),
     }
@@ -576,7 +576,46 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         _below_the_clip(chk, train_step, seed, dropout, lr, x, y)
     if chk.passed:
         _inside_no_grad(chk, train_step, seed, dropout, lr, x, y, grad_clip)
+    if chk.passed:
+        _two_parameter_groups(chk, train_step, seed, dropout, lr, x, y, grad_clip)
     return chk
+
+
+def _two_groups(seed: int, dropout: float, lr: float):
+    """The check's model with AdamW in two parameter groups, as training usually builds it: weight decay on the
+    matrices, none on the vectors (the norms' gains)."""
+    model, _ = _setup(seed, dropout, lr)
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.dim() < 2]
+    return model, torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
+                                     {"params": vectors, "weight_decay": 0.0}], lr=lr)
+
+
+def _two_parameter_groups(chk: Check, train_step, seed: int, dropout: float, lr: float, x, y, grad_clip: float) -> None:
+    """One step with an optimizer of two parameter groups: the clip bounds the gradients' global norm, over every
+    parameter of the model, whatever groups the optimizer keeps."""
+    model, opt = _two_groups(seed, dropout, lr)
+    torch.manual_seed(seed)
+    _ref_step(model, opt, x, y, grad_clip)
+    want = flat_parameters(model)
+    model, opt = _two_groups(seed, dropout, lr)
+    model.train()
+    torch.manual_seed(seed)
+    call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH,
+                    row_label="an optimizer with two parameter groups")
+    if chk.compare("an optimizer with two parameter groups (decay on matrices only): parameters after the step",
+                   flat_parameters(model), want):
+        return
+    groups = [[p.grad for p in group["params"] if p.grad is not None] for group in opt.param_groups]
+    if not all(groups):
+        return
+    norms = [_grad_norm(g) for g in groups]
+    overall = _grad_norm(g for group in groups for g in group)
+    if overall > grad_clip * (1 + 1e-3) and all(n <= grad_clip * (1 + 1e-3) for n in norms):
+        chk.diagnose(f"each parameter group is clipped on its own (measured: after your step the gradients' global "
+                     f"norm is {overall:.4g}, above grad_clip = {grad_clip:g}, while the two groups' own norms are "
+                     f"{norms[0]:.4g} and {norms[1]:.4g}, each within it): the bound is on the norm over every "
+                     "parameter at once, torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)")
 
 
 INSIDE_NO_GRAD = "a caller inside torch.no_grad()"

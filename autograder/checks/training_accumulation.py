@@ -420,7 +420,36 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
                               f"(measured: handed the model in train mode, {in_eval} of the {len(from_train)} forward "
                               "passes of the step ran in eval mode; handed it in eval mode, none did): set the mode, "
                               "model.train(), at the start of the step, whatever mode it came in")
+    if chk.passed:
+        _a_micro_batch_of_padding(chk, fn, seed, batches, ref)
     return chk
+
+
+def _a_micro_batch_of_padding(chk: Check, fn, seed: int, batches: list, ref) -> None:
+    """The same micro-batches and one more whose every target is padding (-100), as the tail of a packed batch can
+    be: it scores nothing, so the loss and the step are the batch's own."""
+    x, y = batches[0]
+    padded = [*batches, (x.clone(), torch.full_like(y, -100))]
+    label = "one more micro-batch whose every target is padding (-100)"
+    model, opt = _accum_model(seed)
+    model.train()
+    before = flat_parameters(model)
+    got = call_with_hints(chk, fn, model, opt, padded, ACCUM_NO_CLIP, hints=NO_GRAPH, row_label=label)
+    moved = (before - flat_parameters(model)) / ACCUM_LR
+    got_t = torch.tensor(float(got), dtype=torch.float64) if isinstance(got, (int, float)) else got
+    got_t = got_t.detach().double() if isinstance(got_t, torch.Tensor) else got_t
+    spoiled = []
+    if not chk.compare(f"{label}: the same loss", got_t, torch.tensor(ref.loss, dtype=torch.float64), atol=1e-5,
+                       rtol=1e-5) and isinstance(got_t, torch.Tensor) and not bool(torch.isfinite(got_t).all()):
+        spoiled.append("the loss it returns")
+    if not chk.compare(f"{label}: the step follows the same gradient", moved, ref.grad, atol=1e-5, rtol=1e-3) \
+            and not bool(torch.isfinite(moved).all()):
+        spoiled.append("the parameters after the step")
+    if spoiled:
+        chk.measured(f"with a micro-batch that scores no target, {' and '.join(spoiled)} "
+                     f"{'hold' if len(spoiled) > 1 else 'holds'} nan or inf (measured), "
+                     "where that micro-batch adds nothing to the batch's sum and count: a mean over its 0 target "
+                     "tokens is 0 / 0 = nan, and nan times 0 is still nan")
 
 
 def check_train_step_accumulated(train_step_accumulated, *, seed: int = 0, rows=(2, 2, 2), seq: int = 6,

@@ -30,6 +30,13 @@ OUT_OF_CONTRACT = {
     ("fresh26", "10", "evaluate", "reads batches twice"): "`batches` is a list of (x, y) pairs (the exercise's "
                                                           "text), which a second pass reads again; a one-pass "
                                                           "iterator is not among its inputs",
+    ("fresh31", "04", "apply_rope", "from axis 3"): "x.shape[3]: the exercise promises x of shape (B, H, T, hd) "
+                                                    "only, where axis 3 is the last",
+    ("fresh31", "10", "evaluate", "in a first pass"): "`batches` is a list of (x, y) pairs (the exercise's text), "
+                                                      "which a second pass reads again",
+    ("fresh31", "10", "bigram_nll", "index_put_"): "counts (exact in float32 below 2^24) and probabilities kept in "
+                                                   "float32: the mean NLL moves by about 1e-7 of itself, inside the "
+                                                   "check's stated tolerance (1e-6); the notebook asks for no float64",
 }
 # A mistake of a set worked on that the checks still do not name or place, with what it would take; a fourth item,
 # words of its `why`, tells apart two mistakes of one cell.
@@ -38,7 +45,7 @@ NOT_YET: dict[tuple, str] = {}
 FOUND_AT_LEAST = {"fresh10": 60, "fresh11": 57, "fresh12": 64, "fresh13": 63, "fresh14": 62, "fresh15": 64, "fresh16": 59,
                   "fresh17": 64, "fresh18": 64, "fresh19": 64, "fresh20": 66, "fresh21": 65, "fresh22": 60,
                   "fresh23": 63, "fresh24": 64, "fresh25": 62, "fresh26": 60, "fresh27": 55,
-                  "fresh28": 56, "fresh29": 67, "fresh30": 63, "collisions": 33}
+                  "fresh28": 56, "fresh29": 67, "fresh30": 63, "fresh31": 55, "collisions": 33}
 
 
 def _listed(table: dict, mutation_set: str, outcome) -> bool:
@@ -85,7 +92,7 @@ KNOWN_WRONG_LINE = {
 # set, gated at what it reached and measuring nothing unseen any more, guards against its classes coming back in
 # `make test-long` (CI runs both), which keeps `make test` within its time as sets are added.
 SEEDED = ["default", "causes", "entry_states", "collisions"]
-BLIND = ["heldout", "unseen", "offlist", "fresh"] + [f"fresh{n}" for n in range(2, 31)]
+BLIND = ["heldout", "unseen", "offlist", "fresh"] + [f"fresh{n}" for n in range(2, 32)]
 NEWEST_IN_MAKE_TEST = 3
 
 

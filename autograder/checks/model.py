@@ -353,7 +353,13 @@ def _attention_regimes(chk: Check, Attention, seed, d_model, n_heads, seq, batch
 
 def _without_rotation(module, x, cos, sin, seq: int) -> str:
     """What an output equal to attention without RoPE says of this module: RoPE missing where its forward makes no
-    apply_rope call (measured), else the axis the first call rotates along, when it is not the positions'."""
+    apply_rope call (measured), else the axis the first call rotates along, when it is not the positions'. Where
+    the grader's recheck runs the module in the learner's process, no stand-in sees its calls: candidates."""
+    if getattr(module, "recheck_trace", None) is not None:
+        return CandidatesVariant(
+            "your output equals attention without RoPE (measured); candidates: RoPE missing (no apply_rope call on q and "
+            "k), or a rotation along another axis than the positions (q and k rotated before the transpose to (B, "
+            "n_heads, T, head_dim))")
     called = first_call_arguments(module, "apply_rope", lambda: module(x, cos, sin))
     if called is None:
         return "RoPE missing: rotate q and k with apply_rope before attention (measured: your forward calls no apply_rope)"

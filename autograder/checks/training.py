@@ -328,10 +328,16 @@ def flat_parameters(model) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
-def _setup(seed: int, dropout: float, lr: float):
+def _setup(seed: int, dropout: float, lr: float, two_groups: bool = False):
+    """The check's model and its AdamW; with two_groups, in two parameter groups as training usually builds it:
+    weight decay on the matrices, none on the vectors (the norms' gains)."""
     model = tiny_model(seed, dropout=dropout, vocab=23, d_model=20, n_heads=2)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
-    return model, opt
+    if not two_groups:
+        return model, torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.dim() < 2]
+    return model, torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
+                                     {"params": vectors, "weight_decay": 0.0}], lr=lr)
 
 
 def between_steps(model, seed: int, i: int) -> None:
@@ -581,24 +587,14 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
     return chk
 
 
-def _two_groups(seed: int, dropout: float, lr: float):
-    """The check's model with AdamW in two parameter groups, as training usually builds it: weight decay on the
-    matrices, none on the vectors (the norms' gains)."""
-    model, _ = _setup(seed, dropout, lr)
-    matrices = [p for p in model.parameters() if p.dim() >= 2]
-    vectors = [p for p in model.parameters() if p.dim() < 2]
-    return model, torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
-                                     {"params": vectors, "weight_decay": 0.0}], lr=lr)
-
-
 def _two_parameter_groups(chk: Check, train_step, seed: int, dropout: float, lr: float, x, y, grad_clip: float) -> None:
     """One step with an optimizer of two parameter groups: the clip bounds the gradients' global norm, over every
     parameter of the model, whatever groups the optimizer keeps."""
-    model, opt = _two_groups(seed, dropout, lr)
+    model, opt = _setup(seed, dropout, lr, two_groups=True)
     torch.manual_seed(seed)
     _ref_step(model, opt, x, y, grad_clip)
     want = flat_parameters(model)
-    model, opt = _two_groups(seed, dropout, lr)
+    model, opt = _setup(seed, dropout, lr, two_groups=True)
     model.train()
     torch.manual_seed(seed)
     call_with_hints(chk, train_step, model, opt, x, y, grad_clip, hints=NO_GRAPH,

@@ -330,7 +330,7 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
     ref = _FullBatch(seed, batches)
     counts = ", ".join(map(str, ref.counts))
 
-    def step(clip, stale=False, forward_calls=None, in_train_mode=False):
+    def step(clip, stale=False, forward_calls=None, in_train_mode=False, micro_batches=None, label=None):
         model, opt = _accum_model(seed)  # in eval mode, as a caller leaves it after an evaluation
         model.train(in_train_mode)
         if stale:  # gradients left by something before the call (an evaluation with autograd on)
@@ -338,7 +338,8 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
         before = flat_parameters(model)
         log = ForwardLog(model)
         try:
-            got = call_with_hints(chk, fn, model, opt, batches, clip, hints=NO_GRAPH)
+            got = call_with_hints(chk, fn, model, opt, batches if micro_batches is None else micro_batches, clip,
+                                  hints=NO_GRAPH, row_label=label)
         finally:
             log.close()
             if forward_calls is not None:
@@ -359,9 +360,7 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
         chk.require("returns a Python float", False, f"returned {problem}",
                     diagnosis=f"train_step_accumulated returned {problem}: return the batch's mean loss as a Python "
                               "float (accumulate summed.item() over the micro-batches, divide by the target tokens)")
-    got_t = torch.tensor(float(got), dtype=torch.float64) if isinstance(got, (int, float)) else got
-    if isinstance(got_t, torch.Tensor):
-        got_t = got_t.detach().double()
+    got_t = _loss_tensor(got)
     loss_ok = chk.compare(f"{k} micro-batches of {counts} target tokens: returned loss", got_t,
                           torch.tensor(ref.loss, dtype=torch.float64), atol=1e-5, rtol=1e-5)
     if not loss_ok and isinstance(got_t, torch.Tensor) and got_t.numel() == 1:
@@ -421,23 +420,25 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
                               "passes of the step ran in eval mode; handed it in eval mode, none did): set the mode, "
                               "model.train(), at the start of the step, whatever mode it came in")
     if chk.passed:
-        _a_micro_batch_of_padding(chk, fn, seed, batches, ref)
+        # one more micro-batch whose every target is padding (-100), as the tail of a packed batch can be: it scores
+        # nothing, so the loss and the step are the batch's own
+        x, y = batches[0]
+        label = "one more micro-batch whose every target is padding (-100)"
+        got, moved = step(ACCUM_NO_CLIP, in_train_mode=True, label=label,
+                          micro_batches=[*batches, (x.clone(), torch.full_like(y, -100))])
+        _padding_read(chk, label, _loss_tensor(got), moved, ref)
     return chk
 
 
-def _a_micro_batch_of_padding(chk: Check, fn, seed: int, batches: list, ref) -> None:
-    """The same micro-batches and one more whose every target is padding (-100), as the tail of a packed batch can
-    be: it scores nothing, so the loss and the step are the batch's own."""
-    x, y = batches[0]
-    padded = [*batches, (x.clone(), torch.full_like(y, -100))]
-    label = "one more micro-batch whose every target is padding (-100)"
-    model, opt = _accum_model(seed)
-    model.train()
-    before = flat_parameters(model)
-    got = call_with_hints(chk, fn, model, opt, padded, ACCUM_NO_CLIP, hints=NO_GRAPH, row_label=label)
-    moved = (before - flat_parameters(model)) / ACCUM_LR
+def _loss_tensor(got):
+    """The returned loss as a float64 tensor to compare (a Python number or a tensor), else as it came."""
     got_t = torch.tensor(float(got), dtype=torch.float64) if isinstance(got, (int, float)) else got
-    got_t = got_t.detach().double() if isinstance(got_t, torch.Tensor) else got_t
+    return got_t.detach().double() if isinstance(got_t, torch.Tensor) else got_t
+
+
+def _padding_read(chk: Check, label: str, got_t, moved: torch.Tensor, ref) -> None:
+    """The rows of a step given one more micro-batch of padding only: the batch's loss and gradient, and where
+    either is not finite, that measured."""
     spoiled = []
     if not chk.compare(f"{label}: the same loss", got_t, torch.tensor(ref.loss, dtype=torch.float64), atol=1e-5,
                        rtol=1e-5) and isinstance(got_t, torch.Tensor) and not bool(torch.isfinite(got_t).all()):

@@ -65,8 +65,8 @@ def recording_jails():
 
 
 def jailed_survivors(data: Path, bases: list[str] = ()) -> list[int]:
-    """Live processes under a jail uid that belong to this batch, and to no
-    other grader on the machine:
+    """Processes under a jail uid that belong to this batch, and to no other
+    grader on the machine, and may still run (still_running):
     - every process in a PID namespace whose init was started for this batch
       (the init keeps the jail process's environment, which names the
       batch's course data folder); while anything of a job runs, its init
@@ -95,7 +95,7 @@ def jailed_survivors(data: Path, bases: list[str] = ()) -> list[int]:
                 jailed[int(pid)] = (ns, where)
         except OSError:  # exited meanwhile
             continue
-    return [pid for pid, (ns, where) in jailed.items() if ns in ours or any(base in where for base in bases)]
+    return still_running([pid for pid, (ns, where) in jailed.items() if ns in ours or any(base in where for base in bases)])
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -143,6 +143,13 @@ def still_runs(pid: int, start: str) -> bool:
     except OSError:
         return False
     return not any(int(status.get(name, "0").strip(), 16) & SIGKILL_BIT for name in ("SigPnd", "ShdPnd"))
+
+
+def still_running(pids: list[int]) -> list[int]:
+    """Those of pids that may still run their own code (still_runs): a killed
+    process in uninterruptible sleep (a page read on a busy disk) stays in
+    /proc until the read ends, but with SIGKILL pending it never runs again."""
+    return [pid for pid in pids if still_runs(pid, start_time(pid))]
 
 
 def all_stop(started: dict[int, str], within_s: float) -> bool:

@@ -34,7 +34,7 @@ import pytest
 from autograder import course, specimens
 from autograder.grading.gradebook import DATA_ENV_VAR
 from autograder.grading.sandbox.jail import Jail, Limits, in_fork, live_process_uid, process_status, processes_of_uid
-from ..batches import jailed_survivors, recording_jails, shared_batch
+from ..batches import jailed_survivors, recording_jails, shared_batch, still_running
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root jail's namespaces and uid switch need root "
                                                          "(tests/grading/sandbox/test_jail_without_root.py covers the other path)")
@@ -265,8 +265,8 @@ def test_a_daemon_that_keeps_forking_ends_with_its_job():
                 pipe = "closed"
             except subprocess.TimeoutExpired:
                 out, err, pipe = "HOPPING", "", "held open by the daemon"
-            survivors = _hoppers()
-            uid_left = processes_of_uid(jail.uid)
+            survivors = still_running(_hoppers())
+            uid_left = still_running(processes_of_uid(jail.uid))
     finally:
         _kill_hoppers()
     assert "HOPPING" in out, f"the daemon did not start: {err}"
@@ -285,15 +285,15 @@ def test_killing_the_jail_process_ends_the_job_and_release_leaves_the_uid_clean(
             assert proc.stdout.readline().strip() == "HOPPING", proc.stderr.read()
             proc.kill()
             proc.wait()
-            # The kernel kills the namespace at once; the bound only leaves room
-            # for a busy machine to schedule the dying processes.
+            # The kernel kills the namespace at once; ended is gone, exiting or
+            # with SIGKILL pending (still_running).
             end = time.monotonic() + 10
-            while _hoppers() and time.monotonic() < end:
+            while still_running(_hoppers()) and time.monotonic() < end:
                 time.sleep(0.05)
-            after_kill = {pid: _process_facts(pid) for pid in _hoppers()}
+            after_kill = {pid: _process_facts(pid) for pid in still_running(_hoppers())}
             jail_notes = proc.stderr.read()
             jail.release()
-            uid_left = processes_of_uid(jail.uid)
+            uid_left = still_running(processes_of_uid(jail.uid))
     finally:
         _kill_hoppers()
     assert not after_kill, (f"the daemon outlived the jail process that was killed: {after_kill}; "
@@ -533,7 +533,7 @@ def test_a_fork_bomb_is_capped_and_leaves_nothing():
     with _probe_jail(BOMB.format(spin_s=60), limits) as (jail, cmd, env):
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd="/")
         cgroups = list(jail.cgroup.folders)
-    left, uid = processes_of_uid(jail.uid), jail.uid
+    left, uid = still_running(processes_of_uid(jail.uid)), jail.uid
     assert done.returncode == 0, done.stderr
     line = next(l for l in done.stdout.splitlines() if l.startswith("BOMB "))
     _, count, error = line.split(" ", 2)
@@ -657,7 +657,7 @@ def _grade_isolation_batch(data: Path) -> dict:
             opts = Options(assignments=[A], workers=1, cell_timeout=60, progress=False,
                            limits=Limits(memory_mb=3072, wall_s=300, cpu_s=300))
             results = {r["student"]: r for r in grade_all(opts)}
-            hoppers, survivors = _hoppers(), jailed_survivors(data, bases)
+            hoppers, survivors = still_running(_hoppers()), jailed_survivors(data, bases)
         host = _host_leftovers()
     finally:
         _remove_host_leftovers()

@@ -30,6 +30,8 @@ from autograder.grading.sandbox.jail import Jail, Limits, processes_of_uid
 from autograder.grading.sandbox.kernel import started_kernel
 from autograder.grading.sandbox.protections import FILTER_FACTS
 
+from ..batches import still_running
+
 pytestmark = [pytest.mark.grader, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the jail's namespaces and uid switch need root")]
 
@@ -142,7 +144,7 @@ def _jail(tmp_path):
 def _gone(uid: int, within_s: float = 5.0) -> list[int]:
     """The processes of `uid` still alive after waiting up to `within_s`."""
     end = time.monotonic() + within_s
-    while (left := processes_of_uid(uid)) and time.monotonic() < end:
+    while (left := still_running(processes_of_uid(uid))) and time.monotonic() < end:
         time.sleep(0.05)
     return left
 

@@ -194,4 +194,6 @@ KIND_WORDS = {
     "received": "the value made here is what the next stage receives (measured at its input), in place of the "
                 "output of the stage before it",
     "spoiled": "the first value holding inf or nan is made here, from finite inputs",
+    "helper": "this line calls a helper of yours, on the other line, with other values than the reference's step "
+              "reads there",
 }

@@ -606,6 +606,12 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
                  "T × T matmuls with its shared key/value head, 12·n_layers·B·T²·n_heads·head_dim with their backward":
                      attention * config.n_kv_heads // config.n_heads - attention,
                  "attention halved for the causal mask: the matmuls compute the whole T × T": -attention // 2,
+                 "attention's matmuls sized by config.max_seq_len in place of one of their two seq_len (T × "
+                 "max_seq_len scores): the windows hold seq_len tokens, so the scores are seq_len × seq_len":
+                     attention // T * config.max_seq_len - attention,
+                 "attention's matmuls sized by config.max_seq_len in place of seq_len (max_seq_len × max_seq_len "
+                 "scores): the windows hold seq_len tokens, so the scores are seq_len × seq_len":
+                     attention // (T * T) * config.max_seq_len ** 2 - attention,
                  "attention's T × T matmuls counted twice: forward and backward make 12·n_layers·B·T²·n_heads·"
                  "head_dim, 3 times the forward's 4·n_layers·B·T²·n_heads·head_dim, and your count holds twice that, "
                  "as 6 times the forward gives (the 6 of 6·N·tokens counts the 2 FLOPs of a multiply-add, which the "

@@ -514,7 +514,7 @@ def _arguments_read_apart(fn, case: tuple, got: dict[str, int], want: dict[str, 
     """{mistake: {key: whether it gives that key's count in this case}} for two readings of the size arguments
     (ints): two of them exchanged, confirmed by calling the learner's function again with the two exchanged (it
     then gives the measurement), and one of them left out as a factor (the count times that size is the
-    measurement). A mistake is named for a key only when every failing case agrees (Findings)."""
+    measurement) or taken as a factor once more (the measurement times that size is the count). A mistake is named for a key only when every failing case agrees (Findings)."""
     names = _positional_names(fn)
     name = lambda i: names[i] if i < len(names) else f"size argument {i + 1}"  # noqa: E731
     sizes = [i for i, size in enumerate(case) if isinstance(size, int) and not isinstance(size, bool)]
@@ -537,6 +537,9 @@ def _arguments_read_apart(fn, case: tuple, got: dict[str, int], want: dict[str, 
                       f"({{detail}}): a factor {name(i)} is missing from it", ("factor", i), (0, i),
                       f"{name(i)} = {case[i]}")
         readings[bug] = {key: got[key] * case[i] == want[key] for key in want}
+        bug = Reading(f"your count is exactly the measurement times {name(i)} in every failing case ({{detail}}): "
+                      f"one factor {name(i)} too many", ("factor too many", i), (0, i), f"{name(i)} = {case[i]}")
+        readings[bug] = {key: got[key] == want[key] * case[i] for key in want}
     return readings
 
 

@@ -557,7 +557,7 @@ def check_decoder(Transformer, *, seed: int = 95, d_model: int = 32, n_layers: i
             for h in hooks:
                 h.remove()
         seen["logits"] = got
-        compare_stages(chk, seen, state_stages(state, idx, config), module, config, idx)
+        compare_stages(chk, seen, state_stages(state, idx, config), module, config, idx, head=state["lm_head.weight"])
         with torch.no_grad():
             changed = idx.clone()
             changed[:, -1] = (changed[:, -1] + 1) % config.vocab_size

@@ -60,17 +60,30 @@ def _learners_caller():
     return code.co_filename, frame.f_lineno, getattr(code, "co_qualname", code.co_name)
 
 
-def compare_stages(chk: Check, seen: dict, stages: list, module=None, config=None, idx=None) -> None:
+def compare_stages(chk: Check, seen: dict, stages: list, module=None, config=None, idx=None, head=None) -> None:
     """One row per stage the hooks saw; the first one that differs is
     explained by measurement (_explain_stages). A stage whose module never
     ran (e.g. the norm computed without self.norm) gets no row: only the
-    logits decide."""
+    logits decide. head: the reference's lm_head weight."""
     __tracebackhide__ = True
     for name, want in stages:
         if name in seen:
             chk.compare(name, seen[name], want)
     if not chk.passed and "embedding" in seen:  # False in the grader's recheck, where the parts never run here
         _explain_stages(chk, seen, stages, module, config, idx)
+    elif not chk.passed and head is not None:
+        _logits_without_the_final_norm(chk, seen.get("logits"), stages, head)
+
+
+def _logits_without_the_final_norm(chk: Check, got, stages: list, head: torch.Tensor) -> None:
+    """Where the stages are not observed (the grader's recheck runs the forward in the learner's process): logits
+    equal to the last block's output times the head, measured, with the two causes that give them."""
+    last_block = [x for name, x in stages if name.startswith("block ")][-1]
+    if near(got, last_block @ head.T):
+        chk.candidates("the logits are the last block's output times the tied embedding, without the final norm "
+                       "(measured: they equal the reference's logits with self.norm left out); candidates: self.norm "
+                       "never ran, or its result is not what the head reads; the logits are "
+                       "tied_logits(self.norm(x), self.lm_head.weight)")
 
 
 def near(a, b) -> bool:

@@ -259,8 +259,9 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
                 total / len(rows),
             "each batch's NLL weighted by its token count, although nll_sum_and_count returns a sum already: add "
             "the sums as they are": sum(r[0] * r[1] for r in rows) / count,
-            "each batch's mean NLL weighted by its number of rows, not of scored tokens (they differ where rows are "
-            "padded): add the NLL sums and the token counts, divide once":
+            f"each batch's mean NLL weighted by its number of rows or of target positions (every row here holds "
+            f"{seq}, so the two weigh alike), not of scored tokens (they differ where rows are padded): add the NLL "
+            "sums and the token counts, divide once":
                 sum(r[0] / r[1] * len(y) for r, (_, y) in zip(rows, batches)) / sum(len(y) for _, y in batches),
             "the loss compares the logits with x, the inputs (labels not shifted): the targets are y, each "
             "position scored on the token that follows it": lambda: _scored_otherwise(model, batches),

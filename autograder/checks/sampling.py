@@ -162,11 +162,13 @@ def diagnose_filter(chk: Check, got, x: torch.Tensor, want: torch.Tensor, what: 
         if all(a in (b, b - 1) for a, b in zip(n_got, n_strict)) and n_got != n_strict:
             # A count one short on these rows fits other mistakes too (a nucleus taken on the logits keeps as many
             # on some rows): the rows' fact is stated here, and the cause named only by the variant that
-            # reproduces every failing row.
-            short = [r for r, (a, b) in enumerate(zip(n_got, n_strict)) if a == b - 1]
-            chk.measured(f"{label}: in row{'s' if len(short) > 1 else ''} {', '.join(map(str, short))} your filter "
-                         "keeps the most likely tokens up to, not including, the one whose probability takes the "
-                         "running sum past p")
+            # reproduces every failing row. A row that keeps nothing is said as such (below): that it stops before
+            # the crossing token says no more there.
+            short = [r for r, (a, b) in enumerate(zip(n_got, n_strict)) if a == b - 1 and a > 0]
+            if short:
+                chk.measured(f"{label}: in row{'s' if len(short) > 1 else ''} {', '.join(map(str, short))} your "
+                             "filter keeps the most likely tokens up to, not including, the one whose probability "
+                             "takes the running sum past p")
 
 
 def check_top_k_filter(top_k_filter, *, seed: int = 0, batch: int = 3, vocab: int = 11, ks: tuple = (3, 5, 1),

@@ -21,6 +21,7 @@ from .framework.check import Check
 from .framework.measure import fit_scale, mode_split, python_number_problem, randn, seeded
 from .references.generation import ForwardLog, tiny_model
 from .references.hints import call_with_hints, finish_with_upstream
+from .training_random import seeds_itself
 
 UNSHIFTED = ("labels not shifted: y must be x shifted left by one (y[t] = data[start + t + 1]), the token that "
              "follows x[t]; scoring a token against itself teaches the model to copy its input")
@@ -163,7 +164,18 @@ def check_get_batch(get_batch, *, seed: int = 0, n_data: int = 300, batch: int =
     same = torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     chk.require("same generator seed, same batch", same, "two calls with identically seeded generators differ",
                 diagnosis=None if same else "the generator is not used: torch.randint(..., generator=generator)")
-    chk.require("another seed, another batch", not torch.equal(a[0], c[0]), "different seeds gave the same windows")
+    if not chk.require("another seed, another batch", not torch.equal(a[0], c[0]), "different seeds gave the same windows") \
+            and isinstance(a[0], torch.Tensor) and tuple(a[0].shape) == (batch, seq):  # empty windows are all alike
+        # In the grader's recheck every call starts from the same global random state: there a generator left
+        # unused gives the same windows, and two calls cannot differ by it.
+        unused = ("the generator is not used (in this rerun each call starts from the same global random state)"
+                  if getattr(get_batch, "recheck_trace", None) is not None else
+                  "the generator is not used and the starts come from no other random source either (or from one "
+                  "seeded inside get_batch)")
+        chk.candidates(f"the windows do not depend on the generator (measured: generators seeded {seed + 2} and "
+                       f"{seed + 3} gave the same windows); candidates: {unused}, or the generator is seeded again "
+                       "inside get_batch: draw the starts with torch.randint(..., generator=generator), from the "
+                       "generator as it comes")
     # Every start in [0, len - seq_len - 1] must be possible, and nothing beyond.
     short = torch.arange(12) * 10
     xs, _ = _windows(get_batch, chk, short, 2000, 4, seeded(seed + 4))
@@ -468,6 +480,12 @@ def _modes_at_forward(model, seen: list):
 
 
 EVAL_LEFT_ON = "eval mode left on: call model.train() at the start of a step (dropout must be on while training)"
+EVAL_LEFT_ON_MEASURED = ("eval mode left on (measured: your losses and parameters are those of steps taken in the mode "
+                         "each step was handed, dropout off in step 1, which got the model in eval mode): call "
+                         "model.train() at the start of a step (dropout must be on while training)")
+ALL_IN_EVAL_MEASURED = ("every step ran in eval mode (measured: your losses and parameters are those of steps with "
+                        "dropout off, step 2 too, which got the model in train mode): set model.train() at the start "
+                        "of a step")
 
 
 def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_steps) -> Check:
@@ -475,13 +493,15 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
     x = torch.randint(23, (batch, seq), generator=seeded(seed))
     y = torch.randint(23, (batch, seq), generator=seeded(seed + 1))
 
-    def trajectory(**kw):
+    def trajectory(handed=False, **kw):
+        """The reference's steps (with a known bug's settings kw); handed: each step trains in the mode the check
+        hands it the model in (eval, then train)."""
         model, opt = _setup(seed, dropout, lr)
         out = []
         for i in range(n_steps):
             between_steps(model, seed, i)
             torch.manual_seed(seed + i)
-            loss = _ref_step(model, opt, x, y, grad_clip, **kw)
+            loss = _ref_step(model, opt, x, y, grad_clip, **(dict(kw, train=i % 2 == 1) if handed else kw))
             out.append((loss, flat_parameters(model)))
         return out
 
@@ -504,6 +524,11 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
         "not the loss the step was taken on; return loss.item() of the loss you called backward on":
             dict(loss_after=True),
     }
+    rechecked = getattr(train_step, "recheck_trace", None) is not None
+    if rechecked:
+        # The forward passes' modes are not observed there (below): the steps' numbers say what they ran with.
+        variants[EVAL_LEFT_ON_MEASURED] = dict(handed=True)
+        variants[ALL_IN_EVAL_MEASURED] = variants.pop(EVAL_LEFT_ON)
     trajectories = {bug: (lambda kw=kw: trajectory(**kw)) for bug, kw in variants.items()}
     cache: dict = {}
 
@@ -515,7 +540,6 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
     modes: list = []  # per forward pass in train mode: (submodules in eval, submodules, Dropout layers in eval)
     # In the grader's recheck the model goes to the learner's sandbox: a hook of the check's own does not travel,
     # and the submodules' modes are not read there (the rows still fail such a step).
-    rechecked = getattr(train_step, "recheck_trace", None) is not None
     mode_handle = None if rechecked else _modes_at_forward(model, modes)
     returned_floats = True
     entries = []  # (step, handed over in train mode, its forward calls in eval mode, its forward calls)
@@ -578,6 +602,9 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
                          f"was handed the model in train mode, and {passes} ran in eval mode): set the mode, "
                          "model.train(), at the start of a step, whatever mode it came in")
         break
+    if not chk.passed and not chk.diagnoses and not chk.named_variants():
+        seeds_itself(chk, train_step, lambda: _setup(seed, dropout, lr), lambda m, o, train: _ref_step(
+            m, o, x, y, grad_clip, train=train), flat_parameters, NO_GRAPH, x, y, grad_clip)
     if chk.passed:
         _below_the_clip(chk, train_step, seed, dropout, lr, x, y)
     if chk.passed:

@@ -60,7 +60,8 @@ class _FullBatch:
         full.backward()
         self.loss, self.grad = full.item(), _flat_grads(model)             # L and G of the whole batch
         self.counts = [int((yi != -100).sum()) for _, yi in batches]       # target tokens per micro-batch
-        self.positions = sum(yi.numel() for _, yi in batches)              # target positions, padding included
+        self.sizes = [yi.numel() for _, yi in batches]                     # target positions per micro-batch
+        self.positions = sum(self.sizes)                                   # target positions, padding included
         self.means, self.each = [], []                                     # each micro-batch's mean loss, gradient
         for xi, yi in batches:
             model.zero_grad(set_to_none=True)
@@ -376,7 +377,11 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
                               f"included, not by its {sum(ref.counts)} target tokens",
                               ref.loss * sum(ref.counts) / ref.positions),
                              (f"the batch's mean loss divided by its {sum(ref.counts)} target tokens a second time",
-                              ref.loss / sum(ref.counts))):
+                              ref.loss / sum(ref.counts)),
+                             (f"the sum over the micro-batches of each one's mean loss times its positions, padding "
+                              f"included ({', '.join(map(str, ref.sizes))}), not times its target tokens ({counts}), "
+                              f"divided by the batch's {sum(ref.counts)}",
+                              sum(m * n for m, n in zip(ref.means, ref.sizes)) / sum(ref.counts))):
             if math.isclose(float(got_t), value, rel_tol=1e-5):
                 chk.measured(f"the returned loss, {value:.6g}, is {words}; the batch's mean over its "
                              f"{sum(ref.counts)} target tokens is {ref.loss:.6g}")

@@ -293,7 +293,9 @@ MUTATIONS = [
              "    x = x[:, None].expand(B, n_rep, n_kv, T, hd)     # (B, n_rep, n_kv, T, hd): a view, n_rep copies",
              ("order", "contiguous", "h // n_rep", "kv0, kv0", "group", "interleav", "axis"),
              "inserts the copy axis before the kv heads: the result reads kv0, kv1, ..., kv0, kv1, ...",
-             regime="n_kv > 1 and n_rep > 1", untrue=(".repeat(", "repeat instead", "tiling with repeat"))),
+             # ".repeat(" dropped from `untrue` on arrival: the check's line lists x.repeat(1, n_rep, 1, 1) among the
+             # codes that tile, with "copies put before the kv axis", this one: it does not say the code calls repeat
+             regime="n_kv > 1 and n_rep > 1", untrue=("repeat instead", "tiling with repeat"))),
     ("07", M("gqa_attention", "    n_rep = q.shape[1] // k.shape[1]",
              "    n_rep = q.shape[1] // k.shape[0]",
              ("n_rep", "kv heads", "shape[1]", "batch", "group size"),

@@ -218,6 +218,15 @@ def test_a_batch_larger_than_the_windows_keeps_batch_size_rows():
     assert check_failure(check_get_batch, batch_with_replacement) is None
 
 
+def test_a_generator_seeded_again_inside_is_one_of_the_candidates():
+    def seeded_inside(data, batch_size, seq_len, generator=None):
+        generator.manual_seed(0)
+        return batch_with_replacement(data, batch_size, seq_len, generator)
+    texts = diagnosis_texts(check_failure(check_get_batch, seeded_inside))
+    assert "the windows do not depend on the generator (measured: generators seeded 2 and 3 gave the same windows)" \
+        in texts and "or the generator is seeded again inside get_batch" in texts, texts
+
+
 # -- measured facts ----------------------------------------------------------------------
 def test_a_wrong_conversion_is_said_as_a_map_of_the_learners_loss():
     chk = Check("evaluate", expects="a dict")

@@ -41,3 +41,12 @@ def test_a_micro_batch_of_padding_only_is_given():
 def test_no_new_token_returns_the_prompt():
     measured = _line(_message("fresh31", "06", "generate_greedy", "range(max_new_tokens - 1):                 # the prefill gave"), "Measured:")
     assert "asked for no new token, your generate_greedy returns 1 more column" in measured
+
+
+def test_a_triu_mask_is_not_read_as_the_reference_mask_transposed():
+    """triu() of ones equals tril() transposed: a 0/1 mask cannot tell that from a layout change, so the line that
+    makes it is the first wrong one, not a step said to be missing after it."""
+    message = _message("fresh31", "07", "gqa_attention", "dtype=torch.bool, device=q.device).triu()")
+    where = _line(message, "Where:")
+    assert "the first line whose value the reference never computes (yours: triu gives shape (5, 5), bool, 15 of 25 " \
+        "True)" in where and "__invert__" not in message

@@ -79,4 +79,5 @@ def test_attention_counted_without_its_backward_is_named_not_only_measured():
 
 def test_batches_weighted_by_their_rows_are_named():
     message = _message("fresh14", "10", "evaluate", "total + s / n * len(y), count + len(y)")
-    assert "weighted by its number of rows, not of scored tokens" in _line(message, "Likely bug:")
+    assert "weighted by its number of rows or of target positions (every row here holds 7, so the two weigh " \
+        "alike), not of scored tokens" in _line(message, "Likely bug:")

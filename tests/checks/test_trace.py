@@ -154,6 +154,19 @@ def test_the_values_match_up_to_layout_but_not_up_to_a_scramble():
     assert not values.owners(ref.transpose(1, 2) * 1.01)
 
 
+def test_a_mask_over_two_axes_of_one_size_is_not_matched_transposed():
+    """tril() transposed is triu(): for 0/1 values a swap of two axes of one size is another mask, while floating
+    values (scores read k @ q^T) are matched transposed and go wrong at the softmax that reads them."""
+    values = trace.Values(trace.record(lambda n: torch.ones(n, n, dtype=torch.bool).tril(), (5,), learner=False))
+    assert values.owners(torch.ones(5, 5, dtype=torch.bool).tril())
+    assert not values.owners(torch.ones(5, 5, dtype=torch.bool).triu())
+    scores = randn(2, 5, 5, seed=1)
+    values = trace.Values(trace.record(lambda t: t * 2, (scores,), learner=False))
+    assert values.owners((scores * 2).transpose(-2, -1))
+    wide = trace.Values(trace.record(lambda n: torch.ones(n, n + 2, dtype=torch.bool).tril(), (5,), learner=False))
+    assert wide.owners(torch.ones(5, 7, dtype=torch.bool).tril().T)  # axes of two sizes: a layout change
+
+
 # -- regimes -------------------------------------------------------------------------
 def _failure(check, fn, **kw) -> CheckFailed:
     with contextlib.redirect_stdout(io.StringIO()), pytest.raises(CheckFailed) as err:

@@ -114,23 +114,37 @@ class Values:
         ends = _ends(sorted_v)
         same = [(ref, owner) for ref, ref_sorted, ref_ends, owner in self.by_numel.get(value.numel(), [])
                 if ref.dtype == value.dtype and _ends_close(ends, ref_ends, rel) and values_close(sorted_v, ref_sorted, rel)]
-        coarser = [owner for ref, owner in same if _same_up_to_layout(v, ref.double(), rel)]
+        swaps = value.is_floating_point()
+        coarser = [owner for ref, owner in same if _same_up_to_layout(v, ref.double(), rel, swaps=swaps)]
         if coarser or any(sized_axes(ref.shape) == sized_axes(value.shape) for ref, _ in same):
             return coarser  # the reference has this split: a different one is a different value
         return [owner for ref, owner in same if _same_up_to_layout(ref.double(), v, rel, permute=False)]
 
 
-def _same_up_to_layout(v: torch.Tensor, ref: torch.Tensor, rel: float, permute: bool = True) -> bool:
-    """v equals ref with ref's axes permuted (if `permute`) and adjacent ones merged."""
+def _same_up_to_layout(v: torch.Tensor, ref: torch.Tensor, rel: float, permute: bool = True,
+                       swaps: bool = True) -> bool:
+    """v equals ref with ref's axes permuted (if `permute`; two axes of one size swapped only if `swaps`) and
+    adjacent ones merged."""
     if tuple(v.shape) == tuple(ref.shape) and values_close(v, ref, rel):
         return True
     r = ref.reshape([n for n in ref.shape if n != 1]) if ref.dim() else ref
     if r.dim() > 6:
         return False
     for perm in itertools.permutations(range(r.dim())) if permute else [tuple(range(r.dim()))]:
+        if not swaps and _swaps_equal_sizes(perm, tuple(r.shape)):
+            continue
         if _merges(tuple(r.shape[p] for p in perm), tuple(v.shape)) and values_close(r.permute(perm).reshape(v.shape), v, rel):
             return True
     return False
+
+
+def _swaps_equal_sizes(perm: tuple, shape: tuple) -> bool:
+    """Whether perm puts one of two axes of the same size before the other. A mask or an index table
+    transposed over two axes of one size is another mask (triu() is tril() transposed), which its 0/1
+    values cannot tell apart from a layout change; floating values can (scores transposed are matched, and
+    the softmax over them is where they go wrong)."""
+    return any(shape[perm[i]] == shape[perm[j]] and perm[i] > perm[j]
+               for i in range(len(perm)) for j in range(i + 1, len(perm)))
 
 
 def _spoiled(t: torch.Tensor) -> bool:

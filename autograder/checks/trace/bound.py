@@ -19,6 +19,11 @@ Indices: the error is about an integer dtype where floats are needed, and an int
 line reads was bound once, earlier, by unpacking a call that returns (values, indices) (sort, topk, max and
 min along a dim, ...) at the indices' place: that binding.
 
+Named: a tensor the raising line reads whose name and dtype the error prints: the line that made it.
+
+Axes: a tensor the raising line indexes with more indices than it has axes, bound once, earlier: that
+binding (a squeeze() there said as removing every axis of size 1).
+
 Ranges: an integer tensor the raising line reads whose smallest and largest values the error prints
 ("got 13..17", "index 12 is out of bounds"): its one earlier binding, or, in a `for _ in range(n)` loop
 past its first pass, the binding that is a statement of the loop's own body after the raising line.
@@ -197,7 +202,8 @@ _DTYPE_ERROR = re.compile(r"expected scalar type \w+ but found \w+|expected .*sa
 
 def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
     """The one or two earlier lines binding the tensors of another dtype than the function's untouched tensor
-    parameters', when the raising line reads tensors of both dtypes and the error is a dtype mismatch."""
+    parameters' (those the raising line reads, else all of them), when the raising line reads tensors of both
+    dtypes and the error is a dtype mismatch."""
     if not _DTYPE_ERROR.search(str(err)):
         return None
     frame, file, line, body = _raising(frames)
@@ -208,6 +214,10 @@ def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
     tensors = {n: frame.f_locals[n] for n in _read_on(body, line)
                if isinstance(frame.f_locals.get(n), torch.Tensor) and frame.f_locals[n].is_floating_point()}
     kept = {n: t for n, t in tensors.items() if n in params and not _bindings(body, n)}
+    if not kept:  # the line reads only tensors the function made: its untouched parameters hold the dtype given
+        kept = {n: frame.f_locals[n] for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+                if isinstance(frame.f_locals.get(n), torch.Tensor) and frame.f_locals[n].is_floating_point()
+                and not _bindings(body, n)}
     given = {t.dtype for t in kept.values()}
     if len(given) != 1 or len({t.dtype for t in tensors.values()}) != 2:
         return None
@@ -310,11 +320,14 @@ def range_bound_before(frames: list, err: BaseException) -> Located | None:
         also=line, also_code=source_line(file, line))
 
 
-def _made_by(body: ast.AST, name: str, line: int, local: dict) -> tuple[int, str] | None:
-    """(line, words) of the binding that gave `name` its value at `line` (see range_bound_before), or None."""
+def _made_by(body: ast.AST, name: str, line: int, local: dict, made_here=None) -> tuple[int, str] | None:
+    """(line, words) of the binding that gave `name` its value at `line` (see range_bound_before), or None.
+    made_here(line, own): whether that binding, not a line before it, made what is wrong with the value (by
+    default: it reads no tensor another line makes, _made_from_inputs)."""
+    made_here = made_here or (lambda at, own: _made_from_inputs(body, at, name, local, own=own))
     at = _bindings(body, name)
     if len(at) == 1 and at[0] < line:
-        return (at[0], "") if _made_from_inputs(body, at[0], name, local, own=False) else None
+        return (at[0], "") if made_here(at[0], False) else None
     loops = [n for n in ast.walk(body) if isinstance(n, ast.For) and n.lineno < line <= (n.end_lineno or n.lineno)]
     if not loops:
         return None
@@ -322,13 +335,19 @@ def _made_by(body: ast.AST, name: str, line: int, local: dict) -> tuple[int, str
     counts = isinstance(loop.iter, ast.Call) and getattr(loop.iter.func, "id", "") == "range" and \
         len(loop.iter.args) == 1 and isinstance(loop.target, ast.Name)
     passes = local.get(loop.target.id) if counts else None
-    if type(passes) is not int or passes < 1:
+    if type(passes) is not int:
+        return None
+    if passes == 0:  # the loop's first pass reads the value bound before the loop, on one line
+        before = [b for b in at if b < loop.lineno]
+        earlier_in_loop = [b for b in at if loop.lineno < b < line]
+        if len(before) == 1 and not earlier_in_loop and made_here(before[0], False):
+            return before[0], f" before the loop (its first pass, `{loop.target.id}` = 0, read it)"
         return None
     own = [s.lineno for s in loop.body if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.lineno > line
            and any(isinstance(t, ast.Name) and t.id == name for target in (
                s.targets if isinstance(s, ast.Assign) else [s.target]) for t in ast.walk(target))]
     inside = [b for b in at if loop.lineno < b <= (loop.end_lineno or loop.lineno)]
-    if len(own) != 1 or inside != own or not _made_from_inputs(body, own[0], name, local, own=True):
+    if len(own) != 1 or inside != own or not made_here(own[0], True):
         return None
     return own[0], f" on the loop's previous pass (`{loop.target.id}` = {passes - 1})"
 
@@ -356,6 +375,76 @@ def _made_from_inputs(body: ast.AST, at: int, name: str, local: dict, own: bool)
         if _bindings(body, n.id):
             return False
     return True
+
+
+# A dtype as torch prints it in an error ("got dtype torch.float32").
+_DTYPE_NAMED = re.compile(r"\btorch\.(float64|float32|float16|bfloat16|int64|int32|int16|int8|uint8|bool)\b")
+
+
+def named_dtype_bound_before(frames: list, err: BaseException) -> Located | None:
+    """The line that made a tensor the raising line reads, when the error names it (its name, a word of the
+    error) and the dtype it holds: its one binding before that line, or the one before a loop on the loop's
+    first pass (see _made_by)."""
+    first = first_line_of(err)
+    dtypes = set(_DTYPE_NAMED.findall(first))
+    frame, file, line, body = _raising(frames)
+    if body is None or len(dtypes) != 1:
+        return None
+    words = set(re.findall(r"[A-Za-z_]\w*", first))
+    code = frame.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    found = [name for name in _read_on(body, line) if name in words and name not in params
+             and isinstance(frame.f_locals.get(name), torch.Tensor)
+             and str(frame.f_locals[name].dtype).removeprefix("torch.") in dtypes]
+    if len(found) != 1:
+        return None
+    name = found[0]
+    held = frame.f_locals[name].dtype
+
+    def gives_the_dtype(at: int, own: bool) -> bool:  # no tensor the binding reads holds that dtype already
+        return not any(isinstance(frame.f_locals.get(n), torch.Tensor) and frame.f_locals[n].dtype == held
+                       for n in _read_on(body, at) if not (own and n == name))
+    at = _made_by(body, name, line, frame.f_locals, gives_the_dtype)
+    if at is None:
+        return None
+    held = str(held).removeprefix("torch.")
+    return Located(file, at[0], getattr(code, "co_qualname", code.co_name), source_line(file, at[0]), [
+        f"`{name}` is bound here{at[1]} to a {held} tensor, the name and dtype line {line}'s error names",
+        f"then line {line} raises ({type(err).__name__}: {first[:160]})"], kind="bound",
+        also=line, also_code=source_line(file, line))
+
+
+# An index with more entries than the tensor has axes.
+_TOO_MANY_INDICES = re.compile(r"too many indices for tensor of dimension (\d+)")
+
+
+def axes_bound_before(frames: list, err: BaseException) -> Located | None:
+    """The earlier line that made the tensor a raising line indexes with more indices than it has axes: the one
+    tensor subscripted on that line with as many axes as the error prints, bound once, before that line."""
+    found = _TOO_MANY_INDICES.search(first_line_of(err))
+    if found is None:
+        return None
+    axes = int(found.group(1))
+    frame, file, line, body = _raising(frames)
+    if body is None:
+        return None
+    indexed = dict.fromkeys(n.value.id for n in ast.walk(body) if isinstance(n, ast.Subscript)
+                            and isinstance(n.value, ast.Name) and n.lineno <= line <= (n.end_lineno or n.lineno))
+    held = [(name, frame.f_locals[name], _bindings(body, name)) for name in indexed
+            if isinstance(frame.f_locals.get(name), torch.Tensor) and frame.f_locals[name].dim() == axes]
+    if len(held) != 1 or len(held[0][2]) != 1 or held[0][2][0] >= line:
+        return None
+    (name, value, (at,)), = held
+    code = source_line(file, at)
+    squeezed = "squeeze()" in code.replace(" ", "")
+    facts = [f"`{name}` is bound here; at line {line} it has {axes} ax{'i' if axes == 1 else 'e'}s (shape "
+             f"{tuple(value.shape)}), and line {line} indexes it with more ({type(err).__name__}: "
+             f"{first_line_of(err)[:120]})"]
+    if squeezed:
+        facts.append("squeeze() without a dim removes every axis of size 1, not only the one meant (a batch of one "
+                     "loses its batch axis too); squeeze(dim) removes that axis alone")
+    return Located(file, at, getattr(frame.f_code, "co_qualname", frame.f_code.co_name), code, facts, kind="bound",
+                   also=line, also_code=source_line(file, line))
 
 
 def passed_down(frames: list, err: BaseException) -> Located | None:

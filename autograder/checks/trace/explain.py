@@ -590,5 +590,27 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
             facts.insert(0, f"line {line} reads {name} = {value}, a number written in at line {bound}, where the "
                             f"reference's sizes follow from its inputs' shapes")
             how, second = "sizes", bound
+    caller = _calling_again(first, ops, seen.matched) if how == "value" and blamed is first and not second else None
+    if caller is not None:
+        call_file, call_line, call_function = caller
+        facts.insert(0, f"the helper's line {line} gave a value the reference computes on an earlier call, and on "
+                        f"the call from line {call_line} one it never computes: its code is the same on both calls, so "
+                        "what it reads on that call differs (what the call hands it, or a name it reads around it)")
+        return Located(call_file, call_line, call_function, source_line(call_file, call_line), facts, kind="helper",
+                       also=line, also_code=source_line(file, line))
     return Located(file, line, function, source_line(file, line), facts, kind=one_line_kind(how, also, file, line),
                    also=second, also_code=source_line(file, second) if second else "")
+
+
+def _calling_again(first: Op, ops: list[Op], matched: list[bool]) -> tuple[str, int, str] | None:
+    """(file, line, function) of the line that called the helper `first` runs in (a function or lambda of the
+    learner's, called from the checked code), when the same call on the same helper line gave a value the
+    reference has on an earlier call: then the helper is not what went wrong on this one."""
+    if len(first.stack) < 2 or first.stack[0][:2] != (first.file, first.line):
+        return None
+    again = any(matched[op.index] and (op.file, op.line, op.name) == (first.file, first.line, first.name)
+                and len(op.stack) >= 2 for op in ops[:first.index])
+    if not again:
+        return None
+    file, line, function = first.stack[1][:3]
+    return file, line, function

@@ -90,11 +90,12 @@ def locate_bound_number(found: Located | None, fn: Callable, reference: Callable
                 fixes.append((statement, name, value))
     finally:
         _restore(states)
-    if len(fixes) != 1:
-        return None  # no number makes it right, or several do: which one is wrong cannot be told
+    if not fixes or len({(id(statement), name) for statement, name, _ in fixes}) != 1:
+        return None  # no number makes it right, or numbers of several names do: which is wrong cannot be told
     statement, name, value = fixes[0]
+    values = [v for _, _, v in fixes]  # several for one name (a head count of 1 broadcasts as the right one does)
     unused = _unused(body, first.ran)
-    if any(_alike(v, value) for n, v in first.visible.items() if n in unused):
+    if any(_alike(v, fix) for n, v in first.visible.items() if n in unused for fix in values):
         # The number that makes it right is already there, in a name no line that ran reads (a parameter, or a
         # number the function bound): the line reading the other name may be the mistake as much as the number is.
         return None
@@ -102,14 +103,16 @@ def locate_bound_number(found: Located | None, fn: Callable, reference: Callable
     names = _target_names(statement)
     which = (f"the {_ORDINALS[names.index(name)]} of the {len(names)} values line {line} binds"
              if len(names) > 1 and names.index(name) < len(_ORDINALS) else f"the number line {line} binds")
-    measured = (f"with {_shown(value)} in place of {_shown(bound[name])}, {which}, your function returns the "
+    shown_values = " or ".join([", ".join(_shown(v) for v in values[:-1]), _shown(values[-1])] if len(values) > 1
+                               else [_shown(value)])
+    measured = (f"with {shown_values} in place of {_shown(bound[name])}, {which}, your function returns the "
                 "reference's result (measured: run again on the same inputs)")
     if any(shown is not None and line <= shown <= end for shown in (found.line, found.also)):
         found.facts.append(measured)  # the line is shown already, with what the tensors measured: the fix is added
         return found
     which = which.replace(f"line {line}", "this line")
     facts = [f"{which} is {_shown(bound[name])}" + (f", read at line {found.line}" if found.line != line else ""),
-             f"with {_shown(value)} in its place your function returns the reference's result (measured: run again "
+             f"with {shown_values} in its place your function returns the reference's result (measured: run again "
              "on the same inputs)"]
     facts += [f for f in found.facts if f.startswith("then line ")]  # what the call did next, as it was measured
     also = found.line if found.line != line else None

@@ -17,8 +17,8 @@ from .explain import (Located, SIZED_OPS, describe_value, function_around, sizes
 from .kinds import input_owners, one_line_kind
 from .sizes import sizes_differ
 from .record import source_line, Op, Trace
-from .bound import (dtype_bound_before, first_line_of, indices_bound_before, nan_bound_before, passed_down,
-                    range_bound_before, size_bound_before)
+from .bound import (axes_bound_before, dtype_bound_before, first_line_of, indices_bound_before, nan_bound_before,
+                    named_dtype_bound_before, passed_down, range_bound_before, size_bound_before)
 
 
 def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | None:
@@ -290,7 +290,8 @@ def values_at_raise(err: BaseException | None, axes: dict | None = None,
             place = _binding_of(frames, name, value)
     if place is None:
         place = size_bound_before(frames, err, axes, sizes) or dtype_bound_before(frames, err) or \
-            indices_bound_before(frames, err) or range_bound_before(frames, err) or passed_down(frames, err)
+            indices_bound_before(frames, err) or range_bound_before(frames, err) or axes_bound_before(frames, err) or \
+            named_dtype_bound_before(frames, err) or passed_down(frames, err)
     return facts, place
 
 

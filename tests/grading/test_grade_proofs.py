@@ -4,9 +4,10 @@ notebook gets zero, and seed bugs of the notebooks' bug lists
 (tests/checks/test_seed_bugs_*.py) lose exactly their exercise's points, with HTML
 feedback that names the bug and shows no hidden test source.
 
-To keep CI time bounded, by default each exercise's first seed bug is
-graded; TINYLM_GRADER_ALL_BUGS=1 grades every seed bug (about five times as
-many submissions). Bugs share a submission when their exercises are apart:
+To keep `make test` within its time, each exercise's first seed bug is
+graded there; `make test-long` grades every seed bug (about five times as
+many submissions), as TINYLM_GRADER_ALL_BUGS=1 makes this batch do. Bugs
+share a submission when their exercises are apart:
 neither answer calls the other, directly or through another answer, nor
 does either check (dependents()), so each exercise's check sees only its
 own bug; a bug in an exercise another bugged one calls would confound that
@@ -47,11 +48,12 @@ def seed_bugs() -> list[tuple]:
     return bugs
 
 
-def bug_submissions() -> dict[str, tuple[str, list[tuple]]]:
+def bug_submissions(everything: bool = False) -> dict[str, tuple[str, list[tuple]]]:
     """{student: (assignment, bugs)}: the seed bugs (each exercise's first,
-    or all with TINYLM_GRADER_ALL_BUGS) packed into as few submissions per
-    notebook as keep every member's exercise apart from the others'."""
-    everything = bool(os.environ.get("TINYLM_GRADER_ALL_BUGS"))
+    or all with `everything` or TINYLM_GRADER_ALL_BUGS) packed into as few
+    submissions per notebook as keep every member's exercise apart from the
+    others'."""
+    everything = everything or bool(os.environ.get("TINYLM_GRADER_ALL_BUGS"))
     groups: dict[str, tuple[str, list[tuple]]] = {}
     seen = set()
     for bug in seed_bugs():
@@ -100,14 +102,16 @@ def check_of(assignment: str) -> dict[str, str]:
     return {ex.grade_id: nbg(ex.check)["grade_id"] for ex in exercises(read(course.source_notebook(assignment)))}
 
 
-def _grade_proofs(data: Path) -> dict:
+def _grade_proofs(data: Path, every_bug: bool = False) -> dict:
+    """The solutions, the untouched releases and the seed bugs graded in one batch; every_bug: the seed bugs
+    alone, all of them."""
     from autograder.grading.publish.feedback import write_feedback
     from autograder.grading.batch import Options, grade_all
 
-    for a in ASSIGNMENTS:
+    for a in ASSIGNMENTS if not every_bug else ():
         specimens.submit(data, f"solution_{a[:2]}", a, specimens.honest(a))
         specimens.submit(data, f"release_{a[:2]}", a, specimens.notebook(a))
-    bugs = bug_submissions()
+    bugs = bug_submissions(every_bug)
     for student, (a, members) in bugs.items():
         specimens.submit(data, student, a, specimens.with_bugs(a, [(g, old, new) for _, g, old, new, _ in members]))
     results = grade_all(Options(assignments=ASSIGNMENTS, workers=2, progress=False))
@@ -118,6 +122,11 @@ def _grade_proofs(data: Path) -> dict:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     return shared_batch(tmp_path_factory, "grader_proofs", _grade_proofs)
+
+
+@pytest.fixture(scope="module")
+def graded_every_bug(tmp_path_factory):
+    return shared_batch(tmp_path_factory, "grader_proofs_every_bug", lambda data: _grade_proofs(data, every_bug=True))
 
 
 def _feedback(data: Path, student: str, assignment: str) -> str:
@@ -151,6 +160,19 @@ def test_every_seed_bug_is_graded():
 
 
 def test_each_seed_bug_loses_its_exercise_and_is_named(graded):
+    _each_bug_loses_its_exercise_and_is_named(graded)
+
+
+@pytest.mark.long
+def test_every_seed_bug_loses_its_exercise_and_is_named(graded_every_bug):
+    """Every seed bug, not each exercise's first alone: the recheck names them too, where the kernel's check
+    measured the cause with a hook or the global random state (a final norm that never ran, a generator not
+    used, eval mode left on)."""
+    _each_bug_loses_its_exercise_and_is_named(graded_every_bug)
+    _no_hidden_test_source_in_the_feedback(graded_every_bug)
+
+
+def _each_bug_loses_its_exercise_and_is_named(graded) -> None:
     assert {a for a, _ in graded["bugs"].values()} == set(ASSIGNMENTS), "every notebook's seed bugs go through the grader"
     for student, (a, members) in graded["bugs"].items():
         r = graded["results"][f"{student}/{a}"]
@@ -168,6 +190,10 @@ def test_each_seed_bug_loses_its_exercise_and_is_named(graded):
 
 
 def test_feedback_shows_no_hidden_test_source(graded):
+    _no_hidden_test_source_in_the_feedback(graded)
+
+
+def _no_hidden_test_source_in_the_feedback(graded) -> None:
     for key in graded["results"]:
         student, a = key.split("/")
         text = _feedback(graded["data"], student, a)

@@ -433,6 +433,8 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
     if finite and a.shape == b.shape == q.shape:  # NaN outputs are reported by the rows above, not as a leak
         chk.require(f"outputs 0..{t} ignore keys after {t}", torch.allclose(a[:, :, :t + 1], b[:, :, :t + 1], atol=1e-5),
                     "changing future keys/values changed earlier outputs")
+    if chk.passed:
+        _future_far_above(chk, causal_attention, q, k, v, t)
     cases = list(attention_cases(seed, batch, heads, seq, head_dim, dtype))
     chk.upstream(causal_attention, {"causal_mask": lambda q_len, kv_len=None: ref_mask(q_len, q_len if kv_len is None else kv_len)},
                  rerun=lambda: all(close_to(causal_attention(q_, k_, v_), F.scaled_dot_product_attention(
@@ -442,6 +444,31 @@ def check_causal_attention(causal_attention, *, seed: int = 0, batch: int = 2, h
         explain()
     run_contract(chk, causal_attention, CAUSAL_ATTENTION)
     chk.finish()
+
+
+def _future_far_above(chk: Check, causal_attention, q, k, v, t: int) -> None:
+    """Keys after position t whose scores lie about 1e5 above every other key's: a masked key gets weight 0 whatever
+    its score, which a mask of -inf gives and a finite one (-1e4 added, BERT's) does not."""
+    queries = q.abs() + 0.5                                  # every query positive: q · k grows with k
+    far = k.clone()
+    far[:, :, t + 1:] = 2e5 / q.shape[-1] ** 0.5             # scores of at least 0.5 · 2e5 for every query
+    a, b = chk.call(causal_attention, queries, k, v), chk.call(causal_attention, queries, far, v)
+    if not all(isinstance(o, torch.Tensor) and o.shape == q.shape for o in (a, b)):
+        return
+    if not bool(torch.isfinite(b[:, :, :t + 1]).all()):
+        chk.require(f"outputs 0..{t} finite when keys after {t} score about 1e5 above the rest", False,
+                    "earlier outputs hold inf or nan")
+        chk.candidates(f"outputs 0..{t} hold inf or nan once the keys after {t} score about 1e5 above the rest "
+                       "(measured), though a masked key's score must not matter; candidates: the masked scores hold a "
+                       "finite value (added or filled, not -inf), or the softmax overflows (exp taken without each "
+                       "row's maximum subtracted), or both")
+        return
+    chk.require(f"outputs 0..{t} ignore keys after {t} that score about 1e5 above the rest",
+                torch.allclose(a[:, :, :t + 1], b[:, :, :t + 1], atol=1e-5), "the far higher future keys changed them",
+                diagnosis=f"a masked key still gets weight when its score is high enough (measured: outputs 0..{t} "
+                          f"change once the keys after {t} score about 1e5 above the rest, and not when those keys "
+                          "move by 5, the row above): the masked scores hold a finite value, added or filled, which a "
+                          "large score outweighs; fill them with -inf, scores.masked_fill(~mask, float('-inf'))")
 
 
 def _mha_ref(x, w_q, w_k, w_v, w_o, n_heads):

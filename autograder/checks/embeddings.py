@@ -58,6 +58,9 @@ def _check_lookup(name: str, fn, seed: int, batch: int, seq: int, vocab: int, d_
         "looked up columns instead of rows: weight is [vocab, d_model], so token i is weight[i], not weight[:, i]":
             lambda: weight.T[ids] if vocab == d_model else weight[:, ids].permute(1, 2, 0),
         "lookup of the transposed ids (batch and seq swapped)": lambda: weight[ids.T],
+        "one number per id, read from the table flattened (measured: your result is weight.flatten()[ids], as "
+        "torch.take(weight, ids) gives: torch.take has no axis argument, unlike np.take): a row per id is "
+        "weight[ids]": lambda: weight.flatten()[ids],
     }):
         _explain_lookup(chk, got, ids, weight, want)
     # A single sequence without batch axis must work too: lookup is elementwise.
@@ -108,6 +111,8 @@ def _id_past_the_table(chk: Check, fn, ids: torch.Tensor, weight: torch.Tensor, 
     zero = zero_row_ok and row is not None and not bool(row.abs().sum())
     if chk.require(f"id {vocab} (past the table's {vocab} rows) raises" + (" or reads a zero row" if zero_row_ok else ""),
                    out is None or zero, f"returned {describe(out)}"):
+        return
+    if row is None:  # no embedding per id came back (another shape): the row's note says what did, no more is known
         return
     read = [k for k in range(vocab) if row is not None and row.shape == weight[k].shape
             and torch.equal(row.to(weight.dtype), weight[k])]
@@ -206,7 +211,8 @@ def check_tied_logits(tied_logits, *, seed: int = 2, batch: int = 2, seq: int = 
         got = chk.call(tied_logits, x, weight)
         chk.compare(label, got, want, variants={
             "transposed weight: multiplied by weight instead of weight.T (the embedding is [vocab, d_model], "
-            "the head needs [d_model, vocab])": lambda: x @ weight,
+            "the head needs [d_model, vocab]; F.linear(x, w) computes x @ w.T itself, so it takes weight as it is)":
+                lambda: x @ weight,
             "softmax applied: tied_logits returns raw scores (logits), not probabilities":
                 lambda: (x @ weight.T).softmax(-1),
             "log_softmax applied: the result is log-probabilities; tied_logits returns raw scores (logits)":
@@ -218,7 +224,7 @@ def check_tied_logits(tied_logits, *, seed: int = 2, batch: int = 2, seq: int = 
             "scores themselves, x @ weight.T": lambda: want - want.mean(-1, keepdim=True),
         })
         _shifted_per_row(chk, got, want)
-        chk.explain_scale("the logits", got, want, {"1/sqrt(d_model)": 1 / math.sqrt(d_model),
+        chk.explain_scale("the tensor of logits", got, want, {"1/sqrt(d_model)": 1 / math.sqrt(d_model),
                                                     "sqrt(d_model)": math.sqrt(d_model)})
     run_contract(chk, tied_logits, TIED_LOGITS)
     chk.finish()

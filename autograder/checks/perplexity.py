@@ -21,6 +21,7 @@ from .framework.measure import LOG_BASE_CONSTANTS, close_to, python_number_probl
 from .references.generation import (ForwardLog, mode_calls_watched, mode_given_back, mode_not_a_flag, modes_mixed,
                                     tiny_model, train_mode_restored)
 from .references.hints import finish_with_upstream
+from .spies import first_call_arguments
 
 
 def as_float_tensor(value) -> torch.Tensor | None:
@@ -81,6 +82,9 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
             "returns (count, nll_sum): the order is (nll_sum, count)": n_valid,
             "sign flipped: the NLL is -log p, a positive number; you return the log-likelihood": lambda: -want_total,
             SHIFTED_AGAIN: lambda: _shifted_again(logits, targets, ig),
+            "cross_entropy handed probabilities (a softmax taken before it; measured: your sum is the NLL of "
+            "softmax(logits) read as logits): F.cross_entropy takes the logits and applies log_softmax itself; hand "
+            "it the logits": lambda: F.cross_entropy(flat[valid].softmax(-1), tgt[valid], reduction="sum"),
         })
         chk.compare(f"{label}: token count", count if count is not None else out[1], n_valid, atol=0, rtol=0, variants={
             "padding counted: count only the targets != ignore_index (the argument, not a hard-coded -100), on the "
@@ -289,7 +293,8 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     try:
         with mode_calls_watched(model, evaluate) as mode_calls:
             got = chk.call(evaluate, model, batches, bytes_per_token,
-                           on_error=lambda err: mode_not_a_flag(model, mode_calls))
+                           on_error=lambda err: mode_not_a_flag(model, mode_calls)
+                           or _ignore_index_handed(evaluate, model, batches, bytes_per_token))
     finally:
         log.close()
     if not (isinstance(got, dict) and set(want) <= set(got)):
@@ -299,6 +304,9 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
         value = as_float_tensor(got[key])
         if not chk.compare(key, value if value is not None else got[key], want[key], atol=1e-5, rtol=1e-5,
                            variants=variants[key]) and key == "loss" and value is not None and not dropout_on:
+            said = _ignore_index_handed(evaluate, model, batches, bytes_per_token)
+            if said:
+                chk.diagnose(said)
             _which_batches(chk, float(value), rows)
             _implied_count(chk, float(value), rows, batches)
         if key != "loss" and value is not None and not chk.rows[-1].ok:
@@ -322,6 +330,21 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     if chk.passed:
         _a_batch_of_padding(chk, evaluate, model, batches, bytes_per_token, float(loss))
     return chk
+
+
+def _ignore_index_handed(evaluate, model, batches, bytes_per_token: float) -> str | None:
+    """The ignore_index the learner's evaluate hands its nll_sum_and_count, where it is not the -100 the batches
+    mark padding with (measured on its first call; not in the grader's recheck, whose calls run elsewhere)."""
+    if getattr(evaluate, "recheck_trace", None) is not None:
+        return None
+    handed = first_call_arguments(evaluate, "nll_sum_and_count", lambda: evaluate(
+        copy.deepcopy(model), copy.deepcopy(batches), bytes_per_token))
+    index = handed.get("ignore_index", -100) if handed else -100
+    if isinstance(index, bool) or not isinstance(index, int) or index == -100:
+        return None
+    return (f"your evaluate calls nll_sum_and_count with ignore_index={index} (measured: its first call), where the "
+            f"batches mark padding with -100: real targets equal to {index} are left out, and the padding's -100 is "
+            "read as a class (cross_entropy raises on it); pass ignore_index=-100, the default")
 
 
 def _a_batch_of_padding(chk: Check, evaluate, model, batches, bytes_per_token: float, loss: float) -> None:

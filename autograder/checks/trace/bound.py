@@ -25,7 +25,8 @@ Axes: a tensor the raising line indexes with more indices than it has axes, boun
 binding (a squeeze() there said as removing every axis of size 1).
 
 Ranges: an integer tensor the raising line reads whose smallest and largest values the error prints
-("got 13..17", "index 12 is out of bounds"): its one earlier binding, or, in a `for _ in range(n)` loop
+("got 13..17", "index 12 is out of bounds"), or one end of it that the error shows out of range (a negative
+id, an index above every bound the error prints): its one earlier binding, or, in a `for _ in range(n)` loop
 past its first pass, the binding that is a statement of the loop's own body after the raising line.
 """
 from __future__ import annotations
@@ -306,18 +307,46 @@ def range_bound_before(frames: list, err: BaseException) -> Located | None:
                 value.dtype == torch.bool or value.numel() == 0:
             continue
         low, high = int(value.min()), int(value.max())
-        if low == high or not {str(low), str(high)} <= printed:
+        if low == high:
+            continue
+        # Both ends printed ("got 13..17"), or one end the error shows as the value out of range: a negative id,
+        # or an index above every bound it prints ("index 300 is out of bounds ... size 256").
+        numbers = {int(n) for n in printed}
+        if {str(low), str(high)} <= printed:
+            said = "the numbers its error prints"
+        elif str(low) in printed and low < 0:
+            said = f"{low}, the number its error prints, the least of them"
+        elif str(high) in printed and high == max(numbers) and len(numbers) > 1:
+            said = f"{high}, the number its error prints, the largest of them"
+        else:
             continue
         at = _made_by(body, name, line, frame.f_locals)
+        if at is None and said != "the numbers its error prints":  # the value out of range, written in on one line
+            at = _written_in(body, name, line, low if low < 0 else high)
         if at is not None:
-            found.append((name, low, high, at))
+            found.append((name, low, high, at, said))
     if len(found) != 1:
         return None
-    ((name, low, high, (at, why)),) = found
+    ((name, low, high, (at, why), said),) = found
     return Located(file, at, getattr(code, "co_qualname", code.co_name), source_line(file, at), [
-        f"`{name}` is bound here{why}; at line {line} it holds values {low} to {high}, the numbers its error prints",
+        f"`{name}` is bound here{why}; at line {line} it holds values {low} to {high}, {said}",
         f"then line {line} raises ({type(err).__name__}: {first[:160]})"], kind="bound",
         also=line, also_code=source_line(file, line))
+
+
+def _written_in(body: ast.AST, name: str, line: int, number: int) -> tuple[int, str] | None:
+    """(line, words) of the one statement before `line` that binds or writes into `name` with `number` written in
+    it as a literal, when no other statement binding or writing into it before `line` has it."""
+    def literal(node) -> bool:
+        if number < 0:
+            return any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant)
+                       and n.operand.value == -number for n in ast.walk(node))
+        return any(isinstance(n, ast.Constant) and type(n.value) is int and n.value == number for n in ast.walk(node))
+    writes = [node for node, _ in _binders(body, name) if getattr(node, "lineno", line) < line]
+    holding = [node for node in writes if literal(getattr(node, "value", None) or node)]
+    if len(holding) != 1:
+        return None
+    return holding[0].lineno, f" with {number} written in"
 
 
 def _made_by(body: ast.AST, name: str, line: int, local: dict, made_here=None) -> tuple[int, str] | None:

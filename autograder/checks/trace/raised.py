@@ -276,7 +276,7 @@ def values_at_raise(err: BaseException | None, axes: dict | None = None,
             continue
         value = frame.f_locals[name]
         if isinstance(value, torch.Tensor):
-            fact = _tensor_at_raise(name, value, "inf" in text or "nan" in text)
+            fact = _tensor_at_raise(name, value, "inf" in text or "nan" in text, _parameter_holding(frame, name, value))
             if fact:
                 facts.append(fact)
                 if place is None and "nan" in fact:
@@ -295,9 +295,21 @@ def values_at_raise(err: BaseException | None, axes: dict | None = None,
     return facts, place
 
 
-def _tensor_at_raise(name: str, value: torch.Tensor, error_names_inf: bool) -> str | None:
+def _parameter_holding(frame, name: str, value: torch.Tensor) -> str | None:
+    """The raising function's tensor parameter, other than `name`, whose values `value` holds unchanged."""
+    code = frame.f_code
+    for param in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+        held = frame.f_locals.get(param)
+        if param != name and isinstance(held, torch.Tensor) and held.shape == value.shape \
+                and held.dtype == value.dtype and torch.equal(held.detach(), value.detach()):
+            return param
+    return None
+
+
+def _tensor_at_raise(name: str, value: torch.Tensor, error_names_inf: bool, handed: str | None = None) -> str | None:
     """A tensor the raising line read, when it is notable: nan (never meant), inf where the error speaks of
-    inf or nan (masked scores hold -inf by design), or log-probabilities."""
+    inf or nan (masked scores hold -inf by design), or log-probabilities (handed: the parameter whose values
+    it holds unchanged, whose values these inputs make log-probabilities too)."""
     if not value.is_floating_point() or value.numel() == 0:
         return None
     v = value.detach().double()
@@ -306,6 +318,10 @@ def _tensor_at_raise(name: str, value: torch.Tensor, error_names_inf: bool) -> s
         what = " and ".join(f"{n} {kind}" for n, kind in ((nan, "nan"), (inf, "inf")) if n)
         return f"at the line that raised, `{name}` holds {what} among its {v.numel()} values"
     if v.dim() and float(v.max()) <= 0 and torch.allclose(v.exp().sum(-1), torch.ones(()).double(), atol=1e-4):
+        if handed:  # the check's own inputs happen to be normalised: the values are the parameter's, as handed in
+            return (f"at the line that raised, `{name}` holds the values of the parameter `{handed}` as handed in, "
+                    "unchanged (on these inputs they are log-probabilities too: every value <= 0, and their exp sums "
+                    f"to 1 along the last axis): probabilities come from `{handed}` by a softmax")
         return (f"at the line that raised, `{name}` holds log-probabilities (every value <= 0, and their exp sums to 1 "
                 f"along the last axis): exp() of them are the probabilities")
     return None

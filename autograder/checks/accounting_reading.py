@@ -514,7 +514,8 @@ def _arguments_read_apart(fn, case: tuple, got: dict[str, int], want: dict[str, 
     """{mistake: {key: whether it gives that key's count in this case}} for two readings of the size arguments
     (ints): two of them exchanged, confirmed by calling the learner's function again with the two exchanged (it
     then gives the measurement), and one of them left out as a factor (the count times that size is the
-    measurement) or taken as a factor once more (the measurement times that size is the count). A mistake is named for a key only when every failing case agrees (Findings)."""
+    measurement) or taken as a factor once more (the measurement times that size is the count). A mistake is
+    named for a key only when every failing case agrees (Findings)."""
     names = _positional_names(fn)
     name = lambda i: names[i] if i < len(names) else f"size argument {i + 1}"  # noqa: E731
     sizes = [i for i, size in enumerate(case) if isinstance(size, int) and not isinstance(size, bool)]

@@ -114,13 +114,12 @@ def _id_past_the_table(chk: Check, fn, ids: torch.Tensor, weight: torch.Tensor, 
         return
     if row is None:  # no embedding per id came back (another shape): the row's note says what did, no more is known
         return
-    read = [k for k in range(vocab) if row is not None and row.shape == weight[k].shape
-            and torch.equal(row.to(weight.dtype), weight[k])]
+    read = [k for k in range(vocab) if row.shape == weight[k].shape and torch.equal(row.to(weight.dtype), weight[k])]
     # A clamp or a wrap is said only when every other id still reads its own row: a shift of every id (ids - 1)
     # also reads the last row for id vocab.
     rest = torch.ones(ids.shape, dtype=torch.bool)
     rest[0, 1] = False
-    others_right = row is not None and torch.equal(out[rest].to(weight.dtype), weight[ids[rest]])
+    others_right = torch.equal(out[rest].to(weight.dtype), weight[ids[rest]])
     how = {vocab - 1: "the last row: the id was clamped into the table", 0: "the first row: the id wrapped around modulo vocab"}
     said = (f"row {read[0]}, {how.get(read[0], 'a row of another token') if others_right else 'the row of another id'}"
             if read else "no row of the table")

@@ -14,8 +14,8 @@ def seeds_itself(chk: Check, train_step, setup: Callable, ref_step: Callable, fl
                  grad_clip: float) -> None:
     """A step whose loss and parameters do not depend on the global random state it is called with, while
     dropout draws other masks from each state, and that are not the step without dropout: its masks come from a
-    state the step sets itself. setup() -> (model, optimizer) in train mode; ref_step(model, opt, train=...)
-    -> the reference step's loss; flat(model) -> its parameters."""
+    state the step sets itself. setup() -> a fresh (model, optimizer); ref_step(model, opt, train=...) -> the
+    reference step's loss in that mode; flat(model) -> its parameters."""
     runs = []
     for state in (7, 8):
         model, opt = setup()

@@ -56,7 +56,7 @@ def size_bound_before(frames: list, err: BaseException, axes: dict | None, sizes
     if body is None or not shown:
         return None
     code = frame.f_code
-    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    params = set(parameters(code))
     found = {}
     for call in (n for n in ast.walk(body) if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)):
         args = call.args[0].elts if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) else call.args
@@ -106,6 +106,11 @@ def _raising(frames: list) -> tuple:
     tb = frames[-1]
     file, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
     return tb.tb_frame, file, line, function_around(file, line)
+
+
+def parameters(code) -> tuple[str, ...]:
+    """The names of a code object's parameters, positional and keyword-only, in their order."""
+    return code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
 
 
 def first_line_of(err: BaseException) -> str:
@@ -169,7 +174,7 @@ def nan_bound_before(frames: list, err: BaseException, name: str) -> Located | N
     """The one earlier line binding `name`, a tensor holding nan that the raising line reads, or None."""
     frame, file, line, body = _raising(frames)
     code = frame.f_code
-    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    params = set(parameters(code))
     value = frame.f_locals.get(name)
     if body is None or name in params or not isinstance(value, torch.Tensor) or not value.is_floating_point():
         return None
@@ -211,12 +216,12 @@ def dtype_bound_before(frames: list, err: BaseException) -> Located | None:
     if body is None:
         return None
     code = frame.f_code
-    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    params = set(parameters(code))
     tensors = {n: frame.f_locals[n] for n in _read_on(body, line)
                if isinstance(frame.f_locals.get(n), torch.Tensor) and frame.f_locals[n].is_floating_point()}
     kept = {n: t for n, t in tensors.items() if n in params and not _bindings(body, n)}
     if not kept:  # the line reads only tensors the function made: its untouched parameters hold the dtype given
-        kept = {n: frame.f_locals[n] for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        kept = {n: frame.f_locals[n] for n in parameters(code)
                 if isinstance(frame.f_locals.get(n), torch.Tensor) and frame.f_locals[n].is_floating_point()
                 and not _bindings(body, n)}
     given = {t.dtype for t in kept.values()}
@@ -299,7 +304,7 @@ def range_bound_before(frames: list, err: BaseException) -> Located | None:
     if body is None or not printed:
         return None
     code = frame.f_code
-    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    params = set(parameters(code))
     found = []
     for name in _read_on(body, line):
         value = frame.f_locals.get(name)
@@ -312,17 +317,18 @@ def range_bound_before(frames: list, err: BaseException) -> Located | None:
         # Both ends printed ("got 13..17"), or one end the error shows as the value out of range: a negative id,
         # or an index above every bound it prints ("index 300 is out of bounds ... size 256").
         numbers = {int(n) for n in printed}
+        out_of_range = None  # the one end the error shows, where it does not print both
         if {str(low), str(high)} <= printed:
             said = "the numbers its error prints"
         elif str(low) in printed and low < 0:
-            said = f"{low}, the number its error prints, the least of them"
+            out_of_range, said = low, f"{low}, the number its error prints, the least of them"
         elif str(high) in printed and high == max(numbers) and len(numbers) > 1:
-            said = f"{high}, the number its error prints, the largest of them"
+            out_of_range, said = high, f"{high}, the number its error prints, the largest of them"
         else:
             continue
         at = _made_by(body, name, line, frame.f_locals)
-        if at is None and said != "the numbers its error prints":  # the value out of range, written in on one line
-            at = _written_in(body, name, line, low if low < 0 else high)
+        if at is None and out_of_range is not None:  # the value out of range, written in on one line
+            at = _written_in(body, name, line, out_of_range)
         if at is not None:
             found.append((name, low, high, at, said))
     if len(found) != 1:
@@ -421,24 +427,24 @@ def named_dtype_bound_before(frames: list, err: BaseException) -> Located | None
         return None
     words = set(re.findall(r"[A-Za-z_]\w*", first))
     code = frame.f_code
-    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    params = set(parameters(code))
     found = [name for name in _read_on(body, line) if name in words and name not in params
              and isinstance(frame.f_locals.get(name), torch.Tensor)
              and str(frame.f_locals[name].dtype).removeprefix("torch.") in dtypes]
     if len(found) != 1:
         return None
     name = found[0]
-    held = frame.f_locals[name].dtype
+    dtype = frame.f_locals[name].dtype
 
     def gives_the_dtype(at: int, own: bool) -> bool:  # no tensor the binding reads holds that dtype already
-        return not any(isinstance(frame.f_locals.get(n), torch.Tensor) and frame.f_locals[n].dtype == held
+        return not any(isinstance(frame.f_locals.get(n), torch.Tensor) and frame.f_locals[n].dtype == dtype
                        for n in _read_on(body, at) if not (own and n == name))
     at = _made_by(body, name, line, frame.f_locals, gives_the_dtype)
     if at is None:
         return None
-    held = str(held).removeprefix("torch.")
     return Located(file, at[0], getattr(code, "co_qualname", code.co_name), source_line(file, at[0]), [
-        f"`{name}` is bound here{at[1]} to a {held} tensor, the name and dtype line {line}'s error names",
+        f"`{name}` is bound here{at[1]} to a {str(dtype).removeprefix('torch.')} tensor, the name and dtype line "
+        f"{line}'s error names",
         f"then line {line} raises ({type(err).__name__}: {first[:160]})"], kind="bound",
         also=line, also_code=source_line(file, line))
 
@@ -465,7 +471,8 @@ def axes_bound_before(frames: list, err: BaseException) -> Located | None:
         return None
     (name, value, (at,)), = held
     code = source_line(file, at)
-    squeezed = "squeeze()" in code.replace(" ", "")
+    squeezed = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "squeeze"
+                   and not n.args and not n.keywords for node, _ in _binders(body, name) for n in ast.walk(node))
     facts = [f"`{name}` is bound here; at line {line} it has {axes} ax{'i' if axes == 1 else 'e'}s (shape "
              f"{tuple(value.shape)}), and line {line} indexes it with more ({type(err).__name__}: "
              f"{first_line_of(err)[:120]})"]

@@ -92,7 +92,7 @@ def locate_bound_number(found: Located | None, fn: Callable, reference: Callable
         _restore(states)
     if not fixes or len({(id(statement), name) for statement, name, _ in fixes}) != 1:
         return None  # no number makes it right, or numbers of several names do: which is wrong cannot be told
-    statement, name, value = fixes[0]
+    statement, name, _ = fixes[0]
     values = [v for _, _, v in fixes]  # several for one name (a head count of 1 broadcasts as the right one does)
     unused = _unused(body, first.ran)
     if any(_alike(v, fix) for n, v in first.visible.items() if n in unused for fix in values):
@@ -103,8 +103,8 @@ def locate_bound_number(found: Located | None, fn: Callable, reference: Callable
     names = _target_names(statement)
     which = (f"the {_ORDINALS[names.index(name)]} of the {len(names)} values line {line} binds"
              if len(names) > 1 and names.index(name) < len(_ORDINALS) else f"the number line {line} binds")
-    shown_values = " or ".join([", ".join(_shown(v) for v in values[:-1]), _shown(values[-1])] if len(values) > 1
-                               else [_shown(value)])
+    shown = [_shown(v) for v in values]
+    shown_values = f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
     measured = (f"with {shown_values} in place of {_shown(bound[name])}, {which}, your function returns the "
                 "reference's result (measured: run again on the same inputs)")
     if any(shown is not None and line <= shown <= end for shown in (found.line, found.also)):

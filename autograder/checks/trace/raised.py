@@ -18,7 +18,7 @@ from .kinds import input_owners, one_line_kind
 from .sizes import sizes_differ
 from .record import source_line, Op, Trace
 from .bound import (axes_bound_before, dtype_bound_before, first_line_of, indices_bound_before, nan_bound_before,
-                    named_dtype_bound_before, passed_down, range_bound_before, size_bound_before)
+                    named_dtype_bound_before, parameters, passed_down, range_bound_before, size_bound_before)
 
 
 def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | None:
@@ -297,8 +297,7 @@ def values_at_raise(err: BaseException | None, axes: dict | None = None,
 
 def _parameter_holding(frame, name: str, value: torch.Tensor) -> str | None:
     """The raising function's tensor parameter, other than `name`, whose values `value` holds unchanged."""
-    code = frame.f_code
-    for param in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+    for param in parameters(frame.f_code):
         held = frame.f_locals.get(param)
         if param != name and isinstance(held, torch.Tensor) and held.shape == value.shape \
                 and held.dtype == value.dtype and torch.equal(held.detach(), value.detach()):
@@ -342,7 +341,7 @@ def _binding_of(frames: list, name: str, value) -> Located | None:
         return Located(file, at, tb.tb_frame.f_code.co_name, source_line(file, at),
                        [f"`{name}` is bound here, to {_short(value)}"], kind="bound")
     code = tb.tb_frame.f_code
-    params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    params = list(parameters(code))
     if name not in params or len(frames) < 2:
         return None
     caller = frames[-2]

@@ -194,6 +194,7 @@ KIND_WORDS = {
     "received": "the value made here is what the next stage receives (measured at its input), in place of the "
                 "output of the stage before it",
     "spoiled": "the first value holding inf or nan is made here, from finite inputs",
+    "notebook_name": "this line reads a value bound in the notebook (an earlier cell), not one the call passes",
     "helper": "this line calls a helper of yours, on the other line, with other values than the reference's step "
               "reads there",
 }

@@ -391,6 +391,7 @@ def check_kv_cache_bytes(kv_cache_bytes, *, cases: tuple = KV_CACHE_CASES) -> No
             found = explanations(got, want, kv_mistakes(config, batch_size, dtype), {})
             findings.add("", found | {counted} if counted else found)
             findings.failures.setdefault("", []).append((label, (config, seq_len, batch_size, dtype), got))
+            findings.wrong_calls.append(((config, seq_len, batch_size, dtype), {}, want))
             findings.first_wrong.setdefault("", f"for {label}: your byte count is {difference_words(got, want)}, "
                                                 f"{ratio_words(got, want)}")
             vectors.append(cached_vectors(config, got, seq_len * batch_size, dtype))

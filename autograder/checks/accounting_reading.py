@@ -20,6 +20,7 @@ from ..learner_values import MAX_SHOWN_SIZE, count_words
 from ..learner_values import describe
 from .framework.calling import guarded_call
 from .framework.check import Check, Row
+from .framework.explain.notebook_names import say_notebook_name
 from .framework.measure import python_number_problem
 from .accounting_measure import component_of, kv_cache_nbytes, meta_model
 
@@ -335,6 +336,7 @@ class Findings:
         self.measure_further = measure_further
         # key -> {mistake: the labels of the cases whose right count of key rules it out}
         self.refuted: dict[str, dict[str, list[str]]] = {}
+        self.wrong_calls: list[tuple] = []  # (arguments, {}, the right result) of each case with a wrong count
 
     def add(self, key: str, found: set[str]) -> None:
         self.per_key.setdefault(key, []).append(found)
@@ -474,7 +476,16 @@ def finish_findings(chk: Check, findings: Findings) -> None:
             further = findings.measure_further and findings.measure_further(key, findings.failures.get(key, []),
                                                                            key == unnamed[0])
             chk.measured(findings.first_wrong[key] + (f"; {further}" if further else ""))
+        if unnamed and not chk.likely_bugs():
+            say_notebook_name(chk, chk.subject, findings.wrong_calls, same=_same_counts)
     chk.finish()
+
+
+def _same_counts(got, want) -> bool:
+    """A result with want's counts: the same int, or a dict holding want's keys with their counts."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and all(got.get(key) == count for key, count in want.items())
+    return got == want
 
 
 def run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 100, refute=None) -> Findings:
@@ -495,6 +506,8 @@ def run_cases(chk: Check, fn, cases, keys, build_want, explain, budget: int = 10
         value = chk.call(fn, *case, row_label=label)
         got = _read_dict(chk, chk.fn_name, label, value, keys)
         wrong = _case_row(chk, label, got, want)
+        if wrong:
+            findings.wrong_calls.append((case, {}, want))
         readings = _arguments_read_apart(fn, case, got, want) if got is not None and wrong else {}
         for key in (k for k in keys if got is not None and k not in wrong):  # a right count rules out what changes it
             ruled_out = (refute(case, key, want[key]) if refute else set()) | \

@@ -626,7 +626,8 @@ def _wider_heads(a: dict) -> dict:
 
 
 CAUSAL_ATTENTION = Contract("causal_attention", attention_steps, _attention_contract_cases, names=("q", "k", "v"),
-                            batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"), scale=("q",), edges=(
+                            batch=("q", "k", "v"), views=("q", "k", "v"), grad=("q", "k", "v"), scale=("q",),
+                            dtypes=(torch.float64, torch.bfloat16, torch.float16), edges=(
                                 Edge("scores far below zero", "for queries and keys whose allowed scores all lie near "
                                      "-10^5 (q + c and k - c, float64): the masked positions must still get no weight",
                                      _far_below_zero),

@@ -267,6 +267,8 @@ def rope_cases(seed: int, batch: int, heads: int, seq: int, head_dim: int, dtype
     x = randn(batch, heads, seq, head_dim, seed=seed, dtype=dtype)
     yield "positions 0..T-1", x, 0
     yield "start_pos=5 (decoding after 5 cached tokens)", x, 5
+    # Another length than the other rows' (and than any other axis): a length read from anywhere but x shows.
+    yield f"{seq - 1} positions from start_pos=1", x[:, :, 1:].clone(), 1
 
 
 def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 3, seq: int = 5, head_dim: int = 8,
@@ -280,8 +282,8 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
     cos, sin = ref_tables(head_dim, seq + 16, theta, _table_dtype(dtype))
     first_failing = None
     for label, x, s in rope_cases(seed, batch, heads, seq, head_dim, dtype):
-        c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
-        only_offset = s > 0 and chk.passed
+        c, si = cos[s:s + x.shape[-2]].to(dtype), sin[s:s + x.shape[-2]].to(dtype)
+        only_offset = s > 0 and chk.passed and x.shape[-2] == seq  # the first row's length, another start
         rows_before = len(chk.rows)
         got = call_keeping_inputs(chk, apply_rope, x, cos, sin, s, on_error=(lambda err, s=s: (
             f"it passes with start_pos=0 and fails with start_pos={s}: take the T rows that start at start_pos, "
@@ -454,7 +456,7 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
 
     def swapped_tables(t, s):
         """x * sin + rotate_half(x) * cos: what apply_rope(t, sin, cos, s) computes."""
-        c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
+        c, si = cos[s:s + x.shape[-2]].to(dtype), sin[s:s + x.shape[-2]].to(dtype)
         return t * si + _half_rotate(t) * c
     outputs = {}
     for s in (0, start_pos):

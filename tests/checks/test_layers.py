@@ -42,7 +42,7 @@ LAYERS = (
     ("explainers", ("framework.explain", "framework.explain.dtype", "framework.explain.layout",
                     "framework.explain.merged_axes", "framework.explain.part_kept", "framework.explain.ratio",
                     "framework.explain.rounded", "framework.explain.size_one_axis", "framework.explain.together",
-                    "framework.explain.whole")),
+                    "framework.explain.whole", "framework.explain.notebook_names")),
     ("check", ("framework.check",)),
     ("contracts: calls", ("contracts.calls",)),
     ("contracts: locate", ("contracts.locate",)),

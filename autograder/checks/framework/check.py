@@ -1,39 +1,33 @@
 """The check framework every notebook exercise uses.
 
-A check calls the learner's function on seeded inputs, compares each result
-with an independent reference (a torch built-in or closed-form math, never
-tinylm's own code), prints one table row per quantity, and raises
-AssertionError on any failure so nbgrader takes the points away.
+A check calls the learner's function on seeded inputs, compares each result with an independent reference (a torch
+built-in or closed-form math, never tinylm's own code), prints one table row per quantity, and raises AssertionError
+on any failure so nbgrader takes the points away.
 
-It never prints an expected tensor: only shapes, dtypes, pass/fail, the
-largest absolute difference and measured properties of the learner's own
-output (which axis sums to 1, a fitted scale factor, an identified
-activation). A failure ends with the most useful line: the diagnosis.
+It never prints an expected tensor: only shapes, dtypes, pass/fail, the largest absolute difference and measured
+properties of the learner's own output (which axis sums to 1, a fitted scale factor, an identified activation). A
+failure ends with the most useful line: the diagnosis.
 
-A "Likely bug:" line names a cause, and only where the learner's own
-output (or error) shows it; every other observation is a "Measured:" line
-(`chk.measured(...)`). The sources of "Likely bug:", best first:
-  * measurements of the learner's output (`chk.diagnose(...)`, called only
-    in a branch whose condition measured that output), phrased as what the
-    output is and how it differs from what it should be;
-  * known wrong variants (the same inputs pushed through a deliberately buggy
-    formula), named only when a variant reproduces EVERY failing row it was
-    offered for (a partial match never produces a name);
-  * the learner's error message (`chk.call(..., error_hints=[(regex, bug)])`),
-    named only when the regex matches what their code raised;
-  * upstream attribution (`chk.upstream(...)`): a later exercise that fails
-    only because an earlier answer it calls is wrong says so.
-A CheckFailed caught to add a cause gets it with `err.with_likely_bug(bug)`,
-and any other line with `err.with_line(evidence)` (diagnosis_record.Evidence:
-measured, candidates or confirmed); both keep the learner's frames, a line
-already there is not repeated, and the message is rendered again from the
-record (diagnosis_text), so an added line takes its kind's place.
+A "Likely bug:" line names a cause, and only where the learner's own output (or error) shows it; every other
+observation is a "Measured:" line (`chk.measured(...)`). The sources of "Likely bug:", best first:
+  * measurements of the learner's output (`chk.diagnose(...)`, called only in a branch whose condition measured that
+    output), phrased as what the output is and how it differs from what it should be;
+  * known wrong variants (the same inputs pushed through a deliberately buggy formula), named only when a variant
+    reproduces EVERY failing row it was offered for (a partial match never produces a name);
+  * the learner's error message (`chk.call(..., error_hints=[(regex, bug)])`), named only when the regex matches
+    what their code raised;
+  * upstream attribution (`chk.upstream(...)`): a later exercise that fails only because an earlier answer it calls
+    is wrong says so.
 
-What a failure shows: the table (printed), then the message. In a notebook
-the message renders without a traceback (CheckFailed._render_traceback_),
-and an error raised by the learner's code shows the learner's frames only.
-The raising call is the table's last row, and its "Called with" line and
-the sizes named from its error come from that same call (CallRecord).
+A CheckFailed caught to add a cause gets it with `err.with_likely_bug(bug)`, and any other line with
+`err.with_line(evidence)` (diagnosis_record.Evidence: measured, candidates or confirmed); both keep the learner's
+frames, a line already there is not repeated, and the message is rendered again from the record (diagnosis_text), so
+an added line takes its kind's place.
+
+What a failure shows: the table (printed), then the message. In a notebook the message renders without a traceback
+(CheckFailed._render_traceback_), and an error raised by the learner's code shows the learner's frames only. The
+raising call is the table's last row, and its "Called with" line and the sizes named from its error come from that
+same call (CallRecord).
 
 Usage inside a check function:
 
@@ -61,6 +55,7 @@ from ..learner_code import LearnerTimeout
 from .calling import (CALLERS, argument_names, call_giving_inputs_back, globals_of, guarded_call, measuring_call,
                       refuse_delegation, tensors_named)
 from .explain import explain_dtype, explain_mismatch
+from .explain.notebook_names import say_notebook_name
 from .failure import CheckFailed, CheckStopped, Delegation, first_line, learner_place, raised_by_learner
 from .measure import (format_diff, close_to, describe_factor, elements_asked, fit_scale, matching_variants, shorten,
                       tol_for, variant_tolerance)
@@ -200,6 +195,7 @@ class Check:
     locators: list = field(default_factory=list)            # find `located` when the check fails (see locate_with)
     last_call: list = field(default_factory=list)           # (name, value) of the last call's arguments: its sizes
     last_made: tuple | None = None                          # (fn, args, kwargs) of the last call, to trace it again
+    wrong_calls: list = field(default_factory=list)         # (args, kwargs, want) of the checked function's wrong calls
     layout_unclear: int = 0                                 # the layout said: how many moved axes its sizes leave unnamed
     ratio_rows: dict = field(default_factory=dict)          # a factor said ("1/3 of") -> the rows showing it
     first_shapes: list | None = None                        # the input shapes of the call `expects` was written for
@@ -507,6 +503,8 @@ class Check:
                   close=("ok" if close else "FAIL") if shape_ok else "-",
                   diff=format_diff(got, want) if shape_ok else "-")
         self.rows.append(row)
+        if not row.ok and self.last_made is not None and self.last_made[0] is self.subject:
+            self.wrong_calls.append((*self.last_made[1:], want))
         self.reading = self.read_from.setdefault(name, [])  # what the framework reads from this row's output
         try:
             if not shape_ok:
@@ -751,6 +749,8 @@ class Check:
             notes = self._run_hooks(PASS_HOOKS)
             print(f"PASS {self.fn_name}: {len(self.rows)}/{len(self.rows)} checks" + "".join(f"; {n}" for n in notes))
             return
+        if not self.likely_bugs() and self.wrong_calls:
+            say_notebook_name(self, self.subject, self.wrong_calls)
         self._locate()
         diagnosis = self.diagnosis()
         head = diagnosis_text.headline(diagnosis)

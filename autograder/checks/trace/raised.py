@@ -246,8 +246,11 @@ def locate_error(err: BaseException | None) -> Located | None:
     tb = frames[-1]
     code = tb.tb_frame.f_code
     first = first_line_of(err)[:200]
+    body = function_around(code.co_filename, tb.tb_lineno)
+    numbers = _out_of_range_literals(body, tb.tb_lineno, str(err)) if body is not None else []
     return Located(code.co_filename, tb.tb_lineno, getattr(code, "co_qualname", code.co_name),
-                   source_line(code.co_filename, tb.tb_lineno), [f"{type(err).__name__}: {first}"], kind="raises")
+                   source_line(code.co_filename, tb.tb_lineno), [f"{type(err).__name__}: {first}", *numbers],
+                   kind="raises")
 
 
 def values_at_raise(err: BaseException | None, axes: dict | None = None,
@@ -293,6 +296,41 @@ def values_at_raise(err: BaseException | None, axes: dict | None = None,
             indices_bound_before(frames, err) or range_bound_before(frames, err) or axes_bound_before(frames, err) or \
             named_dtype_bound_before(frames, err) or passed_down(frames, err)
     return facts, place
+
+
+# A Python number that a tensor of this dtype cannot hold ("value cannot be converted to type c10::Half without
+# overflow"): torch's names of the low-precision dtypes in that error.
+_OVERFLOWING_NUMBER = re.compile(r"cannot be converted to type (?:c10::|at::)?(Half|BFloat16) without overflow")
+_DTYPE_OF = {"Half": torch.float16, "BFloat16": torch.bfloat16}
+
+
+def _out_of_range_literals(body: ast.AST, line: int, text: str) -> list[str]:
+    """The numbers written on the raising line that lie outside the range of the dtype its overflow error names."""
+    found = _OVERFLOWING_NUMBER.search(text)
+    if found is None:
+        return []
+    dtype = _DTYPE_OF[found.group(1)]
+    largest = torch.finfo(dtype).max
+    numbers = []
+    for node in ast.walk(body):
+        if not (getattr(node, "lineno", 0) <= line <= (getattr(node, "end_lineno", None) or getattr(node, "lineno", 0))):
+            continue
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+            value = node.operand.value
+            value = -value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            value = node.value
+        else:
+            continue
+        if value is not None and abs(value) > largest and value not in numbers and -value not in numbers:
+            numbers.append(value)
+    numbers = [n for n in numbers if not any(m == -n for m in numbers if m < 0)]  # -1e10 read once, not also 1e10
+    if len(numbers) != 1:
+        return []
+    name = str(dtype).removeprefix("torch.")
+    return [f"{numbers[0]:g}, written on this line, lies outside {name}'s range (its largest finite value is "
+            f"{largest:g}), so a {name} tensor cannot hold it; float('-inf'), or torch.finfo(dtype).min, is held by "
+            "every floating dtype"]
 
 
 def _parameter_holding(frame, name: str, value: torch.Tensor) -> str | None:

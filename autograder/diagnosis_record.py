@@ -194,6 +194,10 @@ KIND_WORDS = {
     "received": "the value made here is what the next stage receives (measured at its input), in place of the "
                 "output of the stage before it",
     "spoiled": "the first value holding inf or nan is made here, from finite inputs",
+    "attribute": "this line stores an attribute on self that no line of the class reads, and the other line reads one "
+                 "that no line stores (one renamed in one place only?)",
+    "name_apart": "this line binds a name that no line of the function reads, and the other line reads one that no "
+                  "line binds (one renamed in one place only?)",
     "notebook_name": "this line reads a value bound in the notebook (an earlier cell), not one the call passes",
     "helper": "this line calls a helper of yours, on the other line, with other values than the reference's step "
               "reads there",

@@ -458,6 +458,10 @@ def decode_reads(config: tinylm.ModelConfig, context_len: int, dtype: torch.dtyp
     return {"weights": sum(params.values()) * size, "kv_cache": kv_cache_nbytes(config, context_len, 1, dtype)}
 
 
+MLP_MATRIX_MISSING = ("one d_model × d_ff matrix per block is missing: SwiGLU's MLP has three (gate_proj, up_proj "
+                      "and down_proj), a GELU MLP's two")
+
+
 def decode_mistakes(config: tinylm.ModelConfig, context_len: int, dtype: torch.dtype, key: str):
     """(ratios, diffs): the known mistakes of decode_bytes_per_token's count of `key`, as explanations reads them."""
     size = torch.empty((), dtype=dtype).element_size()
@@ -483,8 +487,10 @@ def decode_mistakes(config: tinylm.ModelConfig, context_len: int, dtype: torch.d
              "one norm gain per block is missing: each block has two, attn_norm and mlp_norm":
                  -config.n_layers * d * size,
              "the final norm's gain is missing (the one before the head)": -d * size,
-             "one d_model × d_ff matrix per block is missing: SwiGLU's MLP has three (gate_proj, up_proj and "
-             "down_proj), a GELU MLP's two": -config.n_layers * d * config.d_ff * size,
+             # zero, so never named, for one block
+             "the final norm's gain counted in every block (n_layers times): there is one, read once, before the "
+             "head": (config.n_layers - 1) * d * size,
+             MLP_MATRIX_MISSING: -config.n_layers * d * config.d_ff * size,
              "one d_model × n_kv_heads·head_dim matrix per block is missing: k_proj and v_proj are one each "
              "(where n_kv_heads = n_heads, q_proj and o_proj are that size too)":
                  -config.n_layers * d * config.n_kv_heads * config.head_dim * size,
@@ -629,6 +635,11 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
                  "attention's T × T matmuls counted for one layer: every block has its own, "
                  "12·n_layers·B·T²·n_heads·head_dim with their backward": attention // L - attention,
                  "the norms' gains counted as matmul weights: they multiply elementwise": 6 * B * T * norms,
+                 MLP_MATRIX_MISSING: -6 * B * T * L * d * config.d_ff,
+                 # zero, so never named, where n_heads · head_dim is d_model
+                 "attention's T × T matmuls counted with a width of d_model in place of n_heads·config.head_dim "
+                 "(the width of q, k and v, which this config sets apart from d_model; head_dim taken as d_model // "
+                 "n_heads gives that width too where n_heads divides d_model)": 12 * L * B * T * T * d - attention,
                  "the weight matmuls counted for the forward pass only, 2 FLOPs per weight and token (attention's "
                  "T × T matmuls with their backward): the backward does twice the forward again, 6 per weight and "
                  "token": -4 * B * T * weights}
@@ -639,7 +650,8 @@ def train_mistakes(config: tinylm.ModelConfig, batch_size: int, seq_len: int, ke
              "one vocab_size × d_model matrix is missing: with tie_embeddings=False the embedding table and the "
              "head are two, count both": -4 * V * d if not config.tie_embeddings else 0,
              "the head's vocab_size × d_model matrix counted n_layers times: the model has one head, after the last "
-             "block, not one per block (the head inside the n_layers product)": 4 * V * d * (L - 1)}
+             "block, not one per block (the head inside the n_layers product)": 4 * V * d * (L - 1),
+             MLP_MATRIX_MISSING: -4 * L * d * config.d_ff}
     if key == "adam_moments":
         ratios["one moment only: AdamW keeps two per parameter, exp_avg and exp_avg_sq"] = 0.5
         # Half the bytes is also two moments at 2 bytes each: the count alone cannot tell them apart.

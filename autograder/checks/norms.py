@@ -214,6 +214,8 @@ def check_rms_norm(rms_norm, *, seed: int = 0, shape: tuple = (2, 3, 5, 8), dtyp
     run_contract(chk, rms_norm, RMS_NORM)
     if chk.passed:
         _rounded_in_the_exercise_order(chk, rms_norm, seed)
+    if chk.passed:
+        _default_eps_of_the_function(chk, rms_norm, seed)
     if not chk.passed and not any(d.startswith("eps is ignored") for d in chk.diagnoses):  # said once is enough
         measure_eps(chk, lambda x, eps: rms_norm(x, torch.ones_like(x[0]), eps), centred=False)
     chk.finish()
@@ -546,6 +548,7 @@ def check_rms_norm_module(RMSNorm, *, dim: int = 12, seed: int = 5) -> None:
             gain.copy_(1 + 0.5 * randn(dim, seed=seed + 1))  # a trained-looking gain
         w = gain.detach().clone()
         x = randn(2, 3, dim, seed=seed)
+        chk.expects = "a tensor shaped like its input x"  # what a call of the module (its forward) returns
         for label, inputs in (("forward, trained gain", x), ("tiny inputs (eps matters)", x * 1e-2)):
             got = chk.call(module, inputs)
             chk.compare(label, got, _ref_rms_norm(inputs, w, eps), variants=_rms_variants(inputs, w, eps) | {
@@ -629,8 +632,26 @@ def _default_eps(chk: Check, RMSNorm, dim: int, seed: int) -> None:
     if not isinstance(want, torch.Tensor):
         return
     chk.compare("RMSNorm(dim) gives what your RMSNorm(dim, 1e-6) gives (tiny inputs)", chk.call(module, tiny), want,
-                variants={"the default eps is 1e-5, LayerNorm's (nn.LayerNorm and layer_norm default to it); RMSNorm's "
-                          "default is 1e-6, as in tinylm and Hugging Face's LlamaRMSNorm": other})
+                variants={_LAYER_NORM_DEFAULT: other})
+
+
+# The default eps of LayerNorm, said where a norm's default acts as it (measured against the learner's own code).
+_LAYER_NORM_DEFAULT = ("the default eps is 1e-5, LayerNorm's (nn.LayerNorm and layer_norm default to it); RMSNorm's "
+                       "default is 1e-6, as in tinylm and Hugging Face's LlamaRMSNorm")
+
+
+def _default_eps_of_the_function(chk: Check, rms_norm, seed: int) -> None:
+    """rms_norm(x, weight), called without an eps, gives what the learner's own rms_norm(x, weight, 1e-6) gives (the
+    exercise's default), on tokens whose mean square is near it: the default alone is measured."""
+    tiny = randn(2, 3, 8, seed=seed + 2) * 1e-3  # mean square about 1e-6: eps weighs as much as the token
+    gain = 1 + 0.5 * randn(8, seed=seed + 3)
+    try:
+        want, other = (guarded_call(rms_norm, (tiny.clone(), gain.clone(), eps)) for eps in (1e-6, 1e-5))
+    except Exception:  # noqa: BLE001: the rows above called it with these arguments and passed
+        return
+    if isinstance(want, torch.Tensor):
+        chk.compare("rms_norm(x, weight) gives what your rms_norm(x, weight, 1e-6) gives (tiny inputs)",
+                    chk.call(rms_norm, tiny, gain), want, variants={_LAYER_NORM_DEFAULT: other})
 
 
 # F.rms_norm's eps=None, and nn.RMSNorm's: the machine epsilon of the input's dtype.

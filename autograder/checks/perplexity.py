@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from .contracts import Contract, Edge, defaults, run_contract
 from ..learner_values import describe
-from .framework.calling import WITHOUT, measuring_call, quiet_call
+from .framework.calling import WITHOUT, guarded_call, measuring_call, quiet_call
 from .framework.check import Check
 from .framework.measure import LOG_BASE_CONSTANTS, close_to, python_number_problem, randn, seeded
 from .references.generation import (ForwardLog, mode_calls_watched, mode_given_back, mode_not_a_flag, modes_mixed,
@@ -91,6 +91,8 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
             "targets as they were handed in (padding overwritten in place first counts as scored)":
                 torch.tensor(float(tgt.numel()), dtype=torch.float64),
         })
+        if count is not None and not close_to(count, n_valid, 0, 0) and ig != 0:
+            _id_zero_left_out(chk, nll_sum_and_count, logits, targets, ig, count, n_valid)
         if ig == ignore_index:
             swapped = total is not None and count is not None and not torch.equal(total, count) and \
                 close_to(total, n_valid, 0, 0) and close_to(count, want_total, 1e-4, 1e-5)
@@ -100,6 +102,24 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
     _many_targets_in_half_row(chk, nll_sum_and_count, seed, vocab, ignore_index)
     run_contract(chk, nll_sum_and_count, NLL_SUM_AND_COUNT)
     chk.finish()
+
+
+def _id_zero_left_out(chk: Check, nll_sum_and_count, logits, targets, ignore_index, count, n_valid) -> None:
+    """A count short by exactly the targets of id 0, confirmed on the learner's function: with those targets given
+    another real id (not ignore_index), the count it returns is right. Said once."""
+    zeros = int((targets == 0).sum())
+    if not zeros or not close_to(count, n_valid - zeros, 0, 0) or any("id 0" in d for d in chk.diagnoses):
+        return
+    other = 1 if ignore_index != 1 else 2
+    try:
+        again = guarded_call(nll_sum_and_count, (logits.clone(), targets.masked_fill(targets == 0, other), ignore_index))
+        confirmed = int(again[1]) == int(n_valid)
+    except Exception:  # noqa: BLE001: a run that raises confirms nothing
+        return
+    if confirmed:
+        chk.diagnose(f"the targets of id 0 are not counted, as if 0 were padding (measured: your count is {int(count)}, "
+                     f"the {int(n_valid)} scored targets less the {zeros} of id 0; with those {zeros} given id {other}, "
+                     "your count is right): 0 is a real token id; count the targets != ignore_index")
 
 
 def _half_logits_row(chk: Check, nll_sum_and_count, logits, targets, ignore_index) -> None:

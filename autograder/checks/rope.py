@@ -456,7 +456,7 @@ def check_rotary_attention(rotary_attention, *, seed: int = 0, batch: int = 2, h
 
     def swapped_tables(t, s):
         """x * sin + rotate_half(x) * cos: what apply_rope(t, sin, cos, s) computes."""
-        c, si = cos[s:s + x.shape[-2]].to(dtype), sin[s:s + x.shape[-2]].to(dtype)
+        c, si = cos[s:s + seq].to(dtype), sin[s:s + seq].to(dtype)
         return t * si + _half_rotate(t) * c
     outputs = {}
     for s in (0, start_pos):

@@ -266,7 +266,7 @@ def _meta_to_hf_case(chk: Check, meta_to_hf_attention, seed: int, n_heads: int, 
     (n_heads, n_kv_heads), which passed, when this is the second (its rows are labelled by its grouping). False
     when the result is not four weights (nothing more to measure)."""
     first = passed_with is None
-    tag = "" if first else f" ({n_heads} query heads, {n_kv_heads} kv heads)"
+    tag = "" if first else f" ({n_heads} query heads, {n_kv_heads} kv head{'s' if n_kv_heads > 1 else ''})"
     given = {"q_proj": randn(n_heads * head_dim, d_model, seed=seed),
              "k_proj": randn(n_kv_heads * head_dim, d_model, seed=seed + 1),
              "v_proj": randn(n_kv_heads * head_dim, d_model, seed=seed + 2),
@@ -289,7 +289,8 @@ def _meta_to_hf_case(chk: Check, meta_to_hf_attention, seed: int, n_heads: int, 
     shapes = all(got[n].shape == given[n].shape for n in given)
     want = _meta_attention(x, *given.values(), n_heads, n_kv_heads, lambda t: meta_rotate(t, 0, theta))
     if shapes:
-        chk.compare(f"attention with the half rotation = Meta's ({n_heads} query heads, {n_kv_heads} kv heads)",
+        heads = f"{n_heads} query heads, {n_kv_heads} kv head{'s' if n_kv_heads > 1 else ''}"
+        chk.compare(f"attention with the half rotation = Meta's ({heads})",
                     _meta_attention(x, *got.values(), n_heads, n_kv_heads, lambda t: ref_rotate(t, 0, theta)),
                     want)
     hd = head_dim
@@ -342,4 +343,7 @@ def check_meta_to_hf_attention(meta_to_hf_attention, *, seed: int = 0, n_heads: 
                         passed_with=None) and chk.passed and n_heads // n_kv_heads == n_kv_heads:
         _meta_to_hf_case(chk, meta_to_hf_attention, seed, 3 * n_kv_heads, n_kv_heads, head_dim, d_model, batch, seq,
                          theta, passed_with=(n_heads, n_kv_heads))
+    if chk.passed and n_kv_heads > 1:  # one kv head (multi-query attention): its keys are rotated, and permuted, too
+        _meta_to_hf_case(chk, meta_to_hf_attention, seed, n_heads, 1, head_dim, d_model, batch, seq, theta,
+                         passed_with=(n_heads, n_kv_heads))
     chk.finish()

@@ -538,7 +538,12 @@ def _order_or_skipped(raw: torch.Tensor, T: float, k, p) -> dict:
 
 # (0.5, top_p) next to (2.0, top_p): a temperature below and above 1 moves the nucleus in opposite directions, so
 # "temperature after the filters" and "top-p drops the crossing token" (which agree at T=2) give different draws.
-SETTINGS = ((1.0, None, None), (0.5, None, None), (2.0, 4, None), (2.0, None, 0.7), (0.5, None, 0.8), (1.4, 5, 0.8))
+# A temperature near 0 (0.005) on logits as close together: sampled, not greedy, and divided by as it is.
+SETTINGS = ((1.0, None, None), (0.5, None, None), (2.0, 4, None), (2.0, None, 0.7), (0.5, None, 0.8), (1.4, 5, 0.8),
+            (0.005, None, None))
+# Below it, the logits are scaled by the temperature: logits / T is the same spread as at T = 1. The known wrong
+# distributions are not offered there: on logits so close most of them are near uniform, and alike.
+CLOSE_LOGITS_BELOW = 0.05
 
 
 def ref_sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
@@ -580,7 +585,10 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
     noise = 5 * (0.25 / n_draws) ** 0.5   # 5 standard deviations of a frequency
     for T, k, p in settings:
         label = f"T={T}" + (f", top_k={k}" if k else "") + (f", top_p={p}" if p else "")
-        draws = call_with_hints(chk, sample_next, row.expand(n_draws, vocab).clone(), T, k, p, seeded(seed + 1),
+        close = T < CLOSE_LOGITS_BELOW
+        label += f" (logits {T:g} times as spread)" if close else ""
+        tempered = row * T if close else row
+        draws = call_with_hints(chk, sample_next, tempered.expand(n_draws, vocab).clone(), T, k, p, seeded(seed + 1),
                                 inputs_row=True)
         if not (isinstance(draws, torch.Tensor) and draws.shape == (n_draws,) and not draws.is_floating_point()):
             hint = (" (torch.multinomial returns (B, 1): .squeeze(-1))"
@@ -592,13 +600,13 @@ def _body_sample_next(sample_next, seed, vocab, n_draws, settings, dtype) -> Che
             chk._stop(f"sample_next returned {describe(draws, (n_draws, vocab))} for {n_draws} rows of logits; it should return "
                       f"integer token ids of shape ({n_draws},){hint}")
         freq = torch.bincount(draws.long().cpu(), minlength=vocab)[:vocab].double() / n_draws
-        want = ref_distribution(row, T, k, p)
+        want = ref_distribution(tempered, T, k, p)
         if not chk.compare(f"{label}: frequencies", freq, want, atol=noise, rtol=0,
-                           variants=_distribution_variants(row, T, k, p)):
-            measure_draws(chk, draws, freq, want, row, T, n_draws, label, own_rows=not shared,
-                           again=lambda s, T=T, k=k, p=p: quiet_call(sample_next, row.expand(64, vocab).clone(), T, k,
-                                                                     p, seeded(s)))
-            _measure_filter_inputs(chk, sample_next, row.expand(4, vocab).clone(), T, k, p)
+                           variants=None if close else _distribution_variants(tempered, T, k, p)):
+            measure_draws(chk, draws, freq, want, tempered, T, n_draws, label, own_rows=not shared, near_zero=close,
+                           again=lambda s, T=T, k=k, p=p, r=tempered: quiet_call(sample_next, r.expand(64, vocab).clone(),
+                                                                                 T, k, p, seeded(s)))
+            _measure_filter_inputs(chk, sample_next, tempered.expand(4, vocab).clone(), T, k, p)
         outside = int((want[draws.long().cpu().clamp(0, vocab - 1)] == 0).sum())
         chk.require(f"{label}: no draw outside the kept tokens", outside == 0,
                     f"{outside} draws picked tokens that the filters remove")

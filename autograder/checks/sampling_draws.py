@@ -83,12 +83,14 @@ def _fitted_temperature(freq: torch.Tensor, row: torch.Tensor, n_draws: int) -> 
 
 def measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: torch.Tensor, row: torch.Tensor,
                    T: float, n_draws: int, label: str, own_rows: bool = True,
-                   again: Callable[[int], Any] | None = None) -> None:
+                   again: Callable[[int], Any] | None = None, near_zero: bool = False) -> None:
     """What the learner's draws are: how random, from how many tokens, at
     which effective temperature. own_rows: whether rows peaked at different
     tokens each drew their own peak (a draw shared by the batch does not);
     again(seed): the same call with a generator of another seed, to tell a
-    draw shared by the rows from no draw at all."""
+    draw shared by the rows from no draw at all; near_zero: a temperature near 0
+    on logits as close, where logits divided by far less than T are drawn as
+    greedily as no draw at all."""
     distinct = int((freq > 0).sum())
     if distinct == 1 and float(want.max()) < 0.99:
         token = int(freq.argmax())
@@ -97,6 +99,11 @@ def measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: tor
         other = _tokens_of_other_generators(again) if again is not None else None
         if other is not None and other != {token}:
             chk.diagnose_at(SHARED_DRAW, (label, frozenset(other | {token})), lambda places: _shared_draw(places, n_draws))
+        elif token == int(row.argmax()) and other == {token} and near_zero and not chk.places.get(NO_DRAW):
+            chk.candidates(f"{label}: every row drew the most likely token, with generators of {SHARED_DRAW_SEEDS} "
+                           f"other seeds too, where softmax(logits / {T}) gives it {float(want[token]):.2f}; "
+                           "candidates: a temperature this small taken as greedy (only temperature 0 is), or the "
+                           "logits divided by far less than the temperature (by it twice, by its square)")
         elif token == int(row.argmax()) and other == {token}:
             chk.diagnose_at(NO_DRAW, (label, float(want[token])), _no_draw)
         else:

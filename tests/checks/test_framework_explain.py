@@ -127,3 +127,34 @@ def test_a_result_with_its_axes_in_another_order_is_named_with_the_sizes_owners(
     right = checks.core.Check("logits", expects="(B, T, V)")
     right.compare("logits", torch.randn(2, 9, 3), x @ weight.T)  # another shape, other values: nothing said
     assert not right.diagnoses
+
+
+# -- a value of the notebook read where the call's is meant -----------------------
+
+def _cell(source: str, namespace: dict) -> dict:
+    """Run `source` as a notebook cell would: its functions' globals are the namespace."""
+    exec(compile(source, "<notebook cell>", "exec"), namespace)
+    return namespace
+
+
+def test_a_notebook_name_is_said_only_when_the_call_s_value_in_its_place_gives_the_reference():
+    from autograder.checks.framework.explain.notebook_names import notebook_name_read
+
+    demo = torch.arange(6.0).reshape(2, 3)
+    cell = _cell("def row_sums(x):\n    return demo.sum(-1)\n\n"
+                 "def scaled(x, k):\n    return x * k * 2\n", {"demo": demo, "torch": torch})
+    x = torch.randn(4, 5)
+    found = notebook_name_read(cell["row_sums"], [((x,), {}, x.sum(-1))])
+    assert found["name"] == "demo" and found["value_words"] == "its argument `x` standing for `demo`"
+    assert found["line"] == 2 and cell["demo"] is demo  # the notebook's own name is never rebound
+    # Wrong for another reason, reading no notebook value: nothing to say.
+    assert notebook_name_read(cell["scaled"], [((x, 3), {}, x * 3)]) is None
+
+
+def test_a_notebook_name_whose_stand_ins_do_not_give_the_reference_is_not_said():
+    from autograder.checks.framework.explain.notebook_names import notebook_name_read
+
+    cell = _cell("def shifted(x):\n    return x + offset\n", {"offset": 7})
+    x = torch.randn(3)
+    assert notebook_name_read(cell["shifted"], [((x,), {}, x - 1)]) is None  # no value of the call makes it x - 1
+    assert notebook_name_read(cell["shifted"], [((x,), {}, x + 7)]) is None  # right as given: nothing to explain

@@ -32,6 +32,7 @@ past its first pass, the binding that is a statement of the loop's own body afte
 from __future__ import annotations
 
 import ast
+import linecache
 import re
 
 import torch
@@ -524,4 +525,79 @@ def passed_down(frames: list, err: BaseException) -> Located | None:
                        f"{tuple(value.shape)} handed to it by this line, against its own `{attr}` of shape "
                        f"{tuple(theirs.shape)} ({(str(err).strip().splitlines() or [''])[0]})"],
                    kind="passed")
+
+
+# AttributeError: "'RMSNorm' object has no attribute 'eps'".
+_NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+
+
+def attribute_stored_apart(frames: list, err: BaseException) -> Located | None:
+    """The line of the learner's class storing, on self, the one attribute no line of the class reads, where the
+    raising line reads `self.<name>`, which no line of the class stores (an attribute renamed in __init__ only)."""
+    found = _NO_ATTRIBUTE.search(first_line_of(err)) if isinstance(err, AttributeError) else None
+    if found is None:
+        return None
+    frame, file, line, body = _raising(frames)
+    instance = frame.f_locals.get("self")
+    if body is None or instance is None or type(instance).__name__ != found.group(1):
+        return None
+    missing = found.group(2)
+    try:
+        tree = ast.parse("".join(linecache.getlines(file)))
+    except (SyntaxError, ValueError):
+        return None
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == found.group(1)
+               and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if len(classes) != 1:
+        return None
+    on_self = [n for n in ast.walk(classes[0]) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+               and n.value.id == "self"]
+    stored = {}
+    for n in on_self:
+        if isinstance(n.ctx, ast.Store):
+            stored.setdefault(n.attr, n.lineno)
+    read = {n.attr for n in on_self if isinstance(n.ctx, ast.Load)}
+    reads_missing = any(n.attr == missing and n.lineno <= line <= (n.end_lineno or n.lineno) for n in on_self)
+    unread = [name for name in stored if name not in read]
+    if missing in stored or not reads_missing or len(unread) != 1:
+        return None
+    at = stored[unread[0]]
+    method = function_around(file, at)
+    return Located(file, at, f"{found.group(1)}.{method.name}" if method is not None else found.group(1),
+                   source_line(file, at), [
+                       f"`self.{unread[0]}` is stored here and no line of the class reads it; line {line} reads "
+                       f"`self.{missing}`, which no line of the class stores",
+                       f"then line {line} raises ({type(err).__name__}: {first_line_of(err)[:120]})"],
+                   kind="attribute", also=line, also_code=source_line(file, line))
+
+
+# NameError: "name 'n_tokens' is not defined" (a name no line binds, nor the notebook).
+_NOT_DEFINED = re.compile(r"name '(\w+)' is not defined")
+
+
+def name_bound_apart(frames: list, err: BaseException) -> Located | None:
+    """The line of the raising function binding the one name no line of it reads, where the raising line reads a
+    name that nothing binds (a variable renamed where it is made, not where it is used)."""
+    found = _NOT_DEFINED.search(first_line_of(err)) if isinstance(err, NameError) else None
+    if found is None:
+        return None
+    frame, file, line, body = _raising(frames)
+    if body is None:
+        return None
+    names = [n for n in ast.walk(body) if isinstance(n, ast.Name)]
+    arguments = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)}
+    read = {n.id for n in names if isinstance(n.ctx, ast.Load)}
+    bound: dict[str, int] = {}
+    for n in names:
+        if isinstance(n.ctx, ast.Store) and not n.id.startswith("_"):
+            bound.setdefault(n.id, n.lineno)
+    unread = [name for name in bound if name not in read and name not in arguments]
+    if found.group(1) in bound or len(unread) != 1:
+        return None
+    at = bound[unread[0]]
+    return Located(file, at, getattr(frame.f_code, "co_qualname", frame.f_code.co_name), source_line(file, at), [
+        f"`{unread[0]}` is bound here and no line of the function reads it; line {line} reads `{found.group(1)}`, "
+        "which no line of the function binds",
+        f"then line {line} raises ({type(err).__name__}: {first_line_of(err)[:120]})"],
+        kind="name_apart", also=line, also_code=source_line(file, line))
 

@@ -17,8 +17,9 @@ from .explain import (Located, SIZED_OPS, describe_value, function_around, sizes
 from .kinds import input_owners, one_line_kind
 from .sizes import sizes_differ
 from .record import source_line, Op, Trace
-from .bound import (axes_bound_before, dtype_bound_before, first_line_of, indices_bound_before, nan_bound_before,
-                    named_dtype_bound_before, parameters, passed_down, range_bound_before, size_bound_before)
+from .bound import (attribute_stored_apart, axes_bound_before, dtype_bound_before, first_line_of, indices_bound_before,
+                    name_bound_apart, named_dtype_bound_before, nan_bound_before, parameters, passed_down,
+                    range_bound_before, size_bound_before)
 
 
 def locate_raise(learner: Trace, reference: Trace | None = None) -> Located | None:
@@ -294,7 +295,8 @@ def values_at_raise(err: BaseException | None, axes: dict | None = None,
     if place is None:
         place = size_bound_before(frames, err, axes, sizes) or dtype_bound_before(frames, err) or \
             indices_bound_before(frames, err) or range_bound_before(frames, err) or axes_bound_before(frames, err) or \
-            named_dtype_bound_before(frames, err) or passed_down(frames, err)
+            named_dtype_bound_before(frames, err) or passed_down(frames, err) or attribute_stored_apart(frames, err) \
+            or name_bound_apart(frames, err)
     return facts, place
 
 
@@ -322,13 +324,14 @@ def _out_of_range_literals(body: ast.AST, line: int, text: str) -> list[str]:
             value = node.value
         else:
             continue
+        # ast.walk meets -1e10 before the 1e10 inside it: the signed number is the one kept
         if value is not None and abs(value) > largest and value not in numbers and -value not in numbers:
             numbers.append(value)
-    numbers = [n for n in numbers if not any(m == -n for m in numbers if m < 0)]  # -1e10 read once, not also 1e10
     if len(numbers) != 1:
         return []
     name = str(dtype).removeprefix("torch.")
-    return [f"{numbers[0]:g}, written on this line, lies outside {name}'s range (its largest finite value is "
+    shown = f"{numbers[0]:g}".replace("e+", "e")  # -1e10 as written, not -1e+10
+    return [f"{shown}, written on this line, lies outside {name}'s range (its largest finite value is "
             f"{largest:g}), so a {name} tensor cannot hold it; float('-inf'), or torch.finfo(dtype).min, is held by "
             "every floating dtype"]
 

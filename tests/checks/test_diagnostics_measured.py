@@ -338,6 +338,22 @@ def test_an_input_read_where_the_learner_made_the_reference_value_is_placed():
     assert "reads the value its sort makes, a value your line" in found.facts[0]
 
 
+
+def keys_cached_unrotated(k, cos, sin, past_k):
+    rotated = tinylm.apply_rope(k, cos, sin, start_pos=past_k.shape[2])  # noqa: F841: made, then never read
+    return torch.cat((past_k, k), dim=2)
+
+
+def test_the_reference_value_read_is_named_by_the_references_own_operation():
+    # tinylm's apply_rope rotates with an addcmul; the reference adds two products: the same numbers, two names
+    from autograder.checks.references.rope import apply_rope_steps
+    reference = lambda k, cos, sin, past_k: torch.cat((past_k, apply_rope_steps(k, cos, sin, past_k.shape[2])), 2)  # noqa: E731
+    cos, sin = tinylm.rope_cache(4, 16)
+    found = _place(keys_cached_unrotated, contracts.Contract("append", reference, list, ("k", "cos", "sin", "past_k")),
+                   (torch.randn(2, 3, 5, 4), cos, sin, torch.randn(2, 3, 4, 4)))
+    assert found is not None and found.kind == "read" and "torch.cat((past_k, k)" in found.code
+    assert "the reference's cat reads the value its add makes, a value your line" in found.facts[0]
+
 # -- the notebooks' own solutions, hidden tests included ---------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook, cell", [("03", "causal_attention"), ("05", "swiglu"), ("05", "Transformer"),

@@ -40,8 +40,8 @@ from .blame import blame_of
 from .rounding import rounded_before, rounded_earlier
 from .sizes import not_the_same_step, own_sizes, same_length_elsewhere, sizes_differ, sliced_after
 from .steps import steps_between
-from .kinds import (gives_back_an_input, input_owners, module_init, one_line_kind, out_of_place, shares_an_input,
-                    what_is_read)
+from .kinds import (gives_back_an_input, input_owners, module_init, one_line_kind, out_of_place, reference_maker,
+                    shares_an_input, what_is_read)
 from .record import REDUCTIONS, numbers_in, source_line, tensors_in, Lines, Op, Trace
 
 
@@ -556,9 +556,10 @@ def place(seen: Analysis, frontier: list[int]) -> Located | None:
         facts.insert(0, f"{_used(line, second, first, blamed)} where the reference's {counterpart.name} reads another "
                         "value" + (", one that line makes too" if how == "swapped" else ""))
     elif how == "read":
+        made = reference_maker(first, counterpart, maker, reference, ops, seen.found, seen.given)
+        theirs = f"the value its {made.name} makes" if made is not None else "another value"
         facts.insert(0, f"your {first.name} reads {what_is_read(first, counterpart, ops, seen)} where the reference's "
-                        f"{counterpart.name} reads the value its {maker.name} makes, a value your line {maker.line} "
-                        "makes too")
+                        f"{counterpart.name} reads {theirs}, a value your line {maker.line} makes too")
     elif how == "late" and second:
         facts.insert(0, f"your {first.name} reads a value the reference's {counterpart.name} reads only after a "
                         f"step that your line {second}'s {also.name} takes after line {line} has run: the value line "

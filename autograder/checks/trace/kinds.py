@@ -45,6 +45,20 @@ def what_is_read(first: Op, counterpart: Op, ops: list[Op], seen) -> str:
     return f"the value your {maker.name} makes" + (f" on line {maker.line}" if maker.file == first.file else "")
 
 
+def reference_maker(first: Op, counterpart: Op, maker: Op, reference: Trace, ops: list[Op], found: list,
+                    given: dict | None) -> Op | None:
+    """The reference's own call that makes the value its `counterpart` reads where `first` reads another, a
+    value the learner's `maker` makes too. Its name is the reference's, which the learner's need not be: the
+    same numbers come from other operations (tinylm's apply_rope takes an addcmul where the reference adds
+    two products). None when the counterpart reads it as an argument."""
+    made = {owner for owners in found[maker.index] for owner in owners}
+    theirs = zip(counterpart.inputs, counterpart.slots or [0] * len(counterpart.inputs))
+    for wanted, owned in zip(theirs, input_owners(first, ops, found, given)):
+        if wanted not in owned and wanted in made and wanted[0] >= 0:
+            return reference.ops[wanted[0]]
+    return None
+
+
 def made_wrong(first: Op, ops: list[Op], j: int, found: list, given: dict | None, best: Op | None):
     """The blame for a call that reads, where the reference reads another value, a value the reference never
     computes (a constant made on the line, a route only a later match vouched for): no right value sits in a

@@ -91,6 +91,8 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
             "targets as they were handed in (padding overwritten in place first counts as scored)":
                 torch.tensor(float(tgt.numel()), dtype=torch.float64),
         })
+        if total is not None and not close_to(total, want_total, 1e-4, 1e-5):
+            _sum_in_low_precision(chk, total, want_total)
         if count is not None and not close_to(count, n_valid, 0, 0) and ig != 0:
             _id_zero_left_out(chk, nll_sum_and_count, logits, targets, ig, count, n_valid)
         if ig == ignore_index:
@@ -102,6 +104,27 @@ def check_nll_sum_and_count(nll_sum_and_count, *, seed: int = 0, batch: int = 3,
     _many_targets_in_half_row(chk, nll_sum_and_count, seed, vocab, ignore_index)
     run_contract(chk, nll_sum_and_count, NLL_SUM_AND_COUNT)
     chk.finish()
+
+
+def _sum_in_low_precision(chk: Check, total: torch.Tensor, want_total: torch.Tensor) -> None:
+    """A wrong NLL sum that is a number of a lower precision (bfloat16, else float16), which the reference's is
+    not: it went through that dtype on the way. Said once."""
+    value = total.double().reshape(-1)[:1]
+    if not bool(torch.isfinite(value).all()) or any("went through" in f for f in chk.facts):
+        return
+    for dtype in (torch.bfloat16, torch.float16):
+        def held(v):
+            return bool(v.to(dtype).double() == v)
+        want = want_total.double().reshape(-1)[:1]
+        spacing = float(want.abs()) * torch.finfo(dtype).eps  # that dtype's distance between numbers near the sum
+        # near the reference, within that dtype's rounding of a sum: an unrelated number (a count) is not said
+        if held(value) and not held(want) and float((value - want).abs()) <= 8 * spacing:
+            name = str(dtype).removeprefix("torch.")
+            chk.measured(f"your NLL sum, {float(value):g}, is a {name} number (measured: {name} holds it exactly, and "
+                         f"not the reference's, {float(want_total):.6g}): it went through {name} on the way, which "
+                         f"keeps about {3 if dtype is torch.float16 else 2} significant digits; compute the loss and "
+                         "its sum in float32 (logits.float())")
+            return
 
 
 def _id_zero_left_out(chk: Check, nll_sum_and_count, logits, targets, ignore_index, count, n_valid) -> None:

@@ -83,3 +83,10 @@ def test_counts_of_an_mlp_with_two_matrices_and_a_final_norm_per_block_are_named
         _message("fresh34", "09", "train_step_costs", "2 * d * config.d_ff"), "Likely bug:")
     assert "the final norm's gain counted in every block" in _line(
         _message("fresh34", "07", "decode_bytes_per_token", "L * (per_block + d)"), "Likely bug:")
+
+
+def test_a_sum_that_went_through_float16_is_measured_as_a_float16_number():
+    measured = _line(_message("fresh34", "10", "nll_sum_and_count", ".half()"), "Measured:")
+    assert "is a float16 number (measured: float16 holds it exactly, and not the reference's" in measured
+    # a wrong sum far from the reference is not read as rounding, even where it is a whole number
+    assert "float16 number" not in _message("default", "10", "nll_sum_and_count", "return count, nll.item()")

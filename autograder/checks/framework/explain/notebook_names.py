@@ -6,8 +6,10 @@ failing call, and no other name or value does. The runs use a copy of the functi
 are never rebound, the inputs are fresh copies, and torch's random state is given back afterwards."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import dis
+import io
 import inspect
 import time
 import types
@@ -161,7 +163,8 @@ def _run_right(fn: Callable, rebound: dict, args: tuple, kwargs: dict, want: Any
                                fn.__closure__)
     again.__kwdefaults__ = fn.__kwdefaults__
     try:
-        got = guarded_call(again, tuple(_fresh(a) for a in args), {k: _fresh(v) for k, v in kwargs.items()})
+        with contextlib.redirect_stdout(io.StringIO()):  # a measurement: the learner's printing is not shown again
+            got = guarded_call(again, tuple(_fresh(a) for a in args), {k: _fresh(v) for k, v in kwargs.items()})
     except Exception:  # noqa: BLE001: a run that raises is not a run that is right
         return None
     return bool(same(got, want))

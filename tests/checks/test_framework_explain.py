@@ -127,3 +127,16 @@ def test_a_result_with_its_axes_in_another_order_is_named_with_the_sizes_owners(
     right = checks.core.Check("logits", expects="(B, T, V)")
     right.compare("logits", torch.randn(2, 9, 3), x @ weight.T)  # another shape, other values: nothing said
     assert not right.diagnoses
+
+
+def test_axes_in_another_order_said_for_one_row_becomes_a_measure_when_a_later_row_refutes_it():
+    """A later row whose sizes are the expected ones moved, and whose values no order of axes makes right."""
+    chk = checks.core.Check("f", expects="(a, b)")
+    want = torch.randn(2, 3)
+    chk.compare("first", want.T.clone(), want)
+    assert any("axes in another order" in d for d in chk.diagnoses)
+    other = torch.randn(4, 5)
+    chk.compare("second", torch.randn(5, 4), other)
+    assert not any("axes in another order" in d for d in chk.diagnoses)
+    assert any(f.startswith("for first your result's shape is (3, 2)") and "but for second no order" in f
+               for f in chk.facts), chk.facts

@@ -277,6 +277,10 @@ def check_pre_norm_block(pre_norm_block, *, seed: int = 0, batch: int = 2, seq: 
     chk.finish()
 
 
+# What the MLP may read that says nothing, alone, of what became of attention's output.
+BLOCK_INPUT = "mlp_norm(x), the block's input"
+
+
 def explain_block(chk: Check, pre_norm_block, x, attn, mlp, n1, n2) -> None:
     """Run the block with branches that record what they are given, then
     name what attention read, what the MLP read, and what came out."""
@@ -314,8 +318,7 @@ def explain_block(chk: Check, pre_norm_block, x, attn, mlp, n1, n2) -> None:
         "mlp_norm(x + attn(attn_norm(x)))": n2(h),
         "the stream x + attn(...) itself, without mlp_norm (the input is not normalised)": h,
         "attn_norm(...) of the stream: use mlp_norm before the MLP": n1(h),
-        "mlp_norm(x), the block's input: the branches run in parallel, but the MLP must read the stream after "
-        "attention was added": n2(x),
+        BLOCK_INPUT: n2(x),
         "mlp_norm(attn(...)) without x: missing residual around attention (x + attn(attn_norm(x)))": n2(a),
         "mlp_norm(attn_norm(x) + attn(...)): the residual is added to the normalised input, not to x": n2(n1(x) + a),
         "mlp_norm(x * attn(...)): the residual is multiplied, not added (x + attn(...))": n2(x * a),
@@ -325,6 +328,15 @@ def explain_block(chk: Check, pre_norm_block, x, attn, mlp, n1, n2) -> None:
         return
     if read.startswith("the stream") and close(out, h + n2(mlp(h))):
         chk.diagnose("mlp_norm is applied after the branch, mlp_norm(mlp(h)); it goes before it: h + mlp(mlp_norm(h))")
+        return
+    if read == BLOCK_INPUT:  # what became of attention's output is read off what the block returns
+        chk.diagnose(f"the MLP reads {read}" + next((said for said, t in {
+            ", and the block returns x + mlp(mlp_norm(x)): attention runs, but its output reaches neither the MLP "
+            "nor the result; keep the sum x + attn(attn_norm(x)) as the stream, the MLP reads mlp_norm of it and "
+            "the block returns it plus the MLP's output": x + mlp(M),
+            ", and the block returns x + attn(attn_norm(x)) + mlp(mlp_norm(x)): the branches run in parallel, but "
+            "the MLP must read the stream after attention was added": x + a + mlp(M)}.items() if close(out, t)),
+            "; it must read the stream after attention was added, mlp_norm(x + attn(attn_norm(x)))"))
         return
     if read != "mlp_norm(x + attn(attn_norm(x)))":
         chk.diagnose(f"the MLP reads {read}")

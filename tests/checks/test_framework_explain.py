@@ -158,3 +158,16 @@ def test_a_notebook_name_whose_stand_ins_do_not_give_the_reference_is_not_said()
     x = torch.randn(3)
     assert notebook_name_read(cell["shifted"], [((x,), {}, x - 1)]) is None  # no value of the call makes it x - 1
     assert notebook_name_read(cell["shifted"], [((x,), {}, x + 7)]) is None  # right as given: nothing to explain
+
+
+def test_axes_in_another_order_said_for_one_row_becomes_a_measure_when_a_later_row_refutes_it():
+    """A later row whose sizes are the expected ones moved, and whose values no order of axes makes right."""
+    chk = checks.core.Check("f", expects="(a, b)")
+    want = torch.randn(2, 3)
+    chk.compare("first", want.T.clone(), want)
+    assert any("axes in another order" in d for d in chk.diagnoses)
+    other = torch.randn(4, 5)
+    chk.compare("second", torch.randn(5, 4), other)
+    assert not any("axes in another order" in d for d in chk.diagnoses)
+    assert any(f.startswith("for first your result's shape is (3, 2)") and "but for second no order" in f
+               for f in chk.facts), chk.facts

@@ -196,7 +196,7 @@ class Check:
     last_call: list = field(default_factory=list)           # (name, value) of the last call's arguments: its sizes
     last_made: tuple | None = None                          # (fn, args, kwargs) of the last call, to trace it again
     wrong_calls: list = field(default_factory=list)         # (args, kwargs, want) of the checked function's wrong calls
-    layout_unclear: int = 0                                 # the layout said: how many moved axes its sizes leave unnamed
+    layout: dict = field(default_factory=dict)              # the axes-in-another-order line: its row, rows refuting it
     ratio_rows: dict = field(default_factory=dict)          # a factor said ("1/3 of") -> the rows showing it
     first_shapes: list | None = None                        # the input shapes of the call `expects` was written for
     last_shapes: list | None = None                         # the last call's input shapes

@@ -44,10 +44,15 @@ def locate_dtype(learner: Trace, want: torch.dtype) -> Located | None:
     op = made[0]
     also = lines[1][1] if len(lines) == 2 else None
     where = "on each of these lines" if also else "here"
+    # an input's dtype is the fix only where an input has the wanted one; from Python numbers alone (a mask from
+    # two lengths) the wanted dtype itself is what to give
+    follows = any(t.dtype == want for t in learner.inputs)
+    inputs = "whatever the inputs' dtypes" if learner.inputs else "where no input of your function is a tensor"
+    fix = ("dtype= (an input's .dtype, and its .device, where the result follows an input)" if follows
+           else f"dtype={want} in place of {_name(op.outputs[0].dtype)}")
     return Located(op.file, op.line, op.function, source_line(op.file, op.line),
-                   [f"{op.name} makes a new {_name(op.outputs[0].dtype)} tensor {where}, whatever the inputs' dtypes, "
-                    f"and your result keeps that dtype where it must be {_name(want)}; give it dtype= (an input's "
-                    ".dtype, and its .device, where the result follows an input)"], kind="dtype",
+                   [f"{op.name} makes a new {_name(op.outputs[0].dtype)} tensor {where}, {inputs}, "
+                    f"and your result keeps that dtype where it must be {_name(want)}; give it {fix}"], kind="dtype",
                    also=also, also_code=source_line(op.file, also) if also else "")
 
 

@@ -247,8 +247,7 @@ def locate_error(err: BaseException | None) -> Located | None:
     tb = frames[-1]
     code = tb.tb_frame.f_code
     first = first_line_of(err)[:200]
-    body = function_around(code.co_filename, tb.tb_lineno)
-    numbers = _out_of_range_literals(body, tb.tb_lineno, str(err)) if body is not None else []
+    numbers = _out_of_range_literals(code.co_filename, tb.tb_lineno, str(err))
     return Located(code.co_filename, tb.tb_lineno, getattr(code, "co_qualname", code.co_name),
                    source_line(code.co_filename, tb.tb_lineno), [f"{type(err).__name__}: {first}", *numbers],
                    kind="raises")
@@ -306,10 +305,12 @@ _OVERFLOWING_NUMBER = re.compile(r"cannot be converted to type (?:c10::|at::)?(H
 _DTYPE_OF = {"Half": torch.float16, "BFloat16": torch.bfloat16}
 
 
-def _out_of_range_literals(body: ast.AST, line: int, text: str) -> list[str]:
-    """The numbers written on the raising line that lie outside the range of the dtype its overflow error names."""
+def _out_of_range_literals(file: str, line: int, text: str) -> list[str]:
+    """The numbers written on the raising line that lie outside the range of the dtype its overflow error names
+    (the source is read only for that error)."""
     found = _OVERFLOWING_NUMBER.search(text)
-    if found is None:
+    body = function_around(file, line) if found is not None else None
+    if body is None:
         return []
     dtype = _DTYPE_OF[found.group(1)]
     largest = torch.finfo(dtype).max

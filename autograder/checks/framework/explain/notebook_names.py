@@ -39,9 +39,9 @@ def notebook_name_read(fn: Callable, calls: list[tuple[tuple, dict, Any]],
         return None
     tries: dict[tuple[str, str], list] = {}
     for name in names:
+        attributes = _attributes_read(fn.__code__, name)
         for args, kwargs, _ in calls:
-            for words, value in _stand_ins(fn, args, kwargs, name, fn.__globals__[name],
-                                           _attributes_read(fn.__code__, name)):
+            for words, value in _stand_ins(fn, args, kwargs, name, fn.__globals__[name], attributes):
                 tries.setdefault((name, words), []).append(value)
     tries = {key: values for key, values in tries.items() if len(values) == len(calls)}  # one value in each call
     if not tries or len(tries) * len(calls) > MAX_RUNS:
@@ -71,17 +71,22 @@ def notebook_name_read(fn: Callable, calls: list[tuple[tuple, dict, Any]],
             "function": getattr(fn.__code__, "co_qualname", fn.__name__), "code": source_line(file, line)}
 
 
+def _instructions(code: types.CodeType):
+    """The bytecode of `code` and of the functions and lambdas defined in it, a code object at a time."""
+    yield list(dis.get_instructions(code))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _instructions(const)
+
+
 def _globals_read(code: types.CodeType) -> dict[str, int]:
     """{global name: the first line reading it} in `code` and the functions and lambdas defined in it."""
     found: dict[str, int] = {}
-    for instruction in dis.get_instructions(code):
-        if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(instruction.argval, str):
-            line = instruction.positions.lineno if instruction.positions else None
-            found.setdefault(instruction.argval, line or code.co_firstlineno)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            for name, line in _globals_read(const).items():
-                found.setdefault(name, line)
+    for instructions in _instructions(code):
+        for instruction in instructions:
+            if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(instruction.argval, str):
+                line = instruction.positions.lineno if instruction.positions else None
+                found.setdefault(instruction.argval, line or code.co_firstlineno)
     return found
 
 
@@ -131,15 +136,8 @@ def _stand_ins(fn: Callable, args: tuple, kwargs: dict, name: str, held: Any, at
 
 def _attributes_read(code: types.CodeType, name: str) -> set[str]:
     """The attributes `code` (and the functions defined in it) reads directly on the global `name` (name.attr)."""
-    found: set[str] = set()
-    instructions = list(dis.get_instructions(code))
-    for before, after in zip(instructions, instructions[1:]):
-        if before.opname in ("LOAD_GLOBAL", "LOAD_NAME") and before.argval == name and after.opname == "LOAD_ATTR":
-            found.add(after.argval)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            found |= _attributes_read(const, name)
-    return found
+    return {after.argval for instructions in _instructions(code) for before, after in zip(instructions, instructions[1:])
+            if before.opname in ("LOAD_GLOBAL", "LOAD_NAME") and before.argval == name and after.opname == "LOAD_ATTR"}
 
 
 def _alike(value: Any, held: Any) -> bool:

@@ -1,8 +1,8 @@
 """Each mistake of the "unseen" held-out set (benchmarks/mutations/unseen.py),
 of the "offlist" set (offlist.py, mistakes in none of the other lists) and
 of the "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7",
-"fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15", "fresh16", "fresh17", "fresh18", "fresh19", "fresh20", "fresh21", "fresh22", "fresh23", "fresh24", "fresh25", "fresh26", "fresh27", "fresh28", "fresh29", "fresh30", "fresh31", "fresh32", "fresh33" and "fresh34" sets
-(fresh.py to fresh34.py), and of the white-box "collisions" set (collisions.py), is a real
+"fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15", "fresh16", "fresh17", "fresh18", "fresh19", "fresh20", "fresh21", "fresh22", "fresh23", "fresh24", "fresh25", "fresh26", "fresh27", "fresh28", "fresh29", "fresh30", "fresh31", "fresh32", "fresh33", "fresh34" and "fresh35" sets
+(fresh.py to fresh35.py), and of the white-box "collisions" set (collisions.py), is a real
 bug: probes run the solution and the mutated answer on the situation the
 mistake is about (a batch of one, a KV cache after a prefill, a non-default config
 value, float16 or uint8 input, non-contiguous logits, a model in train mode
@@ -49,6 +49,7 @@ solution has it would be no mistake at all. No check of the course is run.
     python benchmarks/verify_unseen.py --set fresh32
     python benchmarks/verify_unseen.py --set fresh33
     python benchmarks/verify_unseen.py --set fresh34
+    python benchmarks/verify_unseen.py --set fresh35
     python benchmarks/verify_unseen.py --set collisions
 
 Prints one row per mutation (the probes it changes, `*` marks a mistake that
@@ -91,6 +92,7 @@ from benchmarks.unseen_probes_fresh31 import EXTRA_PROBES as FRESH31_PROBES  # n
 from benchmarks.unseen_probes_fresh32 import EXTRA_PROBES as FRESH32_PROBES  # noqa: E402
 from benchmarks.unseen_probes_fresh33 import EXTRA_PROBES as FRESH33_PROBES  # noqa: E402
 from benchmarks.unseen_probes_fresh34 import EXTRA_PROBES as FRESH34_PROBES  # noqa: E402
+from benchmarks.unseen_probes_fresh35 import EXTRA_PROBES as FRESH35_PROBES  # noqa: E402
 from benchmarks.verify_heldout import attempt, namespace  # noqa: E402
 
 
@@ -107,7 +109,8 @@ EXTRA_PROBES = {"fresh12": FRESH12_PROBES, "fresh13": FRESH13_PROBES, "fresh14":
                "fresh27": FRESH27_PROBES, "fresh28": FRESH28_PROBES,
                "fresh29": FRESH29_PROBES, "fresh30": FRESH30_PROBES,
                "fresh31": FRESH31_PROBES, "fresh32": FRESH32_PROBES,
-               "fresh33": FRESH33_PROBES, "fresh34": FRESH34_PROBES}
+               "fresh33": FRESH33_PROBES, "fresh34": FRESH34_PROBES,
+               "fresh35": FRESH35_PROBES}
 
 
 def probes_of(set_name: str, notebook: str):
@@ -119,7 +122,8 @@ def probes_of(set_name: str, notebook: str):
 VERIFIED_SETS = ("unseen", "offlist", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8",
                  "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh15", "fresh16", "fresh17", "fresh18",
                  "fresh19", "fresh20", "fresh21", "fresh22", "fresh23", "fresh24", "fresh25", "fresh26",
-                 "fresh27", "fresh28", "fresh29", "fresh30", "fresh31", "fresh32", "fresh33", "fresh34", "collisions")
+                 "fresh27", "fresh28", "fresh29", "fresh30", "fresh31", "fresh32", "fresh33", "fresh34", "fresh35",
+                 "collisions")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -166,7 +166,7 @@ def test_check_time_benchmark_times_setup_and_every_test_cell_of_both_checkouts(
                                             ("fresh25", 80), ("fresh26", 80), ("fresh27", 68),
                                             ("fresh28", 80), ("fresh29", 93), ("fresh30", 77),
                                             ("fresh31", 77), ("fresh32", 82),
-                                            ("fresh33", 77), ("fresh34", 83)])
+                                            ("fresh33", 77), ("fresh34", 83), ("fresh35", 94)])
 def test_heldout_duplicates_says_the_newest_sets_share_no_entry_with_another(name, entries):
     """heldout_duplicates compares one set's entries with every other set's, text for text, and prints only matches:
     a set written blind (fresh14 to fresh26) must hold none, so it measures mistakes no other set has."""
@@ -179,7 +179,7 @@ def test_heldout_duplicates_says_the_newest_sets_share_no_entry_with_another(nam
                                                   ("fresh25", 62, 18), ("fresh26", 62, 18), ("fresh27", 55, 13),
                                                   ("fresh28", 58, 22), ("fresh29", 67, 26), ("fresh30", 63, 14),
                                                   ("fresh31", 60, 17), ("fresh32", 63, 19), ("fresh33", 61, 16),
-                                                  ("fresh34", 61, 22),
+                                                  ("fresh34", 61, 22), ("fresh35", 69, 25),
                                                   ("collisions", 33, 0)])
 def test_the_newest_held_out_sets_hold_real_bugs_and_edits_that_compute_the_same(name, mistakes, same):
     """verify_unseen runs the notebooks' answers and PyTorch only, no check: each mistake of the newest sets must

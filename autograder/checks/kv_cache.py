@@ -209,8 +209,29 @@ def _no_new_token(chk: Check, generate_greedy, model, seed: int, batch: int, T: 
     got = chk.call(generate_greedy, model, prompt, 0, tinylm.KVCache(model.config, batch), row_label=label)
     if not chk.compare(label, got, prompt) and isinstance(got, torch.Tensor) and got.dim() == 2 \
             and got.shape[0] == batch and got.shape[1] > T:
-        chk.measured(f"asked for no new token, your generate_greedy returns {got.shape[1] - T} more column"
-                     f"{'s' if got.shape[1] - T > 1 else ''} after the prompt")
+        extra = got.shape[1] - T
+        chk.measured(f"asked for no new token, your generate_greedy returns {extra} more column"
+                     f"{'s' if extra > 1 else ''} after the prompt")
+        _place_the_first_extra_column(chk, generate_greedy, model, prompt)
+
+
+def _place_the_first_extra_column(chk: Check, generate_greedy, model, prompt: torch.Tensor) -> None:
+    """The learner's line after which a tensor first holds the prompt and a column past it, in the call with
+    max_new_tokens = 0 run again (a fresh cache, the model's mode given back)."""
+    import tinylm
+    if getattr(generate_greedy, "recheck_trace", None) is not None or chk.located is not None:
+        return
+    batch, T = prompt.shape
+    grown = lambda v: isinstance(v, torch.Tensor) and not v.is_floating_point() and v.dim() == 2 \
+        and v.shape[0] == batch and v.shape[1] > T and torch.equal(v[:, :T].cpu(), prompt)  # noqa: E731
+    mode = model.training
+    try:
+        found = trace.line_making(generate_greedy, (model, prompt.clone(), 0, tinylm.KVCache(model.config, batch)),
+                                  grown, [], "appended")
+    finally:
+        model.train(mode)
+    if found is not None:
+        chk.located = found
 
 
 def _no_forward_after_the_last_token(chk: Check, log: ForwardLog, got, T: int, n: int, label: str) -> None:

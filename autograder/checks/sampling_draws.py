@@ -151,6 +151,11 @@ def measure_draws(chk: Check, draws: torch.Tensor, freq: torch.Tensor, want: tor
                              f"deviations of {n_draws} draws); expected temperature {T}")
                 return
             t_eff = float(grid[best])
+        if math.isinf(t_eff):  # no slope: the logits play no part in the draws
+            chk.measured(f"{label}: your frequencies are the same for each of the {distinct} tokens drawn (every one "
+                         f"within {bound:.3f}, 5 standard deviations of {n_draws} draws), whatever their logits: "
+                         f"what softmax gives at a temperature far above the logits; expected temperature {T}")
+            return
         chk.measured(f"{label}: your frequencies follow softmax(logits / {t_eff:.2f}) (every drawn token within "
                      f"{bound:.3f}, 5 standard deviations of {n_draws} draws); expected temperature {T}")
         if T != 1 and abs(t_eff - 1) < 0.1 * max(1, abs(T - 1)) and abs(t_eff - T) > 0.2 * abs(T - 1):

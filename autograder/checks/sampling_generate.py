@@ -21,6 +21,7 @@ from .sampling_probes import flatter_with_dropout, from_eval_mode_without_grad, 
 from .spies import crossed_arguments, first_call_arguments
 from .framework.calling import WITHOUT, guarded_call, random_states_watched
 from .framework.check import Check, RAISE_LOCATORS
+from .framework.explain.notebook_names import say_notebook_generator
 from .framework.measure import mode_split, seeded
 from .references.generation import (ForwardLog, greedy_with, measure_length, mode_calls_watched, mode_not_a_flag,
                                     modes_mixed, ref_greedy, tiny_model, train_mode_restored)
@@ -127,9 +128,12 @@ def _body_generate(generate, seed, batch, prompt_len, max_new_tokens, dropout) -
     chk.require("sampling: prompt kept at the front", shaped and all(torch.equal(r[:, :prompt_len].cpu(), prompt) for r in runs),
                 "the returned ids must start with the prompt")
     same = shaped and torch.equal(runs[0], runs[1])
+    notebooks = shaped and not same and not in_train and say_notebook_generator(
+        chk, generate, (model, prompt, max_new_tokens, 1.0, 8, 0.9, seeded(11)))
     chk.require("sampling: same seed, same tokens", same,
                 "two runs with identically seeded generators differ",
-                diagnosis=None if same or not shaped or in_train else "the generator is not used: pass it on to sample_next")
+                diagnosis=None if same or not shaped or in_train or notebooks else
+                "the generator is not used: pass it on to sample_next")
     if shaped and same and not any(c["training"] for c in log3.calls) and getattr(generate, "recheck_trace", None) is None:
         _callers_generator_only(chk, watched[0])
     _plain_sampling(chk, generate, model, prompt)

@@ -160,6 +160,29 @@ def test_a_notebook_name_whose_stand_ins_do_not_give_the_reference_is_not_said()
     assert notebook_name_read(cell["shifted"], [((x,), {}, x + 7)]) is None  # right as given: nothing to explain
 
 
+def test_a_notebook_generator_is_said_only_when_the_draws_follow_it_and_nothing_is_advanced():
+    """Draws from a generator bound in the notebook, where the call's is meant: confirmed by two runs with a copy of
+    the call's generator standing for it (equal) and one with another state (different); the call's generator, the
+    notebook's and torch's global state are left as they were."""
+    from autograder.checks.framework.explain.notebook_names import notebook_generator_read
+
+    gen = torch.Generator().manual_seed(0)
+    cell = _cell("def draw(n, generator):\n    return torch.randint(10, (n,), generator=gen)\n\n"
+                 "def draw_both(n, generator):\n    return torch.randint(10, (n,), generator=generator) + "
+                 "torch.randint(10, (n,))\n\n"
+                 "def draw_own(n, generator):\n    return torch.randint(10, (n,), generator=generator) + "
+                 "(gen is None)\n", {"gen": gen, "torch": torch})
+    call = torch.Generator().manual_seed(5)
+    states = call.get_state(), gen.get_state(), torch.get_rng_state()
+    found = notebook_generator_read(cell["draw"], (16, call), {})
+    assert found["name"] == "gen" and found["param"] == "generator" and found["line"] == 2
+    assert all(torch.equal(a, b) for a, b in zip(states, (call.get_state(), gen.get_state(), torch.get_rng_state())))
+    # Random from torch's global state, no notebook generator read: nothing to say.
+    assert notebook_generator_read(cell["draw_both"], (16, call), {}) is None
+    # Reads the notebook's generator, but its draws do not depend on that generator's state: not confirmed.
+    assert notebook_generator_read(cell["draw_own"], (16, call), {}) is None
+
+
 def test_axes_in_another_order_said_for_one_row_becomes_a_measure_when_a_later_row_refutes_it():
     """A later row whose sizes are the expected ones moved, and whose values no order of axes makes right."""
     chk = checks.core.Check("f", expects="(a, b)")

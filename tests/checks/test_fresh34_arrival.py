@@ -90,3 +90,18 @@ def test_a_sum_that_went_through_float16_is_measured_as_a_float16_number():
     assert "is a float16 number (measured: float16 holds it exactly, and not the reference's" in measured
     # a wrong sum far from the reference is not read as rounding, even where it is a whole number
     assert "float16 number" not in _message("default", "10", "nll_sum_and_count", "return count, nll.item()")
+
+
+def test_a_column_appended_when_no_token_was_asked_for_is_placed_on_the_line_adding_it():
+    message = _message("fresh34", "06", "generate_greedy", "if idx.shape[1] - prompt.shape[1] >= max_new_tokens")
+    assert "Measured: asked for no new token, your generate_greedy returns 1 more column" in message
+    where = _line(message, "Where:")
+    assert "torch.cat((idx, next_id), dim=1)" in where and "a column past the prompt is added here" in where
+
+
+def test_draws_from_the_notebook_s_generator_are_confirmed_by_running_with_the_caller_s():
+    message = _message("fresh34", "08", "generate", "top_p, gen)")
+    assert "sample_next(logits, temperature, top_k, top_p, gen)" in _line(message, "Where:")
+    likely = _line(message, "Likely bug:")
+    assert "draws from `gen`, a generator bound in the notebook, where the call's `generator` is meant" in likely
+    assert "the generator is not used" not in message

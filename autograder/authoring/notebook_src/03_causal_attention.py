@@ -175,6 +175,8 @@ check_split_merge(split_heads, merge_heads, seed=31, batch=3, seq=4, n_heads=5, 
 # GPU the scores live on the GPU, and `masked_fill` needs both on one device: move the mask with
 # `.to(q.device)` (a no-op on the CPU). Use `softmax`, or, if you write it by hand,
 # subtract each row's maximum before `exp`: the check includes scores in the hundreds, where `exp` overflows.
+# It also runs your function in float16, whose largest finite value is 65504: a fill such as `-1e9` does not fit
+# there (`masked_fill` raises), while `float("-inf")` fits every dtype.
 
 # %% nbgrader={"grade": false, "grade_id": "causal_attention", "locked": false, "schema_version": 3, "solution": true}
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

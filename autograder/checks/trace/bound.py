@@ -38,7 +38,7 @@ import re
 import torch
 
 from ...diagnosis_text import function_words
-from .explain import Located, function_around
+from .explain import Located, function_around, signed_numbers
 from .record import source_line
 
 # A bracketed list of integers in an error's first line: the sizes a call was given.
@@ -345,10 +345,7 @@ def _written_in(body: ast.AST, name: str, line: int, number: int) -> tuple[int, 
     """(line, words) of the one statement before `line` that binds or writes into `name` with `number` written in
     it as a literal, when no other statement binding or writing into it before `line` has it."""
     def literal(node) -> bool:
-        if number < 0:
-            return any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant)
-                       and n.operand.value == -number for n in ast.walk(node))
-        return any(isinstance(n, ast.Constant) and type(n.value) is int and n.value == number for n in ast.walk(node))
+        return any(type(value) is int and value == number for _, value in signed_numbers(node))
     writes = [node for node, _ in _binders(body, name) if getattr(node, "lineno", line) < line]
     holding = [node for node in writes if literal(getattr(node, "value", None) or node)]
     if len(holding) != 1:

@@ -179,6 +179,21 @@ def function_around(file: str, line: int):
     return max(functions, key=lambda n: n.lineno) if functions else None
 
 
+def signed_numbers(node: ast.AST) -> list[tuple[ast.AST, int | float]]:
+    """(node, value) of each number written in `node`, signed as written: `-5` is the one number -5, not a 5 under
+    a minus. Ints and floats; a bool is no number here."""
+    plain = lambda n: isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) \
+        and not isinstance(n.value, bool)  # noqa: E731
+    under_minus, found = set(), []
+    for n in ast.walk(node):  # breadth first: a minus comes before the number it negates
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and plain(n.operand):
+            found.append((n, -n.operand.value))
+            under_minus.add(id(n.operand))
+        elif plain(n) and id(n) not in under_minus:
+            found.append((n, n.value))
+    return found
+
+
 def _bound_once_before(file: str, line: int, kind: Callable) -> tuple[str, Any, int] | None:
     """(name, value node, line) for the one name `line` reads that its
     function binds exactly once, on an earlier line, with `kind(value)` true."""

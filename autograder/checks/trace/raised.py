@@ -12,8 +12,8 @@ import torch
 from ..learner_code import is_learners_file, walk_traceback
 from .align import one_axis_apart, owner_value, path_between, same_kind, Analysis
 from .blame import CASTS, blame_of
-from .explain import (Located, SIZED_OPS, describe_value, function_around, sizes_bound_at, true_division_read,
-                      blamed_lines, place)
+from .explain import (Located, SIZED_OPS, describe_value, function_around, signed_numbers, sizes_bound_at,
+                      true_division_read, blamed_lines, place)
 from .kinds import input_owners, one_line_kind
 from .sizes import sizes_differ
 from .record import source_line, Op, Trace
@@ -315,18 +315,8 @@ def _out_of_range_literals(file: str, line: int, text: str) -> list[str]:
     dtype = _DTYPE_OF[found.group(1)]
     largest = torch.finfo(dtype).max
     numbers = []
-    for node in ast.walk(body):
-        if not (getattr(node, "lineno", 0) <= line <= (getattr(node, "end_lineno", None) or getattr(node, "lineno", 0))):
-            continue
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-            value = node.operand.value
-            value = -value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-        elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            value = node.value
-        else:
-            continue
-        # ast.walk meets -1e10 before the 1e10 inside it: the signed number is the one kept
-        if value is not None and abs(value) > largest and value not in numbers and -value not in numbers:
+    for node, value in signed_numbers(body):
+        if node.lineno <= line <= (node.end_lineno or node.lineno) and abs(value) > largest and value not in numbers:
             numbers.append(value)
     if len(numbers) != 1:
         return []

@@ -196,3 +196,93 @@ def say_notebook_name(chk, fn: Callable, calls: list[tuple[tuple, dict, Any]],
                  "reference's result): use what the call passes, so that the "
                  "function gives the right result for any inputs, not only the notebook's own")
     return True
+
+
+def notebook_generator_read(fn: Callable, args: tuple, kwargs: dict) -> dict | None:
+    """{"name", "param", "line", "file", "function", "code"} where `fn` draws from a torch.Generator the notebook
+    bound (`name`) instead of the call's generator argument (`param`): confirmed when two runs again, each with a
+    copy of the call's generator standing for that name, give equal results, and a run with a generator in another
+    state standing for it gives another. None otherwise. Neither the call's generator, the notebook's, torch's
+    random state nor a module argument's train or eval mode is changed."""
+    if not inspect.isfunction(fn) or getattr(fn, "recheck_trace", None) is not None:
+        return None
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    given = [(param, value) for param, value in bound.arguments.items() if isinstance(value, torch.Generator)]
+    read = _globals_read(fn.__code__)
+    names = [n for n in read if isinstance(fn.__globals__.get(n), torch.Generator)]
+    if len(given) != 1 or len(names) != 1:
+        return None
+    (param, generator), name = given[0], names[0]
+    modules = [m for v in (*args, *kwargs.values()) if isinstance(v, torch.nn.Module) for m in v.modules()]
+    modes = [m.training for m in modules]
+    state = torch.get_rng_state()
+
+    def drawn_with(standing: torch.Tensor):
+        stand_in = torch.Generator(device=generator.device)
+        stand_in.set_state(standing)
+        again = types.FunctionType(fn.__code__, {**fn.__globals__, name: stand_in}, fn.__name__, fn.__defaults__,
+                                   fn.__closure__)
+        again.__kwdefaults__ = fn.__kwdefaults__
+        copies = tuple(_copy_generator(a) if a is generator else _fresh(a) for a in args)
+        named = {k: _copy_generator(v) if v is generator else _fresh(v) for k, v in kwargs.items()}
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                return guarded_call(again, copies, named)
+        except Exception:  # noqa: BLE001: a run that raises confirms nothing
+            return None
+        finally:
+            for module, mode in zip(modules, modes):
+                module.train(mode)
+
+    try:
+        callers = generator.get_state()
+        first, second = drawn_with(callers), drawn_with(callers)
+        other = torch.Generator(device=generator.device).manual_seed(int(generator.initial_seed()) + 1)
+        third = drawn_with(other.get_state())
+    finally:
+        torch.set_rng_state(state)
+    if not all(_tensors(r) for r in (first, second, third)) or not _equal(first, second) or _equal(first, third):
+        return None
+    file, line = fn.__code__.co_filename, read[name]
+    from ...trace.record import source_line  # the tracer's reading of a learner's source line
+    return {"name": name, "param": param, "file": file, "line": line,
+            "function": getattr(fn.__code__, "co_qualname", fn.__name__), "code": source_line(file, line)}
+
+
+def _tensors(result: Any) -> bool:
+    """A tensor, or a tuple or list of tensors (get_batch's pair)."""
+    return isinstance(result, torch.Tensor) or isinstance(result, (tuple, list)) and len(result) > 0 \
+        and all(isinstance(t, torch.Tensor) for t in result)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """The same values in the same shapes: two tensors, or two tuples of tensors."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape \
+            and torch.equal(a, b)
+    return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+
+
+def _copy_generator(generator: torch.Generator) -> torch.Generator:
+    copy = torch.Generator(device=generator.device)
+    copy.set_state(generator.get_state())
+    return copy
+
+
+def say_notebook_generator(chk, fn: Callable, args: tuple, kwargs: dict | None = None) -> bool:
+    """On `chk`, the notebook's generator `fn` draws from in place of the call's, where notebook_generator_read
+    confirms it: the line reading it as the place, the cause as a likely bug. Whether it was said."""
+    found = notebook_generator_read(fn, args, kwargs or {})
+    if found is None:
+        return False
+    from ...trace.explain import Located
+    if chk.located is None:
+        chk.located = Located(found["file"], found["line"], found["function"], found["code"], [], kind="notebook_name")
+    chk.diagnose(f"your {chk.fn_name} draws from `{found['name']}`, a generator bound in the notebook, where the "
+                 f"call's `{found['param']}` is meant (measured: run again twice with a copy of the call's generator "
+                 f"standing for `{found['name']}`, both runs give the same result, and another generator's state "
+                 f"gives another): draw from the `{found['param']}` the call passes")
+    return True

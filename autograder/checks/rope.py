@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 import math
 import re
+import types
 
 from . import trace
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
@@ -311,6 +312,9 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
         _table_rows_read(chk, *first_failing, cos.to(dtype), sin.to(dtype))
     if half_right and FLIPPED in chk.named_variants():
         chk.diagnose(FLIPPED_IN_APPLY, states=[FLIPPED])
+    if not half_right and chk.passed and callable(apply_rope.__globals__.get("rotate_half")):
+        _, x, start = next(rope_cases(seed, batch, heads, seq, head_dim, dtype))
+        _rotate_half_made_up_for(chk, apply_rope, x, start, cos, sin)
     # The dtype is kept: a float16 x rotated by the float32 tables a model stores stays float16.
     x16 = randn(batch, heads, seq, head_dim, seed=seed + 5, dtype=torch.float16)
     got = call_keeping_inputs(chk, apply_rope, x16, cos.float(), sin.float(), 3)
@@ -335,6 +339,24 @@ def check_apply_rope(apply_rope, *, seed: int = 0, batch: int = 2, heads: int = 
                     "shifting every position by 9 changed the scores q(m)·k(n)")
     run_contract(chk, apply_rope, APPLY_ROPE)
     chk.finish()
+
+
+def _rotate_half_made_up_for(chk: Check, apply_rope, x: torch.Tensor, start: int, cos, sin) -> None:
+    """apply_rope right with a rotate_half that is not (-x2, x1): a row of its own, as the docstring gives
+    rotate_half a result of its own. Measured: apply_rope run again with the right rotate_half in its place (a copy
+    of its globals) turns each pair by -angle, so it makes up for the flip."""
+    chk.require("rotate_half on its own: (x1, x2) -> (-x2, x1)", False,
+                "your apply_rope's results are right, your rotate_half's are not")
+    again = types.FunctionType(apply_rope.__code__, {**apply_rope.__globals__, "rotate_half": _half_rotate},
+                               apply_rope.__name__, apply_rope.__defaults__, apply_rope.__closure__)
+    again.__kwdefaults__ = apply_rope.__kwdefaults__
+    got = quiet_call(again, x.clone(), cos, sin, start)
+    c, s = cos[start:start + x.shape[-2]].to(x.dtype), sin[start:start + x.shape[-2]].to(x.dtype)
+    if isinstance(got, torch.Tensor) and got.shape == x.shape and close_to(got, x * c + _half_rotate(x, -1) * s,
+                                                                          *tol_for(x.dtype)):
+        chk.measured("your apply_rope makes up for your rotate_half: run again with a rotate_half returning "
+                     "(-x2, x1) in its place, it turns each pair by -angle (x * cos - rotate_half(x) * sin); fix "
+                     "both together: rotate_half returns (-x2, x1), apply_rope adds the sin term")
 
 
 def _halves_interleaved(chk: Check, x, start: int, got, theta: float) -> bool:

@@ -286,7 +286,9 @@ def values_at_raise(err: BaseException | None, axes: dict | None = None,
                     place = nan_bound_before(frames, err, name)
             continue
         kind = type(value).__name__
-        if isinstance(value, (bool, int, float, str, type(None))) or not re.search(rf"'{re.escape(kind)}'", text):
+        qualified = f"{type(value).__module__}.{kind}"  # torch.return_types.min, as an error names it
+        if isinstance(value, (bool, int, float, str, type(None))) or not re.search(
+                rf"'(?:{re.escape(kind)}|{re.escape(qualified)})'", text):
             continue
         facts.append(f"at the line that raised, `{name}` is {_short(value)}")
         if place is None:
@@ -444,4 +446,7 @@ def _short(value) -> str:
     if isinstance(value, (tuple, list)) and all(isinstance(v, (int, float, str, bool, type(None))) for v in value):
         return f"the {type(value).__name__} {repr(value)[:40]}"
     kind = type(value).__name__
+    if type(value).__module__ == "torch.return_types":  # what max, min, topk, sort, ... return when given a dim
+        return (f"the pair (values, indices) that torch's {kind} returns (a torch.return_types.{kind}), not a "
+                "tensor: its .values is the tensor of values")
     return f"an instance of {kind} ({'an nn.Module' if isinstance(value, torch.nn.Module) else 'not a tensor'})"

@@ -300,8 +300,11 @@ class _HostCopies(TorchFunctionMode):
     into a CPU tensor): a torch operation that needs the data on the host
     (a sync on a GPU, no error there) raises the same way on the meta
     device and is no host copy the learner wrote. While this mode handles a
-    call it is off, so the calls seen are those the learner's code makes."""
-    MOVES = ("cpu", "to", "tolist", "copy_")
+    call it is off, so the calls seen are those the learner's code makes. A
+    .tolist(), like .item(), is no move: it gives Python numbers, and what is
+    computed from them (a row indexed by an int) may stay on the device, which
+    the meta device, holding no numbers, cannot show."""
+    MOVES = ("cpu", "to", "copy_")
 
     def __init__(self):
         super().__init__()

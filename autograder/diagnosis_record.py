@@ -194,6 +194,8 @@ KIND_WORDS = {
     "received": "the value made here is what the next stage receives (measured at its input), in place of the "
                 "output of the stage before it",
     "spoiled": "the first value holding inf or nan is made here, from finite inputs",
+    "untied": "this line, after the line tying the head to the embedding, assigns one of their weights again: from "
+              "here on they are two Parameters",
     "appended": "a column past the prompt is added here, in the call that asked for no new token (measured: the call "
                 "run again)",
     "attribute": "this line stores an attribute on self that no line of the class reads, and the other line reads one "

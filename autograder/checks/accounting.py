@@ -366,7 +366,11 @@ def kv_mistakes(config: tinylm.ModelConfig, batch_size: int, dtype: torch.dtype)
         "of head_dim features each": config.n_heads * config.d_model / (config.n_kv_heads * config.head_dim),
         "numbers, not bytes: multiply by the bytes per element, dtype.itemsize": 1 / size,
         "the dtype is ignored (4 bytes assumed): the bytes per element are dtype.itemsize": 4 / size,
-        "the dtype is ignored (2 bytes assumed): the bytes per element are dtype.itemsize": 2 / size,
+        # 4 bytes with the keys or the values alone gives every case's count as 2 bytes does: the dtype is
+        # ignored either way, which of the two is not told
+        "the dtype is ignored: your count is 2 / itemsize times the right one in every case, as a constant 2 bytes "
+        "per element gives (or 4 with only the keys or only the values counted); the bytes per element are "
+        "dtype.itemsize, and the cache keeps a key and a value vector per position": 2 / size,
         "the batch is ignored: every sequence of the batch has its own cache": 1 / batch_size,
     }
 

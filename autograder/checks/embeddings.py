@@ -344,12 +344,23 @@ def _tie_diagnosis(head_weight: torch.Tensor, emb_weight: torch.Tensor, storage_
                     "embedding's values (a copy, or a second Parameter over the same storage; the recheck cannot "
                     "read which), so parameters() yields two; assign the Parameter itself: lm_head.weight = "
                     "tok_emb.weight")
+        if head_weight.data_ptr() == emb_weight.data_ptr() and not isinstance(head_weight, torch.nn.Parameter):
+            # the Parameter deleted, then .data assigned: a plain tensor attribute, outside parameters()
+            return ("head is a plain tensor, not the embedding's Parameter: lm_head.weight is a tensor over the "
+                    "embedding's storage (measured: the same memory, not a Parameter, requires_grad "
+                    f"{head_weight.requires_grad}), so lm_head has no parameter and the head's use of the weights "
+                    "sends no gradient to the table; assign the Parameter itself, not its .data: lm_head.weight = "
+                    "tok_emb.weight")
         if head_weight.data_ptr() == emb_weight.data_ptr():
             # tied through .data: one storage, so the values stay equal, but two Parameter objects
             return ("head shares the storage, not a share of the Parameter: lm_head.weight is a second Parameter over "
                     "the embedding's storage (measured: the same memory, another object), so the values stay equal, but "
                     "parameters() yields two Parameters: an optimizer keeps two states and updates the same numbers "
                     "twice per step; assign the Parameter itself: lm_head.weight = tok_emb.weight")
+        if not isinstance(head_weight, torch.nn.Parameter):
+            return ("head is a copy, not a share: lm_head.weight is a plain tensor (not a Parameter) holding a copy "
+                    "of the values, equal today; lm_head has no parameter, so the head never trains and the two drift "
+                    "apart as the table does; assign the Parameter itself: lm_head.weight = tok_emb.weight")
         return ("head is a copy, not a share: lm_head.weight holds a copy of the values in a Parameter of its own (a "
                 "clone, a new Parameter, or values copied into the head's) with equal values today, but the two will "
                 "drift apart during training and the model holds vocab x d_model parameters twice; "

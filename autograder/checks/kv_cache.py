@@ -99,9 +99,11 @@ def check_cache_update(cache_update, *, seed: int = 0, batch: int = 2, heads: in
 
 
 
-def _first_divergence(got: torch.Tensor, want: torch.Tensor, prompt_len: int) -> str:
+def _first_divergence(got: torch.Tensor, want: torch.Tensor, prompt_len: int) -> str | None:
+    """The first new token that differs ("none" where every one is equal); None where the shapes differ (the
+    length is measured apart)."""
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-        return "the output shape"
+        return None
     cols = (got.cpu() != want).any(0).nonzero()
     return "none" if not len(cols) else f"new token {int(cols[0]) - prompt_len}"
 
@@ -138,8 +140,9 @@ def check_generate_greedy(generate_greedy, *, seed: int = 0, batch: int = 2, pro
             "argmin instead of argmax: greedy decoding picks the LARGEST logit":
                 lambda: greedy_with(model, prompt, max_new_tokens, lambda m, i: -m(i)[:, -1]),
         }):
-            chk.rows[-1].note = f"first diverging step: {where}"
-            chk.measured(f"prompt {p + 1}: the first token that differs from greedy full recompute: {where}")
+            chk.rows[-1].note = f"first diverging step: {where}" if where else "another shape"
+            if where:
+                chk.measured(f"prompt {p + 1}: the first token that differs from greedy full recompute: {where}")
             measure_length(chk, got, prompt, max_new_tokens, want)
             if log.calls and log.calls[0]["cache_len"] == 0 and log.calls[0]["len"] not in (None, T):
                 chk.diagnose(f"the prefill fed {log.calls[0]['len']} of the prompt's {T} tokens (measured: the first "

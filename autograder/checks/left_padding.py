@@ -79,6 +79,8 @@ class PaddedBatchSpy(tinylm.Transformer):
 # ---------------------------------------------------------------- left-padded batch decoding
 
 POS_PROMPT = "positions counted from the padded start"
+# the prompt's positions right, a new token's counted from the padded start (the cache's length, pads included)
+POS_DECODE = "new tokens' positions counted from the padded start"
 MASK_NONE = "pad keys not masked"
 MASK_AS_REAL = "pad keys marked as real tokens"
 MASK_RIGHT = "mask built for right padding"
@@ -158,7 +160,8 @@ class _PaddedCalls:
                 if fed > 1 and int(got[b, 0]) == last + fed:
                     fact += (f"; that is its position at the call before, {last}, plus {fed}, the number of tokens "
                              "that call was fed, where the next token's position is one more")
-            self.findings.append((POS_PROMPT if padded_start else "positions", "positions", fact))
+            cause = (POS_DECODE if i else POS_PROMPT) if padded_start else "positions"
+            self.findings.append((cause, "positions", fact))
             return
 
     def _masks(self, calls) -> None:
@@ -483,6 +486,8 @@ _CAUSE_TEXT = {"positions": "wrong positions handed to the model", "mask": "wron
 def _fix_for(cause: str) -> str:
     return {POS_PROMPT: ": count each row from 0 at its first real token, positions = (mask.cumsum(-1) - 1).clamp(min=0), "
                         "and give each new token one more than its row's last position, not the padded length",
+            POS_DECODE: ": give each new token one more than its row's last position (positions[:, -1:] + 1), not "
+                        "the padded length (the cache's length counts the pads)",
             MASK_NONE: ": pass attention_mask (True at real tokens, False at the padding) to every forward call",
             MASK_AS_REAL: ": keep the padding False in the attention_mask of every call, the decoding steps' as well "
                           "as the prompt's (the prompt's mask with one True column appended per new token)",

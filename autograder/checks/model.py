@@ -12,6 +12,7 @@ first one that differs.
 """
 from __future__ import annotations
 
+import ast
 import re
 
 import torch
@@ -21,6 +22,7 @@ from torch import nn
 import tinylm
 
 from . import trace
+from .trace.explain import function_around
 from .spies import attention_heads, first_call_arguments, unrepeated_bug
 from .framework.calling import guarded_call
 from .framework.check import CandidatesVariant, Check
@@ -112,7 +114,7 @@ def _build(chk: Check, cls, config, reference: nn.Module, on_error=None) -> nn.M
     # counted there, never quoted (tinylm's own names, the missing ones, are the grader's words)
     unexpected = str(extra[:4]) if getattr(cls, "recheck_trace", None) is None else \
         f"{count_words(len(extra), 'name')} of your own"
-    if not chk.require("parameters named as tinylm's", not missing and not extra,
+    if not chk.require("state_dict keys as tinylm's", not missing and not extra,
                        f"missing {missing[:4]}, unexpected {unexpected}",
                        diagnosis=hidden or f"parameter names differ from tinylm's: missing {missing[:4]}, unexpected "
                                            f"{unexpected}; use exactly the attribute names of the table above "
@@ -205,6 +207,37 @@ def _modules_out_of_sight(module: nn.Module, missing: list[str]) -> str | None:
     return (f"`self.{name}` is a plain Python {holders[name]} of modules (measured: the missing parameters are all "
             f"under {name}.*): nn.Module registers submodules only as attributes or in nn.ModuleList/nn.ModuleDict, "
             f"so their weights are not parameters() and not in state_dict(); use self.{name} = nn.ModuleList(...)")
+
+
+def _tie_undone(chk: Check, cls) -> bool:
+    """Where the learner's __init__ ties the head (one line assigning tok_emb's weight to lm_head's, or the other way)
+    and a later line assigns either weight again: said with both lines, the later one placed. Whether it was said."""
+    init = getattr(cls, "__init__", None)
+    code = getattr(init, "__code__", None)
+    if code is None or getattr(cls, "recheck_trace", None) is not None:
+        return False
+    body = function_around(code.co_filename, code.co_firstlineno + 1)
+    if body is None:
+        return False
+    ends = lambda node, tail: isinstance(node, ast.Attribute) and ast.unparse(node).endswith(tail)  # noqa: E731
+    weights = (".tok_emb.weight", ".lm_head.weight")
+    assigns = [(node, target) for node in ast.walk(body) if isinstance(node, ast.Assign) for target in node.targets
+               if any(ends(target, w) for w in weights)]
+    ties = [node.lineno for node, target in assigns if any(ends(node.value, w) for w in weights)
+            and not ends(node.value, "." + ast.unparse(target).split(".", 1)[-1])]
+    if len(ties) != 1:
+        return False
+    later = sorted({node.lineno for node, _ in assigns if node.lineno > ties[0]})
+    if len(later) != 1:
+        return False
+    file, line = code.co_filename, later[0]
+    chk.located = trace.Located(file, line, getattr(code, "co_qualname", "__init__"), trace.source_line(file, line),
+                                [], kind="untied")
+    chk.diagnose(f"the head is not tied after __init__ (measured: lm_head.weight and tok_emb.weight are two "
+                 f"Parameters): line {ties[0]} ties them, and line {line}, after it, assigns one of the two weights "
+                 "again, which the other does not follow; tie after that line (or change the values in place, under "
+                 "torch.no_grad(), which keeps the one Parameter)")
+    return True
 
 
 def _prepare(chk: Check, cls, reference_cls, seed: int, d_model: int, n_heads: int, n_layers: int, seq: int,
@@ -547,7 +580,8 @@ def check_decoder(Transformer, *, seed: int = 95, d_model: int = 32, n_layers: i
     if module is not None:
         head, emb = module.get_submodule("lm_head").weight, module.get_submodule("tok_emb").weight
         chk.require("lm_head tied to tok_emb", head is emb, "two separate matrices",
-                    diagnosis="the head is not tied: set self.lm_head.weight = self.tok_emb.weight (one Parameter)")
+                    diagnosis=None if head is emb or _tie_undone(chk, Transformer) else
+                    "the head is not tied: set self.lm_head.weight = self.tok_emb.weight (one Parameter)")
         idx = torch.randint(config.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(seed))
         seen, hooks = record_stages(module, config)
         try:

@@ -295,7 +295,7 @@ def check_layer_norm(layer_norm, *, seed: int = 4, shape: tuple = (3, 4, 10), dt
     x_h, w_h, b_h = x.to(half), weight.to(half), bias.to(half)
     got = call_keeping_inputs(chk, layer_norm, x_h, w_h, b_h, eps)
     want = F.layer_norm(x_h.float(), (d,), w_h.float(), b_h.float(), eps).to(half)
-    chk.compare(f"{half} keeps its dtype", got, want, atol=0.1, rtol=0.05)
+    chk.compare(f"{half} input: its values, in its dtype", got, want, atol=0.1, rtol=0.05)
     run_contract(chk, layer_norm, LAYER_NORM)
     if not chk.passed:
         unit = lambda x, eps: layer_norm(x, torch.ones_like(x[0]), torch.zeros_like(x[0]), eps)  # noqa: E731

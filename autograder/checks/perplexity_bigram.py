@@ -137,6 +137,8 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
     if all(yours[pair][0] == truth[pair][0] for pair in truth):
         _wrong_row_totals(chk, yours, truth, said)
         return
+    if _previous_given_next(chk, yours, truth, said):
+        return
     fact = (f"your table's counts are not train's (measured on train = 'ab' * 20 + 'ac', each count read off your "
             f"NLL of one pair at two alphas, p = (count + alpha) / (row total + 256·alpha): {said})")
     other = torch.tensor(list(b"ba" * 7 + b"bb"), dtype=torch.uint8)  # no pair of the probes' rows in common
@@ -155,6 +157,28 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
     else:  # which step miscounts is not measured: the fact and what a right table holds
         chk.measured(f"{fact}: count every (previous, next) pair of train once per occurrence, and each row's "
                      "total is the sum of its counts")
+
+
+def _previous_given_next(chk: Check, yours: dict, truth: dict, said: str) -> bool:
+    """Every pair (prev, next) read as the count of (next, prev) over the times prev follows any byte: the probability
+    of the previous byte given the next. Two routes give it alike (a table normalised over its columns read at
+    [next, prev]; pairs counted as [next, prev] in a table read at [prev, next]): said as candidates."""
+    counts = {pair: count for pair, (count, _) in truth.items()}
+    follows = {}  # byte -> how often it follows another byte in train
+    for pair, count in counts.items():
+        follows[pair[1:]] = follows.get(pair[1:], 0) + count
+    reversed_read = {pair: (counts.get(pair[::-1], 0), follows.get(pair[:1], 0)) for pair in truth}
+    if yours != reversed_read:
+        return False
+    chk.measured(f"the counts your NLL implies are not train's (measured on train = 'ab' * 20 + 'ac', each read off "
+                 f"your NLL of one pair at two alphas, p = (count + alpha) / (row total + 256·alpha): {said}); for "
+                 "every pair (prev, next) they are the count of (next, prev) over the times prev follows any byte: "
+                 "your NLL scores the previous byte given the next one")
+    chk.candidates("two candidates give these: a table normalised over its columns (dim=0) and read at [next, "
+                   "prev], or pairs counted into counts[next, prev] and read at [prev, next]; count counts[prev, "
+                   "next], normalise each row "
+                   "(dim=1) and read probs[prev, next]")
+    return True
 
 
 def _wrong_row_totals(chk: Check, yours: dict, truth: dict, said: str) -> None:

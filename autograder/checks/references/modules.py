@@ -36,7 +36,7 @@ def saved_buffers(chk: Check, cls, args: tuple, module: nn.Module, extra: list[s
     """When keys the learner's state_dict has beyond the reference's are
     buffers their module registers: what that costs a checkpoint, and the fix
     (the line that registers one is located by building the module again)."""
-    buffers = {name for name, _ in module.named_buffers()}
+    buffers = dict(module.named_buffers())
     saved = [name for name in extra if name in buffers]
     if not saved:
         return None
@@ -47,8 +47,9 @@ def saved_buffers(chk: Check, cls, args: tuple, module: nn.Module, extra: list[s
             f"{'a buffer' if len(saved) == 1 else 'buffers'} your module registers): register_buffer saves a tensor "
             f"with the weights, so a checkpoint of tinylm's or Hugging Face's model no longer loads into yours with "
             f"load_state_dict(strict=True) (missing key {keys}), nor a checkpoint of yours into theirs (unexpected key "
-            f"{keys}); keep a number as a plain attribute (self.eps = eps), and register a tensor that must not be "
-            "saved with register_buffer(name, tensor, persistent=False)")
+            f"{keys}); " + ("keep a number as a plain attribute (self.eps = eps), and "
+                            if any(buffers[name].dim() == 0 for name in saved) else "")
+            + "register a tensor that must not be saved with register_buffer(name, tensor, persistent=False)")
 
 
 def registered_elsewhere(chk: Check, cls, args: tuple) -> bool:

@@ -137,7 +137,7 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
     if all(yours[pair][0] == truth[pair][0] for pair in truth):
         _wrong_row_totals(chk, yours, truth, said)
         return
-    if _previous_given_next(chk, yours, truth, said):
+    if _previous_given_next(chk, bigram_nll, alphas, train, read, said):
         return
     fact = (f"your table's counts are not train's (measured on train = 'ab' * 20 + 'ac', each count read off your "
             f"NLL of one pair at two alphas, p = (count + alpha) / (row total + 256·alpha): {said})")
@@ -159,17 +159,28 @@ def _measure_counts(chk: Check, bigram_nll, alphas) -> None:
                      "total is the sum of its counts")
 
 
-def _previous_given_next(chk: Check, yours: dict, truth: dict, said: str) -> bool:
+def _read_backwards(text: bytes, pairs) -> dict:
+    """{pair (prev, next): (count of (next, prev), times prev follows any byte)} in `text`: what a table of the
+    previous byte given the next gives each pair."""
+    counts: dict[bytes, int] = {}
+    for a, b in zip(text, text[1:]):
+        counts[bytes((a, b))] = counts.get(bytes((a, b)), 0) + 1
+    return {pair: (counts.get(pair[::-1], 0), sum(c for p, c in counts.items() if p[1:] == pair[:1])) for pair in pairs}
+
+
+def _previous_given_next(chk: Check, bigram_nll, alphas, train: torch.Tensor, read: dict, said: str) -> bool:
     """Every pair (prev, next) read as the count of (next, prev) over the times prev follows any byte: the probability
-    of the previous byte given the next. Two routes give it alike (a table normalised over its columns read at
+    of the previous byte given the next, on the probe's text and on one whose pairs are not symmetric (where a
+    last pair left out gives other counts). Two routes give it alike (a table normalised over its columns read at
     [next, prev]; pairs counted as [next, prev] in a table read at [prev, next]): said as candidates."""
-    counts = {pair: count for pair, (count, _) in truth.items()}
-    follows = {}  # byte -> how often it follows another byte in train
-    for pair, count in counts.items():
-        follows[pair[1:]] = follows.get(pair[1:], 0) + count
-    reversed_read = {pair: (counts.get(pair[::-1], 0), follows.get(pair[:1], 0)) for pair in truth}
-    if yours != reversed_read:
+    if any(tuple(round(x) for x in read[pair]) != want
+           for pair, want in _read_backwards(bytes(train.tolist()), read).items()):
         return False
+    asymmetric = b"aab" * 10 + b"c"
+    for pair, want in _read_backwards(asymmetric, (b"ab", b"ba", b"aa")).items():
+        got = _implied_counts(bigram_nll, torch.tensor(list(asymmetric), dtype=torch.uint8), pair, alphas)
+        if got is None or abs(got[0] - want[0]) > 1e-3 or abs(got[1] - want[1]) > 1e-3:
+            return False
     chk.measured(f"the counts your NLL implies are not train's (measured on train = 'ab' * 20 + 'ac', each read off "
                  f"your NLL of one pair at two alphas, p = (count + alpha) / (row total + 256·alpha): {said}); for "
                  "every pair (prev, next) they are the count of (next, prev) over the times prev follows any byte: "

@@ -203,6 +203,10 @@ KIND_WORDS = {
     "name_apart": "this line binds a name that no line of the function reads, and the other line reads one that no "
                   "line binds (one renamed in one place only?)",
     "notebook_name": "this line reads a value bound in the notebook (an earlier cell), not one the call passes",
+    "misplaced": "a call made here runs at another point of the step than where it belongs, as the measured order "
+                 "of the step's calls shows",
+    "count": "the number your code divides by is made here: the first line after which one of its names holds it, "
+             "in each run measured",
     "helper": "this line calls a helper of yours, on the other line, with other values than the reference's step "
               "reads there",
 }

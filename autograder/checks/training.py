@@ -22,6 +22,7 @@ from .framework.explain.notebook_names import say_notebook_generator
 from .framework.measure import fit_scale, mode_split, python_number_problem, randn, seeded
 from .references.generation import ForwardLog, tiny_model
 from .references.hints import call_with_hints, finish_with_upstream
+from .training_order import explain_step
 from .training_random import seeds_itself
 
 UNSHIFTED = ("labels not shifted: y must be x shifted left by one (y[t] = data[start + t + 1]), the token that "
@@ -608,6 +609,9 @@ def _body_train_step(train_step, seed, batch, seq, dropout, grad_clip, lr, n_ste
     if not chk.passed and not chk.diagnoses and not chk.named_variants():
         seeds_itself(chk, train_step, lambda: _setup(seed, dropout, lr), lambda m, o, train: _ref_step(
             m, o, x, y, grad_clip, train=train), flat_parameters, NO_GRAPH, x, y, grad_clip)
+    if not chk.passed and not chk.diagnoses and not chk.named_variants():
+        explain_step(chk, train_step, lambda: _setup(seed, dropout, lr)[0], lambda m: between_steps(m, seed, 1), x, y,
+                     seed, grad_clip)
     if chk.passed:
         _below_the_clip(chk, train_step, seed, dropout, lr, x, y)
     if chk.passed:

@@ -12,12 +12,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .framework.calling import NEEDS, globals_of, refuse_delegation
+from .framework.calling import NEEDS, refuse_delegation
+from . import trace
 from .framework.check import Check
 from .framework.measure import describe_factor, fit_scale, python_number_problem, seeded
 from .references.generation import ForwardLog, tiny_model
 from .references.hints import call_with_hints, finish_with_upstream
 from .training import NO_GRAPH, between_steps, flat_parameters, ref_lm_loss
+from .training_order import order_text, recorded_calls
 
 ACCUM_LR = 1.0        # SGD: one step from a fresh optimizer moves every parameter by exactly -lr x its gradient
 ACCUM_NO_CLIP = 1e6   # a grad_clip far above any gradient norm here: clipping leaves the gradient as it is
@@ -61,6 +63,8 @@ class _FullBatch:
         self.loss, self.grad = full.item(), _flat_grads(model)             # L and G of the whole batch
         self.counts = [int((yi != -100).sum()) for _, yi in batches]       # target tokens per micro-batch
         self.sizes = [yi.numel() for _, yi in batches]                     # target positions per micro-batch
+        self.batches = [(xi.clone(), yi.clone()) for xi, yi in batches]    # as they came, for a run under the tracer
+        self.targets = [yi for _, yi in self.batches]
         self.positions = sum(self.sizes)                                   # target positions, padding included
         self.means, self.each = [], []                                     # each micro-batch's mean loss, gradient
         for xi, yi in batches:
@@ -99,52 +103,13 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-3))
 
 
-class _Spied(Exception):
-    pass
-
-
 def _call_order(fn, seed: int, batches, grad_clip: float) -> list[str] | None:
     """The order in which one call of the learner's step ran backward passes, zero_grad, clip_grad_norm_ and
-    optimizer.step on a fresh model (a call of its own, for the diagnosis only, on the same inputs): each seen by a
-    hook or a pass-through stand-in, so the call computes what it would otherwise. None when no backward pass was seen
-    (the call ran elsewhere, e.g. in the grader's separate process, or raised first)."""
+    optimizer.step on a fresh model (a call of its own, for the diagnosis only, on the same inputs); None when no
+    backward pass was seen (recorded_calls)."""
     model, opt = _accum_model(seed)
-    events: list[str] = []
-    first = next(model.parameters())  # the token embedding: every forward pass reaches it
-    handles = [first.register_post_accumulate_grad_hook(lambda p: events.append("backward")),
-               opt.register_step_pre_hook(lambda o, a, k: events.append("step"))]
-    for owner in (opt, model):
-        def zero(*a, _original=owner.zero_grad, **k):
-            events.append("zero_grad")
-            return _original(*a, **k)
-        owner.zero_grad = zero  # an instance attribute: found before the class's method
-    clip = torch.nn.utils.clip_grad_norm_
-
-    def counted_clip(*a, **k):
-        events.append("clip")
-        return clip(*a, **k)
-    spots = [(vars(torch.nn.utils), "clip_grad_norm_")]
-    for g in globals_of(fn):
-        spots += [(g, key) for key, value in list(g.items()) if value is clip]
-    try:
-        for space, key in spots:
-            space[key] = counted_clip
-        with contextlib.redirect_stdout(io.StringIO()), refuse_delegation("train_step_accumulated", fn):
-            fn(model, opt, batches, grad_clip)
-    except Exception:  # noqa: BLE001: the order seen up to an error is still the order
-        pass
-    finally:
-        for space, key in spots:
-            space[key] = clip
-        for handle in handles:
-            handle.remove()
-        for owner in (opt, model):
-            vars(owner).pop("zero_grad", None)
-    return events if "backward" in events else None
-
-
-def _order_text(events: list[str]) -> str:
-    return ", ".join(events)
+    events = recorded_calls(fn, (model, opt, batches, grad_clip), model, opt, "train_step_accumulated")
+    return None if events is None else [e for e, _ in events]
 
 
 def _order_bugs(chk: Check, events: list[str], k: int) -> None:
@@ -152,7 +117,7 @@ def _order_bugs(chk: Check, events: list[str], k: int) -> None:
     steps = events.count("step")
     if steps > 1:
         chk.diagnose(f"optimizer.step() runs {steps} times in one call of {k} micro-batches (measured, in this order: "
-                     f"{_order_text(events)}): an accumulated step is ONE optimizer step; call optimizer.step() once, "
+                     f"{order_text(events)}): an accumulated step is ONE optimizer step; call optimizer.step() once, "
                      "after the last micro-batch's backward() (and the clipping)")
     pending = False  # gradients added since the last step, not yet used by one
     for e in events:
@@ -162,7 +127,7 @@ def _order_bugs(chk: Check, events: list[str], k: int) -> None:
             pending = False
         elif e == "zero_grad" and pending:
             chk.diagnose(f"zero_grad() runs inside the loop, after a micro-batch's backward() (measured, in this order: "
-                         f"{_order_text(events)}): it erases the gradients of the micro-batches before it; "
+                         f"{order_text(events)}): it erases the gradients of the micro-batches before it; "
                          "zero the gradients once per step, before the first micro-batch only, and none inside the "
                          "loop")
             break
@@ -171,7 +136,7 @@ def _order_bugs(chk: Check, events: list[str], k: int) -> None:
         return "backward" in after[:after.index("step") if "step" in after else len(after)]
     if any(e == "clip" and backward_before_the_step(i) for i, e in enumerate(events)):
         chk.diagnose(f"clip_grad_norm_ runs before the last micro-batch's backward() (measured, in this order: "
-                     f"{_order_text(events)}): it clips a partial sum, so the step's gradient is not the whole batch's "
+                     f"{order_text(events)}): it clips a partial sum, so the step's gradient is not the whole batch's "
                      "gradient clipped; clip once, after the loop, just before optimizer.step()")
 
 
@@ -261,51 +226,128 @@ def _moved_by(fn, seed: int, batches) -> torch.Tensor | None:
 _SECOND_ROWS, _SECOND_KEPT = (2, 2, 2, 2), (9, 5, 11, 2)
 
 
-def _divisor_sources(counts: list[int], positions: int) -> dict[str, float]:
+# A third batch whose rows hold padding at their first positions too (and a row with none at all): there a count
+# that leaves out position 0 of each row differs from one that leaves out one target per row.
+_THIRD_ROWS = (2, 2, 2)
+_THIRD_HOLES = (((0, 1), (0, 2)), ((5, 6), (0, 0)), ((0, 6), (4, 6)))  # per micro-batch, per row: [start, stop) padded
+
+
+def _third_batches(seed: int, seq: int):
+    batches = _accum_batches(seed + 90, _THIRD_ROWS, seq, [b * seq for b in _THIRD_ROWS])
+    for (_, y), holes in zip(batches, _THIRD_HOLES):
+        for row, (start, stop) in enumerate(holes):
+            y[row, start:stop] = -100
+    return batches
+
+
+def _divisor_sources(ref: _FullBatch) -> dict[str, float]:
+    counts, positions = ref.counts, ref.positions
     total, k = sum(counts), len(counts)
+    rows = sum(int((y != -100).any(dim=1).sum()) for y in ref.targets)
     return {"the number of micro-batches": k, "the first micro-batch's target tokens": counts[0],
             "the last micro-batch's target tokens": counts[-1], "the largest micro-batch's target tokens": max(counts),
             "the mean number of target tokens per micro-batch": total / k,
             "the mean number of target tokens per micro-batch, rounded down (//)": total // k,
             "the batch's target positions, padding included": positions,
-            "the batch's target tokens times the number of micro-batches": total * k}  # a mean taken on top
+            "the batch's target tokens times the number of micro-batches": total * k,  # a mean taken on top
+            # a count that leaves targets out, by where they sit in a row (what y[:, 1:] or y[:, :-1] counts)
+            "the batch's target tokens outside each row's first position, position 0 (what y[:, 1:] counts)":
+                sum(int((y[:, 1:] != -100).sum()) for y in ref.targets),
+            "the batch's target tokens outside each row's last position (what y[:, :-1] counts)":
+                sum(int((y[:, :-1] != -100).sum()) for y in ref.targets),
+            "the batch's target tokens less one for each row that holds any (its first or its last target left "
+            "out)": total - rows}
+
+
+def _divided_by(fn, seed: int, batches) -> tuple[_FullBatch, float] | None:
+    """The batch's reference and what the learner's step divides the summed loss by on it, where the step follows
+    the full batch's gradient times one factor."""
+    ref = _FullBatch(seed, batches)
+    moved = _moved_by(fn, seed, batches)
+    fit = fit_scale(moved, ref.grad) if moved is not None else None
+    return None if fit is None or fit[1] >= 1e-4 else (ref, sum(ref.counts) / fit[0])
+
+
+def _fits(sources: dict[str, float], divisor: float) -> list[str]:
+    return [name for name, value in sources.items() if math.isclose(value, divisor, rel_tol=1e-3)]
 
 
 def _divisor_read(chk: Check, fn, seed: int, seq: int, ref: _FullBatch, factor: float) -> None:
     """A step that is the full batch's gradient times a factor is the summed loss's gradient divided by
     total / factor instead of by the batch's target tokens (an identity, so measured). What that divisor is,
-    among the counts a learner might divide by, is confirmed on a second batch whose counts tell them apart."""
+    among the counts a learner might divide by, is confirmed on a second batch whose counts tell them apart, and,
+    where two counts still fit, on a third whose rows hold padding at their first positions too. The line that
+    makes the divisor is placed where the tracer finds one of the learner's names holding it in two runs."""
     total = sum(ref.counts)
     divisor = total / factor
     fact = (f"your update follows the gradient of the batch's summed loss divided by {divisor:.4g}, where the "
             f"batch's {total} target tokens belong")
     second = _accum_batches(seed + 70, _SECOND_ROWS, seq, _SECOND_KEPT)
-    second_ref = _FullBatch(seed, second)
-    moved = _moved_by(fn, seed, second)
-    fit = fit_scale(moved, second_ref.grad) if moved is not None else None
-    first_sources = _divisor_sources(ref.counts, ref.positions)
-    fits_first = [name for name, value in first_sources.items() if math.isclose(value, divisor, rel_tol=1e-3)]
-    if fit is None or fit[1] >= 1e-4:
+    measured = _divided_by(fn, seed, second)
+    fits_first = _fits(_divisor_sources(ref), divisor)
+    if measured is None:
         if fits_first:
             chk.candidates(f"{fact}; candidates: {' or '.join(fits_first)}")
         else:
             chk.measured(fact)
         return
+    second_ref, second_divisor = measured
+    _place_divisor(chk, fn, seed, (ref.batches, divisor),
+                   (second, second_divisor), total, sum(second_ref.counts))
     second_total = sum(second_ref.counts)
-    second_divisor = second_total / fit[0]
-    second_sources = _divisor_sources(second_ref.counts, second_ref.positions)
-    both = [name for name in fits_first if math.isclose(second_sources[name], second_divisor, rel_tol=1e-3)]
+    both = [name for name in fits_first if name in _fits(_divisor_sources(second_ref), second_divisor)]
     counts = ", ".join(map(str, second_ref.counts))
+    again = ""
+    if len(both) > 1:
+        third = _divided_by(fn, seed, _third_batches(seed, seq))
+        kept = [name for name in both if third is not None and name in _fits(_divisor_sources(third[0]), third[1])]
+        if len(kept) == 1:
+            both = kept
+            again = (f"; with micro-batches whose rows hold padding at their first positions too, by "
+                     f"{third[1]:.4g}, that count again, where {sum(third[0].counts)} belong")
     if len(both) == 1:
+        left_out = ": the targets at position 0 of each row go uncounted;" if "position 0" in both[0] else ":"
         chk.diagnose(f"the summed loss is divided by {both[0]}, not by the whole batch's target tokens (measured: "
                      f"{fact}; with {len(second_ref.counts)} micro-batches of {counts} target tokens it is divided "
-                     f"by {second_divisor:.4g}, {both[0]} again, where {second_total} belong): divide each "
-                     "micro-batch's summed loss by the target tokens of every micro-batch together")
+                     f"by {second_divisor:.4g}, that count again, where {second_total} belong{again}){left_out} "
+                     "divide each micro-batch's summed loss by the target tokens of every micro-batch together")
     elif both:
         chk.candidates(f"{fact}; candidates: {' or '.join(both)}")
     else:
         chk.measured(f"{fact} (with {len(second_ref.counts)} micro-batches of {counts} target tokens, by "
                      f"{second_divisor:.4g} where {second_total} belong)")
+
+
+def _holding(value: float):
+    """made(v) for the tracer: a local that holds the whole number `value` (a Python number or a one-element
+    tensor, never a bool)."""
+    def made(v) -> bool:
+        if isinstance(v, torch.Tensor):
+            if v.numel() != 1 or v.dtype == torch.bool:
+                return False
+            v = float(v.detach())
+        return not isinstance(v, bool) and isinstance(v, (int, float)) and v == value
+    return made
+
+
+def _place_divisor(chk: Check, fn, seed: int, first: tuple, second: tuple, total: int, second_total: int) -> None:
+    """Where the divisor is made: the first line after which one of the learner's names holds it, found on the
+    same line in two runs whose divisors differ (a whole number each: a count)."""
+    if chk.located is not None or any(abs(d - round(d)) > 1e-3 for _, d in (first, second)) or \
+            round(first[1]) == round(second[1]):
+        return
+    places = []
+    for batches, divisor in (first, second):
+        model, opt = _accum_model(seed)
+        batches = [(x.clone(), y.clone()) for x, y in batches]
+        places.append(trace.line_making(fn, (model, opt, batches, ACCUM_NO_CLIP), _holding(round(divisor)), [],
+                                        "count", within=lambda code: code is getattr(fn, "__code__", None)))
+    a, b = places
+    if a is None or b is None or (a.file, a.line) != (b.file, b.line):
+        return
+    a.facts = [f"{round(first[1])} here, where the batch's {total} target tokens belong; {round(second[1])} in the "
+               f"second run, where {second_total} belong"]
+    chk.located = a
 
 
 def _clip_diagnosis(chk: Check, ref: _FullBatch, moved: torch.Tensor, grad_clip: float) -> None:
@@ -404,7 +446,7 @@ def _body_train_step_accumulated(fn, seed, rows, seq, kept, grad_clip) -> Check:
             _order_bugs(chk, events, k)
             if not stale_ok and "zero_grad" not in events[:events.index("backward")]:
                 chk.diagnose(f"no zero_grad() before the first micro-batch's backward() (measured, in this order: "
-                             f"{_order_text(events)}; the step is right on a fresh model and wrong when .grad already "
+                             f"{order_text(events)}; the step is right on a fresh model and wrong when .grad already "
                              "holds gradients): those are added to the batch's; call optimizer.zero_grad() once, "
                              "before the loop")
         if not stale_ok and events is None:

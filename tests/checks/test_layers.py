@@ -53,7 +53,7 @@ LAYERS = (
     ("shared checks", ("references.attention_step",)),
     ("exercises", ("attention", "embeddings", "norms", "rope", "rope_layouts", "mlp", "model", "model_reference", "model_regimes",
                    "model_shapes", "model_stages", "gqa", "kv_cache", "left_padding", "sampling", "sampling_draws", "sampling_probes", "sampling_generate", "perplexity",
-                   "training", "training_accumulation", "training_schedule", "training_random", "perplexity_bigram", "accounting", "accounting_measure", "accounting_reading")),
+                   "training", "training_accumulation", "training_schedule", "training_random", "training_order", "perplexity_bigram", "accounting", "accounting_measure", "accounting_reading")),
     ("course", ("pitfalls", "answers")),
     ("names kept for callers", ("core", "")),
     # the learner's own model assembled from their saved answers, judged by the package's public checks
@@ -65,7 +65,7 @@ TOPICS = {"model": ("model", "model_reference", "model_regimes", "model_shapes",
           "accounting": ("accounting", "accounting_measure", "accounting_reading"),
           "sampling": ("sampling", "sampling_draws", "sampling_probes", "sampling_generate"),
           "kv_cache": ("kv_cache", "left_padding"),
-          "training": ("training", "training_accumulation", "training_schedule", "training_random"),
+          "training": ("training", "training_accumulation", "training_schedule", "training_random", "training_order"),
           "perplexity": ("perplexity", "perplexity_bigram")}
 
 

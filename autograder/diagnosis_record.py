@@ -187,6 +187,10 @@ KIND_WORDS = {
     "uncast": "this line makes your result from values in another dtype than the result must have, made so on the "
               "other line",
     "saved": "this line registers a tensor that the module's state_dict saves with its weights",
+    "flag": "this line assigns the model's own training flag, which leaves its submodules' flags as they were "
+            "(model.eval() and model.train() set every submodule's)",
+    "unmoved": "this line stores a tensor as a plain attribute, not a parameter or buffer: .to() and .cuda() do not "
+               "move it",
     "block_input": "the value made here is what block 0 receives (measured at its input), and it is not the "
                    "embedding of the ids",
     "detour": "the values are rounded to a lower precision here, and keep that rounding in the result",

@@ -31,7 +31,7 @@ from .framework.measure import parameter_dtypes, randn
 from .references.heads import TILED
 from ..diagnosis_record import candidates, measured
 from ..learner_values import count_words
-from .references.modules import plain_tensors, registered_elsewhere, saved_buffers
+from .references.modules import plain_attributes, plain_tensors, registered_elsewhere, saved_buffers, unmoved_tensors
 from .model_reference import (state_attention, state_block, state_kv, state_rms, state_rope_tables, state_rotate,
                               state_stages, state_step)
 from .model_regimes import VISIBLE_CHECKS, module_contract
@@ -577,6 +577,7 @@ def check_decoder(Transformer, *, seed: int = 95, d_model: int = 32, n_layers: i
     __tracebackhide__ = True
     chk = Check("Transformer", expects="an nn.Module whose forward(idx, cache=None) returns logits (B, T, vocab_size)")
     config, module, state = _prepare(chk, Transformer, tinylm.Transformer, seed, d_model, n_heads, n_layers, seq)
+    built = (module, config, module is not None and plain_attributes(module))  # read before any forward pass
     if module is not None:
         head, emb = module.get_submodule("lm_head").weight, module.get_submodule("tok_emb").weight
         chk.require("lm_head tied to tok_emb", head is emb, "two separate matrices",
@@ -611,6 +612,8 @@ def check_decoder(Transformer, *, seed: int = 95, d_model: int = 32, n_layers: i
             idx = torch.randint(config.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(seed + 1))
             _decode_steps(chk, module, state, idx, config, f"GQA {n_heads}/{n_kv}, cached",
                           on_error=_grouped_hint(config))
+    if built[0] is not None:  # last, so that a failure here leaves the rows above as they were
+        unmoved_tensors(chk, Transformer, (built[1],), built[0], built[2])
     module_contract(chk, Transformer, "Transformer")
     chk.finish()
 

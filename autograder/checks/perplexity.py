@@ -18,8 +18,8 @@ from ..learner_values import describe
 from .framework.calling import WITHOUT, measuring_call, quiet_call
 from .framework.check import Check
 from .framework.measure import LOG_BASE_CONSTANTS, close_to, python_number_problem, randn, seeded
-from .references.generation import (ForwardLog, mode_calls_watched, mode_given_back, mode_not_a_flag, modes_mixed,
-                                    tiny_model, train_mode_restored)
+from .references.generation import (ForwardLog, eval_flag_alone, flag_line, mode_calls_watched, mode_given_back,
+                                    mode_not_a_flag, modes_mixed, tiny_model, train_mode_restored)
 from .references.hints import finish_with_upstream
 from .spies import first_call_arguments
 
@@ -332,7 +332,7 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
     }
     chk = Check("evaluate", expects='a dict with "loss", "perplexity" and "bits_per_byte" (floats)', gradients=WITHOUT)
     model.train()
-    log = ForwardLog(model)
+    log = ForwardLog(model, submodules=True)  # the submodules' flags too: the top one alone may say eval mode
     try:
         with mode_calls_watched(model, evaluate) as mode_calls:
             got = chk.call(evaluate, model, batches, bytes_per_token,
@@ -342,7 +342,8 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
         log.close()
     if not (isinstance(got, dict) and set(want) <= set(got)):
         chk._stop(f"evaluate returned {describe(got)}; it should return a dict with keys {sorted(want)}")
-    dropout_on = any(c["training"] for c in log.calls)
+    flag_alone = eval_flag_alone(log.calls, "evaluate")
+    dropout_on = any(c["training"] for c in log.calls) or flag_alone is not None
     for key in want:
         value = as_float_tensor(got[key])
         if not chk.compare(key, value if value is not None else got[key], want[key], atol=1e-5, rtol=1e-5,
@@ -358,10 +359,14 @@ def _body_evaluate(evaluate, seed, batch_sizes, seq, bytes_per_token, dropout) -
                 _measure_bytes_per_token(chk, evaluate, model, batches, float(loss))
         require_number(chk, f'"{key}"', got[key], float, "convert with .item() or float(...)")
     chk.require("dropout off (eval mode)", log.calls and not dropout_on,
-                "some forward passes ran in train mode",
-                diagnosis=(f"dropout on during evaluation: {mixed}" if (mixed := modes_mixed(log.calls)) else
-                           "dropout on during evaluation: call model.eval() first, or the loss is that of a randomly "
-                           "damaged network and changes from run to run"))
+                "some forward passes ran in train mode" if flag_alone is None else
+                "submodules ran in train mode under a model flagged eval",
+                diagnosis=flag_alone or
+                (f"dropout on during evaluation: {mixed}" if (mixed := modes_mixed(log.calls)) else
+                 "dropout on during evaluation: call model.eval() first, or the loss is that of a randomly "
+                 "damaged network and changes from run to run"))
+    if flag_alone:
+        chk.locate_with(lambda: flag_line(evaluate, model, (batches, bytes_per_token)))
     chk.require("no autograd graph (torch.no_grad)", log.calls and not any(c["grad"] for c in log.calls),
                 "forward passes recorded gradients",
                 diagnosis="evaluation records an autograd graph: wrap the loop in torch.no_grad() (memory would grow "

@@ -4,14 +4,19 @@ ForwardLog counts and bounds the forward calls a learner's loop makes."""
 from __future__ import annotations
 
 import contextlib
+import copy
+import sys
 
 import torch
 
 from ...diagnosis_record import confirmed, measured
 from ...learner_values import describe
+from .. import trace
+from ..framework.calling import quiet_call
 from ..framework.check import Check
 from ..framework.failure import CheckStopped
 from ..framework.measure import mode_split, randn
+from ..learner_code import is_learners_file
 
 
 def tiny_model(seed: int, *, d_model: int = 24, n_layers: int = 2, n_heads: int = 3, n_kv_heads: int | None = None,
@@ -86,11 +91,15 @@ class TooManyForwardCalls(CheckStopped):
 class ForwardLog:
     """Records every forward call of a model: input length, cache length at
     entry, train mode, grad mode. Used to see *how* a learner decodes. With
-    `limit`, the call after the limit-th raises TooManyForwardCalls."""
+    `limit`, the call after the limit-th raises TooManyForwardCalls. With
+    `submodules`, each call also records "in_train": (submodules in train
+    mode, submodules, Dropout layers among those in train mode), the flags
+    the pass really ran with (the top flag alone may say otherwise)."""
 
-    def __init__(self, model, limit: int | None = None):
+    def __init__(self, model, limit: int | None = None, submodules: bool = False):
         self.calls: list[dict] = []
         self.limit = limit
+        self.submodules = submodules
         self.handle = model.register_forward_pre_hook(self._hook, with_kwargs=True)
 
     def _hook(self, module, args, kwargs):
@@ -104,6 +113,10 @@ class ForwardLog:
         self.calls.append({"len": idx.shape[-1] if isinstance(idx, torch.Tensor) else None, "cache": cache,
                            "cache_len": None if cache is None else cache.length,
                            "training": module.training, "grad": torch.is_grad_enabled()})
+        if self.submodules:
+            parts = list(module.modules())[1:]
+            on = [m for m in parts if m.training]
+            self.calls[-1]["in_train"] = (len(on), len(parts), sum(isinstance(m, torch.nn.Dropout) for m in on))
 
     def close(self):
         self.handle.remove()
@@ -124,6 +137,54 @@ def modes_mixed(calls: list[dict]) -> str | None:
     return (f"the mode is switched, but not for every pass (measured: {len(train)} of the {len(calls)} forward passes "
             f"ran in train mode, {which}, and the others in eval mode): switch to eval mode once, before the first "
             "forward pass, and give the caller's mode back only after the last")
+
+
+def eval_flag_alone(calls: list[dict], fn_name: str) -> str | None:
+    """For forward passes a ForwardLog(submodules=True) recorded: where the
+    top module's flag said eval mode while submodules ran in train mode,
+    what that measures and the fix; None where no pass ran so."""
+    split = [c for c in calls if not c["training"] and c.get("in_train", (0,))[0]]
+    if not split:
+        return None
+    on, parts, drop = split[0]["in_train"]
+    passes = "every forward pass" if len(split) == len(calls) else f"{len(split)} of the {len(calls)} forward passes"
+    among = f", {drop} Dropout layer{'s' if drop > 1 else ''} among them," if drop else ""
+    head = "dropout on during evaluation" if drop else "submodules in train mode during evaluation"
+    return (f"{head}: only the model's own flag says eval mode (measured: at {passes} of your "
+            f"{fn_name}, model.training was False, yet {on} of its {parts} submodules{among} were in train mode): "
+            "the flag is each module's own, so setting the attribute model.training changes that one module's; "
+            "model.eval() sets every submodule's")
+
+
+def flag_line(fn, model, rest: tuple, came_in_training: bool = True) -> trace.Located | None:
+    """The learner's line that assigns the model's training flag itself (not
+    through train() or eval(), whose own assignments are torch's lines),
+    seen by calling fn(copy of model, *copies of rest) again, the copy
+    handed over in `came_in_training` mode, with nn.Module.__setattr__
+    watched. Not in the grader's recheck (the call runs elsewhere)."""
+    if getattr(fn, "recheck_trace", None) is not None:
+        return None
+    twin = copy.deepcopy(model).train(came_in_training)
+    found: list[trace.Located] = []
+    setattr_ = torch.nn.Module.__setattr__
+
+    def watched(self, name, value):
+        caller = sys._getframe(1)
+        if name == "training" and self is twin and not found and is_learners_file(caller.f_code.co_filename):
+            code = caller.f_code
+            found.append(trace.Located(code.co_filename, caller.f_lineno, getattr(code, "co_qualname", code.co_name),
+                                       trace.source_line(code.co_filename, caller.f_lineno),
+                                       [f"measured: the call run again sets model.training = {value!r} here"],
+                                       kind="flag"))
+        setattr_(self, name, value)
+
+    torch.nn.Module.__setattr__ = watched
+    try:
+        with torch.random.fork_rng(devices=[]):
+            quiet_call(fn, twin, *copy.deepcopy(rest))
+    finally:
+        torch.nn.Module.__setattr__ = setattr_
+    return found[0] if found else None
 
 
 # The caller's other entry state for a decoder: a training loop that decodes a sample between steps.

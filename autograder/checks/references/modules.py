@@ -4,6 +4,7 @@ registers them, and buffers saved with the weights."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import sys
 
@@ -148,8 +149,10 @@ def _registered(module: nn.Module) -> dict[str, str]:
     return {**{n: "parameter" for n, _ in module.named_parameters()}, **{n: "buffer" for n, _ in module.named_buffers()}}
 
 
-def unregistering_line(cls, args: tuple, names: set) -> trace.Located | None:
-    """The learner's line that stores a plain tensor as an attribute in `names` while DEVICE names another device."""
+def unregistering_line(cls, args: tuple, names: set, *, device: torch.device = ELSEWHERE, kind: str = "unregistered",
+                       fact: str = "`{}` is a plain tensor there, not a Parameter") -> trace.Located | None:
+    """The learner's line that stores a plain tensor as an attribute in `names` while DEVICE names `device` (by
+    default another device than the CPU), said as a place of `kind` with `fact` (formatted with the name)."""
     found = []
     setattr_ = nn.Module.__setattr__
 
@@ -160,8 +163,61 @@ def unregistering_line(cls, args: tuple, names: set) -> trace.Located | None:
             code = caller.f_code
             found.append(trace.Located(code.co_filename, caller.f_lineno, getattr(code, "co_qualname", code.co_name),
                                        trace.source_line(code.co_filename, caller.f_lineno),
-                                       [f"`{name}` is a plain tensor there, not a Parameter"],
-                                       kind="unregistered"))
+                                       [fact.format(name)], kind=kind))
         setattr_(self, name, value)
-    _built_with_device(cls, args, ELSEWHERE, watch=watched)
+    _built_with_device(cls, args, device, watch=watched)
     return found[0] if found else None
+
+
+MOVED_ROW = "every tensor it holds is a parameter or buffer (what .to() moves)"
+
+
+def plain_attributes(module: nn.Module) -> list[tuple[str, str]]:
+    """(path, attribute name) of every tensor a module of `module` holds as a plain attribute: a parameter or buffer
+    lives in the module's registries, never in its __dict__, so a tensor there is neither."""
+    return [(f"{prefix}.{attr}" if prefix else attr, attr) for prefix, part in module.named_modules()
+            for attr, value in vars(part).items() if isinstance(value, torch.Tensor)]
+
+
+def unmoved_tensors(chk: Check, cls, args: tuple, module: nn.Module, plain: list[tuple[str, str]]) -> bool:
+    """The row MOVED_ROW for the module the learner's cls(*args) built, whose
+    plain tensor attributes, read before any forward pass (a tensor a pass
+    keeps is made on its inputs' device), are `plain`: none, as module.to()
+    and .cuda() leave such a tensor where it was made. A plain one is
+    measured by moving a copy to the meta device (standing in for a GPU)
+    and located by building cls again. Not measured on a module built in
+    the grader's recheck (it brings back parameters only). False when the
+    row fails."""
+    if getattr(module, "recheck_trace", None) is not None:
+        return True
+    if chk.require(MOVED_ROW, not plain, f"`{plain[0][0]}` is a plain tensor attribute" if plain else ""):
+        return True
+    path, attr = plain[0]
+    more = f" (and {len(plain) - 1} more alike)" if len(plain) > 1 else ""
+    fix = (f"register it in __init__: self.register_buffer(\"{attr}\", tensor, persistent=False) (a buffer moves with "
+           "the model; persistent=False, for a tensor rebuilt from the config, leaves it out of the state_dict)")
+    moved = _moved_copy(module)
+    left = None if moved is None else _attribute(moved, path)
+    seen = (f" (measured: a copy of your model moved with .to() to the meta device, standing in for a GPU, has its "
+            f"parameters there and `{path}` still on the {left.device.type})"
+            if isinstance(left, torch.Tensor) and left.device.type != ELSEWHERE.type else "")
+    chk.diagnose(f"`{path}`{more} is a tensor your {chk.fn_name} holds as a plain attribute, neither a parameter nor a "
+                 f"buffer, so .to() and .cuda() do not move it{seen}: model.to(DEVICE) leaves it where it was made; "
+                 + fix)
+    chk.locate_with(lambda: unregistering_line(cls, args, {attr}, device=torch.device("cpu"), kind="unmoved",
+                                               fact="`{}` is stored here as a plain tensor"))
+    return False
+
+
+def _moved_copy(module: nn.Module) -> nn.Module | None:
+    """A copy of `module` moved to ELSEWHERE; None where it cannot be copied or moved, or keeps a parameter behind."""
+    try:
+        moved = copy.deepcopy(module).to(ELSEWHERE)
+    except Exception:  # noqa: BLE001: a module that cannot be copied or moved measures nothing here
+        return None
+    return moved if all(p.device.type == ELSEWHERE.type for p in moved.parameters()) else None
+
+
+def _attribute(module: nn.Module, path: str):
+    owner, _, attr = path.rpartition(".")
+    return vars(module.get_submodule(owner) if owner else module).get(attr)

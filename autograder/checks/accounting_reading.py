@@ -299,7 +299,15 @@ def explanations(got: int, want: int, ratios: Mapping[str, float], diffs: Mappin
     for bug, d in diffs.items():
         if d and _near(got - want, d):
             found.add(bug)
-    if not found:
+    # Two mistakes of which this case shows one (the other's ratio is 1 here, its difference 0): so that cases where
+    # both show can agree with it; _agreed keeps the one alone where every case agrees on it.
+    names = [*ratios, *diffs]
+    silent = [bug for bug, r in ratios.items() if r == 1] + [bug for bug, d in diffs.items() if not d]
+    for shown in [bug for bug in found if bug in ratios or bug in diffs]:
+        for other in silent:
+            first, second = sorted((shown, other), key=names.index)  # as the pairs below are spelt
+            found.add(f"{first}; and {second}")
+    if True:  # two together as well, so that cases agreeing on a pair are not cut short by one fitting alone
         for (a, ra), (b, rb) in itertools.combinations(ratios.items(), 2):
             if ra != 1 and rb != 1 and ra * rb != 1 and _near(got, want * ra * rb):
                 found.add(f"{a}; and {b}")
@@ -389,6 +397,8 @@ class Findings:
         one reading of the parts (its first case's, under its preferred name),
         else none (two readings that change different parts: either may be it)."""
         common = set.intersection(*sets)
+        alone = {bug for bug in common if "; and " not in bug}
+        common = {bug for bug in common if bug in alone or not any(part in alone for part in bug.split("; and "))}
         known = sorted(bug for bug in common if not isinstance(bug, Reading))
         readings = [bug for bug in sets[0] if bug in common and isinstance(bug, Reading)]
         if known or len({r.same for r in readings}) != 1:

@@ -299,24 +299,24 @@ def explanations(got: int, want: int, ratios: Mapping[str, float], diffs: Mappin
     for bug, d in diffs.items():
         if d and _near(got - want, d):
             found.add(bug)
-    # Two mistakes of which this case shows one (the other's ratio is 1 here, its difference 0): so that cases where
-    # both show can agree with it; _agreed keeps the one alone where every case agrees on it.
+    # Two together, also where one alone fits this case (the reading with fewest mistakes is chosen across the
+    # cases, in _agreed), and where this case shows one of the two (the other's ratio is 1 here, its difference 0),
+    # so that cases where both show can agree with it.
     names = [*ratios, *diffs]
     silent = [bug for bug, r in ratios.items() if r == 1] + [bug for bug, d in diffs.items() if not d]
     for shown in [bug for bug in found if bug in ratios or bug in diffs]:
         for other in silent:
-            first, second = sorted((shown, other), key=names.index)  # as the pairs below are spelt
+            first, second = sorted((shown, other), key=names.index)  # spelt as the pairs below
             found.add(f"{first}; and {second}")
-    if True:  # two together as well, so that cases agreeing on a pair are not cut short by one fitting alone
-        for (a, ra), (b, rb) in itertools.combinations(ratios.items(), 2):
-            if ra != 1 and rb != 1 and ra * rb != 1 and _near(got, want * ra * rb):
-                found.add(f"{a}; and {b}")
-        for (a, da), (b, db) in itertools.combinations(diffs.items(), 2):
-            if da and db and da + db and _near(got - want, da + db):
-                found.add(f"{a}; and {b}")
-        for (a, ra), (b, db) in itertools.product(ratios.items(), diffs.items()):
-            if ra != 1 and db and _near(got, want * ra + db):
-                found.add(f"{a}; and {b}")
+    for (a, ra), (b, rb) in itertools.combinations(ratios.items(), 2):
+        if ra != 1 and rb != 1 and ra * rb != 1 and _near(got, want * ra * rb):
+            found.add(f"{a}; and {b}")
+    for (a, da), (b, db) in itertools.combinations(diffs.items(), 2):
+        if da and db and da + db and _near(got - want, da + db):
+            found.add(f"{a}; and {b}")
+    for (a, ra), (b, db) in itertools.product(ratios.items(), diffs.items()):
+        if ra != 1 and db and _near(got, want * ra + db):
+            found.add(f"{a}; and {b}")
     return found
 
 
@@ -378,8 +378,10 @@ class Findings:
         for candidates, keys in tied.items():
             if not candidates:
                 continue
-            chk.candidates(f"{joined(keys)}: {len(candidates)} different mistakes give exactly these counts in every "
-                           "case (measured), so the counts alone cannot tell which one is yours; candidates: "
+            named = joined(keys)
+            chk.candidates(f"{named}: " * bool(named) + f"{len(candidates)} different mistakes give exactly these "
+                           "counts in every case (measured), so the counts alone cannot tell which one is yours; "
+                           "candidates: "
                            + "; or ".join(f"({i}) {bug}" for i, bug in enumerate(candidates, 1)))
         for bug, keys in keys_of.items():
             if isinstance(bug, Reading):  # this case's numbers, per key where they differ
@@ -398,7 +400,7 @@ class Findings:
         else none (two readings that change different parts: either may be it)."""
         common = set.intersection(*sets)
         alone = {bug for bug in common if "; and " not in bug}
-        common = {bug for bug in common if bug in alone or not any(part in alone for part in bug.split("; and "))}
+        common = alone or common  # one mistake that every case agrees on before two together that give its numbers
         known = sorted(bug for bug in common if not isinstance(bug, Reading))
         readings = [bug for bug in sets[0] if bug in common and isinstance(bug, Reading)]
         if known or len({r.same for r in readings}) != 1:

@@ -57,3 +57,9 @@ def test_a_bigram_table_normalised_by_columns_and_read_backwards_is_the_previous
     assert "your NLL scores the previous byte given the next one" in _line(message, "Measured:")
     assert "counts are not train's (measured" not in message.replace("the counts your NLL implies", "")
     assert "a table normalised over its columns (dim=0) and read at [next, prev]" in _line(message, "Candidates:")
+
+
+def test_two_count_slips_that_every_case_agrees_on_together_are_named_together():
+    likely = _line(_message("fresh35", "07", "decode_bytes_per_token", "kv_cache = L * config.n_heads * hd"),
+                   "Likely bug:")
+    assert "K and V both" in likely and "; and n_heads instead of n_kv_heads" in likely

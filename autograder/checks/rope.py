@@ -11,13 +11,12 @@ import torch.nn.functional as F
 
 import math
 import re
-import types
 
 from . import trace
 from .contracts import Contract, call_keeping_inputs, defaults, run_contract
 from ..learner_values import describe
 from .framework.check import CandidatesVariant, Check
-from .framework.calling import quiet_call
+from .framework.calling import independent_copy, quiet_call
 from .framework.watch import first_line_where
 from .framework.measure import close_to, randn, tol_for
 from .references.rope import apply_rope_steps, ref_angles, ref_rotate
@@ -347,10 +346,7 @@ def _rotate_half_made_up_for(chk: Check, apply_rope, x: torch.Tensor, start: int
     of its globals) turns each pair by -angle, so it makes up for the flip."""
     chk.require("rotate_half on its own: (x1, x2) -> (-x2, x1)", False,
                 "your apply_rope's results are right, your rotate_half's are not")
-    again = types.FunctionType(apply_rope.__code__, {**apply_rope.__globals__, "rotate_half": _half_rotate},
-                               apply_rope.__name__, apply_rope.__defaults__, apply_rope.__closure__)
-    again.__kwdefaults__ = apply_rope.__kwdefaults__
-    got = quiet_call(again, x.clone(), cos, sin, start)
+    got = quiet_call(independent_copy(apply_rope, {"rotate_half": _half_rotate}), x.clone(), cos, sin, start)
     c, s = cos[start:start + x.shape[-2]].to(x.dtype), sin[start:start + x.shape[-2]].to(x.dtype)
     if isinstance(got, torch.Tensor) and got.shape == x.shape and close_to(got, x * c + _half_rotate(x, -1) * s,
                                                                           *tol_for(x.dtype)):

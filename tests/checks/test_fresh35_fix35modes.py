@@ -81,16 +81,23 @@ def _eval_call(model, batches):
     model.train(True)
 
 
-def test_the_submodules_flags_are_recorded_and_the_flag_line_found_on_a_copy():
+def _logged(evaluate):
+    """(model, batches, the forward calls logged with their submodules' modes) of evaluate run on a model in train
+    mode with dropout."""
     model = tiny_model(0, dropout=0.3, vocab=19, d_model=16, n_heads=2).train()
     batches = [(torch.zeros(1, 3, dtype=torch.long), None)]
     log = ForwardLog(model, submodules=True)
     try:
         with torch.no_grad():
-            _flag_only(model, batches)
+            evaluate(model, batches)
     finally:
         log.close()
-    assert "model.training was False, yet" in eval_flag_alone(log.calls, "evaluate")
+    return model, batches, log.calls
+
+
+def test_the_submodules_flags_are_recorded_and_the_flag_line_found_on_a_copy():
+    model, batches, calls = _logged(_flag_only)
+    assert "model.training was False, yet" in eval_flag_alone(calls, "evaluate")
     rng = torch.get_rng_state()
     model.eval()
     located = flag_line(_flag_only, model, (batches,))
@@ -99,13 +106,6 @@ def test_the_submodules_flags_are_recorded_and_the_flag_line_found_on_a_copy():
 
 
 def test_eval_is_neither_said_nor_placed():
-    model = tiny_model(0, dropout=0.3, vocab=19, d_model=16, n_heads=2).train()
-    batches = [(torch.zeros(1, 3, dtype=torch.long), None)]
-    log = ForwardLog(model, submodules=True)
-    try:
-        with torch.no_grad():
-            _eval_call(model, batches)
-    finally:
-        log.close()
-    assert eval_flag_alone(log.calls, "evaluate") is None
+    model, batches, calls = _logged(_eval_call)
+    assert eval_flag_alone(calls, "evaluate") is None
     assert flag_line(_eval_call, model, (batches,)) is None

@@ -452,10 +452,13 @@ def _refusing_stand_in(original, message: str):
     return Refusing(original.__name__, (), {})
 
 
-def independent_copy(fn: types.FunctionType) -> types.FunctionType:
+def independent_copy(fn: types.FunctionType, rebound: Mapping[str, Any] | None = None) -> types.FunctionType:
     """A new function object with fn's code: for tests that use tinylm's
-    implementation as a correct answer (tinylm's object itself is refused)."""
-    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    implementation as a correct answer (tinylm's object itself is refused).
+    rebound: names its globals hold otherwise in the copy, read from a copy of
+    fn's globals (the notebook's own names are never rebound)."""
+    scope = {**fn.__globals__, **rebound} if rebound else fn.__globals__
+    copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
     return copy
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..calling import guarded_call
+from ..calling import guarded_call, independent_copy
 from ..measure import close_to, tol_for
 
 MAX_RUNS = 24       # runs again in all (names x values x failing calls); more: nothing is said
@@ -157,9 +157,7 @@ def _fresh(value: Any) -> Any:
 
 def _run_right(fn: Callable, rebound: dict, args: tuple, kwargs: dict, want: Any, same: Callable) -> bool | None:
     """Whether fn, run with its globals' copy rebound, gives `want` (None: it raised)."""
-    again = types.FunctionType(fn.__code__, {**fn.__globals__, **rebound}, fn.__name__, fn.__defaults__,
-                               fn.__closure__)
-    again.__kwdefaults__ = fn.__kwdefaults__
+    again = independent_copy(fn, rebound)
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # a measurement: the learner's printing is not shown again
             got = guarded_call(again, tuple(_fresh(a) for a in args), {k: _fresh(v) for k, v in kwargs.items()})
@@ -223,9 +221,7 @@ def notebook_generator_read(fn: Callable, args: tuple, kwargs: dict) -> dict | N
     def drawn_with(standing: torch.Tensor):
         stand_in = torch.Generator(device=generator.device)
         stand_in.set_state(standing)
-        again = types.FunctionType(fn.__code__, {**fn.__globals__, name: stand_in}, fn.__name__, fn.__defaults__,
-                                   fn.__closure__)
-        again.__kwdefaults__ = fn.__kwdefaults__
+        again = independent_copy(fn, {name: stand_in})
         copies = tuple(_copy_generator(a) if a is generator else _fresh(a) for a in args)
         named = {k: _copy_generator(v) if v is generator else _fresh(v) for k, v in kwargs.items()}
         try:
